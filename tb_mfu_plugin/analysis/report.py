@@ -1,0 +1,150 @@
+"""The one report type. The CLI's ``--json``, the TensorBoard routes and the tab all
+serialise these structs, so they can never disagree.
+
+Units: time in µs, shares as fractions 0-1, bytes as ints or floats per step,
+FLOPs and FLOP/s as floats. ``SCHEMA_VERSION`` changes only when a key is renamed
+or removed; adding keys is free.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+SCHEMA_VERSION = 1
+
+
+class Metrics(msgspec.Struct, kw_only=True):
+    """Metrics of one step, or their median over steps in ``Summary``."""
+
+    gpu_busy_share: float
+    kernel_time_share: float
+    memcpy_time_share: float
+    memset_time_share: float
+    idle_share: float
+    sync_wait_share: float  # host time blocked in synchronising calls / step time
+    sm_efficiency: float
+    achieved_occupancy: float | None
+    tensor_core_kernel_share: float
+    h2d_bytes_per_step: float
+    d2h_bytes_per_step: float
+    d2d_bytes_per_step: float
+    p2p_bytes_per_step: float
+    sync_count_per_step: float
+    kernels_per_step: float
+    flops_per_step: float | None = None
+    mfu: float | None = None
+
+
+class Step(Metrics, kw_only=True):
+    step: int
+    start_us: float
+    dur_us: float
+
+
+class Summary(Metrics, kw_only=True):
+    steps: int
+    step_time_us: float
+
+
+class Device(msgspec.Struct, kw_only=True):
+    index: int | None
+    name: str | None
+    num_sms: int | None = None
+    compute_capability: str | None = None
+    peak_flops: float | None = None
+    peak_source: str | None = None
+    dtype: str | None = None
+
+
+class CopyStats(msgspec.Struct, kw_only=True):
+    """Copies of one direction and host-memory kind, per step."""
+
+    direction: str  # H2D, D2H, D2D, P2P, other
+    memory: str  # pageable, pinned, device, unknown (the host side of the copy)
+    count_per_step: float
+    bytes_per_step: float
+    time_us_per_step: float
+    gbps: float | None  # achieved bandwidth while copying, GB/s (1e9 bytes)
+    small_count_per_step: float  # copies under 64 KiB
+
+
+class SyncStats(msgspec.Struct, kw_only=True):
+    """Host-device synchronisations grouped by API and the op that issued them."""
+
+    api: str  # cudaStreamSynchronize, cudaMemcpy, ...
+    op: str | None  # innermost CPU op around the call (aten::_local_scalar_dense)
+    root_op: str | None  # outermost op in the step (aten::item), the user-facing cause
+    count_per_step: float
+    blocked_us_per_step: float
+
+
+class IdleGaps(msgspec.Struct, kw_only=True):
+    count_per_step: float
+    total_us_per_step: float
+    median_us: float | None
+    max_us: float | None
+
+
+class LaunchStats(msgspec.Struct, kw_only=True):
+    kernels_per_step: float
+    median_kernel_us: float | None
+    short_kernel_share: float  # share of kernels under 10 µs
+    launch_api_us_per_step: float  # host time in launch calls
+    idle_gaps: IdleGaps
+
+
+class KernelStats(msgspec.Struct, kw_only=True):
+    name: str
+    count: int
+    total_us: float
+    share: float  # of all kernel time in the analysed steps
+    mean_us: float
+    mean_blocks_per_sm: float | None
+    sm_efficiency: float | None
+    achieved_occupancy: float | None
+    tensor_core: bool
+
+
+class WorkerReport(msgspec.Struct, kw_only=True):
+    name: str
+    span: str
+    file: str
+    error: str | None = None
+    device: Device | None = None
+    summary: Summary | None = None
+    steps: list[Step] = []
+    copies: list[CopyStats] = []
+    syncs: list[SyncStats] = []
+    launches: LaunchStats | None = None
+    top_kernels: list[KernelStats] = []
+    flops: dict[str, Any] | None = None  # FLOPs detail, filled by analysis.mfu
+    findings: list[dict[str, Any]] = []
+    waterfall: list[dict[str, Any]] = []
+    flags: list[str] = []  # e.g. "no_step_markers"
+    notes: list[str] = []  # human-readable caveats
+    distributed: dict[str, Any] | None = None
+    trace_bytes: int = 0
+
+
+class RunReport(msgspec.Struct, kw_only=True):
+    name: str
+    workers: list[WorkerReport] = []
+
+
+class Report(msgspec.Struct, kw_only=True):
+    schema_version: int = SCHEMA_VERSION
+    tool_version: str = ""
+    runs: list[RunReport] = []
+
+
+_encoder = msgspec.json.Encoder()
+
+
+def to_json(obj: Any) -> bytes:
+    return _encoder.encode(obj)
+
+
+def to_builtins(obj: Any) -> Any:
+    return msgspec.to_builtins(obj)

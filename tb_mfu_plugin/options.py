@@ -1,0 +1,17 @@
+"""Settings shared by every face (CLI flags, plugin flags) and passed to the analysis."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    # Peak override: a number beats a device name beats the trace's deviceProperties.
+    peak_tflops: float | None = None
+    device_name: str | None = None
+    # Model FLOPs per step supplied by the user (beats the sidecar file).
+    flops_per_step: float | None = None
+    # fp32 matmuls run on tensor cores (torch.backends.cuda.matmul.allow_tf32 = True).
+    tf32: bool = False
+    top_kernels: int = 50

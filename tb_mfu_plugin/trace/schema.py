@@ -1,0 +1,76 @@
+"""The Kineto trace schema we decode: only the fields the analysis reads.
+
+msgspec skips every other key without building Python objects for it, which is
+what makes decoding fast. Field types are unions where real traces disagree
+(2021 traces write ``"tid": "25738"``, torch 2.x writes ``"tid": 25738``;
+ROCm and ns-resolution traces write float timestamps).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+Id = int | str | None
+NO_RAW = msgspec.Raw(b"")
+
+
+class Args(msgspec.Struct):
+    # Ids and counts are ``int`` in CUDA traces, but other backends write some as
+    # strings (ROCm: "stream": "..."); the decoder keeps only the ints.
+    external_id: int | str | None = msgspec.field(default=None, name="External id")
+    # 2021 legacy traces spell it in lower case on runtime, kernel and memcpy events
+    external_id_legacy: int | str | None = msgspec.field(default=None, name="external id")
+    correlation: int | str | None = None
+    device: int | str | None = None
+    stream: int | str | None = None
+    blocks_per_sm: float | str | None = msgspec.field(default=None, name="blocks per SM")
+    warps_per_sm: float | str | None = msgspec.field(default=None, name="warps per SM")
+    occupancy: float | str | None = msgspec.field(default=None, name="est. achieved occupancy %")
+    bytes: int | str | None = None
+    flops: float | str | None = None
+    # Triton launches may write a grid as a string; only lists are used.
+    grid: list[int] | str | None = None
+    block: list[int] | str | None = None
+    # Shapes are kept raw and parsed only for the few ops that have a FLOP formula.
+    # (An empty Raw means "absent": msgspec allows no Raw | None union.)
+    input_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input type")
+    concrete_inputs: msgspec.Raw = msgspec.field(default=NO_RAW, name="Concrete Inputs")
+
+
+class Event(msgspec.Struct):
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: Id = None
+    tid: Id = None
+    ts: float | None = None
+    dur: float | None = None
+    args: Args | None = None
+
+
+class Header(msgspec.Struct):
+    """Top-level keys of a trace document (the part outside ``traceEvents``)."""
+
+    schemaVersion: Any = None
+    deviceProperties: list[dict[str, Any]] | None = None
+    distributedInfo: dict[str, Any] | None = None
+    traceName: str | None = None
+    displayTimeUnit: str | None = None
+    baseTimeNanoseconds: int | None = None
+
+
+class Document(Header):
+    traceEvents: list[Event] = []
+
+
+# Category names, lower-cased. Legacy 2021 names sit beside the torch 2.x ones.
+CPU_OP_CATS = frozenset({"cpu_op", "operator"})
+ANNOTATION_CATS = frozenset({"user_annotation"})
+RUNTIME_CATS = frozenset({"cuda_runtime", "runtime", "hip_runtime", "privateuse1_runtime"})
+DRIVER_CATS = frozenset({"cuda_driver", "hip_driver", "privateuse1_driver"})
+KERNEL_CATS = frozenset({"kernel"})
+MEMCPY_CATS = frozenset({"gpu_memcpy", "memcpy"})
+MEMSET_CATS = frozenset({"gpu_memset", "memset"})

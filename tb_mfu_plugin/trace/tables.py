@@ -1,0 +1,104 @@
+"""Columnar tables decoded from one trace file.
+
+Every metric in ``analysis`` is a query over these arrays. Names are stored once
+in ``TraceTables.names`` and referenced by int32 codes, like a categorical column.
+Missing numbers are NaN (floats) or -1 (ids, counts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+# GpuTable.kind
+KERNEL, MEMCPY, MEMSET = 0, 1, 2
+# CpuTable.kind
+OP, ANNOTATION, RUNTIME, DRIVER = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class GpuTable:
+    """Kernels, memcpys and memsets: work that ran on a device."""
+
+    kind: np.ndarray  # int8
+    name: np.ndarray  # int32 code into TraceTables.names
+    ts: np.ndarray  # float64 µs
+    dur: np.ndarray  # float64 µs
+    device: np.ndarray  # int32
+    stream: np.ndarray  # int64, -1 unknown
+    correlation: np.ndarray  # int64, -1 unknown
+    external_id: np.ndarray  # int64, -1 unknown
+    blocks_per_sm: np.ndarray  # float32, NaN unknown
+    warps_per_sm: np.ndarray  # float32, NaN unknown
+    occupancy_pct: np.ndarray  # float32, NaN unknown
+    grid_blocks: np.ndarray  # int64 (product of grid dims), -1 unknown
+    block_threads: np.ndarray  # int64 (product of block dims), -1 unknown
+    bytes: np.ndarray  # int64, -1 unknown
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    @property
+    def end(self) -> np.ndarray:
+        return self.ts + self.dur
+
+    def take(self, index: np.ndarray) -> GpuTable:
+        return GpuTable(**{k: getattr(self, k)[index] for k in self.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class OpInputs:
+    """Raw JSON of an op's recorded shapes; parsed only when a FLOP formula needs it."""
+
+    dims: bytes | None
+    types: bytes | None
+    concrete: bytes | None
+
+
+@dataclass(frozen=True)
+class CpuTable:
+    """Host-side events: operators, user annotations, runtime and driver calls."""
+
+    kind: np.ndarray  # int8
+    name: np.ndarray  # int32
+    ts: np.ndarray  # float64 µs
+    dur: np.ndarray  # float64 µs
+    pid: np.ndarray  # int64
+    tid: np.ndarray  # int64
+    external_id: np.ndarray  # int64, -1 unknown
+    correlation: np.ndarray  # int64, -1 unknown (runtime and driver calls only)
+    flops: np.ndarray  # float64, NaN unless the trace carries a ``flops`` arg
+    # row index -> recorded inputs, for ops the decoder was asked to keep
+    inputs: dict[int, OpInputs] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    @property
+    def end(self) -> np.ndarray:
+        return self.ts + self.dur
+
+
+@dataclass(frozen=True)
+class TraceMeta:
+    path: str
+    device_properties: list[dict[str, Any]]
+    distributed_info: dict[str, Any] | None
+    trace_name: str | None
+    base_time_ns: int | None
+    schema_version: Any
+    size_bytes: int  # uncompressed JSON bytes decoded
+
+
+@dataclass(frozen=True)
+class TraceTables:
+    meta: TraceMeta
+    names: list[str]
+    cpu: CpuTable
+    gpu: GpuTable
+
+    def name_codes(self, predicate: Any) -> np.ndarray:
+        """Codes of all names for which ``predicate(name)`` is true (a boolean lookup table)."""
+        return np.fromiter((bool(predicate(n)) for n in self.names), dtype=bool, count=len(self.names))
