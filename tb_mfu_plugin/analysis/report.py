@@ -24,7 +24,7 @@ class Metrics(msgspec.Struct, kw_only=True):
     memset_time_share: float
     idle_share: float
     sync_wait_share: float  # host time blocked in synchronising calls / step time
-    sm_efficiency: float
+    sm_efficiency: float | None  # None when no kernel reports blocks or a grid (ROCm)
     achieved_occupancy: float | None
     tensor_core_kernel_share: float
     h2d_bytes_per_step: float
@@ -41,11 +41,15 @@ class Step(Metrics, kw_only=True):
     step: int
     start_us: float
     dur_us: float
+    # Where the step's time went, as fractions summing to 1:
+    # kernel, memcpy, memset (busy without kernels), sync_wait, idle.
+    breakdown: dict[str, float] = {}
 
 
 class Summary(Metrics, kw_only=True):
     steps: int
     step_time_us: float
+    breakdown: dict[str, float] = {}
 
 
 class Device(msgspec.Struct, kw_only=True):

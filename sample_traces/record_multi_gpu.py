@@ -1,0 +1,319 @@
+#!/usr/bin/env python3
+"""Record the multi-GPU sample traces (DDP, FSDP2, tensor parallel) and their ground truth.
+
+One strategy per torchrun invocation keeps a failure (or hang) in one from losing the others:
+
+    export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+    for s in ddp fsdp2 tp; do
+      torchrun --standalone --nproc_per_node 2 sample_traces/record_multi_gpu.py --strategy $s --out sample_traces
+    done
+    # CPU dry run (gloo, tiny shapes):
+    torchrun --standalone --nproc_per_node 2 sample_traces/record_multi_gpu.py --device cpu --tiny --strategy tp --out /tmp/st
+
+Writes <out>/<strategy>_<N>gpu/rank<r>.<ns>.pt.trace.json.gz for every rank and
+<out>/<strategy>_<N>gpu/ground_truth.json (rank 0).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+import traceback
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sample_common as sc  # noqa: E402
+
+
+def is_dtensor(t) -> bool:
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # pragma: no cover
+        from torch.distributed._tensor import DTensor
+    return isinstance(t, DTensor)
+
+
+def wrap(strategy: str, model: sc.GPT, dev, ws: int, local_rank: int):
+    from torch.distributed.device_mesh import init_device_mesh
+    if strategy == "ddp":
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        return DDP(model, device_ids=[local_rank] if dev.type == "cuda" else None)
+    mesh = init_device_mesh(dev.type, (ws,))
+    if strategy == "fsdp2":
+        from torch.distributed.fsdp import fully_shard
+        for blk in model.blocks:
+            fully_shard(blk, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        return model
+    if strategy == "tp":
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+        assert model.cfg.n_heads % ws == 0, "n_heads must divide by the TP degree"
+        plan = {
+            "attn.q": ColwiseParallel(), "attn.k": ColwiseParallel(), "attn.v": ColwiseParallel(),
+            "attn.proj": RowwiseParallel(),
+            "mlp.fc1": ColwiseParallel(), "mlp.fc2": RowwiseParallel(),
+        }
+        for blk in model.blocks:
+            parallelize_module(blk, mesh, plan)
+        return model
+    raise ValueError(strategy)
+
+
+def make_optimizers(model):
+    """Fused AdamW.  Under TP the block weights are DTensors and the rest plain tensors; a
+    fused/foreach call may not mix the two, so they get one optimizer each."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    dt = [p for p in params if is_dtensor(p)]
+    plain = [p for p in params if not is_dtensor(p)]
+    opts = []
+    for group in (dt, plain):
+        if group:
+            opts.append(torch.optim.AdamW(group, lr=1e-4, fused=True))
+    return opts, {"dtensor_params": len(dt), "plain_params": len(plain)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--strategy", required=True, choices=["ddp", "fsdp2", "tp"])
+    ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--tiny", action="store_true")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--timed-steps", type=int, default=20)
+    ap.add_argument("--trace-limit", type=int, default=sc.TRACE_LIMIT_BYTES)
+    ap.add_argument("--compile-backend", default="inductor", help="unused (accepted for a shared arg list)")
+    args = ap.parse_args()
+
+    rank = int(os.environ["RANK"])
+    ws = int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    if args.device == "cuda":
+        dev = torch.device("cuda", local_rank)
+        torch.cuda.set_device(dev)
+        backend = "nccl"
+    else:
+        dev = torch.device("cpu")
+        backend = "gloo"
+    dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=180),
+                            **({"device_id": dev} if dev.type == "cuda" else {}))
+    strategy = args.strategy
+    run_name = f"{strategy}_{ws}gpu"
+    run_dir = os.path.join(args.out, run_name)
+    worker = f"rank{rank}"
+    if rank == 0:
+        os.makedirs(run_dir, exist_ok=True)
+    dist.barrier()
+    sc.remove_traces(run_dir, worker)
+
+    cfg = sc.GPTConfig.tiny() if args.tiny else sc.GPTConfig()
+    torch.manual_seed(0)  # identical init on every rank
+    model = sc.GPT(cfg, naive=False).to(dev).train()
+    info = sc.gpt_model_info(model)
+    # TP: every rank must see the same batch; DDP/FSDP: each rank its own shard of data
+    data_seed = 1 if strategy == "tp" else 1 + rank
+    pool = sc.gpt_batch_pool(cfg, 4, pin=dev.type == "cuda", seed=data_seed)
+
+    def make_step(m, opts):
+        def step(i):
+            xb, yb = pool[i % len(pool)]
+            x = xb.to(dev, non_blocking=True)
+            y = yb.to(dev, non_blocking=True)
+            with torch.autocast(device_type=dev.type, dtype=torch.bfloat16):
+                logits = m(x)
+                loss = F.cross_entropy(logits.reshape(-1, cfg.vocab), y.reshape(-1))
+            loss.backward()
+            for o in opts:
+                o.step()
+                o.zero_grad(set_to_none=True)
+        return step
+
+    # FLOPs of the plain (unsharded) model on this rank's batch, fwd+bwd (no optimizer step: it counts 0)
+    fc_plain = sc.count_flops(lambda i: make_step(model, [])(i), dev)
+    model.zero_grad(set_to_none=True)
+    flops_plain = fc_plain["flops_per_step"]
+
+    wrapped = wrap(strategy, model, dev, ws, local_rank)
+    opts, opt_info = make_optimizers(wrapped)
+    step = make_step(wrapped, opts)
+    t0 = time.time()
+    for i in range(args.warmup):
+        step(i)
+    sc.sync(dev)
+    warm_s = time.time() - t0
+
+    counter_on_wrapped = None
+    try:
+        fc_w = sc.count_flops(step, dev)
+        counter_on_wrapped = {"flops_per_step": fc_w["flops_per_step"], "flops_by_op": fc_w["flops_by_op"]}
+    except Exception as e:
+        counter_on_wrapped = {"error": f"{type(e).__name__}: {e}"}
+    for i in range(2):
+        step(i)
+
+    tokens_local = cfg.batch * cfg.seq_len
+    head_flops = 6.0 * tokens_local * cfg.d_model * cfg.vocab  # lm_head fwd (2) + bwd (4) per token
+    if strategy == "tp":
+        flops_rank = (flops_plain - head_flops) / ws + head_flops
+        flops_source = ("analytic from FlopCounterMode: the unsharded model on the same batch counted by "
+                        "FlopCounterMode; block matmuls and attention (sharded over ranks) divided by world_size, "
+                        "lm_head (6*tokens*d_model*vocab, replicated on every rank) counted in full")
+        tokens_global = tokens_local  # every rank processes the same batch
+        model_flops_global = flops_plain
+    else:
+        wrapped_ok = ("flops_per_step" in counter_on_wrapped and
+                      abs(counter_on_wrapped["flops_per_step"] - flops_plain) <= 0.01 * flops_plain)
+        flops_rank = counter_on_wrapped["flops_per_step"] if wrapped_ok else flops_plain
+        flops_source = ("FlopCounterMode on the wrapped model (local batch); equals the plain-model count"
+                        if wrapped_ok else
+                        "FlopCounterMode on the plain (unwrapped) model with this rank's batch")
+        tokens_global = tokens_local * ws
+        model_flops_global = flops_plain * ws
+
+    timing = sc.time_unprofiled(step, dev, args.timed_steps)
+    if rank == 0:
+        print(f"[{run_name}] unprofiled median {timing['step_time_us_unprofiled']:.1f} us", flush=True)
+
+    prof, tried = None, []
+    for active in (3, 2, 1):
+        prof = sc.profile_steps(step, dev, run_dir, worker, active)
+        biggest = max(prof["trace_bytes"]) if prof["trace_bytes"] else 0
+        sizes = [None] * ws
+        dist.all_gather_object(sizes, biggest)
+        tried.append({"active": active, "max_trace_bytes_per_rank": sizes})
+        if max(sizes) <= args.trace_limit:
+            break
+        sc.remove_traces(run_dir, worker)
+        dist.barrier()
+
+    t_unprof = timing["step_time_us_unprofiled"]
+    t_prof = prof["step_time_us_profiled_wall"]
+    mine = {
+        "rank": rank,
+        "flops_per_step": flops_rank,
+        "flops_source": flops_source,
+        "flops_counter_on_wrapped_model": counter_on_wrapped,
+        "flops_plain_model_local_batch": flops_plain,
+        "flops_by_op_plain_model": fc_plain["flops_by_op"],
+        "step_time_us_unprofiled": t_unprof,
+        "step_time_us_unprofiled_steps": timing["step_time_us_unprofiled_steps"],
+        "step_time_us_profiled_wall": t_prof,
+        "step_time_us_profiled_steps": prof["step_time_us_profiled_steps"],
+        "mfu": sc.mfu(flops_rank, t_unprof),
+        "mfu_profiled": sc.mfu(flops_rank, t_prof),
+        "trace_files": prof["trace_files"],
+        "trace_bytes": prof["trace_bytes"],
+        "optimizers": opt_info,
+    }
+    per_rank = [None] * ws
+    dist.all_gather_object(per_rank, mine)
+
+    if rank == 0:
+        slowest_unprof = max(r["step_time_us_unprofiled"] for r in per_rank)
+        slowest_prof = max(r["step_time_us_profiled_wall"] for r in per_rank)
+        in_bytes = cfg.batch * cfg.seq_len * 8
+        n_params = info["n_params"]
+        expected = {
+            "h2d_bytes_per_step": 2 * in_bytes,
+            "d2h_bytes_per_step": 0,
+            "h2d_copies_per_step": 2,
+            "d2h_copies_per_step": 0,
+            "sync_count_per_step": 0,
+            "scope": "per rank",
+            "copies": [
+                {"what": "input ids x int64 (B,T) pinned .to(device, non_blocking=True)",
+                 "kind": "Memcpy HtoD (Pinned -> Device)", "bytes": in_bytes},
+                {"what": "targets y int64 (B,T) pinned .to(device, non_blocking=True)",
+                 "kind": "Memcpy HtoD (Pinned -> Device)", "bytes": in_bytes},
+            ],
+            "syncs": [],
+        }
+        notes = ["Built with no host syncs and no D2H copies in the step; any that appear in the trace come from "
+                 "the library (DDP/FSDP2/DTensor) and were not planned."]
+        if strategy == "ddp":
+            expected["collectives"] = {
+                "allreduce_grad_bytes_per_step": 4 * n_params,
+                "description": ("DDP all-reduces every fp32 gradient once per step (bucketed, default 25 MiB "
+                                "buckets, first bucket 1 MiB), overlapped with backward"),
+            }
+        elif strategy == "fsdp2":
+            expected["collectives"] = {
+                "description": ("fully_shard per block then root, no MixedPrecisionPolicy (fp32 params "
+                                "all-gathered, autocast casts at op level): each block all-gathered in forward and "
+                                "again in backward (reshard_after_forward=True), root params (wte, wpe, ln_f, "
+                                "lm_head) gathered once; fp32 gradients reduce-scattered once per step"),
+                "reduce_scatter_grad_bytes_per_step_approx": 4 * n_params,
+            }
+        else:
+            expected["collectives"] = {
+                "description": ("TP over q/k/v (Colwise), attn.proj (Rowwise), mlp.fc1 (Colwise), mlp.fc2 "
+                                f"(Rowwise); {cfg.n_heads // ws} heads per rank. Forward: one all-reduce of the "
+                                "(B,T,d) activation after each Rowwise layer (2 per block). Backward: all-reduces "
+                                "of the input gradients of the Colwise layers. Embeddings, LayerNorms and lm_head "
+                                "are replicated (same batch, same grads on every rank)."),
+            }
+        gt = {
+            "workload": run_name,
+            "description": (f"GPT ({cfg.n_layers} layers, d={cfg.d_model}) bf16 autocast, SDPA, fused AdamW, pinned "
+                            f"non_blocking input, trained with {strategy.upper()} on {ws} GPUs"),
+            "strategy": strategy,
+            "world_size": ws,
+            **sc.env_info(dev),
+            "steps_profiled": prof["steps_profiled"],
+            "flops_per_step": per_rank[0]["flops_per_step"],
+            "flops_by_op": fc_plain["flops_by_op"] if strategy != "tp" else {
+                "note": "per-op counts of the UNSHARDED model on the same batch; see per_rank", **fc_plain["flops_by_op"]},
+            "flops_source": flops_source,
+            "flops_scope": "per rank (rank 0); per_rank lists every rank",
+            "model_flops_per_step_global": model_flops_global,
+            "step_time_us_unprofiled": per_rank[0]["step_time_us_unprofiled"],
+            "step_time_us_unprofiled_slowest_rank": slowest_unprof,
+            "step_time_us_profiled_wall": per_rank[0]["step_time_us_profiled_wall"],
+            "step_time_us_profiled_wall_slowest_rank": slowest_prof,
+            "unprofiled_timed_steps": args.timed_steps,
+            "tokens_per_step": tokens_global,
+            "tokens_per_step_per_rank": tokens_local,
+            "tokens_per_s_unprofiled": tokens_global / (slowest_unprof * 1e-6),
+            "tokens_per_s_profiled": tokens_global / (slowest_prof * 1e-6),
+            "mfu_unprofiled": sc.mfu(per_rank[0]["flops_per_step"], per_rank[0]["step_time_us_unprofiled"]),
+            "mfu_profiled": sc.mfu(per_rank[0]["flops_per_step"], per_rank[0]["step_time_us_profiled_wall"]),
+            "mfu_model_unprofiled": model_flops_global / (slowest_unprof * 1e-6) / (ws * sc.PEAK_BF16_FLOPS),
+            "mfu_model_profiled": model_flops_global / (slowest_prof * 1e-6) / (ws * sc.PEAK_BF16_FLOPS),
+            "mfu_definitions": {
+                "mfu_unprofiled/mfu_profiled": "rank 0's executed FLOPs (flops_per_step) / its step time / peak",
+                "mfu_model_*": ("useful model FLOPs of the global batch (model_flops_per_step_global) / slowest "
+                                "rank's step time / (world_size * peak); for TP the replicated lm_head counts once"),
+            },
+            "model": {**info, "batch_per_rank": cfg.batch},
+            **sc.gpt_analytic_flops(info, tokens_global),
+            "expected": expected,
+            "per_rank": per_rank,
+            "notes": notes + ([f"trace size retries: {tried}"] if len(tried) > 1 else []),
+            "warmup_steps": args.warmup,
+            "warmup_seconds_rank0": round(warm_s, 2),
+            "recorded_at_unix": int(time.time()),
+        }
+        with open(os.path.join(run_dir, "ground_truth.json"), "w") as f:
+            json.dump(gt, f, indent=2)
+        print(f"[{run_name}] per-rank step us unprof {[round(r['step_time_us_unprofiled']) for r in per_rank]} "
+              f"prof {[round(r['step_time_us_profiled_wall']) for r in per_rank]} "
+              f"flops/rank {per_rank[0]['flops_per_step'] / 1e12:.3f} TF "
+              f"MFU {gt['mfu_unprofiled']:.3f}/{gt['mfu_profiled']:.3f} model-MFU {gt['mfu_model_unprofiled']:.3f} "
+              f"tok/s {gt['tokens_per_s_unprofiled']:.0f} trace bytes {[r['trace_bytes'] for r in per_rank]} "
+              f"wrapped-counter {[r['flops_counter_on_wrapped_model'].get('flops_per_step', r['flops_counter_on_wrapped_model'].get('error')) for r in per_rank]}",
+              flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception:
+        traceback.print_exc()
+        sys.exit(1)

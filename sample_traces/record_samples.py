@@ -1,0 +1,450 @@
+#!/usr/bin/env python3
+"""Record the single-GPU sample traces and their ground truth.
+
+    # the real recording (one H200):
+    python3 sample_traces/record_samples.py --out sample_traces
+    # CPU dry run (no CUDA activity in the traces, tiny shapes):
+    python3 sample_traces/record_samples.py --device cpu --tiny --out /tmp/st
+
+Each workload writes <out>/<run_name>/<worker>.<ns>.pt.trace.json.gz and
+<out>/<run_name>/ground_truth.json.  One failing workload does not stop the others.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sample_common as sc  # noqa: E402
+
+WORKER = "rank0"
+
+
+class Workload:
+    """What a workload builder returns."""
+
+    def __init__(self, name, description, step, expected, model_info=None, flop_step=None,
+                 tokens_per_step=None, notes=(), extra=None):
+        self.name = name
+        self.description = description
+        self.step = step
+        self.flop_step = flop_step or step
+        self.expected = expected
+        self.model_info = model_info
+        self.tokens_per_step = tokens_per_step
+        self.notes = list(notes)
+        self.extra = extra or {}
+
+
+def autocast(dev):
+    return torch.autocast(device_type=dev.type, dtype=torch.bfloat16)
+
+
+# --------------------------------------------------------------------------- GPT variants
+
+
+def _gpt_common(args, dev, naive: bool):
+    cfg = sc.GPTConfig.tiny() if args.tiny else sc.GPTConfig()
+    torch.manual_seed(0)
+    model = sc.GPT(cfg, naive=naive).to(dev)
+    model.train()
+    return cfg, model
+
+
+def build_gpt_naive(args, dev):
+    cfg, model = _gpt_common(args, dev, naive=True)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False, fused=False)
+    pool = sc.gpt_batch_pool(cfg, 4, pin=False, seed=1)  # pageable CPU memory
+    state = {}
+
+    def step(i):
+        xb, yb = pool[i % len(pool)]
+        x = xb.to(dev)  # blocking pageable H2D: cudaMemcpyAsync + cudaStreamSynchronize
+        y = yb.to(dev)
+        with autocast(dev):
+            logits = model(x)
+            loss = F.cross_entropy(logits.view(-1, cfg.vocab), y.view(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        state["loss"] = loss.item()  # D2H of the scalar + stream sync
+        state["loss_nbytes"] = loss.element_size()
+        state["loss_dtype"] = str(loss.dtype)
+
+    # probe the loss dtype once so the expected D2H size is exact
+    step(0)
+    info = sc.gpt_model_info(model)
+    tokens = cfg.batch * cfg.seq_len
+    in_bytes = cfg.batch * cfg.seq_len * 8
+    loss_bytes = state["loss_nbytes"]
+    expected = {
+        "h2d_bytes_per_step": 2 * in_bytes,
+        "d2h_bytes_per_step": loss_bytes,
+        "h2d_copies_per_step": 2,
+        "d2h_copies_per_step": 1,
+        "sync_count_per_step": 3,
+        "copies": [
+            {"what": "input ids x int64 (B,T) .to(device) pageable->device, non_blocking=False",
+             "kind": "Memcpy HtoD (Pageable -> Device)", "bytes": in_bytes},
+            {"what": "targets y int64 (B,T) .to(device) pageable->device, non_blocking=False",
+             "kind": "Memcpy HtoD (Pageable -> Device)", "bytes": in_bytes},
+            {"what": f"loss.item() (loss is a 0-d {state['loss_dtype']} tensor)",
+             "kind": "Memcpy DtoH (Device -> Pageable)", "bytes": loss_bytes},
+        ],
+        "syncs": [
+            "aten::copy_ of x (blocking H2D: at::cuda::memcpy_and_sync -> cudaStreamSynchronize)",
+            "aten::copy_ of y (blocking H2D: cudaStreamSynchronize)",
+            "aten::item / aten::_local_scalar_dense of loss (cudaMemcpyAsync DtoH + cudaStreamSynchronize)",
+        ],
+        "non_syncs_that_look_like_syncs": (
+            "AdamW(foreach=False, fused=False, capturable=False) keeps each param's `step` on the CPU and "
+            "calls aten::item on it (and add_ on CPU) once per parameter per step: these are CPU-only, "
+            f"not GPU syncs ({len(list(model.parameters()))} parameters)"),
+        "attention": "hand-written: matmul(q, k^T) -> mul(scale) -> masked_fill(causal) -> softmax (fp32 under autocast) -> dropout(p=0.0) -> matmul(att, v)",
+    }
+    return Workload(
+        "gpt_naive_attention",
+        "GPT-style transformer, eager, bf16 autocast, hand-written attention materialising the (B,H,T,T) "
+        "scores, non-fused non-foreach AdamW, pageable input copied with blocking .to(device) each step, "
+        "loss.item() every step (3 host syncs per step).",
+        step, expected, model_info=info, tokens_per_step=tokens,
+        extra=sc.gpt_analytic_flops(info, tokens))
+
+
+def _build_gpt_sdpa(args, dev, compiled: bool):
+    cfg, model = _gpt_common(args, dev, naive=False)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    pin = dev.type == "cuda"
+    pool = sc.gpt_batch_pool(cfg, 4, pin=pin, seed=1)
+    run_model = torch.compile(model, backend=args.compile_backend) if compiled else model
+
+    def make_step(m):
+        def step(i):
+            xb, yb = pool[i % len(pool)]
+            x = xb.to(dev, non_blocking=True)
+            y = yb.to(dev, non_blocking=True)
+            with autocast(dev):
+                logits = m(x)
+                loss = F.cross_entropy(logits.view(-1, cfg.vocab), y.view(-1))
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        return step
+
+    step = make_step(run_model)
+    flop_step = make_step(model)  # eager module: FlopCounterMode counts aten ops, same math
+    info = sc.gpt_model_info(model)
+    tokens = cfg.batch * cfg.seq_len
+    in_bytes = cfg.batch * cfg.seq_len * 8
+    expected = {
+        "h2d_bytes_per_step": 2 * in_bytes,
+        "d2h_bytes_per_step": 0,
+        "h2d_copies_per_step": 2,
+        "d2h_copies_per_step": 0,
+        "sync_count_per_step": 0,
+        "copies": [
+            {"what": "input ids x int64 (B,T) from a pinned pool, .to(device, non_blocking=True)",
+             "kind": "Memcpy HtoD (Pinned -> Device)", "bytes": in_bytes},
+            {"what": "targets y int64 (B,T) from a pinned pool, .to(device, non_blocking=True)",
+             "kind": "Memcpy HtoD (Pinned -> Device)", "bytes": in_bytes},
+        ],
+        "syncs": [],
+        "attention": "F.scaled_dot_product_attention(is_causal=True) (backend chosen by PyTorch: flash / cuDNN / efficient)",
+    }
+    notes = ["No .item()/print of the loss inside the loop: no host syncs are intended per step.",
+             "AdamW(fused=True): one fused multi-tensor kernel launch set per step; step counters live on the GPU."]
+    if compiled:
+        notes.append("torch.compile(model) (default mode, inductor, no CUDA graphs); compiled and warmed up "
+                     "before the profiler starts, so no compile events are in the recorded steps. The optimizer "
+                     "step is eager (fused AdamW). Triton kernels are launched through cuLaunchKernel "
+                     "(cuda_driver events).")
+        notes.append("flops_per_step counted by FlopCounterMode on the same module run EAGERLY (FlopCounterMode "
+                     "does not see inside inductor-generated code); the math is identical.")
+    name = "gpt_compile" if compiled else "gpt_sdpa_fused"
+    desc = ("Same GPT under torch.compile (SDPA attention, fused AdamW, pinned non_blocking input, no syncs)."
+            if compiled else
+            "Same GPT as gpt_naive_attention but with F.scaled_dot_product_attention(is_causal=True), "
+            "AdamW(fused=True), pinned input copied non_blocking, no .item() (0 host syncs per step).")
+    w = Workload(name, desc, step, expected, model_info=info, flop_step=flop_step,
+                 tokens_per_step=tokens, notes=notes, extra=sc.gpt_analytic_flops(info, tokens))
+    if compiled:
+        w.flops_source = "FlopCounterMode (eager run of the same module)"
+        w.extra["compile_backend"] = args.compile_backend
+    return w
+
+
+def build_gpt_sdpa(args, dev):
+    return _build_gpt_sdpa(args, dev, compiled=False)
+
+
+def build_gpt_compile(args, dev):
+    return _build_gpt_sdpa(args, dev, compiled=True)
+
+
+# --------------------------------------------------------------------------- ResNet-50
+
+
+def build_resnet50(args, dev):
+    try:
+        import torchvision
+        model = torchvision.models.resnet50(weights=None)
+        arch = f"torchvision {torchvision.__version__} resnet50(weights=None), NCHW (default memory format)"
+    except ImportError:
+        if not args.tiny:
+            raise
+        # CPU dry-run stand-in when torchvision is not installed locally
+        model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                              nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 1000))
+        arch = "tiny conv stand-in (torchvision missing)"
+    model = model.to(dev).train()
+    B, HW = (4, 32) if args.tiny else (64, 224)
+    g = torch.Generator(device=dev).manual_seed(0)
+    x = torch.randn(B, 3, HW, HW, device=dev, generator=g)  # synthetic data created on the GPU
+    y = torch.randint(0, 1000, (B,), device=dev, generator=g)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)  # foreach (default on CUDA)
+
+    def step(i):
+        with autocast(dev):
+            out = model(x)
+            loss = F.cross_entropy(out, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    n_params = sum(p.numel() for p in model.parameters())
+    expected = {
+        "h2d_bytes_per_step": 0, "d2h_bytes_per_step": 0,
+        "h2d_copies_per_step": 0, "d2h_copies_per_step": 0,
+        "sync_count_per_step": 0, "copies": [], "syncs": [],
+    }
+    return Workload(
+        "resnet50_bf16",
+        "torchvision ResNet-50 training step, bf16 autocast, synthetic batch created once on the GPU "
+        f"(B={B}, 3x{HW}x{HW}), SGD(momentum=0.9, foreach default), no copies, no syncs.",
+        step, expected,
+        model_info={"arch": arch, "batch": B, "image_hw": HW, "n_params": n_params,
+                    "cudnn_benchmark": torch.backends.cudnn.benchmark},
+        notes=["Synthetic data is reused every step: no input pipeline. BatchNorm runs in train mode "
+               "(running stats updates are GPU kernels, no copies)."])
+
+
+# --------------------------------------------------------------------------- tiny MLP
+
+
+def build_tiny_mlp(args, dev):
+    width, depth, B = 256, 8, 32
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(depth):
+        layers += [nn.Linear(width, width), nn.ReLU()]
+    layers += [nn.Linear(width, 10)]
+    model = nn.Sequential(*layers).to(dev).train()
+    x = torch.randn(B, width, device=dev)
+    y = torch.randint(0, 10, (B,), device=dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False, fused=False)
+
+    def step(i):
+        with autocast(dev):
+            out = model(x)
+            loss = F.cross_entropy(out, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    n_params = sum(p.numel() for p in model.parameters())
+    expected = {
+        "h2d_bytes_per_step": 0, "d2h_bytes_per_step": 0,
+        "h2d_copies_per_step": 0, "d2h_copies_per_step": 0,
+        "sync_count_per_step": 0, "copies": [], "syncs": [],
+        "launch_bound": True,
+        "non_syncs_that_look_like_syncs": (
+            "AdamW(foreach=False) calls aten::item on CPU step counters, once per parameter "
+            f"({len(list(model.parameters()))} parameters): CPU-only, not GPU syncs"),
+    }
+    return Workload(
+        "tiny_mlp_launch_bound",
+        f"Tiny MLP ({depth} x Linear({width},{width})+ReLU, head Linear({width},10)), batch {B}, bf16 autocast, "
+        "per-parameter (foreach=False) AdamW: hundreds of microsecond-scale kernels per step; the GPU idles "
+        "between launches (CPU/launch bound). Data resident on the GPU; no copies, no syncs.",
+        step, expected,
+        model_info={"depth": depth, "width": width, "batch": B, "n_params": n_params})
+
+
+# --------------------------------------------------------------------------- pageable copies
+
+
+def build_pageable_copy(args, dev):
+    MiB = 1024 * 1024
+    if args.tiny:
+        big_rows, cols, out_rows = 64, 64, 16
+        small_numels = (16, 32, 64, 128)
+    else:
+        big_rows, cols, out_rows = 4096, 4096, 1024  # 64 MiB fp32 in, 16 MiB fp32 out
+        small_numels = (256, 1024, 4096, 15360)  # fp32: 1 KiB, 4 KiB, 16 KiB, 60 KiB (< 64 KiB)
+    g = torch.Generator().manual_seed(0)
+    x_cpu = torch.randn(big_rows, cols, generator=g)  # pageable
+    smalls = [torch.randn(n, generator=g) for n in small_numels]  # pageable
+    out_cpu = torch.empty(out_rows, cols)  # pageable destination
+    w = torch.randn(cols, cols, device=dev, dtype=torch.bfloat16) / cols ** 0.5
+
+    def step(i):
+        x = x_cpu.to(dev)  # blocking H2D (sync)
+        s = [t.to(dev) for t in smalls]  # 4 small blocking H2D (4 syncs)
+        bias = s[0].sum() + s[1].sum() + s[2].sum() + s[3].sum()  # stays on GPU
+        z = x.to(torch.bfloat16) @ w
+        r = z[:out_rows].float() + bias
+        out_cpu.copy_(r)  # blocking D2H into pageable memory (sync)
+
+    big_bytes = x_cpu.numel() * 4
+    small_bytes = [t.numel() * 4 for t in smalls]
+    out_bytes = out_cpu.numel() * 4
+    expected = {
+        "h2d_bytes_per_step": big_bytes + sum(small_bytes),
+        "d2h_bytes_per_step": out_bytes,
+        "h2d_copies_per_step": 1 + len(smalls),
+        "d2h_copies_per_step": 1,
+        "sync_count_per_step": 1 + len(smalls) + 1,
+        "copies": (
+            [{"what": f"x fp32 {tuple(x_cpu.shape)} pageable .to(device)", "kind": "Memcpy HtoD (Pageable -> Device)",
+              "bytes": big_bytes}]
+            + [{"what": f"small fp32 ({n},) pageable .to(device)", "kind": "Memcpy HtoD (Pageable -> Device)",
+                "bytes": b} for n, b in zip(small_numels, small_bytes)]
+            + [{"what": f"result fp32 {tuple(out_cpu.shape)} out_cpu.copy_(r) into pageable memory",
+                "kind": "Memcpy DtoH (Device -> Pageable)", "bytes": out_bytes}]),
+        "syncs": ["each of the 5 blocking H2D aten::copy_ (cudaStreamSynchronize)",
+                  "the blocking D2H aten::copy_ (cudaStreamSynchronize)"],
+        "big_h2d_bytes": big_bytes, "small_h2d_bytes": small_bytes,
+    }
+    return Workload(
+        "pageable_copy_loop",
+        f"Copy-bound loop: per step a {big_bytes // MiB} MiB pageable H2D, 4 small (<64 KiB) pageable H2D, one "
+        f"bf16 matmul ({big_rows}x{cols} @ {cols}x{cols}), and a {out_bytes // MiB} MiB D2H into pageable memory; "
+        "every copy is blocking (6 host syncs per step). No autograd, no optimizer.",
+        step, expected,
+        model_info={"big_in_shape": list(x_cpu.shape), "weight_shape": [cols, cols], "out_shape": list(out_cpu.shape)},
+        notes=["Small compute on purpose: the step is dominated by pageable copies (staged through a driver "
+               "bounce buffer, so bandwidth is well below the pinned rate)."])
+
+
+WORKLOADS = {
+    "gpt_naive_attention": build_gpt_naive,
+    "gpt_sdpa_fused": build_gpt_sdpa,
+    "resnet50_bf16": build_resnet50,
+    "tiny_mlp_launch_bound": build_tiny_mlp,
+    "pageable_copy_loop": build_pageable_copy,
+    "gpt_compile": build_gpt_compile,
+}
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def run_one(name, builder, args, dev) -> dict:
+    t_start = time.time()
+    run_dir = os.path.join(args.out, name)
+    os.makedirs(run_dir, exist_ok=True)
+    sc.remove_traces(run_dir, WORKER)
+    w = builder(args, dev)
+    print(f"[{name}] built, warming up", flush=True)
+    t0 = time.time()
+    for i in range(args.warmup):
+        w.step(i)
+    sc.sync(dev)
+    warm_s = time.time() - t0
+    flops = sc.count_flops(w.flop_step, dev)
+    flops.pop("_flops_by_module", None)
+    for i in range(2):  # re-settle after the FlopCounterMode step
+        w.step(i)
+    timing = sc.time_unprofiled(w.step, dev, args.timed_steps)
+    print(f"[{name}] unprofiled median {timing['step_time_us_unprofiled']:.1f} us, profiling", flush=True)
+    prof = None
+    tried = []
+    for active in (3, 2, 1):
+        prof = sc.profile_steps(w.step, dev, run_dir, WORKER, active)
+        biggest = max(prof["trace_bytes"]) if prof["trace_bytes"] else 0
+        tried.append({"active": active, "trace_bytes": prof["trace_bytes"]})
+        if biggest <= args.trace_limit:
+            break
+        print(f"[{name}] trace {biggest} B > limit with active={active}; retrying with fewer steps", flush=True)
+        sc.remove_traces(run_dir, WORKER)
+    gt = {
+        "workload": w.name,
+        "description": w.description,
+        **sc.env_info(dev),
+        "steps_profiled": prof["steps_profiled"],
+        "flops_per_step": flops["flops_per_step"],
+        "flops_by_op": flops["flops_by_op"],
+        "flops_source": getattr(w, "flops_source", "FlopCounterMode"),
+        "flops_note": ("FlopCounterMode over one full training step (fwd+bwd+optimizer) with the same shapes; "
+                       "it counts matmul/conv/attention ops only (elementwise and optimizer math count 0)"),
+        **{k: v for k, v in timing.items()},
+        **{k: v for k, v in prof.items() if k != "steps_profiled"},
+        "tokens_per_step": w.tokens_per_step,
+        "model": w.model_info,
+        "expected": w.expected,
+        "mfu_unprofiled": sc.mfu(flops["flops_per_step"], timing["step_time_us_unprofiled"]),
+        "mfu_profiled": sc.mfu(flops["flops_per_step"], prof["step_time_us_profiled_wall"]),
+        "notes": w.notes + ([f"trace size retries: {tried}"] if len(tried) > 1 else []),
+        "warmup_steps": args.warmup,
+        "warmup_seconds": round(warm_s, 2),
+        "recorded_at_unix": int(time.time()),
+    }
+    gt.update(w.extra)
+    if w.tokens_per_step:
+        gt["tokens_per_s_unprofiled"] = w.tokens_per_step / (timing["step_time_us_unprofiled"] * 1e-6)
+    if "analytic_flops_per_step" in gt:
+        gt["mfu_unprofiled_analytic"] = sc.mfu(gt["analytic_flops_per_step"], timing["step_time_us_unprofiled"])
+    with open(os.path.join(run_dir, "ground_truth.json"), "w") as f:
+        json.dump(gt, f, indent=2)
+    gt["_elapsed_s"] = time.time() - t_start
+    return gt
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--tiny", action="store_true", help="tiny shapes for a CPU dry run")
+    ap.add_argument("--only", default="", help="comma-separated workload names (default: all)")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--timed-steps", type=int, default=25)
+    ap.add_argument("--trace-limit", type=int, default=sc.TRACE_LIMIT_BYTES)
+    ap.add_argument("--compile-backend", default="inductor")
+    args = ap.parse_args()
+    dev = torch.device(args.device)
+    if dev.type == "cuda":
+        if dev.index is None:
+            dev = torch.device("cuda", 0)
+        torch.cuda.set_device(dev)
+    names = [n for n in args.only.split(",") if n] or list(WORKLOADS)
+    results = {}
+    for name in names:
+        try:
+            results[name] = run_one(name, WORKLOADS[name], args, dev)
+        except Exception as e:  # keep going: one failure must not lose the others
+            traceback.print_exc()
+            results[name] = {"error": f"{type(e).__name__}: {e}"}
+        sc.cleanup(dev)
+    print("\n=== summary ===")
+    print(f"{'run':24s} {'unprof_us':>10s} {'prof_us':>10s} {'TFLOP/step':>10s} {'MFU':>6s} {'MFUprof':>7s} "
+          f"{'act':>3s} {'trace_KB':>9s} {'secs':>5s}")
+    for name, r in results.items():
+        if "error" in r:
+            print(f"{name:24s} FAILED {r['error'][:200]}")
+            continue
+        print(f"{name:24s} {r['step_time_us_unprofiled']:10.1f} {r['step_time_us_profiled_wall']:10.1f} "
+              f"{r['flops_per_step'] / 1e12:10.4f} {r['mfu_unprofiled']:6.3f} {r['mfu_profiled']:7.3f} "
+              f"{r['steps_profiled']:3d} {sum(r['trace_bytes']) / 1024:9.0f} {r['_elapsed_s']:5.0f}")
+    sys.exit(0 if all("error" not in r for r in results.values()) else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""Per-kernel facts: tensor-core use, blocks per SM, occupancy, and the top-kernels table."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..trace.tables import KERNEL, GpuTable
+from .report import KernelStats
+
+# Kernel-name patterns of tensor-core (matrix-unit) kernels, Volta to Blackwell and
+# AMD MFMA. Data, not code: callers may pass their own list.
+TENSOR_CORE_PATTERNS: tuple[str, ...] = (
+    r"h884|s884|h1688|s1688|i8816|16816|1688gemm|884gemm",  # Volta/Turing/Ampere cuBLAS/cuDNN tiles
+    r"hmma|imma|wgmma|tcgen05|utcmma",  # the matrix instructions themselves
+    r"xmma",  # cuBLAS/cuDNN xmma kernels (sm80_xmma_*, sm90_xmma_*)
+    r"nvjet",  # Hopper/Blackwell cuBLASLt nvjet GEMMs
+    r"tensorop|cutlass3x|cutlass_80|cutlass_90|cutlass_100",  # CUTLASS tensor-op kernels
+    r"sm90_|sm100_|sm120_|sm80_.*(?:gemm|conv|fprop|dgrad|wgrad)",
+    r"flash|fmha|_attn_fwd|_attn_bwd|attention_kernel",  # FlashAttention / mem-efficient attention
+    r"cudnn_generated_fort_native_sdpa|sdpa",  # cuDNN SDPA
+    r"triton_tem_fused_.*mm|triton_.*_mm_|triton_mm",  # Inductor Triton matmul templates
+    r"_MI\d+x\d+x\d+",  # AMD Tensile MFMA kernels (Cijk_..._MI16x16x1_...)
+    r"gemm.*(?:bf16|f16|fp16|e4m3|e5m2)|(?:bf16|f16|fp16).*gemm",
+)
+SHORT_KERNEL_US = 10.0
+
+
+def tensor_core_mask(names: Sequence[str], patterns: Sequence[str] = TENSOR_CORE_PATTERNS) -> np.ndarray:
+    """Boolean lookup table over name codes: does each name look like a tensor-core kernel."""
+    rx = re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE)
+    # fp32 SIMT GEMMs (volta_sgemm_*, ampere_sgemm_*) must not match the loose gemm pattern
+    simt = re.compile(r"(?:^|_)sgemm|_dgemm|gemv", re.IGNORECASE)
+    return np.fromiter(
+        (bool(rx.search(n)) and not simt.search(n) for n in names), dtype=bool, count=len(names)
+    )
+
+
+def blocks_per_sm(gpu: GpuTable, num_sms: int | None) -> np.ndarray:
+    """Blocks per SM of each row: the trace's own figure, else grid blocks / SM count; NaN unknown."""
+    bps = gpu.blocks_per_sm.astype(np.float64)
+    if num_sms:
+        derived = np.where(gpu.grid_blocks > 0, gpu.grid_blocks / float(num_sms), np.nan)
+        bps = np.where(np.isnan(bps), derived, bps)
+    return bps
+
+
+def occupancy(gpu: GpuTable) -> np.ndarray:
+    """Estimated achieved occupancy as a fraction; NaN where unknown.
+
+    The estimator writes 0 when it fails (Hopper nvjet GEMMs, cuDNN SDPA): a kernel
+    that ran blocks cannot have had 0 occupancy, so such a 0 counts as unknown.
+    """
+    occ = gpu.occupancy_pct.astype(np.float64) / 100.0
+    has_blocks = (gpu.grid_blocks > 0) | (np.nan_to_num(gpu.blocks_per_sm) > 0)
+    return np.where((occ == 0) & has_blocks, np.nan, occ)
+
+
+def weighted_mean(values: np.ndarray, weights: np.ndarray) -> float | None:
+    ok = ~np.isnan(values)
+    w = weights[ok]
+    total = w.sum()
+    return float((values[ok] * w).sum() / total) if total > 0 else None
+
+
+def top_kernels(
+    gpu: GpuTable,
+    names: Sequence[str],
+    bps: np.ndarray,
+    occ: np.ndarray,
+    tc: np.ndarray,
+    limit: int,
+) -> list[KernelStats]:
+    """Kernels grouped by name, by total time. ``gpu``/``bps``/``occ`` are kernel rows only."""
+    if len(gpu) == 0:
+        return []
+    codes, inv = np.unique(gpu.name, return_inverse=True)
+    total = np.bincount(inv, weights=gpu.dur)
+    count = np.bincount(inv)
+    all_time = float(gpu.dur.sum())
+
+    def by_kernel(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ok = ~np.isnan(values)
+        w = np.bincount(inv[ok], weights=gpu.dur[ok], minlength=len(codes))
+        v = np.bincount(inv[ok], weights=(values * gpu.dur)[ok], minlength=len(codes))
+        return v, w
+
+    bps_v, bps_w = by_kernel(bps)
+    eff_v, eff_w = by_kernel(np.minimum(bps, 1.0))
+    occ_v, occ_w = by_kernel(occ)
+    out = []
+    for k in np.argsort(-total, kind="stable")[:limit]:
+        out.append(
+            KernelStats(
+                name=names[codes[k]],
+                count=int(count[k]),
+                total_us=float(total[k]),
+                share=float(total[k] / all_time) if all_time > 0 else 0.0,
+                mean_us=float(total[k] / count[k]),
+                mean_blocks_per_sm=float(bps_v[k] / bps_w[k]) if bps_w[k] > 0 else None,
+                sm_efficiency=float(eff_v[k] / eff_w[k]) if eff_w[k] > 0 else None,
+                achieved_occupancy=float(occ_v[k] / occ_w[k]) if occ_w[k] > 0 else None,
+                tensor_core=bool(tc[codes[k]]),
+            )
+        )
+    return out
+
+
+def is_kernel(gpu: GpuTable) -> np.ndarray:
+    return gpu.kind == KERNEL

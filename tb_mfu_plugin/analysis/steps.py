@@ -1,0 +1,146 @@
+"""Step windows: ``ProfilerStep#N`` on the host, extended to the GPU work it launched.
+
+A step starts where its host annotation starts (or earlier, if its first GPU work
+does) but never before the previous step ended, and ends when both its host
+annotation and the last GPU work launched inside it have ended. This follows
+torch-tb-profiler, so "GPU utilization" means the same thing in both tools.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..trace.tables import ANNOTATION, DRIVER, RUNTIME, TraceTables
+
+_STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+# Runtime calls that enqueue device work; one without a GPU event means the trace
+# was cut before that work was recorded.
+_LAUNCH_NAME = re.compile(r"Launch|Memcpy|Memset", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Steps:
+    number: np.ndarray  # int64, N of ProfilerStep#N (0.. when synthetic)
+    start: np.ndarray  # float64 µs, device-extended window
+    end: np.ndarray
+    cpu_start: np.ndarray
+    cpu_end: np.ndarray
+    synthetic: bool = False  # no step markers: the whole trace is one step
+    dropped: list[str] = field(default_factory=list)  # why steps were left out
+
+    def __len__(self) -> int:
+        return len(self.number)
+
+    @property
+    def dur(self) -> np.ndarray:
+        return self.end - self.start
+
+
+def launches(tables: TraceTables) -> np.ndarray:
+    """Row indexes of runtime/driver calls that carry a correlation id."""
+    cpu = tables.cpu
+    return np.flatnonzero(((cpu.kind == RUNTIME) | (cpu.kind == DRIVER)) & (cpu.correlation >= 0))
+
+
+def launch_of_gpu(tables: TraceTables) -> np.ndarray:
+    """For each GPU row, the cpu row of the call that launched it (-1 if none)."""
+    cpu, gpu = tables.cpu, tables.gpu
+    rows = launches(tables)
+    corr = cpu.correlation[rows]
+    order = np.argsort(corr, kind="stable")
+    corr_sorted = corr[order]
+    pos = np.searchsorted(corr_sorted, gpu.correlation)
+    pos = np.minimum(pos, max(len(corr_sorted) - 1, 0))
+    out = np.full(len(gpu), -1, np.int64)
+    if len(corr_sorted):
+        hit = (corr_sorted[pos] == gpu.correlation) & (gpu.correlation >= 0)
+        out[hit] = rows[order[pos[hit]]]
+    return out
+
+
+def _markers(tables: TraceTables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    cpu = tables.cpu
+    step_of_name = np.full(len(tables.names), -1, np.int64)
+    for code, n in enumerate(tables.names):
+        m = _STEP_NAME.match(n)
+        if m:
+            step_of_name[code] = int(m.group(1))
+    rows = np.flatnonzero((cpu.kind == ANNOTATION) & (step_of_name[cpu.name] >= 0))
+    numbers = step_of_name[cpu.name[rows]]
+    # One marker per step number: several threads may record the same step.
+    _, first = np.unique(numbers, return_index=True)
+    rows = rows[first]
+    rows = rows[np.argsort(cpu.ts[rows], kind="stable")]
+    return step_of_name[cpu.name[rows]], cpu.ts[rows], cpu.end[rows]
+
+
+def find_steps(tables: TraceTables, device: int, launcher: np.ndarray | None = None) -> Steps:
+    """Step windows for one device. ``launcher`` is ``launch_of_gpu(tables)``, if known."""
+    cpu, gpu = tables.cpu, tables.gpu
+    if launcher is None:
+        launcher = launch_of_gpu(tables)
+    on_dev = gpu.device == device
+    numbers, cpu_start, cpu_end = _markers(tables)
+    if len(numbers) == 0:
+        return _whole_trace(tables, on_dev, launcher)
+
+    # Which step launched each GPU event of this device (by the host time of its launch).
+    dev_rows = np.flatnonzero(on_dev & (launcher >= 0))
+    launch_ts = cpu.ts[launcher[dev_rows]]
+    idx = np.searchsorted(cpu_start, launch_ts, side="right") - 1
+    inside = (idx >= 0) & (launch_ts <= cpu_end[np.maximum(idx, 0)])
+    dev_rows, idx = dev_rows[inside], idx[inside]
+    n = len(numbers)
+    dev_first = np.full(n, np.inf)
+    dev_last = np.full(n, -np.inf)
+    np.minimum.at(dev_first, idx, gpu.ts[dev_rows])
+    np.maximum.at(dev_last, idx, gpu.end[dev_rows])
+
+    start = np.minimum(cpu_start, dev_first)
+    end = np.maximum(cpu_end, dev_last)
+    for i in range(1, n):
+        start[i] = max(start[i], end[i - 1])
+        end[i] = max(end[i], start[i])
+
+    dropped: list[str] = []
+    keep = np.ones(n, bool)
+    missing = _unrecorded_launches(tables, launcher, cpu_start, cpu_end)
+    for i in range(n - 1, -1, -1):  # only trailing steps can be cut short by the trace's end
+        if missing[i] > 0:
+            keep[i] = False
+            dropped.append(f"step {numbers[i]}: {missing[i]} launched GPU operations missing (trace cut short)")
+        else:
+            break
+    return Steps(numbers[keep], start[keep], end[keep], cpu_start[keep], cpu_end[keep], False, dropped[::-1])
+
+
+def _unrecorded_launches(
+    tables: TraceTables, launcher: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray
+) -> np.ndarray:
+    cpu = tables.cpu
+    rows = launches(tables)
+    is_launch = np.fromiter((bool(_LAUNCH_NAME.search(n)) for n in tables.names), bool, len(tables.names))
+    rows = rows[is_launch[cpu.name[rows]]]
+    recorded = np.zeros(len(cpu), bool)
+    recorded[launcher[launcher >= 0]] = True
+    rows = rows[~recorded[rows]]
+    idx = np.searchsorted(cpu_start, cpu.ts[rows], side="right") - 1
+    ok = (idx >= 0) & (cpu.ts[rows] <= cpu_end[np.maximum(idx, 0)])
+    return np.bincount(idx[ok], minlength=len(cpu_start))
+
+
+def _whole_trace(tables: TraceTables, on_dev: np.ndarray, launcher: np.ndarray) -> Steps:
+    gpu, cpu = tables.gpu, tables.cpu
+    if not on_dev.any():
+        return Steps(*(np.empty(0) for _ in range(5)), synthetic=True)  # type: ignore[arg-type]
+    lo = float(gpu.ts[on_dev].min())
+    hi = float(gpu.end[on_dev].max())
+    launched = launcher[on_dev]
+    launched = launched[launched >= 0]
+    if len(launched):
+        lo = min(lo, float(cpu.ts[launched].min()))
+    one = lambda v: np.array([v])  # noqa: E731
+    return Steps(np.array([0]), one(lo), one(hi), one(lo), one(hi), synthetic=True)

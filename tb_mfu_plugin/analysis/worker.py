@@ -1,0 +1,241 @@
+"""One device of one trace file -> a ``WorkerReport``: step windows, per-step metrics,
+their medians, copies, syncs, launch statistics and the top kernels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..options import AnalysisOptions
+from ..trace.tables import KERNEL, MEMCPY, MEMSET, RUNTIME, GpuTable, TraceTables
+from . import copies, intervals, kernels, syncs
+from .report import Device, IdleGaps, LaunchStats, Metrics, Step, Summary, WorkerReport
+from .steps import Steps, find_steps, launch_of_gpu
+
+BREAKDOWN_KEYS = ("kernel", "memcpy", "memset", "sync_wait", "idle")
+
+
+@dataclass(frozen=True)
+class DeviceView:
+    """The GPU rows of one device with their per-row derived columns."""
+
+    gpu: GpuTable
+    bps: np.ndarray
+    occ: np.ndarray
+    max_dur: float
+
+
+def gpu_devices(tables: TraceTables) -> list[int]:
+    """Devices that ran at least one kernel, memcpy or memset."""
+    return sorted(int(d) for d in np.unique(tables.gpu.device))
+
+
+def device_props(tables: TraceTables, device: int) -> dict[str, Any] | None:
+    for p in tables.meta.device_properties:
+        if p.get("id") == device:
+            return p
+    return None
+
+
+def _device(props: dict[str, Any] | None, device: int) -> Device:
+    if props is None:
+        return Device(index=device, name=None)
+    major, minor = props.get("computeMajor"), props.get("computeMinor")
+    return Device(
+        index=device,
+        name=props.get("name"),
+        num_sms=props.get("numSms"),
+        compute_capability=f"{major}.{minor}" if major is not None else None,
+    )
+
+
+def _rows_overlapping(view: DeviceView, lo: float, hi: float) -> slice:
+    # rows are sorted by start; anything starting max_dur before lo may still overlap
+    ts = view.gpu.ts
+    return slice(int(np.searchsorted(ts, lo - view.max_dur)), int(np.searchsorted(ts, hi)))
+
+
+def _share(x: float, dur: float) -> float:
+    return x / dur if dur > 0 else 0.0
+
+
+def step_metrics(
+    view: DeviceView,
+    lo: float,
+    hi: float,
+    tc: np.ndarray,
+    direction: np.ndarray,
+    sync_wait_us: float,
+    sync_count: int,
+) -> tuple[Metrics, dict[str, float], np.ndarray]:
+    """Metrics of the window [lo, hi) on one device, its time breakdown, and its GPU idle gaps."""
+    g = view.gpu
+    sl = _rows_overlapping(view, lo, hi)
+    kind, ts, end = g.kind[sl], g.ts[sl], g.end[sl]
+    bps, occ = view.bps[sl], view.occ[sl]
+    dur = hi - lo
+    is_k, is_c, is_s = kind == KERNEL, kind == MEMCPY, kind == MEMSET
+    busy = intervals.union_length(ts, end, lo, hi)
+    k_union = intervals.union_length(ts[is_k], end[is_k], lo, hi)
+    kc = is_k | is_c
+    kc_union = intervals.union_length(ts[kc], end[kc], lo, hi)
+    c_union = intervals.union_length(ts[is_c], end[is_c], lo, hi)
+    s_union = intervals.union_length(ts[is_s], end[is_s], lo, hi)
+    known = is_k & ~np.isnan(bps)
+    sm_eff = (
+        _share(intervals.capped_coverage(ts[known], end[known], bps[known], lo, hi), dur) if known.any() else None
+    )
+    # Counting metrics use the rows that start inside the window.
+    own = (ts >= lo) & (ts < hi)
+    ko = is_k & own
+    kdur = g.dur[sl]
+    occupancy = kernels.weighted_mean(occ[ko], kdur[ko])
+    k_time = float(kdur[ko].sum())
+    tc_time = float(kdur[ko & tc[g.name[sl]]].sum())
+    co = is_c & own
+    nbytes = np.maximum(g.bytes[sl][co], 0)
+    dirs = direction[g.name[sl][co]]
+    per_dir = [float(nbytes[dirs == i].sum()) for i in range(len(copies.DIRECTIONS))]
+    idle = max(0.0, 1.0 - _share(busy, dur))
+    sync_wait = min(_share(sync_wait_us, dur), idle)
+    breakdown = {
+        "kernel": _share(k_union, dur),
+        "memcpy": _share(kc_union - k_union, dur),
+        "memset": _share(busy - kc_union, dur),
+        "sync_wait": sync_wait,
+        "idle": idle - sync_wait,
+    }
+    m = Metrics(
+        gpu_busy_share=_share(busy, dur),
+        kernel_time_share=_share(k_union, dur),
+        memcpy_time_share=_share(c_union, dur),
+        memset_time_share=_share(s_union, dur),
+        idle_share=idle,
+        sync_wait_share=_share(sync_wait_us, dur),
+        sm_efficiency=sm_eff,
+        achieved_occupancy=occupancy,
+        tensor_core_kernel_share=_share(tc_time, k_time),
+        h2d_bytes_per_step=per_dir[0],
+        d2h_bytes_per_step=per_dir[1],
+        d2d_bytes_per_step=per_dir[2],
+        p2p_bytes_per_step=per_dir[3],
+        sync_count_per_step=float(sync_count),
+        kernels_per_step=float(ko.sum()),
+    )
+    return m, breakdown, intervals.gaps(ts, end, lo, hi)
+
+
+_METRIC_FIELDS = [f for f in Metrics.__struct_fields__]
+
+
+def median_metrics(steps: list[Step]) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for f in _METRIC_FIELDS:
+        vals = [getattr(s, f) for s in steps if getattr(s, f) is not None]
+        out[f] = float(np.median(vals)) if vals else None
+    return out
+
+
+def analyze_device(
+    tables: TraceTables,
+    device: int,
+    options: AnalysisOptions,
+    launcher: np.ndarray | None = None,
+) -> tuple[WorkerReport, Steps, DeviceView]:
+    """Everything about one device of one trace, except FLOPs (see ``analysis.mfu``)."""
+    names = tables.names
+    if launcher is None:
+        launcher = launch_of_gpu(tables)
+    props = device_props(tables, device)
+    dev = _device(props, device)
+    steps = find_steps(tables, device, launcher)
+    gpu = tables.gpu.take(np.flatnonzero(tables.gpu.device == device))
+    view = DeviceView(
+        gpu=gpu,
+        bps=kernels.blocks_per_sm(gpu, dev.num_sms),
+        occ=kernels.occupancy(gpu),
+        max_dur=float(gpu.dur.max()) if len(gpu) else 0.0,
+    )
+    report = WorkerReport(name="", span="", file=tables.meta.path, device=dev, trace_bytes=tables.meta.size_bytes)
+    if steps.synthetic:
+        report.flags.append("no_step_markers")
+        report.notes.append("No ProfilerStep# markers: the whole trace is analysed as one step.")
+    report.notes.extend(f"Dropped {d}" for d in steps.dropped)
+    if len(steps) == 0:
+        report.error = "no complete step with GPU activity on this device"
+        return report, steps, view
+
+    tc = kernels.tensor_core_mask(names)
+    direction, _ = copies.classify(names)
+    cpu = tables.cpu
+    host_windows = [(float(a), float(b)) for a, b in zip(steps.cpu_start, steps.cpu_end, strict=True)]
+    sync_events = syncs.find_syncs(cpu, names, host_windows)
+    sync_step = np.searchsorted(steps.cpu_start, cpu.ts[sync_events.rows], side="right") - 1
+    sync_dur = cpu.dur[sync_events.rows]
+
+    step_list: list[Step] = []
+    all_gaps: list[np.ndarray] = []
+    in_steps = np.zeros(len(gpu), bool)
+    for i in range(len(steps)):
+        lo, hi = float(steps.start[i]), float(steps.end[i])
+        mine = sync_step == i
+        m, breakdown, gaps = step_metrics(
+            view, lo, hi, tc, direction, float(sync_dur[mine].sum()), int(mine.sum())
+        )
+        all_gaps.append(gaps)
+        in_steps |= (gpu.ts >= lo) & (gpu.ts < hi)
+        step_list.append(
+            Step(step=int(steps.number[i]), start_us=lo, dur_us=hi - lo, **_fields(m), breakdown=breakdown)
+        )
+    n = len(step_list)
+    med = median_metrics(step_list)
+    report.steps = step_list
+    report.summary = Summary(
+        steps=n,
+        step_time_us=float(np.median(steps.dur)),
+        breakdown={k: float(np.median([s.breakdown[k] for s in step_list])) for k in BREAKDOWN_KEYS},
+        **{k: v for k, v in med.items() if v is not None or k in _OPTIONAL},  # type: ignore[arg-type]
+    )
+
+    kept = gpu.take(np.flatnonzero(in_steps))
+    is_k = kept.kind == KERNEL
+    kern = kept.take(np.flatnonzero(is_k))
+    report.top_kernels = kernels.top_kernels(
+        kern, names, view.bps[in_steps][is_k], view.occ[in_steps][is_k], tc, options.top_kernels
+    )
+    report.copies = copies.copy_stats(kept.take(np.flatnonzero(kept.kind == MEMCPY)), names, n)
+    report.syncs = syncs.sync_stats(cpu, names, sync_events, n)
+    report.launches = _launch_stats(tables, kern, steps, np.concatenate(all_gaps) if all_gaps else np.empty(0))
+    return report, steps, view
+
+
+_OPTIONAL = {"sm_efficiency", "achieved_occupancy", "flops_per_step", "mfu"}
+
+
+def _fields(m: Metrics) -> dict[str, Any]:
+    return {f: getattr(m, f) for f in _METRIC_FIELDS}
+
+
+def _launch_stats(tables: TraceTables, kern: GpuTable, steps: Steps, gaps: np.ndarray) -> LaunchStats:
+    n = len(steps)
+    cpu = tables.cpu
+    is_launch = np.fromiter(("launch" in s.lower() for s in tables.names), bool, len(tables.names))
+    rows = np.flatnonzero((cpu.kind == RUNTIME) & is_launch[cpu.name])
+    ts = cpu.ts[rows]
+    inside = np.zeros(len(rows), bool)
+    for a, b in zip(steps.cpu_start, steps.cpu_end, strict=True):
+        inside |= (ts >= a) & (ts <= b)
+    return LaunchStats(
+        kernels_per_step=len(kern) / n,
+        median_kernel_us=float(np.median(kern.dur)) if len(kern) else None,
+        short_kernel_share=float((kern.dur < kernels.SHORT_KERNEL_US).mean()) if len(kern) else 0.0,
+        launch_api_us_per_step=float(cpu.dur[rows[inside]].sum()) / n,
+        idle_gaps=IdleGaps(
+            count_per_step=len(gaps) / n,
+            total_us_per_step=float(gaps.sum()) / n,
+            median_us=float(np.median(gaps)) if len(gaps) else None,
+            max_us=float(gaps.max()) if len(gaps) else None,
+        ),
+    )

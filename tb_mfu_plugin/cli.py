@@ -1,0 +1,210 @@
+"""``tb-mfu analyze PATH [--json]``: the same RunReport as the TensorBoard tab, as tables or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from . import __version__
+from .analysis.report import Report, RunReport, WorkerReport, to_json
+from .errors import TraceError
+from .options import AnalysisOptions
+from .pipeline import analyze_file
+from .trace.discover import discover_runs
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f} %"
+
+
+def _us(x: float | None) -> str:
+    if x is None:
+        return "n/a"
+    if x >= 1e6:
+        return f"{x / 1e6:.2f} s"
+    if x >= 1e3:
+        return f"{x / 1e3:.2f} ms"
+    return f"{x:.1f} µs"
+
+
+def _bytes(x: float | None) -> str:
+    if x is None:
+        return "n/a"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.2f} {unit}"
+    return f"{x:.0f} B"
+
+
+def _flops(x: float | None) -> str:
+    return "n/a" if x is None else f"{x / 1e12:.3f} TFLOP"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tb-mfu", description="Why is training slow when the GPU reads 100 % busy?")
+    p.add_argument("--version", action="version", version=f"tb-mfu {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    a = sub.add_parser("analyze", help="analyse a logdir, a run directory or one trace file")
+    a.add_argument("path", help="logdir, run directory, or a single trace file (.json or .json.gz)")
+    a.add_argument("--json", action="store_true", help="print the versioned JSON report on stdout")
+    a.add_argument("--peak-tflops", type=float, help="peak dense TFLOP/s to use for MFU (overrides the device)")
+    a.add_argument("--device-name", help="GPU model to take the peak from, e.g. 'H100 SXM' (overrides the trace)")
+    a.add_argument("--flops-per-step", type=float, help="model FLOPs per step (overrides the sidecar file)")
+    a.add_argument("--tf32", action="store_true", help="fp32 matmuls ran as TF32 on tensor cores")
+    a.add_argument("--top", type=int, default=10, help="kernels to list in the table view (default 10)")
+    return p
+
+
+def _options(args: argparse.Namespace) -> AnalysisOptions:
+    return AnalysisOptions(
+        peak_tflops=args.peak_tflops,
+        device_name=args.device_name,
+        flops_per_step=args.flops_per_step,
+        tf32=args.tf32,
+    )
+
+
+def run_analysis(path: str, options: AnalysisOptions, show_progress: bool) -> Report:
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+
+    runs = discover_runs(path)
+    report = Report(tool_version=__version__)
+    files = [(r, w, s) for r in runs for w in r.workers for s in w.spans]
+    total = sum(s.size for _, _, s in files) or 1
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeElapsedColumn(),
+        transient=True,
+        disable=not show_progress,
+        console=_stderr_console(),
+    )
+    by_run: dict[str, RunReport] = {}
+    with progress:
+        # Bytes on disk drive the bar: gzip hides the decoded size until the end.
+        task = progress.add_task("Analysing", total=total)
+        done = 0
+        for run, worker, span in files:
+            progress.update(task, description=f"{run.name}/{os.path.basename(span.path)}"[-60:])
+            rr = by_run.get(run.name)
+            if rr is None:
+                rr = by_run[run.name] = RunReport(name=run.name)
+                report.runs.append(rr)
+            rr.workers.extend(analyze_file(span, worker.name, options))
+            done += span.size
+            progress.update(task, completed=done)
+    return report
+
+
+def _stderr_console():  # type: ignore[no-untyped-def]
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def print_report(report: Report, top: int) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    for run in report.runs:
+        for w in run.workers:
+            _print_worker(console, Table, run.name, w, top)
+
+
+def _print_worker(console, Table, run_name: str, w: WorkerReport, top: int) -> None:  # type: ignore[no-untyped-def]
+    title = f"[bold]{run_name}[/] · worker {w.name}" + (f" · span {w.span}" if w.span else "")
+    if w.error:
+        console.print(f"{title}\n  [red]error:[/] {w.error}  ({w.file})\n", highlight=False)
+        return
+    s = w.summary
+    assert s is not None and w.device is not None
+    dev = w.device
+    console.rule(title)
+    peak = f"{dev.peak_flops / 1e12:.1f} TFLOP/s {dev.dtype or ''} ({dev.peak_source})" if dev.peak_flops else "unknown"
+    console.print(
+        f"device {dev.index}: {dev.name or 'unknown GPU'}"
+        + (f", {dev.num_sms} SMs, sm_{(dev.compute_capability or '').replace('.', '')}" if dev.num_sms else "")
+        + f" · peak {peak}",
+        highlight=False,
+    )
+    console.print(f"{s.steps} steps, median step time {_us(s.step_time_us)}", highlight=False)
+    t = Table(title="Where the step goes (median over steps)", title_justify="left")
+    for col in ("MFU", "GPU busy", "kernel time", "SM efficiency", "occupancy", "tensor-core kernels", "memcpy",
+                "sync wait", "idle"):
+        t.add_column(col, justify="right")
+    t.add_row(_pct(s.mfu), _pct(s.gpu_busy_share), _pct(s.kernel_time_share), _pct(s.sm_efficiency),
+              _pct(s.achieved_occupancy), _pct(s.tensor_core_kernel_share), _pct(s.memcpy_time_share),
+              _pct(s.sync_wait_share), _pct(s.idle_share))
+    console.print(t)
+    console.print(f"FLOPs per step: {_flops(s.flops_per_step)}", highlight=False)
+    if w.copies:
+        t = Table(title="Copies per step", title_justify="left")
+        for col in ("direction", "host memory", "count", "bytes", "time", "GB/s", "< 64 KiB"):
+            t.add_column(col, justify="right")
+        for c in w.copies:
+            t.add_row(c.direction, c.memory, f"{c.count_per_step:.1f}", _bytes(c.bytes_per_step),
+                      _us(c.time_us_per_step), "n/a" if c.gbps is None else f"{c.gbps:.1f}",
+                      f"{c.small_count_per_step:.1f}")
+        console.print(t)
+    if w.syncs:
+        t = Table(title="Host-device syncs per step", title_justify="left")
+        for col in ("API", "issued by", "inside", "count", "blocked"):
+            t.add_column(col, justify="right")
+        for y in w.syncs:
+            t.add_row(y.api, y.root_op or "(no op: direct call)", y.op or "", f"{y.count_per_step:.1f}",
+                      _us(y.blocked_us_per_step))
+        console.print(t)
+    if w.launches:
+        ln = w.launches
+        console.print(
+            f"launches: {ln.kernels_per_step:.0f} kernels/step, median kernel {_us(ln.median_kernel_us)}, "
+            f"{_pct(ln.short_kernel_share)} under 10 µs, launch API {_us(ln.launch_api_us_per_step)}/step; "
+            f"GPU idle gaps {ln.idle_gaps.count_per_step:.0f}/step totalling {_us(ln.idle_gaps.total_us_per_step)}",
+            highlight=False,
+        )
+    if w.top_kernels:
+        t = Table(title=f"Top {min(top, len(w.top_kernels))} kernels", title_justify="left")
+        for col, just in (("kernel", "left"), ("count", "right"), ("total", "right"), ("share", "right"),
+                          ("blocks/SM", "right"), ("SM eff.", "right"), ("occupancy", "right"), ("TC", "center")):
+            if col == "kernel":
+                t.add_column(col, overflow="ellipsis", no_wrap=True, max_width=48)
+            else:
+                t.add_column(col, justify=just, no_wrap=True)
+        for k in w.top_kernels[:top]:
+            t.add_row(k.name, str(k.count), _us(k.total_us), _pct(k.share),
+                      "n/a" if k.mean_blocks_per_sm is None else f"{k.mean_blocks_per_sm:.2f}",
+                      _pct(k.sm_efficiency), _pct(k.achieved_occupancy), "✓" if k.tensor_core else "")
+        console.print(t)
+    for n in w.notes:
+        console.print(f"[dim]note:[/] {n}", highlight=False)
+    console.print()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if not os.path.exists(args.path):
+        print(f"tb-mfu: {TraceError(args.path, 'no such file or directory')}", file=sys.stderr)
+        return 2
+    options = _options(args)
+    report = run_analysis(args.path, options, show_progress=sys.stderr.isatty())
+    workers = [w for r in report.runs for w in r.workers]
+    if not workers:
+        print(f"tb-mfu: {args.path}: no trace files (*.pt.trace.json[.gz]) found", file=sys.stderr)
+        return 2
+    for w in workers:
+        if w.error:
+            print(f"tb-mfu: {w.file}: {w.error}", file=sys.stderr)
+    if args.json:
+        sys.stdout.buffer.write(to_json(report) + b"\n")
+        sys.stdout.flush()
+    else:
+        print_report(report, args.top)
+    return 0 if any(w.error is None for w in workers) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""Files in, reports out: discovery + decoding + analysis, shared by the CLI and the plugin.
+
+Nothing here raises on a bad trace: a file that cannot be analysed becomes a
+``WorkerReport`` whose ``error`` is a one-line reason, and the others go on.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from . import __version__
+from .analysis.report import Report, RunReport, WorkerReport
+from .analysis.worker import analyze_device, gpu_devices
+from .errors import TraceError
+from .options import AnalysisOptions
+from .trace.decode import decode_trace
+from .trace.discover import RunFiles, SpanFile, discover_runs
+from .trace.tables import TraceTables
+
+ProgressFn = Callable[[int], None]
+
+
+def _keep_inputs(name: str) -> bool:
+    try:
+        from .analysis.flops import is_flop_op
+    except ImportError:  # FLOP formulas not available: keep no shapes
+        return False
+    return is_flop_op(name)
+
+
+def _error_report(span: SpanFile, worker: str, reason: str) -> WorkerReport:
+    return WorkerReport(name=worker, span=span.span, file=span.path, error=reason)
+
+
+def analyze_tables(tables: TraceTables, worker: str, span: str, options: AnalysisOptions) -> list[WorkerReport]:
+    """Reports for every device of one decoded trace (pure: no I/O)."""
+    devices = gpu_devices(tables)
+    if not devices:
+        reason = (
+            "CPU-only trace: no GPU activity (no kernel, memcpy or memset events)"
+            if len(tables.cpu)
+            else "trace has no events"
+        )
+        return [WorkerReport(name=worker, span=span, file=tables.meta.path, error=reason)]
+    reports = []
+    for device in devices:
+        report, steps, view = analyze_device(tables, device, options)
+        report.name = worker
+        report.span = span
+        report.distributed = tables.meta.distributed_info
+        _add_flops(report, tables, steps, view, options)
+        reports.append(report)
+    return reports
+
+
+def _add_flops(report: WorkerReport, tables: TraceTables, steps, view, options: AnalysisOptions) -> None:  # type: ignore[no-untyped-def]
+    """FLOPs and MFU, once the formulas exist (analysis.mfu)."""
+    try:
+        from .analysis import mfu
+    except ImportError:
+        return
+    apply = getattr(mfu, "apply_to_report", None)
+    if apply is not None:
+        apply(report, tables, steps, view, options)
+
+
+def analyze_file(
+    span: SpanFile,
+    worker: str,
+    options: AnalysisOptions | None = None,
+    progress: ProgressFn | None = None,
+) -> list[WorkerReport]:
+    options = options or AnalysisOptions()
+    try:
+        tables = decode_trace(span.path, keep_inputs=_keep_inputs, progress=progress)
+    except TraceError as exc:
+        return [_error_report(span, worker, exc.reason)]
+    try:
+        return analyze_tables(tables, worker, span.span, options)
+    except Exception as exc:  # an analysis bug on odd input must not hide the other files
+        return [_error_report(span, worker, f"analysis failed: {type(exc).__name__}: {exc}")]
+
+
+def analyze_run(
+    run: RunFiles, options: AnalysisOptions | None = None, progress: ProgressFn | None = None
+) -> RunReport:
+    options = options or AnalysisOptions()
+    workers: list[WorkerReport] = []
+    for w in run.workers:
+        for span in w.spans:
+            workers.extend(analyze_file(span, w.name, options, progress))
+    return RunReport(name=run.name, workers=workers)
+
+
+def analyze_path(path: str, options: AnalysisOptions | None = None, progress: ProgressFn | None = None) -> Report:
+    """Analyse every run under ``path`` (a logdir, a run directory or one trace file)."""
+    if not os.path.exists(path):
+        raise TraceError(path, "no such file or directory")
+    runs = discover_runs(path)
+    return Report(tool_version=__version__, runs=[analyze_run(r, options, progress) for r in runs])

@@ -1,0 +1,49 @@
+"""TensorBoard entry point of the MFU tab.
+
+TensorBoard imports this module for every ``tensorboard`` command, and an
+exception raised here would stop the whole server. So it imports nothing but
+TensorBoard's own ``base_plugin``; the plugin, the analysis core, numpy and
+msgspec are imported inside ``load()``, where TensorBoard catches and logs a
+failure and carries on without the tab.
+"""
+
+from __future__ import annotations
+
+from tensorboard.plugins import base_plugin
+
+DEFAULT_CACHE_ENV = "TB_MFU_CACHE_DIR"
+
+
+class MfuPluginLoader(base_plugin.TBLoader):
+    """Adds the ``--mfu_*`` flags and builds the plugin."""
+
+    def define_flags(self, parser):  # type: ignore[no-untyped-def]
+        group = parser.add_argument_group("mfu plugin")
+        group.add_argument(
+            "--mfu_cache_dir",
+            metavar="DIR",
+            type=str,
+            default=None,
+            help=(
+                "Where the MFU tab keeps analysed traces between restarts "
+                f"(default: ${DEFAULT_CACHE_ENV}, else ~/.cache/tb_mfu_plugin; 'none' turns it off). "
+                "Nothing is ever written into the logdir."
+            ),
+        )
+        group.add_argument(
+            "--mfu_peak_tflops",
+            metavar="TFLOPS",
+            type=float,
+            default=None,
+            help="Peak TFLOP/s used for MFU, instead of the peak looked up from the trace's device.",
+        )
+
+    def fix_flags(self, flags):  # type: ignore[no-untyped-def]
+        peak = getattr(flags, "mfu_peak_tflops", None)
+        if peak is not None and not peak > 0:
+            raise base_plugin.FlagsError("--mfu_peak_tflops must be a positive number")
+
+    def load(self, context):  # type: ignore[no-untyped-def]
+        from .plugin import MfuPlugin
+
+        return MfuPlugin(context)

@@ -1,0 +1,170 @@
+"""The server-side map of runs: which logdirs to scan, and a cached background scan.
+
+Requests never walk the file system. They read the last finished scan, and at
+most ask for a new one, which a daemon thread runs (at most one at a time, and
+not more often than ``min_interval_s``). New runs and spans thus appear on the
+next reload of the tab, without a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..trace.discover import RunFiles, discover_runs
+
+logger = logging.getLogger(__name__)
+
+_URI = re.compile(r"^[a-zA-Z][0-9a-zA-Z.+-]*://")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One logdir to scan. ``name`` prefixes its run names (``--logdir_spec name:path``)."""
+
+    name: str | None
+    path: str
+
+
+def parse_logdir_spec(spec: str) -> list[Source]:
+    """``name:path,path2,...`` as TensorBoard reads ``--logdir_spec``.
+
+    A spec whose part before the first ``:`` starts with ``/`` or looks like a
+    URI or a Windows drive is a bare path. Remote URIs are kept as they are, and
+    the scan reports that they are not supported yet.
+    """
+    sources: list[Source] = []
+    for part in spec.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        name: str | None = None
+        path = part
+        if _URI.match(part) is None and ":" in part and not part.startswith("/") and not os.path.splitdrive(part)[0]:
+            name, _, path = part.partition(":")
+            name = name.strip() or None
+        if _URI.match(path) is None:
+            path = os.path.realpath(os.path.expanduser(path))
+        sources.append(Source(name, path))
+    return sources
+
+
+def sources_from_flags(flags: object, logdir: str | None = None) -> list[Source]:
+    """``--logdir`` wins over ``--logdir_spec``, as in TensorBoard."""
+    flag_logdir = getattr(flags, "logdir", None) or logdir
+    if flag_logdir:
+        path = flag_logdir if _URI.match(flag_logdir) else os.path.realpath(os.path.expanduser(flag_logdir))
+        return [Source(None, path)]
+    spec = getattr(flags, "logdir_spec", None)
+    if spec:
+        return parse_logdir_spec(spec)
+    return []
+
+
+@dataclass(frozen=True)
+class Scan:
+    runs: dict[str, RunFiles]  # in display order
+    errors: list[str]  # one line per source that could not be scanned
+    finished_at: float  # time.monotonic(); 0.0 before the first scan
+
+
+def scan_sources(sources: list[Source]) -> Scan:
+    runs: dict[str, RunFiles] = {}
+    errors: list[str] = []
+    for src in sources:
+        if _URI.match(src.path):
+            errors.append(f"{src.path}: remote logdirs are not supported yet")
+            continue
+        if not os.path.exists(src.path):
+            errors.append(f"{src.path}: no such file or directory")
+            continue
+        try:
+            found = discover_runs(src.path, src.name)
+        except OSError as exc:  # discover_runs tolerates most, but be safe on odd file systems
+            errors.append(f"{src.path}: cannot scan ({exc.strerror or exc})")
+            continue
+        for run in found:
+            name = run.name
+            n = 2
+            while name in runs:  # two specs naming the same run: keep both, visibly
+                name = f"{run.name} ({n})"
+                n += 1
+            if name != run.name:
+                run = RunFiles(name, run.path, run.workers)
+            runs[name] = run
+    return Scan(runs, errors, time.monotonic())
+
+
+class RunIndex:
+    """The last scan of the sources, refreshed in the background."""
+
+    def __init__(
+        self,
+        sources: list[Source],
+        min_interval_s: float = 5.0,
+        on_scan: Callable[[Scan], None] | None = None,
+    ) -> None:
+        self.sources = list(sources)
+        self.min_interval_s = min_interval_s
+        self._on_scan = on_scan
+        self._lock = threading.Lock()
+        self._scan = Scan({}, [], 0.0)
+        self._thread: threading.Thread | None = None
+        self._requested_at = 0.0
+        self._first = threading.Event()
+
+    # -- reading ---------------------------------------------------------
+    def current(self) -> Scan:
+        with self._lock:
+            return self._scan
+
+    @property
+    def scanned(self) -> bool:
+        return self._first.is_set()
+
+    @property
+    def scanning(self) -> bool:
+        with self._lock:
+            return self._thread is not None
+
+    def wait_first_scan(self, timeout: float | None = None) -> bool:
+        return self._first.wait(timeout)
+
+    # -- refreshing ------------------------------------------------------
+    def refresh(self, force: bool = False) -> None:
+        """Start a background scan if the last one is older than the minimum interval.
+
+        Never blocks. ``force`` shortens the interval to one second, which still
+        bounds how often a client can make the server walk the disk.
+        """
+        interval = 1.0 if force else self.min_interval_s
+        with self._lock:
+            if self._thread is not None:
+                return
+            now = time.monotonic()
+            if self._first.is_set() and now - max(self._scan.finished_at, self._requested_at) < interval:
+                return
+            self._requested_at = now
+            self._thread = threading.Thread(target=self._run, name="mfu-scan", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            scan = scan_sources(self.sources)
+        except Exception as exc:  # never let a scan kill the thread silently
+            logger.exception("MFU plugin: scanning the logdir failed")
+            scan = Scan(self.current().runs, [f"scan failed: {exc}"], time.monotonic())
+        with self._lock:
+            self._scan = scan
+            self._thread = None
+        self._first.set()
+        if self._on_scan is not None:
+            try:
+                self._on_scan(scan)
+            except Exception:
+                logger.exception("MFU plugin: handling a scan failed")
