@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "fixtures"
+SAMPLES = ROOT / "sample_traces"
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def fixture_path(*parts: str) -> Path:
+    """A third-party fixture from ../shared; the test is skipped when it is absent."""
+    p = SHARED.joinpath(*parts)
+    if not p.exists():
+        pytest.skip(f"shared fixture not available: {p}")
+    return p
+
+
+@pytest.fixture
+def shared_fixtures() -> Path:
+    if not SHARED.is_dir():
+        pytest.skip("../shared/fixtures not available")
+    return SHARED
+
+
+os.environ.setdefault("COLUMNS", "160")

@@ -1,0 +1,101 @@
+"""Build small Kineto-shaped traces by hand, with answers worked out in the tests."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+H100 = {
+    "id": 0,
+    "name": "NVIDIA H100 80GB HBM3",
+    "computeMajor": 9,
+    "computeMinor": 0,
+    "numSms": 132,
+    "maxThreadsPerMultiprocessor": 2048,
+}
+
+
+class TraceBuilder:
+    """Events in torch 2.x form; each launch links a runtime call to GPU work by correlation."""
+
+    def __init__(self, devices: list[dict[str, Any]] | None = None, pid: int = 100, tid: int = 100) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.devices = [H100] if devices is None else devices
+        self.pid, self.tid = pid, tid
+        self._corr = 1000
+        self._ext = 1
+        self.extra: dict[str, Any] = {}
+
+    def step(self, n: int, ts: float, dur: float) -> None:
+        self.events.append(
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": self.pid, "tid": self.tid,
+             "ts": ts, "dur": dur, "args": {"External id": self._next_ext()}}
+        )
+
+    def op(self, name: str, ts: float, dur: float, **args: Any) -> int:
+        ext = self._next_ext()
+        self.events.append(
+            {"ph": "X", "cat": "cpu_op", "name": name, "pid": self.pid, "tid": self.tid, "ts": ts, "dur": dur,
+             "args": {"External id": ext, **args}}
+        )
+        return ext
+
+    def runtime(self, name: str, ts: float, dur: float, ext: int = 0, corr: int | None = None) -> int:
+        corr = self._next_corr() if corr is None else corr
+        self.events.append(
+            {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": self.pid, "tid": self.tid, "ts": ts, "dur": dur,
+             "args": {"External id": ext, "correlation": corr}}
+        )
+        return corr
+
+    def kernel(self, name: str, ts: float, dur: float, corr: int, device: int = 0, stream: int = 7,
+               blocks_per_sm: float | None = 2.0, occupancy: float | None = 50, grid: list[int] | None = None,
+               ext: int = 0) -> None:
+        args: dict[str, Any] = {"External id": ext, "device": device, "stream": stream, "correlation": corr}
+        if blocks_per_sm is not None:
+            args["blocks per SM"] = blocks_per_sm
+        if occupancy is not None:
+            args["est. achieved occupancy %"] = occupancy
+        if grid is not None:
+            args["grid"] = grid
+            args["block"] = [128, 1, 1]
+        self.events.append({"ph": "X", "cat": "kernel", "name": name, "pid": device, "tid": stream, "ts": ts,
+                            "dur": dur, "args": args})
+
+    def memcpy(self, kind: str, ts: float, dur: float, nbytes: int, corr: int, device: int = 0) -> None:
+        self.events.append(
+            {"ph": "X", "cat": "gpu_memcpy", "name": f"Memcpy {kind}", "pid": device, "tid": 7, "ts": ts, "dur": dur,
+             "args": {"device": device, "stream": 7, "correlation": corr, "bytes": nbytes,
+                      "memory bandwidth (GB/s)": nbytes / dur / 1e3}}
+        )
+
+    def launch_kernel(self, name: str, cpu_ts: float, gpu_ts: float, dur: float, **kw: Any) -> None:
+        corr = self.runtime("cudaLaunchKernel", cpu_ts, 2.0)
+        self.kernel(name, gpu_ts, dur, corr, **kw)
+
+    def _next_corr(self) -> int:
+        self._corr += 1
+        return self._corr
+
+    def _next_ext(self) -> int:
+        self._ext += 1
+        return self._ext
+
+    def document(self) -> dict[str, Any]:
+        return {"schemaVersion": 1, "deviceProperties": self.devices, **self.extra,
+                "traceEvents": self.events, "traceName": "test"}
+
+    def text(self) -> str:
+        """Kineto's own layout: one event per indented block."""
+        head = {k: v for k, v in self.document().items() if k not in ("traceEvents", "traceName")}
+        body = ",\n".join("  " + json.dumps(e) for e in self.events)
+        inner = json.dumps(head)[1:-1]
+        return "{\n  " + inner + ',\n  "traceEvents": [\n' + body + '\n  ],\n  "traceName": "test"\n}\n'
+
+    def write(self, path: Path, gz: bool = True) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = self.text().encode()
+        path.write_bytes(gzip.compress(data) if gz else data)
+        return path
