@@ -108,10 +108,13 @@ def find_steps(tables: TraceTables, device: int, launcher: np.ndarray | None = N
     dropped: list[str] = []
     keep = np.ones(n, bool)
     missing = _unrecorded_launches(tables, launcher, cpu_start, cpu_end)
-    for i in range(n - 1, -1, -1):  # only trailing steps can be cut short by the trace's end
-        if missing[i] > 0:
+    # Some launches never get a GPU record in any step (CUPTI skips empty memsets), so
+    # a step is cut short only when it misses more than the steadiest step does.
+    baseline = missing.min() if n else 0
+    for i in range(n - 1, 0, -1):  # only trailing steps can be cut short by the trace's end
+        if missing[i] > baseline:
             keep[i] = False
-            dropped.append(f"step {numbers[i]}: {missing[i]} launched GPU operations missing (trace cut short)")
+            dropped.append(f"step {numbers[i]}: {missing[i] - baseline} launched GPU operations missing (trace cut short)")
         else:
             break
     return Steps(numbers[keep], start[keep], end[keep], cpu_start[keep], cpu_end[keep], False, dropped[::-1])

@@ -1,0 +1,107 @@
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tracegen import TraceBuilder
+
+from tb_mfu_plugin.cli import main
+
+SUMMARY_KEYS = {
+    "steps", "step_time_us", "gpu_busy_share", "kernel_time_share", "memcpy_time_share", "sm_efficiency",
+    "achieved_occupancy", "tensor_core_kernel_share", "h2d_bytes_per_step", "d2h_bytes_per_step",
+    "d2d_bytes_per_step", "sync_count_per_step", "kernels_per_step", "flops_per_step", "mfu",
+}
+
+
+def _good(path: Path) -> Path:
+    b = TraceBuilder()
+    for i in range(3):
+        b.step(i + 1, i * 100.0, 90)
+        b.launch_kernel("gemm", i * 100.0 + 1, i * 100.0 + 10, 50)
+    return b.write(path)
+
+
+def _logdir(tmp_path: Path) -> Path:
+    logdir = tmp_path / "logs"
+    _good(logdir / "good" / "host_1.1700000000000.pt.trace.json.gz")
+    bad = logdir / "broken" / "host_2.1700000000000.pt.trace.json.gz"
+    bad.parent.mkdir(parents=True)
+    bad.write_bytes(b"\x1f\x8b\x08\x00garbage")
+    empty = logdir / "empty" / "host_3.1700000000000.pt.trace.json"
+    empty.parent.mkdir(parents=True)
+    empty.write_bytes(b"")
+    return logdir
+
+
+def test_json_contract(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    logdir = _logdir(tmp_path)
+    assert main(["analyze", str(logdir), "--json"]) == 0
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    assert report["schema_version"] == 1
+    runs = {r["name"]: r for r in report["runs"]}
+    assert set(runs) == {"good", "broken", "empty"}
+    (w,) = runs["good"]["workers"]
+    assert {"name", "span", "file", "error", "device", "summary", "steps", "findings"} <= set(w)
+    assert {"name", "peak_flops", "peak_source", "dtype"} <= set(w["device"])
+    assert SUMMARY_KEYS <= set(w["summary"])
+    assert w["summary"]["steps"] == 3 and len(w["steps"]) == 3
+    assert {"step", "start_us", "dur_us", "gpu_busy_share"} <= set(w["steps"][0])
+    assert w["error"] is None and w["span"] == "1700000000000"
+    # every bad file: one line naming the file and the reason, while the good run is analysed
+    (b,) = runs["broken"]["workers"]
+    assert "gzip" in b["error"]
+    (e,) = runs["empty"]["workers"]
+    assert e["error"] == "empty file"
+    lines = [ln for ln in err.splitlines() if ln.startswith("tb-mfu:")]
+    assert len(lines) == 2 and all(("host_2" in ln) or ("host_3" in ln) for ln in lines)
+
+
+def test_exit_nonzero_only_when_nothing_analysed(tmp_path: Path) -> None:
+    logdir = _logdir(tmp_path)
+    shutil.rmtree(logdir / "good")
+    assert main(["analyze", str(logdir), "--json"]) == 1
+    assert main(["analyze", str(tmp_path / "missing")]) == 2
+    (tmp_path / "nothing").mkdir()
+    assert main(["analyze", str(tmp_path / "nothing")]) == 2
+
+
+def test_table_output_names_the_metrics(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(_good(tmp_path / "x.pt.trace.json.gz"))]) == 0
+    out = capsys.readouterr().out
+    for word in ("GPU busy", "SM efficiency", "Top 1 kernels", "gemm", "3 steps"):
+        assert word in out
+
+
+def _digest(root: Path) -> dict[str, str]:
+    """Every entry under root (directories too) with its content hash: nothing may be added or changed."""
+    return {
+        str(p.relative_to(root)): hashlib.sha1(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+        for p in root.rglob("*")
+    }
+
+
+def test_never_writes_into_a_read_only_logdir(tmp_path: Path) -> None:
+    logdir = _logdir(tmp_path)
+    before = _digest(logdir)
+    for p in [logdir, *logdir.rglob("*")]:
+        mode = p.stat().st_mode
+        os.chmod(p, mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    try:
+        proc = subprocess.run([sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(logdir), "--json"],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["runs"]
+    finally:
+        for p in [logdir, *logdir.rglob("*")]:
+            os.chmod(p, p.stat().st_mode | stat.S_IWUSR)
+    # (as root the permission bits alone would not stop a write, so compare the tree too)
+    assert _digest(logdir) == before
