@@ -1,7 +1,8 @@
 """Decode a Kineto JSON trace (plain or gzip) into columnar tables.
 
 Kineto writes one event per indented block: ``\\n  {`` opens each event of the
-``traceEvents`` array. We stream the decompressed bytes in chunks, cut each
+``traceEvents`` array (other writers use ``\\n{``; we learn the indentation from
+the first event). We stream the decompressed bytes in chunks, cut each
 chunk at the last event start and decode the complete events with msgspec
 typed structs. Peak memory is then one chunk plus the compact columns, not the
 whole document. A file laid out any other way (one line, other indentation, a
@@ -38,7 +39,7 @@ from .tables import (
 )
 
 CHUNK_BYTES = 8 << 20
-_EVENT_START = b"\n  {"
+_FIRST_EVENT = re.compile(rb"\[(\s*?\n([ \t]*))\{")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 _event_list = msgspec.json.Decoder(list[Event])
@@ -379,12 +380,16 @@ def _decode(path: str, keep_inputs: Callable[[str], bool] | None, progress: Prog
             return _decode_whole(path, head + b"".join(chunks), cols, read)
         header = _header.decode(head[: m.start()] + b'"traceEvents":[]}')  # type: ignore[union-attr]
         pending = head[body_start:]
+        # Learn how events open ("\n  {" for Kineto) from the first one; a document
+        # with the first event on the "[" line has no such boundary and decodes whole.
+        first = _FIRST_EVENT.match(head, body_start - 1)
+        event_start = b"\n" + first.group(2) + b"{" if first else None
         trailer: schema.Header | None = None
         for block in _chain_last(pending, chunks):
             if block is not pending:
                 read += len(block)
                 pending = pending + block
-            cut = pending.rfind(_EVENT_START)
+            cut = pending.rfind(event_start) if event_start else -1
             if cut <= 0:
                 continue
             piece = pending[:cut].strip().rstrip(b",")
