@@ -57,7 +57,7 @@ def analyze_tables(tables: TraceTables, worker: str, span: str, options: Analysi
 def _add_flops(report: WorkerReport, tables: TraceTables, steps, view, options: AnalysisOptions) -> None:  # type: ignore[no-untyped-def]
     """FLOPs and MFU, once the formulas exist (analysis.mfu)."""
     try:
-        from .analysis import mfu
+        from .analysis import mfu  # type: ignore[attr-defined,unused-ignore]
     except ImportError:
         return
     apply = getattr(mfu, "apply_to_report", None)

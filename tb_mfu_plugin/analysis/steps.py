@@ -138,7 +138,8 @@ def _unrecorded_launches(
 def _whole_trace(tables: TraceTables, on_dev: np.ndarray, launcher: np.ndarray) -> Steps:
     gpu, cpu = tables.gpu, tables.cpu
     if not on_dev.any():
-        return Steps(*(np.empty(0) for _ in range(5)), synthetic=True)  # type: ignore[arg-type]
+        empty = np.empty(0)
+        return Steps(empty.astype(np.int64), empty, empty, empty, empty, synthetic=True)
     lo = float(gpu.ts[on_dev].min())
     hi = float(gpu.end[on_dev].max())
     launched = launcher[on_dev]

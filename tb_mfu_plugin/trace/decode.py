@@ -15,7 +15,7 @@ import gzip
 import re
 import zlib
 from collections.abc import Callable, Iterator
-from typing import IO
+from typing import IO, Any
 
 import msgspec
 import numpy as np
@@ -179,21 +179,16 @@ class _Columns:
 
     def _add_gpu(self, kinds: list[int], evs: list[Event]) -> None:
         n = len(evs)
-        cols = {
-            "device": np.full(n, -1, np.int32),
-            "stream": np.full(n, -1, np.int64),
-            "correlation": np.full(n, -1, np.int64),
-            "external_id": np.full(n, -1, np.int64),
-            "blocks_per_sm": np.full(n, np.nan, np.float32),
-            "warps_per_sm": np.full(n, np.nan, np.float32),
-            "occupancy_pct": np.full(n, np.nan, np.float32),
-            "grid_blocks": np.full(n, -1, np.int64),
-            "block_threads": np.full(n, -1, np.int64),
-            "bytes": np.full(n, -1, np.int64),
-        }
-        dev, stream, corr, ext = cols["device"], cols["stream"], cols["correlation"], cols["external_id"]
-        bps, wps, occ = cols["blocks_per_sm"], cols["warps_per_sm"], cols["occupancy_pct"]
-        grid, block, nbytes = cols["grid_blocks"], cols["block_threads"], cols["bytes"]
+        dev = np.full(n, -1, np.int32)
+        stream = np.full(n, -1, np.int64)
+        corr = np.full(n, -1, np.int64)
+        ext = np.full(n, -1, np.int64)
+        bps = np.full(n, np.nan, np.float32)
+        wps = np.full(n, np.nan, np.float32)
+        occ = np.full(n, np.nan, np.float32)
+        grid = np.full(n, -1, np.int64)
+        block = np.full(n, -1, np.int64)
+        nbytes = np.full(n, -1, np.int64)
         for i, e in enumerate(evs):
             a = e.args
             if a is None:
@@ -226,11 +221,24 @@ class _Columns:
             if type(a.bytes) is int:
                 nbytes[i] = a.bytes
         code = self.code
-        cols["kind"] = np.array(kinds, np.int8)
-        cols["name"] = np.fromiter((code(e.name) for e in evs), np.int32, n)
-        cols["ts"] = np.fromiter((e.ts for e in evs), np.float64, n)
-        cols["dur"] = np.fromiter((e.dur or 0.0 for e in evs), np.float64, n)
-        self.gpu_parts.append(cols)
+        self.gpu_parts.append(
+            {
+                "kind": np.array(kinds, np.int8),
+                "name": np.fromiter((code(e.name) for e in evs), np.int32, n),
+                "ts": np.fromiter((e.ts for e in evs), np.float64, n),
+                "dur": np.fromiter((e.dur or 0.0 for e in evs), np.float64, n),
+                "device": dev,
+                "stream": stream,
+                "correlation": corr,
+                "external_id": ext,
+                "blocks_per_sm": bps,
+                "warps_per_sm": wps,
+                "occupancy_pct": occ,
+                "grid_blocks": grid,
+                "block_threads": block,
+                "bytes": nbytes,
+            }
+        )
 
     def tables(self, meta: TraceMeta) -> TraceTables:
         cpu = _concat(self.cpu_parts, _CPU_EMPTY)
@@ -246,7 +254,7 @@ class _Columns:
         return TraceTables(meta=meta, names=self.names, cpu=cpu_table, gpu=gpu_table)
 
 
-_CPU_EMPTY = {
+_CPU_EMPTY: dict[str, Any] = {
     "kind": np.int8,
     "name": np.int32,
     "ts": np.float64,
@@ -257,7 +265,7 @@ _CPU_EMPTY = {
     "correlation": np.int64,
     "flops": np.float64,
 }
-_GPU_EMPTY = {
+_GPU_EMPTY: dict[str, Any] = {
     "kind": np.int8,
     "name": np.int32,
     "ts": np.float64,
@@ -275,7 +283,7 @@ _GPU_EMPTY = {
 }
 
 
-def _concat(parts: list[dict[str, np.ndarray]], dtypes: dict[str, type]) -> dict[str, np.ndarray]:
+def _concat(parts: list[dict[str, np.ndarray]], dtypes: dict[str, Any]) -> dict[str, np.ndarray]:
     if not parts:
         return {k: np.empty(0, dt) for k, dt in dtypes.items()}
     if len(parts) == 1:
