@@ -1,0 +1,85 @@
+// ECharts, tree-shaken to what the tab draws. Tooltips are built as DOM nodes with text
+// content (never HTML strings), because category names can be run names from the logdir.
+import { BarChart } from 'echarts/charts';
+import { GridComponent, LegendComponent, MarkLineComponent, TooltipComponent } from 'echarts/components';
+import * as echarts from 'echarts/core';
+import { CanvasRenderer } from 'echarts/renderers';
+
+import { h } from './dom';
+
+echarts.use([BarChart, GridComponent, LegendComponent, TooltipComponent, MarkLineComponent, CanvasRenderer]);
+
+export type EChartsOption = echarts.EChartsCoreOption;
+
+export const COLORS = {
+  kernel: '#4e79a7',
+  memcpy: '#f28e2b',
+  memset: '#edc948',
+  idle: '#c9c9c9',
+  sync: '#e15759',
+  busy: '#4e79a7',
+  kernelShare: '#76b7b2',
+  smEff: '#59a14f',
+  mfu: '#b07aa1',
+  runs: ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2', '#b07aa1', '#edc948', '#9c755f'],
+};
+
+export const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif';
+
+const live = new Set<echarts.ECharts>();
+const observed = new WeakMap<HTMLElement, echarts.ECharts>();
+const resizer = typeof ResizeObserver !== 'undefined'
+  ? new ResizeObserver((entries) => {
+    for (const e of entries) observed.get(e.target as HTMLElement)?.resize();
+  })
+  : null;
+
+/** Draws ``option`` into ``el``, which must already be in the document. */
+export function chart(el: HTMLElement, option: EChartsOption): echarts.ECharts {
+  const c = echarts.init(el, undefined, { renderer: 'canvas' });
+  c.setOption({ textStyle: { fontFamily: FONT }, animationDuration: 300, ...option });
+  live.add(c);
+  observed.set(el, c);
+  resizer?.observe(el);
+  return c;
+}
+
+/** Disposes the charts inside ``root`` (or all), before their DOM is replaced. */
+export function disposeCharts(root?: Node): void {
+  for (const c of Array.from(live)) {
+    const dom = c.getDom();
+    if (!root || root.contains(dom)) {
+      resizer?.unobserve(dom);
+      c.dispose();
+      live.delete(c);
+    }
+  }
+}
+
+/** A tooltip body: a title line, then rows of (colour, label, value). Text only. */
+export function tooltipNode(title: string, rows: [string, string, string][], footer?: string): HTMLElement {
+  return h(
+    'div',
+    { class: 'tt' },
+    h('div', { class: 'tt-title' }, title),
+    rows.map(([color, label, value]) =>
+      h(
+        'div',
+        { class: 'tt-row' },
+        h('span', { class: 'tt-dot', style: { background: color } }),
+        h('span', { class: 'tt-label' }, label),
+        h('span', { class: 'tt-value' }, value),
+      )),
+    footer ? h('div', { class: 'tt-foot' }, footer) : null,
+  );
+}
+
+export const tooltipBase = {
+  confine: true,
+  backgroundColor: '#fff',
+  borderColor: '#d0d4da',
+  borderWidth: 1,
+  padding: 8,
+  textStyle: { color: '#1f2328', fontSize: 12 },
+  extraCssText: 'box-shadow: 0 2px 8px rgba(0,0,0,.12); border-radius: 6px;',
+};

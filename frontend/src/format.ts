@@ -1,0 +1,107 @@
+// Number formatting with units. Every figure on the page goes through one of these.
+
+export const NA = 'n/a';
+
+function isNum(x: unknown): x is number {
+  return typeof x === 'number' && Number.isFinite(x);
+}
+
+function fixed(x: number, digits: number): string {
+  return x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+}
+
+/** A share 0-1 as a percentage. */
+export function pct(x: number | null | undefined, digits?: number): string {
+  if (!isNum(x)) return NA;
+  const v = x * 100;
+  const d = digits ?? (Math.abs(v) >= 10 || v === 0 ? 1 : Math.abs(v) >= 1 ? 1 : 2);
+  return `${fixed(v, d)} %`;
+}
+
+/** Microseconds, scaled to µs, ms or s. */
+export function dur(us: number | null | undefined): string {
+  if (!isNum(us)) return NA;
+  const a = Math.abs(us);
+  if (a < 1) return `${fixed(us * 1000, 0)} ns`;
+  if (a < 1000) return `${fixed(us, a < 10 ? 2 : a < 100 ? 1 : 0)} µs`;
+  if (a < 1e6) return `${fixed(us / 1000, a < 1e4 ? 2 : 1)} ms`;
+  return `${fixed(us / 1e6, 2)} s`;
+}
+
+export function ms(us: number | null | undefined, digits = 2): string {
+  if (!isNum(us)) return NA;
+  return `${fixed(us / 1000, digits)} ms`;
+}
+
+/** Bytes in decimal units (1 MB = 1e6 B), matching GB/s = 1e9 B/s. */
+export function bytes(b: number | null | undefined): string {
+  if (!isNum(b)) return NA;
+  const a = Math.abs(b);
+  if (a < 1000) return `${fixed(b, 0)} B`;
+  const units = ['kB', 'MB', 'GB', 'TB', 'PB'];
+  let v = b / 1000;
+  let i = 0;
+  while (Math.abs(v) >= 1000 && i < units.length - 1) {
+    v /= 1000;
+    i++;
+  }
+  return `${fixed(v, Math.abs(v) < 10 ? 2 : Math.abs(v) < 100 ? 1 : 0)} ${units[i]}`;
+}
+
+export function gbps(x: number | null | undefined): string {
+  if (!isNum(x)) return NA;
+  return `${fixed(x, x < 10 ? 2 : 1)} GB/s`;
+}
+
+/** FLOPs (a count) scaled to GFLOP, TFLOP, PFLOP. */
+export function flops(x: number | null | undefined): string {
+  if (!isNum(x)) return NA;
+  const a = Math.abs(x);
+  if (a >= 1e15) return `${fixed(x / 1e15, 2)} PFLOP`;
+  if (a >= 1e12) return `${fixed(x / 1e12, 2)} TFLOP`;
+  if (a >= 1e9) return `${fixed(x / 1e9, 2)} GFLOP`;
+  if (a >= 1e6) return `${fixed(x / 1e6, 2)} MFLOP`;
+  return `${fixed(x, 0)} FLOP`;
+}
+
+/** FLOP/s as TFLOP/s. */
+export function tflops(x: number | null | undefined): string {
+  if (!isNum(x)) return NA;
+  const t = x / 1e12;
+  return `${fixed(t, t < 10 ? 2 : 1)} TFLOP/s`;
+}
+
+export function count(x: number | null | undefined, digits?: number): string {
+  if (!isNum(x)) return NA;
+  const d = digits ?? (Number.isInteger(x) ? 0 : Math.abs(x) < 10 ? 2 : 1);
+  return fixed(x, d);
+}
+
+/** Signed percent change, relative: +12.3 %. */
+export function relDelta(a: number, b: number): string {
+  if (!isNum(a) || !isNum(b) || a === 0) return '';
+  const r = (b - a) / Math.abs(a);
+  const sign = r > 0 ? '+' : r < 0 ? '−' : '±';
+  return `${sign}${fixed(Math.abs(r) * 100, Math.abs(r) < 0.1 ? 1 : 0)} %`;
+}
+
+/** Signed difference of two shares in percentage points: +4.1 pp. */
+export function ppDelta(a: number, b: number): string {
+  if (!isNum(a) || !isNum(b)) return '';
+  const d = (b - a) * 100;
+  const sign = d > 0 ? '+' : d < 0 ? '−' : '±';
+  return `${sign}${fixed(Math.abs(d), 1)} pp`;
+}
+
+/** Kineto span names are epoch milliseconds; show them as local date and time. */
+export function spanLabel(span: string): string {
+  if (!/^\d{12,14}$/.test(span)) return span || 'trace';
+  const d = new Date(Number(span));
+  if (Number.isNaN(d.getTime())) return span;
+  const p = (n: number) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+}
+
+export function isNumber(x: unknown): x is number {
+  return isNum(x);
+}

@@ -1,0 +1,398 @@
+// The MFU tab: TensorBoard loads this ES module into the plugin iframe and calls render().
+import { fetchCompare, fetchReport, fetchRuns, HttpError, tensorboardUrl } from './api';
+import { disposeCharts } from './charts';
+import { type CompareColumn, renderCompare, usable } from './compare';
+import { type Child, clear, h, ICONS, icon, replace } from './dom';
+import * as f from './format';
+import { renderWorker } from './overview';
+import css from './style.css';
+import type { RunReport, RunStatus, RunsBody, WorkerReport } from './types';
+
+type View = 'overview' | 'compare';
+
+const POLL_LOADING_MS = 1000;
+const POLL_IDLE_MS = 15000;
+const STORE = 'tb-mfu:';
+
+interface State {
+  runs: RunsBody | null;
+  runsError: string | null;
+  view: View;
+  run: string | null;
+  worker: Map<string, number>; // selected worker report per run
+  compare: string[];
+  reports: Map<string, { sig: string; report: RunReport }>;
+  shownSig: string; // what the main area shows, to re-render only on change
+}
+
+const state: State = {
+  runs: null,
+  runsError: null,
+  view: 'overview',
+  run: null,
+  worker: new Map(),
+  compare: [],
+  reports: new Map(),
+  shownSig: '',
+};
+
+const el = {
+  runSelect: h('select', { testid: 'run-select', title: 'Run' }),
+  workerSelect: h('select', { testid: 'worker-select', title: 'Worker · device · span' }),
+  tabs: h('nav', { class: 'tabs' }),
+  status: h('span', { class: 'status', testid: 'load-status' }),
+  loading: h('div', { class: 'loading-strip', testid: 'loading' }),
+  main: h('main', { testid: 'main' }),
+  pytorch: h('a', { class: 'ext', testid: 'pytorch-link', props: { target: '_top', rel: 'noopener' } }, 'PyTorch Profiler', icon(ICONS.external, 12)),
+  pickers: h('div', { class: 'pickers' }),
+};
+
+function store(key: string, value: string | null): void {
+  try {
+    if (value === null) localStorage.removeItem(STORE + key);
+    else localStorage.setItem(STORE + key, value);
+  } catch {
+    /* storage may be disabled */
+  }
+}
+
+function stored(key: string): string | null {
+  try {
+    return localStorage.getItem(STORE + key);
+  } catch {
+    return null;
+  }
+}
+
+function runStatus(name: string | null): RunStatus | undefined {
+  return state.runs?.runs.find((r) => r.name === name);
+}
+
+function sig(r: RunStatus | undefined): string {
+  if (!r) return 'none';
+  return `${r.state}|${r.size}|${r.workers.map((w) => w.spans.map((s) => `${s.span}:${s.mtime}:${s.state}`).join(',')).join(';')}`;
+}
+
+function loadingNow(r: RunStatus): boolean {
+  return r.state === 'queued' || r.state === 'loading';
+}
+
+function stateLabel(r: RunStatus): string {
+  switch (r.state) {
+    case 'queued': return 'queued';
+    case 'loading': return `loading ${f.pct(r.progress, 0)}`;
+    case 'error': return 'error';
+    case 'partial': return 'some files failed';
+    default: return '';
+  }
+}
+
+// ---- header -----------------------------------------------------------------
+
+function renderHeader(): void {
+  const runs = state.runs?.runs ?? [];
+  // tabs
+  replace(
+    el.tabs,
+    (['overview', 'compare'] as View[]).map((v) =>
+      h('button', {
+        class: `tab ${state.view === v ? 'active' : ''}`,
+        testid: `tab-${v}`,
+        attrs: { role: 'tab', 'aria-selected': String(state.view === v) },
+        on: { click: () => setView(v) },
+      }, v === 'overview' ? 'Overview' : 'Compare')),
+  );
+  // run select
+  replace(
+    el.runSelect,
+    runs.map((r) => {
+      const label = stateLabel(r);
+      return h('option', { props: { value: r.name, selected: r.name === state.run } }, label ? `${r.name} — ${label}` : r.name);
+    }),
+  );
+  el.runSelect.disabled = !runs.length;
+  // worker select: filled from the report when there is one
+  const report = state.run ? state.reports.get(state.run)?.report : undefined;
+  const ws = report?.workers ?? [];
+  const cur = state.run ? state.worker.get(state.run) ?? 0 : 0;
+  replace(el.workerSelect, ws.map((w, i) => h('option', { props: { value: String(i), selected: i === cur } }, workerOption(w, report!))));
+  el.workerSelect.disabled = ws.length < 2;
+
+  el.pickers.classList.toggle('hidden', state.view !== 'overview');
+  el.pytorch.href = tensorboardUrl('pytorch_profiler');
+  el.pytorch.title = state.run
+    ? `Open the stock PyTorch Profiler tab (choose run "${state.run}" there): traces, operators, memory.`
+    : 'Open the stock PyTorch Profiler tab';
+
+  // status
+  const loading = runs.filter(loadingNow);
+  const failed = runs.filter((r) => r.state === 'error' || r.state === 'partial');
+  if (state.runsError) replace(el.status, h('span', { class: 'st st-err' }, icon(ICONS.error, 12), ' server unreachable'));
+  else if (!state.runs?.scanned) replace(el.status, h('span', { class: 'st' }, h('span', { class: 'spinner' }), ' scanning logdir…'));
+  else if (loading.length) {
+    const p = loading.reduce((a, r) => a + r.progress, 0) / loading.length;
+    replace(el.status, h('span', { class: 'st' }, h('span', { class: 'spinner' }), ` analysing ${loading.length} run${loading.length > 1 ? 's' : ''} · ${f.pct(p, 0)}`));
+  } else replace(el.status, h('span', { class: 'st st-ok' }, `${runs.length} run${runs.length === 1 ? '' : 's'}`, failed.length ? ` · ${failed.length} with errors` : ''));
+
+  // loading strip: progress of runs still analysing, and errors of runs that failed
+  const items: Child[] = [];
+  for (const r of loading) {
+    items.push(h('div', { class: 'lrow' },
+      h('span', { class: 'lname' }, r.name),
+      h('span', { class: 'progress' }, h('span', { class: 'bar', style: { width: `${(r.progress * 100).toFixed(1)}%` } })),
+      h('span', { class: 'lval' }, `${f.pct(r.progress, 0)} of ${f.bytes(r.size)}`)));
+  }
+  for (const e of state.runs?.errors ?? []) items.push(h('div', { class: 'lrow err' }, icon(ICONS.warn, 12), h('span', { class: 'mono' }, e)));
+  replace(el.loading, items);
+  el.loading.classList.toggle('hidden', !items.length);
+}
+
+function workerOption(w: WorkerReport, r: RunReport): string {
+  const spans = Array.from(new Set(r.workers.filter((x) => x.name === w.name).map((x) => x.span)));
+  const dev = w.device?.index !== null && w.device?.index !== undefined ? ` · GPU ${w.device.index}` : '';
+  const span = spans.length > 1 ? ` · span ${spans.indexOf(w.span) + 1}/${spans.length} (${f.spanLabel(w.span)})` : '';
+  return `${w.name}${dev}${span}${w.error ? ' — error' : ''}`;
+}
+
+// ---- state changes ----------------------------------------------------------
+
+function setView(v: View): void {
+  state.view = v;
+  store('view', v);
+  renderHeader();
+  void renderMain(true);
+}
+
+function setRun(name: string): void {
+  state.run = name;
+  store('run', name);
+  renderHeader();
+  void renderMain(true);
+}
+
+function pickDefaults(): void {
+  const runs = state.runs?.runs ?? [];
+  const names = runs.map((r) => r.name);
+  if (!state.run || !names.includes(state.run)) {
+    const saved = stored('run');
+    const firstGood = runs.find((r) => r.state === 'ready' || r.state === 'partial');
+    state.run = saved && names.includes(saved) ? saved : firstGood?.name ?? names[0] ?? null;
+  }
+  state.compare = state.compare.filter((n) => names.includes(n));
+  if (state.compare.length < 2 && names.length >= 2 && !stored('compare-touched')) {
+    const rest = names.filter((n) => n !== state.run);
+    state.compare = [state.run!, ...rest].slice(0, 2);
+  }
+}
+
+// ---- main area --------------------------------------------------------------
+
+async function reportFor(run: RunStatus): Promise<RunReport | null> {
+  const s = sig(run);
+  const hit = state.reports.get(run.name);
+  if (hit && hit.sig === s) return hit.report;
+  const { report } = await fetchReport(run.name);
+  if (report) state.reports.set(run.name, { sig: s, report });
+  return report;
+}
+
+function progressPanel(r: RunStatus): HTMLElement {
+  return h(
+    'section',
+    { class: 'card progress-card', testid: 'run-progress' },
+    h('header', { class: 'card-head' }, h('h2', null, `Analysing ${r.name}`), h('span', { class: 'spinner' })),
+    h('div', { class: 'card-body' },
+      h('div', { class: 'progress big' }, h('span', { class: 'bar', style: { width: `${(r.progress * 100).toFixed(1)}%` } })),
+      h('p', { class: 'dim' }, `${f.pct(r.progress, 0)} of ${f.bytes(r.size)} of traces. Other runs stay usable meanwhile.`),
+      h('table', { class: 'grid files' }, h('tbody', null, r.workers.flatMap((w) => w.spans.map((s) =>
+        h('tr', null,
+          h('td', { class: 'mono' }, s.file),
+          h('td', { class: 'num' }, f.bytes(s.size)),
+          h('td', null, h('span', { class: 'progress' }, h('span', { class: 'bar', style: { width: `${(s.progress * 100).toFixed(1)}%` } }))),
+          h('td', { class: 'num' }, s.state === 'done' ? (s.cached ? 'cached' : 'done') : s.state === 'loading' ? f.pct(s.progress, 0) : s.state)))))),
+    ),
+  );
+}
+
+function emptyPanel(): HTMLElement {
+  const sources = state.runs?.sources ?? [];
+  return h(
+    'section',
+    { class: 'card empty-card', testid: 'empty' },
+    h('header', { class: 'card-head' }, h('h2', null, 'No profiler traces found')),
+    h('div', { class: 'card-body' },
+      h('p', null, 'The MFU tab reads torch.profiler traces (*.pt.trace.json or *.pt.trace.json.gz) under:'),
+      h('ul', null, sources.length ? sources.map((s) => h('li', { class: 'mono' }, s.name ? `${s.name}: ${s.path}` : s.path)) : h('li', null, 'no --logdir given')),
+      h('p', null, 'Record one with the profiler\'s TensorBoard handler, then reload:'),
+      h('pre', null, [
+        'with torch.profiler.profile(',
+        '        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],',
+        '        schedule=torch.profiler.schedule(wait=1, warmup=1, active=3),',
+        '        on_trace_ready=torch.profiler.tensorboard_trace_handler("./logs/run_a"),',
+        '        record_shapes=True) as prof:',
+        '    for batch in loader:',
+        '        train_step(batch); prof.step()',
+      ].join('\n')),
+    ),
+  );
+}
+
+function errorPanel(title: string, lines: string[]): HTMLElement {
+  return h('div', { class: 'banner error', testid: 'run-error' }, icon(ICONS.error, 16), h('div', null, h('strong', null, title), lines.map((l) => h('div', { class: 'mono' }, l))));
+}
+
+let renderSeq = 0;
+
+async function renderMain(force = false): Promise<void> {
+  const seq = ++renderSeq;
+  const runs = state.runs?.runs ?? [];
+  const wanted = state.view === 'overview'
+    ? `o|${state.run}|${state.worker.get(state.run ?? '') ?? 0}|${sig(runStatus(state.run))}|${state.runs?.scanned}`
+    : `c|${state.compare.join('\u0000')}|${state.compare.map((n) => `${sig(runStatus(n))}:${state.worker.get(n) ?? -1}`).join(';')}|${runs.map((r) => r.name).join('\u0000')}`;
+  if (!force && wanted === state.shownSig) return;
+
+  let content: Child;
+  try {
+    content = state.view === 'overview' ? await overviewContent() : await compareContent();
+  } catch (err) {
+    content = errorPanel('Could not load the report', [err instanceof Error ? err.message : String(err)]);
+  }
+  if (seq !== renderSeq) return; // a newer render started while this one waited
+  state.shownSig = wanted;
+  disposeCharts(el.main);
+  const scroll = document.scrollingElement?.scrollTop ?? 0;
+  replace(el.main, content);
+  if (!force && document.scrollingElement) document.scrollingElement.scrollTop = scroll;
+  renderHeader();
+}
+
+async function overviewContent(): Promise<Child> {
+  if (!state.runs) return h('p', { class: 'muted' }, 'Loading…');
+  if (!state.runs.scanned) return h('p', { class: 'muted' }, h('span', { class: 'spinner' }), ' Scanning the logdir…');
+  if (!state.runs.runs.length) return emptyPanel();
+  const r = runStatus(state.run);
+  if (!r) return emptyPanel();
+  if (loadingNow(r)) return progressPanel(r);
+  const report = await reportFor(r);
+  if (!report) {
+    const fresh = runStatus(r.name);
+    return fresh ? progressPanel(fresh) : emptyPanel();
+  }
+  const good = usable(report);
+  let idx = state.worker.get(r.name);
+  if (idx === undefined || idx >= report.workers.length) idx = good[0] ?? 0;
+  state.worker.set(r.name, idx);
+  const failed = report.workers.filter((w) => w.error);
+  const w = report.workers[idx];
+  const header = h('div', { class: 'runbar' },
+    h('h1', { class: 'runtitle', testid: 'run-title' }, report.name),
+    h('span', { class: 'dim mono small', title: r.path }, r.path),
+  );
+  if (!w) return [header, errorPanel(`Run ${report.name} has no report`, r.errors)];
+  return [
+    header,
+    failed.length && !(failed.length === 1 && failed[0] === w)
+      ? h('div', { class: 'banner warn', testid: 'partial-errors' }, icon(ICONS.warn, 16), h('div', null,
+        h('strong', null, `${failed.length} of ${report.workers.length} reports in this run could not be made`),
+        failed.map((fw) => h('div', { class: 'mono' }, `${fw.name}${fw.span ? ` (${fw.span})` : ''}: ${fw.error}`))))
+      : null,
+    renderWorker(w),
+  ];
+}
+
+async function compareContent(): Promise<Child> {
+  const runs = state.runs?.runs ?? [];
+  const chips = h('div', { class: 'chips', testid: 'compare-picker' },
+    h('span', { class: 'dim' }, 'Runs to compare:'),
+    runs.map((r) => {
+      const on = state.compare.includes(r.name);
+      const idx = state.compare.indexOf(r.name);
+      return h('label', { class: `chip ${on ? 'on' : ''} ${r.state === 'error' ? 'bad' : ''}`, title: r.path },
+        h('input', {
+          props: { type: 'checkbox', checked: on },
+          on: {
+            change: (ev) => {
+              const checked = (ev.target as HTMLInputElement).checked;
+              state.compare = checked ? [...state.compare, r.name] : state.compare.filter((n) => n !== r.name);
+              store('compare-touched', '1');
+              void renderMain(true);
+            },
+          },
+        }),
+        on ? h('span', { class: 'chip-n' }, idx === 0 ? 'base' : String(idx + 1)) : null,
+        h('span', null, r.name),
+        stateLabel(r) ? h('span', { class: 'dim small' }, ` ${stateLabel(r)}`) : null);
+    }));
+  if (runs.length < 2) return [chips, h('p', { class: 'muted' }, 'Compare needs at least two runs. Point --logdir at a folder with several runs, or use --logdir_spec mine:./logs/a,theirs:/path/to/colleague/logs.')];
+  if (state.compare.length < 2) return [chips, h('p', { class: 'muted', testid: 'compare-hint' }, 'Pick two or more runs. The first one picked is the baseline.')];
+  const body = await fetchCompare(state.compare);
+  const cols: CompareColumn[] = body.runs.map((e) => {
+    const good = e.report ? usable(e.report) : [];
+    let wi = state.worker.get(e.name);
+    if (wi === undefined || !good.includes(wi)) wi = good[0] ?? 0;
+    return { run: e.name, report: e.report, progress: e.progress, state: e.state, workerIndex: wi };
+  });
+  return [chips, renderCompare(cols, (run, idx) => {
+    state.worker.set(run, idx);
+    void renderMain(true);
+  })];
+}
+
+// ---- polling ----------------------------------------------------------------
+
+let timer: number | undefined;
+
+async function tick(refresh = false): Promise<void> {
+  window.clearTimeout(timer);
+  try {
+    state.runs = await fetchRuns(refresh);
+    state.runsError = null;
+  } catch (err) {
+    state.runsError = err instanceof HttpError ? err.message : String(err);
+  }
+  pickDefaults();
+  renderHeader();
+  await renderMain(false);
+  const busy = !state.runs?.scanned || state.runs.scanning || (state.runs?.runs ?? []).some(loadingNow);
+  timer = window.setTimeout(() => void tick(), busy ? POLL_LOADING_MS : POLL_IDLE_MS);
+}
+
+// ---- entry ------------------------------------------------------------------
+
+export function render(): void {
+  const style = document.createElement('style');
+  style.textContent = css;
+  document.head.appendChild(style);
+  const saved = stored('view');
+  if (saved === 'compare' || saved === 'overview') state.view = saved;
+
+  el.runSelect.addEventListener('change', () => setRun(el.runSelect.value));
+  el.workerSelect.addEventListener('change', () => {
+    if (!state.run) return;
+    state.worker.set(state.run, Number(el.workerSelect.value));
+    void renderMain(true);
+  });
+  replace(el.pickers,
+    h('label', { class: 'picker' }, h('span', null, 'Run'), el.runSelect),
+    h('label', { class: 'picker' }, h('span', null, 'Worker'), el.workerSelect));
+
+  const refresh = h('button', { class: 'iconbtn', title: 'Look for new runs and spans now', testid: 'refresh', on: { click: () => void tick(true) } }, icon(ICONS.refresh, 16));
+  const app = h(
+    'div',
+    { class: 'app' },
+    h('header', { class: 'topbar' },
+      h('div', { class: 'brand' }, h('span', { class: 'logo' }, 'MFU'), h('span', { class: 'tagline' }, 'why a busy GPU is slow')),
+      el.tabs,
+      el.pickers,
+      h('div', { class: 'spacer' }),
+      el.status,
+      refresh,
+      el.pytorch),
+    el.loading,
+    el.main,
+  );
+  clear(document.body);
+  document.body.appendChild(app);
+  renderHeader();
+  void tick();
+}

@@ -1,0 +1,447 @@
+// The Overview of one worker report (one device of one span of one run).
+import { COLORS, chart, tooltipBase, tooltipNode } from './charts';
+import { type Child, h, ICONS, icon } from './dom';
+import * as f from './format';
+import { table } from './table';
+import type { CopyStats, Json, JsonObject, KernelStats, Step, SyncStats, WorkerReport } from './types';
+
+export const BREAKDOWN: { key: string; label: string; color: string; help: string }[] = [
+  { key: 'kernel', label: 'Kernels', color: COLORS.kernel, help: 'GPU time with at least one kernel running' },
+  { key: 'memcpy', label: 'Memcpy', color: COLORS.memcpy, help: 'GPU time copying, with no kernel running' },
+  { key: 'memset', label: 'Memset', color: COLORS.memset, help: 'GPU time in memset only' },
+  { key: 'sync_wait', label: 'Sync wait', color: COLORS.sync, help: 'GPU idle while the host blocks in a synchronising call' },
+  { key: 'idle', label: 'Idle', color: COLORS.idle, help: 'GPU idle for other reasons (host-bound, data loading, launch gaps)' },
+];
+
+export function card(title: string, body: Child, opts: { testid?: string; cls?: string; help?: string; extra?: Child } = {}): HTMLElement {
+  return h(
+    'section',
+    { class: `card ${opts.cls ?? ''}`, testid: opts.testid },
+    h('header', { class: 'card-head' }, h('h2', null, title), opts.help ? h('span', { class: 'help', title: opts.help }, '?') : null, opts.extra ?? null),
+    h('div', { class: 'card-body' }, body),
+  );
+}
+
+function kpi(label: string, value: string, sub: Child, opts: { testid?: string; raw?: number | null; cls?: string; title?: string } = {}): HTMLElement {
+  return h(
+    'div',
+    { class: `kpi ${opts.cls ?? ''}`, title: opts.title },
+    h('div', { class: 'kpi-label' }, label),
+    h('div', { class: 'kpi-value', testid: opts.testid, data: opts.raw === undefined ? undefined : { value: opts.raw === null ? '' : String(opts.raw) } }, value),
+    h('div', { class: 'kpi-sub' }, sub),
+  );
+}
+
+function str(x: Json | undefined): string | null {
+  if (x === null || x === undefined) return null;
+  if (typeof x === 'string') return x;
+  if (typeof x === 'number' || typeof x === 'boolean') return String(x);
+  return JSON.stringify(x);
+}
+
+/** Why MFU is missing, in words. */
+export function mfuReason(w: WorkerReport): string {
+  const s = w.summary;
+  const fl = w.flops ?? {};
+  const given = str(fl['reason'] as Json) ?? str(fl['error'] as Json) ?? str(fl['note'] as Json);
+  if (given) return given;
+  const parts: string[] = [];
+  if (!s || !f.isNumber(s.flops_per_step)) {
+    parts.push('no FLOP count: no recognised matmul/conv ops with recorded shapes (record_shapes=True) and no FLOPs given');
+  }
+  if (!w.device || !f.isNumber(w.device.peak_flops)) {
+    parts.push(`no peak FLOP/s known for ${w.device?.name ?? 'this device'} (set --mfu_peak_tflops)`);
+  }
+  return parts.join('; ') || 'not computed';
+}
+
+function flopsSource(w: WorkerReport): string | null {
+  const fl = w.flops;
+  if (!fl) return null;
+  return str(fl['source'] as Json) ?? str(fl['method'] as Json);
+}
+
+function peakLine(w: WorkerReport): string | null {
+  const d = w.device;
+  if (!d || !f.isNumber(d.peak_flops)) return null;
+  const bits = [`peak ${f.tflops(d.peak_flops)}`];
+  if (d.dtype) bits.push(d.dtype);
+  if (d.peak_source) bits.push(`from ${d.peak_source}`);
+  return bits.join(' · ');
+}
+
+function kpis(w: WorkerReport): HTMLElement {
+  const s = w.summary!;
+  const stepS = s.step_time_us / 1e6;
+  const achieved = f.isNumber(s.flops_per_step) && stepS > 0 ? s.flops_per_step / stepS : null;
+  const whileBusy = achieved !== null && s.gpu_busy_share > 0 ? achieved / s.gpu_busy_share : null;
+  const hasMfu = f.isNumber(s.mfu);
+  const src = flopsSource(w);
+  const peak = peakLine(w);
+  const mfuSub = hasMfu
+    ? [
+      h('div', null, `${f.flops(s.flops_per_step)} per step${src ? ` · ${src}` : ''}`),
+      peak ? h('div', null, peak) : null,
+    ]
+    : [h('div', { class: 'reason', testid: 'mfu-reason' }, mfuReason(w)), peak ? h('div', null, peak) : null];
+  return h(
+    'div',
+    { class: 'kpis' },
+    kpi('MFU', hasMfu ? f.pct(s.mfu) : f.NA, mfuSub, {
+      testid: 'mfu-value',
+      raw: hasMfu ? s.mfu! : null,
+      cls: `kpi-main ${hasMfu ? '' : 'kpi-na'}`,
+      title: 'Model FLOPs utilisation: useful FLOPs per step / (step time × peak FLOP/s). Median over steps. A lower bound: the profiler stretches CPU-bound steps.',
+    }),
+    kpi('Achieved', achieved !== null ? f.tflops(achieved) : f.NA, whileBusy !== null ? `${f.tflops(whileBusy)} while GPU busy` : 'needs a FLOP count', {
+      title: 'Useful FLOP/s over the whole step, and over the time the GPU was busy (the matching upper view).',
+    }),
+    kpi('Step time', f.ms(s.step_time_us), `median of ${s.steps} step${s.steps === 1 ? '' : 's'}`, { testid: 'step-time' }),
+    kpi('GPU busy', f.pct(s.gpu_busy_share), `kernels ${f.pct(s.kernel_time_share)}`, {
+      title: 'Share of the step with any kernel, copy or memset running on this GPU.',
+    }),
+    kpi('SM efficiency', f.pct(s.sm_efficiency), `occupancy ${f.pct(s.achieved_occupancy)}`, {
+      title: 'Time-weighted share of SMs with work (blocks per SM capped at 1); occupancy is weighted by kernel time.',
+    }),
+    kpi('Tensor cores', f.pct(s.tensor_core_kernel_share), 'of kernel time', {
+      title: 'Share of kernel time in kernels that use tensor cores (by name).',
+    }),
+  );
+}
+
+function busyVsFast(w: WorkerReport): HTMLElement {
+  const s = w.summary!;
+  const rows: [string, number | null | undefined, string, string][] = [
+    ['GPU busy', s.gpu_busy_share, COLORS.busy, 'any kernel, copy or memset running'],
+    ['Kernel time', s.kernel_time_share, COLORS.kernelShare, 'any kernel running'],
+    ['SM efficiency', s.sm_efficiency, COLORS.smEff, 'SMs actually filled by those kernels'],
+    ['MFU', s.mfu, COLORS.mfu, 'useful FLOPs against the peak'],
+  ];
+  const el = h('div', { class: 'chart chart-short', testid: 'busy-chart' });
+  queueMicrotask(() =>
+    chart(el, {
+      grid: { left: 100, right: 70, top: 6, bottom: 24 },
+      xAxis: { type: 'value', max: 100, axisLabel: { formatter: '{value} %', color: '#57606a' }, splitLine: { lineStyle: { color: '#eef0f2' } } },
+      yAxis: { type: 'category', inverse: true, data: rows.map((r) => r[0]), axisTick: { show: false }, axisLabel: { color: '#1f2328', fontSize: 12 } },
+      tooltip: {
+        ...tooltipBase,
+        trigger: 'item',
+        formatter: (p: { dataIndex: number }) => {
+          const r = rows[p.dataIndex];
+          return tooltipNode(r[0], [[r[2], r[3], f.pct(r[1])]]);
+        },
+      },
+      series: [
+        {
+          type: 'bar',
+          barWidth: 18,
+          data: rows.map((r) => ({ value: f.isNumber(r[1]) ? +(r[1] * 100).toFixed(2) : 0, itemStyle: { color: r[2], borderRadius: [0, 3, 3, 0] } })),
+          label: {
+            show: true,
+            position: 'right',
+            color: '#1f2328',
+            formatter: (p: { dataIndex: number }) => f.pct(rows[p.dataIndex][1]),
+          },
+          showBackground: true,
+          backgroundStyle: { color: '#f3f4f6', borderRadius: 3 },
+        },
+      ],
+    }));
+  return card('Busy is not fast', el, {
+    help: 'A GPU can be busy 100 % of the time and still slow: few SMs filled, or work that is not useful FLOPs. Compare the four bars.',
+    testid: 'busy-card',
+  });
+}
+
+function stepBreakdownSummary(w: WorkerReport): HTMLElement {
+  const s = w.summary!;
+  const b = s.breakdown ?? {};
+  const bar = h('div', { class: 'stackbar' });
+  const legend = h('div', { class: 'stack-legend' });
+  for (const c of BREAKDOWN) {
+    const v = b[c.key] ?? 0;
+    if (v > 0) bar.append(h('div', { class: 'seg', style: { width: `${(v * 100).toFixed(3)}%`, background: c.color }, title: `${c.label}: ${f.pct(v)} · ${f.ms(v * s.step_time_us)}` }));
+    legend.append(
+      h('div', { class: 'leg', title: c.help },
+        h('span', { class: 'dot', style: { background: c.color } }),
+        h('span', { class: 'leg-label' }, c.label),
+        h('span', { class: 'leg-val' }, f.pct(v)),
+        h('span', { class: 'leg-ms' }, f.ms(v * s.step_time_us)),
+      ),
+    );
+  }
+  return h('div', { class: 'breakdown' }, bar, legend);
+}
+
+function deviceCard(w: WorkerReport): HTMLElement {
+  const d = w.device;
+  const s = w.summary!;
+  const rows: [string, Child][] = [
+    ['GPU', d ? `${d.name ?? 'unknown'}${d.index !== null && d.index !== undefined ? ` (device ${d.index})` : ''}` : 'unknown'],
+    ['SMs · compute', d ? `${d.num_sms ?? '?'} SMs · sm_${(d.compute_capability ?? '?').replace('.', '')}` : f.NA],
+    ['Peak used', peakLine(w) ?? 'none known'],
+    ['Kernels / step', `${f.count(s.kernels_per_step, 0)}`],
+    ['Syncs / step', f.count(s.sync_count_per_step)],
+    ['H2D / D2H per step', `${f.bytes(s.h2d_bytes_per_step)} / ${f.bytes(s.d2h_bytes_per_step)}`],
+  ];
+  if (w.distributed) {
+    const dist = w.distributed;
+    rows.push(['Distributed', `${str(dist['backend'] as Json) ?? '?'} · rank ${str(dist['rank'] as Json) ?? '?'} of ${str(dist['world_size'] as Json) ?? '?'}`]);
+  }
+  if (w.trace_bytes) rows.push(['Trace', `${f.bytes(w.trace_bytes)} decoded`]);
+  return card(
+    'Where a step goes',
+    [
+      stepBreakdownSummary(w),
+      h('dl', { class: 'facts' }, rows.map(([k, v]) => [h('dt', null, k), h('dd', null, v)])),
+    ],
+    { help: 'Median step, split into exclusive parts that add up to the step time.', testid: 'device-card' },
+  );
+}
+
+function stepsChart(w: WorkerReport): HTMLElement {
+  const steps = w.steps ?? [];
+  const el = h('div', { class: 'chart', testid: 'steps-chart' });
+  if (!steps.length) return card('Per-step breakdown', h('p', { class: 'muted' }, 'No complete steps.'));
+  const part = (s: Step, key: string) => (s.breakdown?.[key] ?? 0) * s.dur_us / 1000;
+  queueMicrotask(() =>
+    chart(el, {
+      color: BREAKDOWN.map((b) => b.color),
+      grid: { left: 64, right: 16, top: 36, bottom: 36 },
+      legend: { top: 0, icon: 'roundRect', itemWidth: 12, itemHeight: 10, textStyle: { color: '#1f2328' } },
+      xAxis: {
+        type: 'category',
+        data: steps.map((s) => `#${s.step}`),
+        name: 'step',
+        nameLocation: 'middle',
+        nameGap: 24,
+        axisLabel: { color: '#57606a' },
+      },
+      yAxis: { type: 'value', name: 'ms', nameTextStyle: { color: '#57606a' }, axisLabel: { color: '#57606a' }, splitLine: { lineStyle: { color: '#eef0f2' } } },
+      tooltip: {
+        ...tooltipBase,
+        trigger: 'axis',
+        axisPointer: { type: 'shadow' },
+        formatter: (ps: { dataIndex: number }[]) => {
+          const s = steps[ps[0].dataIndex];
+          return tooltipNode(
+            `Step ${s.step} · ${f.ms(s.dur_us)}`,
+            BREAKDOWN.map((b) => [b.color, b.label, `${f.ms(part(s, b.key) * 1000)} · ${f.pct(s.breakdown?.[b.key])}`]),
+            `MFU ${f.pct(s.mfu)} · SM eff. ${f.pct(s.sm_efficiency)}`,
+          );
+        },
+      },
+      series: BREAKDOWN.map((b) => ({
+        name: b.label,
+        type: 'bar',
+        stack: 'step',
+        barMaxWidth: 56,
+        emphasis: { focus: 'series' },
+        data: steps.map((s) => +part(s, b.key).toFixed(3)),
+      })),
+    }));
+  return card('Per-step breakdown', el, {
+    help: 'Each profiled step split into exclusive parts: kernels, copies without kernels, memset only, GPU idle while the host waits in a sync, other idle.',
+    testid: 'steps-card',
+  });
+}
+
+function copiesCard(w: WorkerReport): HTMLElement {
+  const copies = w.copies ?? [];
+  return card(
+    'Copies',
+    table<CopyStats>(copies, [
+      { key: 'direction', label: 'Direction', value: (c) => c.direction, cell: (c) => h('span', { class: `pill dir-${c.direction.toLowerCase()}` }, c.direction) },
+      { key: 'memory', label: 'Host memory', value: (c) => c.memory, title: 'The host side of the copy: pageable copies are slower and synchronous' },
+      { key: 'count', label: 'Count / step', num: true, value: (c) => c.count_per_step, cell: (c) => f.count(c.count_per_step) },
+      { key: 'bytes', label: 'Bytes / step', num: true, value: (c) => c.bytes_per_step, cell: (c) => f.bytes(c.bytes_per_step) },
+      { key: 'time', label: 'Time / step', num: true, value: (c) => c.time_us_per_step, cell: (c) => f.dur(c.time_us_per_step) },
+      { key: 'gbps', label: 'Bandwidth', num: true, value: (c) => c.gbps, cell: (c) => f.gbps(c.gbps), title: 'Achieved while copying, GB/s (1e9 bytes/s)' },
+      { key: 'small', label: '< 64 KiB', num: true, value: (c) => c.small_count_per_step, cell: (c) => f.count(c.small_count_per_step), title: 'Small copies per step (latency-bound)' },
+    ], { testid: 'copies-table', sortKey: 'time', empty: 'No copies in the profiled steps.' }),
+    { help: 'Memcpy by direction and host memory kind, per step.' },
+  );
+}
+
+function syncsCard(w: WorkerReport): HTMLElement {
+  const syncs = w.syncs ?? [];
+  return card(
+    'Sync points',
+    table<SyncStats>(syncs, [
+      { key: 'root', label: 'Caused by', value: (s) => s.root_op ?? s.op ?? '', cell: (s) => h('span', { class: 'mono' }, s.root_op ?? s.op ?? '—'), title: 'The outermost op in the step around the synchronising call' },
+      { key: 'op', label: 'Inner op', value: (s) => s.op ?? '', cell: (s) => h('span', { class: 'mono dim' }, s.op ?? '—') },
+      { key: 'api', label: 'API', value: (s) => s.api, cell: (s) => h('span', { class: 'mono' }, s.api) },
+      { key: 'count', label: 'Count / step', num: true, value: (s) => s.count_per_step, cell: (s) => f.count(s.count_per_step) },
+      { key: 'blocked', label: 'Blocked / step', num: true, value: (s) => s.blocked_us_per_step, cell: (s) => f.dur(s.blocked_us_per_step), title: 'Host time blocked in the call, per step' },
+    ], { testid: 'syncs-table', sortKey: 'blocked', empty: 'No host-device synchronisation in the profiled steps.' }),
+    { help: 'Calls where the host waits for the GPU, grouped by the op that issued them.' },
+  );
+}
+
+function launchesCard(w: WorkerReport): HTMLElement {
+  const l = w.launches;
+  if (!l) return card('Launches', h('p', { class: 'muted' }, 'No launch statistics.'));
+  const rows: [string, string, string][] = [
+    ['Kernels / step', f.count(l.kernels_per_step, 0), 'Kernels that started inside the profiled steps'],
+    ['Median kernel', f.dur(l.median_kernel_us), 'Median kernel duration'],
+    ['Short kernels', f.pct(l.short_kernel_share), 'Share of kernels under 10 µs: launch-bound if many'],
+    ['Launch API / step', f.dur(l.launch_api_us_per_step), 'Host time in launch calls (cudaLaunchKernel, cuLaunchKernel, …)'],
+    ['Idle gaps / step', f.count(l.idle_gaps.count_per_step, 0), 'Gaps between GPU activities'],
+    ['Idle in gaps / step', f.dur(l.idle_gaps.total_us_per_step), 'Total GPU idle time in those gaps'],
+    ['Median · max gap', `${f.dur(l.idle_gaps.median_us)} · ${f.dur(l.idle_gaps.max_us)}`, ''],
+  ];
+  return card('Launches', h('dl', { class: 'facts', testid: 'launch-stats' }, rows.map(([k, v, t]) => [h('dt', { title: t }, k), h('dd', null, v)])), {
+    help: 'Many short kernels with gaps between them mean the host cannot feed the GPU: consider CUDA graphs or torch.compile.',
+  });
+}
+
+function kernelsCard(w: WorkerReport): HTMLElement {
+  const ks = w.top_kernels ?? [];
+  const maxShare = Math.max(1e-9, ...ks.map((k) => k.share));
+  return card(
+    `Top kernels`,
+    table<KernelStats>(ks, [
+      { key: 'name', label: 'Kernel', value: (k) => k.name, cell: (k) => h('span', { class: 'kname mono', title: k.name }, k.name), cls: 'kcell' },
+      { key: 'count', label: 'Calls', num: true, value: (k) => k.count, cell: (k) => f.count(k.count) },
+      { key: 'total', label: 'Total', num: true, value: (k) => k.total_us, cell: (k) => f.dur(k.total_us), title: 'Total time in the analysed steps' },
+      { key: 'share', label: 'Share', num: true, value: (k) => k.share, cell: (k) => shareCell(k.share, maxShare), title: 'Share of all kernel time' },
+      { key: 'mean', label: 'Mean', num: true, value: (k) => k.mean_us, cell: (k) => f.dur(k.mean_us) },
+      { key: 'bps', label: 'Blocks / SM', num: true, value: (k) => k.mean_blocks_per_sm, cell: (k) => f.count(k.mean_blocks_per_sm, 2), title: 'Mean blocks per SM: under 1 leaves SMs empty' },
+      { key: 'sm', label: 'SM eff.', num: true, value: (k) => k.sm_efficiency, cell: (k) => f.pct(k.sm_efficiency) },
+      { key: 'occ', label: 'Occupancy', num: true, value: (k) => k.achieved_occupancy, cell: (k) => f.pct(k.achieved_occupancy), title: 'Estimated achieved occupancy; n/a where the profiler could not estimate it (e.g. Hopper nvjet GEMMs)' },
+      { key: 'tc', label: 'Tensor core', value: (k) => k.tensor_core, cell: (k) => (k.tensor_core ? h('span', { class: 'yes' }, icon(ICONS.check, 12), 'yes') : h('span', { class: 'dim' }, 'no')) },
+    ], {
+      testid: 'kernels-table',
+      sortKey: 'total',
+      maxRows: 15,
+      filter: (k, q) => k.name.toLowerCase().includes(q),
+      filterPlaceholder: 'Filter kernels by name',
+      empty: 'No kernels.',
+    }),
+    { help: 'Kernels by total time in the analysed steps. Click a column to sort.', cls: 'wide' },
+  );
+}
+
+function shareCell(x: number, max: number): HTMLElement {
+  return h('span', { class: 'sharecell' }, h('span', { class: 'sharebar', style: { width: `${Math.min(100, (x / max) * 100).toFixed(1)}%` } }), h('span', { class: 'shareval' }, f.pct(x)));
+}
+
+// ---- diagnosis -------------------------------------------------------------
+
+function jsonText(x: Json): string {
+  return typeof x === 'string' ? x : JSON.stringify(x, null, 2);
+}
+
+function evidenceNode(ev: Json | undefined): Child {
+  if (ev === undefined || ev === null) return null;
+  if (typeof ev === 'string') return h('p', null, ev);
+  if (Array.isArray(ev)) return h('ul', null, ev.map((e) => h('li', null, jsonText(e))));
+  if (typeof ev === 'object') {
+    return h('dl', { class: 'facts evidence' }, Object.entries(ev).map(([k, v]) => [h('dt', null, k), h('dd', { class: 'mono' }, typeof v === 'number' ? f.count(v) : jsonText(v))]));
+  }
+  return h('p', null, String(ev));
+}
+
+function gainText(fd: JsonObject): string | null {
+  for (const [k, v] of Object.entries(fd)) {
+    if (!/gain|saving|speedup/i.test(k)) continue;
+    if (typeof v === 'number') {
+      if (/_us$/.test(k)) return `${f.dur(v)} / step`;
+      if (/share|frac|pct|gain/i.test(k) && Math.abs(v) <= 1.5) return `${f.pct(v)} of step time`;
+      return f.count(v);
+    }
+    if (typeof v === 'string') return v;
+  }
+  return null;
+}
+
+const KNOWN_FINDING_KEYS = new Set(['id', 'severity', 'title', 'evidence', 'recommendation', 'fix', 'summary']);
+
+function findingsCard(w: WorkerReport): HTMLElement {
+  const fs = w.findings ?? [];
+  if (!fs.length) {
+    return card('Findings', h('p', { class: 'muted' }, 'The diagnosis rules found nothing to flag in this span.'), { testid: 'findings' });
+  }
+  const items = fs.map((fd) => {
+    const sev = String(fd['severity'] ?? 'info').toLowerCase();
+    const gain = gainText(fd);
+    const rest = Object.fromEntries(Object.entries(fd).filter(([k]) => !KNOWN_FINDING_KEYS.has(k) && !/gain|saving|speedup/i.test(k)));
+    return h(
+      'li',
+      { class: `finding sev-${sev.replace(/[^a-z]/g, '')}` },
+      h('div', { class: 'finding-head' },
+        h('span', { class: `sev sev-${sev.replace(/[^a-z]/g, '')}` }, sev),
+        h('span', { class: 'finding-title' }, str(fd['title'] as Json) ?? str(fd['id'] as Json) ?? 'Finding'),
+        gain ? h('span', { class: 'gain', title: 'Estimated gain if fixed' }, `≈ ${gain}`) : null,
+        fd['id'] ? h('code', { class: 'finding-id' }, String(fd['id'])) : null,
+      ),
+      fd['summary'] ? h('p', { class: 'finding-summary' }, String(fd['summary'])) : null,
+      fd['recommendation'] || fd['fix'] ? h('p', { class: 'reco' }, h('strong', null, 'Do: '), String(fd['recommendation'] ?? fd['fix'])) : null,
+      fd['evidence'] !== undefined || Object.keys(rest).length
+        ? h('details', null, h('summary', null, 'Evidence'), evidenceNode(fd['evidence'] as Json), Object.keys(rest).length ? evidenceNode(rest as Json) : null)
+        : null,
+    );
+  });
+  return card(`Findings (${fs.length})`, h('ul', { class: 'findings' }, items), { testid: 'findings', help: 'What the diagnosis rules found, most important first.' });
+}
+
+function waterfallCard(w: WorkerReport): HTMLElement | null {
+  const wf = w.waterfall ?? [];
+  if (!wf.length) return null;
+  const keys: string[] = [];
+  for (const row of wf) for (const k of Object.keys(row)) if (!keys.includes(k) && keys.length < 7) keys.push(k);
+  const fmt = (k: string, v: Json | undefined): Child => {
+    if (typeof v === 'number') {
+      if (/_us$/.test(k)) return f.dur(v);
+      if (/mfu|share|gain|frac|pct/i.test(k) && Math.abs(v) <= 1.5) return f.pct(v);
+      if (/bytes/.test(k)) return f.bytes(v);
+      return f.count(v);
+    }
+    return v === null || v === undefined ? '—' : jsonText(v);
+  };
+  return card(
+    'MFU waterfall',
+    table<JsonObject>(wf, keys.map((k) => ({
+      key: k,
+      label: k.replace(/_/g, ' '),
+      num: wf.some((r) => typeof r[k] === 'number'),
+      value: (r) => (typeof r[k] === 'number' || typeof r[k] === 'string' ? (r[k] as number | string) : null),
+      cell: (r) => fmt(k, r[k]),
+    })), { testid: 'waterfall', empty: '' }),
+    { help: 'From the measured MFU to the peak: what each fix could recover.' },
+  );
+}
+
+function notesCard(w: WorkerReport): HTMLElement {
+  const notes = [...(w.notes ?? [])];
+  notes.push('MFU from a trace is a lower bound: the profiler stretches CPU-bound steps. Achieved FLOP/s while busy is the matching upper view.');
+  return h(
+    'div',
+    { class: 'notes', testid: 'notes' },
+    (w.flags ?? []).length ? h('div', { class: 'flags' }, (w.flags ?? []).map((fl) => h('span', { class: 'pill flag' }, fl))) : null,
+    h('ul', null, notes.map((n) => h('li', null, icon(ICONS.info, 12), ' ', n))),
+  );
+}
+
+export function renderWorker(w: WorkerReport): HTMLElement {
+  if (w.error || !w.summary) {
+    return h(
+      'div',
+      { class: 'banner error', testid: 'worker-error' },
+      icon(ICONS.error, 16),
+      h('div', null, h('strong', null, `Cannot analyse ${w.name}${w.span ? ` (span ${w.span})` : ''}`), h('div', { class: 'mono' }, w.error ?? 'no summary'), h('div', { class: 'dim mono' }, w.file)),
+    );
+  }
+  return h(
+    'div',
+    { class: 'overview', testid: 'overview' },
+    kpis(w),
+    h('div', { class: 'row two' }, busyVsFast(w), deviceCard(w)),
+    stepsChart(w),
+    h('div', { class: 'row two' }, findingsCard(w), waterfallCard(w) ?? launchesCard(w)),
+    h('div', { class: 'row two' }, copiesCard(w), syncsCard(w)),
+    waterfallCard(w) ? launchesCard(w) : null,
+    kernelsCard(w),
+    notesCard(w),
+  );
+}

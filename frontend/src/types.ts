@@ -1,0 +1,170 @@
+// Mirrors tb_mfu_plugin/analysis/report.py (the --json contract) and the plugin's /runs body.
+// Units: time in µs, shares as fractions 0-1, bytes, FLOPs and FLOP/s as numbers.
+
+export interface Metrics {
+  gpu_busy_share: number;
+  kernel_time_share: number;
+  memcpy_time_share: number;
+  memset_time_share: number;
+  idle_share: number;
+  sync_wait_share: number;
+  sm_efficiency: number | null;
+  achieved_occupancy: number | null;
+  tensor_core_kernel_share: number;
+  h2d_bytes_per_step: number;
+  d2h_bytes_per_step: number;
+  d2d_bytes_per_step: number;
+  p2p_bytes_per_step: number;
+  sync_count_per_step: number;
+  kernels_per_step: number;
+  flops_per_step?: number | null;
+  mfu?: number | null;
+}
+
+export interface Step extends Metrics {
+  step: number;
+  start_us: number;
+  dur_us: number;
+  // Fractions of the step summing to 1: kernel, memcpy, memset, sync_wait, idle.
+  breakdown?: Record<string, number>;
+}
+
+export interface Summary extends Metrics {
+  steps: number;
+  step_time_us: number;
+  breakdown?: Record<string, number>;
+}
+
+export interface Device {
+  index: number | null;
+  name: string | null;
+  num_sms?: number | null;
+  compute_capability?: string | null;
+  peak_flops?: number | null;
+  peak_source?: string | null;
+  dtype?: string | null;
+}
+
+export interface CopyStats {
+  direction: string;
+  memory: string;
+  count_per_step: number;
+  bytes_per_step: number;
+  time_us_per_step: number;
+  gbps: number | null;
+  small_count_per_step: number;
+}
+
+export interface SyncStats {
+  api: string;
+  op: string | null;
+  root_op: string | null;
+  count_per_step: number;
+  blocked_us_per_step: number;
+}
+
+export interface IdleGaps {
+  count_per_step: number;
+  total_us_per_step: number;
+  median_us: number | null;
+  max_us: number | null;
+}
+
+export interface LaunchStats {
+  kernels_per_step: number;
+  median_kernel_us: number | null;
+  short_kernel_share: number;
+  launch_api_us_per_step: number;
+  idle_gaps: IdleGaps;
+}
+
+export interface KernelStats {
+  name: string;
+  count: number;
+  total_us: number;
+  share: number;
+  mean_us: number;
+  mean_blocks_per_sm: number | null;
+  sm_efficiency: number | null;
+  achieved_occupancy: number | null;
+  tensor_core: boolean;
+}
+
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type JsonObject = { [key: string]: Json };
+
+export interface WorkerReport {
+  name: string;
+  span: string;
+  file: string;
+  error?: string | null;
+  device?: Device | null;
+  summary?: Summary | null;
+  steps?: Step[];
+  copies?: CopyStats[];
+  syncs?: SyncStats[];
+  launches?: LaunchStats | null;
+  top_kernels?: KernelStats[];
+  flops?: JsonObject | null;
+  findings?: JsonObject[];
+  waterfall?: JsonObject[];
+  flags?: string[];
+  notes?: string[];
+  distributed?: JsonObject | null;
+  trace_bytes?: number;
+}
+
+export interface RunReport {
+  name: string;
+  workers: WorkerReport[];
+}
+
+// ---- /runs ----
+export type LoadState = 'queued' | 'loading' | 'done' | 'error' | 'ready' | 'partial';
+
+export interface SpanStatus {
+  span: string;
+  file: string;
+  size: number;
+  mtime: number;
+  state: LoadState;
+  progress: number;
+  bytes_read: number;
+  bytes_total: number;
+  seconds: number | null;
+  cached: boolean;
+  devices: (number | null)[];
+  errors: string[];
+}
+
+export interface RunStatus {
+  name: string;
+  path: string;
+  state: LoadState;
+  progress: number;
+  size: number;
+  errors: string[];
+  workers: { name: string; spans: SpanStatus[] }[];
+}
+
+export interface RunsBody {
+  schema_version: number;
+  tool_version: string;
+  scanned: boolean;
+  scanning: boolean;
+  sources: { name: string | null; path: string }[];
+  errors: string[];
+  runs: RunStatus[];
+}
+
+export interface CompareEntry {
+  name: string;
+  state: LoadState;
+  progress: number;
+  report: RunReport | null;
+}
+
+export interface CompareBody {
+  schema_version: number;
+  runs: CompareEntry[];
+}

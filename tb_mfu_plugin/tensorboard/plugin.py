@@ -1,0 +1,235 @@
+"""The MFU tab's backend: routes in, ``RunReport`` JSON out.
+
+Everything slow happens elsewhere: the logdir scan in ``runs.RunIndex`` and the
+analyses in ``cache.AnalysisCache``, both on daemon threads. Handlers only read
+their state. Runs are looked up by name in the server-side map; a name is
+never joined onto a path. ``context.multiplexer`` is never touched (it is None
+under ``--load_fast``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import msgspec
+from tensorboard import errors
+from tensorboard.backend import http_util
+from tensorboard.plugins import base_plugin
+from werkzeug import wrappers
+
+from .. import __version__ as TOOL_VERSION
+from ..analysis.report import SCHEMA_VERSION, RunReport, WorkerReport
+from ..options import AnalysisOptions
+from ..trace.discover import RunFiles
+from .cache import DONE, ERROR, LOADING, QUEUED, AnalysisCache, FileState, default_cache_dir
+from .runs import RunIndex, Scan, sources_from_flags
+
+logger = logging.getLogger(__name__)
+
+PLUGIN_NAME = "mfu"
+STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
+# The only files served from STATIC_DIR, with their content types.
+STATIC_FILES = {
+    "index.js": "text/javascript",  # the bundle; CSS is inlined in it
+}
+MAX_COMPARE = 8
+MAX_NAME = 4096
+
+_json = msgspec.json.Encoder()
+
+
+class MfuPlugin(base_plugin.TBPlugin):
+    plugin_name = PLUGIN_NAME
+
+    def __init__(
+        self,
+        context: base_plugin.TBContext,
+        *,
+        cache: AnalysisCache | None = None,
+        min_scan_interval_s: float = 5.0,
+    ) -> None:
+        super().__init__(context)
+        flags = context.flags
+        self._sources = sources_from_flags(flags, getattr(context, "logdir", None))
+        if cache is None:
+            peak = getattr(flags, "mfu_peak_tflops", None)
+            options = AnalysisOptions(peak_tflops=peak) if peak else AnalysisOptions()
+            cache = AnalysisCache(options, default_cache_dir(getattr(flags, "mfu_cache_dir", None)))
+        self._cache = cache
+        self._index = RunIndex(self._sources, min_scan_interval_s, on_scan=self._queue_scan)
+        self._index.refresh()  # start scanning now, so is_active() knows soon
+
+    # -- TBPlugin --------------------------------------------------------
+    def get_plugin_apps(self) -> dict[str, Any]:
+        apps: dict[str, Any] = {f"/{name}": self._serve_static for name in STATIC_FILES}
+        apps.update(
+            {
+                "/runs": self._serve_runs,
+                "/report": self._serve_report,
+                "/compare": self._serve_compare,
+            }
+        )
+        return apps
+
+    def is_active(self) -> bool:
+        """Whether any run has been found. Never blocks: reads the last background scan."""
+        self._index.refresh()
+        return bool(self._index.current().runs)
+
+    def frontend_metadata(self) -> base_plugin.FrontendMetadata:
+        return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="MFU")
+
+    # -- state -----------------------------------------------------------
+    def _queue_scan(self, scan: Scan) -> None:
+        """Queue every file of a new scan: the user will most likely look at all runs."""
+        for run in scan.runs.values():
+            for w in run.workers:
+                for s in w.spans:
+                    self._cache.request(self._cache.key(s, run.name, w.name), priority=2)
+
+    def _states(self, run: RunFiles, priority: int = 2) -> list[tuple[str, Any, FileState]]:
+        out = []
+        for w in run.workers:
+            for s in w.spans:
+                out.append((w.name, s, self._cache.request(self._cache.key(s, run.name, w.name), priority)))
+        return out
+
+    @staticmethod
+    def _run_state(states: list[FileState]) -> str:
+        if not states:
+            return ERROR
+        if any(s.state in (QUEUED, LOADING) for s in states):
+            return LOADING if any(s.state != QUEUED for s in states) else QUEUED
+        bad = sum(1 for s in states if s.error or (s.reports is not None and all(r.error for r in s.reports)))
+        if bad == len(states):
+            return ERROR
+        if bad or any(s.errors() for s in states):
+            return "partial"
+        return "ready"
+
+    def _lookup(self, name: str | None) -> RunFiles:
+        if name is None or name == "":
+            raise errors.InvalidArgumentError("missing query parameter 'run'")
+        if len(name) > MAX_NAME or "\x00" in name:
+            raise errors.InvalidArgumentError("invalid run name")
+        run = self._index.current().runs.get(name)
+        if run is None:
+            raise errors.NotFoundError(f"no run named {name!r}")
+        return run
+
+    def _report_for(self, run: RunFiles, states: list[FileState]) -> RunReport:
+        """The run's ``RunReport``: workers in discovery order, spans in time order.
+
+        This mirrors ``pipeline.analyze_run``, so the route and the CLI's
+        ``--json`` agree.
+        """
+        workers: list[WorkerReport] = []
+        for st in states:
+            if st.reports is not None:
+                workers.extend(st.reports)
+            elif st.error:
+                k = st.key
+                workers.append(WorkerReport(name=k.worker, span=k.span, file=k.path, error=st.error))
+        return RunReport(name=run.name, workers=workers)
+
+    def _run_status(self, run: RunFiles, states: list[tuple[str, Any, FileState]]) -> dict[str, Any]:
+        fstates = [st for _, _, st in states]
+        total = sum(max(st.bytes_total, st.key.size) for st in fstates) or 1
+        done = sum(max(st.bytes_total, st.key.size) * st.progress for st in fstates)
+        workers: dict[str, list[dict[str, Any]]] = {}
+        for wname, span, st in states:
+            workers.setdefault(wname, []).append(
+                {
+                    "span": span.span,
+                    "file": os.path.basename(span.path),
+                    "size": span.size,
+                    "mtime": span.mtime,
+                    "state": st.state,
+                    "progress": round(st.progress, 4),
+                    "bytes_read": st.bytes_read,
+                    "bytes_total": st.bytes_total,
+                    "seconds": st.seconds,
+                    "cached": st.from_disk,
+                    "devices": [r.device.index for r in st.reports or [] if r.device is not None],
+                    "errors": st.errors(),
+                }
+            )
+        errs = [e for st in fstates for e in st.errors()]
+        return {
+            "name": run.name,
+            "path": run.path,
+            "state": self._run_state(fstates),
+            "progress": round(min(1.0, done / total), 4),
+            "size": sum(st.key.size for st in fstates),
+            "errors": errs,
+            "workers": [{"name": k, "spans": v} for k, v in workers.items()],
+        }
+
+    # -- routes ----------------------------------------------------------
+    @wrappers.Request.application
+    def _serve_static(self, request: wrappers.Request) -> wrappers.Response:
+        name = request.path.rsplit("/", 1)[-1]
+        mimetype = STATIC_FILES.get(name)
+        if mimetype is None:  # cannot happen through the route table; belt and braces
+            raise errors.NotFoundError(name)
+        try:
+            with open(os.path.join(STATIC_DIR, name), "rb") as f:
+                body = f.read()
+        except FileNotFoundError:
+            raise errors.NotFoundError(
+                f"{name} is not built: run 'npm ci && npm run build' in frontend/"
+            ) from None
+        return http_util.Respond(request, body, mimetype)
+
+    @wrappers.Request.application
+    def _serve_runs(self, request: wrappers.Request) -> wrappers.Response:
+        self._index.refresh(force=request.args.get("refresh") == "1")
+        scan = self._index.current()
+        runs = [self._run_status(run, self._states(run)) for run in scan.runs.values()]
+        body = {
+            "schema_version": SCHEMA_VERSION,
+            "tool_version": TOOL_VERSION,
+            "scanned": self._index.scanned,
+            "scanning": self._index.scanning,
+            "sources": [{"name": s.name, "path": s.path} for s in self._sources],
+            "errors": scan.errors,
+            "runs": runs,
+        }
+        return http_util.Respond(request, _json.encode(body), "application/json")
+
+    @wrappers.Request.application
+    def _serve_report(self, request: wrappers.Request) -> wrappers.Response:
+        run = self._lookup(request.args.get("run"))
+        states = self._states(run, priority=0)
+        fstates = [st for _, _, st in states]
+        if any(st.state in (QUEUED, LOADING) for st in fstates):
+            status = self._run_status(run, states)
+            return http_util.Respond(request, _json.encode(status), "application/json", code=202)
+        return http_util.Respond(request, _json.encode(self._report_for(run, fstates)), "application/json")
+
+    @wrappers.Request.application
+    def _serve_compare(self, request: wrappers.Request) -> wrappers.Response:
+        names = request.args.getlist("run")
+        if len(names) < 1:
+            raise errors.InvalidArgumentError("give at least one 'run' query parameter")
+        if len(names) > MAX_COMPARE:
+            raise errors.InvalidArgumentError(f"compare at most {MAX_COMPARE} runs")
+        runs = [self._lookup(n) for n in names]
+        out = []
+        for run in runs:
+            states = self._states(run, priority=0)
+            fstates = [st for _, _, st in states]
+            loading = any(st.state in (QUEUED, LOADING) for st in fstates)
+            status = self._run_status(run, states)
+            out.append(
+                {
+                    "name": run.name,
+                    "state": status["state"],
+                    "progress": status["progress"],
+                    "report": None if loading else self._report_for(run, fstates),
+                }
+            )
+        body = {"schema_version": SCHEMA_VERSION, "runs": out}
+        return http_util.Respond(request, _json.encode(body), "application/json")

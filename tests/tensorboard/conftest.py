@@ -1,0 +1,106 @@
+"""Helpers for the plugin's WSGI tests: a plugin over a tmp logdir, served through
+TensorBoard's own WSGI app (routing, error handling, security checks)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tensorboard.backend import application
+from tensorboard.plugins import base_plugin
+from werkzeug.test import Client
+
+from tb_mfu_plugin.tensorboard.cache import AnalysisCache
+from tb_mfu_plugin.tensorboard.plugin import MfuPlugin
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED_SAMPLES = ROOT.parent / "shared" / "fixtures" / "torch_tb_profiler_samples"
+PREFIX = "/data/plugin/mfu"
+
+
+def resnet_file(run: str = "resnet50_num_workers_0", index: int = 0) -> Path:
+    d = SHARED_SAMPLES / run
+    if not d.is_dir():
+        pytest.skip(f"shared fixture not available: {d}")
+    return sorted(d.glob("*.pt.trace.json.gz"))[index]
+
+
+class NoMultiplexer:
+    """Stands for ``context.multiplexer``: any use of it fails the test."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the plugin touched context.multiplexer.{name}")
+
+
+class Served:
+    def __init__(self, plugin: MfuPlugin) -> None:
+        self.plugin = plugin
+        self.client = Client(application.TensorBoardWSGI([plugin]))
+
+    def get(self, route: str, **kw: Any):  # type: ignore[no-untyped-def]
+        return self.client.get(PREFIX + route, **kw)
+
+    def json(self, route: str, status: int = 200) -> Any:
+        r = self.get(route)
+        assert r.status_code == status, (r.status_code, r.get_data(as_text=True)[:500])
+        return json.loads(r.get_data())
+
+    def settle(self, timeout: float = 120.0) -> None:
+        """Wait for the first scan and every queued analysis."""
+        assert self.plugin._index.wait_first_scan(timeout)
+        assert self.plugin._cache.wait_idle(timeout)
+
+    def wait_for(self, pred: Callable[[], bool], timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if pred():
+                return
+            time.sleep(0.05)
+        raise AssertionError("condition not met in time")
+
+
+def make_context(logdir: str | None = None, logdir_spec: str | None = None, cache_dir: str | None = None):  # type: ignore[no-untyped-def]
+    flags = argparse.Namespace(
+        logdir=logdir or "",
+        logdir_spec=logdir_spec or "",
+        mfu_cache_dir=cache_dir if cache_dir is not None else "none",
+        mfu_peak_tflops=None,
+    )
+    return base_plugin.TBContext(flags=flags, logdir=logdir, multiplexer=NoMultiplexer())
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Callable[..., Served]]:
+    def _serve(
+        logdir: Path | str | None = None,
+        logdir_spec: str | None = None,
+        cache_dir: str | None = None,
+        analyze: Callable[..., Any] | None = None,
+    ) -> Served:
+        ctx = make_context(str(logdir) if logdir is not None else None, logdir_spec, cache_dir)
+        cache = None
+        if analyze is not None or cache_dir is not None:
+            from tb_mfu_plugin.options import AnalysisOptions
+
+            cache = AnalysisCache(AnalysisOptions(), None if cache_dir in (None, "none") else cache_dir, analyze=analyze)
+        plugin = MfuPlugin(ctx, cache=cache, min_scan_interval_s=0.0)
+        return Served(plugin)
+
+    yield _serve
+
+
+@pytest.fixture
+def two_runs(tmp_path: Path) -> Path:
+    """A logdir with two real runs of one span each (copies: tests never write into fixtures)."""
+    logdir = tmp_path / "logs"
+    for run in ("resnet50_num_workers_0", "resnet50_num_workers_4"):
+        src = resnet_file(run)
+        (logdir / run).mkdir(parents=True)
+        shutil.copy(src, logdir / run / src.name)
+    return logdir
