@@ -11,10 +11,12 @@ bare array) is decoded in one piece, which is slower but equally correct.
 
 from __future__ import annotations
 
+import gc
 import gzip
 import re
 import zlib
 from collections.abc import Callable, Iterator
+from operator import attrgetter
 from typing import IO, Any
 
 import msgspec
@@ -39,10 +41,12 @@ from .tables import (
 )
 
 CHUNK_BYTES = 8 << 20
+_SEPARATORS = frozenset(b" \t\r\n,")
 _FIRST_EVENT = re.compile(rb"\[(\s*?\n([ \t]*))\{")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 _event_list = msgspec.json.Decoder(list[Event])
+_tagged_list = msgspec.json.Decoder(list[schema.TaggedEvent])
 _header = msgspec.json.Decoder(schema.Header)
 _document = msgspec.json.Decoder(schema.Document)
 _bare_array = msgspec.json.Decoder(list[Event])
@@ -67,6 +71,57 @@ def _read_chunks(stream: IO[bytes]) -> Iterator[bytes]:
         yield block
 
 
+# Column extraction runs in C: map(attrgetter) over the decoded structs, then one
+# numpy conversion; None becomes NaN. A column holding something else (a ROCm
+# stream id written as a string) falls back to a per-event loop.
+_get = {k: attrgetter(k) for k in ("ph", "cat", "name", "ts", "dur", "pid", "tid", "args")}
+_arg = {
+    k: attrgetter(k)
+    for k in (
+        "external_id", "external_id_legacy", "correlation", "device", "stream", "blocks_per_sm",
+        "warps_per_sm", "occupancy", "bytes", "flops", "grid", "block", "input_dims",
+    )
+}
+
+# cat as written -> table * 8 + kind; table 0 = skip, 1 = cpu, 2 = gpu, 3 = no cat
+_CPU, _GPU, _NO_CAT = 1, 2, 3
+_CAT_CLASS: dict[str, int] = {
+    **{c: _GPU * 8 + KERNEL for c in schema.KERNEL_CATS},
+    **{c: _GPU * 8 + MEMCPY for c in schema.MEMCPY_CATS},
+    **{c: _GPU * 8 + MEMSET for c in schema.MEMSET_CATS},
+    **{c: _CPU * 8 + OP for c in schema.CPU_OP_CATS},
+    **{c: _CPU * 8 + ANNOTATION for c in schema.ANNOTATION_CATS},
+    **{c: _CPU * 8 + RUNTIME for c in schema.RUNTIME_CATS},
+    **{c: _CPU * 8 + DRIVER for c in schema.DRIVER_CATS},
+}
+
+
+def _floats(values: list[Any]) -> np.ndarray:
+    try:
+        return np.fromiter(values, np.float64, len(values))
+    except (TypeError, ValueError):  # None (JSON null) or a non-numeric string
+        return np.array([v if isinstance(v, int | float) else np.nan for v in values], dtype=np.float64)
+
+
+def _ints(values: list[Any]) -> np.ndarray:
+    """Ids as int64, -1 where missing."""
+    try:
+        return np.fromiter(values, np.int64, len(values))
+    except (TypeError, ValueError, OverflowError):
+        return np.array([v if type(v) is int else -1 for v in values], dtype=np.int64)
+
+
+def _int_ids(values: list[Any]) -> np.ndarray:
+    try:
+        return np.fromiter(values, np.int64, len(values))
+    except (TypeError, ValueError, OverflowError):
+        return np.fromiter(map(_int_id, values), np.int64, len(values))
+
+
+def _product_or_missing(v: Any) -> int:
+    return _product(v) if type(v) is list and v else -1
+
+
 class _Columns:
     """Accumulates decoded events into per-chunk numpy columns."""
 
@@ -74,171 +129,116 @@ class _Columns:
         self.names: list[str] = []
         self.codes: dict[str, int] = {}
         self.keep_inputs = keep_inputs
-        self._keep_cache: dict[int, bool] = {}
+        self._keep: dict[int, bool] = {}
         self.cpu_parts: list[dict[str, np.ndarray]] = []
         self.gpu_parts: list[dict[str, np.ndarray]] = []
         self.inputs: dict[int, OpInputs] = {}
         self.cpu_rows = 0
+        self._cats = dict(_CAT_CLASS)
 
-    def code(self, name: str) -> int:
-        c = self.codes.get(name)
-        if c is None:
-            c = self.codes[name] = len(self.names)
-            self.names.append(name)
-        return c
+    def _name_codes(self, names: list[str]) -> np.ndarray:
+        codes = self.codes
+        for n in set(names).difference(codes):
+            codes[n] = len(self.names)
+            self.names.append(n)
+        return np.fromiter(map(codes.__getitem__, names), np.int32, len(names))
 
-    def add(self, events: list[Event]) -> None:
-        cpu_kind: list[int] = []
-        cpu_ev: list[Event] = []
-        gpu_kind: list[int] = []
-        gpu_ev: list[Event] = []
-        for e in events:
-            if e.ph != "X" or e.ts is None:
-                continue
-            cat = e.cat.lower()
-            if cat in schema.KERNEL_CATS:
-                gpu_kind.append(KERNEL)
-                gpu_ev.append(e)
-            elif cat in schema.CPU_OP_CATS:
-                cpu_kind.append(ANNOTATION if e.name.startswith("ProfilerStep#") else OP)
-                cpu_ev.append(e)
-            elif cat in schema.RUNTIME_CATS:
-                cpu_kind.append(RUNTIME)
-                cpu_ev.append(e)
-            elif cat in schema.MEMCPY_CATS:
-                gpu_kind.append(MEMCPY)
-                gpu_ev.append(e)
-            elif cat in schema.ANNOTATION_CATS:
-                cpu_kind.append(ANNOTATION)
-                cpu_ev.append(e)
-            elif cat in schema.DRIVER_CATS:
-                cpu_kind.append(DRIVER)
-                cpu_ev.append(e)
-            elif cat in schema.MEMSET_CATS:
-                gpu_kind.append(MEMSET)
-                gpu_ev.append(e)
-            elif not cat:
-                kind = _kind_without_category(e)
-                if kind is None:
-                    continue
-                if kind[0] == "gpu":
-                    gpu_kind.append(kind[1])
-                    gpu_ev.append(e)
-                else:
-                    cpu_kind.append(kind[1])
-                    cpu_ev.append(e)
-        if cpu_ev:
-            self._add_cpu(cpu_kind, cpu_ev)
-        if gpu_ev:
-            self._add_gpu(gpu_kind, gpu_ev)
+    def _classify(self, events: list[Event]) -> tuple[np.ndarray, np.ndarray]:
+        cats = list(map(_get["cat"], events))
+        table = self._cats
+        for c in set(cats).difference(table):
+            table[c] = table.get(c.lower(), 0) if c else _NO_CAT * 8
+        cls = np.fromiter(map(table.__getitem__, cats), np.int8, len(cats))
+        which, kind = cls >> 3, cls & 7
+        for i in np.flatnonzero(which == _NO_CAT):  # decide from name and args
+            got = _kind_without_category(events[i])
+            which[i], kind[i] = got if got is not None else (0, 0)
+        return which, kind
 
-    def _add_cpu(self, kinds: list[int], evs: list[Event]) -> None:
-        code = self.code
-        n = len(evs)
-        ext = np.full(n, -1, np.int64)
-        corr = np.full(n, -1, np.int64)
-        flops = np.full(n, np.nan)
-        keep = self.keep_inputs
-        names = np.fromiter((code(e.name) for e in evs), np.int32, n)
-        for i, e in enumerate(evs):
-            a = e.args
-            if a is None:
-                continue
-            x = a.external_id if a.external_id is not None else a.external_id_legacy
-            if type(x) is int:
-                ext[i] = x
-            if type(a.correlation) is int:
-                corr[i] = a.correlation
-            if a.flops is not None and type(a.flops) is not str:
-                flops[i] = a.flops
-            if keep is not None and a.input_dims:
-                c = int(names[i])
-                k = self._keep_cache.get(c)
-                if k is None:
-                    k = self._keep_cache[c] = bool(keep(e.name))
-                if k:
-                    self.inputs[self.cpu_rows + i] = OpInputs(
-                        bytes(a.input_dims),
-                        bytes(a.input_type) if a.input_type else None,
-                        bytes(a.concrete_inputs) if a.concrete_inputs else None,
-                    )
-        self.cpu_parts.append(
-            {
-                "kind": np.array(kinds, np.int8),
-                "name": names,
-                "ts": np.fromiter((e.ts for e in evs), np.float64, n),
-                "dur": np.fromiter((e.dur or 0.0 for e in evs), np.float64, n),
-                "pid": np.fromiter((_int_id(e.pid) for e in evs), np.int64, n),
-                "tid": np.fromiter((_int_id(e.tid) for e in evs), np.int64, n),
-                "external_id": ext,
-                "correlation": corr,
-                "flops": flops,
-            }
+    def add(self, events: list[Any]) -> None:
+        """Add complete ("X") events: ``Complete`` structs, or ``Event`` structs already filtered."""
+        if not events:
+            return
+        which, kind = self._classify(events)
+        ts = _floats(list(map(_get["ts"], events)))
+        keep = ~np.isnan(ts)
+        for table, add in ((_CPU, self._add_cpu), (_GPU, self._add_gpu)):
+            rows = np.flatnonzero(keep & (which == table))
+            if len(rows):
+                evs = [events[i] for i in rows]
+                add(kind[rows], evs, list(map(_get["args"], evs)), ts[rows])
+
+    def _common(self, evs: list[Event], ts: np.ndarray) -> dict[str, np.ndarray]:
+        dur = _floats(list(map(_get["dur"], evs)))
+        return {
+            "name": self._name_codes(list(map(_get["name"], evs))),
+            "ts": ts,
+            "dur": np.nan_to_num(dur, nan=0.0),
+        }
+
+    @staticmethod
+    def _args(args: list[schema.Args], key: str) -> list[Any]:
+        return list(map(_arg[key], args))
+
+    def _external_ids(self, args: list[schema.Args]) -> np.ndarray:
+        ext = _ints(self._args(args, "external_id"))
+        legacy = _ints(self._args(args, "external_id_legacy"))
+        return np.where(ext >= 0, ext, legacy)
+
+    def _add_cpu(self, kind: np.ndarray, evs: list[Event], args: list[schema.Args], ts: np.ndarray) -> None:
+        cols = self._common(evs, ts)
+        names = cols["name"]
+        # ProfilerStep#N is an annotation even where the 2021 schema files it as an operator
+        is_step = np.fromiter((n.startswith("ProfilerStep#") for n in self.names), bool, len(self.names))
+        kind = np.where(is_step[names], ANNOTATION, kind).astype(np.int8)
+        cols.update(
+            kind=kind,
+            pid=_int_ids(list(map(_get["pid"], evs))),
+            tid=_int_ids(list(map(_get["tid"], evs))),
+            external_id=self._external_ids(args),
+            correlation=_ints(self._args(args, "correlation")),
+            flops=_floats(self._args(args, "flops")),
         )
-        self.cpu_rows += n
+        if self.keep_inputs is not None:
+            self._keep_inputs(evs, names)
+        self.cpu_parts.append(cols)
+        self.cpu_rows += len(evs)
 
-    def _add_gpu(self, kinds: list[int], evs: list[Event]) -> None:
-        n = len(evs)
-        dev = np.full(n, -1, np.int32)
-        stream = np.full(n, -1, np.int64)
-        corr = np.full(n, -1, np.int64)
-        ext = np.full(n, -1, np.int64)
-        bps = np.full(n, np.nan, np.float32)
-        wps = np.full(n, np.nan, np.float32)
-        occ = np.full(n, np.nan, np.float32)
-        grid = np.full(n, -1, np.int64)
-        block = np.full(n, -1, np.int64)
-        nbytes = np.full(n, -1, np.int64)
-        for i, e in enumerate(evs):
-            a = e.args
-            if a is None:
-                # device is otherwise the pid Kineto uses for the GPU row
-                dev[i] = _int_id(e.pid)
-                continue
-            dev[i] = a.device if type(a.device) is int else _int_id(e.pid)
-            if type(a.stream) is int:
-                stream[i] = a.stream
-            if type(a.correlation) is int:
-                corr[i] = a.correlation
-            x = a.external_id if a.external_id is not None else a.external_id_legacy
-            if type(x) is int:
-                ext[i] = x
-            v = a.blocks_per_sm
-            if v is not None and type(v) is not str:
-                bps[i] = v
-            v = a.warps_per_sm
-            if v is not None and type(v) is not str:
-                wps[i] = v
-            v = a.occupancy
-            if v is not None and type(v) is not str:
-                occ[i] = v
-            g = a.grid
-            if g and type(g) is list:
-                grid[i] = _product(g)
-            b = a.block
-            if b and type(b) is list:
-                block[i] = _product(b)
-            if type(a.bytes) is int:
-                nbytes[i] = a.bytes
-        code = self.code
-        self.gpu_parts.append(
-            {
-                "kind": np.array(kinds, np.int8),
-                "name": np.fromiter((code(e.name) for e in evs), np.int32, n),
-                "ts": np.fromiter((e.ts for e in evs), np.float64, n),
-                "dur": np.fromiter((e.dur or 0.0 for e in evs), np.float64, n),
-                "device": dev,
-                "stream": stream,
-                "correlation": corr,
-                "external_id": ext,
-                "blocks_per_sm": bps,
-                "warps_per_sm": wps,
-                "occupancy_pct": occ,
-                "grid_blocks": grid,
-                "block_threads": block,
-                "bytes": nbytes,
-            }
+    def _keep_inputs(self, evs: list[Event], names: np.ndarray) -> None:
+        assert self.keep_inputs is not None
+        for c in np.unique(names):
+            if int(c) not in self._keep:
+                self._keep[int(c)] = bool(self.keep_inputs(self.names[c]))
+        wanted = np.fromiter((self._keep.get(i, False) for i in range(len(self.names))), bool, len(self.names))
+        for i in np.flatnonzero(wanted[names]):
+            a = evs[i].args
+            if a.input_dims:
+                self.inputs[self.cpu_rows + int(i)] = OpInputs(
+                    bytes(a.input_dims),
+                    bytes(a.input_type) if a.input_type else None,
+                    bytes(a.concrete_inputs) if a.concrete_inputs else None,
+                )
+
+    def _add_gpu(self, kind: np.ndarray, evs: list[Event], args: list[schema.Args], ts: np.ndarray) -> None:
+        cols = self._common(evs, ts)
+        device = _ints(self._args(args, "device"))
+        missing = device < 0
+        if missing.any():  # Kineto's GPU rows use the device as pid
+            device[missing] = _int_ids([evs[i].pid for i in np.flatnonzero(missing)])
+        cols.update(
+            kind=kind,
+            device=device.astype(np.int32),
+            stream=_ints(self._args(args, "stream")),
+            correlation=_ints(self._args(args, "correlation")),
+            external_id=self._external_ids(args),
+            blocks_per_sm=_floats(self._args(args, "blocks_per_sm")).astype(np.float32),
+            warps_per_sm=_floats(self._args(args, "warps_per_sm")).astype(np.float32),
+            occupancy_pct=_floats(self._args(args, "occupancy")).astype(np.float32),
+            grid_blocks=np.fromiter(map(_product_or_missing, self._args(args, "grid")), np.int64, len(evs)),
+            block_threads=np.fromiter(map(_product_or_missing, self._args(args, "block")), np.int64, len(evs)),
+            bytes=_ints(self._args(args, "bytes")),
         )
+        self.gpu_parts.append(cols)
 
     def tables(self, meta: TraceMeta) -> TraceTables:
         cpu = _concat(self.cpu_parts, _CPU_EMPTY)
@@ -316,20 +316,24 @@ def _int_id(v: int | str | None) -> int:
     return got
 
 
-def _kind_without_category(e: Event) -> tuple[str, int] | None:
-    """Classify an event that carries no ``cat`` from its name and args."""
+def _is_id(v: Any) -> bool:
+    return type(v) is int and v >= 0
+
+
+def _kind_without_category(e: Event) -> tuple[int, int] | None:
+    """Classify an event that carries no ``cat`` from its name and args: (table, kind)."""
     a = e.args
-    if a is not None and a.device is not None and a.correlation is not None and a.stream is not None:
+    if _is_id(a.device) and _is_id(a.correlation) and _is_id(a.stream):
         if e.name.startswith("Memcpy"):
-            return ("gpu", MEMCPY)
+            return (_GPU, MEMCPY)
         if e.name.startswith("Memset"):
-            return ("gpu", MEMSET)
-        return ("gpu", KERNEL)
+            return (_GPU, MEMSET)
+        return (_GPU, KERNEL)
     if e.name.startswith("ProfilerStep#"):
-        return ("cpu", ANNOTATION)
-    if a is not None and a.correlation is not None:
-        return ("cpu", RUNTIME)
-    return ("cpu", OP)
+        return (_CPU, ANNOTATION)
+    if _is_id(a.correlation):
+        return (_CPU, RUNTIME)
+    return (_CPU, OP)
 
 
 def decode_trace(
@@ -343,6 +347,10 @@ def decode_trace(
     FLOP formulas); ``progress(n)`` is called with uncompressed bytes read so far.
     Raises ``TraceError`` with a one-line reason on any unreadable input.
     """
+    gc_was_enabled = gc.isenabled()
+    # Decoding allocates millions of objects that form no cycles; the cyclic GC
+    # would walk them over and over for nothing.
+    gc.disable()
     try:
         return _decode(path, keep_inputs, progress)
     except TraceError:
@@ -363,6 +371,9 @@ def decode_trace(
         raise TraceError(path, "out of memory while decoding") from None
     except OSError as exc:
         raise TraceError(path, f"cannot read file ({exc.strerror or exc})") from None
+    finally:
+        if gc_was_enabled:
+            gc.enable()
 
 
 def _decode(path: str, keep_inputs: Callable[[str], bool] | None, progress: ProgressFn | None) -> TraceTables:
@@ -400,24 +411,48 @@ def _decode(path: str, keep_inputs: Callable[[str], bool] | None, progress: Prog
             cut = pending.rfind(event_start) if event_start else -1
             if cut <= 0:
                 continue
-            piece = pending[:cut].strip().rstrip(b",")
-            pending = pending[cut:]
-            if piece:
+            end = cut
+            while end > 0 and pending[end - 1] in _SEPARATORS:  # the "," (and blanks) before the cut
+                end -= 1
+            if end > 0:
+                # one copy: "[" + the complete events + "]"
+                piece = bytearray(end + 2)
+                piece[0] = 0x5B
+                piece[1 : end + 1] = memoryview(pending)[:end]
+                piece[end + 1] = 0x5D
                 try:
-                    events = _event_list.decode(b"[" + piece + b"]")
+                    events = _complete_events(piece)
                 except msgspec.DecodeError:
                     stream.seek(0)
                     return _decode_whole(path, stream.read(), _Columns(keep_inputs), read)
+                del piece
                 cols.add(events)
+                del events
+            pending = pending[cut:]
             if progress is not None:
                 progress(read)
         tail = _document.decode(b'{"traceEvents":[' + pending)
-        cols.add(tail.traceEvents)
+        cols.add(_only_complete(tail.traceEvents))
         trailer = tail
     if progress is not None:
         progress(read)
     meta = _meta(path, header, trailer, read)
     return cols.tables(meta)
+
+
+def _complete_events(piece: bytes | bytearray) -> list[Any]:
+    """The complete events of a JSON array of events."""
+    try:
+        events = _tagged_list.decode(piece)
+    except msgspec.ValidationError:
+        # an event without "ph", or an unknown phase: the untagged schema takes anything
+        return _only_complete(_event_list.decode(piece))
+    complete = schema.Complete
+    return [e for e in events if type(e) is complete]
+
+
+def _only_complete(events: list[Event]) -> list[Event]:
+    return [e for e in events if e.ph == "X"]
 
 
 def _chain_last(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
@@ -428,13 +463,13 @@ def _chain_last(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
 def _decode_whole(path: str, data: bytes, cols: _Columns, size: int) -> TraceTables:
     stripped = data.lstrip()
     if stripped.startswith(b"["):
-        cols.add(_bare_array.decode(data))
+        cols.add(_only_complete(_bare_array.decode(data)))
         header = schema.Header()
     elif stripped.startswith(b"{"):
         doc = _document.decode(data)
         if not doc.traceEvents and b"traceEvents" not in data:
             raise TraceError(path, "JSON has no 'traceEvents': not a profiler trace")
-        cols.add(doc.traceEvents)
+        cols.add(_only_complete(doc.traceEvents))
         header = doc
     else:
         raise TraceError(path, "not a JSON trace (does not start with '{' or '[')")
