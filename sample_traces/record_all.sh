@@ -9,6 +9,9 @@ TAR=${2:-}
 # extra arguments for every recorder, e.g. SAMPLE_ARGS="--device cpu --tiny --compile-backend aot_eager"
 # for a CPU dry run (torchrun then uses gloo)
 read -r -a XA <<< "${SAMPLE_ARGS:-}"
+# PHASES: any of single multi compile (default all); NGPU: ranks for the multi-GPU runs
+PHASES=" ${PHASES:-single multi compile} "
+NGPU=${NGPU:-2}
 HERE=$(cd "$(dirname "$0")" && pwd)
 # NVLink multicast stays off (shared hosts)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -19,15 +22,21 @@ nvidia-smi -L; nvidia-smi topo -m 2>/dev/null | head -5
 python3 -c 'import torch, torchvision, triton; print("torch", torch.__version__, "cuda", torch.version.cuda, "tv", torchvision.__version__, "triton", triton.__version__, "gpus", torch.cuda.device_count())'
 
 t0=$SECONDS
+if [[ $PHASES == *" single "* ]]; then
 timeout "${T_SINGLE:-200}" python3 "$HERE/record_samples.py" --out "$WORK" "${XA[@]}" \
   --only gpt_naive_attention,gpt_sdpa_fused,resnet50_bf16,tiny_mlp_launch_bound,pageable_copy_loop
 echo "phase single rc=$? t=$((SECONDS - t0))s"; pack
+fi
 
+if [[ $PHASES == *" multi "* ]]; then
 for s in ddp fsdp2 tp; do
-  timeout "${T_MULTI:-80}" torchrun --standalone --nproc_per_node 2 "$HERE/record_multi_gpu.py" --strategy "$s" --out "$WORK" "${XA[@]}"
+  timeout "${T_MULTI:-80}" torchrun --standalone --nproc_per_node "$NGPU" "$HERE/record_multi_gpu.py" --strategy "$s" --out "$WORK" "${XA[@]}"
   echo "phase $s rc=$? t=$((SECONDS - t0))s"; pack
 done
+fi
 
+if [[ $PHASES == *" compile "* ]]; then
 timeout "${T_COMPILE:-150}" python3 "$HERE/record_samples.py" --out "$WORK" --only gpt_compile "${XA[@]}"
 echo "phase compile rc=$? t=$((SECONDS - t0))s"; pack
+fi
 ls -laR "$WORK" | grep -E 'gz|json|/' 

@@ -234,7 +234,16 @@ def main():
             "syncs": [],
         }
         notes = ["Built with no host syncs and no D2H copies in the step; any that appear in the trace come from "
-                 "the library (DDP/FSDP2/DTensor) and were not planned."]
+                 "the library (DDP/FSDP2/DTensor) and were not planned.",
+                 "FlopCounterMode counts the fused SDPA backward as 2.5x its forward (5 matmuls, recomputing the scores), while the hand-written attention's backward counts as 2x (4 bmm); the same math therefore counts 0.5 x forward-attention FLOPs more with SDPA (68.7 GFLOP/step at these shapes). The analytic PaLM formula uses 2x."]
+        cw = per_rank[0]["flops_counter_on_wrapped_model"]
+        if strategy == "tp" and "flops_per_step" in cw:
+            notes.append(
+                f"FlopCounterMode run directly on the TP model reported {cw['flops_per_step']:.6g} FLOPs per rank "
+                f"(unsharded plain-model count on the same batch: {flops_plain:.6g}): it sees DTensor-level ops "
+                "(global shapes) for the sharded Linears but local tensors for attention, so it is neither the "
+                "global nor the per-rank executed count; flops_per_step uses the analytic split instead "
+                "(see flops_source).")
         if strategy == "ddp":
             expected["collectives"] = {
                 "allreduce_grad_bytes_per_step": 4 * n_params,
@@ -242,6 +251,10 @@ def main():
                                 "buckets, first bucket 1 MiB), overlapped with backward"),
             }
         elif strategy == "fsdp2":
+            notes.append("FSDP2 itself issues small non_blocking pinned->device copies every step (metadata for "
+                         "fsdp::split_with_sizes_copy in FSDP::all_gather_copy_out and fsdp::chunk_cat in "
+                         "FSDP::post_backward_reduce); they are not part of `expected` (built copies) but are "
+                         "listed under observed_in_trace.")
             expected["collectives"] = {
                 "description": ("fully_shard per block then root, no MixedPrecisionPolicy (fp32 params "
                                 "all-gathered, autocast casts at op level): each block all-gathered in forward and "
@@ -276,8 +289,10 @@ def main():
             "step_time_us_profiled_wall": per_rank[0]["step_time_us_profiled_wall"],
             "step_time_us_profiled_wall_slowest_rank": slowest_prof,
             "unprofiled_timed_steps": args.timed_steps,
-            "tokens_per_step": tokens_global,
-            "tokens_per_step_per_rank": tokens_local,
+            "tokens_per_step": tokens_local,
+            "tokens_per_step_scope": ("per rank: tokens this rank's model processes (under TP every rank processes "
+                                      "the same tokens)"),
+            "tokens_per_step_global": tokens_global,
             "tokens_per_s_unprofiled": tokens_global / (slowest_unprof * 1e-6),
             "tokens_per_s_profiled": tokens_global / (slowest_prof * 1e-6),
             "mfu_unprofiled": sc.mfu(per_rank[0]["flops_per_step"], per_rank[0]["step_time_us_unprofiled"]),
@@ -290,7 +305,11 @@ def main():
                                 "rank's step time / (world_size * peak); for TP the replicated lm_head counts once"),
             },
             "model": {**info, "batch_per_rank": cfg.batch},
-            **sc.gpt_analytic_flops(info, tokens_global),
+            **sc.gpt_analytic_flops(info, tokens_local),
+            "analytic_flops_scope": ("unsharded model on tokens_per_step (one rank's tokens): equals the per-rank "
+                                     "executed FLOPs for DDP/FSDP2; for TP it is the whole model's FLOPs, which "
+                                     "the ranks share"),
+            "analytic_flops_per_step_global": sc.gpt_analytic_flops(info, tokens_global)["analytic_flops_per_step"],
             "expected": expected,
             "per_rank": per_rank,
             "notes": notes + ([f"trace size retries: {tried}"] if len(tried) > 1 else []),
