@@ -120,6 +120,27 @@ def find_steps(tables: TraceTables, device: int, launcher: np.ndarray | None = N
     return Steps(numbers[keep], start[keep], end[keep], cpu_start[keep], cpu_end[keep], False, dropped[::-1])
 
 
+def assign(steps: Steps, gpu_ts: np.ndarray, launch_ts: np.ndarray) -> np.ndarray:
+    """Step index of each GPU row (-1: in no step).
+
+    A row belongs to the step whose host window holds its launch, so work that a
+    previous step queued and that still runs when the next step begins stays with
+    the step that asked for it. Rows with no known launch (NaN) go by start time.
+    """
+    out = np.full(len(gpu_ts), -1, np.int64)
+    if len(steps) == 0:
+        return out
+    launched = ~np.isnan(launch_ts)
+    idx = np.searchsorted(steps.cpu_start, launch_ts[launched], side="right") - 1
+    ok = (idx >= 0) & (launch_ts[launched] <= steps.cpu_end[np.maximum(idx, 0)])
+    out[np.flatnonzero(launched)[ok]] = idx[ok]
+    rest = np.flatnonzero(~launched)
+    idx = np.searchsorted(steps.start, gpu_ts[rest], side="right") - 1
+    ok = (idx >= 0) & (gpu_ts[rest] < steps.end[np.maximum(idx, 0)])
+    out[rest[ok]] = idx[ok]
+    return out
+
+
 def _unrecorded_launches(
     tables: TraceTables, launcher: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray
 ) -> np.ndarray:

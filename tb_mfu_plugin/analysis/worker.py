@@ -12,7 +12,7 @@ from ..options import AnalysisOptions
 from ..trace.tables import KERNEL, MEMCPY, MEMSET, RUNTIME, GpuTable, TraceTables
 from . import copies, intervals, kernels, syncs
 from .report import Device, IdleGaps, LaunchStats, Metrics, Step, Summary, WorkerReport
-from .steps import Steps, find_steps, launch_of_gpu
+from .steps import Steps, assign, find_steps, launch_of_gpu
 
 BREAKDOWN_KEYS = ("kernel", "memcpy", "memset", "sync_wait", "idle")
 
@@ -24,6 +24,7 @@ class DeviceView:
     gpu: GpuTable
     bps: np.ndarray
     occ: np.ndarray
+    step: np.ndarray  # index of the step each row belongs to, -1 for none (steps.assign)
     max_dur: float
 
 
@@ -63,6 +64,7 @@ def _share(x: float, dur: float) -> float:
 
 def step_metrics(
     view: DeviceView,
+    index: int,
     lo: float,
     hi: float,
     tc: np.ndarray,
@@ -87,8 +89,8 @@ def step_metrics(
     sm_eff = (
         _share(intervals.capped_coverage(ts[known], end[known], bps[known], lo, hi), dur) if known.any() else None
     )
-    # Counting metrics use the rows that start inside the window.
-    own = (ts >= lo) & (ts < hi)
+    # Counting metrics (bytes, kernels, occupancy) use the rows the step launched.
+    own = view.step[sl] == index
     ko = is_k & own
     kdur = g.dur[sl]
     occupancy = kernels.weighted_mean(occ[ko], kdur[ko])
@@ -152,10 +154,13 @@ def analyze_device(
     dev = _device(props, device)
     steps = find_steps(tables, device, launcher)
     gpu = tables.gpu.take(np.flatnonzero(tables.gpu.device == device))
+    dev_launcher = launcher[tables.gpu.device == device]
+    launch_ts = np.where(dev_launcher >= 0, tables.cpu.ts[np.maximum(dev_launcher, 0)], np.nan)
     view = DeviceView(
         gpu=gpu,
         bps=kernels.blocks_per_sm(gpu, dev.num_sms),
         occ=kernels.occupancy(gpu),
+        step=assign(steps, gpu.ts, launch_ts),
         max_dur=float(gpu.dur.max()) if len(gpu) else 0.0,
     )
     report = WorkerReport(name="", span="", file=tables.meta.path, device=dev, trace_bytes=tables.meta.size_bytes)
@@ -177,15 +182,13 @@ def analyze_device(
 
     step_list: list[Step] = []
     all_gaps: list[np.ndarray] = []
-    in_steps = np.zeros(len(gpu), bool)
     for i in range(len(steps)):
         lo, hi = float(steps.start[i]), float(steps.end[i])
         mine = sync_step == i
         m, breakdown, gaps = step_metrics(
-            view, lo, hi, tc, direction, float(sync_dur[mine].sum()), int(mine.sum())
+            view, i, lo, hi, tc, direction, float(sync_dur[mine].sum()), int(mine.sum())
         )
         all_gaps.append(gaps)
-        in_steps |= (gpu.ts >= lo) & (gpu.ts < hi)
         step_list.append(
             Step(step=int(steps.number[i]), start_us=lo, dur_us=hi - lo, **_fields(m), breakdown=breakdown)
         )
@@ -199,6 +202,7 @@ def analyze_device(
         **{k: v for k, v in med.items() if v is not None or k in _OPTIONAL},  # type: ignore[arg-type]
     )
 
+    in_steps = view.step >= 0
     kept = gpu.take(np.flatnonzero(in_steps))
     is_k = kept.kind == KERNEL
     kern = kept.take(np.flatnonzero(is_k))

@@ -1,0 +1,110 @@
+"""Our own real H200 traces (sample_traces/) against the ground truth recorded beside them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLES
+
+from tb_mfu_plugin.analysis.report import WorkerReport
+from tb_mfu_plugin.options import AnalysisOptions
+from tb_mfu_plugin.pipeline import analyze_run
+from tb_mfu_plugin.trace.discover import discover_runs
+
+RUNS = sorted(p.parent.name for p in SAMPLES.glob("*/ground_truth.json"))
+
+
+def _truth(run: str) -> dict:
+    return json.loads((SAMPLES / run / "ground_truth.json").read_text())
+
+
+def _workers(run: str) -> list[WorkerReport]:
+    (found,) = discover_runs(str(SAMPLES / run))
+    report = analyze_run(found, AnalysisOptions())
+    return report.workers
+
+
+@pytest.fixture(scope="module")
+def analysed() -> dict[str, list[WorkerReport]]:
+    if not RUNS:
+        pytest.skip("no sample traces")
+    return {run: _workers(run) for run in RUNS}
+
+
+def test_there_are_real_samples() -> None:
+    assert {"gpt_naive_attention", "gpt_sdpa_fused", "pageable_copy_loop", "tiny_mlp_launch_bound"} <= set(RUNS)
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_layout_device_and_step_count(run: str, analysed: dict[str, list[WorkerReport]]) -> None:
+    truth = _truth(run)
+    workers = analysed[run]
+    world = truth.get("world_size", 1)
+    assert len(workers) == world
+    assert sorted(w.name for w in workers) == [f"rank{r}" for r in range(world)]
+    for w in workers:
+        assert w.error is None, w.error
+        assert w.device is not None and w.device.name == "NVIDIA H200" and w.device.num_sms == 132
+        assert w.summary is not None and w.summary.steps == truth["steps_profiled"]
+        if world > 1:
+            assert w.distributed is not None and w.distributed["world_size"] == world
+            assert any("nccl" in k.name.lower() for k in w.top_kernels)
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_exact_copy_bytes_and_sync_counts(run: str, analysed: dict[str, list[WorkerReport]]) -> None:
+    expected = _truth(run)["expected"]
+    library = expected.get("h2d_bytes_per_step_incl_library_observed")
+    for w in analysed[run]:
+        for step in w.steps:  # exact in every step, not only in the median
+            if library is None:
+                assert step.h2d_bytes_per_step == expected["h2d_bytes_per_step"]
+            assert step.d2h_bytes_per_step == expected["d2h_bytes_per_step"]
+            assert step.sync_count_per_step == expected["sync_count_per_step"]
+        if library is not None:
+            # FSDP2 adds small pinned copies of its own, which the recorder measured in the
+            # trace; on 4 GPUs some ranks add one more 266,512-byte copy in the first step.
+            assert w.summary is not None and w.summary.h2d_bytes_per_step == library
+
+
+def test_syncs_blamed_on_their_real_callers(analysed: dict[str, list[WorkerReport]]) -> None:
+    (w,) = analysed["gpt_naive_attention"]
+    callers = {(y.api, y.root_op): y.count_per_step for y in w.syncs}
+    # loss.item() and the two blocking pageable .to(device) copies; the 69 aten::item
+    # calls of non-fused AdamW on CPU step counters are not syncs.
+    assert callers == {("cudaStreamSynchronize", "aten::item"): 1, ("cudaStreamSynchronize", "aten::to"): 2}
+    (w,) = analysed["gpt_sdpa_fused"]
+    assert w.syncs == []
+
+
+def test_pageable_copies_are_seen_as_pageable(analysed: dict[str, list[WorkerReport]]) -> None:
+    (w,) = analysed["pageable_copy_loop"]
+    by = {(c.direction, c.memory): c for c in w.copies}
+    h2d = by[("H2D", "pageable")]
+    assert h2d.count_per_step == 5 and h2d.small_count_per_step == 4
+    assert by[("D2H", "pageable")].bytes_per_step == 16 * 2**20
+    assert w.summary is not None and w.summary.memcpy_time_share > 0.5
+    (w,) = analysed["gpt_sdpa_fused"]
+    assert {(c.direction, c.memory) for c in w.copies if c.direction == "H2D"} == {("H2D", "pinned")}
+
+
+def test_launch_bound_mlp_is_mostly_idle(analysed: dict[str, list[WorkerReport]]) -> None:
+    (w,) = analysed["tiny_mlp_launch_bound"]
+    assert w.summary is not None and w.summary.gpu_busy_share < 0.1
+    assert w.launches is not None and w.launches.short_kernel_share > 0.9
+
+
+def test_hopper_gemms_count_as_tensor_core_and_unknown_occupancy(analysed: dict[str, list[WorkerReport]]) -> None:
+    (w,) = analysed["gpt_sdpa_fused"]
+    gemms = [k for k in w.top_kernels if k.name.startswith("nvjet")]
+    assert gemms and all(k.tensor_core for k in gemms)
+    # nvjet kernels report occupancy 0 (the estimator fails on them): unknown, not 0 %
+    assert all(k.achieved_occupancy is None for k in gemms)
+    assert any(k.tensor_core for k in w.top_kernels if "flash" in k.name or "fmha" in k.name or "sdpa" in k.name)
+
+
+def test_sample_sizes_fit_the_repository() -> None:
+    sizes = {p: p.stat().st_size for p in Path(SAMPLES).rglob("*.pt.trace.json.gz")}
+    assert sizes and max(sizes.values()) <= 2_000_000 * 1.1
