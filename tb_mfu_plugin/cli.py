@@ -54,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--flops-per-step", type=float, help="model FLOPs per step (overrides the sidecar file)")
     a.add_argument("--tf32", action="store_true", help="fp32 matmuls ran as TF32 on tensor cores")
     a.add_argument("--top", type=int, default=10, help="kernels to list in the table view (default 10)")
+    a.add_argument("--tensor-core-pattern", action="append", default=[], metavar="REGEX",
+                   help="also count kernels matching REGEX as tensor-core kernels (repeatable)")
     return p
 
 
@@ -63,6 +65,7 @@ def _options(args: argparse.Namespace) -> AnalysisOptions:
         device_name=args.device_name,
         flops_per_step=args.flops_per_step,
         tf32=args.tf32,
+        tensor_core_patterns=tuple(args.tensor_core_pattern),
     )
 
 

@@ -15,3 +15,6 @@ class AnalysisOptions:
     # fp32 matmuls run on tensor cores (torch.backends.cuda.matmul.allow_tf32 = True).
     tf32: bool = False
     top_kernels: int = 50
+    # Extra kernel-name regexes counted as tensor-core kernels, added to
+    # analysis.kernels.TENSOR_CORE_PATTERNS (new libraries name kernels their own way).
+    tensor_core_patterns: tuple[str, ...] = ()

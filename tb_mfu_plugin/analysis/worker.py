@@ -172,7 +172,7 @@ def analyze_device(
         report.error = "no complete step with GPU activity on this device"
         return report, steps, view
 
-    tc = kernels.tensor_core_mask(names)
+    tc = kernels.tensor_core_mask(names, kernels.TENSOR_CORE_PATTERNS + options.tensor_core_patterns)
     direction, _ = copies.classify(names)
     cpu = tables.cpu
     host_windows = [(float(a), float(b)) for a, b in zip(steps.cpu_start, steps.cpu_end, strict=True)]

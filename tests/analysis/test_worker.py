@@ -165,3 +165,15 @@ def test_launch_stats_and_top_kernels(tmp_path: Path) -> None:
     assert top["tiny"].sm_efficiency == pytest.approx(0.1)
     assert top["big"].sm_efficiency == pytest.approx(1.0)
     assert r.top_kernels[0].name == "tiny"
+
+
+def test_tensor_core_patterns_are_configurable(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.step(1, 0, 100)
+    b.launch_kernel("my_custom_mma_kernel", 1, 0, 40)
+    b.launch_kernel("elementwise", 2, 50, 10)
+    t = decode_trace(str(b.write(tmp_path / "w.pt.trace.json.gz")))
+    (plain,) = analyze_tables(t, "w", "", AnalysisOptions())
+    (custom,) = analyze_tables(t, "w", "", AnalysisOptions(tensor_core_patterns=(r"custom_mma",)))
+    assert plain.summary is not None and plain.summary.tensor_core_kernel_share == 0
+    assert custom.summary is not None and custom.summary.tensor_core_kernel_share == pytest.approx(0.8)
