@@ -5,7 +5,8 @@ import * as esbuild from 'esbuild';
 const watch = process.argv.includes('--watch');
 const options = {
   entryPoints: ['src/index.ts'],
-  outfile: '../tb_mfu_plugin/tensorboard/static/index.js',
+  // MFU_OUTFILE lets a test build elsewhere and compare with the committed bundle.
+  outfile: process.env.MFU_OUTFILE || '../tb_mfu_plugin/tensorboard/static/index.js',
   bundle: true,
   format: 'esm',
   target: ['es2020'],

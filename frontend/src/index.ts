@@ -136,11 +136,18 @@ function renderHeader(): void {
 
   // loading strip: progress of runs still analysing, and errors of runs that failed
   const items: Child[] = [];
-  for (const r of loading) {
+  const MAX_ROWS = 4;
+  const shown = loading.length > MAX_ROWS ? loading.slice(0, MAX_ROWS - 1) : loading;
+  for (const r of shown) {
     items.push(h('div', { class: 'lrow' },
       h('span', { class: 'lname' }, r.name),
       h('span', { class: 'progress' }, h('span', { class: 'bar', style: { width: `${(r.progress * 100).toFixed(1)}%` } })),
       h('span', { class: 'lval' }, `${f.pct(r.progress, 0)} of ${f.bytes(r.size)}`)));
+  }
+  if (shown.length < loading.length) {
+    const rest = loading.slice(shown.length);
+    const bytesLeft = rest.reduce((a, r) => a + r.size * (1 - r.progress), 0);
+    items.push(h('div', { class: 'lrow dim' }, `… and ${rest.length} more runs waiting (${f.bytes(bytesLeft)} of traces)`));
   }
   for (const e of state.runs?.errors ?? []) items.push(h('div', { class: 'lrow err' }, icon(ICONS.warn, 12), h('span', { class: 'mono' }, e)));
   replace(el.loading, items);

@@ -23,7 +23,7 @@ from .. import __version__ as TOOL_VERSION
 from ..analysis.report import SCHEMA_VERSION, RunReport, WorkerReport
 from ..options import AnalysisOptions
 from ..trace.discover import RunFiles
-from .cache import DONE, ERROR, LOADING, QUEUED, AnalysisCache, FileState, default_cache_dir
+from .cache import ERROR, LOADING, QUEUED, AnalysisCache, FileState, default_cache_dir
 from .runs import RunIndex, Scan, sources_from_flags
 
 logger = logging.getLogger(__name__)
@@ -63,12 +63,13 @@ class MfuPlugin(base_plugin.TBPlugin):
 
     # -- TBPlugin --------------------------------------------------------
     def get_plugin_apps(self) -> dict[str, Any]:
-        apps: dict[str, Any] = {f"/{name}": self._serve_static for name in STATIC_FILES}
+        app = wrappers.Request.application
+        apps: dict[str, Any] = {f"/{name}": app(self._serve_static) for name in STATIC_FILES}
         apps.update(
             {
-                "/runs": self._serve_runs,
-                "/report": self._serve_report,
-                "/compare": self._serve_compare,
+                "/runs": app(self._serve_runs),
+                "/report": app(self._serve_report),
+                "/compare": app(self._serve_compare),
             }
         )
         return apps
@@ -168,7 +169,6 @@ class MfuPlugin(base_plugin.TBPlugin):
         }
 
     # -- routes ----------------------------------------------------------
-    @wrappers.Request.application
     def _serve_static(self, request: wrappers.Request) -> wrappers.Response:
         name = request.path.rsplit("/", 1)[-1]
         mimetype = STATIC_FILES.get(name)
@@ -178,12 +178,9 @@ class MfuPlugin(base_plugin.TBPlugin):
             with open(os.path.join(STATIC_DIR, name), "rb") as f:
                 body = f.read()
         except FileNotFoundError:
-            raise errors.NotFoundError(
-                f"{name} is not built: run 'npm ci && npm run build' in frontend/"
-            ) from None
+            raise errors.NotFoundError(f"{name} is not built: run 'npm ci && npm run build' in frontend/") from None
         return http_util.Respond(request, body, mimetype)
 
-    @wrappers.Request.application
     def _serve_runs(self, request: wrappers.Request) -> wrappers.Response:
         self._index.refresh(force=request.args.get("refresh") == "1")
         scan = self._index.current()
@@ -199,7 +196,6 @@ class MfuPlugin(base_plugin.TBPlugin):
         }
         return http_util.Respond(request, _json.encode(body), "application/json")
 
-    @wrappers.Request.application
     def _serve_report(self, request: wrappers.Request) -> wrappers.Response:
         run = self._lookup(request.args.get("run"))
         states = self._states(run, priority=0)
@@ -209,7 +205,6 @@ class MfuPlugin(base_plugin.TBPlugin):
             return http_util.Respond(request, _json.encode(status), "application/json", code=202)
         return http_util.Respond(request, _json.encode(self._report_for(run, fstates)), "application/json")
 
-    @wrappers.Request.application
     def _serve_compare(self, request: wrappers.Request) -> wrappers.Response:
         names = request.args.getlist("run")
         if len(names) < 1:

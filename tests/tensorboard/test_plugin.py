@@ -142,7 +142,10 @@ def test_loader_defines_and_checks_its_flags():
 def test_unknown_or_traversal_names_are_404(serve, two_runs, name):
     s = serve(two_runs)
     s.settle()
-    for route in (f"/report?run={quote(name, safe='')}", f"/compare?run=resnet50_num_workers_0&run={quote(name, safe='')}"):
+    for route in (
+        f"/report?run={quote(name, safe='')}",
+        f"/compare?run=resnet50_num_workers_0&run={quote(name, safe='')}",
+    ):
         r = s.get(route)
         assert r.status_code == 404, (route, r.status_code)
         assert "Not found" in r.get_data(as_text=True)
@@ -291,7 +294,11 @@ def test_the_requested_run_jumps_the_queue(serve, tmp_path):
 
     s = serve(logdir, analyze=analyze)
     s.wait_for(lambda: s.plugin._index.scanned)
-    s.wait_for(lambda: any(sp["state"] == "loading" for r in s.json("/runs")["runs"] for w in r["workers"] for sp in w["spans"]))
+    s.wait_for(
+        lambda: any(
+            sp["state"] == "loading" for r in s.json("/runs")["runs"] for w in r["workers"] for sp in w["spans"]
+        )
+    )
     assert s.get("/report?run=run3").status_code == 202
     gate.set()
     s.settle()
@@ -434,3 +441,20 @@ def test_a_planted_kernel_name_comes_back_verbatim_in_json(serve, tmp_path):
     assert r.status_code == 200 and r.headers["Content-Type"].startswith("application/json")
     kernels = json.loads(r.get_data())["workers"][0]["top_kernels"]
     assert kernels[0]["name"] == payload
+
+
+def test_committed_bundle_matches_the_frontend_sources(tmp_path):
+    """``npm ci && npm run build`` reproduces the committed static/index.js byte for byte."""
+    frontend = ROOT / "frontend"
+    if shutil.which("node") is None or not (frontend / "node_modules" / "esbuild").is_dir():
+        pytest.skip("frontend dependencies not installed (cd frontend && npm ci)")
+    out = tmp_path / "index.js"
+    subprocess.run(
+        ["node", "build.mjs"],
+        cwd=frontend,
+        check=True,
+        capture_output=True,
+        env={**os.environ, "MFU_OUTFILE": str(out)},
+    )
+    committed = ROOT / "tb_mfu_plugin" / "tensorboard" / "static" / "index.js"
+    assert out.read_bytes() == committed.read_bytes(), "stale bundle: run 'cd frontend && npm run build'"

@@ -1,0 +1,244 @@
+"""The MFU tab in a real TensorBoard, driven in a real headless Chromium.
+
+- The figures on the page equal the CLI's ``--json`` figures for the same run.
+- Switching run and opening Compare work; screenshots land in test-output/.
+- Untrusted strings (a run name and a kernel name carrying an <img onerror>) stay text.
+- With ``--load_fast=false`` the PYTORCH_PROFILER tab is listed beside MFU.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import ROOT
+
+pytestmark = pytest.mark.e2e
+
+SAMPLES = ROOT / "sample_traces"
+SHARED_SAMPLES = ROOT.parent / "shared" / "fixtures" / "torch_tb_profiler_samples"
+FRAME = 'iframe[src*="plugin_entry.html?name=mfu"]'
+TIMEOUT_MS = 120_000
+
+
+def _has_traces(d: Path) -> bool:
+    return d.is_dir() and any(d.glob("*/*.pt.trace.json*"))
+
+
+@pytest.fixture
+def logdir(tmp_path: Path) -> Path:
+    """The embedded H200 sample traces; else a copy of the torch-tb-profiler samples."""
+    if _has_traces(SAMPLES):
+        return SAMPLES
+    if not _has_traces(SHARED_SAMPLES):
+        pytest.skip("no sample traces")
+    dst = tmp_path / "logs"
+    shutil.copytree(SHARED_SAMPLES, dst, ignore=shutil.ignore_patterns("*.txt", "LICENSE"))
+    return dst
+
+
+def cli_json(path: Path) -> dict[str, Any]:
+    """``python -m tb_mfu_plugin.cli analyze PATH --json``, by run name."""
+    out = subprocess.run(
+        [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(path), "--json"],
+        check=True,
+        capture_output=True,
+        cwd=ROOT,
+    ).stdout
+    return {r["name"]: r for r in json.loads(out)["runs"]}
+
+
+def first_usable(run: dict[str, Any]) -> dict[str, Any]:
+    return next(w for w in run["workers"] if w["summary"] and not w["error"])
+
+
+def pct_text(x: float | None) -> str:
+    """The page's pct(): one decimal, two under 1 %, en-US grouping."""
+    if x is None:
+        return "n/a"
+    v = x * 100
+    digits = 1 if abs(v) >= 1 or v == 0 else 2
+    return f"{v:,.{digits}f} %"
+
+
+def ms_text(us: float) -> str:
+    return f"{us / 1000:,.2f} ms"
+
+
+def open_tab(page: Any, url: str) -> Any:
+    page.goto(url + "/#mfu")
+    page.wait_for_selector(FRAME, timeout=TIMEOUT_MS)
+    return page.frame_locator(FRAME)
+
+
+def check_overview_matches_cli(frame: Any, run: dict[str, Any]) -> None:
+    frame.locator("[data-testid=run-title]").filter(has_text=run["name"]).wait_for(timeout=TIMEOUT_MS)
+    w = first_usable(run)
+    s = w["summary"]
+    mfu = frame.locator("[data-testid=mfu-value]")
+    mfu.wait_for(timeout=TIMEOUT_MS)
+    raw = mfu.get_attribute("data-value")
+    if s["mfu"] is None:
+        assert raw == "" and mfu.text_content() == "n/a"
+        assert frame.locator("[data-testid=mfu-reason]").text_content()
+    else:
+        assert float(raw) == s["mfu"]  # the exact figure of the CLI's --json
+        assert mfu.text_content() == pct_text(s["mfu"])
+    assert frame.locator("[data-testid=step-time]").text_content() == ms_text(s["step_time_us"])
+
+
+def test_mfu_tab_shows_the_cli_figures_switches_run_and_compares(start_tensorboard, page, logdir, output_dir):
+    expected = cli_json(logdir)
+    assert len(expected) >= 2
+    tb = start_tensorboard(logdir)
+    body = tb.wait_analysed()
+    names = [r["name"] for r in body["runs"]]
+    assert sorted(names) == sorted(expected)
+    good = [n for n in names if any(w["summary"] and not w["error"] for w in expected[n]["workers"])]
+
+    frame = open_tab(page, tb.url)
+    # TensorBoard's own tab bar lists MFU, and the iframe renders our module.
+    assert page.get_by_text("MFU", exact=True).first.is_visible()
+
+    run_select = frame.locator("[data-testid=run-select]")
+    run_select.wait_for(timeout=TIMEOUT_MS)
+    first = run_select.input_value()
+    check_overview_matches_cli(frame, expected[first])
+    frame.locator("[data-testid=steps-chart] canvas").first.wait_for(timeout=TIMEOUT_MS)
+    frame.locator("[data-testid=kernels-table] tbody tr").first.wait_for(timeout=TIMEOUT_MS)
+    href = frame.locator("[data-testid=pytorch-link]").get_attribute("href")
+    assert href == tb.url + "/#pytorch_profiler"
+
+    # Prefer a run with a known MFU for the screenshot, then switch to another one.
+    with_mfu = [n for n in good if first_usable(expected[n])["summary"]["mfu"] is not None]
+    shot_run = with_mfu[0] if with_mfu else good[0]
+    if shot_run != first:
+        run_select.select_option(shot_run)
+        check_overview_matches_cli(frame, expected[shot_run])
+    page.set_viewport_size({"width": 1440, "height": 2300})
+    page.wait_for_timeout(800)  # charts animate for 300 ms
+    page.screenshot(path=str(output_dir / "mfu-overview.png"))
+    page.set_viewport_size({"width": 1440, "height": 1000})
+
+    other = next(n for n in good if n != shot_run)
+    run_select.select_option(other)
+    check_overview_matches_cli(frame, expected[other])
+
+    # Compare: the first two runs by default; pick two known-good ones explicitly.
+    frame.locator("[data-testid=tab-compare]").click()
+    picker = frame.locator("[data-testid=compare-picker]")
+    picker.wait_for(timeout=TIMEOUT_MS)
+    wanted = [shot_run, other]
+    for label in picker.locator("label.chip").all():
+        checkbox = label.locator("input")
+        if checkbox.is_checked() != (_chip_name(label) in wanted):
+            checkbox.click()
+    table = frame.locator("[data-testid=compare-table]")
+    heads_loc = table.locator("thead .runname")
+    poll(lambda: sorted(t.strip() for t in heads_loc.all_text_contents()) == sorted(wanted))
+    heads = [t.strip() for t in heads_loc.all_text_contents()]
+    mfu_row = table.locator("tbody tr").filter(has=frame.locator("th", has_text=re.compile(r"^MFU$")))
+    vals = mfu_row.locator("td .val").all_text_contents()
+    assert vals == [pct_text(first_usable(expected[n])["summary"]["mfu"]) for n in heads]
+    frame.locator("[data-testid=compare-chart] canvas").first.wait_for(timeout=TIMEOUT_MS)
+    page.set_viewport_size({"width": 1440, "height": 1700})
+    page.wait_for_timeout(800)
+    page.screenshot(path=str(output_dir / "mfu-compare.png"))
+    assert not page.errors, page.errors  # type: ignore[attr-defined]
+
+
+def poll(pred: Any, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError("the page did not reach the expected state")
+        time.sleep(0.1)
+
+
+def _chip_name(label: Any) -> str:
+    # A chip is: checkbox, [order badge], name, [state]; the name span has no class.
+    spans = label.locator("span:not([class])").all_text_contents()
+    return spans[0] if spans else ""
+
+
+XSS = '<img src=x onerror="window.__xss=1;window.parent.__xss=1">'
+
+
+def test_untrusted_names_render_as_text_and_a_corrupt_run_shows_its_error(
+    start_tensorboard, page, tmp_path, output_dir
+):
+    from tracegen import TraceBuilder
+
+    logdir = tmp_path / "logs"
+    b = TraceBuilder()
+    for i in range(3):
+        t0 = 10_000.0 + i * 1000
+        b.step(i + 1, t0, 900)
+        b.launch_kernel(XSS, t0 + 10, t0 + 50, 400)
+        b.launch_kernel("ampere_sgemm_128x64_tn", t0 + 20, t0 + 460, 300)
+    b.write(logdir / XSS.replace("/", "_") / "worker0.1700000000000.pt.trace.json.gz")
+    broken = logdir / "broken_run"
+    broken.mkdir()
+    (broken / "worker0.1700000000001.pt.trace.json.gz").write_bytes(gzip.compress(b'{"traceEvents": [{')[:-6])
+    tb = start_tensorboard(logdir)
+    tb.wait_analysed()
+
+    frame = open_tab(page, tb.url)
+    run_select = frame.locator("[data-testid=run-select]")
+    run_select.wait_for(timeout=TIMEOUT_MS)
+    run_name = XSS.replace("/", "_")
+    run_select.select_option(run_name)
+    title = frame.locator("[data-testid=run-title]")
+    title.filter(has_text="onerror").wait_for(timeout=TIMEOUT_MS)
+    assert title.text_content() == run_name
+    kernel_cells = frame.locator("[data-testid=kernels-table] .kname")
+    kernel_cells.first.wait_for(timeout=TIMEOUT_MS)
+    assert XSS in kernel_cells.all_text_contents()
+    # Nothing was parsed as markup: no <img> in the plugin's document, no handler ran.
+    inner = page.frame_locator(FRAME).locator("img")
+    assert inner.count() == 0
+    frames = [f for f in page.frames if "plugin_entry.html" in f.url]
+    assert frames and frames[0].evaluate("window.__xss") is None
+    assert page.evaluate("window.__xss") is None
+    # Sorting and filtering re-render rows: still text.
+    frame.locator("[data-testid=kernels-table] th", has_text="Kernel").click()
+    frame.locator("[data-testid=kernels-table] input.filter").fill("onerror")
+    assert kernel_cells.all_text_contents() == [XSS]
+    assert inner.count() == 0 and frames[0].evaluate("window.__xss") is None
+
+    # The corrupt run shows its error; the good run keeps working.
+    assert "error" in (frame.locator("[data-testid=run-select] option", has_text="broken_run").text_content() or "")
+    run_select.select_option("broken_run")
+    err = frame.locator("[data-testid=worker-error]")
+    err.wait_for(timeout=TIMEOUT_MS)
+    assert "worker0.1700000000001.pt.trace.json.gz" in (err.text_content() or "")
+    page.screenshot(path=str(output_dir / "mfu-corrupt-run.png"))
+    run_select.select_option(run_name)
+    title.filter(has_text="onerror").wait_for(timeout=TIMEOUT_MS)
+    assert not page.errors, page.errors  # type: ignore[attr-defined]
+
+
+def test_load_fast_false_lists_pytorch_profiler_beside_mfu(start_tensorboard, page, logdir):
+    expected = cli_json(logdir)
+    tb = start_tensorboard(logdir, "--load_fast=false")
+    tb.wait_analysed()
+    listing = tb.get_json("/data/plugins_listing")
+    assert listing["mfu"]["enabled"] is True and listing["mfu"]["tab_name"] == "MFU"
+    assert "pytorch_profiler" in listing and listing["pytorch_profiler"]["enabled"] is True
+
+    frame = open_tab(page, tb.url)
+    tabs = page.locator("#tf-tensorboard, tb-header, body").first.inner_text(timeout=TIMEOUT_MS)
+    assert "PYTORCH_PROFILER" in tabs.upper() and "MFU" in tabs
+    run_select = frame.locator("[data-testid=run-select]")
+    run_select.wait_for(timeout=TIMEOUT_MS)
+    check_overview_matches_cli(frame, expected[run_select.input_value()])
+    assert not page.errors, page.errors  # type: ignore[attr-defined]
