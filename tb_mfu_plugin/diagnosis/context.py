@@ -1,0 +1,382 @@
+"""What every rule reads: the report, the tables, the step windows, and facts computed once
+(GPU idle gaps and their causes, host-device syncs, optimizer/DataLoader windows, attention
+chains). Everything is per device; per-step figures are totals over the analysed steps
+divided by their number, so they add up (the waterfall relies on that)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from ..analysis import copies, intervals, kernels, syncs
+from ..analysis import patterns as pt
+from ..analysis.report import WorkerReport
+from ..analysis.steps import Steps, launch_of_gpu
+from ..analysis.worker import DeviceView
+from ..trace.tables import KERNEL, MEMCPY, MEMSET, OP, TraceTables
+from .thresholds import Thresholds
+
+# Causes of the part of a GPU idle gap that is not data loading.
+SYNC, LAUNCH, HOST, OTHER = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class Gaps:
+    """GPU idle gaps of the device over the analysed steps (only their part inside steps counts).
+
+    Each gap's time inside the steps (``weight``) splits into: ``dataloader_us`` (the host was
+    inside a DataLoader call), ``sync_us`` (host time blocked in syncs that returned in the gap:
+    what removing them gives back, at most the gap) and ``rest_us``, whose ``cause`` is LAUNCH
+    (a short gap), HOST (a longer gap during which the host launched work: the GPU waited for
+    the host) or OTHER.
+    """
+
+    start: np.ndarray
+    end: np.ndarray
+    weight: np.ndarray
+    dataloader_us: np.ndarray
+    sync_us: np.ndarray
+    rest_us: np.ndarray
+    cause: np.ndarray  # LAUNCH, HOST or OTHER, for rest_us
+    sync_us_by_row: dict[int, float]  # sync call row -> its share of sync_us
+
+    def total(self, cause: int) -> float:
+        if cause == SYNC:
+            return float(self.sync_us.sum())
+        return float(self.rest_us[self.cause == cause].sum())
+
+
+@dataclass(frozen=True)
+class SyncCause:
+    subject: str  # what the user wrote, e.g. "tensor.item()"
+    api: str
+    op: str | None
+    root_op: str | None
+    direction: str | None  # H2D / D2H for blocking copies
+
+
+class Context:
+    def __init__(
+        self, report: WorkerReport, tables: TraceTables, steps: Steps, view: DeviceView, th: Thresholds
+    ) -> None:
+        self.report, self.tables, self.steps, self.view, self.th = report, tables, steps, view, th
+        self.names = tables.names
+        self.n = len(steps)
+        self.total_us = float((steps.end - steps.start).sum())
+        self.step_us = self.total_us / self.n if self.n else 0.0
+        summary = report.summary
+        self.mfu = summary.mfu if summary is not None else None
+        g = view.gpu
+        idx = np.searchsorted(steps.start, g.ts, side="right") - 1
+        ok = idx >= 0
+        ok[ok] = g.ts[ok] < steps.end[idx[ok]]
+        self.step_of = np.where(ok, idx, -1)
+        self.in_step = ok
+        self.is_kernel = g.kind == KERNEL
+        self.is_memcpy = g.kind == MEMCPY
+        self.is_memset = g.kind == MEMSET
+        self.mm_code = pt.matmul_kernel_mask(self.names)
+        self.comm_code = pt.comm_kernel_mask(self.names)
+        self.tc_code = kernels.tensor_core_mask(self.names)
+
+    # ------------------------------------------------------------------ helpers
+
+    @cached_property
+    def device_index(self) -> int | None:
+        d = self.report.device
+        if d is not None and d.index is not None:
+            return d.index
+        return int(self.view.gpu.device[0]) if len(self.view.gpu) else None
+
+    @cached_property
+    def launcher(self) -> np.ndarray:
+        """cpu row of the call that launched each GPU row of the view (-1 unknown)."""
+        all_rows = launch_of_gpu(self.tables)
+        dev = self.device_index
+        return all_rows[np.flatnonzero(self.tables.gpu.device == dev)] if dev is not None else all_rows[:0]
+
+    @cached_property
+    def host_windows(self) -> list[tuple[float, float]]:
+        return [(float(a), float(b)) for a, b in zip(self.steps.cpu_start, self.steps.cpu_end, strict=True)]
+
+    def host_in_steps(self, ts: np.ndarray) -> np.ndarray:
+        s = self.steps
+        k = np.searchsorted(s.cpu_start, ts, side="right") - 1
+        ok = k >= 0
+        ok[ok] = ts[ok] <= s.cpu_end[k[ok]]
+        return ok
+
+    def _step_slices(self, ts: np.ndarray, end: np.ndarray) -> list[tuple[float, float, slice]]:
+        """For rows sorted by start: per step, the window and the slice of rows that can overlap it."""
+        longest = float((end - ts).max()) if len(ts) else 0.0
+        out = []
+        for lo, hi in zip(self.steps.start.tolist(), self.steps.end.tolist(), strict=True):
+            a = int(np.searchsorted(ts, lo - longest, side="left"))
+            b = int(np.searchsorted(ts, hi, side="left"))
+            out.append((lo, hi, slice(a, b)))
+        return out
+
+    def per_step_union(self, mask: np.ndarray) -> float:
+        """Total time (over all steps) covered by the view rows in ``mask``, clipped to the steps."""
+        g = self.view.gpu
+        ts, end = g.ts[mask], g.end[mask]
+        total = 0.0
+        for lo, hi, sl in self._step_slices(ts, end):
+            total += intervals.union_length(ts[sl], end[sl], lo, hi)
+        return total
+
+    def per_step_coverage(self, mask: np.ndarray, weights: np.ndarray) -> float:
+        """∫ min(1, Σ weights of the active rows in ``mask``) dt over the steps."""
+        g = self.view.gpu
+        ts, end, w = g.ts[mask], g.end[mask], weights[mask]
+        total = 0.0
+        for lo, hi, sl in self._step_slices(ts, end):
+            if sl.stop > sl.start:
+                total += intervals.capped_coverage(ts[sl], end[sl], w[sl], lo, hi)
+        return total
+
+    def launched_in(self, w: pt.Windows) -> np.ndarray:
+        """View rows launched from inside the host windows."""
+        return pt.launched_in(self.tables, self.launcher, w)
+
+    # ------------------------------------------------------------------ host windows
+
+    @cached_property
+    def optimizer_rows(self) -> np.ndarray:
+        rows = pt.optimizer_step_rows(self.tables)
+        return rows[self.host_in_steps(self.tables.cpu.ts[rows])]
+
+    @cached_property
+    def zero_grad_rows(self) -> np.ndarray:
+        rows = pt.zero_grad_rows(self.tables)
+        return rows[self.host_in_steps(self.tables.cpu.ts[rows])]
+
+    @cached_property
+    def dataloader_rows(self) -> np.ndarray:
+        rows = pt.dataloader_rows(self.tables)
+        return rows[self.host_in_steps(self.tables.cpu.ts[rows])]
+
+    @cached_property
+    def attention_chains(self) -> list[pt.AttentionChain]:
+        chains = pt.attention_chains(self.tables, self.th.attention_max_launches_between)
+        if not chains:
+            return []
+        starts = np.array([c.start for c in chains])
+        keep = self.host_in_steps(starts)
+        return [c for c, k in zip(chains, keep.tolist(), strict=True) if k]
+
+    @cached_property
+    def attention_rows(self) -> np.ndarray:
+        """View rows launched by the attention chains."""
+        chains = self.attention_chains
+        if not chains:
+            return np.zeros(len(self.view.gpu), bool)
+        w = pt.Windows(
+            np.array([c.pid for c in chains], np.int64),
+            np.array([c.tid for c in chains], np.int64),
+            np.array([c.start for c in chains]),
+            np.array([c.end for c in chains]),
+        )
+        return self.launched_in(w) & self.in_step
+
+    @cached_property
+    def optimizer_launched(self) -> np.ndarray:
+        return self.launched_in(pt.Windows.of_rows(self.tables, self.optimizer_rows)) & self.in_step
+
+    @cached_property
+    def zero_grad_launched(self) -> np.ndarray:
+        return self.launched_in(pt.Windows.of_rows(self.tables, self.zero_grad_rows)) & self.in_step
+
+    # ------------------------------------------------------------------ syncs
+
+    @cached_property
+    def sync_events(self) -> syncs.SyncEvents:
+        return syncs.find_syncs(self.tables.cpu, self.names, self.host_windows)
+
+    @cached_property
+    def sync_causes(self) -> list[SyncCause]:
+        """One cause per sync event (same order as ``sync_events.rows``)."""
+        cpu, names = self.tables.cpu, self.names
+        ev = self.sync_events
+        out = []
+        for r, op, root in zip(ev.rows.tolist(), ev.op, ev.root, strict=True):
+            api = names[cpu.name[r]]
+            op_name = names[cpu.name[op]] if op is not None else None
+            root_name = names[cpu.name[root]] if root is not None else None
+            direction = self._copy_direction(root if root is not None else op)
+            out.append(SyncCause(sync_subject(api, op_name, root_name, direction), api, op_name, root_name, direction))
+        return out
+
+    def _copy_direction(self, row: int | None) -> str | None:
+        """Direction of the memcpy launched inside a host op, if any."""
+        if row is None:
+            return None
+        cpu = self.tables.cpu
+        m = self._memcpy_launches
+        if not len(m[0]):
+            return None
+        rows, dirs = m
+        sel = (
+            (cpu.pid[rows] == cpu.pid[row])
+            & (cpu.tid[rows] == cpu.tid[row])
+            & (cpu.ts[rows] >= cpu.ts[row])
+            & (cpu.ts[rows] <= cpu.end[row])
+        )
+        found = dirs[sel]
+        for d in ("D2H", "H2D", "D2D"):
+            if (found == copies.DIRECTIONS.index(d)).any():
+                return d
+        return None
+
+    @cached_property
+    def _memcpy_launches(self) -> tuple[np.ndarray, np.ndarray]:
+        gpu = self.tables.gpu
+        launcher = launch_of_gpu(self.tables)
+        sel = np.flatnonzero((gpu.kind == MEMCPY) & (launcher >= 0))
+        direction, _ = copies.classify(self.names)
+        return launcher[sel], direction[gpu.name[sel]]
+
+    # ------------------------------------------------------------------ idle gaps
+
+    @cached_property
+    def gaps(self) -> Gaps:
+        """GPU idle gaps over the analysed steps and what caused them (see ``Gaps``).
+
+        A sync that returns in a gap drained the GPU queue; removing it gives back at most the
+        host time blocked in it (a host-bound loop then launches that much earlier) and at most
+        the gap (a GPU-bound loop keeps the GPU fed): ``min(gap, blocked time)``.
+        """
+        th, s, g = self.th, self.steps, self.view.gpu
+        empty = np.empty(0)
+        if self.n == 0:
+            return Gaps(empty, empty, empty, empty, empty, empty, np.empty(0, np.int8), {})
+        lo, hi = float(s.start[0]), float(s.end[-1])
+        sel = (g.ts < hi) & (g.end > lo)
+        bs, be = intervals.merge(*intervals.clip(g.ts[sel], g.end[sel], lo, hi))
+        gs = np.concatenate(([lo], be))
+        ge = np.concatenate((bs, [hi]))
+        keep = ge > gs
+        gs, ge = gs[keep], ge[keep]
+        weight = _covered(s.start, s.end, gs, ge)
+        keep = weight > 0
+        gs, ge, weight = gs[keep], ge[keep], weight[keep]
+
+        cpu = self.tables.cpu
+        dl = self.dataloader_rows
+        if len(dl):
+            wl, wh = intervals.merge(cpu.ts[dl], cpu.end[dl])
+            dl_us = np.minimum(_covered(wl, wh, gs, ge), weight)
+        else:
+            dl_us = np.zeros(len(gs))
+        left = weight - dl_us
+
+        sync_us = np.zeros(len(gs))
+        by_row: dict[int, float] = {}
+        srows = self.sync_events.rows
+        if len(srows) and len(gs):
+            ends = cpu.end[srows]
+            k = np.searchsorted(gs, ends + th.sync_gap_tolerance_us, side="right") - 1
+            for r, kk, e in sorted(zip(srows.tolist(), k.tolist(), ends.tolist(), strict=True), key=lambda x: x[2]):
+                if kk < 0 or e > ge[kk]:
+                    continue
+                take = min(float(cpu.dur[r]), float(left[kk] - sync_us[kk]))
+                if take > 0:
+                    sync_us[kk] += take
+                    by_row[int(r)] = by_row.get(int(r), 0.0) + take
+        rest = left - sync_us
+
+        lts = np.sort(cpu.ts[pt.launch_call_rows(self.tables)])
+        n_launch = np.searchsorted(lts, ge, side="right") - np.searchsorted(lts, gs, side="left")
+        cause = np.full(len(gs), OTHER, np.int8)
+        cause[n_launch > 0] = HOST
+        cause[ge - gs <= th.launch_gap_max_us] = LAUNCH
+        return Gaps(gs, ge, weight, dl_us, sync_us, rest, cause, by_row)
+
+    # ------------------------------------------------------------------ ops
+
+    def op_count_in_steps(self, name: str) -> int:
+        cpu = self.tables.cpu
+        try:
+            code = self.names.index(name)
+        except ValueError:
+            return 0
+        rows = np.flatnonzero((cpu.kind == OP) & (cpu.name == code))
+        return int(self.host_in_steps(cpu.ts[rows]).sum())
+
+
+def _covered(wlo: np.ndarray, whi: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Length of each [a, b] inside the union of the sorted, disjoint windows [wlo, whi]."""
+    if not len(wlo):
+        return np.zeros(len(a))
+    lens = whi - wlo
+    cum = np.concatenate(([0.0], np.cumsum(lens)))
+
+    def c(x: np.ndarray) -> np.ndarray:
+        k = np.searchsorted(wlo, x, side="right") - 1
+        kk = np.maximum(k, 0)
+        v = cum[kk] + np.clip(x - wlo[kk], 0.0, lens[kk])
+        return np.where(k >= 0, v, 0.0)
+
+    return np.maximum(c(b) - c(a), 0.0)
+
+
+# ---------------------------------------------------------------------- sync subjects
+
+_EXPLICIT = {
+    "cudaDeviceSynchronize": "torch.cuda.synchronize()",
+    "cuCtxSynchronize": "torch.cuda.synchronize()",
+    "hipDeviceSynchronize": "torch.cuda.synchronize()",
+    "cudaStreamSynchronize": "torch.cuda.Stream.synchronize() (e.g. torch.cuda.current_stream().synchronize())",
+    "cuStreamSynchronize": "torch.cuda.Stream.synchronize() (e.g. torch.cuda.current_stream().synchronize())",
+    "hipStreamSynchronize": "torch.cuda.Stream.synchronize() (e.g. torch.cuda.current_stream().synchronize())",
+    "cudaEventSynchronize": "torch.cuda.Event.synchronize() / Event.elapsed_time()",
+    "cuEventSynchronize": "torch.cuda.Event.synchronize() / Event.elapsed_time()",
+    "hipEventSynchronize": "torch.cuda.Event.synchronize() / Event.elapsed_time()",
+}
+_SCALAR = {
+    "aten::item": "tensor.item()",
+    "aten::_local_scalar_dense": "tensor.item() / float(tensor) / int(tensor)",
+    "aten::is_nonzero": "bool(tensor) / `if tensor:`",
+    "aten::equal": "torch.equal()",
+    "aten::allclose": "torch.allclose()",
+}
+_DATA_DEPENDENT = (
+    "aten::nonzero",
+    "aten::masked_select",
+    "aten::unique",
+    "aten::_unique",
+    "aten::_unique2",
+    "aten::unique_consecutive",
+    "aten::unique_dim",
+    "aten::repeat_interleave",
+    "aten::index",
+    "aten::argwhere",
+    "aten::nonzero_numpy",
+)
+_COPY_OPS = ("aten::to", "aten::_to_copy", "aten::copy_", "aten::cpu", "aten::cuda", "aten::contiguous", "aten::clone")
+
+
+def sync_subject(api: str, op: str | None, root: str | None, direction: str | None) -> str:
+    """The user-facing call behind a sync, from the API and the ops around it."""
+    if op is None and root is None:
+        if api in _EXPLICIT:
+            return _EXPLICIT[api]
+        return f"a synchronous {api} outside any PyTorch op (custom extension or library)"
+    # 2021 traces record record_function annotations (Optimizer.step#..., DataLoader) as ops:
+    # the user-facing op is then the innermost one.
+    name = root if root is not None and root.startswith("aten::") else op or root or api
+    if name in _SCALAR:
+        return _SCALAR[name]
+    if (op or "") == "aten::_local_scalar_dense" and name not in _COPY_OPS:
+        return f"{name} (reads a GPU scalar: .item())"
+    if name in _DATA_DEPENDENT:
+        return f"{name} (data-dependent output shape)"
+    if name in _COPY_OPS or (op in _COPY_OPS):
+        if direction == "H2D":
+            return f"blocking host-to-device copy ({name}: tensor.to(device) / .cuda() without non_blocking=True)"
+        if direction == "D2H":
+            return f"device-to-host copy ({name}: tensor.cpu() / .numpy() / .tolist() / .to('cpu'))"
+        return f"blocking copy ({name})"
+    return f"{name} (calls {api})"

@@ -1,0 +1,87 @@
+"""The finding: a named bottleneck with its evidence, estimated gain and fix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+SEVERITIES = ("high", "medium", "low")
+
+
+class Finding(msgspec.Struct, kw_only=True):
+    id: str  # fixed rule id (sync_point, naive_attention, ...): scripts match on it
+    severity: str  # high | medium | low, from the estimated gain's share of the step
+    title: str
+    # Numbers, ops and kernels involved. Always has ``cost_us_per_step`` (the time the cause
+    # takes, which bounds the gain) and ``cost_share`` (of the step).
+    evidence: dict[str, Any]
+    est_gain_us_per_step: float  # what removing the cause would save, µs per step
+    est_gain_share: float  # the same, as a share of the (mean) step time
+    est_mfu_after: float | None  # mfu * step / (step - gain), when MFU is known
+    recommendation: str  # the concrete fix, with the PyTorch API
+    # What the finding is about when a rule can fire more than once (one sync_point per
+    # cause): (id, subject) is unique in a report, for "fixed" / "new" in Compare.
+    subject: str | None = None
+
+
+def _clean(v: Any) -> Any:
+    """Plain JSON types (numpy scalars out), floats rounded for readable output."""
+    if isinstance(v, dict):
+        return {str(k): _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    if isinstance(v, bool) or v is None or isinstance(v, str):
+        return v
+    if isinstance(v, int):
+        return int(v)
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    if f != f or f in (float("inf"), float("-inf")):
+        return None
+    if f.is_integer() and abs(f) < 1e15 and not isinstance(v, float):
+        return int(f)
+    return _round(f)
+
+
+def _round(f: float) -> float:
+    # monotone, so a rounded gain never exceeds the rounded cost it is bounded by
+    return round(f, 4) if abs(f) < 10 else round(f, 1)
+
+
+def make_finding(
+    *,
+    id: str,
+    title: str,
+    evidence: dict[str, Any],
+    cost_us: float,
+    gain_us: float,
+    step_us: float,
+    mfu: float | None,
+    recommendation: str,
+    high_share: float,
+    medium_share: float,
+    subject: str | None = None,
+) -> Finding:
+    """A finding whose gain is clamped to [0, cost]: no estimate exceeds what it removes."""
+    cost = max(0.0, float(cost_us))
+    gain = min(max(0.0, float(gain_us)), cost)
+    share = gain / step_us if step_us > 0 else 0.0
+    severity = "high" if share >= high_share else "medium" if share >= medium_share else "low"
+    after = None
+    if mfu is not None and step_us > gain:
+        after = round(float(mfu) * step_us / (step_us - gain), 4)
+    ev = {"cost_us_per_step": cost, "cost_share": cost / step_us if step_us > 0 else 0.0, **evidence}
+    return Finding(
+        id=id,
+        severity=severity,
+        title=title,
+        evidence=_clean(ev),
+        est_gain_us_per_step=_round(gain),
+        est_gain_share=round(share, 4),
+        est_mfu_after=after,
+        recommendation=recommendation,
+        subject=subject,
+    )

@@ -1,0 +1,109 @@
+"""Hand-made traces for the diagnosis tests, and checks every report must pass."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tracegen import TraceBuilder
+
+from tb_mfu_plugin.analysis.report import WorkerReport
+from tb_mfu_plugin.analysis.steps import Steps
+from tb_mfu_plugin.analysis.worker import DeviceView, analyze_device
+from tb_mfu_plugin.diagnosis import Thresholds, diagnose
+from tb_mfu_plugin.options import AnalysisOptions
+from tb_mfu_plugin.trace.decode import decode_trace
+from tb_mfu_plugin.trace.tables import TraceTables
+
+KEEP = ("aten::matmul", "aten::bmm", "aten::mm", "aten::addmm", "aten::linear", "aten::conv2d")
+
+
+class Builder(TraceBuilder):
+    """TraceBuilder plus the pieces the rules look at: annotations, nested ops, copies, syncs."""
+
+    def annotation(self, name: str, ts: float, dur: float) -> None:
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": name,
+                "pid": self.pid,
+                "tid": self.tid,
+                "ts": ts,
+                "dur": dur,
+                "args": {"External id": self._next_ext()},
+            }
+        )
+
+    def launch(self, name: str, cpu_ts: float, gpu_ts: float, dur: float, **kw: Any) -> int:
+        corr = self.runtime("cudaLaunchKernel", cpu_ts, 1.0)
+        self.kernel(name, gpu_ts, dur, corr, **kw)
+        return corr
+
+    def copy(self, kind: str, cpu_ts: float, gpu_ts: float, dur: float, nbytes: int) -> None:
+        corr = self.runtime("cudaMemcpyAsync", cpu_ts, 1.0)
+        self.memcpy(kind, gpu_ts, dur, nbytes, corr)
+
+    def sync(self, api: str, ts: float, dur: float) -> None:
+        self.runtime(api, ts, dur)
+
+
+def analyze(
+    b: TraceBuilder,
+    tmp_path: Path,
+    th: Thresholds | None = None,
+    name: str = "w",
+    prepare: Callable[[WorkerReport], None] | None = None,
+) -> tuple[WorkerReport, TraceTables, Steps, DeviceView]:
+    """Decode, analyse device 0 and diagnose; ``prepare`` edits the report first (FLOPs, MFU)."""
+    path = b.write(tmp_path / f"{name}.pt.trace.json.gz")
+    tables = decode_trace(str(path), keep_inputs=lambda n: n in KEEP)
+    rep, steps, view = analyze_device(tables, 0, AnalysisOptions())
+    if prepare is not None:
+        prepare(rep)
+    diagnose(rep, tables, steps, view, th)
+    check_report(rep)
+    return rep, tables, steps, view
+
+
+def ids(rep: WorkerReport) -> list[str]:
+    return [f["id"] for f in rep.findings]
+
+
+def one(rep: WorkerReport, rule: str) -> dict[str, Any]:
+    (f,) = [f for f in rep.findings if f["id"] == rule]
+    return f
+
+
+def check_report(rep: WorkerReport) -> None:
+    """What holds for every report: sound gains, sorted findings, a waterfall that adds up."""
+    assert not [n for n in rep.notes if n.startswith("diagnosis")], rep.notes
+    gains = [f["est_gain_us_per_step"] for f in rep.findings]
+    assert gains == sorted(gains, reverse=True)
+    for f in rep.findings:
+        assert f["severity"] in ("high", "medium", "low")
+        cost = f["evidence"]["cost_us_per_step"]
+        # no estimate exceeds the time it claims to remove
+        assert 0 <= f["est_gain_us_per_step"] <= cost + 1e-9, f
+        assert f["recommendation"]
+        if f["est_mfu_after"] is not None:
+            assert rep.summary is not None and rep.summary.mfu is not None
+            assert f["est_mfu_after"] >= rep.summary.mfu - 1e-9
+    keys = {(f["id"], f.get("subject")) for f in rep.findings}
+    assert len(keys) == len(rep.findings)
+    check_waterfall(rep.waterfall)
+
+
+def check_waterfall(w: list[dict[str, Any]]) -> None:
+    if not w:
+        return
+    assert w[0]["kind"] == "total" and w[-1]["kind"] == "result"
+    level = w[0]["us_per_step"]
+    for e in w[1:]:
+        assert e["us_per_step"] >= 0
+        if e["kind"] == "loss":
+            level -= e["us_per_step"]
+        else:  # a subtotal or the result is what remains after the losses above it
+            assert abs(e["us_per_step"] - level) <= 1e-6 * max(1.0, w[0]["us_per_step"]) + 0.01, (e, level)
+        assert abs(e["share"] - e["us_per_step"] / w[0]["us_per_step"]) < 1e-4

@@ -1,0 +1,73 @@
+"""The waterfall on a trace worked out by hand: every level is what remains after the
+losses above it, down to MFU x step time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tb_mfu_plugin.analysis.report import WorkerReport
+
+from .helpers import Builder, analyze
+
+GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
+ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int)"
+
+
+def _trace() -> Builder:
+    b = Builder()
+    b.step(1, 0, 1000)
+    b.copy("HtoD (Pinned -> Device)", 1, 0, 100, 1 << 20)  # [0, 100): a copy, no kernel
+    b.launch(GEMM, 2, 100, 400, blocks_per_sm=0.5)  # [100, 500): matmul on half the SMs
+    b.launch(ADD, 3, 500, 200)  # [500, 700): non-matmul
+    return b  # [700, 1000): idle, and the host launches nothing in it
+
+
+def _by_id(rep: WorkerReport) -> dict[str, float]:
+    return {e["id"]: e["us_per_step"] for e in rep.waterfall}
+
+
+def _flops(flops: float, peak: float = 1e15):  # type: ignore[no-untyped-def]
+    def prepare(rep: WorkerReport) -> None:
+        assert rep.summary is not None and rep.device is not None
+        rep.summary.flops_per_step = flops
+        rep.device.peak_flops = peak
+
+    return prepare
+
+
+def test_waterfall_by_hand(tmp_path: Path) -> None:
+    rep, *_ = analyze(_trace(), tmp_path, prepare=_flops(1e11))  # 1e11 FLOP at 1e15 FLOP/s: 100 µs
+    w = _by_id(rep)
+    assert w["step"] == 1000
+    assert w["idle_other"] == pytest.approx(300)
+    assert w["idle_dataloader"] == w["idle_sync"] == w["idle_launch"] == w["idle_host"] == 0
+    assert w["gpu_busy"] == pytest.approx(700)
+    assert w["copies"] == pytest.approx(100)
+    assert w["kernels"] == pytest.approx(600)
+    assert w["communication"] == 0
+    assert w["non_matmul"] == pytest.approx(200)
+    assert w["matmul"] == pytest.approx(400)
+    assert w["low_sm_efficiency"] == pytest.approx(200)  # 400 µs at 0.5 block per SM
+    assert w["matmul_covered"] == pytest.approx(200)
+    assert w["matmul_efficiency"] == pytest.approx(100)
+    last = rep.waterfall[-1]
+    assert last["id"] == "mfu" and last["us_per_step"] == pytest.approx(100)
+    assert last["mfu"] == pytest.approx(0.1) and last["clamped"] is False
+    kinds = [e["kind"] for e in rep.waterfall]
+    assert kinds[0] == "total" and kinds[-1] == "result"
+
+
+def test_waterfall_clamps_flops_beyond_matmul_time(tmp_path: Path) -> None:
+    rep, *_ = analyze(_trace(), tmp_path, prepare=_flops(5e11))  # 500 µs at peak > 200 µs covered
+    last = rep.waterfall[-1]
+    assert last["clamped"] is True and last["us_per_step"] == pytest.approx(200)
+    assert _by_id(rep)["matmul_efficiency"] == 0
+
+
+def test_waterfall_without_flops_stops_at_covered_matmul_time(tmp_path: Path) -> None:
+    rep, *_ = analyze(_trace(), tmp_path)
+    last = rep.waterfall[-1]
+    assert last["mfu"] is None and last["us_per_step"] == pytest.approx(200)
+    assert "matmul_efficiency" not in _by_id(rep)
