@@ -22,12 +22,18 @@ export function card(title: string, body: Child, opts: { testid?: string; cls?: 
   );
 }
 
+/** "346.3 TFLOP/s" -> number, then the unit in a smaller span (the text stays "346.3 TFLOP/s"). */
+function valueWithUnit(value: string): Child[] {
+  const m = /^(.*\d)( [^\d\s]+)$/.exec(value);
+  return m ? [m[1], h('span', { class: 'unit' }, m[2])] : [value];
+}
+
 function kpi(label: string, value: string, sub: Child, opts: { testid?: string; raw?: number | null; cls?: string; title?: string } = {}): HTMLElement {
   return h(
     'div',
     { class: `kpi ${opts.cls ?? ''}`, title: opts.title },
     h('div', { class: 'kpi-label' }, label),
-    h('div', { class: 'kpi-value', testid: opts.testid, data: opts.raw === undefined ? undefined : { value: opts.raw === null ? '' : String(opts.raw) } }, value),
+    h('div', { class: 'kpi-value', testid: opts.testid, data: opts.raw === undefined ? undefined : { value: opts.raw === null ? '' : String(opts.raw) } }, ...valueWithUnit(value)),
     h('div', { class: 'kpi-sub' }, sub),
   );
 }
@@ -147,7 +153,15 @@ function busyVsFast(w: WorkerReport): HTMLElement {
         },
       ],
     }));
-  return card('Busy is not fast', el, {
+  const gap = f.isNumber(s.mfu) ? s.gpu_busy_share - s.mfu : f.isNumber(s.sm_efficiency) ? s.gpu_busy_share - s.sm_efficiency : null;
+  const explain = h(
+    'p',
+    { class: 'explain' },
+    'GPU busy counts time with any work on the GPU. SM efficiency discounts kernels that leave SMs empty. ',
+    'MFU counts only useful model FLOPs against the peak.',
+    gap !== null && gap > 0.2 ? h('strong', null, ` Here ${f.pct(gap, 0)} of the step is busy but not useful.`) : null,
+  );
+  return card('Busy is not fast', [el, explain], {
     help: 'A GPU can be busy 100 % of the time and still slow: few SMs filled, or work that is not useful FLOPs. Compare the four bars.',
     testid: 'busy-card',
   });
@@ -385,6 +399,11 @@ function findingsCard(w: WorkerReport): HTMLElement {
   return card(`Findings (${fs.length})`, h('ul', { class: 'findings' }, items), { testid: 'findings', help: 'What the diagnosis rules found, most important first.' });
 }
 
+function prettyKey(k: string): string {
+  const t = k.replace(/_us$/, ' (µs)').replace(/_/g, ' ').replace(/\bmfu\b/gi, 'MFU');
+  return t.charAt(0).toUpperCase() + t.slice(1);
+}
+
 function waterfallCard(w: WorkerReport): HTMLElement | null {
   const wf = w.waterfall ?? [];
   if (!wf.length) return null;
@@ -403,7 +422,7 @@ function waterfallCard(w: WorkerReport): HTMLElement | null {
     'MFU waterfall',
     table<JsonObject>(wf, keys.map((k) => ({
       key: k,
-      label: k.replace(/_/g, ' '),
+      label: prettyKey(k),
       num: wf.some((r) => typeof r[k] === 'number'),
       value: (r) => (typeof r[k] === 'number' || typeof r[k] === 'string' ? (r[k] as number | string) : null),
       cell: (r) => fmt(k, r[k]),
@@ -423,6 +442,60 @@ function notesCard(w: WorkerReport): HTMLElement {
   );
 }
 
+function num(x: Json | undefined): number | null {
+  return typeof x === 'number' && Number.isFinite(x) ? x : null;
+}
+
+function flopsCard(w: WorkerReport): HTMLElement | null {
+  const fl = w.flops;
+  if (!fl) return null;
+  const rows: [string, Child, string?][] = [];
+  const src = str(fl['source'] as Json);
+  const conv = str(fl['convention'] as Json);
+  if (src) rows.push(['Source', conv ? `${src} (${conv} convention)` : src, 'Where the FLOP count comes from']);
+  const per = num(fl['flops_per_step'] as Json) ?? w.summary?.flops_per_step ?? null;
+  rows.push(['FLOPs / step', f.flops(per)]);
+  const model = num(fl['model_flops_per_step'] as Json);
+  if (model !== null && per !== null && Math.abs(model - per) > 1e-6 * Math.max(1, per)) {
+    rows.push(['Model FLOPs / step', f.flops(model), 'Without recomputation (activation checkpointing, attention backward)']);
+  }
+  const shares = fl['dtype_shares'];
+  if (shares && typeof shares === 'object' && !Array.isArray(shares)) {
+    const parts = Object.entries(shares)
+      .filter(([, v]) => typeof v === 'number')
+      .sort((a, b) => (b[1] as number) - (a[1] as number))
+      .map(([k, v]) => `${k} ${f.pct(v as number)}`);
+    if (parts.length) rows.push(['Precision mix', parts.join(' · '), 'Share of counted FLOPs by compute dtype']);
+  } else if (str(fl['dtype'] as Json)) rows.push(['Precision', str(fl['dtype'] as Json)!]);
+  const approx = num(fl['approximate_share'] as Json);
+  if (approx !== null) rows.push(['Approximate', `${f.pct(approx)} of FLOPs`, 'Counted with approximate formulas (shapes partly unknown)']);
+  const un = num(fl['unattributed_kernel_share'] as Json);
+  if (un !== null) rows.push(['Kernel time not counted', f.pct(un), 'Kernel time launched by ops without a FLOP formula']);
+  const byOp = Array.isArray(fl['by_op']) ? (fl['by_op'] as JsonObject[]).filter((o) => o && typeof o === 'object') : [];
+  const unTop = Array.isArray(fl['unattributed_top']) ? (fl['unattributed_top'] as JsonObject[]).filter((o) => o && typeof o === 'object') : [];
+  const notes = Array.isArray(fl['notes']) ? (fl['notes'] as Json[]).map((n) => jsonText(n)) : [];
+  const maxShare = Math.max(1e-9, ...byOp.map((o) => num(o['flops_share']) ?? 0));
+  return card(
+    'FLOPs counted',
+    [
+      h('dl', { class: 'facts', testid: 'flops-facts' }, rows.map(([k, v, t]) => [h('dt', { title: t ?? '' }, k), h('dd', null, v)])),
+      byOp.length
+        ? h('table', { class: 'grid compact' },
+          h('thead', null, h('tr', null, h('th', null, 'Op'), h('th', { class: 'num' }, 'FLOPs share'))),
+          h('tbody', null, byOp.map((o) => h('tr', null,
+            h('td', { class: 'mono' }, str(o['op']) ?? '?'),
+            h('td', { class: 'num' }, shareCell(num(o['flops_share']) ?? 0, maxShare))))))
+        : null,
+      unTop.length
+        ? h('details', null, h('summary', null, `Ops whose kernels were not counted (${unTop.length})`),
+          h('ul', { class: 'plain' }, unTop.map((o) => h('li', null, h('span', { class: 'mono' }, str(o['op']) ?? '?'), ` — ${f.dur(num(o['kernel_us']))} of kernels`))))
+        : null,
+      notes.length ? h('ul', { class: 'plain dim' }, notes.map((n) => h('li', null, n))) : null,
+    ],
+    { testid: 'flops-card', help: 'How the useful FLOPs behind MFU were counted, from the recorded op shapes.' },
+  );
+}
+
 export function renderWorker(w: WorkerReport): HTMLElement {
   if (w.error || !w.summary) {
     return h(
@@ -438,9 +511,7 @@ export function renderWorker(w: WorkerReport): HTMLElement {
     kpis(w),
     h('div', { class: 'row two' }, busyVsFast(w), deviceCard(w)),
     stepsChart(w),
-    h('div', { class: 'row two' }, findingsCard(w), waterfallCard(w) ?? launchesCard(w)),
-    h('div', { class: 'row two' }, copiesCard(w), syncsCard(w)),
-    waterfallCard(w) ? launchesCard(w) : null,
+    h('div', { class: 'row two' }, findingsCard(w), waterfallCard(w), flopsCard(w), launchesCard(w), copiesCard(w), syncsCard(w)),
     kernelsCard(w),
     notesCard(w),
   );
