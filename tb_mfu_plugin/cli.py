@@ -182,9 +182,46 @@ def _print_worker(console, Table, run_name: str, w: WorkerReport, top: int) -> N
                       "n/a" if k.mean_blocks_per_sm is None else f"{k.mean_blocks_per_sm:.2f}",
                       _pct(k.sm_efficiency), _pct(k.achieved_occupancy), "✓" if k.tensor_core else "")
         console.print(t)
+    _print_diagnosis(console, Table, w)
     for n in w.notes:
         console.print(f"[dim]note:[/] {n}", highlight=False)
     console.print()
+
+
+_SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "dim"}
+
+
+def _print_diagnosis(console, Table, w: WorkerReport) -> None:  # type: ignore[no-untyped-def]
+    s = w.summary
+    if w.waterfall and s is not None:
+        t = Table(
+            title=f"GPU busy {_pct(s.gpu_busy_share)} but MFU {_pct(s.mfu)}: where the step goes",
+            title_justify="left",
+        )
+        t.add_column("")
+        t.add_column("per step", justify="right")
+        t.add_column("share", justify="right")
+        for row in w.waterfall:
+            kind = row.get("kind")
+            label = row.get("label", "")
+            style = "bold" if kind in ("total", "subtotal", "result") else None
+            prefix = "  − " if kind == "loss" else ""
+            t.add_row(prefix + label, _us(row.get("us_per_step")), _pct(row.get("share")), style=style)
+        console.print(t)
+    if w.findings:
+        t = Table(title="Findings, by estimated gain", title_justify="left", show_lines=True)
+        t.add_column("severity")
+        t.add_column("finding", ratio=3)
+        t.add_column("est. gain/step", justify="right")
+        t.add_column("fix", ratio=4)
+        for f in w.findings:
+            sev = f.get("severity", "")
+            gain = f.get("est_gain_us_per_step")
+            after = f.get("est_mfu_after")
+            gain_text = _us(gain) + (f"\n→ MFU {_pct(after)}" if after is not None else "")
+            t.add_row(f"[{_SEVERITY_STYLE.get(sev, '')}]{sev}[/]", f"[bold]{f.get('id')}[/]\n{f.get('title', '')}",
+                      gain_text, str(f.get("recommendation", "")))
+        console.print(t)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from . import __version__
 from .analysis.report import Report, RunReport, WorkerReport
 from .analysis.worker import analyze_device, gpu_devices
+from .diagnosis import diagnose
 from .errors import TraceError
 from .options import AnalysisOptions
 from .trace.decode import decode_trace
@@ -50,6 +51,7 @@ def analyze_tables(tables: TraceTables, worker: str, span: str, options: Analysi
         report.span = span
         report.distributed = tables.meta.distributed_info
         _add_flops(report, tables, steps, view, options)
+        diagnose(report, tables, steps, view)  # after FLOPs: findings estimate the MFU they would bring
         reports.append(report)
     return reports
 
