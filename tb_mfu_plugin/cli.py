@@ -143,7 +143,7 @@ def _print_worker(console, Table, run_name: str, w: WorkerReport, top: int) -> N
               _pct(s.achieved_occupancy), _pct(s.tensor_core_kernel_share), _pct(s.memcpy_time_share),
               _pct(s.sync_wait_share), _pct(s.idle_share))
     console.print(t)
-    console.print(f"FLOPs per step: {_flops(s.flops_per_step)}", highlight=False)
+    _print_flops(console, w)
     if w.copies:
         t = Table(title="Copies per step", title_justify="left")
         for col in ("direction", "host memory", "count", "bytes", "time", "GB/s", "< 64 KiB"):
@@ -186,6 +186,32 @@ def _print_worker(console, Table, run_name: str, w: WorkerReport, top: int) -> N
     for n in w.notes:
         console.print(f"[dim]note:[/] {n}", highlight=False)
     console.print()
+
+
+def _print_flops(console, w: WorkerReport) -> None:  # type: ignore[no-untyped-def]
+    s, f = w.summary, w.flops or {}
+    assert s is not None
+    line = f"FLOPs per step: {_flops(s.flops_per_step)}"
+    if f.get("headline_source"):
+        line += f" from {f['headline_source']}"
+    if f.get("achieved_tflops_while_busy") is not None:
+        line += f"; achieved {f['achieved_tflops_while_busy']:.0f} TFLOP/s while the GPU is busy"
+    console.print(line, highlight=False)
+    extra = []
+    if f.get("mfu_model") is not None and f.get("hfu") is not None and abs(f["mfu_model"] - f["hfu"]) > 1e-4:
+        extra.append(f"MFU without recompute {_pct(f['mfu_model'])}, HFU {_pct(f['hfu'])}")
+    if f.get("mfu_user") is not None:
+        extra.append(f"MFU from your model FLOPs ({f.get('user_flops_source')}) {_pct(f['mfu_user'])}")
+    if f.get("unattributed_kernel_share"):
+        extra.append(f"{_pct(f['unattributed_kernel_share'])} of kernel time is in ops with no FLOP formula")
+    for e in extra:
+        console.print(f"  {e}", highlight=False)
+    if s.mfu is not None:
+        console.print(
+            "  [dim]MFU from a trace is a lower bound: the profiler slows host-bound steps down; "
+            "the TFLOP/s while busy is the matching upper view.[/]",
+            highlight=False,
+        )
 
 
 _SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "dim"}
