@@ -43,8 +43,9 @@ class Args(msgspec.Struct, gc=False):
     concrete_inputs: msgspec.Raw = msgspec.field(default=NO_RAW, name="Concrete Inputs")
 
 
-class Event(msgspec.Struct, gc=False):
-    ph: str = ""
+class EventFields(msgspec.Struct, gc=False):
+    """The fields of an event that the analysis reads."""
+
     cat: str = ""
     name: str = ""
     pid: Id = None
@@ -55,20 +56,18 @@ class Event(msgspec.Struct, gc=False):
     args: Args = msgspec.field(default_factory=Args)
 
 
-class Complete(msgspec.Struct, tag_field="ph", tag="X", gc=False):
+class Event(EventFields, gc=False):
+    """Any event, its phase as a plain field: the schema for traces the tagged one refuses."""
+
+    ph: str = ""
+
+
+class Complete(EventFields, tag_field="ph", tag="X", gc=False):
     """A complete event (``"ph": "X"``), the only phase the analysis reads.
 
     Decoding events as a union tagged on ``ph`` lets msgspec skip flows, instants
     and metadata (a third of a torch 2.x trace) without building their args.
     """
-
-    cat: str = ""
-    name: str = ""
-    pid: Id = None
-    tid: Id = None
-    ts: float | None = None
-    dur: float | None = None
-    args: Args = msgspec.field(default_factory=Args)
 
 
 # Every other phase letter of the Chrome trace format, decoded to an empty struct.
