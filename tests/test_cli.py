@@ -105,3 +105,16 @@ def test_never_writes_into_a_read_only_logdir(tmp_path: Path) -> None:
             os.chmod(p, p.stat().st_mode | stat.S_IWUSR)
     # (as root the permission bits alone would not stop a write, so compare the tree too)
     assert _digest(logdir) == before
+
+
+def test_analysis_needs_no_torch(tmp_path: Path) -> None:
+    """The analysis runs on a laptop without torch: importing and running it never loads torch."""
+    trace = _good(tmp_path / "x.pt.trace.json.gz")
+    code = (
+        "import sys; from tb_mfu_plugin.pipeline import analyze_path; "
+        f"r = analyze_path({str(trace)!r}); assert r.runs[0].workers[0].error is None; "
+        "print(sorted(m for m in ('torch', 'tensorboard') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
