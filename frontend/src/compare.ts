@@ -117,6 +117,7 @@ export function renderCompare(cols: CompareColumn[], onWorker: (run: string, idx
       cls: 'wide',
     }),
     ready.length ? compositionChart(ready) : null,
+    ready.length >= 2 ? findingsDiff(ready) : null,
     ready.length >= 2 ? kernelDiff(ready) : null,
     errors.length ? h('div', { class: 'banner warn' }, h('ul', null, errors.map((e) => h('li', { class: 'mono' }, e)))) : null,
   );
@@ -207,3 +208,36 @@ function kernelDiff(cols: CompareColumn[]): HTMLElement {
   );
 }
 
+
+function findingsDiff(cols: CompareColumn[]): HTMLElement | null {
+  const ws = cols.map((c) => c.report!.workers[c.workerIndex]);
+  const ids: string[] = [];
+  const titles = new Map<string, string>();
+  for (const w of ws) {
+    for (const fd of w.findings ?? []) {
+      const id = String(fd['id'] ?? fd['title'] ?? '?');
+      if (!ids.includes(id)) ids.push(id);
+      if (!titles.has(id) && typeof fd['title'] === 'string') titles.set(id, fd['title']);
+    }
+  }
+  if (!ids.length) return null;
+  const cell = (w: WorkerReport, id: string): Child => {
+    const fd = (w.findings ?? []).find((x) => String(x['id'] ?? x['title'] ?? '?') === id);
+    if (!fd) return h('span', { class: 'dim' }, '—');
+    const sev = String(fd['severity'] ?? '').toLowerCase().replace(/[^a-z]/g, '');
+    const gain = typeof fd['est_gain_us_per_step'] === 'number' ? f.dur(fd['est_gain_us_per_step'] as number) : '';
+    const share = typeof fd['est_gain_share'] === 'number' ? f.pct(fd['est_gain_share'] as number) : '';
+    return h('span', { class: 'fcell', title: typeof fd['title'] === 'string' ? fd['title'] : '' },
+      h('span', { class: `sev sev-${sev}` }, sev || 'found'),
+      gain || share ? h('span', { class: 'small dim' }, ` ${[gain, share].filter(Boolean).join(' · ')}`) : null);
+  };
+  return card(
+    'Findings by run',
+    h('div', { class: 'table-wrap' }, h('table', { class: 'grid', testid: 'findings-diff' },
+      h('thead', null, h('tr', null, h('th', null, 'Finding'), cols.map((c) => h('th', { class: 'num' }, h('span', { class: 'runname', title: c.run }, c.run))))),
+      h('tbody', null, ids.map((id) => h('tr', null,
+        h('td', { title: titles.get(id) ?? '' }, h('code', { class: 'finding-id' }, id)),
+        ws.map((w) => h('td', { class: 'num' }, cell(w, id)))))))),
+    { help: 'Which diagnosis findings each run has, with the estimated gain per step.', cls: 'wide' },
+  );
+}

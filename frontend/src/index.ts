@@ -165,6 +165,13 @@ function workerOption(w: WorkerReport, r: RunReport): string {
 
 function setView(v: View): void {
   state.view = v;
+  if (v === 'compare' && !stored('compare-touched') && state.run) {
+    // Until the user picks, compare the run on screen with the next one.
+    const names = (state.runs?.runs ?? []).map((r) => r.name);
+    const i = names.indexOf(state.run);
+    const next = names[(i + 1) % names.length];
+    if (i >= 0 && next && next !== state.run) state.compare = [state.run, next];
+  }
   store('view', v);
   renderHeader();
   void renderMain(true);

@@ -3,6 +3,7 @@ import { COLORS, chart, tooltipBase, tooltipNode } from './charts';
 import { type Child, h, ICONS, icon } from './dom';
 import * as f from './format';
 import { table } from './table';
+import { findingsCard, num, str, waterfallCard } from './diagnosis';
 import type { CopyStats, Json, JsonObject, KernelStats, Step, SyncStats, WorkerReport } from './types';
 
 export const BREAKDOWN: { key: string; label: string; color: string; help: string }[] = [
@@ -38,58 +39,53 @@ function kpi(label: string, value: string, sub: Child, opts: { testid?: string; 
   );
 }
 
-function str(x: Json | undefined): string | null {
-  if (x === null || x === undefined) return null;
-  if (typeof x === 'string') return x;
-  if (typeof x === 'number' || typeof x === 'boolean') return String(x);
-  return JSON.stringify(x);
-}
-
 /** Why MFU is missing, in words. */
 export function mfuReason(w: WorkerReport): string {
   const s = w.summary;
   const fl = w.flops ?? {};
-  const given = str(fl['reason'] as Json) ?? str(fl['error'] as Json) ?? str(fl['note'] as Json);
+  const given = str(fl['reason'] as Json) ?? str(fl['error'] as Json);
   if (given) return given;
   const parts: string[] = [];
   if (!s || !f.isNumber(s.flops_per_step)) {
-    parts.push('no FLOP count: no recognised matmul/conv ops with recorded shapes (record_shapes=True) and no FLOPs given');
+    const notes = Array.isArray(fl['notes']) ? (fl['notes'] as Json[]).map((n) => str(n) ?? '') : [];
+    parts.push(notes.find((n) => /flop/i.test(n)) ?? 'no FLOP count: record with record_shapes=True, or give FLOPs per step (tb_mfu.json sidecar)');
   }
   if (!w.device || !f.isNumber(w.device.peak_flops)) {
-    parts.push(`no peak FLOP/s known for ${w.device?.name ?? 'this device'} (set --mfu_peak_tflops)`);
+    const peak = fl['peak'] as JsonObject | undefined;
+    parts.push(str(peak?.['source'] as Json) ?? `no peak FLOP/s known for ${w.device?.name ?? 'this device'} (set --mfu_peak_tflops)`);
   }
   return parts.join('; ') || 'not computed';
 }
 
-function flopsSource(w: WorkerReport): string | null {
-  const fl = w.flops;
-  if (!fl) return null;
-  return str(fl['source'] as Json) ?? str(fl['method'] as Json);
-}
-
-function peakLine(w: WorkerReport): string | null {
+function peakInfo(w: WorkerReport): { short: string; long: string } | null {
   const d = w.device;
   if (!d || !f.isNumber(d.peak_flops)) return null;
+  const peak = (w.flops?.['peak'] ?? null) as JsonObject | null;
+  const name = peak ? str(peak['name'] as Json) : null;
+  const inferred = peak?.['inferred'] === true;
   const bits = [`peak ${f.tflops(d.peak_flops)}`];
   if (d.dtype) bits.push(d.dtype);
-  if (d.peak_source) bits.push(`from ${d.peak_source}`);
-  return bits.join(' · ');
+  if (name) bits.push(name + (inferred ? ' (inferred)' : ''));
+  return { short: bits.join(' · '), long: d.peak_source ?? bits.join(' · ') };
 }
 
 function kpis(w: WorkerReport): HTMLElement {
   const s = w.summary!;
-  const stepS = s.step_time_us / 1e6;
-  const achieved = f.isNumber(s.flops_per_step) && stepS > 0 ? s.flops_per_step / stepS : null;
-  const whileBusy = achieved !== null && s.gpu_busy_share > 0 ? achieved / s.gpu_busy_share : null;
+  const fl = w.flops ?? {};
   const hasMfu = f.isNumber(s.mfu);
-  const src = flopsSource(w);
-  const peak = peakLine(w);
+  const peakFlops = w.device?.peak_flops;
+  // The same figure as MFU, in FLOP/s: all FLOPs of the steps over all their time.
+  const achieved = hasMfu && f.isNumber(peakFlops) ? s.mfu! * peakFlops : f.isNumber(s.flops_per_step) && s.step_time_us > 0 ? s.flops_per_step / (s.step_time_us / 1e6) : null;
+  const busyT = num(fl['achieved_tflops_while_busy'] as Json);
+  const whileBusy = busyT !== null ? busyT * 1e12 : achieved !== null && s.gpu_busy_share > 0 ? achieved / s.gpu_busy_share : null;
+  const src = str(fl['headline_source'] as Json) ?? str(fl['source'] as Json);
+  const peak = peakInfo(w);
   const mfuSub = hasMfu
     ? [
       h('div', null, `${f.flops(s.flops_per_step)} per step${src ? ` · ${src}` : ''}`),
-      peak ? h('div', null, peak) : null,
+      peak ? h('div', { title: peak.long }, peak.short) : null,
     ]
-    : [h('div', { class: 'reason', testid: 'mfu-reason' }, mfuReason(w)), peak ? h('div', null, peak) : null];
+    : [h('div', { class: 'reason', testid: 'mfu-reason' }, mfuReason(w)), peak ? h('div', { title: peak.long }, peak.short) : null];
   return h(
     'div',
     { class: 'kpis' },
@@ -97,10 +93,10 @@ function kpis(w: WorkerReport): HTMLElement {
       testid: 'mfu-value',
       raw: hasMfu ? s.mfu! : null,
       cls: `kpi-main ${hasMfu ? '' : 'kpi-na'}`,
-      title: 'Model FLOPs utilisation: useful FLOPs per step / (step time × peak FLOP/s). Median over steps. A lower bound: the profiler stretches CPU-bound steps.',
+      title: 'Model FLOPs utilisation: FLOPs of the analysed steps / (their time × peak FLOP/s). A lower bound: the profiler stretches CPU-bound steps.',
     }),
     kpi('Achieved', achieved !== null ? f.tflops(achieved) : f.NA, whileBusy !== null ? `${f.tflops(whileBusy)} while GPU busy` : 'needs a FLOP count', {
-      title: 'Useful FLOP/s over the whole step, and over the time the GPU was busy (the matching upper view).',
+      title: 'FLOP/s over the whole step, and over the time the GPU was busy (the matching upper view).',
     }),
     kpi('Step time', f.ms(s.step_time_us), `median of ${s.steps} step${s.steps === 1 ? '' : 's'}`, { testid: 'step-time' }),
     kpi('GPU busy', f.pct(s.gpu_busy_share), `kernels ${f.pct(s.kernel_time_share)}`, {
@@ -193,7 +189,7 @@ function deviceCard(w: WorkerReport): HTMLElement {
   const rows: [string, Child][] = [
     ['GPU', d ? `${d.name ?? 'unknown'}${d.index !== null && d.index !== undefined ? ` (device ${d.index})` : ''}` : 'unknown'],
     ['SMs · compute', d ? `${d.num_sms ?? '?'} SMs · sm_${(d.compute_capability ?? '?').replace('.', '')}` : f.NA],
-    ['Peak used', peakLine(w) ?? 'none known'],
+    ['Peak used', peakInfo(w)?.long ?? 'none known'],
     ['Kernels / step', `${f.count(s.kernels_per_step, 0)}`],
     ['Syncs / step', f.count(s.sync_count_per_step)],
     ['H2D / D2H per step', `${f.bytes(s.h2d_bytes_per_step)} / ${f.bytes(s.d2h_bytes_per_step)}`],
@@ -340,97 +336,6 @@ function shareCell(x: number, max: number): HTMLElement {
   return h('span', { class: 'sharecell' }, h('span', { class: 'sharebar', style: { width: `${Math.min(100, (x / max) * 100).toFixed(1)}%` } }), h('span', { class: 'shareval' }, f.pct(x)));
 }
 
-// ---- diagnosis -------------------------------------------------------------
-
-function jsonText(x: Json): string {
-  return typeof x === 'string' ? x : JSON.stringify(x, null, 2);
-}
-
-function evidenceNode(ev: Json | undefined): Child {
-  if (ev === undefined || ev === null) return null;
-  if (typeof ev === 'string') return h('p', null, ev);
-  if (Array.isArray(ev)) return h('ul', null, ev.map((e) => h('li', null, jsonText(e))));
-  if (typeof ev === 'object') {
-    return h('dl', { class: 'facts evidence' }, Object.entries(ev).map(([k, v]) => [h('dt', null, k), h('dd', { class: 'mono' }, typeof v === 'number' ? f.count(v) : jsonText(v))]));
-  }
-  return h('p', null, String(ev));
-}
-
-function gainText(fd: JsonObject): string | null {
-  for (const [k, v] of Object.entries(fd)) {
-    if (!/gain|saving|speedup/i.test(k)) continue;
-    if (typeof v === 'number') {
-      if (/_us$/.test(k)) return `${f.dur(v)} / step`;
-      if (/share|frac|pct|gain/i.test(k) && Math.abs(v) <= 1.5) return `${f.pct(v)} of step time`;
-      return f.count(v);
-    }
-    if (typeof v === 'string') return v;
-  }
-  return null;
-}
-
-const KNOWN_FINDING_KEYS = new Set(['id', 'severity', 'title', 'evidence', 'recommendation', 'fix', 'summary']);
-
-function findingsCard(w: WorkerReport): HTMLElement {
-  const fs = w.findings ?? [];
-  if (!fs.length) {
-    return card('Findings', h('p', { class: 'muted' }, 'The diagnosis rules found nothing to flag in this span.'), { testid: 'findings' });
-  }
-  const items = fs.map((fd) => {
-    const sev = String(fd['severity'] ?? 'info').toLowerCase();
-    const gain = gainText(fd);
-    const rest = Object.fromEntries(Object.entries(fd).filter(([k]) => !KNOWN_FINDING_KEYS.has(k) && !/gain|saving|speedup/i.test(k)));
-    return h(
-      'li',
-      { class: `finding sev-${sev.replace(/[^a-z]/g, '')}` },
-      h('div', { class: 'finding-head' },
-        h('span', { class: `sev sev-${sev.replace(/[^a-z]/g, '')}` }, sev),
-        h('span', { class: 'finding-title' }, str(fd['title'] as Json) ?? str(fd['id'] as Json) ?? 'Finding'),
-        gain ? h('span', { class: 'gain', title: 'Estimated gain if fixed' }, `≈ ${gain}`) : null,
-        fd['id'] ? h('code', { class: 'finding-id' }, String(fd['id'])) : null,
-      ),
-      fd['summary'] ? h('p', { class: 'finding-summary' }, String(fd['summary'])) : null,
-      fd['recommendation'] || fd['fix'] ? h('p', { class: 'reco' }, h('strong', null, 'Do: '), String(fd['recommendation'] ?? fd['fix'])) : null,
-      fd['evidence'] !== undefined || Object.keys(rest).length
-        ? h('details', null, h('summary', null, 'Evidence'), evidenceNode(fd['evidence'] as Json), Object.keys(rest).length ? evidenceNode(rest as Json) : null)
-        : null,
-    );
-  });
-  return card(`Findings (${fs.length})`, h('ul', { class: 'findings' }, items), { testid: 'findings', help: 'What the diagnosis rules found, most important first.' });
-}
-
-function prettyKey(k: string): string {
-  const t = k.replace(/_us$/, ' (µs)').replace(/_/g, ' ').replace(/\bmfu\b/gi, 'MFU');
-  return t.charAt(0).toUpperCase() + t.slice(1);
-}
-
-function waterfallCard(w: WorkerReport): HTMLElement | null {
-  const wf = w.waterfall ?? [];
-  if (!wf.length) return null;
-  const keys: string[] = [];
-  for (const row of wf) for (const k of Object.keys(row)) if (!keys.includes(k) && keys.length < 7) keys.push(k);
-  const fmt = (k: string, v: Json | undefined): Child => {
-    if (typeof v === 'number') {
-      if (/_us$/.test(k)) return f.dur(v);
-      if (/mfu|share|gain|frac|pct/i.test(k) && Math.abs(v) <= 1.5) return f.pct(v);
-      if (/bytes/.test(k)) return f.bytes(v);
-      return f.count(v);
-    }
-    return v === null || v === undefined ? '—' : jsonText(v);
-  };
-  return card(
-    'MFU waterfall',
-    table<JsonObject>(wf, keys.map((k) => ({
-      key: k,
-      label: prettyKey(k),
-      num: wf.some((r) => typeof r[k] === 'number'),
-      value: (r) => (typeof r[k] === 'number' || typeof r[k] === 'string' ? (r[k] as number | string) : null),
-      cell: (r) => fmt(k, r[k]),
-    })), { testid: 'waterfall', empty: '' }),
-    { help: 'From the measured MFU to the peak: what each fix could recover.' },
-  );
-}
-
 function notesCard(w: WorkerReport): HTMLElement {
   const notes = [...(w.notes ?? [])];
   notes.push('MFU from a trace is a lower bound: the profiler stretches CPU-bound steps. Achieved FLOP/s while busy is the matching upper view.');
@@ -442,17 +347,15 @@ function notesCard(w: WorkerReport): HTMLElement {
   );
 }
 
-function num(x: Json | undefined): number | null {
-  return typeof x === 'number' && Number.isFinite(x) ? x : null;
-}
-
 function flopsCard(w: WorkerReport): HTMLElement | null {
   const fl = w.flops;
   if (!fl) return null;
   const rows: [string, Child, string?][] = [];
+  const head = str(fl['headline_source'] as Json);
   const src = str(fl['source'] as Json);
   const conv = str(fl['convention'] as Json);
-  if (src) rows.push(['Source', conv ? `${src} (${conv} convention)` : src, 'Where the FLOP count comes from']);
+  if (head) rows.push(['Source', head, 'Where the FLOP count behind MFU comes from']);
+  else if (src) rows.push(['Source', conv ? `${src} (${conv} convention)` : src, 'Where the FLOP count comes from']);
   const per = num(fl['flops_per_step'] as Json) ?? w.summary?.flops_per_step ?? null;
   rows.push(['FLOPs / step', f.flops(per)]);
   const model = num(fl['model_flops_per_step'] as Json);
@@ -467,13 +370,21 @@ function flopsCard(w: WorkerReport): HTMLElement | null {
       .map(([k, v]) => `${k} ${f.pct(v as number)}`);
     if (parts.length) rows.push(['Precision mix', parts.join(' · '), 'Share of counted FLOPs by compute dtype']);
   } else if (str(fl['dtype'] as Json)) rows.push(['Precision', str(fl['dtype'] as Json)!]);
+  const hfu = num(fl['hfu'] as Json);
+  const mfuModel = num(fl['mfu_model'] as Json);
+  const mfuUser = num(fl['mfu_user'] as Json);
+  const user = num(fl['user_flops_per_step'] as Json);
+  if (hfu !== null) rows.push(['HFU (all counted FLOPs)', f.pct(hfu), 'Hardware FLOPs utilisation: includes recomputed work']);
+  if (mfuModel !== null && hfu !== null && Math.abs(mfuModel - hfu) > 1e-9) rows.push(['MFU without recompute', f.pct(mfuModel)]);
+  if (user !== null) rows.push(['User FLOPs / step', `${f.flops(user)}${str(fl['user_flops_source'] as Json) ? ` · ${str(fl['user_flops_source'] as Json)}` : ''}`, 'From --flops-per-step or the tb_mfu.json sidecar']);
+  if (mfuUser !== null) rows.push(['MFU (user FLOPs)', f.pct(mfuUser)]);
   const approx = num(fl['approximate_share'] as Json);
   if (approx !== null) rows.push(['Approximate', `${f.pct(approx)} of FLOPs`, 'Counted with approximate formulas (shapes partly unknown)']);
   const un = num(fl['unattributed_kernel_share'] as Json);
   if (un !== null) rows.push(['Kernel time not counted', f.pct(un), 'Kernel time launched by ops without a FLOP formula']);
   const byOp = Array.isArray(fl['by_op']) ? (fl['by_op'] as JsonObject[]).filter((o) => o && typeof o === 'object') : [];
   const unTop = Array.isArray(fl['unattributed_top']) ? (fl['unattributed_top'] as JsonObject[]).filter((o) => o && typeof o === 'object') : [];
-  const notes = Array.isArray(fl['notes']) ? (fl['notes'] as Json[]).map((n) => jsonText(n)) : [];
+  const notes = Array.isArray(fl['notes']) ? (fl['notes'] as Json[]).map((n) => str(n) ?? '') : [];
   const maxShare = Math.max(1e-9, ...byOp.map((o) => num(o['flops_share']) ?? 0));
   return card(
     'FLOPs counted',
@@ -510,8 +421,9 @@ export function renderWorker(w: WorkerReport): HTMLElement {
     { class: 'overview', testid: 'overview' },
     kpis(w),
     h('div', { class: 'row two' }, busyVsFast(w), deviceCard(w)),
+    h('div', { class: 'row two' }, findingsCard(w, card), waterfallCard(w, card)),
     stepsChart(w),
-    h('div', { class: 'row two' }, findingsCard(w), waterfallCard(w), flopsCard(w), launchesCard(w), copiesCard(w), syncsCard(w)),
+    h('div', { class: 'row two' }, flopsCard(w), launchesCard(w), copiesCard(w), syncsCard(w)),
     kernelsCard(w),
     notesCard(w),
   );

@@ -55,6 +55,7 @@ class FileKey:
     run: str
     worker: str
     span: str
+    deps: tuple[tuple[str, int, int], ...] = ()  # other inputs of the analysis (sidecar files)
 
 
 @dataclass
@@ -171,8 +172,8 @@ class AnalysisCache:
 
     # -- keys ------------------------------------------------------------
     @staticmethod
-    def key(span: SpanFile, run: str, worker: str) -> FileKey:
-        return FileKey(span.path, span.size, span.mtime, run, worker, span.span)
+    def key(span: SpanFile, run: str, worker: str, deps: tuple[tuple[str, int, int], ...] = ()) -> FileKey:
+        return FileKey(span.path, span.size, span.mtime, run, worker, span.span, deps)
 
     def _disk_path(self, key: FileKey) -> str | None:
         if not self.cache_dir:
@@ -185,6 +186,7 @@ class AnalysisCache:
                 key.run,
                 key.worker,
                 key.span,
+                [list(d) for d in key.deps],
                 repr(self.options),
                 code_fingerprint(),
             ]

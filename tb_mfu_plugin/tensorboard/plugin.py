@@ -86,15 +86,15 @@ class MfuPlugin(base_plugin.TBPlugin):
     def _queue_scan(self, scan: Scan) -> None:
         """Queue every file of a new scan: the user will most likely look at all runs."""
         for run in scan.runs.values():
-            for w in run.workers:
-                for s in w.spans:
-                    self._cache.request(self._cache.key(s, run.name, w.name), priority=2)
+            self._states(run, priority=2, scan=scan)
 
-    def _states(self, run: RunFiles, priority: int = 2) -> list[tuple[str, Any, FileState]]:
+    def _states(self, run: RunFiles, priority: int = 2, scan: Scan | None = None) -> list[tuple[str, Any, FileState]]:
+        """Each span of ``run`` with its analysis state; queues the ones not seen before."""
+        deps = (scan or self._index.current()).sidecars.get(run.name, ())
         out = []
         for w in run.workers:
             for s in w.spans:
-                out.append((w.name, s, self._cache.request(self._cache.key(s, run.name, w.name), priority)))
+                out.append((w.name, s, self._cache.request(self._cache.key(s, run.name, w.name, deps), priority)))
         return out
 
     @staticmethod

@@ -14,7 +14,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..trace.discover import RunFiles, discover_runs
 
@@ -66,16 +66,40 @@ def sources_from_flags(flags: object, logdir: str | None = None) -> list[Source]
     return []
 
 
+SIDECAR_SUFFIX = "tb_mfu.json"  # tb_mfu.json and <worker>.tb_mfu.json: user-supplied model FLOPs
+
+
 @dataclass(frozen=True)
 class Scan:
     runs: dict[str, RunFiles]  # in display order
     errors: list[str]  # one line per source that could not be scanned
     finished_at: float  # time.monotonic(); 0.0 before the first scan
+    # Per run: (name, size, mtime_ns) of the sidecar files beside its traces. They change
+    # the analysis, so they are part of each file's cache key.
+    sidecars: dict[str, tuple[tuple[str, int, int], ...]] = field(default_factory=dict)
+
+
+def sidecar_signature(directory: str) -> tuple[tuple[str, int, int], ...]:
+    if not os.path.isdir(directory):
+        return ()
+    out = []
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(SIDECAR_SUFFIX))
+    except OSError:
+        return ()
+    for n in names:
+        try:
+            st = os.stat(os.path.join(directory, n))
+        except OSError:
+            continue
+        out.append((n, st.st_size, st.st_mtime_ns))
+    return tuple(out)
 
 
 def scan_sources(sources: list[Source]) -> Scan:
     runs: dict[str, RunFiles] = {}
     errors: list[str] = []
+    sidecars: dict[str, tuple[tuple[str, int, int], ...]] = {}
     for src in sources:
         if _URI.match(src.path):
             errors.append(f"{src.path}: remote logdirs are not supported yet")
@@ -97,7 +121,8 @@ def scan_sources(sources: list[Source]) -> Scan:
             if name != run.name:
                 run = RunFiles(name, run.path, run.workers)
             runs[name] = run
-    return Scan(runs, errors, time.monotonic())
+            sidecars[name] = sidecar_signature(run.path)
+    return Scan(runs, errors, time.monotonic(), sidecars)
 
 
 class RunIndex:
@@ -158,7 +183,8 @@ class RunIndex:
             scan = scan_sources(self.sources)
         except Exception as exc:  # never let a scan kill the thread silently
             logger.exception("MFU plugin: scanning the logdir failed")
-            scan = Scan(self.current().runs, [f"scan failed: {exc}"], time.monotonic())
+            old = self.current()
+            scan = Scan(old.runs, [f"scan failed: {exc}"], time.monotonic(), old.sidecars)
         with self._lock:
             self._scan = scan
             self._thread = None

@@ -458,3 +458,23 @@ def test_committed_bundle_matches_the_frontend_sources(tmp_path):
     )
     committed = ROOT / "tb_mfu_plugin" / "tensorboard" / "static" / "index.js"
     assert out.read_bytes() == committed.read_bytes(), "stale bundle: run 'cd frontend && npm run build'"
+
+
+def test_a_new_or_changed_sidecar_reanalyses_the_run(serve, tmp_path):
+    logdir = tmp_path / "logs"
+    (logdir / "run").mkdir(parents=True)
+    (logdir / "run" / "w.1.pt.trace.json").write_text("{}")
+    calls: list[str] = []
+
+    def analyze(span, worker, options, progress):  # type: ignore[no-untyped-def]
+        calls.append(span.path)
+        return [WorkerReport(name=worker, span=span.span, file=span.path)]
+
+    s = serve(logdir, analyze=analyze)
+    s.settle()
+    assert len(calls) == 1
+    (logdir / "run" / "tb_mfu.json").write_text('{"version": 1, "flops_per_step": 1e12}')
+    s.wait_for(lambda: (s.json("/runs?refresh=1"), len(calls) == 2)[1])
+    s.settle()
+    s.json("/runs")
+    assert len(calls) == 2  # and only once
