@@ -224,6 +224,20 @@ def test_untrusted_names_render_as_text_and_a_corrupt_run_shows_its_error(
     page.screenshot(path=str(output_dir / "mfu-corrupt-run.png"))
     run_select.select_option(run_name)
     title.filter(has_text="onerror").wait_for(timeout=TIMEOUT_MS)
+
+    # Compare puts the run name in chips, headers and chart labels: still text, and the
+    # corrupt run's column says error while the good one shows its figures.
+    frame.locator("[data-testid=tab-compare]").click()
+    table = frame.locator("[data-testid=compare-table]")
+    table.wait_for(timeout=TIMEOUT_MS)
+    heads = [t.strip() for t in table.locator("thead .runname").all_text_contents()]
+    assert sorted(heads) == sorted([run_name, "broken_run"])
+    step_row = table.locator("tbody tr").filter(has=frame.locator("th", has_text=re.compile(r"^Step time$")))
+    cells = step_row.locator("td").all_text_contents()
+    assert cells[heads.index("broken_run")] == "error"
+    assert cells[heads.index(run_name)].endswith("ms")
+    assert inner.count() == 0 and frames[0].evaluate("window.__xss") is None
+    assert page.evaluate("window.__xss") is None
     assert not page.errors, page.errors  # type: ignore[attr-defined]
 
 
