@@ -29,7 +29,9 @@ echo "phase single rc=$? t=$((SECONDS - t0))s"; pack
 fi
 
 if [[ $PHASES == *" multi "* ]]; then
-for s in ddp fsdp2 tp; do
+# tpdp (2-D mesh, tp=2 inside pairs, FSDP2 across pairs) only where there are >= 2 pairs
+STRATS="ddp fsdp2 tp"; if [ "$NGPU" -ge 4 ] && [ $((NGPU % 2)) -eq 0 ]; then STRATS="$STRATS tpdp"; fi
+for s in $STRATS; do
   timeout "${T_MULTI:-80}" torchrun --standalone --nproc_per_node "$NGPU" "$HERE/record_multi_gpu.py" --strategy "$s" --out "$WORK" "${XA[@]}"
   echo "phase $s rc=$? t=$((SECONDS - t0))s"; pack
 done

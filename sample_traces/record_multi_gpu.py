@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Record the multi-GPU sample traces (DDP, FSDP2, tensor parallel) and their ground truth.
+"""Record the multi-GPU sample traces (DDP, FSDP2, tensor parallel, TP x DP) and their ground truth.
 
 One strategy per torchrun invocation keeps a failure (or hang) in one from losing the others:
 
@@ -7,8 +7,13 @@ One strategy per torchrun invocation keeps a failure (or hang) in one from losin
     for s in ddp fsdp2 tp; do
       torchrun --standalone --nproc_per_node 2 sample_traces/record_multi_gpu.py --strategy $s --out sample_traces
     done
+    # 2-D: DeviceMesh ("dp", "tp") = (N/2, 2): TP inside each pair of ranks, FSDP2 across pairs
+    torchrun --standalone --nproc_per_node 4 sample_traces/record_multi_gpu.py --strategy tpdp --tp 2 \
+      --out sample_traces
     # CPU dry run (gloo, tiny shapes):
     torchrun --standalone --nproc_per_node 2 sample_traces/record_multi_gpu.py --device cpu --tiny --strategy tp --out /tmp/st
+    torchrun --standalone --nproc_per_node 4 sample_traces/record_multi_gpu.py --device cpu --tiny --strategy tpdp \
+      --out /tmp/st
 
 Writes <out>/<strategy>_<N>gpu/rank<r>.<ns>.pt.trace.json.gz for every rank and
 <out>/<strategy>_<N>gpu/ground_truth.json (rank 0).
@@ -39,11 +44,33 @@ def is_dtensor(t) -> bool:
     return isinstance(t, DTensor)
 
 
-def wrap(strategy: str, model: sc.GPT, dev, ws: int, local_rank: int):
+def tp_plan():
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+    return {
+        "attn.q": ColwiseParallel(), "attn.k": ColwiseParallel(), "attn.v": ColwiseParallel(),
+        "attn.proj": RowwiseParallel(),
+        "mlp.fc1": ColwiseParallel(), "mlp.fc2": RowwiseParallel(),
+    }
+
+
+def wrap(strategy: str, model: sc.GPT, dev, ws: int, local_rank: int, tp: int = 1):
     from torch.distributed.device_mesh import init_device_mesh
     if strategy == "ddp":
         from torch.nn.parallel import DistributedDataParallel as DDP
         return DDP(model, device_ids=[local_rank] if dev.type == "cuda" else None)
+    if strategy == "tpdp":
+        # 2-D mesh, row-major: ranks [[0, 1], [2, 3]] for (dp, tp) = (2, 2), so each TP group is a
+        # pair of consecutive ranks and each DP group takes one rank of every pair.
+        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.tensor.parallel import parallelize_module
+        assert ws % tp == 0 and model.cfg.n_heads % tp == 0, "world_size and n_heads must divide by --tp"
+        mesh2d = init_device_mesh(dev.type, (ws // tp, tp), mesh_dim_names=("dp", "tp"))
+        for blk in model.blocks:  # TP inside the pair, exactly as --strategy tp
+            parallelize_module(blk, mesh2d["tp"], tp_plan())
+        for blk in model.blocks:  # then FSDP2 across pairs (the torch "FSDP + TP" 2-D recipe)
+            fully_shard(blk, mesh=mesh2d["dp"])
+        fully_shard(model, mesh=mesh2d["dp"])
+        return model
     mesh = init_device_mesh(dev.type, (ws,))
     if strategy == "fsdp2":
         from torch.distributed.fsdp import fully_shard
@@ -52,35 +79,44 @@ def wrap(strategy: str, model: sc.GPT, dev, ws: int, local_rank: int):
         fully_shard(model, mesh=mesh)
         return model
     if strategy == "tp":
-        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+        from torch.distributed.tensor.parallel import parallelize_module
         assert model.cfg.n_heads % ws == 0, "n_heads must divide by the TP degree"
-        plan = {
-            "attn.q": ColwiseParallel(), "attn.k": ColwiseParallel(), "attn.v": ColwiseParallel(),
-            "attn.proj": RowwiseParallel(),
-            "mlp.fc1": ColwiseParallel(), "mlp.fc2": RowwiseParallel(),
-        }
         for blk in model.blocks:
-            parallelize_module(blk, mesh, plan)
+            parallelize_module(blk, mesh, tp_plan())
         return model
     raise ValueError(strategy)
 
 
 def make_optimizers(model):
     """Fused AdamW.  Under TP the block weights are DTensors and the rest plain tensors; a
-    fused/foreach call may not mix the two, so they get one optimizer each."""
+    fused/foreach call may not mix the two, nor DTensors of different meshes (TP x DP: block
+    weights on the 2-D (dp, tp) mesh, the FSDP-sharded root weights on the dp mesh), so each
+    mesh (and the plain tensors) gets its own optimizer.  For ddp/fsdp2/tp this gives the same
+    optimizers as before (DTensors first, then plain tensors)."""
     params = [p for p in model.parameters() if p.requires_grad]
     dt = [p for p in params if is_dtensor(p)]
     plain = [p for p in params if not is_dtensor(p)]
-    opts = []
-    for group in (dt, plain):
-        if group:
-            opts.append(torch.optim.AdamW(group, lr=1e-4, fused=True))
-    return opts, {"dtensor_params": len(dt), "plain_params": len(plain)}
+    groups: list[tuple[object, list]] = []  # (mesh, params), in first-seen order
+    for p in dt:
+        for mesh, g in groups:
+            if mesh == p.device_mesh:
+                g.append(p)
+                break
+        else:
+            groups.append((p.device_mesh, [p]))
+    opts, desc = [], []
+    for mesh, g in groups + ([(None, plain)] if plain else []):
+        opts.append(torch.optim.AdamW(g, lr=1e-4, fused=True))
+        desc.append({"mesh": None if mesh is None else
+                     {"shape": list(mesh.mesh.shape), "dim_names": list(mesh.mesh_dim_names or [])},
+                     "params": len(g)})
+    return opts, {"dtensor_params": len(dt), "plain_params": len(plain), "optimizers": desc}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--strategy", required=True, choices=["ddp", "fsdp2", "tp"])
+    ap.add_argument("--strategy", required=True, choices=["ddp", "fsdp2", "tp", "tpdp"])
+    ap.add_argument("--tp", type=int, default=2, help="TP degree for --strategy tpdp (DP degree = world_size / tp)")
     ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--tiny", action="store_true")
@@ -104,6 +140,10 @@ def main():
                             **({"device_id": dev} if dev.type == "cuda" else {}))
     strategy = args.strategy
     run_name = f"{strategy}_{ws}gpu"
+    # TP degree (ranks that share one batch and split the block weights) and DP degree
+    tp_deg = {"tp": ws, "tpdp": args.tp}.get(strategy, 1)
+    dp_deg = ws // tp_deg
+    dp_rank = rank // tp_deg  # row-major (dp, tp) mesh: a TP group is tp_deg consecutive ranks
     run_dir = os.path.join(args.out, run_name)
     worker = f"rank{rank}"
     if rank == 0:
@@ -115,8 +155,9 @@ def main():
     torch.manual_seed(0)  # identical init on every rank
     model = sc.GPT(cfg, naive=False).to(dev).train()
     info = sc.gpt_model_info(model)
-    # TP: every rank must see the same batch; DDP/FSDP: each rank its own shard of data
-    data_seed = 1 if strategy == "tp" else 1 + rank
+    # TP: every rank must see the same batch; DDP/FSDP: each rank its own shard of data;
+    # TP x DP: the ranks of one TP group share a batch, each DP index has its own
+    data_seed = 1 + dp_rank
     pool = sc.gpt_batch_pool(cfg, 4, pin=dev.type == "cuda", seed=data_seed)
 
     def make_step(m, opts):
@@ -138,7 +179,7 @@ def main():
     model.zero_grad(set_to_none=True)
     flops_plain = fc_plain["flops_per_step"]
 
-    wrapped = wrap(strategy, model, dev, ws, local_rank)
+    wrapped = wrap(strategy, model, dev, ws, local_rank, tp=tp_deg)
     opts, opt_info = make_optimizers(wrapped)
     step = make_step(wrapped, opts)
     t0 = time.time()
@@ -165,6 +206,15 @@ def main():
                         "lm_head (6*tokens*d_model*vocab, replicated on every rank) counted in full")
         tokens_global = tokens_local  # every rank processes the same batch
         model_flops_global = flops_plain
+    elif strategy == "tpdp":
+        flops_rank = (flops_plain - head_flops) / tp_deg + head_flops
+        flops_source = ("analytic from FlopCounterMode, as for TP: the unsharded model on this rank's batch (the "
+                        "batch its TP group shares) counted by FlopCounterMode; block matmuls and attention "
+                        "(sharded over the tp mesh dimension) divided by the TP degree, lm_head "
+                        "(6*tokens*d_model*vocab, replicated inside the TP group; FSDP2 only shards its storage) "
+                        "counted in full. FSDP2 over dp adds communication, not FLOPs")
+        tokens_global = tokens_local * dp_deg  # one batch per TP group
+        model_flops_global = flops_plain * dp_deg
     else:
         wrapped_ok = ("flops_per_step" in counter_on_wrapped and
                       abs(counter_on_wrapped["flops_per_step"] - flops_plain) <= 0.01 * flops_plain)
@@ -237,9 +287,17 @@ def main():
                  "the library (DDP/FSDP2/DTensor) and were not planned.",
                  "FlopCounterMode counts the fused SDPA backward as 2.5x its forward (5 matmuls, recomputing the scores), while the hand-written attention's backward counts as 2x (4 bmm); the same math therefore counts 0.5 x forward-attention FLOPs more with SDPA (68.7 GFLOP/step at these shapes). The analytic PaLM formula uses 2x."]
         cw = per_rank[0]["flops_counter_on_wrapped_model"]
-        if strategy == "tp" and "flops_per_step" in cw:
+        cw_is_plain = "flops_per_step" in cw and abs(cw["flops_per_step"] - flops_plain) <= 0.01 * flops_plain
+        if strategy == "tpdp" and cw_is_plain:
             notes.append(
-                f"FlopCounterMode run directly on the TP model reported {cw['flops_per_step']:.6g} FLOPs per rank "
+                f"FlopCounterMode run directly on the TP x DP model reported {cw['flops_per_step']:.6g} FLOPs per "
+                f"rank, the unsharded plain-model count on the same batch ({flops_plain:.6g}): it sees DTensor-level "
+                "ops (global shapes), i.e. the whole TP group's FLOPs, not what this rank executes; flops_per_step "
+                "uses the analytic split instead (see flops_source).")
+        elif strategy in ("tp", "tpdp") and "flops_per_step" in cw:
+            notes.append(
+                f"FlopCounterMode run directly on the {'TP' if strategy == 'tp' else 'TP x DP'} model reported "
+                f"{cw['flops_per_step']:.6g} FLOPs per rank "
                 f"(unsharded plain-model count on the same batch: {flops_plain:.6g}): it sees DTensor-level ops "
                 "(global shapes) for the sharded Linears but local tensors for attention, so it is neither the "
                 "global nor the per-rank executed count; flops_per_step uses the analytic split instead "
@@ -249,6 +307,30 @@ def main():
                 "allreduce_grad_bytes_per_step": 4 * n_params,
                 "description": ("DDP all-reduces every fp32 gradient once per step (bucketed, default 25 MiB "
                                 "buckets, first bucket 1 MiB), overlapped with backward"),
+            }
+        elif strategy == "tpdp":
+            notes.append("FSDP2 (over the dp mesh dimension) itself issues small non_blocking pinned->device copies "
+                         "every step (metadata for fsdp::split_with_sizes_copy in FSDP::all_gather_copy_out and "
+                         "fsdp::chunk_cat in FSDP::post_backward_reduce), as in the fsdp2 runs; they are not part of "
+                         "`expected` (built copies) but are listed under observed_in_trace.")
+            notes.append(f"Mesh: init_device_mesh(('dp', 'tp') = ({dp_deg}, {tp_deg})), row-major: TP groups "
+                         f"{[[d * tp_deg + t for t in range(tp_deg)] for d in range(dp_deg)]}, DP groups "
+                         f"{[[d * tp_deg + t for d in range(dp_deg)] for t in range(tp_deg)]}. The ranks of a TP "
+                         "group process the same batch; DP groups process different batches.")
+            expected["collectives"] = {
+                "description": (f"TP (tp={tp_deg}) inside each TP group exactly as the tp runs: q/k/v (Colwise), "
+                                "attn.proj (Rowwise), mlp.fc1 (Colwise), mlp.fc2 (Rowwise), "
+                                f"{cfg.n_heads // tp_deg} heads per rank; forward all-reduce of the (B,T,d) "
+                                "activation after each Rowwise layer (2 per block), backward all-reduces of the "
+                                "input gradients of the Colwise layers (tp process group). "
+                                f"DP (dp={dp_deg}) across TP groups with FSDP2: fully_shard(mesh=mesh['dp']) per "
+                                "block (on top of the TP DTensors) then root (wte, wpe, ln_f, lm_head, replicated "
+                                "within the TP group), no MixedPrecisionPolicy: fp32 all-gathers over dp in forward "
+                                "and again in backward (reshard_after_forward=True), fp32 gradients "
+                                "reduce-scattered over dp once per step"),
+                "tp_degree": tp_deg,
+                "dp_degree": dp_deg,
+                "dp_implementation": "FSDP2 fully_shard over the dp mesh dimension",
             }
         elif strategy == "fsdp2":
             notes.append("FSDP2 itself issues small non_blocking pinned->device copies every step (metadata for "
@@ -270,16 +352,24 @@ def main():
                                 "of the input gradients of the Colwise layers. Embeddings, LayerNorms and lm_head "
                                 "are replicated (same batch, same grads on every rank)."),
             }
+        strategy_label = f"tp\u00d7dp (tp={tp_deg}, dp={dp_deg})" if strategy == "tpdp" else strategy
+        label = ("TP x DP (2-D mesh; TP inside a group, FSDP2 across groups)" if strategy == "tpdp"
+                 else strategy.upper())
         gt = {
             "workload": run_name,
             "description": (f"GPT ({cfg.n_layers} layers, d={cfg.d_model}) bf16 autocast, SDPA, fused AdamW, pinned "
-                            f"non_blocking input, trained with {strategy.upper()} on {ws} GPUs"),
-            "strategy": strategy,
+                            f"non_blocking input, trained with {label} on {ws} GPUs"),
+            "strategy": strategy_label,
             "world_size": ws,
+            **({"mesh": {"shape": [dp_deg, tp_deg], "dim_names": ["dp", "tp"],
+                         "tp_groups": [[d * tp_deg + t for t in range(tp_deg)] for d in range(dp_deg)],
+                         "dp_groups": [[d * tp_deg + t for d in range(dp_deg)] for t in range(tp_deg)],
+                         "dp_implementation": "FSDP2 fully_shard(mesh=mesh['dp']) per block, then root"}}
+               if strategy == "tpdp" else {}),
             **sc.env_info(dev),
             "steps_profiled": prof["steps_profiled"],
             "flops_per_step": per_rank[0]["flops_per_step"],
-            "flops_by_op": fc_plain["flops_by_op"] if strategy != "tp" else {
+            "flops_by_op": fc_plain["flops_by_op"] if strategy not in ("tp", "tpdp") else {
                 "note": "per-op counts of the UNSHARDED model on the same batch; see per_rank", **fc_plain["flops_by_op"]},
             "flops_source": flops_source,
             "flops_scope": "per rank (rank 0); per_rank lists every rank",
@@ -291,7 +381,7 @@ def main():
             "unprofiled_timed_steps": args.timed_steps,
             "tokens_per_step": tokens_local,
             "tokens_per_step_scope": ("per rank: tokens this rank's model processes (under TP every rank processes "
-                                      "the same tokens)"),
+                                      "the same tokens; under TP x DP the ranks of a TP group do)"),
             "tokens_per_step_global": tokens_global,
             "tokens_per_s_unprofiled": tokens_global / (slowest_unprof * 1e-6),
             "tokens_per_s_profiled": tokens_global / (slowest_prof * 1e-6),
@@ -302,13 +392,14 @@ def main():
             "mfu_definitions": {
                 "mfu_unprofiled/mfu_profiled": "rank 0's executed FLOPs (flops_per_step) / its step time / peak",
                 "mfu_model_*": ("useful model FLOPs of the global batch (model_flops_per_step_global) / slowest "
-                                "rank's step time / (world_size * peak); for TP the replicated lm_head counts once"),
+                                "rank's step time / (world_size * peak); for TP the replicated lm_head counts once "
+                                "(for TP x DP once per TP group)"),
             },
             "model": {**info, "batch_per_rank": cfg.batch},
             **sc.gpt_analytic_flops(info, tokens_local),
             "analytic_flops_scope": ("unsharded model on tokens_per_step (one rank's tokens): equals the per-rank "
                                      "executed FLOPs for DDP/FSDP2; for TP it is the whole model's FLOPs, which "
-                                     "the ranks share"),
+                                     "the ranks share; for TP x DP the FLOPs that one TP group shares"),
             "analytic_flops_per_step_global": sc.gpt_analytic_flops(info, tokens_global)["analytic_flops_per_step"],
             "expected": expected,
             "per_rank": per_rank,
