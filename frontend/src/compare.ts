@@ -209,25 +209,35 @@ function kernelDiff(cols: CompareColumn[]): HTMLElement {
 }
 
 
+/** A finding's identity across runs: (id, subject), as in diagnosis/compare.py. */
+function findingKey(fd: Record<string, unknown>): string {
+  const id = String(fd['id'] ?? fd['title'] ?? '?');
+  return typeof fd['subject'] === 'string' && fd['subject'] ? `${id} · ${fd['subject']}` : id;
+}
+
 function findingsDiff(cols: CompareColumn[]): HTMLElement | null {
   const ws = cols.map((c) => c.report!.workers[c.workerIndex]);
-  const ids: string[] = [];
+  const keys: string[] = [];
   const titles = new Map<string, string>();
   for (const w of ws) {
     for (const fd of w.findings ?? []) {
-      const id = String(fd['id'] ?? fd['title'] ?? '?');
-      if (!ids.includes(id)) ids.push(id);
-      if (!titles.has(id) && typeof fd['title'] === 'string') titles.set(id, fd['title']);
+      const key = findingKey(fd);
+      if (!keys.includes(key)) keys.push(key);
+      if (!titles.has(key) && typeof fd['title'] === 'string') titles.set(key, fd['title']);
     }
   }
-  if (!ids.length) return null;
-  const cell = (w: WorkerReport, id: string): Child => {
-    const fd = (w.findings ?? []).find((x) => String(x['id'] ?? x['title'] ?? '?') === id);
-    if (!fd) return h('span', { class: 'dim' }, '—');
+  if (!keys.length) return null;
+  const find = (w: WorkerReport, key: string) => (w.findings ?? []).find((x) => findingKey(x) === key);
+  const cell = (w: WorkerReport, key: string, index: number): Child => {
+    const fd = find(w, key);
+    const inBase = index > 0 && find(ws[0], key) !== undefined;
+    // against the baseline (first column): gone = fixed, only here = new
+    if (!fd) return inBase ? h('span', { class: 'change change-fixed', testid: 'finding-fixed' }, 'fixed') : h('span', { class: 'dim' }, '—');
     const sev = String(fd['severity'] ?? '').toLowerCase().replace(/[^a-z]/g, '');
     const gain = typeof fd['est_gain_us_per_step'] === 'number' ? f.dur(fd['est_gain_us_per_step'] as number) : '';
     const share = typeof fd['est_gain_share'] === 'number' ? f.pct(fd['est_gain_share'] as number) : '';
     return h('span', { class: 'fcell', title: typeof fd['title'] === 'string' ? fd['title'] : '' },
+      index > 0 && !inBase ? h('span', { class: 'change change-new', testid: 'finding-new' }, 'new') : null,
       h('span', { class: `sev sev-${sev}` }, sev || 'found'),
       gain || share ? h('span', { class: 'small dim' }, ` ${[gain, share].filter(Boolean).join(' · ')}`) : null);
   };
@@ -235,9 +245,9 @@ function findingsDiff(cols: CompareColumn[]): HTMLElement | null {
     'Findings by run',
     h('div', { class: 'table-wrap' }, h('table', { class: 'grid', testid: 'findings-diff' },
       h('thead', null, h('tr', null, h('th', null, 'Finding'), cols.map((c) => h('th', { class: 'num' }, h('span', { class: 'runname', title: c.run }, c.run))))),
-      h('tbody', null, ids.map((id) => h('tr', null,
-        h('td', { title: titles.get(id) ?? '' }, h('code', { class: 'finding-id' }, id)),
-        ws.map((w) => h('td', { class: 'num' }, cell(w, id)))))))),
-    { help: 'Which diagnosis findings each run has, with the estimated gain per step.', cls: 'wide' },
+      h('tbody', null, keys.map((key) => h('tr', null,
+        h('td', { title: titles.get(key) ?? '' }, h('code', { class: 'finding-id' }, key)),
+        ws.map((w, i) => h('td', { class: 'num' }, cell(w, key, i)))))))),
+    { help: 'Which diagnosis findings each run has, with the estimated gain per step. Against the baseline (first column): "fixed" = gone in this run, "new" = only in this run.', cls: 'wide' },
   );
 }

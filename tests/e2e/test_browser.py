@@ -137,7 +137,9 @@ def test_mfu_tab_shows_the_cli_figures_switches_run_and_compares(start_tensorboa
     frame.locator("[data-testid=tab-compare]").click()
     picker = frame.locator("[data-testid=compare-picker]")
     picker.wait_for(timeout=TIMEOUT_MS)
-    wanted = [shot_run, other]
+    # The hand-written-attention GPT against its SDPA/fused fix shows findings fixed or new.
+    pair = ["gpt_naive_attention", "gpt_sdpa_fused"]
+    wanted = pair if all(n in good for n in pair) else [shot_run, other]
     for label in picker.locator("label.chip").all():
         checkbox = label.locator("input")
         if checkbox.is_checked() != (_chip_name(label) in wanted):
@@ -150,6 +152,12 @@ def test_mfu_tab_shows_the_cli_figures_switches_run_and_compares(start_tensorboa
     vals = mfu_row.locator("td .val").all_text_contents()
     assert vals == [pct_text(first_usable(expected[n])["summary"]["mfu"]) for n in heads]
     frame.locator("[data-testid=compare-chart] canvas").first.wait_for(timeout=TIMEOUT_MS)
+    if wanted == pair:
+        changes = frame.locator("[data-testid=findings-diff] tbody tr").filter(
+            has=frame.locator("code", has_text=re.compile(r"^naive_attention$"))
+        )
+        # naive_attention is in one run only: "fixed" or "new" depending on which is the baseline
+        assert changes.locator("[data-testid=finding-fixed], [data-testid=finding-new]").count() == 1
     page.set_viewport_size({"width": 1440, "height": 1700})
     page.wait_for_timeout(800)
     page.screenshot(path=str(output_dir / "mfu-compare.png"))

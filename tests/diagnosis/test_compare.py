@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import pytest
+from conftest import SAMPLES
+
+from tb_mfu_plugin.diagnosis.compare import compare_findings
+from tb_mfu_plugin.pipeline import analyze_path
+
+
+def _f(id: str, gain: float, subject: str | None = None) -> dict:
+    return {"id": id, "subject": subject, "title": id.upper(), "est_gain_us_per_step": gain}
+
+
+def test_fixed_new_and_remaining() -> None:
+    base = [_f("naive_attention", 100), _f("sync_point", 5, "item"), _f("sync_point", 3, "to")]
+    other = [_f("sync_point", 4, "to"), _f("gpu_idle", 50)]
+    got = {(c.id, c.subject): (c.status, c.baseline_gain_us_per_step, c.gain_us_per_step)
+           for c in compare_findings(base, other)}
+    assert got == {
+        ("naive_attention", None): ("fixed", 100, None),
+        ("sync_point", "item"): ("fixed", 5, None),
+        ("sync_point", "to"): ("remains", 3, 4),
+        ("gpu_idle", None): ("new", None, 50),
+    }
+    assert [c.status for c in compare_findings(base, other)][0] == "new"
+
+
+def test_sdpa_fixes_what_the_naive_run_had() -> None:
+    if not (SAMPLES / "gpt_naive_attention").is_dir():
+        pytest.skip("sample traces not available")
+    (naive,) = analyze_path(str(SAMPLES / "gpt_naive_attention")).runs[0].workers
+    (sdpa,) = analyze_path(str(SAMPLES / "gpt_sdpa_fused")).runs[0].workers
+    fixed = {c.id for c in compare_findings(naive.findings, sdpa.findings) if c.status == "fixed"}
+    assert {"naive_attention", "unfused_optimizer", "sync_point"} <= fixed
