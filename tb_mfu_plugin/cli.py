@@ -49,14 +49,25 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("analyze", help="analyse a logdir, a run directory or one trace file")
     a.add_argument("path", help="logdir, run directory, or a single trace file (.json or .json.gz)")
     a.add_argument("--json", action="store_true", help="print the versioned JSON report on stdout")
+    a.add_argument("--top", type=int, default=10, help="kernels to list in the table view (default 10)")
+    a.add_argument("--min-mfu", type=float, metavar="PCT",
+                   help="exit with status 3 when any analysed worker's MFU is below PCT percent (for CI)")
+    _add_analysis_flags(a)
+    c = sub.add_parser("compare", help="compare two runs: metric deltas and findings fixed or new")
+    c.add_argument("baseline", help="the run before (a run directory or a trace file)")
+    c.add_argument("other", help="the run after")
+    c.add_argument("--json", action="store_true", help="print the comparison as JSON on stdout")
+    _add_analysis_flags(c)
+    return p
+
+
+def _add_analysis_flags(a: argparse.ArgumentParser) -> None:
     a.add_argument("--peak-tflops", type=float, help="peak dense TFLOP/s to use for MFU (overrides the device)")
     a.add_argument("--device-name", help="GPU model to take the peak from, e.g. 'H100 SXM' (overrides the trace)")
     a.add_argument("--flops-per-step", type=float, help="model FLOPs per step (overrides the sidecar file)")
     a.add_argument("--tf32", action="store_true", help="fp32 matmuls ran as TF32 on tensor cores")
-    a.add_argument("--top", type=int, default=10, help="kernels to list in the table view (default 10)")
     a.add_argument("--tensor-core-pattern", action="append", default=[], metavar="REGEX",
                    help="also count kernels matching REGEX as tensor-core kernels (repeatable)")
-    return p
 
 
 def _options(args: argparse.Namespace) -> AnalysisOptions:
@@ -252,24 +263,93 @@ def _print_diagnosis(console, Table, w: WorkerReport) -> None:  # type: ignore[n
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if not os.path.exists(args.path):
-        print(f"tb-mfu: {TraceError(args.path, 'no such file or directory')}", file=sys.stderr)
-        return 2
+    paths = [args.path] if args.command == "analyze" else [args.baseline, args.other]
+    for path in paths:
+        if not os.path.exists(path):
+            print(f"tb-mfu: {TraceError(path, 'no such file or directory')}", file=sys.stderr)
+            return 2
     options = _options(args)
-    report = run_analysis(args.path, options, show_progress=sys.stderr.isatty())
+    reports = [run_analysis(p, options, show_progress=sys.stderr.isatty()) for p in paths]
+    for path, report in zip(paths, reports, strict=True):
+        if not any(r.workers for r in report.runs):
+            print(f"tb-mfu: {path}: no trace files (*.pt.trace.json[.gz]) found", file=sys.stderr)
+            return 2
+        for w in (w for r in report.runs for w in r.workers):
+            if w.error:
+                print(f"tb-mfu: {w.file}: {w.error}", file=sys.stderr)
+    if args.command == "compare":
+        return _compare(reports[0], reports[1], args.json)
+    report = reports[0]
     workers = [w for r in report.runs for w in r.workers]
-    if not workers:
-        print(f"tb-mfu: {args.path}: no trace files (*.pt.trace.json[.gz]) found", file=sys.stderr)
-        return 2
-    for w in workers:
-        if w.error:
-            print(f"tb-mfu: {w.file}: {w.error}", file=sys.stderr)
     if args.json:
         sys.stdout.buffer.write(to_json(report) + b"\n")
         sys.stdout.flush()
     else:
         print_report(report, args.top)
-    return 0 if any(w.error is None for w in workers) else 1
+    if not any(w.error is None for w in workers):
+        return 1
+    if args.min_mfu is not None:
+        low = [w for w in workers if w.summary is not None and (w.summary.mfu or 0.0) * 100 < args.min_mfu]
+        for w in low:
+            mfu = "unknown" if w.summary is None or w.summary.mfu is None else _pct(w.summary.mfu)
+            print(f"tb-mfu: {w.file}: MFU {mfu} is below --min-mfu {args.min_mfu} %", file=sys.stderr)
+        if low:
+            return 3
+    return 0
+
+
+_COMPARED = (
+    ("MFU", "mfu", _pct), ("step time", "step_time_us", _us), ("GPU busy", "gpu_busy_share", _pct),
+    ("kernel time", "kernel_time_share", _pct), ("SM efficiency", "sm_efficiency", _pct),
+    ("tensor-core kernels", "tensor_core_kernel_share", _pct), ("idle", "idle_share", _pct),
+    ("kernels / step", "kernels_per_step", lambda x: "n/a" if x is None else f"{x:.0f}"),
+    ("syncs / step", "sync_count_per_step", lambda x: "n/a" if x is None else f"{x:.1f}"),
+    ("FLOPs / step", "flops_per_step", _flops),
+)
+
+
+def _first_worker(report: Report) -> WorkerReport | None:
+    return next((w for r in report.runs for w in r.workers if w.error is None and w.summary is not None), None)
+
+
+def _compare(baseline: Report, other: Report, as_json: bool) -> int:
+    from .diagnosis.compare import compare_findings
+
+    a, b = _first_worker(baseline), _first_worker(other)
+    if a is None or b is None:
+        print("tb-mfu: compare needs one analysable worker in each run", file=sys.stderr)
+        return 1
+    assert a.summary is not None and b.summary is not None
+    changes = compare_findings(a.findings, b.findings)
+    if as_json:
+        body = {
+            "schema_version": 1,
+            "baseline": {"file": a.file, "summary": a.summary},
+            "other": {"file": b.file, "summary": b.summary},
+            "findings": changes,
+        }
+        sys.stdout.buffer.write(to_json(body) + b"\n")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    t = Table(title="Compare (first worker of each run)", title_justify="left")
+    for col in ("", "baseline", "other"):
+        t.add_column(col, justify="right" if col else "left")
+    t.add_row("file", os.path.basename(a.file), os.path.basename(b.file))
+    for label, key, fmt in _COMPARED:
+        t.add_row(label, fmt(getattr(a.summary, key)), fmt(getattr(b.summary, key)))
+    console.print(t)
+    t = Table(title="Findings", title_justify="left")
+    for col in ("status", "finding", "gain before", "gain after"):
+        t.add_column(col)
+    style = {"fixed": "green", "new": "red", "remains": "dim"}
+    for c in changes:
+        name = c.id + (f" · {c.subject}" if c.subject else "")
+        t.add_row(f"[{style[c.status]}]{c.status}[/]", name, _us(c.baseline_gain_us_per_step), _us(c.gain_us_per_step))
+    console.print(t)
+    return 0
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "fixtures"
 SAMPLES = ROOT / "sample_traces"
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# append, not insert: tests/tensorboard must not shadow the real tensorboard package
+sys.path.append(str(Path(__file__).resolve().parent))
 
 
 def fixture_path(*parts: str) -> Path:

@@ -118,3 +118,27 @@ def test_analysis_needs_no_torch(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_min_mfu_gate_for_ci(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = _good(tmp_path / "x.pt.trace.json.gz")
+    # a hand-made trace has no shapes: give the FLOPs and the peak; 3 steps of 90 µs
+    flags = ["--flops-per-step", "9e7", "--peak-tflops", "1000"]  # 9e7 / 90e-6 s / 1e15 = 0.1 %
+    assert main(["analyze", str(trace), "--json", *flags, "--min-mfu", "0.05"]) == 0
+    assert main(["analyze", str(trace), "--json", *flags, "--min-mfu", "50"]) == 3
+    assert "below --min-mfu 50.0 %" in capsys.readouterr().err
+
+
+def test_compare_reports_fixed_and_new_findings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from conftest import SAMPLES
+
+    naive, sdpa = SAMPLES / "gpt_naive_attention", SAMPLES / "gpt_sdpa_fused"
+    if not naive.is_dir():
+        pytest.skip("sample traces not available")
+    assert main(["compare", str(naive), str(sdpa), "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    status = {c["id"]: c["status"] for c in body["findings"]}
+    assert status["naive_attention"] == "fixed" and status["unfused_optimizer"] == "fixed"
+    assert body["other"]["summary"]["mfu"] > 2 * body["baseline"]["summary"]["mfu"]
+    assert main(["compare", str(naive), str(sdpa)]) == 0
+    assert "fixed" in capsys.readouterr().out
