@@ -11,7 +11,7 @@ from . import __version__
 from .analysis.report import Report, RunReport, WorkerReport, to_json
 from .errors import TraceError
 from .options import AnalysisOptions
-from .pipeline import analyze_file
+from .pipeline import analyze_file, thresholds_from
 from .trace.discover import discover_runs
 
 
@@ -68,6 +68,19 @@ def _add_analysis_flags(a: argparse.ArgumentParser) -> None:
     a.add_argument("--tf32", action="store_true", help="fp32 matmuls ran as TF32 on tensor cores")
     a.add_argument("--tensor-core-pattern", action="append", default=[], metavar="REGEX",
                    help="also count kernels matching REGEX as tensor-core kernels (repeatable)")
+    a.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE", type=_threshold,
+                   help="change a diagnosis threshold, e.g. memcpy_bound_share=0.1 (repeatable; "
+                        "names in docs/diagnosis.md)")
+
+
+def _threshold(text: str) -> tuple[str, float]:
+    name, sep, value = text.partition("=")
+    try:
+        if not sep:
+            raise ValueError
+        return name.strip(), float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected NAME=NUMBER, got {text!r}") from None
 
 
 def _options(args: argparse.Namespace) -> AnalysisOptions:
@@ -77,6 +90,7 @@ def _options(args: argparse.Namespace) -> AnalysisOptions:
         flops_per_step=args.flops_per_step,
         tf32=args.tf32,
         tensor_core_patterns=tuple(args.tensor_core_pattern),
+        thresholds=tuple(args.threshold),
     )
 
 
@@ -269,6 +283,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"tb-mfu: {TraceError(path, 'no such file or directory')}", file=sys.stderr)
             return 2
     options = _options(args)
+    try:
+        thresholds_from(options)
+    except ValueError as exc:
+        print(f"tb-mfu: {exc}", file=sys.stderr)
+        return 2
     reports = [run_analysis(p, options, show_progress=sys.stderr.isatty()) for p in paths]
     for path, report in zip(paths, reports, strict=True):
         if not any(r.workers for r in report.runs):

@@ -18,3 +18,5 @@ class AnalysisOptions:
     # Extra kernel-name regexes counted as tensor-core kernels, added to
     # analysis.kernels.TENSOR_CORE_PATTERNS (new libraries name kernels their own way).
     tensor_core_patterns: tuple[str, ...] = ()
+    # Diagnosis thresholds to change, as (name, value) pairs of diagnosis.Thresholds fields.
+    thresholds: tuple[tuple[str, float], ...] = ()

@@ -6,13 +6,14 @@ Nothing here raises on a bad trace: a file that cannot be analysed becomes a
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 
 from . import __version__
 from .analysis.report import Report, RunReport, WorkerReport
 from .analysis.worker import analyze_device, gpu_devices
-from .diagnosis import diagnose
+from .diagnosis import DEFAULT, Thresholds, diagnose
 from .errors import TraceError
 from .options import AnalysisOptions
 from .trace.decode import decode_trace
@@ -34,6 +35,17 @@ def _error_report(span: SpanFile, worker: str, reason: str) -> WorkerReport:
     return WorkerReport(name=worker, span=span.span, file=span.path, error=reason)
 
 
+def thresholds_from(options: AnalysisOptions) -> Thresholds:
+    """The diagnosis thresholds with the options' overrides; ValueError names an unknown one."""
+    if not options.thresholds:
+        return DEFAULT
+    known = set(Thresholds.__dataclass_fields__)
+    for name, _ in options.thresholds:
+        if name not in known:
+            raise ValueError(f"unknown diagnosis threshold {name!r} (known: {', '.join(sorted(known))})")
+    return dataclasses.replace(DEFAULT, **dict(options.thresholds))
+
+
 def analyze_tables(tables: TraceTables, worker: str, span: str, options: AnalysisOptions) -> list[WorkerReport]:
     """Reports for every device of one decoded trace (pure: no I/O)."""
     devices = gpu_devices(tables)
@@ -51,7 +63,8 @@ def analyze_tables(tables: TraceTables, worker: str, span: str, options: Analysi
         report.span = span
         report.distributed = tables.meta.distributed_info
         _add_flops(report, tables, steps, view, options)
-        diagnose(report, tables, steps, view)  # after FLOPs: findings estimate the MFU they would bring
+        # after FLOPs: findings estimate the MFU they would bring
+        diagnose(report, tables, steps, view, thresholds_from(options))
         reports.append(report)
     return reports
 

@@ -142,3 +142,19 @@ def test_compare_reports_fixed_and_new_findings(tmp_path: Path, capsys: pytest.C
     assert body["other"]["summary"]["mfu"] > 2 * body["baseline"]["summary"]["mfu"]
     assert main(["compare", str(naive), str(sdpa)]) == 0
     assert "fixed" in capsys.readouterr().out
+
+
+def test_thresholds_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from conftest import SAMPLES
+
+    run = SAMPLES / "pageable_copy_loop"
+    if not run.is_dir():
+        pytest.skip("sample traces not available")
+    assert main(["analyze", str(run), "--json"]) == 0
+    ids = {f["id"] for f in json.loads(capsys.readouterr().out)["runs"][0]["workers"][0]["findings"]}
+    assert "memcpy_bound" in ids
+    assert main(["analyze", str(run), "--json", "--threshold", "memcpy_bound_share=0.99"]) == 0
+    ids = {f["id"] for f in json.loads(capsys.readouterr().out)["runs"][0]["workers"][0]["findings"]}
+    assert "memcpy_bound" not in ids
+    assert main(["analyze", str(run), "--threshold", "no_such=1"]) == 2
+    assert "unknown diagnosis threshold 'no_such'" in capsys.readouterr().err
