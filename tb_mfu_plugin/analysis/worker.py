@@ -3,6 +3,7 @@ their medians, copies, syncs, launch statistics and the top kernels."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ class DeviceView:
     occ: np.ndarray
     step: np.ndarray  # index of the step each row belongs to, -1 for none (steps.assign)
     max_dur: float
+    syncs: syncs.SyncEvents | None = None  # the host syncs inside the steps, with their callers
 
 
 def gpu_devices(tables: TraceTables) -> list[int]:
@@ -177,6 +179,7 @@ def analyze_device(
     cpu = tables.cpu
     host_windows = [(float(a), float(b)) for a, b in zip(steps.cpu_start, steps.cpu_end, strict=True)]
     sync_events = syncs.find_syncs(cpu, names, host_windows)
+    view = dataclasses.replace(view, syncs=sync_events)
     sync_step = np.searchsorted(steps.cpu_start, cpu.ts[sync_events.rows], side="right") - 1
     sync_dur = cpu.dur[sync_events.rows]
 

@@ -193,6 +193,8 @@ class Context:
 
     @cached_property
     def sync_events(self) -> syncs.SyncEvents:
+        if self.view.syncs is not None:  # found once by the analysis
+            return self.view.syncs
         return syncs.find_syncs(self.tables.cpu, self.names, self.host_windows)
 
     @cached_property

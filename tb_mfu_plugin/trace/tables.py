@@ -8,6 +8,7 @@ Missing numbers are NaN (floats) or -1 (ids, counts).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -40,8 +41,9 @@ class GpuTable:
     def __len__(self) -> int:
         return len(self.ts)
 
-    @property
+    @cached_property
     def end(self) -> np.ndarray:
+        # computed once: queries ask for it in loops
         return self.ts + self.dur
 
     def take(self, index: np.ndarray) -> GpuTable:
@@ -76,7 +78,7 @@ class CpuTable:
     def __len__(self) -> int:
         return len(self.ts)
 
-    @property
+    @cached_property
     def end(self) -> np.ndarray:
         return self.ts + self.dur
 
