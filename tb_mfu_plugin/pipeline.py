@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable
+from typing import Any
 
 from . import __version__
 from .analysis.report import Report, RunReport, WorkerReport
@@ -36,14 +37,17 @@ def _error_report(span: SpanFile, worker: str, reason: str) -> WorkerReport:
 
 
 def thresholds_from(options: AnalysisOptions) -> Thresholds:
-    """The diagnosis thresholds with the options' overrides; ValueError names an unknown one."""
+    """The diagnosis thresholds with the options' overrides; ValueError names a bad one."""
     if not options.thresholds:
         return DEFAULT
-    known = set(Thresholds.__dataclass_fields__)
-    for name, _ in options.thresholds:
-        if name not in known:
-            raise ValueError(f"unknown diagnosis threshold {name!r} (known: {', '.join(sorted(known))})")
-    return dataclasses.replace(DEFAULT, **dict(options.thresholds))
+    changes: dict[str, Any] = {}
+    for name, value in options.thresholds:
+        current = getattr(DEFAULT, name, None)
+        if name not in Thresholds.__dataclass_fields__ or not isinstance(current, int | float):
+            numeric = sorted(k for k in Thresholds.__dataclass_fields__ if isinstance(getattr(DEFAULT, k), int | float))
+            raise ValueError(f"unknown diagnosis threshold {name!r} (known: {', '.join(numeric)})")
+        changes[name] = type(current)(value)
+    return dataclasses.replace(DEFAULT, **changes)
 
 
 def analyze_tables(tables: TraceTables, worker: str, span: str, options: AnalysisOptions) -> list[WorkerReport]:

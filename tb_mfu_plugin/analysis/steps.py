@@ -114,7 +114,8 @@ def find_steps(tables: TraceTables, device: int, launcher: np.ndarray | None = N
     for i in range(n - 1, 0, -1):  # only trailing steps can be cut short by the trace's end
         if missing[i] > baseline:
             keep[i] = False
-            dropped.append(f"step {numbers[i]}: {missing[i] - baseline} launched GPU operations missing (trace cut short)")
+            lost = missing[i] - baseline
+            dropped.append(f"step {numbers[i]}: {lost} launched GPU operations missing (trace cut short)")
         else:
             break
     return Steps(numbers[keep], start[keep], end[keep], cpu_start[keep], cpu_end[keep], False, dropped[::-1])
