@@ -12,6 +12,7 @@ from .analysis.report import Report, RunReport, WorkerReport, to_json
 from .errors import TraceError
 from .options import AnalysisOptions
 from .pipeline import analyze_file, thresholds_from
+from .trace.decode import uncompressed_size
 from .trace.discover import discover_runs
 
 
@@ -100,7 +101,8 @@ def run_analysis(path: str, options: AnalysisOptions, show_progress: bool) -> Re
     runs = discover_runs(path)
     report = Report(tool_version=__version__)
     files = [(r, w, s) for r in runs for w in r.workers for s in w.spans]
-    total = sum(s.size for _, _, s in files) or 1
+    # The bar counts decoded bytes: gzip's trailer tells each file's size up front.
+    sizes = [uncompressed_size(s.path, s.size) for _, _, s in files]
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -112,17 +114,20 @@ def run_analysis(path: str, options: AnalysisOptions, show_progress: bool) -> Re
     )
     by_run: dict[str, RunReport] = {}
     with progress:
-        # Bytes on disk drive the bar: gzip hides the decoded size until the end.
-        task = progress.add_task("Analysing", total=total)
+        task = progress.add_task("Analysing", total=sum(sizes) or 1)
         done = 0
-        for run, worker, span in files:
-            progress.update(task, description=f"{run.name}/{os.path.basename(span.path)}"[-60:])
+        for (run, worker, span), size in zip(files, sizes, strict=True):
+            progress.update(task, description=f"{run.name} · {worker.name}"[-40:])
             rr = by_run.get(run.name)
             if rr is None:
                 rr = by_run[run.name] = RunReport(name=run.name)
                 report.runs.append(rr)
-            rr.workers.extend(analyze_file(span, worker.name, options))
-            done += span.size
+
+            def advance(n: int, base: int = done) -> None:
+                progress.update(task, completed=base + n)
+
+            rr.workers.extend(analyze_file(span, worker.name, options, advance if show_progress else None))
+            done += size
             progress.update(task, completed=done)
     return report
 

@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import queue
-import struct
 import tempfile
 import threading
 import time
@@ -31,6 +30,7 @@ import msgspec
 
 from ..analysis.report import SCHEMA_VERSION, WorkerReport
 from ..options import AnalysisOptions
+from ..trace.decode import uncompressed_size
 from ..trace.discover import SpanFile
 
 logger = logging.getLogger(__name__)
@@ -94,22 +94,6 @@ def default_cache_dir(flag_value: str | None = None) -> str | None:
         return os.path.expanduser(value)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "tb_mfu_plugin")
-
-
-def uncompressed_size(path: str, size: int) -> int:
-    """The size the decoder will read: gzip's ISIZE trailer (size mod 2^32) or the file size."""
-    try:
-        with open(path, "rb") as f:
-            if f.read(2) != b"\x1f\x8b" or size < 18:
-                return size
-            f.seek(-4, os.SEEK_END)
-            isize = struct.unpack("<I", f.read(4))[0]
-    except OSError:
-        return size
-    # ISIZE wraps at 4 GiB; traces compress about 10x, so fix the wrap by that guess.
-    while isize < size:
-        isize += 1 << 32
-    return isize
 
 
 _fingerprint: str | None = None

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import gc
 import gzip
+import os
 import re
+import struct
 import zlib
 from collections.abc import Callable, Iterator
 from operator import attrgetter
@@ -61,6 +63,22 @@ def _open(path: str) -> IO[bytes]:
     if magic == b"\x1f\x8b":
         return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
     return f
+
+
+def uncompressed_size(path: str, size: int) -> int:
+    """The size the decoder will read: gzip's ISIZE trailer (size mod 2^32) or the file size."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(2) != b"\x1f\x8b" or size < 18:
+                return size
+            f.seek(-4, os.SEEK_END)
+            isize = struct.unpack("<I", f.read(4))[0]
+    except OSError:
+        return size
+    # ISIZE is the size mod 4 GiB: a trace is never smaller than its gzip file.
+    while isize < size:
+        isize += 1 << 32
+    return isize
 
 
 def _read_chunks(stream: IO[bytes]) -> Iterator[bytes]:

@@ -23,6 +23,7 @@ from tb_mfu_plugin.tensorboard import runs as runs_mod
 from tb_mfu_plugin.tensorboard.entry import MfuPluginLoader
 from tb_mfu_plugin.tensorboard.plugin import MfuPlugin
 from tb_mfu_plugin.tensorboard.runs import Source, parse_logdir_spec
+from tb_mfu_plugin.trace.decode import uncompressed_size
 
 from .conftest import ROOT, make_context, resnet_file
 
@@ -403,10 +404,10 @@ def test_uncompressed_size_reads_the_gzip_trailer(tmp_path):
     data = b"x" * 100_000
     p = tmp_path / "t.json.gz"
     p.write_bytes(gzip.compress(data))
-    assert cache_mod.uncompressed_size(str(p), p.stat().st_size) == len(data)
+    assert uncompressed_size(str(p), p.stat().st_size) == len(data)
     q = tmp_path / "t.json"
     q.write_bytes(data)
-    assert cache_mod.uncompressed_size(str(q), len(data)) == len(data)
+    assert uncompressed_size(str(q), len(data)) == len(data)
 
 
 # -- untrusted strings ------------------------------------------------------------------
