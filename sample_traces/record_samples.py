@@ -18,6 +18,7 @@ import sys
 import time
 import traceback
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -26,6 +27,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sample_common as sc  # noqa: E402
 
 WORKER = "rank0"
+DRAIN_NOTE = ("torch.cuda.synchronize() at the end of the last warmup profiler step (not recorded): the GPU starts "
+              "the first recorded step idle, so every GPU event in the trace was launched inside a recorded step. "
+              "Without it this GPU-bound, sync-free loop lets the host run steps ahead and the wait/warmup steps' "
+              "GPU work would spill into ProfilerStep#3 with its launch calls missing from the trace.")
 SDPA_FLOP_NOTE = "FlopCounterMode counts the fused SDPA backward as 2.5x its forward (5 matmuls, recomputing the scores), while the hand-written attention's backward counts as 2x (4 bmm); the same math therefore counts 0.5 x forward-attention FLOPs more with SDPA (68.7 GFLOP/step at these shapes). The analytic PaLM formula uses 2x."
 
 
@@ -33,7 +38,7 @@ class Workload:
     """What a workload builder returns."""
 
     def __init__(self, name, description, step, expected, model_info=None, flop_step=None,
-                 tokens_per_step=None, notes=(), extra=None):
+                 tokens_per_step=None, notes=(), extra=None, cleanup=None):
         self.name = name
         self.description = description
         self.step = step
@@ -43,6 +48,8 @@ class Workload:
         self.tokens_per_step = tokens_per_step
         self.notes = list(notes)
         self.extra = extra or {}
+        self.cleanup = cleanup  # called after the run (restores global flags)
+        self.drain_before_active = False  # sync at the end of the last warmup step (see sc.profile_steps)
 
 
 def autocast(dev):
@@ -336,6 +343,241 @@ def build_pageable_copy(args, dev):
                "bounce buffer, so bandwidth is well below the pinned rate)."])
 
 
+# --------------------------------------------------------------------------- rule showcases
+# Four small workloads, each built to show one problem the diagnosis rules look for
+# (dataloader_stall, no_tensor_cores, low_sm_efficiency, small_copies) and as little else as
+# possible: GPU-bound where the problem is not idle time, no host syncs, fused AdamW.
+
+_NO_COPIES = {"h2d_bytes_per_step": 0, "d2h_bytes_per_step": 0, "h2d_copies_per_step": 0,
+              "d2h_copies_per_step": 0, "sync_count_per_step": 0, "copies": [], "syncs": []}
+
+
+class AugmentedVectors(torch.utils.data.Dataset):
+    """Per-sample numpy augmentation on the CPU: what a num_workers=0 DataLoader stalls on.
+
+    Each sample: a fixed base vector, rolled by a random shift, scaled by a random gain, plus
+    uniform noise, smoothed with a 5-tap filter and clipped. The randomness is seeded by the
+    sample index, so every epoch sees the same data."""
+
+    def __init__(self, n_samples: int, dim: int, n_classes: int, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        self.base = rng.standard_normal((256, dim), dtype=np.float32)
+        self.labels = rng.integers(0, n_classes, size=256)
+        self.n, self.dim = n_samples, dim
+        self.taps = np.array([0.05, 0.2, 0.5, 0.2, 0.05], np.float32)
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, idx):
+        rng = np.random.default_rng(idx)
+        x = np.roll(self.base[idx % len(self.base)], int(rng.integers(self.dim)))
+        noise = rng.random(self.dim, dtype=np.float32)
+        x = x * np.float32(rng.uniform(0.8, 1.2)) + np.float32(0.2) * (noise - np.float32(0.5))
+        x = np.convolve(x, self.taps, mode="same")
+        x = np.clip(x, -3.0, 3.0).astype(np.float32)
+        return torch.from_numpy(x), int(self.labels[idx % len(self.labels)])
+
+
+def build_dataloader_stall(args, dev):
+    if args.tiny:
+        B, dim, hidden, n_classes = 8, 64, 128, 10
+    else:
+        B, dim, hidden, n_classes = 256, 4096, 8192, 1000
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),
+                          nn.Linear(hidden, n_classes)).to(dev).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    pin = dev.type == "cuda"
+    ds = AugmentedVectors(n_samples=B * 100_000, dim=dim, n_classes=n_classes)
+    loader = torch.utils.data.DataLoader(ds, batch_size=B, shuffle=False, num_workers=0, pin_memory=pin,
+                                         drop_last=True)
+
+    def forever():
+        while True:  # a new epoch is a new _SingleProcessDataLoaderIter (not reached in practice)
+            yield from loader
+
+    batches = forever()
+
+    def step(i):
+        xb, yb = next(batches)  # enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__
+        x = xb.to(dev, non_blocking=True)
+        y = yb.to(dev, non_blocking=True)
+        with autocast(dev):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    x_bytes, y_bytes = B * dim * 4, B * 8
+    n_params = sum(p.numel() for p in model.parameters())
+    expected = {
+        "h2d_bytes_per_step": x_bytes + y_bytes,
+        "d2h_bytes_per_step": 0,
+        "h2d_copies_per_step": 2,
+        "d2h_copies_per_step": 0,
+        "sync_count_per_step": 0,
+        "copies": [
+            {"what": f"batch x fp32 ({B},{dim}) pinned by the DataLoader, .to(device, non_blocking=True)",
+             "kind": "Memcpy HtoD (Pinned -> Device)", "bytes": x_bytes},
+            {"what": f"labels y int64 ({B},) pinned by the DataLoader, .to(device, non_blocking=True)",
+             "kind": "Memcpy HtoD (Pinned -> Device)", "bytes": y_bytes},
+        ],
+        "syncs": [],
+        "dataloader_stall": True,
+    }
+    return Workload(
+        "dataloader_stall",
+        f"MLP ({dim}->{hidden}->{hidden}->{n_classes}, GELU), bf16 autocast, AdamW(fused=True), batch {B}, fed by "
+        "DataLoader(num_workers=0, pin_memory=True) over a Dataset whose __getitem__ does per-sample numpy "
+        "augmentation (roll, gain, noise, 5-tap filter, clip): the host builds every batch in the training "
+        "process while the GPU idles at each step start. Pinned non_blocking copies, no syncs.",
+        step, expected,
+        model_info={"layers": [dim, hidden, hidden, n_classes], "batch": B, "n_params": n_params,
+                    "dataloader": {"num_workers": 0, "pin_memory": pin, "batch_size": B, "shuffle": False,
+                                   "per_sample_work": "numpy: default_rng(idx), roll, gain, uniform noise, "
+                                                      "convolve 5 taps, clip (float32, dim "
+                                                      f"{dim})"}},
+        notes=["The DataLoader pins each batch in the main thread (pin_memory with num_workers=0); that is "
+               "inside the enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ annotation too.",
+               "The default collate stacks the per-sample tensors with torch.stack (one aten::stack / "
+               "aten::cat on the CPU per step) and builds the int64 label tensor."])
+
+
+def build_fp32_no_tensor_cores(args, dev):
+    if args.tiny:
+        width, depth, B, n_classes = 64, 2, 16, 10
+    else:
+        width, depth, B, n_classes = 4096, 4, 8192, 1000
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 GEMMs on CUDA cores (SIMT FFMA)
+    torch.backends.cudnn.allow_tf32 = False
+
+    def restore():
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(depth):
+        layers += [nn.Linear(width, width), nn.ReLU()]
+    layers += [nn.Linear(width, n_classes)]
+    model = nn.Sequential(*layers).to(dev).train()
+    g = torch.Generator(device=dev).manual_seed(0)
+    x = torch.randn(B, width, device=dev, generator=g)  # resident on the GPU
+    y = torch.randint(0, n_classes, (B,), device=dev, generator=g)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+
+    def step(i):
+        loss = F.cross_entropy(model(x), y)  # plain fp32: no autocast
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    n_params = sum(p.numel() for p in model.parameters())
+    return Workload(
+        "fp32_no_tensor_cores",
+        f"MLP ({depth} x Linear({width},{width})+ReLU, head Linear({width},{n_classes})), batch {B}, plain fp32 "
+        "with torch.backends.cuda.matmul.allow_tf32 = False and torch.backends.cudnn.allow_tf32 = False: the "
+        "GEMMs run on CUDA cores (no TF32, no bf16). Data resident on the GPU, AdamW(fused=True), no copies, "
+        "no syncs.",
+        step, dict(_NO_COPIES),
+        model_info={"depth": depth, "width": width, "batch": B, "n_classes": n_classes, "n_params": n_params,
+                    "matmul_allow_tf32": False, "cudnn_allow_tf32": False},
+        notes=["MFU here uses the dense bf16 peak like every run; the H200's fp32 (non-tensor-core) peak is "
+               "about 67 TFLOP/s."],
+        extra={"dtype": "fp32"}, cleanup=restore)
+
+
+def build_low_sm_efficiency(args, dev):
+    rows, cols = (2, 4096) if args.tiny else (8, 2 ** 22)
+    torch.manual_seed(0)
+    logits = nn.Parameter(torch.randn(rows, cols, device=dev))
+    g = torch.Generator(device=dev).manual_seed(1)
+    upstream = torch.randn(rows, cols, device=dev, generator=g) * 1e-3  # fixed dL/dp
+    opt = torch.optim.AdamW([logits], lr=1e-3, fused=True)
+
+    def step(i):
+        p = torch.softmax(logits, dim=-1)  # one block per row: `rows` blocks for 132 SMs
+        p.backward(upstream)  # softmax backward: again one block per row
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return Workload(
+        "low_sm_efficiency",
+        f"Training-like loop on a ({rows}, {cols}) fp32 logit table: torch.softmax over the last dim, backward "
+        "with a fixed upstream gradient, AdamW(fused=True). PyTorch's softmax forward and backward kernels launch "
+        f"one block per row, so {rows} blocks run on the 132 SMs for most of the step. No copies, no syncs.",
+        step, dict(_NO_COPIES),
+        model_info={"shape": [rows, cols], "op": "torch.softmax(x, dim=-1), p.backward(upstream)",
+                    "n_params": rows * cols},
+        notes=["FlopCounterMode counts no FLOPs here (softmax and AdamW are not matmuls): flops_per_step is 0.",
+               "The loss is implicit: p.backward(upstream) back-propagates a fixed dL/dp, which avoids loss "
+               "kernels (an elementwise chain) around the softmax."],
+        extra={"dtype": "fp32"})
+
+
+def build_small_copies(args, dev):
+    if args.tiny:
+        n_small, numel, width, depth, B, n_classes = 48, 16, 64, 2, 16, 10
+    else:
+        n_small, numel, width, depth, B, n_classes = 192, 256, 4096, 6, 16384, 256  # 192 x 1 KiB fp32
+    pin = dev.type == "cuda"
+    g_cpu = torch.Generator().manual_seed(0)
+    smalls = [torch.randn(numel, generator=g_cpu) for _ in range(n_small)]
+    if pin:
+        smalls = [t.pin_memory() for t in smalls]
+    torch.manual_seed(0)
+    first = nn.Linear(width, width, bias=False).to(dev)
+    layers = [nn.ReLU()]
+    for _ in range(depth - 1):
+        layers += [nn.Linear(width, width, bias=False), nn.ReLU()]
+    layers += [nn.Linear(width, n_classes, bias=False)]
+    rest = nn.Sequential(*layers).to(dev)
+    params = list(first.parameters()) + list(rest.parameters())
+    g = torch.Generator(device=dev).manual_seed(0)
+    x = torch.randn(B, width, device=dev, generator=g).to(torch.bfloat16)  # resident on the GPU, bf16
+    y = torch.randint(0, n_classes, (B,), device=dev, generator=g)
+    opt = torch.optim.AdamW(params, lr=1e-4, fused=True)
+    assert (n_small * numel) % width == 0
+
+    def step(i):
+        parts = [t.to(dev, non_blocking=True) for t in smalls]  # n_small tiny pinned H2D copies
+        acc = parts[0]
+        for t in parts[1:]:  # grows a tensor with torch.cat in a Python loop
+            acc = torch.cat([acc, t])
+        offset = acc.view(-1, width).mean(0).to(torch.bfloat16)  # a per-feature offset
+        with autocast(dev):
+            h = first(x) + offset
+            loss = F.cross_entropy(rest(h), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    nbytes = numel * 4
+    n_params = sum(p.numel() for p in params)
+    return Workload(
+        "small_copies",
+        f"Per step {n_small} small pinned H2D copies ({nbytes} B each, .to(device, non_blocking=True)) and a "
+        f"torch.cat loop growing a tensor ({n_small - 1} aten::cat), reduced to a per-feature offset added after "
+        f"the first layer of an MLP ({depth} x Linear({width},{width}, bias=False)+ReLU, head {n_classes}), "
+        f"batch {B}, bf16 autocast, AdamW(fused=True). GPU-bound: the host queues the copies and cats while the "
+        "GPU runs the previous step. No syncs.",
+        step,
+        {"h2d_bytes_per_step": n_small * nbytes, "d2h_bytes_per_step": 0,
+         "h2d_copies_per_step": n_small, "d2h_copies_per_step": 0, "sync_count_per_step": 0,
+         "copies": [{"what": f"{n_small} x fp32 ({numel},) pinned tensors, .to(device, non_blocking=True)",
+                     "kind": "Memcpy HtoD (Pinned -> Device)", "bytes": nbytes, "count": n_small}],
+         "syncs": [], "cat_ops_per_step": n_small - 1},
+        model_info={"n_small_copies": n_small, "small_copy_bytes": nbytes, "cat_ops_per_step": n_small - 1,
+                    "depth": depth, "width": width, "batch": B, "n_classes": n_classes, "n_params": n_params,
+                    "bias": False, "input_dtype": "bf16"},
+        notes=["Linear layers without bias, a bf16 input and a small head, so that the MLP itself has no "
+               "chains of elementwise kernels worth fusing (no bias-gradient reductions, no input cast, tiny "
+               "loss kernels); the only unfused chain is the cat loop itself.",
+               "The cat kernels and the copies are queued behind the previous step's GEMMs; the GPU does not "
+               "wait for the host."])
+
+
 WORKLOADS = {
     "gpt_naive_attention": build_gpt_naive,
     "gpt_sdpa_fused": build_gpt_sdpa,
@@ -343,7 +585,14 @@ WORKLOADS = {
     "tiny_mlp_launch_bound": build_tiny_mlp,
     "pageable_copy_loop": build_pageable_copy,
     "gpt_compile": build_gpt_compile,
+    "dataloader_stall": build_dataloader_stall,
+    "fp32_no_tensor_cores": build_fp32_no_tensor_cores,
+    "low_sm_efficiency": build_low_sm_efficiency,
+    "small_copies": build_small_copies,
 }
+# The rule showcases are GPU-bound with no host syncs (except dataloader_stall): drain the GPU at the
+# end of the last warmup step so that no GPU work launched before the recording runs inside it.
+SHOWCASES = ("dataloader_stall", "fp32_no_tensor_cores", "low_sm_efficiency", "small_copies")
 
 
 # --------------------------------------------------------------------------- driver
@@ -355,6 +604,17 @@ def run_one(name, builder, args, dev) -> dict:
     os.makedirs(run_dir, exist_ok=True)
     sc.remove_traces(run_dir, WORKER)
     w = builder(args, dev)
+    if name in SHOWCASES:
+        w.drain_before_active = True
+        w.notes.append(DRAIN_NOTE)
+    try:
+        return _record(name, w, args, dev, run_dir, t_start)
+    finally:
+        if w.cleanup is not None:
+            w.cleanup()
+
+
+def _record(name, w, args, dev, run_dir, t_start) -> dict:
     print(f"[{name}] built, warming up", flush=True)
     t0 = time.time()
     for i in range(args.warmup):
@@ -370,7 +630,7 @@ def run_one(name, builder, args, dev) -> dict:
     prof = None
     tried = []
     for active in (3, 2, 1):
-        prof = sc.profile_steps(w.step, dev, run_dir, WORKER, active)
+        prof = sc.profile_steps(w.step, dev, run_dir, WORKER, active, drain_before_active=w.drain_before_active)
         biggest = max(prof["trace_bytes"]) if prof["trace_bytes"] else 0
         tried.append({"active": active, "trace_bytes": prof["trace_bytes"]})
         if biggest <= args.trace_limit:
@@ -395,6 +655,7 @@ def run_one(name, builder, args, dev) -> dict:
         "mfu_unprofiled": sc.mfu(flops["flops_per_step"], timing["step_time_us_unprofiled"]),
         "mfu_profiled": sc.mfu(flops["flops_per_step"], prof["step_time_us_profiled_wall"]),
         "notes": w.notes + ([f"trace size retries: {tried}"] if len(tried) > 1 else []),
+        "drained_before_active": w.drain_before_active,
         "warmup_steps": args.warmup,
         "warmup_seconds": round(warm_s, 2),
         "recorded_at_unix": int(time.time()),

@@ -249,10 +249,17 @@ def trace_files(run_dir: str, worker_name: str) -> list[str]:
     return sorted(glob.glob(os.path.join(run_dir, f"{worker_name}.*.pt.trace.json*")))
 
 
-def profile_steps(step, dev, run_dir: str, worker_name: str, active: int) -> dict:
+def profile_steps(step, dev, run_dir: str, worker_name: str, active: int,
+                  drain_before_active: bool = False) -> dict:
     """Runs wait+warmup+active steps under torch.profiler; returns timing of the active
     steps (CUDA events at step boundaries, recorded inside the trace as cudaEventRecord,
-    which is not a host sync)."""
+    which is not a host sync).
+
+    drain_before_active: synchronize the device at the end of the last warmup step, before
+    the recording starts (so the sync is not in the trace). Without it, a GPU-bound loop with
+    no host syncs lets the host run several steps ahead, and the GPU work launched during the
+    wait/warmup steps runs inside the first recorded step with its launch calls missing from
+    the trace."""
     os.makedirs(run_dir, exist_ok=True)
     acts = [ProfilerActivity.CPU]
     if dev.type == "cuda":
@@ -271,6 +278,8 @@ def profile_steps(step, dev, run_dir: str, worker_name: str, active: int) -> dic
             step(i)
             if i == total - 1:
                 clock.mark()
+            if drain_before_active and i == first_active - 1:
+                sync(dev)  # last warmup step: not recorded
             prof.step()
     d = clock.deltas_us()
     cpu = clock.cpu_deltas_us()
