@@ -108,3 +108,12 @@ def test_hopper_gemms_count_as_tensor_core_and_unknown_occupancy(analysed: dict[
 def test_sample_sizes_fit_the_repository() -> None:
     sizes = {p: p.stat().st_size for p in Path(SAMPLES).rglob("*.pt.trace.json.gz")}
     assert sizes and max(sizes.values()) <= 2_000_000 * 1.1
+
+
+def test_fp32_gemms_with_tf32_off_are_not_tensor_core(analysed: dict[str, list[WorkerReport]]) -> None:
+    if "fp32_no_tensor_cores" not in analysed:
+        pytest.skip("sample not recorded")
+    (w,) = analysed["fp32_no_tensor_cores"]
+    # cuBLAS ran sm80_xmma_gemm_f32f32_..._ffma_ and cutlass simt sgemm kernels: CUDA cores only
+    assert w.summary is not None and w.summary.tensor_core_kernel_share < 0.01
+    assert w.device is not None and w.device.dtype == "fp32"  # fp32 matmuls: the fp32 peak

@@ -31,8 +31,10 @@ SHORT_KERNEL_US = 10.0
 def tensor_core_mask(names: Sequence[str], patterns: Sequence[str] = TENSOR_CORE_PATTERNS) -> np.ndarray:
     """Boolean lookup table over name codes: does each name look like a tensor-core kernel."""
     rx = re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE)
-    # fp32 SIMT GEMMs (volta_sgemm_*, ampere_sgemm_*) must not match the loose gemm pattern
-    simt = re.compile(r"(?:^|_)sgemm|_dgemm|gemv", re.IGNORECASE)
+    # GEMMs on the CUDA cores must not match the loose patterns: fp32 SIMT GEMMs
+    # (volta_sgemm_*, cutlass_80_simt_sgemm_*) and cuBLAS xmma kernels that run FFMA
+    # (sm80_xmma_gemm_f32f32_..._ffma_..., fp32 with TF32 off); nor xmma set-up kernels.
+    simt = re.compile(r"(?:^|_)sgemm|_dgemm|gemv|_ffma_|_simt_|init_device_workspace", re.IGNORECASE)
     return np.fromiter(
         (bool(rx.search(n)) and not simt.search(n) for n in names), dtype=bool, count=len(names)
     )

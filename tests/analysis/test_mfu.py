@@ -339,6 +339,9 @@ def test_sample_traces_within_two_percent_of_flop_counter_mode(run: Path) -> Non
         steps = np.nonzero((c.kind == ANNOTATION) & np.isin(c.name, codes))[0]
         wf = M.flops_in_windows(of, c.ts[steps], c.ts[steps] + c.dur[steps])
         assert len(wf.flops) == gt.get("steps_profiled", len(wf.flops))
+        if want == 0:  # a workload with no matmul (low_sm_efficiency): nothing to count
+            assert np.all(wf.flops == 0), (f.name, wf.flops)
+            continue
         assert np.all(np.abs(wf.flops / want - 1) < 0.02), (f.name, wf.flops, want)
 
 

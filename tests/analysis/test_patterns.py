@@ -43,6 +43,10 @@ def _annotation(b: TraceBuilder, name: str, ts: float, dur: float) -> None:
         ("volta_sgemm_128x64_nn", True, "simt"),
         ("void implicit_convolve_sgemm<float, float, 1024, 6, 7, 3, 3, 5, 1, false, true, true>(int)", True, "simt"),
         ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", True, "tc"),
+        # cuBLAS xmma GEMMs running FFMA (fp32, TF32 off): CUDA cores, seen on the H200 sample
+        ("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize256x64x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas", True, "simt"),  # noqa: E501
+        ("void cutlass::Kernel2<cutlass_80_simt_sgemm_128x256_8x4_nt_align1>(cutlass_80_simt_sgemm_128x256_8x4_nt_align1::Params)", True, "simt"),  # noqa: E501
+        ("sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64_warpgroupsize1x1x1_g1_execute_segment_k_off_kernel__5x_cudnn", True, "tc"),  # noqa: E501
         ("void cudnn::winograd_nonfused::winogradForwardData4x4<float, float>(Params)", True, "simt"),
         ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x128", True, "tc"),
         ("void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, 512, true, 1>(cudnnTensorStruct)", False, None),
