@@ -117,3 +117,13 @@ def test_fp32_gemms_with_tf32_off_are_not_tensor_core(analysed: dict[str, list[W
     # cuBLAS ran sm80_xmma_gemm_f32f32_..._ffma_ and cutlass simt sgemm kernels: CUDA cores only
     assert w.summary is not None and w.summary.tensor_core_kernel_share < 0.01
     assert w.device is not None and w.device.dtype == "fp32"  # fp32 matmuls: the fp32 peak
+
+
+def test_fp32_mfu_says_what_it_is_against(analysed: dict[str, list[WorkerReport]]) -> None:
+    if "fp32_no_tensor_cores" not in analysed:
+        pytest.skip("sample not recorded")
+    (w,) = analysed["fp32_no_tensor_cores"]
+    assert w.summary is not None and w.summary.mfu is not None and w.flops is not None
+    # 67 vs 989.4 TFLOP/s: the same work scores about 15x lower against the bf16 peak
+    assert w.flops["mfu_at_bf16_peak"] == pytest.approx(w.summary.mfu * 67.0 / 989.4)
+    assert any("fp32 CUDA-core peak" in n for n in w.notes)

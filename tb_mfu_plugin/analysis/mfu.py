@@ -899,4 +899,24 @@ def apply_to_report(report: Any, tables: TraceTables, steps: Any, view: Any, opt
         detail["notes"].append(
             "no FLOPs from shapes: record with record_shapes=True, or give --flops-per-step / a tb_mfu.json sidecar"
         )
+    _note_fp32_peak(report, detail, tables, device, kernel_names, choice, opts)
     report.flops = detail
+
+
+def _note_fp32_peak(report: Any, detail: dict[str, Any], tables: TraceTables, device: int | None,
+                    kernel_names: set[str], choice: Any, options: AnalysisOptions) -> None:
+    """An fp32 run is measured against the CUDA-core fp32 peak, which flatters it: say what
+    the same work scores against the bf16 tensor-core peak that the fix would use."""
+    mfu = report.summary.mfu if report.summary is not None else None
+    if choice.dtype != "fp32" or mfu is None or options.peak_tflops:
+        return
+    bf16 = resolve_peak(_props(tables, device), kernel_names, "bf16", options)
+    if not bf16.peak_flops or not choice.peak_flops or bf16.peak_flops <= choice.peak_flops:
+        return
+    at_bf16 = mfu * choice.peak_flops / bf16.peak_flops
+    detail["mfu_at_bf16_peak"] = at_bf16
+    report.notes.append(
+        f"MFU {mfu:.1%} is against the fp32 CUDA-core peak ({choice.peak_flops / 1e12:.1f} TFLOP/s) because the "
+        f"matmuls ran in fp32; against the bf16 tensor-core peak ({bf16.peak_flops / 1e12:.0f} TFLOP/s) the same "
+        f"work is {at_bf16:.1%} (see no_tensor_cores: bf16 autocast or TF32)."
+    )
