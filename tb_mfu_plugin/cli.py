@@ -11,7 +11,7 @@ from . import __version__
 from .analysis.report import Report, RunReport, WorkerReport, to_json
 from .errors import TraceError
 from .options import AnalysisOptions
-from .pipeline import analyze_file, thresholds_from
+from .pipeline import analyze_file, run_report, thresholds_from
 from .trace.decode import uncompressed_size
 from .trace.discover import discover_runs
 
@@ -112,23 +112,21 @@ def run_analysis(path: str, options: AnalysisOptions, show_progress: bool) -> Re
         disable=not show_progress,
         console=_stderr_console(),
     )
-    by_run: dict[str, RunReport] = {}
+    by_run: dict[str, list[WorkerReport]] = {}
     with progress:
         task = progress.add_task("Analysing", total=sum(sizes) or 1)
         done = 0
         for (run, worker, span), size in zip(files, sizes, strict=True):
             progress.update(task, description=f"{run.name} · {worker.name}"[-40:])
-            rr = by_run.get(run.name)
-            if rr is None:
-                rr = by_run[run.name] = RunReport(name=run.name)
-                report.runs.append(rr)
+            workers = by_run.setdefault(run.name, [])
 
             def advance(n: int, base: int = done) -> None:
                 progress.update(task, completed=base + n)
 
-            rr.workers.extend(analyze_file(span, worker.name, options, advance if show_progress else None))
+            workers.extend(analyze_file(span, worker.name, options, advance if show_progress else None))
             done += size
             progress.update(task, completed=done)
+    report.runs = [run_report(name, workers) for name, workers in by_run.items()]
     return report
 
 
@@ -146,6 +144,23 @@ def print_report(report: Report, top: int) -> None:
     for run in report.runs:
         for w in run.workers:
             _print_worker(console, Table, run.name, w, top)
+        _print_ranks(console, Table, run)
+
+
+def _print_ranks(console, Table, run: RunReport) -> None:  # type: ignore[no-untyped-def]
+    r = run.ranks
+    if r is None:
+        return
+    t = Table(title=f"{run.name}: ranks side by side (world size {r.world_size})", title_justify="left")
+    for col in ("rank", "worker", "step time", "GPU busy", "idle", "exposed comm / step", "MFU"):
+        t.add_column(col, justify="right")
+    for row in r.ranks:
+        t.add_row(str(row.rank), row.worker, _us(row.step_time_us), _pct(row.gpu_busy_share), _pct(row.idle_share),
+                  _us(row.exposed_communication_us_per_step), _pct(row.mfu))
+    console.print(t)
+    if r.straggler is not None:
+        console.print(f"[bold]straggler: {r.straggler.worker}[/] — {r.straggler.reason}", highlight=False)
+    console.print()
 
 
 def _print_worker(console, Table, run_name: str, w: WorkerReport, top: int) -> None:  # type: ignore[no-untyped-def]

@@ -15,6 +15,7 @@ from . import __version__
 from .analysis.report import Report, RunReport, WorkerReport
 from .analysis.worker import analyze_device, gpu_devices
 from .diagnosis import DEFAULT, Thresholds, diagnose
+from .diagnosis.ranks import compare_ranks
 from .errors import TraceError
 from .options import AnalysisOptions
 from .trace.decode import decode_trace
@@ -109,7 +110,12 @@ def analyze_run(
     for w in run.workers:
         for span in w.spans:
             workers.extend(analyze_file(span, w.name, options, progress))
-    return RunReport(name=run.name, workers=workers)
+    return run_report(run.name, workers)
+
+
+def run_report(name: str, workers: list[WorkerReport]) -> RunReport:
+    """A run's report from its workers' reports, with the ranks compared for distributed runs."""
+    return RunReport(name=name, workers=workers, ranks=compare_ranks(workers))
 
 
 def analyze_path(path: str, options: AnalysisOptions | None = None, progress: ProgressFn | None = None) -> Report:

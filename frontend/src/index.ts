@@ -4,7 +4,7 @@ import { disposeCharts } from './charts';
 import { type CompareColumn, renderCompare, usable } from './compare';
 import { type Child, clear, h, ICONS, icon, replace } from './dom';
 import * as f from './format';
-import { renderWorker } from './overview';
+import { ranksCard, renderWorker } from './overview';
 import css from './style.css';
 import type { RunReport, RunStatus, RunsBody, WorkerReport } from './types';
 
@@ -310,6 +310,7 @@ async function overviewContent(): Promise<Child> {
         h('strong', null, `${failed.length} of ${report.workers.length} reports in this run could not be made`),
         failed.map((fw) => h('div', { class: 'mono' }, `${fw.name}${fw.span ? ` (${fw.span})` : ''}: ${fw.error}`))))
       : null,
+    report.ranks ? ranksCard(report.ranks) : null,
     renderWorker(w),
   ];
 }

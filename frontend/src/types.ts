@@ -114,9 +114,27 @@ export interface WorkerReport {
   trace_bytes?: number;
 }
 
+export interface RankRow {
+  worker: string;
+  span: string;
+  rank: number | null;
+  step_time_us: number;
+  gpu_busy_share: number;
+  idle_share: number;
+  exposed_communication_us_per_step: number | null;
+  mfu: number | null;
+}
+
+export interface RankSummary {
+  world_size: number | null;
+  ranks: RankRow[];
+  straggler: { worker: string; rank: number | null; others_wait_us_per_step: number; reason: string } | null;
+}
+
 export interface RunReport {
   name: string;
   workers: WorkerReport[];
+  ranks?: RankSummary | null;
 }
 
 // ---- /runs ----

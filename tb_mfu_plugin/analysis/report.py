@@ -135,6 +135,8 @@ class WorkerReport(msgspec.Struct, kw_only=True):
 class RunReport(msgspec.Struct, kw_only=True):
     name: str
     workers: list[WorkerReport] = []
+    # Distributed runs: the ranks side by side and the straggler (diagnosis.ranks), else None.
+    ranks: Any = None
 
 
 class Report(msgspec.Struct, kw_only=True):

@@ -803,6 +803,98 @@ def gpu_idle(ctx: Context) -> list[Finding]:
     ]
 
 
+# --------------------------------------------------------------------------- exposed_communication
+
+# NCCL/RCCL kernel names carry the collective: ncclDevKernel_AllReduce_Sum_f32_RING_LL.
+_COLLECTIVE = re.compile(r"(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|Send|Recv|AllToAll)",
+                         re.IGNORECASE)
+
+_COMM_FIX = {
+    "fsdp": (
+        "Overlap the FSDP all-gathers with compute: prefetch the next blocks (FSDP2 "
+        "`block.set_modules_to_forward_prefetch([...])` / `set_modules_to_backward_prefetch`, FSDP1 "
+        "`forward_prefetch=True`, `backward_prefetch=BackwardPrefetch.BACKWARD_PRE`), gather in bf16 "
+        "(`MixedPrecisionPolicy(param_dtype=torch.bfloat16)`), keep the last blocks gathered "
+        "(`reshard_after_forward=False`), or shard over fewer GPUs (HSDP) when the model fits."
+    ),
+    "ddp": (
+        "Let DDP overlap the gradient all-reduce with backward: tune `bucket_cap_mb`, use "
+        "`gradient_as_bucket_view=True` and `static_graph=True`, all-reduce in bf16 "
+        "(`register_comm_hook(None, bf16_compress_hook)`), and accumulate gradients under `model.no_sync()` "
+        "to all-reduce less often."
+    ),
+    "pp": (
+        "Point-to-point transfers between pipeline stages wait on the pipeline: use more micro-batches per "
+        "step, an interleaved schedule (`torch.distributed.pipelining.ScheduleInterleaved1F1B`), balance the "
+        "stages' work, and overlap the send/recv with compute."
+    ),
+    "tp": (
+        "Tensor-parallel all-reduces sit on the critical path: keep TP inside one NVLink domain, shrink "
+        "the TP degree and shard the rest with FSDP, add sequence parallelism, or overlap with async TP "
+        "(`torch._inductor.config._micro_pipeline_tp = True` under `torch.compile`)."
+    ),
+}
+
+
+def exposed_communication(ctx: Context) -> list[Finding]:
+    """Collective kernels running while no compute kernel runs: the GPU communicates (or waits
+    for the slowest rank inside the collective) instead of computing."""
+    g = ctx.view.gpu
+    comm = ctx.is_kernel & ctx.in_step & ctx.comm_code[g.name]
+    if not comm.any():
+        return []
+    kernels = ctx.is_kernel & ctx.in_step
+    comm_us = ctx.per_step_union(comm) / ctx.n
+    exposed = (ctx.per_step_union(kernels) - ctx.per_step_union(kernels & ~ctx.comm_code[g.name])) / ctx.n
+    if exposed < ctx.th.comm_exposed_min_share * ctx.step_us:
+        return []
+    by_kind: dict[str, float] = defaultdict(float)
+    rows = np.flatnonzero(comm)
+    for r in rows:
+        m = _COLLECTIVE.search(ctx.names[g.name[r]])
+        by_kind[m.group(1).lower() if m else "other"] += float(g.dur[r]) / ctx.n
+    kinds = set(by_kind)
+    main = max(by_kind, key=by_kind.__getitem__)
+    if main in ("sendrecv", "send", "recv"):
+        strategy = "pp"
+    elif {"allgather", "reducescatter"} & kinds:
+        strategy = "fsdp"
+    elif ctx.report.distributed is not None and _tp_like(ctx):
+        strategy = "tp"
+    else:
+        strategy = "ddp"
+    dist = ctx.report.distributed or {}
+    return [
+        _finding(
+            ctx,
+            id="exposed_communication",
+            title=f"Exposed communication: collectives run {exposed / 1000:.1f} ms per step with no compute "
+            f"alongside ({exposed / ctx.step_us:.0%} of the step)",
+            evidence={
+                "exposed_us_per_step": exposed,
+                "communication_us_per_step": comm_us,
+                "overlapped_share": 1.0 - exposed / comm_us if comm_us > 0 else None,
+                "collectives_us_per_step": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
+                "kernels": _top_kernels(ctx, comm),
+                "rank": dist.get("rank"),
+                "world_size": dist.get("world_size"),
+                "strategy_guess": strategy,
+                "note": "a collective's kernel time includes waiting for the slowest rank: compare the ranks' "
+                "reports (the rank with the least exposed communication is the one the others wait for); "
+                "gain: all the exposed time, an upper bound reached only with perfect overlap and no straggler",
+            },
+            cost_us=exposed,
+            gain_us=exposed,
+            recommendation=_COMM_FIX[strategy],
+        )
+    ]
+
+
+def _tp_like(ctx: Context) -> bool:
+    """All-reduces launched during the forward pass are tensor parallelism's, not DDP's."""
+    return any("_c10d_functional::all_reduce" in n or "Redistribute" in n for n in ctx.names)
+
+
 # --------------------------------------------------------------------------- registry
 
 RULES: list[tuple[str, Rule]] = [
@@ -817,6 +909,7 @@ RULES: list[tuple[str, Rule]] = [
     ("low_sm_efficiency", low_sm_efficiency),
     ("no_tensor_cores", no_tensor_cores),
     ("dataloader_stall", dataloader_stall),
+    ("exposed_communication", exposed_communication),
     ("gpu_idle", gpu_idle),
 ]
 RULE_IDS = tuple(i for i, _ in RULES)

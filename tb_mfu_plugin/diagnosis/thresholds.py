@@ -73,6 +73,9 @@ class Thresholds:
     # --- dataloader_stall
     dataloader_min_share: float = 0.05
 
+    # --- exposed_communication
+    comm_exposed_min_share: float = 0.10  # collective kernels with no compute alongside, share of step
+
     # --- gpu_idle
     gpu_idle_min_share: float = 0.10  # idle with no other cause, share of step
     gpu_idle_top_gaps: int = 3

@@ -22,6 +22,7 @@ from werkzeug import wrappers
 from .. import __version__ as TOOL_VERSION
 from ..analysis.report import SCHEMA_VERSION, RunReport, WorkerReport
 from ..options import AnalysisOptions
+from ..pipeline import run_report
 from ..trace.discover import RunFiles
 from .cache import ERROR, LOADING, QUEUED, AnalysisCache, FileState, default_cache_dir
 from .runs import RunIndex, Scan, sources_from_flags
@@ -133,7 +134,7 @@ class MfuPlugin(base_plugin.TBPlugin):
             elif st.error:
                 k = st.key
                 workers.append(WorkerReport(name=k.worker, span=k.span, file=k.path, error=st.error))
-        return RunReport(name=run.name, workers=workers)
+        return run_report(run.name, workers)
 
     def _run_status(self, run: RunFiles, states: list[tuple[str, Any, FileState]]) -> dict[str, Any]:
         fstates = [st for _, _, st in states]

@@ -32,6 +32,7 @@ def test_rule_ids_are_the_fixed_ones() -> None:
         "low_sm_efficiency",
         "no_tensor_cores",
         "dataloader_stall",
+        "exposed_communication",
         "gpu_idle",
     )
 

@@ -1,0 +1,95 @@
+"""The ranks of one distributed run side by side, and the straggler they wait for.
+
+A collective's kernel runs until every rank has joined it, so the fast ranks show the
+slow rank's lateness as communication with no compute alongside, while the slow rank
+shows little of it. The rank with the least exposed communication, when the others
+have much more, is the one they wait for.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ..analysis.report import WorkerReport
+
+# The spread of exposed communication between ranks that names a straggler, as a share
+# of the median step time.
+STRAGGLER_MIN_SPREAD = 0.10
+
+
+class RankRow(msgspec.Struct, kw_only=True):
+    worker: str
+    span: str
+    rank: int | None
+    step_time_us: float
+    gpu_busy_share: float
+    idle_share: float
+    exposed_communication_us_per_step: float | None
+    mfu: float | None
+
+
+class Straggler(msgspec.Struct, kw_only=True):
+    worker: str
+    rank: int | None
+    others_wait_us_per_step: float  # mean exposed communication of the other ranks, minus its own
+    reason: str
+
+
+class RankSummary(msgspec.Struct, kw_only=True):
+    world_size: int | None
+    ranks: list[RankRow]
+    straggler: Straggler | None = None
+
+
+def _exposed(w: WorkerReport) -> float | None:
+    return next((float(x["us_per_step"]) for x in w.waterfall if x.get("id") == "communication"), None)
+
+
+def compare_ranks(workers: list[WorkerReport]) -> RankSummary | None:
+    """Side by side view of a run's ranks; None unless it has two or more analysed ranks."""
+    ok = [w for w in workers if w.error is None and w.summary is not None and w.distributed]
+    if len(ok) < 2:
+        return None
+    rows = []
+    for w in ok:
+        s = w.summary
+        assert s is not None and w.distributed is not None
+        rows.append(
+            RankRow(
+                worker=w.name,
+                span=w.span,
+                rank=w.distributed.get("rank"),
+                step_time_us=s.step_time_us,
+                gpu_busy_share=s.gpu_busy_share,
+                idle_share=s.idle_share,
+                exposed_communication_us_per_step=_exposed(w),
+                mfu=s.mfu,
+            )
+        )
+    rows.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.worker))
+    world: Any = ok[0].distributed.get("world_size") if ok[0].distributed else None
+    return RankSummary(world_size=world, ranks=rows, straggler=_straggler(rows))
+
+
+def _straggler(rows: list[RankRow]) -> Straggler | None:
+    known = [r for r in rows if r.exposed_communication_us_per_step is not None]
+    if len(known) < 2:
+        return None
+    slow = min(known, key=lambda r: r.exposed_communication_us_per_step or 0.0)
+    others = [r.exposed_communication_us_per_step or 0.0 for r in known if r is not slow]
+    wait = sum(others) / len(others) - (slow.exposed_communication_us_per_step or 0.0)
+    steps = sorted(r.step_time_us for r in known)
+    if wait < STRAGGLER_MIN_SPREAD * steps[len(steps) // 2]:
+        return None
+    return Straggler(
+        worker=slow.worker,
+        rank=slow.rank,
+        others_wait_us_per_step=wait,
+        reason=(
+            f"the other ranks spend {wait / 1000:.1f} ms more per step in collectives with no compute alongside "
+            f"than {slow.worker} does: they wait for it. Its GPU is idle {slow.idle_share:.0%} of the step; "
+            f"its own findings say why (host work, launches, data loading)."
+        ),
+    )

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import SAMPLES
+
+from tb_mfu_plugin.analysis.report import Summary, WorkerReport, to_json
+from tb_mfu_plugin.diagnosis.ranks import compare_ranks
+from tb_mfu_plugin.pipeline import analyze_path
+
+
+def _worker(rank: int, exposed_us: float, idle: float, step_us: float = 1000.0) -> WorkerReport:
+    metrics = dict.fromkeys(
+        ("gpu_busy_share", "kernel_time_share", "memcpy_time_share", "memset_time_share", "sync_wait_share",
+         "tensor_core_kernel_share", "h2d_bytes_per_step", "d2h_bytes_per_step", "d2d_bytes_per_step",
+         "p2p_bytes_per_step", "sync_count_per_step", "kernels_per_step"), 0.0)
+    metrics["gpu_busy_share"] = 1 - idle
+    summary = Summary(steps=3, step_time_us=step_us, idle_share=idle, sm_efficiency=None, achieved_occupancy=None,
+                      **metrics)
+    return WorkerReport(name=f"rank{rank}", span="", file=f"rank{rank}.json", summary=summary,
+                        distributed={"rank": rank, "world_size": 3},
+                        waterfall=[{"id": "communication", "us_per_step": exposed_us}])
+
+
+def test_the_rank_the_others_wait_for_is_the_straggler() -> None:
+    r = compare_ranks([_worker(0, 300, 0.0), _worker(1, 20, 0.4), _worker(2, 310, 0.01)])
+    assert r is not None and [row.rank for row in r.ranks] == [0, 1, 2]
+    assert r.straggler is not None and r.straggler.worker == "rank1"
+    assert r.straggler.others_wait_us_per_step == pytest.approx(285)
+    json.loads(to_json(r))
+
+
+def test_no_straggler_when_ranks_wait_alike_or_single_rank() -> None:
+    r = compare_ranks([_worker(0, 100, 0.0), _worker(1, 60, 0.0)])  # 40 µs spread < 10 % of 1000 µs
+    assert r is not None and r.straggler is None
+    assert compare_ranks([_worker(0, 100, 0.0)]) is None
+
+
+def test_real_ddp_run_names_its_straggler() -> None:
+    if not (SAMPLES / "ddp_4gpu").is_dir():
+        pytest.skip("sample traces not available")
+    (run,) = analyze_path(str(SAMPLES / "ddp_4gpu")).runs
+    assert run.ranks is not None and len(run.ranks.ranks) == 4
+    s = run.ranks.straggler
+    # rank 1's GPU idles on host work (47 % busy) while ranks 0, 2, 3 sit ~20 ms a step in the all-reduce
+    assert s is not None and s.worker == "rank1" and s.others_wait_us_per_step > 10_000
