@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..trace.tables import KERNEL, GpuTable
+from ..trace.tables import GpuTable
 from .report import KernelStats
 
 # Kernel-name patterns of tensor-core (matrix-unit) kernels, Volta to Blackwell and
@@ -109,6 +109,3 @@ def top_kernels(
         )
     return out
 
-
-def is_kernel(gpu: GpuTable) -> np.ndarray:
-    return gpu.kind == KERNEL

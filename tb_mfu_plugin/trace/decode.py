@@ -51,7 +51,6 @@ _event_list = msgspec.json.Decoder(list[Event])
 _tagged_list = msgspec.json.Decoder(list[schema.TaggedEvent])
 _header = msgspec.json.Decoder(schema.Header)
 _document = msgspec.json.Decoder(schema.Document)
-_bare_array = msgspec.json.Decoder(list[Event])
 
 ProgressFn = Callable[[int], None]
 
@@ -481,7 +480,7 @@ def _chain_last(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
 def _decode_whole(path: str, data: bytes, cols: _Columns, size: int) -> TraceTables:
     stripped = data.lstrip()
     if stripped.startswith(b"["):
-        cols.add(_only_complete(_bare_array.decode(data)))
+        cols.add(_only_complete(_event_list.decode(data)))
         header = schema.Header()
     elif stripped.startswith(b"{"):
         doc = _document.decode(data)
