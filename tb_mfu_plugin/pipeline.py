@@ -12,6 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from . import __version__
+from .analysis.flops import is_flop_op
+from .analysis.mfu import apply_to_report as apply_flops
 from .analysis.report import Report, RunReport, WorkerReport
 from .analysis.worker import analyze_device, gpu_devices
 from .diagnosis import DEFAULT, Thresholds, diagnose
@@ -25,12 +27,8 @@ from .trace.tables import TraceTables
 ProgressFn = Callable[[int], None]
 
 
-def _keep_inputs(name: str) -> bool:
-    try:
-        from .analysis.flops import is_flop_op
-    except ImportError:  # FLOP formulas not available: keep no shapes
-        return False
-    return is_flop_op(name)
+# The decoder keeps recorded shapes only for ops with a FLOP formula.
+_keep_inputs = is_flop_op
 
 
 def _error_report(span: SpanFile, worker: str, reason: str) -> WorkerReport:
@@ -67,22 +65,11 @@ def analyze_tables(tables: TraceTables, worker: str, span: str, options: Analysi
         report.name = worker
         report.span = span
         report.distributed = tables.meta.distributed_info
-        _add_flops(report, tables, steps, view, options)
+        apply_flops(report, tables, steps, view, options)
         # after FLOPs: findings estimate the MFU they would bring
         diagnose(report, tables, steps, view, thresholds_from(options))
         reports.append(report)
     return reports
-
-
-def _add_flops(report: WorkerReport, tables: TraceTables, steps, view, options: AnalysisOptions) -> None:  # type: ignore[no-untyped-def]
-    """FLOPs and MFU, once the formulas exist (analysis.mfu)."""
-    try:
-        from .analysis import mfu  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        return
-    apply = getattr(mfu, "apply_to_report", None)
-    if apply is not None:
-        apply(report, tables, steps, view, options)
 
 
 def analyze_file(
