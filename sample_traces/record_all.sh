@@ -24,7 +24,7 @@ python3 -c 'import torch, torchvision, triton; print("torch", torch.__version__,
 t0=$SECONDS
 if [[ $PHASES == *" single "* ]]; then
 timeout "${T_SINGLE:-200}" python3 "$HERE/record_samples.py" --out "$WORK" "${XA[@]}" \
-  --only gpt_naive_attention,gpt_sdpa_fused,resnet50_bf16,tiny_mlp_launch_bound,pageable_copy_loop,dataloader_stall,fp32_no_tensor_cores,low_sm_efficiency,small_copies
+  --only gpt_naive_attention,gpt_sdpa_fused,resnet50_bf16,tiny_mlp_launch_bound,pageable_copy_loop,dataloader_stall,fp32_no_tensor_cores,low_sm_efficiency,small_copies,gpt_checkpointing
 echo "phase single rc=$? t=$((SECONDS - t0))s"; pack
 fi
 

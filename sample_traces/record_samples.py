@@ -50,6 +50,7 @@ class Workload:
         self.extra = extra or {}
         self.cleanup = cleanup  # called after the run (restores global flags)
         self.drain_before_active = False  # sync at the end of the last warmup step (see sc.profile_steps)
+        self.measure_extra = None  # called after the unprofiled timing, before profiling; returns a dict
 
 
 def autocast(dev):
@@ -196,6 +197,124 @@ def build_gpt_sdpa(args, dev):
 
 def build_gpt_compile(args, dev):
     return _build_gpt_sdpa(args, dev, compiled=True)
+
+
+def build_gpt_checkpointing(args, dev):
+    """gpt_sdpa_fused with every block under non-reentrant activation checkpointing."""
+    from torch.utils.checkpoint import checkpoint
+
+    cfg, model = _gpt_common(args, dev, naive=False)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    pin = dev.type == "cuda"
+    pool = sc.gpt_batch_pool(cfg, 4, pin=pin, seed=1)
+    mode = {"checkpoint": True}  # False only while measuring the same step without checkpointing
+
+    def forward(idx):  # sc.GPT.forward with each block wrapped in checkpoint()
+        B, T = idx.shape
+        pos = torch.arange(T, device=idx.device)
+        x = model.wte(idx) + model.wpe(pos)
+        for blk in model.blocks:
+            x = checkpoint(blk, x, use_reentrant=False) if mode["checkpoint"] else blk(x)
+        return model.lm_head(model.ln_f(x))
+
+    def step(i):
+        xb, yb = pool[i % len(pool)]
+        x = xb.to(dev, non_blocking=True)
+        y = yb.to(dev, non_blocking=True)
+        with autocast(dev):
+            logits = forward(x)
+            loss = F.cross_entropy(logits.view(-1, cfg.vocab), y.view(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    def peak_mem_us(n):
+        """Unprofiled timing of n steps, with the peak of allocated memory over them (CUDA only)."""
+        if dev.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(dev)
+        t = sc.time_unprofiled(step, dev, n)
+        peak = torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else None
+        return t, peak
+
+    def measure_extra():
+        # the same step without checkpointing: model FLOPs (nothing re-run) and its own timing
+        out = {}
+        mode["checkpoint"] = False
+        try:
+            for i in range(2):
+                step(i)
+            fl = sc.count_flops(step, dev)
+            for i in range(2):
+                step(i)
+            t_plain, peak_plain = peak_mem_us(args.timed_steps)
+        finally:
+            mode["checkpoint"] = True
+        for i in range(2):  # back to the checkpointed step before profiling
+            step(i)
+        t_ckpt, peak_ckpt = peak_mem_us(args.timed_steps)
+        out["model_flops_per_step"] = fl["flops_per_step"]
+        out["model_flops_by_op"] = fl["flops_by_op"]
+        out["model_flops_source"] = ("FlopCounterMode over the same step with checkpointing switched off "
+                                     "(the blocks called directly): what the model needs, nothing re-run")
+        out["no_checkpointing"] = {
+            "what": "the same model, optimizer, inputs and step with each block called directly (no checkpoint)",
+            "step_time_us_unprofiled": t_plain["step_time_us_unprofiled"],
+            "step_time_us_unprofiled_mean": t_plain["step_time_us_unprofiled_mean"],
+            "step_time_us_unprofiled_min": t_plain["step_time_us_unprofiled_min"],
+            "step_time_us_unprofiled_max": t_plain["step_time_us_unprofiled_max"],
+            "step_time_us_unprofiled_steps": t_plain["step_time_us_unprofiled_steps"],
+            "unprofiled_timed_steps": t_plain["unprofiled_timed_steps"],
+            "peak_memory_allocated_bytes": peak_plain,
+            "mfu_unprofiled": sc.mfu(fl["flops_per_step"], t_plain["step_time_us_unprofiled"]),
+        }
+        print(f"[gpt_checkpointing] no checkpointing: {fl['flops_per_step']:.4e} FLOP/step, unprofiled median "
+              f"{t_plain['step_time_us_unprofiled']:.1f} us, peak {peak_plain}; checkpointed again "
+              f"{t_ckpt['step_time_us_unprofiled']:.1f} us, peak {peak_ckpt}", flush=True)
+        out["checkpointing_peak_memory_allocated_bytes"] = peak_ckpt
+        out["checkpointing_step_time_us_unprofiled_second_timing"] = t_ckpt["step_time_us_unprofiled"]
+        return out
+
+    info = sc.gpt_model_info(model)
+    tokens = cfg.batch * cfg.seq_len
+    in_bytes = cfg.batch * cfg.seq_len * 8
+    expected = {
+        "h2d_bytes_per_step": 2 * in_bytes,
+        "d2h_bytes_per_step": 0,
+        "h2d_copies_per_step": 2,
+        "d2h_copies_per_step": 0,
+        "sync_count_per_step": 0,
+        "copies": [
+            {"what": "input ids x int64 (B,T) from a pinned pool, .to(device, non_blocking=True)",
+             "kind": "Memcpy HtoD (Pinned -> Device)", "bytes": in_bytes},
+            {"what": "targets y int64 (B,T) from a pinned pool, .to(device, non_blocking=True)",
+             "kind": "Memcpy HtoD (Pinned -> Device)", "bytes": in_bytes},
+        ],
+        "syncs": [],
+        "attention": ("F.scaled_dot_product_attention(is_causal=True) (backend chosen by PyTorch: "
+                      "flash / cuDNN / efficient)"),
+        "activation_checkpointing": ("torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False) around each "
+                                     "of the n_layers blocks (default preserve_rng_state=True, early stop on)"),
+    }
+    notes = ["No .item()/print of the loss inside the loop: no host syncs are intended per step.",
+             SDPA_FLOP_NOTE,
+             "AdamW(fused=True): one fused multi-tensor kernel launch set per step; step counters live on the GPU.",
+             "Activation checkpointing (non-reentrant): each block keeps only its input; in backward the block's "
+             "forward is re-run inside the first autograd node that unpacks one of its saved tensors. "
+             "flops_per_step counts that recompute (hardware FLOPs, the HFU numerator); model_flops_per_step is "
+             "FlopCounterMode over the same step without checkpointing (the MFU numerator).",
+             "hfu_* = flops_per_step / step time / peak; mfu_* = model_flops_per_step / step time / peak. "
+             "For this run mfu_unprofiled and mfu_profiled use model_flops_per_step (unlike the other runs, where "
+             "both FLOP figures are the same)."]
+    w = Workload(
+        "gpt_checkpointing",
+        "Same GPT as gpt_sdpa_fused (F.scaled_dot_product_attention(is_causal=True), AdamW(fused=True), pinned "
+        "input copied non_blocking, no .item(), 0 host syncs per step), with each transformer block wrapped in "
+        "torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False): activation checkpointing, the block "
+        "forwards are recomputed during backward.",
+        step, expected, model_info=info, tokens_per_step=tokens, notes=notes,
+        extra=sc.gpt_analytic_flops(info, tokens))
+    w.measure_extra = measure_extra
+    return w
 
 
 # --------------------------------------------------------------------------- ResNet-50
@@ -585,6 +704,7 @@ WORKLOADS = {
     "tiny_mlp_launch_bound": build_tiny_mlp,
     "pageable_copy_loop": build_pageable_copy,
     "gpt_compile": build_gpt_compile,
+    "gpt_checkpointing": build_gpt_checkpointing,
     "dataloader_stall": build_dataloader_stall,
     "fp32_no_tensor_cores": build_fp32_no_tensor_cores,
     "low_sm_efficiency": build_low_sm_efficiency,
@@ -593,6 +713,8 @@ WORKLOADS = {
 # The rule showcases are GPU-bound with no host syncs (except dataloader_stall): drain the GPU at the
 # end of the last warmup step so that no GPU work launched before the recording runs inside it.
 SHOWCASES = ("dataloader_stall", "fp32_no_tensor_cores", "low_sm_efficiency", "small_copies")
+# Later GPU-bound, sync-free runs get the same drain.
+DRAINED = SHOWCASES + ("gpt_checkpointing",)
 
 
 # --------------------------------------------------------------------------- driver
@@ -604,7 +726,7 @@ def run_one(name, builder, args, dev) -> dict:
     os.makedirs(run_dir, exist_ok=True)
     sc.remove_traces(run_dir, WORKER)
     w = builder(args, dev)
-    if name in SHOWCASES:
+    if name in DRAINED:
         w.drain_before_active = True
         w.notes.append(DRAIN_NOTE)
     try:
@@ -627,6 +749,7 @@ def _record(name, w, args, dev, run_dir, t_start) -> dict:
         w.step(i)
     timing = sc.time_unprofiled(w.step, dev, args.timed_steps)
     print(f"[{name}] unprofiled median {timing['step_time_us_unprofiled']:.1f} us, profiling", flush=True)
+    measured = w.measure_extra() if w.measure_extra is not None else {}
     prof = None
     tried = []
     for active in (3, 2, 1):
@@ -661,6 +784,16 @@ def _record(name, w, args, dev, run_dir, t_start) -> dict:
         "recorded_at_unix": int(time.time()),
     }
     gt.update(w.extra)
+    gt.update(measured)
+    if "model_flops_per_step" in measured:
+        # hardware FLOPs (recompute included) vs model FLOPs (nothing re-run), over the same step times
+        for when, us in (("unprofiled", timing["step_time_us_unprofiled"]),
+                         ("profiled", prof["step_time_us_profiled_wall"])):
+            gt[f"hfu_{when}"] = sc.mfu(flops["flops_per_step"], us)
+            gt[f"mfu_{when}"] = sc.mfu(measured["model_flops_per_step"], us)
+        gt["recompute_flops_per_step"] = flops["flops_per_step"] - measured["model_flops_per_step"]
+        plain = measured["no_checkpointing"]["step_time_us_unprofiled"]
+        gt["checkpointing_step_time_ratio_unprofiled"] = timing["step_time_us_unprofiled"] / plain
     if w.tokens_per_step:
         gt["tokens_per_s_unprofiled"] = w.tokens_per_step / (timing["step_time_us_unprofiled"] * 1e-6)
     if "analytic_flops_per_step" in gt:

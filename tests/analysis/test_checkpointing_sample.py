@@ -1,0 +1,60 @@
+"""The real H200 activation-checkpointing sample (sample_traces/gpt_checkpointing) against its ground truth.
+
+The ground truth has two FlopCounterMode counts of the same step: with checkpointing
+(``flops_per_step``: the recomputed block forwards included, hardware FLOPs) and without it
+(``model_flops_per_step``). The analyzer derives both from the trace's shapes alone.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from conftest import SAMPLES
+
+from tb_mfu_plugin.analysis.report import WorkerReport
+from tb_mfu_plugin.options import AnalysisOptions
+from tb_mfu_plugin.pipeline import analyze_run
+from tb_mfu_plugin.trace.discover import discover_runs
+
+RUN = SAMPLES / "gpt_checkpointing"
+
+pytestmark = pytest.mark.skipif(
+    not (RUN / "ground_truth.json").is_file() or not any(RUN.glob("rank0.*.pt.trace.json*")),
+    reason="sample_traces/gpt_checkpointing not recorded",
+)
+
+
+@pytest.fixture(scope="module")
+def truth() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((RUN / "ground_truth.json").read_text())
+    return data
+
+
+@pytest.fixture(scope="module")
+def worker() -> WorkerReport:
+    (found,) = discover_runs(str(RUN))
+    (w,) = analyze_run(found, AnalysisOptions()).workers
+    assert w.error is None, w.error
+    return w
+
+
+def test_flops_per_step_counts_the_recompute(worker: WorkerReport, truth: dict[str, Any]) -> None:
+    # FlopCounterMode over the checkpointed step: the re-run block forwards are in it
+    assert worker.summary is not None and worker.summary.flops_per_step is not None
+    assert worker.summary.flops_per_step == pytest.approx(truth["flops_per_step"], rel=0.02)
+
+
+def test_model_flops_leave_the_recompute_out(worker: WorkerReport, truth: dict[str, Any]) -> None:
+    # FlopCounterMode over the same step without checkpointing
+    assert worker.flops is not None
+    assert worker.flops["model_flops_per_step"] == pytest.approx(truth["model_flops_per_step"], rel=0.02)
+    assert worker.flops["checkpoint_recompute_flops_per_step"] > 0
+
+
+def test_hfu_above_model_mfu(worker: WorkerReport, truth: dict[str, Any]) -> None:
+    assert worker.flops is not None
+    assert worker.flops["hfu"] is not None and worker.flops["mfu_model"] is not None
+    assert worker.flops["hfu"] > worker.flops["mfu_model"]
+    assert truth["hfu_profiled"] > truth["mfu_profiled"]
