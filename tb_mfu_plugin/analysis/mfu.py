@@ -154,6 +154,12 @@ class OpFlops:
         """FLOPs per op without recompute (PaLM's MFU convention)."""
         return self.flops - self.recompute_flops
 
+    @property
+    def mfu_flops(self) -> np.ndarray:
+        """FLOPs per op without activation-checkpoint re-runs; the fused attention backward's
+        Q·Kᵀ recompute stays, as FlopCounterMode counts it."""
+        return self.flops - np.where(self.checkpoint_recompute, self.recompute_flops, 0.0)
+
     def dominant_dtype(self) -> str | None:
         """FLOP-weighted compute dtype of the counted ops (None when nothing counted)."""
         if not len(self):
@@ -186,8 +192,11 @@ class OpFlops:
 
 @dataclass(frozen=True)
 class WindowFlops:
-    flops: np.ndarray  # per window, FlopCounterMode convention (HFU numerator)
-    model_flops: np.ndarray  # per window, recompute removed (MFU numerator, PaLM convention)
+    flops: np.ndarray  # per window, every executed FLOP, FlopCounterMode convention (HFU numerator)
+    model_flops: np.ndarray  # per window, all recompute removed (PaLM convention)
+    # per window, FlopCounterMode convention without activation-checkpoint re-runs: what
+    # FlopCounterMode counts for the same model trained without checkpointing (headline MFU)
+    mfu_flops: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -641,9 +650,10 @@ def flops_in_windows(of: OpFlops, start_us: np.ndarray, end_us: np.ndarray) -> W
     nwin = len(np.asarray(start_us))
     w = _window_mask(of.ts, start_us, end_us)
     ok = w >= 0
-    tot = np.bincount(w[ok], weights=of.flops[ok], minlength=nwin)[:nwin]
-    mod = np.bincount(w[ok], weights=of.model_flops[ok], minlength=nwin)[:nwin]
-    return WindowFlops(tot.astype(np.float64), mod.astype(np.float64))
+    def per_window(values: np.ndarray) -> np.ndarray:
+        return np.bincount(w[ok], weights=values[ok], minlength=nwin)[:nwin].astype(np.float64)
+
+    return WindowFlops(per_window(of.flops), per_window(of.model_flops), per_window(of.mfu_flops))
 
 
 def unattributed_kernel_time(
@@ -745,7 +755,8 @@ def flops_summary(
     out: dict[str, Any] = {
         "source": "shapes",
         "convention": "FlopCounterMode",
-        "flops_per_step": med,
+        "flops_per_step": float(np.median(wf.mfu_flops)) if len(wf.mfu_flops) else None,
+        "executed_flops_per_step": med,
         "model_flops_per_step": med_model,
         "attention_recompute_flops_per_step": attn_rec,
         "checkpoint_recompute_flops_per_step": ckpt_rec,
@@ -843,7 +854,8 @@ def apply_to_report(report: Any, tables: TraceTables, steps: Any, view: Any, opt
         head: np.ndarray | None = np.full(len(dur), float(options.flops_per_step))
         head_source = "--flops-per-step"
     elif has_shapes:
-        head, head_source = wf.flops, "shapes (FlopCounterMode convention)"
+        # MFU counts the model's FLOPs: activation-checkpoint re-runs go to HFU only
+        head, head_source = wf.mfu_flops, "shapes (FlopCounterMode convention)"
     elif user:
         head, head_source = np.full(len(dur), float(user)), user_source or "sidecar"
     else:
