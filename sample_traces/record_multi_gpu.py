@@ -268,21 +268,7 @@ def main():
         slowest_prof = max(r["step_time_us_profiled_wall"] for r in per_rank)
         in_bytes = cfg.batch * cfg.seq_len * 8
         n_params = info["n_params"]
-        expected = {
-            "h2d_bytes_per_step": 2 * in_bytes,
-            "d2h_bytes_per_step": 0,
-            "h2d_copies_per_step": 2,
-            "d2h_copies_per_step": 0,
-            "sync_count_per_step": 0,
-            "scope": "per rank",
-            "copies": [
-                {"what": "input ids x int64 (B,T) pinned .to(device, non_blocking=True)",
-                 "kind": "Memcpy HtoD (Pinned -> Device)", "bytes": in_bytes},
-                {"what": "targets y int64 (B,T) pinned .to(device, non_blocking=True)",
-                 "kind": "Memcpy HtoD (Pinned -> Device)", "bytes": in_bytes},
-            ],
-            "syncs": [],
-        }
+        expected = {**sc.pinned_input_expected(in_bytes, "pinned"), "scope": "per rank"}
         notes = ["Built with no host syncs and no D2H copies in the step; any that appear in the trace come from "
                  "the library (DDP/FSDP2/DTensor) and were not planned.",
                  "FlopCounterMode counts the fused SDPA backward as 2.5x its forward (5 matmuls, recomputing the scores), while the hand-written attention's backward counts as 2x (4 bmm); the same math therefore counts 0.5 x forward-attention FLOPs more with SDPA (68.7 GFLOP/step at these shapes). The analytic PaLM formula uses 2x."]

@@ -154,18 +154,7 @@ def _build_gpt_sdpa(args, dev, compiled: bool):
     tokens = cfg.batch * cfg.seq_len
     in_bytes = cfg.batch * cfg.seq_len * 8
     expected = {
-        "h2d_bytes_per_step": 2 * in_bytes,
-        "d2h_bytes_per_step": 0,
-        "h2d_copies_per_step": 2,
-        "d2h_copies_per_step": 0,
-        "sync_count_per_step": 0,
-        "copies": [
-            {"what": "input ids x int64 (B,T) from a pinned pool, .to(device, non_blocking=True)",
-             "kind": "Memcpy HtoD (Pinned -> Device)", "bytes": in_bytes},
-            {"what": "targets y int64 (B,T) from a pinned pool, .to(device, non_blocking=True)",
-             "kind": "Memcpy HtoD (Pinned -> Device)", "bytes": in_bytes},
-        ],
-        "syncs": [],
+        **sc.pinned_input_expected(in_bytes),
         "attention": "F.scaled_dot_product_attention(is_causal=True) (backend chosen by PyTorch: flash / cuDNN / efficient)",
     }
     notes = ["No .item()/print of the loss inside the loop: no host syncs are intended per step.",
@@ -278,18 +267,7 @@ def build_gpt_checkpointing(args, dev):
     tokens = cfg.batch * cfg.seq_len
     in_bytes = cfg.batch * cfg.seq_len * 8
     expected = {
-        "h2d_bytes_per_step": 2 * in_bytes,
-        "d2h_bytes_per_step": 0,
-        "h2d_copies_per_step": 2,
-        "d2h_copies_per_step": 0,
-        "sync_count_per_step": 0,
-        "copies": [
-            {"what": "input ids x int64 (B,T) from a pinned pool, .to(device, non_blocking=True)",
-             "kind": "Memcpy HtoD (Pinned -> Device)", "bytes": in_bytes},
-            {"what": "targets y int64 (B,T) from a pinned pool, .to(device, non_blocking=True)",
-             "kind": "Memcpy HtoD (Pinned -> Device)", "bytes": in_bytes},
-        ],
-        "syncs": [],
+        **sc.pinned_input_expected(in_bytes),
         "attention": ("F.scaled_dot_product_attention(is_causal=True) (backend chosen by PyTorch: "
                       "flash / cuDNN / efficient)"),
         "activation_checkpointing": ("torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False) around each "

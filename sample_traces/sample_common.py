@@ -177,6 +177,25 @@ def gpt_batch_pool(cfg: GPTConfig, n: int, pin: bool, seed: int):
 # --------------------------------------------------------------------------- measurement
 
 
+def pinned_input_expected(in_bytes: int, source: str = "from a pinned pool,") -> dict:
+    """``expected`` of a step whose only transfers are the (x, y) int64 batch copied from
+    pinned memory with ``non_blocking=True``: two H2D copies, no D2H, no sync."""
+    return {
+        "h2d_bytes_per_step": 2 * in_bytes,
+        "d2h_bytes_per_step": 0,
+        "h2d_copies_per_step": 2,
+        "d2h_copies_per_step": 0,
+        "sync_count_per_step": 0,
+        "copies": [
+            {"what": f"input ids x int64 (B,T) {source} .to(device, non_blocking=True)",
+             "kind": "Memcpy HtoD (Pinned -> Device)", "bytes": in_bytes},
+            {"what": f"targets y int64 (B,T) {source} .to(device, non_blocking=True)",
+             "kind": "Memcpy HtoD (Pinned -> Device)", "bytes": in_bytes},
+        ],
+        "syncs": [],
+    }
+
+
 def sync(dev):
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
