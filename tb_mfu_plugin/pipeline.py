@@ -20,6 +20,7 @@ from .diagnosis import DEFAULT, Thresholds, diagnose
 from .diagnosis.ranks import compare_ranks
 from .errors import TraceError
 from .options import AnalysisOptions
+from .sidecar import Sidecar, load_sidecar
 from .trace.decode import decode_trace
 from .trace.discover import RunFiles, SpanFile, discover_runs
 from .trace.tables import TraceTables
@@ -49,8 +50,15 @@ def thresholds_from(options: AnalysisOptions) -> Thresholds:
     return dataclasses.replace(DEFAULT, **changes)
 
 
-def analyze_tables(tables: TraceTables, worker: str, span: str, options: AnalysisOptions) -> list[WorkerReport]:
-    """Reports for every device of one decoded trace (pure: no I/O)."""
+def analyze_tables(
+    tables: TraceTables,
+    worker: str,
+    span: str,
+    options: AnalysisOptions,
+    sidecar: tuple[Sidecar, str] | None = None,
+) -> list[WorkerReport]:
+    """Reports for every device of one decoded trace (pure: no I/O). ``sidecar`` is the
+    run's ``tb_mfu.json`` with its path, when there is one."""
     devices = gpu_devices(tables)
     if not devices:
         reason = (
@@ -65,7 +73,7 @@ def analyze_tables(tables: TraceTables, worker: str, span: str, options: Analysi
         report.name = worker
         report.span = span
         report.distributed = tables.meta.distributed_info
-        apply_flops(report, tables, steps, view, options)
+        apply_flops(report, tables, steps, view, options, sidecar)
         # after FLOPs: findings estimate the MFU they would bring
         diagnose(report, tables, steps, view, thresholds_from(options))
         reports.append(report)
@@ -83,10 +91,19 @@ def analyze_file(
         tables = decode_trace(span.path, keep_inputs=_keep_inputs, progress=progress)
     except TraceError as exc:
         return [_error_report(span, worker, exc.reason)]
+    sidecar, sidecar_error = None, None
     try:
-        return analyze_tables(tables, worker, span.span, options)
+        sidecar = load_sidecar(os.path.dirname(span.path) or ".", worker)
+    except TraceError as exc:  # a bad sidecar costs its figures, not the analysis
+        sidecar_error = str(exc)
+    try:
+        reports = analyze_tables(tables, worker, span.span, options, sidecar)
     except Exception as exc:  # an analysis bug on odd input must not hide the other files
         return [_error_report(span, worker, f"analysis failed: {type(exc).__name__}: {exc}")]
+    if sidecar_error:
+        for r in reports:
+            r.notes.append(sidecar_error)
+    return reports
 
 
 def analyze_run(

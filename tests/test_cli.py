@@ -158,3 +158,17 @@ def test_thresholds_from_the_command_line(tmp_path: Path, capsys: pytest.Capture
     assert "memcpy_bound" not in ids
     assert main(["analyze", str(run), "--threshold", "no_such=1"]) == 2
     assert "unknown diagnosis threshold 'no_such'" in capsys.readouterr().err
+
+
+def test_a_bad_sidecar_costs_its_figures_not_the_analysis(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    _good(run / "host_1.1700000000000.pt.trace.json.gz")
+    (run / "tb_mfu.json").write_text("{not json")
+    assert main(["analyze", str(run), "--json"]) == 0
+    (w,) = json.loads(capsys.readouterr().out)["runs"][0]["workers"]
+    assert w["error"] is None and w["summary"]["steps"] == 3
+    assert any("tb_mfu.json" in n for n in w["notes"])
+    (run / "tb_mfu.json").write_text('{"flops_per_step": 9e7}')
+    assert main(["analyze", str(run), "--json", "--peak-tflops", "1000"]) == 0
+    (w,) = json.loads(capsys.readouterr().out)["runs"][0]["workers"]
+    assert w["flops"]["user_flops_per_step"] == 9e7 and w["summary"]["mfu"] == pytest.approx(9e7 / 90e-6 / 1e15)

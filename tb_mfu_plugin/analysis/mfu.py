@@ -47,7 +47,6 @@ are sorted searches and prefix maxima, with no per-event Python loop.
 
 from __future__ import annotations
 
-import os
 import re
 import weakref
 from dataclasses import dataclass, field, replace
@@ -55,9 +54,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import TraceError
 from ..options import AnalysisOptions
-from ..sidecar import load_sidecar
+from ..sidecar import Sidecar
 from ..trace.tables import DRIVER, KERNEL, OP, RUNTIME, TraceTables
 from . import flops as F
 from .peaks import resolve_peak
@@ -800,8 +798,18 @@ def _props(tables: TraceTables, device: int | None) -> dict[str, Any] | None:
     return props[0] if len(props) == 1 else None
 
 
-def apply_to_report(report: Any, tables: TraceTables, steps: Any, view: Any, options: AnalysisOptions) -> None:
+def apply_to_report(
+    report: Any,
+    tables: TraceTables,
+    steps: Any,
+    view: Any,
+    options: AnalysisOptions,
+    sidecar: tuple[Sidecar, str] | None = None,
+) -> None:
     """Fill FLOPs, MFU, the peak and the FLOPs detail of one device's ``WorkerReport``.
+
+    ``sidecar`` is the run's ``tb_mfu.json`` and its path, already read by the caller
+    (the analysis does no I/O).
 
     - ``flops_per_step`` / ``mfu`` (per step and the summary median) use, in order:
       ``options.flops_per_step`` (``--flops-per-step``), the trace's shapes
@@ -826,13 +834,8 @@ def apply_to_report(report: Any, tables: TraceTables, steps: Any, view: Any, opt
     user: float | None = None
     user_source: str | None = None
     sc = None
-    try:
-        got = load_sidecar(os.path.dirname(tables.meta.path) or ".", report.name or None)
-    except TraceError as exc:
-        report.notes.append(str(exc))
-        got = None
-    if got is not None:
-        sc, sc_path = got
+    if sidecar is not None:
+        sc, sc_path = sidecar
         user = sc.model_flops_per_step()
         user_source = f"{sc.method} ({sc_path})"
     if options.flops_per_step:
