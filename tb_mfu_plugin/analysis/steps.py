@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..trace.tables import ANNOTATION, DRIVER, RUNTIME, TraceTables
+from ..trace.tables import ANNOTATION, TraceTables
 
 _STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 # Runtime calls that enqueue device work; one without a GPU event means the trace
@@ -41,24 +41,12 @@ class Steps:
 
 def launches(tables: TraceTables) -> np.ndarray:
     """Row indexes of runtime/driver calls that carry a correlation id."""
-    cpu = tables.cpu
-    return np.flatnonzero(((cpu.kind == RUNTIME) | (cpu.kind == DRIVER)) & (cpu.correlation >= 0))
+    return tables.launch_rows
 
 
 def launch_of_gpu(tables: TraceTables) -> np.ndarray:
     """For each GPU row, the cpu row of the call that launched it (-1 if none)."""
-    cpu, gpu = tables.cpu, tables.gpu
-    rows = launches(tables)
-    corr = cpu.correlation[rows]
-    order = np.argsort(corr, kind="stable")
-    corr_sorted = corr[order]
-    pos = np.searchsorted(corr_sorted, gpu.correlation)
-    pos = np.minimum(pos, max(len(corr_sorted) - 1, 0))
-    out = np.full(len(gpu), -1, np.int64)
-    if len(corr_sorted):
-        hit = (corr_sorted[pos] == gpu.correlation) & (gpu.correlation >= 0)
-        out[hit] = rows[order[pos[hit]]]
-    return out
+    return tables.launcher
 
 
 def _markers(tables: TraceTables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

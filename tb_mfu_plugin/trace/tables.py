@@ -101,6 +101,31 @@ class TraceTables:
     cpu: CpuTable
     gpu: GpuTable
 
+    @cached_property
+    def launch_rows(self) -> np.ndarray:
+        """cpu rows of the runtime/driver calls that carry a correlation id."""
+        cpu = self.cpu
+        return np.flatnonzero(((cpu.kind == RUNTIME) | (cpu.kind == DRIVER)) & (cpu.correlation >= 0))
+
+    @cached_property
+    def launcher(self) -> np.ndarray:
+        """For each GPU row, the cpu row of the call that launched it (-1 if none).
+
+        The join runtime call -> GPU event by correlation id; computed once, since the
+        steps, the metrics and the diagnosis of every device all read it.
+        """
+        cpu, gpu = self.cpu, self.gpu
+        rows = self.launch_rows
+        corr = cpu.correlation[rows]
+        order = np.argsort(corr, kind="stable")
+        corr_sorted = corr[order]
+        out = np.full(len(gpu), -1, np.int64)
+        if len(corr_sorted):
+            pos = np.minimum(np.searchsorted(corr_sorted, gpu.correlation), len(corr_sorted) - 1)
+            hit = (corr_sorted[pos] == gpu.correlation) & (gpu.correlation >= 0)
+            out[hit] = rows[order[pos[hit]]]
+        return out
+
     def name_codes(self, predicate: Any) -> np.ndarray:
         """Codes of all names for which ``predicate(name)`` is true (a boolean lookup table)."""
         return np.fromiter((bool(predicate(n)) for n in self.names), dtype=bool, count=len(self.names))
