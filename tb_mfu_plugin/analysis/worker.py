@@ -157,7 +157,9 @@ def analyze_device(
     steps = find_steps(tables, device, launcher)
     gpu = tables.gpu.take(np.flatnonzero(tables.gpu.device == device))
     dev_launcher = launcher[tables.gpu.device == device]
-    launch_ts = np.where(dev_launcher >= 0, tables.cpu.ts[np.maximum(dev_launcher, 0)], np.nan)
+    # (indexed only where launched: a GPU-only trace has no CPU rows at all)
+    launch_ts = np.full(len(dev_launcher), np.nan)
+    launch_ts[dev_launcher >= 0] = tables.cpu.ts[dev_launcher[dev_launcher >= 0]]
     view = DeviceView(
         gpu=gpu,
         bps=kernels.blocks_per_sm(gpu, dev.num_sms),
