@@ -101,7 +101,7 @@ def step_metrics(
     co = is_c & own
     nbytes = np.maximum(g.bytes[sl][co], 0)
     dirs = direction[g.name[sl][co]]
-    per_dir = [float(nbytes[dirs == i].sum()) for i in range(len(copies.DIRECTIONS))]
+    per_dir = [float(nbytes[dirs == i].sum(dtype=np.float64)) for i in range(len(copies.DIRECTIONS))]
     idle = max(0.0, 1.0 - _share(busy, dur))
     sync_wait = min(_share(sync_wait_us, dur), idle)
     breakdown = {

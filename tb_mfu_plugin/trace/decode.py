@@ -33,7 +33,7 @@ from . import schema
 from .columns import Columns
 from .files import open_regular
 from .header import trace_meta
-from .limits import DEFAULT_LIMITS, RATIO_GRACE_BYTES, Deadline, Limits, cap_error
+from .limits import DEFAULT_LIMITS, RATIO_GRACE_BYTES, Deadline, Limits, cap_error, format_size
 from .schema import Event
 from .tables import TraceTables
 
@@ -50,10 +50,6 @@ _header = msgspec.json.Decoder(schema.Header)
 _document = msgspec.json.Decoder(schema.Document)
 
 ProgressFn = Callable[[int], None]
-
-
-def _gib(n: float) -> str:
-    return f"{n / (1 << 30):.3g} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.3g} MiB"
 
 
 class _Source:
@@ -88,7 +84,7 @@ class _Source:
     def _check(self) -> None:
         lim = self.limits
         if self.read > lim.max_trace_bytes:
-            raise cap_error(self.path, "max_trace_bytes", f"more than {_gib(lim.max_trace_bytes)} decompressed")
+            raise cap_error(self.path, "max_trace_bytes", f"more than {format_size(lim.max_trace_bytes)} decompressed")
         if self.gzipped and self.read > RATIO_GRACE_BYTES:
             ratio = self.read / max(1, self.raw.tell())
             if ratio > lim.max_compression_ratio:
@@ -171,7 +167,7 @@ def _line_cap(path: str, n: int, limits: Limits) -> None:
     if n > limits.max_line_bytes:
         raise cap_error(
             path, "max_line_bytes",
-            f"more than {_gib(limits.max_line_bytes)} without an event boundary (one event, or a one-line document)",
+            f"more than {format_size(limits.max_line_bytes)} without an event boundary (one event, or a one-line document)",
         )
 
 
@@ -195,6 +191,7 @@ def _decode(
             raise TraceError(path, "empty file")
         if m is None:
             # Not the Kineto layout (bare array, or no traceEvents key): decode whole.
+            _line_cap(path, len(head), limits)
             return _decode_whole(path, head, cols, src.read, limits)
         if not head[m.end():].strip():  # the first event is in the next chunk
             head += next(chunks, b"")
@@ -205,7 +202,7 @@ def _decode(
         if first is None:
             for block in chunks:
                 head += block
-                _line_cap(path, len(head), limits)
+            _line_cap(path, len(head), limits)
             return _decode_whole(path, head, cols, src.read, limits)
         event_start = b"\n" + first.group(2) + b"{"
         pending = head[m.end():]

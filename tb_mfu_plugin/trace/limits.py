@@ -81,6 +81,20 @@ def parse_size(text: str) -> int:
     return int(float(m.group(1)) * _SCALE[m.group(2).lower()])
 
 
+def format_size(n: float) -> str:
+    """Bytes in binary units, as the flags accept them back: ``8 GiB``, ``512 MiB``, ``10 KiB``."""
+    for unit, scale in (("TiB", 1 << 40), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def format_limit(value: float, unit: str) -> str:
+    if unit == "bytes":
+        return format_size(value)
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+
+
 class Deadline:
     """The wall-time cap of one file, checked between chunks and between devices."""
 

@@ -219,7 +219,7 @@ def _b_flip(data: bytes, rng: random.Random) -> tuple[bytes, str]:
 
 def _b_splice(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     at = rng.randrange(len(data))
-    junk = rng.choice((b"\n  {", b"\n  {\n  {", b"\xff\xfe", b"\ud800".decode("ascii", "ignore").encode(),
+    junk = rng.choice((b"\n  {", b"\n  {\n  {", b"\xff\xfe", b"\x00",
                        b'"\\ud800"', b"]}", b"\xc3\x28", b"[" * 2000))
     return data[:at] + junk + data[at:], f"spliced {junk[:10]!r} at {at}"
 
