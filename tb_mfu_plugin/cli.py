@@ -81,8 +81,9 @@ def _add_limit_flags(a: argparse.ArgumentParser) -> None:
                                        "--max-seconds")
     for flag, (field, unit) in FLAGS.items():
         default = getattr(DEFAULT_LIMITS, field)
+        suffixes = " (K, M, G suffixes)" if unit == "bytes" else ""
         g.add_argument(flag, dest=field, type=_limit_value(unit), default=default, metavar=unit.upper(),
-                       help=f"default {format_limit(default, unit)}" + (" (K, M, G suffixes)" if unit == "bytes" else ""))
+                       help=f"default {format_limit(default, unit)}{suffixes}")
 
 
 def _limit_value(unit: str):  # type: ignore[no-untyped-def]

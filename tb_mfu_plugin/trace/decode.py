@@ -167,7 +167,8 @@ def _line_cap(path: str, n: int, limits: Limits) -> None:
     if n > limits.max_line_bytes:
         raise cap_error(
             path, "max_line_bytes",
-            f"more than {format_size(limits.max_line_bytes)} without an event boundary (one event, or a one-line document)",
+            f"more than {format_size(limits.max_line_bytes)} without an event boundary "
+            "(one event, or a one-line document)",
         )
 
 

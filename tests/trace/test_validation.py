@@ -206,7 +206,8 @@ def test_any_exception_in_one_file_stays_in_that_file(tmp_path: Path, monkeypatc
     assert r.error == "decoding failed: OverflowError: x"
 
 
-def test_cli_reports_the_good_runs_of_a_logdir_with_bad_ones(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_reports_the_good_runs_of_a_logdir_with_bad_ones(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                                            ) -> None:
     b = TraceBuilder()
     b.step(1, 0, 100)
     b.launch_kernel("k", 1.0, 2.0, 5.0)
