@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tb_mfu_plugin.errors import TraceError
-from tb_mfu_plugin.pipeline import analyze_tables
 from tb_mfu_plugin.options import AnalysisOptions
+from tb_mfu_plugin.pipeline import analyze_tables
 from tb_mfu_plugin.trace.columns import MAX_ABS_TS, MAX_COPY_BYTES, MAX_DUR
 from tb_mfu_plugin.trace.decode import decode_trace
 from tb_mfu_plugin.trace.limits import Limits
