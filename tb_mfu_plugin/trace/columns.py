@@ -184,7 +184,7 @@ class Columns:
     # -- events --------------------------------------------------------------------------
 
     def _classify(self, events: list[Event]) -> tuple[np.ndarray, np.ndarray]:
-        cats = [c if isinstance(c, str) else "" for c in map(_get["cat"], events)]
+        cats = list(map(_get["cat"], events))  # str: the schema refuses anything else
         table = self._cats
         for c in set(cats).difference(table):
             table[c] = table.get(c.lower(), 0) if c else NO_CAT * 8
@@ -214,9 +214,8 @@ class Columns:
         dur = floats(list(map(_get["dur"], evs)))
         bad = ~np.isnan(dur) & ~((dur >= 0) & (dur <= MAX_DUR))
         self.problems["dur"] += int(bad.sum())
-        names = [n if isinstance(n, str) else "" for n in map(_get["name"], evs)]
         return {
-            "name": self.name_codes(names),
+            "name": self.name_codes(list(map(_get["name"], evs))),
             "ts": ts,
             "dur": np.where(bad | np.isnan(dur), 0.0, dur),
         }
@@ -347,7 +346,7 @@ def _is_id(v: Any) -> bool:
 def _kind_without_category(e: Event) -> tuple[int, int] | None:
     """Classify an event that carries no ``cat`` from its name and args: (table, kind)."""
     a = e.args
-    name = e.name if isinstance(e.name, str) else ""
+    name = e.name
     if _is_id(a.device) and _is_id(a.correlation) and _is_id(a.stream):
         if name.startswith("Memcpy"):
             return (GPU, MEMCPY)
