@@ -14,6 +14,7 @@ from .options import AnalysisOptions
 from .pipeline import analyze_file, run_report, thresholds_from
 from .trace.decode import uncompressed_size
 from .trace.discover import discover_runs
+from .trace.limits import DEFAULT_LIMITS, FLAGS, Limits, format_limit, parse_size
 
 
 def _pct(x: float | None) -> str:
@@ -72,6 +73,30 @@ def _add_analysis_flags(a: argparse.ArgumentParser) -> None:
     a.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE", type=_threshold,
                    help="change a diagnosis threshold, e.g. memcpy_bound_share=0.1 (repeatable; "
                         "names in docs/diagnosis.md)")
+    _add_limit_flags(a)
+
+
+def _add_limit_flags(a: argparse.ArgumentParser) -> None:
+    g = a.add_argument_group("limits", "caps on what one trace file may cost (docs/limits.md); 0 means none for "
+                                       "--max-seconds")
+    for flag, (field, unit) in FLAGS.items():
+        default = getattr(DEFAULT_LIMITS, field)
+        suffixes = " (K, M, G suffixes)" if unit == "bytes" else ""
+        g.add_argument(flag, dest=field, type=_limit_value(unit), default=default, metavar=unit.upper(),
+                       help=f"default {format_limit(default, unit)}{suffixes}")
+
+
+def _limit_value(unit: str):  # type: ignore[no-untyped-def]
+    def parse(text: str) -> float:
+        try:
+            value = float(parse_size(text)) if unit == "bytes" else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a non-negative number, got {text!r}") from None
+        if not value >= 0:
+            raise argparse.ArgumentTypeError(f"expected a non-negative number, got {text!r}")
+        return value
+
+    return parse
 
 
 def _threshold(text: str) -> tuple[str, float]:
@@ -92,6 +117,7 @@ def _options(args: argparse.Namespace) -> AnalysisOptions:
         tf32=args.tf32,
         tensor_core_patterns=tuple(args.tensor_core_pattern),
         thresholds=tuple(args.threshold),
+        limits=Limits(**{f: type(getattr(DEFAULT_LIMITS, f))(getattr(args, f)) for f, _ in FLAGS.values()}),
     )
 
 

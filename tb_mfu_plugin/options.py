@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .trace.limits import DEFAULT_LIMITS, Limits
+
 
 @dataclass(frozen=True)
 class AnalysisOptions:
@@ -20,3 +22,6 @@ class AnalysisOptions:
     tensor_core_patterns: tuple[str, ...] = ()
     # Diagnosis thresholds to change, as (name, value) pairs of diagnosis.Thresholds fields.
     thresholds: tuple[tuple[str, float], ...] = ()
+    # Caps on what one file may cost (size, gzip ratio, event size, names, events,
+    # devices, wall time): see trace/limits.py and docs/limits.md.
+    limits: Limits = DEFAULT_LIMITS

@@ -1,7 +1,11 @@
 """Files in, reports out: discovery + decoding + analysis, shared by the CLI and the plugin.
 
 Nothing here raises on a bad trace: a file that cannot be analysed becomes a
-``WorkerReport`` whose ``error`` is a one-line reason, and the others go on.
+``WorkerReport`` whose ``error`` is a one-line reason, and the others go on. That
+holds for *any* exception raised while decoding or analysing one file (an
+analysis bug on odd input included), not only for the ``TraceError`` of a file we
+knew to refuse. What the decoder repaired (``TraceMeta.notes``) is copied into
+every report of the file.
 """
 
 from __future__ import annotations
@@ -11,8 +15,10 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from . import __version__
-from .analysis.flops import is_flop_op
+from .analysis.flops import implausible_input_ops, is_flop_op
 from .analysis.mfu import apply_to_report as apply_flops
 from .analysis.report import Report, RunReport, WorkerReport
 from .analysis.worker import analyze_device, gpu_devices
@@ -23,6 +29,7 @@ from .options import AnalysisOptions
 from .sidecar import Sidecar, load_sidecar
 from .trace.decode import decode_trace
 from .trace.discover import RunFiles, SpanFile, discover_runs
+from .trace.limits import Deadline
 from .trace.tables import TraceTables
 
 ProgressFn = Callable[[int], None]
@@ -32,8 +39,21 @@ ProgressFn = Callable[[int], None]
 _keep_inputs = is_flop_op
 
 
+_MAX_REASON_CHARS = 500
+
+
 def _error_report(span: SpanFile, worker: str, reason: str) -> WorkerReport:
-    return WorkerReport(name=worker, span=span.span, file=span.path, error=reason)
+    return WorkerReport(name=worker, span=span.span, file=span.path, error=one_line(reason))
+
+
+def one_line(text: str) -> str:
+    """A reason as one short line, whatever an exception's message held."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= _MAX_REASON_CHARS else line[: _MAX_REASON_CHARS - 1] + "…"
+
+
+def _unexpected(what: str, exc: BaseException) -> str:
+    return f"{what} failed: {type(exc).__name__}: {exc}"
 
 
 def thresholds_from(options: AnalysisOptions) -> Thresholds:
@@ -56,19 +76,33 @@ def analyze_tables(
     span: str,
     options: AnalysisOptions,
     sidecar: tuple[Sidecar, str] | None = None,
+    deadline: Deadline | None = None,
 ) -> list[WorkerReport]:
     """Reports for every device of one decoded trace (pure: no I/O). ``sidecar`` is the
     run's ``tb_mfu.json`` with its path, when there is one."""
-    devices = gpu_devices(tables)
+    devices, devices_note = _capped_devices(tables, options.limits.max_devices)
     if not devices:
         reason = (
             "CPU-only trace: no GPU activity (no kernel, memcpy or memset events)"
             if len(tables.cpu)
             else "trace has no events"
         )
-        return [WorkerReport(name=worker, span=span, file=tables.meta.path, error=reason)]
+        if tables.meta.notes:  # e.g. every event dropped for an impossible timestamp
+            reason += f" ({' '.join(tables.meta.notes)})"
+        return [WorkerReport(name=worker, span=span, file=tables.meta.path, error=one_line(reason))]
+    notes = list(tables.meta.notes)
+    bad_shapes = implausible_input_ops(tables.names, tables.cpu.name, tables.cpu.inputs)
+    if bad_shapes:
+        notes.append(
+            f"{bad_shapes} ops have impossible recorded shapes (negative dims or absurd sizes): "
+            "their FLOPs are unknown."
+        )
+    if devices_note:
+        notes.append(devices_note)
     reports = []
     for device in devices:
+        if deadline is not None:
+            deadline.check()
         report, steps, view = analyze_device(tables, device, options)
         report.name = worker
         report.span = span
@@ -76,8 +110,33 @@ def analyze_tables(
         apply_flops(report, tables, steps, view, options, sidecar)
         # after FLOPs: findings estimate the MFU they would bring
         diagnose(report, tables, steps, view, thresholds_from(options))
+        if len(tables.cpu) == 0:  # valid input (a GPU-only export): flagged, host figures unknown
+            report.flags.append("gpu_only_trace")
+            report.notes.append(
+                "The trace has GPU events but no CPU events: host-side figures (syncs, launch API time, "
+                "step markers) are unavailable."
+            )
+        report.notes.extend(notes)
         reports.append(report)
     return reports
+
+
+def _capped_devices(tables: TraceTables, cap: int) -> tuple[list[int], str | None]:
+    """The devices to analyse: all of them, or the ``cap`` with the most GPU events.
+
+    Each device is analysed over the whole trace, so thousands of declared devices
+    cost thousands of passes; no real trace has more than a node's GPUs.
+    """
+    devices = gpu_devices(tables)
+    if len(devices) <= cap:
+        return devices, None
+    ids, counts = np.unique(tables.gpu.device, return_counts=True)
+    busiest = ids[np.lexsort((ids, -counts))[:cap]]
+    note = (
+        f"GPU work on {len(devices)} devices: only the {cap} with the most GPU events were analysed "
+        "(the max_devices cap)."
+    )
+    return sorted(int(d) for d in busiest), note
 
 
 def analyze_file(
@@ -87,22 +146,31 @@ def analyze_file(
     progress: ProgressFn | None = None,
 ) -> list[WorkerReport]:
     options = options or AnalysisOptions()
+    deadline = Deadline(span.path, options.limits.max_seconds)
     try:
-        tables = decode_trace(span.path, keep_inputs=_keep_inputs, progress=progress)
+        tables = decode_trace(
+            span.path, keep_inputs=_keep_inputs, progress=progress, limits=options.limits, deadline=deadline
+        )
     except TraceError as exc:
         return [_error_report(span, worker, exc.reason)]
+    except Exception as exc:  # noqa: BLE001 - one file's failure, whatever it is, stays that file's
+        return [_error_report(span, worker, _unexpected("decoding", exc))]
     sidecar, sidecar_error = None, None
     try:
         sidecar = load_sidecar(os.path.dirname(span.path) or ".", worker)
     except TraceError as exc:  # a bad sidecar costs its figures, not the analysis
         sidecar_error = str(exc)
+    except Exception as exc:  # noqa: BLE001
+        sidecar_error = _unexpected("reading the MFU sidecar", exc)
     try:
-        reports = analyze_tables(tables, worker, span.span, options, sidecar)
-    except Exception as exc:  # an analysis bug on odd input must not hide the other files
-        return [_error_report(span, worker, f"analysis failed: {type(exc).__name__}: {exc}")]
+        reports = analyze_tables(tables, worker, span.span, options, sidecar, deadline)
+    except TraceError as exc:  # a cap (wall time) reached during the analysis
+        return [_error_report(span, worker, exc.reason)]
+    except Exception as exc:  # noqa: BLE001 - an analysis bug on odd input must not hide the other files
+        return [_error_report(span, worker, _unexpected("analysis", exc))]
     if sidecar_error:
         for r in reports:
-            r.notes.append(sidecar_error)
+            r.notes.append(one_line(sidecar_error))
     return reports
 
 
@@ -119,7 +187,11 @@ def analyze_run(
 
 def run_report(name: str, workers: list[WorkerReport]) -> RunReport:
     """A run's report from its workers' reports, with the ranks compared for distributed runs."""
-    return RunReport(name=name, workers=workers, ranks=compare_ranks(workers))
+    try:
+        ranks = compare_ranks(workers)
+    except Exception:  # noqa: BLE001 - the side-by-side view is optional; the workers' reports are not
+        ranks = None
+    return RunReport(name=name, workers=workers, ranks=ranks)
 
 
 def analyze_path(path: str, options: AnalysisOptions | None = None, progress: ProgressFn | None = None) -> Report:

@@ -28,15 +28,20 @@ reads; it never writes. ``tb_mfu_plugin.profiling`` writes this file.
 
 from __future__ import annotations
 
+import math
 import os
 
 import msgspec
 
 from .errors import TraceError
+from .trace.files import open_regular
 
 SIDECAR_NAME = "tb_mfu.json"
 SIDECAR_VERSION = 1
 _MAX_BYTES = 1 << 20
+# 1e24 FLOPs in one step is ~30 minutes of a 1,000-GPU H100 cluster per step: beyond
+# any training step we analyse; larger figures are typos or hostile.
+MAX_FLOPS_PER_STEP = 1e24
 
 
 class ModelDims(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -111,6 +116,8 @@ def parse_sidecar(data: bytes, path: str = SIDECAR_NAME) -> Sidecar:
         raise TraceError(path, f"invalid MFU sidecar: {exc}") from None
     except msgspec.DecodeError as exc:
         raise TraceError(path, f"MFU sidecar is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise TraceError(path, "MFU sidecar: JSON nested too deeply") from None
     if sc.version > SIDECAR_VERSION:
         raise TraceError(path, f"MFU sidecar version {sc.version} is newer than this tool ({SIDECAR_VERSION})")
     if sc.flops_per_step is not None and not sc.flops_per_step > 0:
@@ -127,6 +134,9 @@ def parse_sidecar(data: bytes, path: str = SIDECAR_NAME) -> Sidecar:
                 raise TraceError(path, f"MFU sidecar: model.{k} must be positive")
     if sc.flops_per_step is None and sc.model is None:
         raise TraceError(path, "MFU sidecar gives neither flops_per_step nor model dimensions")
+    flops = sc.model_flops_per_step()
+    if flops is None or not math.isfinite(flops) or flops > MAX_FLOPS_PER_STEP:
+        raise TraceError(path, f"MFU sidecar: model FLOPs per step {flops!r} is not a plausible finite number")
     return sc
 
 
@@ -166,7 +176,8 @@ def _read(path: str) -> bytes | None:
             raise TraceError(path, f"cannot read MFU sidecar ({exc})") from None
     else:
         try:
-            with open(path, "rb") as f:
+            # a FIFO or device named tb_mfu.json must not block the analysis
+            with open_regular(path, "MFU sidecar") as f:
                 data = f.read(_MAX_BYTES + 1)
         except (FileNotFoundError, NotADirectoryError):
             return None

@@ -54,7 +54,7 @@ def copy_stats(memcpy: GpuTable, names: Sequence[str], steps: int) -> list[CopyS
             sel = (d == di) & (m == mi)
             if not sel.any():
                 continue
-            b = float(nbytes[sel].sum())
+            b = float(nbytes[sel].sum(dtype=np.float64))  # float: an int64 sum can overflow
             t = float(memcpy.dur[sel].sum())
             out.append(
                 CopyStats(
@@ -75,4 +75,4 @@ def bytes_by_direction(memcpy: GpuTable, names: Sequence[str]) -> dict[str, floa
     direction, _ = classify(names)
     d = direction[memcpy.name]
     nbytes = np.maximum(memcpy.bytes, 0)
-    return {name: float(nbytes[d == i].sum()) for i, name in enumerate(DIRECTIONS)}
+    return {name: float(nbytes[d == i].sum(dtype=np.float64)) for i, name in enumerate(DIRECTIONS)}

@@ -78,13 +78,13 @@ class Parsed:
     concrete: list[str]
 
     def shape(self, i: int) -> list[int] | None:
-        """Shape of argument ``i`` if it is a tensor with known dims, else None."""
+        """Shape of argument ``i`` if it is a tensor with known, plausible dims, else None."""
         if i >= len(self.dims):
             return None
         d = self.dims[i]
         if not isinstance(d, list) or not d or not all(isinstance(x, int) for x in d):
             return None
-        return d
+        return d if plausible_shape(d) else None
 
     def value(self, i: int) -> Any:
         """Concrete value of argument ``i`` (int, float, bool, list, str) or None."""
@@ -98,6 +98,25 @@ class Parsed:
         return None
 
 
+# A recorded shape with a negative dim, or a tensor of more than 2^38 elements (more
+# than any GPU's memory holds at one byte each), is no real shape: its op's FLOPs are
+# unknown rather than 1e29. One op above 2^60 FLOPs (15+ minutes of a 1 PFLOP/s GPU)
+# is refused the same way.
+MAX_NUMEL = 1 << 38
+MAX_OP_FLOPS = float(1 << 60)
+
+
+def plausible_shape(dims: Sequence[Any]) -> bool:
+    n = 1
+    for x in dims:
+        if type(x) is not int or x < 0:
+            return False
+        n *= x
+        if n > MAX_NUMEL:
+            return False
+    return True
+
+
 _decode_list = msgspec.json.Decoder(list[Any])
 
 
@@ -106,9 +125,38 @@ def _decode(raw: bytes | None) -> list[Any]:
         return []
     try:
         v = _decode_list.decode(raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return []
     return v
+
+
+@lru_cache(maxsize=65536)
+def _implausible(name: str, dims: bytes | None, types: bytes | None, concrete: bytes | None) -> bool:
+    shapes = [d for d in _decode(dims) if isinstance(d, list) and d and all(isinstance(x, int) for x in d)]
+    if not all(plausible_shape(d) for d in shapes):
+        return True
+    formula = FORMULAS.get(name)
+    if formula is None:
+        return False
+    try:
+        e = formula.fn(parse_inputs(OpInputs(dims, types, concrete)), _NO_HINTS)
+    except (TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError):
+        return False
+    return e is not None and not _plausible_flops(e)
+
+
+def implausible_input_ops(names: Sequence[str], op_names: Any, inputs: Mapping[int, OpInputs]) -> int:
+    """How many kept ops have impossible recorded shapes (and therefore unknown FLOPs).
+
+    ``op_names`` is the cpu table's name column, ``inputs`` its recorded inputs.
+    """
+    return sum(
+        1 for row, i in inputs.items() if _implausible(names[int(op_names[row])], i.dims, i.types, i.concrete)
+    )
+
+
+def _plausible_flops(e: FlopEstimate) -> bool:
+    return 0.0 <= e.flops <= MAX_OP_FLOPS
 
 
 def parse_inputs(inputs: OpInputs) -> Parsed:
@@ -566,9 +614,10 @@ def _estimate_cached(name: str, dims: bytes | None, types: bytes | None, concret
         return None
     p = parse_inputs(OpInputs(dims, types, concrete))
     try:
-        return formula.fn(p, _NO_HINTS)
-    except (TypeError, ValueError, IndexError, ZeroDivisionError):
+        e = formula.fn(p, _NO_HINTS)
+    except (TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError):
         return None
+    return e if e is None or _plausible_flops(e) else None
 
 
 def estimate(name: str, inputs: OpInputs, hints: Hints | None = None) -> FlopEstimate | None:
@@ -579,9 +628,10 @@ def estimate(name: str, inputs: OpInputs, hints: Hints | None = None) -> FlopEst
     if formula is None:
         return None
     try:
-        return formula.fn(parse_inputs(inputs), hints)
-    except (TypeError, ValueError, IndexError, ZeroDivisionError):
+        e = formula.fn(parse_inputs(inputs), hints)
+    except (TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError):
         return None
+    return e if e is None or _plausible_flops(e) else None
 
 
 def op_flops(name: str, inputs: OpInputs) -> float | None:

@@ -577,7 +577,7 @@ def _kernel_attribution(
     ng = len(g)
     counted = np.zeros(ng, bool)
     op_name = np.full(ng, -1, np.int32)
-    op_device = np.full(len(c_rows), -1, np.int32)
+    op_device = np.full(len(c_rows), -1, np.int64)  # device ids are int64 (trace/tables.py)
     if not ng:
         return counted, op_name, op_device
     # launch point of each GPU event: its runtime call (by correlation), else its op (by external id)

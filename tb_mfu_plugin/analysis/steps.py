@@ -15,7 +15,9 @@ import numpy as np
 
 from ..trace.tables import ANNOTATION, TraceTables
 
-_STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+# ASCII digits only (\d also matches other scripts' digits), and at most 18 of them, so
+# that every step number fits int64; other "ProfilerStep#..." names are not markers.
+_STEP_NAME = re.compile(r"^ProfilerStep#([0-9]{1,18})$", re.ASCII)
 # Runtime calls that enqueue device work; one without a GPU event means the trace
 # was cut before that work was recorded.
 _LAUNCH_NAME = re.compile(r"Launch|Memcpy|Memset", re.IGNORECASE)
@@ -73,7 +75,9 @@ def find_steps(tables: TraceTables, device: int, launcher: np.ndarray | None = N
     on_dev = gpu.device == device
     numbers, cpu_start, cpu_end = _markers(tables)
     if len(numbers) == 0:
-        return _whole_trace(tables, on_dev, launcher)
+        steps = _whole_trace(tables, on_dev, launcher)
+        steps.dropped.extend(_malformed_markers(tables))
+        return steps
 
     # Which step launched each GPU event of this device (by the host time of its launch).
     dev_rows = np.flatnonzero(on_dev & (launcher >= 0))
@@ -106,7 +110,18 @@ def find_steps(tables: TraceTables, device: int, launcher: np.ndarray | None = N
             dropped.append(f"step {numbers[i]}: {lost} launched GPU operations missing (trace cut short)")
         else:
             break
-    return Steps(numbers[keep], start[keep], end[keep], cpu_start[keep], cpu_end[keep], False, dropped[::-1])
+    dropped = _malformed_markers(tables) + dropped[::-1]
+    return Steps(numbers[keep], start[keep], end[keep], cpu_start[keep], cpu_end[keep], False, dropped)
+
+
+def _malformed_markers(tables: TraceTables) -> list[str]:
+    """Why "ProfilerStep#..." names that are not ``ProfilerStep#<int64>`` were left out."""
+    bad = [n for n in tables.names if n.startswith("ProfilerStep#") and not _STEP_NAME.match(n)]
+    if not bad:
+        return []
+    example = bad[0] if len(bad[0]) <= 60 else bad[0][:60] + "…"
+    return [f"{len(bad)} step marker name(s) such as {example!r}: the step number is not a decimal integer "
+            "that fits 64 bits, so they were not used as steps"]
 
 
 def assign(steps: Steps, gpu_ts: np.ndarray, launch_ts: np.ndarray) -> np.ndarray:

@@ -101,7 +101,7 @@ def step_metrics(
     co = is_c & own
     nbytes = np.maximum(g.bytes[sl][co], 0)
     dirs = direction[g.name[sl][co]]
-    per_dir = [float(nbytes[dirs == i].sum()) for i in range(len(copies.DIRECTIONS))]
+    per_dir = [float(nbytes[dirs == i].sum(dtype=np.float64)) for i in range(len(copies.DIRECTIONS))]
     idle = max(0.0, 1.0 - _share(busy, dur))
     sync_wait = min(_share(sync_wait_us, dur), idle)
     breakdown = {
@@ -157,7 +157,9 @@ def analyze_device(
     steps = find_steps(tables, device, launcher)
     gpu = tables.gpu.take(np.flatnonzero(tables.gpu.device == device))
     dev_launcher = launcher[tables.gpu.device == device]
-    launch_ts = np.where(dev_launcher >= 0, tables.cpu.ts[np.maximum(dev_launcher, 0)], np.nan)
+    # (indexed only where launched: a GPU-only trace has no CPU rows at all)
+    launch_ts = np.full(len(dev_launcher), np.nan)
+    launch_ts[dev_launcher >= 0] = tables.cpu.ts[dev_launcher[dev_launcher >= 0]]
     view = DeviceView(
         gpu=gpu,
         bps=kernels.blocks_per_sm(gpu, dev.num_sms),

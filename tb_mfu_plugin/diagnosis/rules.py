@@ -308,7 +308,7 @@ def small_copies(ctx: Context) -> list[Finding]:
             evidence={
                 "small_copies_per_step": n_small,
                 "d2d_copies_per_step": n_d2d,
-                "d2d_bytes_per_step": float(np.maximum(g.bytes[d2d], 0).sum()) / ctx.n,
+                "d2d_bytes_per_step": float(np.maximum(g.bytes[d2d], 0).sum(dtype=np.float64)) / ctx.n,
                 "cat_ops_per_step": n_cat,
                 "us_per_step": time,
                 "note": "gain: the time of those copies, if they were avoided (preallocated, in-place)",

@@ -83,7 +83,9 @@ def discover_runs(path: str, name: str | None = None) -> list[RunFiles]:
     Symlinks are followed; a directory reached twice (a link cycle or two links
     to one place) is walked once.
     """
-    if os.path.isfile(path):
+    if os.path.isfile(path) or (os.path.exists(path) and not os.path.isdir(path)):
+        # a FIFO or device named on the command line is a "file" too: the decoder
+        # refuses it with a clear error instead of it vanishing from the listing
         return [single_file_run(path, name)]
     if not os.path.isdir(path):
         return []

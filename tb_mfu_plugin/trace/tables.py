@@ -27,7 +27,7 @@ class GpuTable:
     name: np.ndarray  # int32 code into TraceTables.names
     ts: np.ndarray  # float64 µs
     dur: np.ndarray  # float64 µs
-    device: np.ndarray  # int32
+    device: np.ndarray  # int64 (int32 wrapped ids beyond 2^31 onto real devices)
     stream: np.ndarray  # int64, -1 unknown
     correlation: np.ndarray  # int64, -1 unknown
     external_id: np.ndarray  # int64, -1 unknown
@@ -92,6 +92,9 @@ class TraceMeta:
     base_time_ns: int | None
     schema_version: Any
     size_bytes: int  # uncompressed JSON bytes decoded
+    # What the decoder repaired or left out (impossible values, cut names, dropped
+    # header fields), one line each; the pipeline copies them into every report.
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,360 @@
+"""Decoded events -> validated numpy columns (the body of ``TraceTables``).
+
+Column extraction runs in C: map(attrgetter) over the decoded structs, then one
+numpy conversion; None becomes NaN. A column holding something else (a ROCm
+stream id written as a string, an integer beyond int64) falls back to a
+per-event loop.
+
+Values no real trace holds are clamped here, at the trace layer, and counted:
+each kind of repair becomes one note in ``TraceMeta.notes``, which the pipeline
+copies into every report of the file. Downstream code can then rely on finite
+times, non-negative durations, occupancy within 0-100 %, byte counts that cannot
+overflow a sum, and ids that fit int64.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from operator import attrgetter
+from typing import Any
+
+import numpy as np
+
+from . import schema
+from .schema import Event
+from .tables import ANNOTATION, DRIVER, KERNEL, MEMCPY, MEMSET, OP, RUNTIME, CpuTable, GpuTable, OpInputs, TraceMeta
+from .tables import TraceTables as TraceTables
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# Bounds of the plausible, with room to spare: |ts| in µs since the epoch (or ns in
+# ns-resolution traces) is ~1.8e18 today; one event longer than 1e13 µs (116 days),
+# a copy above 16 TiB, or a grid/block product above 2^62 is no real measurement.
+MAX_ABS_TS = 1e19
+MAX_DUR = 1e13
+MAX_COPY_BYTES = 1 << 44
+MAX_PER_SM = 1e9
+MAX_PRODUCT = 1 << 62
+
+_get = {k: attrgetter(k) for k in ("ph", "cat", "name", "ts", "dur", "pid", "tid", "args")}
+_arg = {
+    k: attrgetter(k)
+    for k in (
+        "external_id", "external_id_legacy", "correlation", "device", "stream", "blocks_per_sm",
+        "warps_per_sm", "occupancy", "bytes", "flops", "grid", "block", "input_dims",
+    )
+}
+
+# cat as written -> table * 8 + kind; table 0 = skip, 1 = cpu, 2 = gpu, 3 = no cat
+CPU, GPU, NO_CAT = 1, 2, 3
+_CAT_CLASS: dict[str, int] = {
+    **{c: GPU * 8 + KERNEL for c in schema.KERNEL_CATS},
+    **{c: GPU * 8 + MEMCPY for c in schema.MEMCPY_CATS},
+    **{c: GPU * 8 + MEMSET for c in schema.MEMSET_CATS},
+    **{c: CPU * 8 + OP for c in schema.CPU_OP_CATS},
+    **{c: CPU * 8 + ANNOTATION for c in schema.ANNOTATION_CATS},
+    **{c: CPU * 8 + RUNTIME for c in schema.RUNTIME_CATS},
+    **{c: CPU * 8 + DRIVER for c in schema.DRIVER_CATS},
+}
+
+# Problem key -> the note's wording, with the count in front.
+NOTES = {
+    "ts": "events with a non-finite or absurd timestamp were dropped",
+    "dur": "events with a negative, non-finite or absurd duration were given duration 0",
+    "bytes": "copies with a negative or absurd byte count have unknown bytes",
+    "occupancy": "kernels with an achieved occupancy outside 0-100 % have unknown occupancy",
+    "per_sm": "kernels with negative or absurd blocks/warps per SM have them unknown",
+    "launch_dims": "kernels with negative or absurd grid/block sizes have them unknown",
+    "ids": "ids (device, stream, correlation, pid, tid) beyond 64 bits were treated as unknown",
+    "flops": "events with a negative or non-finite 'flops' arg have it unknown",
+    "names": "names longer than the max_name_chars cap were cut short",
+}
+
+
+def _in_int64(v: Any) -> bool:
+    return type(v) is int and INT64_MIN <= v <= INT64_MAX
+
+
+def _as_float(v: Any) -> float:
+    if isinstance(v, int | float):
+        try:
+            return float(v)
+        except OverflowError:  # an int beyond float range
+            return np.nan
+    return np.nan
+
+
+def floats(values: list[Any]) -> np.ndarray:
+    try:
+        return np.fromiter(values, np.float64, len(values))
+    except (TypeError, ValueError, OverflowError):  # None (JSON null), a string, a huge int
+        return np.fromiter(map(_as_float, values), np.float64, len(values))
+
+
+def _product(v: Any) -> int:
+    """Product of a grid/block list; -1 when missing, not a list of sane ints, or absurd."""
+    if type(v) is not list or not v:
+        return -1
+    p = 1
+    for x in v:
+        if type(x) is not int or x < 0 or x > MAX_PRODUCT:
+            return -2
+        p *= x
+        if p > MAX_PRODUCT:
+            return -2
+    return p
+
+
+class Columns:
+    """Accumulates decoded events into per-chunk numpy columns."""
+
+    def __init__(self, keep_inputs: Callable[[str], bool] | None, max_name_chars: int) -> None:
+        self.names: list[str] = []
+        self.codes: dict[str, int] = {}
+        self.keep_inputs = keep_inputs
+        self.max_name_chars = max_name_chars
+        self._is_step: list[bool] = []
+        self._wanted: list[bool] = []
+        self.cpu_parts: list[dict[str, np.ndarray]] = []
+        self.gpu_parts: list[dict[str, np.ndarray]] = []
+        self.inputs: dict[int, OpInputs] = {}
+        self.cpu_rows = 0
+        self.gpu_rows = 0
+        self.problems: Counter[str] = Counter()
+        self._cats = dict(_CAT_CLASS)
+        # Non-numeric pid/tid labels ("Spans", "stream 7") -> stable negative ids, per file.
+        self._labels: dict[str, int] = {}
+
+    @property
+    def rows(self) -> int:
+        return self.cpu_rows + self.gpu_rows
+
+    def notes(self) -> list[str]:
+        return [f"{n} {NOTES[k]}." for k, n in sorted(self.problems.items()) if n]
+
+    # -- ids ---------------------------------------------------------------------------
+
+    def ints(self, values: list[Any]) -> np.ndarray:
+        """Ids and counts as int64, -1 where missing or not an int64."""
+        try:
+            return np.fromiter(values, np.int64, len(values))
+        except (TypeError, ValueError, OverflowError):
+            out = np.fromiter((v if _in_int64(v) else -1 for v in values), np.int64, len(values))
+            self.problems["ids"] += sum(1 for v in values if type(v) is int and not _in_int64(v))
+            return out
+
+    def int_ids(self, values: list[Any]) -> np.ndarray:
+        try:
+            return np.fromiter(values, np.int64, len(values))
+        except (TypeError, ValueError, OverflowError):
+            return np.fromiter(map(self._int_id, values), np.int64, len(values))
+
+    def _int_id(self, v: Any) -> int:
+        """pid/tid as an int: 2021 traces write thread ids as strings ("25738", "stream 7")."""
+        if type(v) is int:
+            if _in_int64(v):
+                return v
+            self.problems["ids"] += 1
+            return -1
+        if not isinstance(v, str) or v == "":
+            return -1
+        # ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
+        if v.isascii() and v.isdigit() and len(v) <= 18:
+            return int(v)
+        got = self._labels.get(v)
+        if got is None:
+            got = self._labels[v] = -2 - len(self._labels)
+        return got
+
+    # -- names ---------------------------------------------------------------------------
+
+    def name_codes(self, names: list[str]) -> np.ndarray:
+        codes = self.codes
+        for n in set(names).difference(codes):
+            codes[n] = len(self.names)
+            if len(n) > self.max_name_chars:
+                self.problems["names"] += 1
+                cut = n[: self.max_name_chars]
+                n = f"{cut}…[{len(n) - len(cut)} more characters cut]"
+            self.names.append(n)
+            self._is_step.append(n.startswith("ProfilerStep#"))
+            self._wanted.append(self.keep_inputs is not None and bool(self.keep_inputs(n)))
+        return np.fromiter(map(codes.__getitem__, names), np.int32, len(names))
+
+    # -- events --------------------------------------------------------------------------
+
+    def _classify(self, events: list[Event]) -> tuple[np.ndarray, np.ndarray]:
+        cats = list(map(_get["cat"], events))  # str: the schema refuses anything else
+        table = self._cats
+        for c in set(cats).difference(table):
+            table[c] = table.get(c.lower(), 0) if c else NO_CAT * 8
+        cls = np.fromiter(map(table.__getitem__, cats), np.int8, len(cats))
+        which, kind = cls >> 3, cls & 7
+        for i in np.flatnonzero(which == NO_CAT):  # decide from name and args
+            got = _kind_without_category(events[i])
+            which[i], kind[i] = got if got is not None else (0, 0)
+        return which, kind
+
+    def add(self, events: list[Any]) -> None:
+        """Add complete ("X") events: ``Complete`` structs, or ``Event`` structs already filtered."""
+        if not events:
+            return
+        which, kind = self._classify(events)
+        ts = floats(list(map(_get["ts"], events)))
+        keep = np.abs(ts) <= MAX_ABS_TS  # False for NaN (no ts) and inf
+        bad_ts = ~keep & ~np.isnan(ts) & (which > 0)
+        self.problems["ts"] += int(bad_ts.sum())
+        for table, add in ((CPU, self._add_cpu), (GPU, self._add_gpu)):
+            rows = np.flatnonzero(keep & (which == table))
+            if len(rows):
+                evs = [events[i] for i in rows]
+                add(kind[rows], evs, list(map(_get["args"], evs)), ts[rows])
+
+    def _common(self, evs: list[Event], ts: np.ndarray) -> dict[str, np.ndarray]:
+        dur = floats(list(map(_get["dur"], evs)))
+        bad = ~np.isnan(dur) & ~((dur >= 0) & (dur <= MAX_DUR))
+        self.problems["dur"] += int(bad.sum())
+        return {
+            "name": self.name_codes(list(map(_get["name"], evs))),
+            "ts": ts,
+            "dur": np.where(bad | np.isnan(dur), 0.0, dur),
+        }
+
+    @staticmethod
+    def _args(args: list[schema.Args], key: str) -> list[Any]:
+        return list(map(_arg[key], args))
+
+    def _external_ids(self, args: list[schema.Args]) -> np.ndarray:
+        ext = self.ints(self._args(args, "external_id"))
+        legacy = self.ints(self._args(args, "external_id_legacy"))
+        return np.where(ext >= 0, ext, legacy)
+
+    def _measure(self, values: list[Any], lo: float, hi: float, problem: str) -> np.ndarray:
+        """Floats within [lo, hi], NaN (unknown) otherwise; out-of-range values are counted."""
+        x = floats(values)
+        bad = ~np.isnan(x) & ~((x >= lo) & (x <= hi))
+        self.problems[problem] += int(bad.sum())
+        x[bad] = np.nan
+        return x
+
+    def _add_cpu(self, kind: np.ndarray, evs: list[Event], args: list[schema.Args], ts: np.ndarray) -> None:
+        cols = self._common(evs, ts)
+        names = cols["name"]
+        # ProfilerStep#N is an annotation even where the 2021 schema files it as an operator
+        is_step = np.array(self._is_step, bool)
+        kind = np.where(is_step[names], ANNOTATION, kind).astype(np.int8)
+        cols.update(
+            kind=kind,
+            pid=self.int_ids(list(map(_get["pid"], evs))),
+            tid=self.int_ids(list(map(_get["tid"], evs))),
+            external_id=self._external_ids(args),
+            correlation=self.ints(self._args(args, "correlation")),
+            flops=self._measure(self._args(args, "flops"), 0.0, 1e30, "flops"),
+        )
+        if self.keep_inputs is not None:
+            self._keep_inputs(evs, names)
+        self.cpu_parts.append(cols)
+        self.cpu_rows += len(evs)
+
+    def _keep_inputs(self, evs: list[Event], names: np.ndarray) -> None:
+        wanted = np.array(self._wanted, bool)
+        for i in np.flatnonzero(wanted[names]):
+            a = evs[i].args
+            if a.input_dims:
+                self.inputs[self.cpu_rows + int(i)] = OpInputs(
+                    bytes(a.input_dims),
+                    bytes(a.input_type) if a.input_type else None,
+                    bytes(a.concrete_inputs) if a.concrete_inputs else None,
+                )
+
+    def _launch_dims(self, values: list[Any]) -> np.ndarray:
+        out = np.fromiter(map(_product, values), np.int64, len(values))
+        bad = out == -2
+        self.problems["launch_dims"] += int(bad.sum())
+        out[bad] = -1
+        return out
+
+    def _bytes(self, values: list[Any]) -> np.ndarray:
+        b = self.ints(values)
+        bad = (b < -1) | (b > MAX_COPY_BYTES)
+        self.problems["bytes"] += int(bad.sum())
+        b[bad] = -1
+        return b
+
+    def _add_gpu(self, kind: np.ndarray, evs: list[Event], args: list[schema.Args], ts: np.ndarray) -> None:
+        cols = self._common(evs, ts)
+        device = self.ints(self._args(args, "device"))
+        missing = device < 0
+        if missing.any():  # Kineto's GPU rows use the device as pid
+            device[missing] = self.int_ids([evs[i].pid for i in np.flatnonzero(missing)])
+        per_sm = (0.0, MAX_PER_SM, "per_sm")
+        cols.update(
+            kind=kind,
+            device=device,
+            stream=self.ints(self._args(args, "stream")),
+            correlation=self.ints(self._args(args, "correlation")),
+            external_id=self._external_ids(args),
+            blocks_per_sm=self._measure(self._args(args, "blocks_per_sm"), *per_sm).astype(np.float32),
+            warps_per_sm=self._measure(self._args(args, "warps_per_sm"), *per_sm).astype(np.float32),
+            occupancy_pct=self._measure(self._args(args, "occupancy"), 0.0, 100.0, "occupancy").astype(np.float32),
+            grid_blocks=self._launch_dims(self._args(args, "grid")),
+            block_threads=self._launch_dims(self._args(args, "block")),
+            bytes=self._bytes(self._args(args, "bytes")),
+        )
+        self.gpu_parts.append(cols)
+        self.gpu_rows += len(evs)
+
+    def tables(self, meta: TraceMeta) -> TraceTables:
+        cpu = _concat(self.cpu_parts, _CPU_EMPTY)
+        gpu = _concat(self.gpu_parts, _GPU_EMPTY)
+        # Sort by start time: queries (unions, nesting, step windows) assume it.
+        cpu_order = np.argsort(cpu["ts"], kind="stable")
+        remap = np.empty_like(cpu_order)
+        remap[cpu_order] = np.arange(len(cpu_order))
+        inputs = {int(remap[i]): v for i, v in self.inputs.items()}
+        cpu_table = CpuTable(**{k: v[cpu_order] for k, v in cpu.items()}, inputs=inputs)
+        gpu_order = np.argsort(gpu["ts"], kind="stable")
+        gpu_table = GpuTable(**{k: v[gpu_order] for k, v in gpu.items()})
+        meta.notes.extend(self.notes())
+        return TraceTables(meta=meta, names=self.names, cpu=cpu_table, gpu=gpu_table)
+
+
+_CPU_EMPTY: dict[str, Any] = {
+    "kind": np.int8, "name": np.int32, "ts": np.float64, "dur": np.float64, "pid": np.int64, "tid": np.int64,
+    "external_id": np.int64, "correlation": np.int64, "flops": np.float64,
+}
+_GPU_EMPTY: dict[str, Any] = {
+    "kind": np.int8, "name": np.int32, "ts": np.float64, "dur": np.float64, "device": np.int64,
+    "stream": np.int64, "correlation": np.int64, "external_id": np.int64, "blocks_per_sm": np.float32,
+    "warps_per_sm": np.float32, "occupancy_pct": np.float32, "grid_blocks": np.int64, "block_threads": np.int64,
+    "bytes": np.int64,
+}
+
+
+def _concat(parts: list[dict[str, np.ndarray]], dtypes: dict[str, Any]) -> dict[str, np.ndarray]:
+    if not parts:
+        return {k: np.empty(0, dt) for k, dt in dtypes.items()}
+    if len(parts) == 1:
+        return parts[0]
+    return {k: np.concatenate([p[k] for p in parts]) for k in dtypes}
+
+
+def _is_id(v: Any) -> bool:
+    return type(v) is int and 0 <= v <= INT64_MAX
+
+
+def _kind_without_category(e: Event) -> tuple[int, int] | None:
+    """Classify an event that carries no ``cat`` from its name and args: (table, kind)."""
+    a = e.args
+    name = e.name
+    if _is_id(a.device) and _is_id(a.correlation) and _is_id(a.stream):
+        if name.startswith("Memcpy"):
+            return (GPU, MEMCPY)
+        if name.startswith("Memset"):
+            return (GPU, MEMSET)
+        return (GPU, KERNEL)
+    if name.startswith("ProfilerStep#"):
+        return (CPU, ANNOTATION)
+    if _is_id(a.correlation):
+        return (CPU, RUNTIME)
+    return (CPU, OP)
