@@ -96,3 +96,10 @@ def json_bytes(obj: Any, fn: Callable[[str], str] | None = None) -> bytes:
         except UnicodeEncodeError:
             return _encoder.encode(map_strings(msgspec.to_builtins(obj), escape_surrogates))
     return _encoder.encode(map_strings(msgspec.to_builtins(obj), lambda s: escape_surrogates(fn(s))))
+
+
+def for_rich(obj: Any) -> Any:
+    """A copy of ``obj`` (a msgspec struct) whose every string is safe in rich markup:
+    one line, markup escaped. The CLI renders this copy, so no table or title can be
+    restyled or broken by a name, whichever field it is printed from."""
+    return msgspec.convert(map_strings(msgspec.to_builtins(obj), markup_escape), type(obj))

@@ -245,7 +245,7 @@ class AnalysisCache:
                 st.started = time.monotonic()
             try:
                 self._compute(st)
-            except Exception as exc:  # one file's failure is that file's error, never the thread's end
+            except BaseException as exc:  # noqa: BLE001 - one file's failure is its error, never the thread's end
                 logger.exception("MFU plugin: analysing %s failed", one_line(key.path))
                 self._fail(st, f"{type(exc).__name__}: {exc}")
             finally:

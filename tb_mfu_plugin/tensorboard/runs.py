@@ -197,10 +197,11 @@ class RunIndex:
             scan = Scan(old.runs, [f"scan failed: {exc}"], time.monotonic(), old.sidecars)
         with self._lock:
             self._scan = scan
-            self._thread = None
-        self._first.set()
-        if self._on_scan is not None:
+        if self._on_scan is not None:  # before "scanned": whoever waits for the scan sees its files queued
             try:
                 self._on_scan(scan)
             except Exception:
                 logger.exception("MFU plugin: handling a scan failed")
+        with self._lock:
+            self._thread = None
+        self._first.set()
