@@ -83,19 +83,16 @@ def map_strings(obj: Any, fn: Callable[[str], str]) -> Any:
 _encoder = msgspec.json.Encoder()
 
 
-def json_bytes(obj: Any, fn: Callable[[str], str] | None = None) -> bytes:
+def json_bytes(obj: Any) -> bytes:
     """``obj`` (msgspec structs, dicts, lists) as JSON, whatever its strings hold.
 
-    With ``fn``, every string goes through ``fn`` (then through
-    :func:`escape_surrogates`). Without it, the fast path encodes directly and
-    only falls back to the escaping walk when a string is not encodable.
+    The fast path encodes directly; only when a string is not encodable (a file
+    name that is not UTF-8) does it escape every string first.
     """
-    if fn is None:
-        try:
-            return _encoder.encode(obj)
-        except UnicodeEncodeError:
-            return _encoder.encode(map_strings(msgspec.to_builtins(obj), escape_surrogates))
-    return _encoder.encode(map_strings(msgspec.to_builtins(obj), lambda s: escape_surrogates(fn(s))))
+    try:
+        return _encoder.encode(obj)
+    except UnicodeEncodeError:
+        return _encoder.encode(map_strings(msgspec.to_builtins(obj), escape_surrogates))
 
 
 def for_rich(obj: Any) -> Any:

