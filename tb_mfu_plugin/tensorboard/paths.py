@@ -88,24 +88,29 @@ class FileGate:
         return any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in self._roots)
 
     def refusal(self, path: str, worker: str) -> str | None:
-        """Why ``path`` must not be opened, or None. Never opens anything."""
-        reason = self._check(path, "")
+        """Why ``path`` must not be opened, or None. Never opens anything.
+
+        The analysis reads the run's sidecar too, so a sidecar that would block or
+        that leads out of a confined logdir refuses the trace (the pipeline cannot
+        be told to skip it); a missing or unreadable one is the pipeline's to report.
+        """
+        reason = self._check(path, "", missing_ok=False)
         if reason is not None:
             return reason
         for side in sidecar_paths(os.path.dirname(path) or ".", worker):
             if os.path.lexists(side):
-                reason = self._check(side, f"its sidecar {os.path.basename(side)} ")
+                reason = self._check(side, f"its sidecar {os.path.basename(side)} ", missing_ok=True)
                 if reason is not None:
                     return reason
         return None
 
-    def _check(self, path: str, what: str) -> str | None:
+    def _check(self, path: str, what: str, missing_ok: bool) -> str | None:
         if self.confine and not self.inside(path):
             return f"{what}refused: a symbolic link leads outside the logdir (--mfu_confine_to_logdir)".strip()
         try:
             st = os.stat(path)
         except OSError as exc:
-            return f"{what}cannot be read: {exc.strerror or exc}".strip()
+            return None if missing_ok else f"cannot be read: {exc.strerror or exc}"
         if not stat.S_ISREG(st.st_mode):
             return f"{what}is not a regular file ({_kind(st.st_mode)}): not read".strip()
         return None

@@ -70,6 +70,12 @@ def build_hostile_logdir(root: Path) -> Path:
     os.mkfifo(broken / "fifo.1.pt.trace.json")  # would block any reader forever
     (broken / "empty.1.pt.trace.json").write_bytes(b"")
     (broken / "corrupt.1.pt.trace.json.gz").write_bytes(gzip.compress(b'{"traceEvents": [')[:-8] + b"garbage!")
+    (logdir / "fifo_sidecar").mkdir()
+    shutil.copy(sample_file(RUN_A), logdir / "fifo_sidecar")
+    os.mkfifo(logdir / "fifo_sidecar" / "tb_mfu.json")  # the analysis reads the sidecar too
+    (logdir / "dangling_sidecar").mkdir()
+    shutil.copy(sample_file(RUN_A), logdir / "dangling_sidecar")
+    (logdir / "dangling_sidecar" / "tb_mfu.json").symlink_to(root / "nowhere")
     depth = 100_000
     (broken / "deep.1.pt.trace.json").write_text('{"traceEvents": ' + "[" * depth + "]" * depth + "}")
     event = '{"ph": "X", "name": "a", "ts": 1, "dur": 1, "pid": 1, "tid": 1, "args": %s}'
@@ -113,7 +119,12 @@ def test_every_run_is_served_and_the_good_run_is_right(serve, hostile, tmp_path)
     body = json.loads(r.get_data())  # valid UTF-8 JSON
     _assert_clean(body, tmp_path)
     runs = {run["name"]: run for run in body["runs"]}
-    assert set(runs) == {GOOD, "bad\\xffdir", "[bold]run[red]", "esc\nsplit\x1b[2J", "broken"}
+    assert set(runs) == {
+        GOOD, "bad\\xffdir", "[bold]run[red]", "esc\nsplit\x1b[2J", "broken", "fifo_sidecar", "dangling_sidecar"
+    }
+    assert runs["fifo_sidecar"]["state"] == "error"
+    assert "its sidecar tb_mfu.json is not a regular file (a FIFO)" in runs["fifo_sidecar"]["errors"][0]
+    assert runs["dangling_sidecar"]["state"] == "ready"  # no sidecar is no error
     assert runs[GOOD]["state"] == "ready" and runs[GOOD]["path"] == GOOD
     assert runs["bad\\xffdir"]["state"] == "ready"
     assert {w["name"] for w in runs["bad\\xffdir"]["workers"]} == {"worker\\xff", "w\\xc3("}
