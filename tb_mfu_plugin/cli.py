@@ -8,8 +8,9 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .analysis.report import Report, RunReport, WorkerReport, to_json
+from .analysis.report import Report, RunReport, WorkerReport
 from .errors import TraceError
+from .escape import for_rich, json_bytes, markup_escape, one_line
 from .options import AnalysisOptions
 from .pipeline import analyze_file, run_report, thresholds_from
 from .trace.decode import uncompressed_size
@@ -143,7 +144,7 @@ def run_analysis(path: str, options: AnalysisOptions, show_progress: bool) -> Re
         task = progress.add_task("Analysing", total=sum(sizes) or 1)
         done = 0
         for (run, worker, span), size in zip(files, sizes, strict=True):
-            progress.update(task, description=f"{run.name} · {worker.name}"[-40:])
+            progress.update(task, description=markup_escape(f"{run.name} · {worker.name}"[-40:]))
             workers = by_run.setdefault(run.name, [])
 
             def advance(n: int, base: int = done) -> None:
@@ -167,6 +168,7 @@ def print_report(report: Report, top: int) -> None:
     from rich.table import Table
 
     console = Console()
+    report = for_rich(report)  # names from traces and file names are text, never markup
     for run in report.runs:
         for w in run.workers:
             _print_worker(console, Table, run.name, w, top)
@@ -326,28 +328,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     paths = [args.path] if args.command == "analyze" else [args.baseline, args.other]
     for path in paths:
         if not os.path.exists(path):
-            print(f"tb-mfu: {TraceError(path, 'no such file or directory')}", file=sys.stderr)
+            print(f"tb-mfu: {one_line(TraceError(path, 'no such file or directory'))}", file=sys.stderr)
             return 2
     options = _options(args)
     try:
         thresholds_from(options)
     except ValueError as exc:
-        print(f"tb-mfu: {exc}", file=sys.stderr)
+        print(f"tb-mfu: {one_line(exc)}", file=sys.stderr)
         return 2
     reports = [run_analysis(p, options, show_progress=sys.stderr.isatty()) for p in paths]
     for path, report in zip(paths, reports, strict=True):
         if not any(r.workers for r in report.runs):
-            print(f"tb-mfu: {path}: no trace files (*.pt.trace.json[.gz]) found", file=sys.stderr)
+            print(f"tb-mfu: {one_line(path)}: no trace files (*.pt.trace.json[.gz]) found", file=sys.stderr)
             return 2
         for w in (w for r in report.runs for w in r.workers):
             if w.error:
-                print(f"tb-mfu: {w.file}: {w.error}", file=sys.stderr)
+                print(f"tb-mfu: {one_line(w.file)}: {one_line(w.error)}", file=sys.stderr)
     if args.command == "compare":
+        if not args.json:
+            reports = [for_rich(r) for r in reports]  # text in the tables, never markup
         return _compare(reports[0], reports[1], args.json)
     report = reports[0]
     workers = [w for r in report.runs for w in r.workers]
     if args.json:
-        sys.stdout.buffer.write(to_json(report) + b"\n")
+        sys.stdout.buffer.write(json_bytes(report) + b"\n")  # file names that are not UTF-8 come escaped
         sys.stdout.flush()
     else:
         print_report(report, args.top)
@@ -357,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         low = [w for w in workers if w.summary is not None and (w.summary.mfu or 0.0) * 100 < args.min_mfu]
         for w in low:
             mfu = "unknown" if w.summary is None or w.summary.mfu is None else _pct(w.summary.mfu)
-            print(f"tb-mfu: {w.file}: MFU {mfu} is below --min-mfu {args.min_mfu} %", file=sys.stderr)
+            print(f"tb-mfu: {one_line(w.file)}: MFU {mfu} is below --min-mfu {args.min_mfu} %", file=sys.stderr)
         if low:
             return 3
     return 0
@@ -393,7 +397,7 @@ def _compare(baseline: Report, other: Report, as_json: bool) -> int:
             "other": {"file": b.file, "summary": b.summary},
             "findings": changes,
         }
-        sys.stdout.buffer.write(to_json(body) + b"\n")
+        sys.stdout.buffer.write(json_bytes(body) + b"\n")
         return 0
     from rich.console import Console
     from rich.table import Table

@@ -10,6 +10,10 @@ The optional disk cache lives in a user cache directory (``--mfu_cache_dir``,
 ``~/.cache/tb_mfu_plugin``), never in the logdir. Entries are written to a
 temporary file and renamed, so a reader never sees half an entry, and their
 key includes a fingerprint of the analysis code, so an upgrade re-analyses.
+
+No file can stop the others: whatever one file raises (in the analysis, in the
+checks before it, while writing its cache entry) becomes that file's error, and
+a worker thread that died anyway is replaced on the next request.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from ..analysis.report import SCHEMA_VERSION, WorkerReport
+from ..escape import json_bytes, one_line
 from ..options import AnalysisOptions
 from ..trace.decode import uncompressed_size
 from ..trace.discover import SpanFile
@@ -42,9 +47,10 @@ QUEUED, LOADING, DONE, ERROR = "queued", "loading", "done", "error"
 
 # pipeline.analyze_file(span, worker, options, progress) -> list[WorkerReport]
 AnalyzeFn = Callable[..., list[WorkerReport]]
+# refuse(path, worker) -> why the file must not be opened, or None (paths.FileGate.refusal)
+RefuseFn = Callable[[str, str], str | None]
 
 _reports_decoder = msgspec.json.Decoder(list[WorkerReport])
-_encoder = msgspec.json.Encoder()
 
 
 @dataclass(frozen=True)
@@ -136,10 +142,12 @@ class AnalysisCache:
         cache_dir: str | None = None,
         workers: int | None = None,
         analyze: AnalyzeFn | None = None,
+        refuse: RefuseFn | None = None,
     ) -> None:
         self.options = options or AnalysisOptions()
         self.cache_dir = cache_dir
         self._analyze = analyze or _real_analyze_file
+        self.refuse = refuse
         if workers is None:
             try:
                 workers = int(os.environ.get(WORKERS_ENV, "1"))
@@ -151,6 +159,7 @@ class AnalysisCache:
         self._queue: queue.PriorityQueue[tuple[int, int, FileKey]] = queue.PriorityQueue()
         self._seq = itertools.count()
         self._threads: list[threading.Thread] = []
+        self._thread_seq = itertools.count()
         self._idle = threading.Condition(self._lock)
         self._pending = 0
 
@@ -191,10 +200,11 @@ class AnalysisCache:
                 self._entries[key] = st
                 self._pending += 1
                 self._queue.put((priority, next(self._seq), key))
-                self._ensure_threads()
             elif st.state == QUEUED and priority < st._priority:
                 st._priority = priority
                 self._queue.put((priority, next(self._seq), key))
+            if self._pending:
+                self._ensure_threads()
             return st
 
     def get(self, key: FileKey) -> FileState | None:
@@ -214,8 +224,13 @@ class AnalysisCache:
 
     # -- workers ---------------------------------------------------------
     def _ensure_threads(self) -> None:
+        """Start the worker threads, and replace any that died (called under the lock)."""
+        dead = [t for t in self._threads if not t.is_alive()]
+        for t in dead:
+            logger.error("MFU plugin: analysis thread %s had stopped; starting a new one", t.name)
+        self._threads = [t for t in self._threads if t.is_alive()]
         while len(self._threads) < self._n_workers:
-            t = threading.Thread(target=self._work, name=f"mfu-analyse-{len(self._threads)}", daemon=True)
+            t = threading.Thread(target=self._work, name=f"mfu-analyse-{next(self._thread_seq)}", daemon=True)
             self._threads.append(t)
             t.start()
 
@@ -230,13 +245,27 @@ class AnalysisCache:
                 st.started = time.monotonic()
             try:
                 self._compute(st)
+            except BaseException as exc:  # noqa: BLE001 - one file's failure is its error, never the thread's end
+                logger.exception("MFU plugin: analysing %s failed", one_line(key.path))
+                self._fail(st, f"{type(exc).__name__}: {exc}")
             finally:
                 with self._idle:
                     self._pending -= 1
                     self._idle.notify_all()
 
+    def _fail(self, st: FileState, reason: str) -> None:
+        with self._lock:
+            if st.state != DONE:  # an exception after the result (the cache write) keeps the result
+                st.error = f"{st.key.path}: {' '.join(reason.split()) or 'failed'}"
+                st.state = ERROR
+            st.seconds = time.monotonic() - st.started
+
     def _compute(self, st: FileState) -> None:
         key = st.key
+        refusal = self.refuse(key.path, key.worker) if self.refuse is not None else None
+        if refusal is not None:
+            self._fail(st, refusal)
+            return
         reports = self._read_disk(key)
         if reports is not None:
             with self._lock:
@@ -252,12 +281,8 @@ class AnalysisCache:
         try:
             reports = self._analyze(span, key.worker, self.options, progress)
         except Exception as exc:  # the pipeline should not raise; one bad file must not stop the rest
-            logger.exception("MFU plugin: analysing %s failed", key.path)
-            reason = " ".join(str(exc).split()) or type(exc).__name__
-            with self._lock:
-                st.error = f"{key.path}: {reason}"
-                st.state = ERROR
-                st.seconds = time.monotonic() - st.started
+            logger.exception("MFU plugin: analysing %s failed", one_line(key.path))
+            self._fail(st, str(exc) or type(exc).__name__)
             return
         with self._lock:
             st.reports, st.state = list(reports), DONE
@@ -276,7 +301,7 @@ class AnalysisCache:
         except FileNotFoundError:
             return None
         except (OSError, msgspec.DecodeError, msgspec.ValidationError) as exc:
-            logger.info("MFU plugin: ignoring unreadable cache entry %s (%s)", path, exc)
+            logger.info("MFU plugin: ignoring unreadable cache entry %s (%s)", path, one_line(exc))
             return None
 
     def _write_disk(self, key: FileKey, reports: list[WorkerReport]) -> None:
@@ -288,11 +313,11 @@ class AnalysisCache:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=os.path.dirname(path))
             with os.fdopen(fd, "wb") as f:
-                f.write(_encoder.encode(reports))
+                f.write(json_bytes(reports))  # names that are not UTF-8 are stored escaped
             os.replace(tmp, path)
             tmp = None
-        except OSError as exc:
-            logger.info("MFU plugin: cannot write cache entry %s (%s)", path, exc)
+        except Exception as exc:  # a cache that cannot be written costs speed, never the result
+            logger.warning("MFU plugin: cannot write cache entry %s (%s)", path, one_line(exc))
         finally:
             if tmp is not None:
                 try:

@@ -37,6 +37,22 @@ class MfuPluginLoader(base_plugin.TBLoader):
             default=None,
             help="Peak TFLOP/s used for MFU, instead of the peak looked up from the trace's device.",
         )
+        group.add_argument(
+            "--mfu_show_full_paths",
+            action="store_true",
+            help=(
+                "Show absolute server paths in the MFU tab. By default paths are shown relative to "
+                "the logdir (or the --logdir_spec name), as every user of the server sees them."
+            ),
+        )
+        group.add_argument(
+            "--mfu_confine_to_logdir",
+            action="store_true",
+            help=(
+                "Refuse trace and sidecar files whose real path (symbolic links resolved) is outside "
+                "the logdirs; for servers whose logdirs others can write into. By default links are followed."
+            ),
+        )
 
     def fix_flags(self, flags):  # type: ignore[no-untyped-def]
         peak = getattr(flags, "mfu_peak_tflops", None)

@@ -5,6 +5,10 @@ analyses in ``cache.AnalysisCache``, both on daemon threads. Handlers only read
 their state. Runs are looked up by name in the server-side map; a name is
 never joined onto a path. ``context.multiplexer`` is never touched (it is None
 under ``--load_fast``).
+
+Every response goes through ``_respond``: strings that are not valid UTF-8 (file
+names with undecodable bytes) are escaped, and server paths are shown relative
+to their logdir unless ``--mfu_show_full_paths`` (``paths.PathView``).
 """
 
 from __future__ import annotations
@@ -13,7 +17,6 @@ import logging
 import os
 from typing import Any
 
-import msgspec
 from tensorboard import errors
 from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
@@ -21,10 +24,12 @@ from werkzeug import wrappers
 
 from .. import __version__ as TOOL_VERSION
 from ..analysis.report import SCHEMA_VERSION, RunReport, WorkerReport
+from ..escape import json_bytes
 from ..options import AnalysisOptions
 from ..pipeline import run_report
 from ..trace.discover import RunFiles
 from .cache import ERROR, LOADING, QUEUED, AnalysisCache, FileState, default_cache_dir
+from .paths import FileGate, PathView
 from .runs import RunIndex, Scan, sources_from_flags
 
 logger = logging.getLogger(__name__)
@@ -38,7 +43,12 @@ STATIC_FILES = {
 MAX_COMPARE = 8
 MAX_NAME = 4096
 
-_json = msgspec.json.Encoder()
+
+
+def options_from_flags(flags: object) -> AnalysisOptions:
+    """The analysis settings of the ``--mfu_*`` flags (the trace caps keep their defaults)."""
+    peak = getattr(flags, "mfu_peak_tflops", None)
+    return AnalysisOptions(peak_tflops=peak) if peak else AnalysisOptions()
 
 
 class MfuPlugin(base_plugin.TBPlugin):
@@ -54,10 +64,12 @@ class MfuPlugin(base_plugin.TBPlugin):
         super().__init__(context)
         flags = context.flags
         self._sources = sources_from_flags(flags, getattr(context, "logdir", None))
+        self._view = PathView(self._sources, bool(getattr(flags, "mfu_show_full_paths", False)))
+        gate = FileGate(self._sources, bool(getattr(flags, "mfu_confine_to_logdir", False)))
         if cache is None:
-            peak = getattr(flags, "mfu_peak_tflops", None)
-            options = AnalysisOptions(peak_tflops=peak) if peak else AnalysisOptions()
-            cache = AnalysisCache(options, default_cache_dir(getattr(flags, "mfu_cache_dir", None)))
+            cache = AnalysisCache(options_from_flags(flags), default_cache_dir(getattr(flags, "mfu_cache_dir", None)))
+        if cache.refuse is None:
+            cache.refuse = gate.refusal
         self._cache = cache
         self._index = RunIndex(self._sources, min_scan_interval_s, on_scan=self._queue_scan)
         self._index.refresh()  # start scanning now, so is_active() knows soon
@@ -170,6 +182,10 @@ class MfuPlugin(base_plugin.TBPlugin):
         }
 
     # -- routes ----------------------------------------------------------
+    def _respond(self, request: wrappers.Request, body: Any, code: int = 200) -> wrappers.Response:
+        """``body`` as JSON, every string made encodable and its server paths relative."""
+        return http_util.Respond(request, self._view.json(json_bytes(body)), "application/json", code=code)
+
     def _serve_static(self, request: wrappers.Request) -> wrappers.Response:
         name = request.path.rsplit("/", 1)[-1]
         mimetype = STATIC_FILES.get(name)
@@ -191,11 +207,11 @@ class MfuPlugin(base_plugin.TBPlugin):
             "tool_version": TOOL_VERSION,
             "scanned": self._index.scanned,
             "scanning": self._index.scanning,
-            "sources": [{"name": s.name, "path": s.path} for s in self._sources],
+            "sources": [{"name": s.name, "path": self._view.source_path(s)} for s in self._sources],
             "errors": scan.errors,
             "runs": runs,
         }
-        return http_util.Respond(request, _json.encode(body), "application/json")
+        return self._respond(request, body)
 
     def _serve_report(self, request: wrappers.Request) -> wrappers.Response:
         run = self._lookup(request.args.get("run"))
@@ -203,8 +219,8 @@ class MfuPlugin(base_plugin.TBPlugin):
         fstates = [st for _, _, st in states]
         if any(st.state in (QUEUED, LOADING) for st in fstates):
             status = self._run_status(run, states)
-            return http_util.Respond(request, _json.encode(status), "application/json", code=202)
-        return http_util.Respond(request, _json.encode(self._report_for(run, fstates)), "application/json")
+            return self._respond(request, status, code=202)
+        return self._respond(request, self._report_for(run, fstates))
 
     def _serve_compare(self, request: wrappers.Request) -> wrappers.Response:
         names = request.args.getlist("run")
@@ -228,4 +244,4 @@ class MfuPlugin(base_plugin.TBPlugin):
                 }
             )
         body = {"schema_version": SCHEMA_VERSION, "runs": out}
-        return http_util.Respond(request, _json.encode(body), "application/json")
+        return self._respond(request, body)

@@ -16,11 +16,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..escape import escape_surrogates
 from ..trace.discover import RunFiles, discover_runs
 
 logger = logging.getLogger(__name__)
 
 _URI = re.compile(r"^[a-zA-Z][0-9a-zA-Z.+-]*://")
+
+
+def is_remote(path: str) -> bool:
+    """A URI (``s3://...``) rather than a local path."""
+    return _URI.match(path) is not None
 
 
 @dataclass(frozen=True)
@@ -113,10 +119,14 @@ def scan_sources(sources: list[Source]) -> Scan:
             errors.append(f"{src.path}: cannot scan ({exc.strerror or exc})")
             continue
         for run in found:
-            name = run.name
+            # The name is the run's id in requests and in JSON, so it must be valid UTF-8:
+            # bytes that are not (kept as surrogates by os.listdir) are shown as \xNN.
+            # Its files keep their real paths.
+            shown = escape_surrogates(run.name)
+            name = shown
             n = 2
-            while name in runs:  # two specs naming the same run: keep both, visibly
-                name = f"{run.name} ({n})"
+            while name in runs:  # two specs naming the same run, or names equal once escaped: keep both
+                name = f"{shown} ({n})"
                 n += 1
             if name != run.name:
                 run = RunFiles(name, run.path, run.workers)
@@ -187,10 +197,11 @@ class RunIndex:
             scan = Scan(old.runs, [f"scan failed: {exc}"], time.monotonic(), old.sidecars)
         with self._lock:
             self._scan = scan
-            self._thread = None
-        self._first.set()
-        if self._on_scan is not None:
+        if self._on_scan is not None:  # before "scanned": whoever waits for the scan sees its files queued
             try:
                 self._on_scan(scan)
             except Exception:
                 logger.exception("MFU plugin: handling a scan failed")
+        with self._lock:
+            self._thread = None
+        self._first.set()

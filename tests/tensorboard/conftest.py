@@ -20,15 +20,23 @@ from tb_mfu_plugin.tensorboard.cache import AnalysisCache
 from tb_mfu_plugin.tensorboard.plugin import MfuPlugin
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED_SAMPLES = ROOT.parent / "shared" / "fixtures" / "torch_tb_profiler_samples"
+SAMPLES = ROOT / "sample_traces"
 PREFIX = "/data/plugin/mfu"
+# Two small real H200 runs of one span each, committed with the repository: the
+# plugin's tests never depend on ../shared.
+RUN_A, RUN_B = "low_sm_efficiency", "pageable_copy_loop"
 
 
-def resnet_file(run: str = "resnet50_num_workers_0", index: int = 0) -> Path:
-    d = SHARED_SAMPLES / run
-    if not d.is_dir():
-        pytest.skip(f"shared fixture not available: {d}")
-    return sorted(d.glob("*.pt.trace.json.gz"))[index]
+def sample_file(run: str = RUN_A) -> Path:
+    """The trace file of a one-file run in ``sample_traces/``."""
+    (path,) = sorted((SAMPLES / run).glob("*.pt.trace.json.gz"))
+    return path
+
+
+def later_span_name(run: str = RUN_A) -> str:
+    """A file name for a second span of ``run``'s worker (a later timestamp)."""
+    worker, stamp, rest = sample_file(run).name.split(".", 2)
+    return f"{worker}.{int(stamp) + 1}.{rest}"
 
 
 class NoMultiplexer:
@@ -65,13 +73,19 @@ class Served:
         raise AssertionError("condition not met in time")
 
 
-def make_context(logdir: str | None = None, logdir_spec: str | None = None, cache_dir: str | None = None):  # type: ignore[no-untyped-def]
+def make_context(  # type: ignore[no-untyped-def]
+    logdir: str | None = None, logdir_spec: str | None = None, cache_dir: str | None = None, **mfu_flags: Any
+):
     flags = argparse.Namespace(
         logdir=logdir or "",
         logdir_spec=logdir_spec or "",
         mfu_cache_dir=cache_dir if cache_dir is not None else "none",
         mfu_peak_tflops=None,
+        mfu_show_full_paths=False,
+        mfu_confine_to_logdir=False,
     )
+    for name, value in mfu_flags.items():
+        setattr(flags, f"mfu_{name}", value)
     return base_plugin.TBContext(flags=flags, logdir=logdir, multiplexer=NoMultiplexer())
 
 
@@ -82,8 +96,9 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Served]]:
         logdir_spec: str | None = None,
         cache_dir: str | None = None,
         analyze: Callable[..., Any] | None = None,
+        **mfu_flags: Any,
     ) -> Served:
-        ctx = make_context(str(logdir) if logdir is not None else None, logdir_spec, cache_dir)
+        ctx = make_context(str(logdir) if logdir is not None else None, logdir_spec, cache_dir, **mfu_flags)
         cache = None
         if analyze is not None or cache_dir is not None:
             from tb_mfu_plugin.options import AnalysisOptions
@@ -101,8 +116,8 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Served]]:
 def two_runs(tmp_path: Path) -> Path:
     """A logdir with two real runs of one span each (copies: tests never write into fixtures)."""
     logdir = tmp_path / "logs"
-    for run in ("resnet50_num_workers_0", "resnet50_num_workers_4"):
-        src = resnet_file(run)
+    for run in (RUN_A, RUN_B):
+        src = sample_file(run)
         (logdir / run).mkdir(parents=True)
         shutil.copy(src, logdir / run / src.name)
     return logdir

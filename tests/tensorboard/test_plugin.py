@@ -25,12 +25,15 @@ from tb_mfu_plugin.tensorboard.plugin import MfuPlugin
 from tb_mfu_plugin.tensorboard.runs import Source, parse_logdir_spec
 from tb_mfu_plugin.trace.decode import uncompressed_size
 
-from .conftest import ROOT, make_context, resnet_file
+from .conftest import ROOT, RUN_A, RUN_B, later_span_name, make_context, sample_file
 
 
 def cli_runs(path: Path) -> dict[str, dict]:
-    """The CLI's ``--json`` object per run (the same code path as ``tb-mfu analyze --json``)."""
-    return {r["name"]: r for r in json.loads(to_json(analyze_path(str(path))))["runs"]}
+    """The CLI's ``--json`` object per run (the same code path as ``tb-mfu analyze --json``),
+    with its paths as the tab shows them: relative to the logdir."""
+    text = to_json(analyze_path(str(path))).decode()
+    text = text.replace(json.dumps(os.path.abspath(path) + "/")[1:-1], "")
+    return {r["name"]: r for r in json.loads(text)["runs"]}
 
 
 # -- the happy path ---------------------------------------------------------------
@@ -41,10 +44,10 @@ def test_runs_lists_runs_workers_and_spans_with_load_state(serve, two_runs):
     s.settle()
     body = s.json("/runs")
     assert body["scanned"] is True
-    assert [r["name"] for r in body["runs"]] == ["resnet50_num_workers_0", "resnet50_num_workers_4"]
+    assert [r["name"] for r in body["runs"]] == [RUN_A, RUN_B]
     run = body["runs"][0]
     assert run["state"] == "ready" and run["progress"] == 1.0 and run["errors"] == []
-    assert [w["name"] for w in run["workers"]] == ["worker0"]
+    assert [w["name"] for w in run["workers"]] == ["rank0"]
     span = run["workers"][0]["spans"][0]
     assert span["state"] == "done" and span["progress"] == 1.0
     assert span["file"].endswith(".pt.trace.json.gz") and "/" not in span["file"]
@@ -68,8 +71,8 @@ def test_compare_returns_each_runs_report(serve, two_runs):
     s = serve(two_runs)
     s.settle()
     expected = cli_runs(two_runs)
-    body = s.json("/compare?run=resnet50_num_workers_4&run=resnet50_num_workers_0")
-    assert [e["name"] for e in body["runs"]] == ["resnet50_num_workers_4", "resnet50_num_workers_0"]
+    body = s.json(f"/compare?run={RUN_B}&run={RUN_A}")
+    assert [e["name"] for e in body["runs"]] == [RUN_B, RUN_A]
     for e in body["runs"]:
         assert e["state"] == "ready"
         assert e["report"] == expected[e["name"]]
@@ -130,14 +133,14 @@ def test_loader_defines_and_checks_its_flags():
     "name",
     [
         "nope",
-        "../resnet50_num_workers_0",
+        f"../{RUN_A}",
         "..",
         "../../etc/passwd",
         "/etc/passwd",
-        "resnet50_num_workers_0/../resnet50_num_workers_4",
-        "resnet50_num_workers_0/",
-        "./resnet50_num_workers_0",
-        str(Path("/work/shared/fixtures/torch_tb_profiler_samples/resnet50_num_workers_0")),
+        f"{RUN_A}/../{RUN_B}",
+        f"{RUN_A}/",
+        f"./{RUN_A}",
+        str(ROOT / "sample_traces" / RUN_A),
     ],
 )
 def test_unknown_or_traversal_names_are_404(serve, two_runs, name):
@@ -145,7 +148,7 @@ def test_unknown_or_traversal_names_are_404(serve, two_runs, name):
     s.settle()
     for route in (
         f"/report?run={quote(name, safe='')}",
-        f"/compare?run=resnet50_num_workers_0&run={quote(name, safe='')}",
+        f"/compare?run={RUN_A}&run={quote(name, safe='')}",
     ):
         r = s.get(route)
         assert r.status_code == 404, (route, r.status_code)
@@ -202,30 +205,30 @@ def test_a_run_whose_only_file_is_corrupt_shows_its_error_while_others_work(serv
     runs = {r["name"]: r for r in s.json("/runs")["runs"]}
     assert runs["broken"]["state"] == "error"
     assert runs["broken"]["errors"] and all("\n" not in e for e in runs["broken"]["errors"])
-    assert runs["resnet50_num_workers_0"]["state"] == "ready"
+    assert runs[RUN_A]["state"] == "ready"
     report = s.json("/report?run=broken")
     assert report["name"] == "broken"
     assert len(report["workers"]) == 1 and report["workers"][0]["error"]
     assert report == cli_runs(two_runs)["broken"]
-    good = s.json("/report?run=resnet50_num_workers_4")
+    good = s.json(f"/report?run={RUN_B}")
     assert good["workers"][0]["error"] is None and good["workers"][0]["summary"]["step_time_us"] > 0
-    both = s.json("/compare?run=resnet50_num_workers_0&run=broken")
+    both = s.json(f"/compare?run={RUN_A}&run=broken")
     assert both["runs"][1]["state"] == "error" and both["runs"][1]["report"]["workers"][0]["error"]
 
 
 def test_an_exception_in_the_analysis_is_one_runs_error(serve, two_runs):
     def analyze(span, worker, options, progress):  # type: ignore[no-untyped-def]
-        if "num_workers_4" in span.path:
+        if RUN_B in span.path:
             raise RuntimeError("boom\nwith a second line")
         return [WorkerReport(name=worker, span=span.span, file=span.path)]
 
     s = serve(two_runs, analyze=analyze)
     s.settle()
     runs = {r["name"]: r for r in s.json("/runs")["runs"]}
-    assert runs["resnet50_num_workers_4"]["state"] == "error"
-    assert runs["resnet50_num_workers_4"]["errors"][0].endswith("boom with a second line")
-    assert runs["resnet50_num_workers_0"]["state"] == "ready"
-    w = s.json("/report?run=resnet50_num_workers_4")["workers"]
+    assert runs[RUN_B]["state"] == "error"
+    assert runs[RUN_B]["errors"][0].endswith("boom with a second line")
+    assert runs[RUN_A]["state"] == "ready"
+    w = s.json(f"/report?run={RUN_B}")["workers"]
     assert len(w) == 1 and "boom" in w[0]["error"]
 
 
@@ -235,19 +238,18 @@ def test_new_runs_and_spans_appear_on_reload(serve, two_runs):
     assert len(s.json("/runs")["runs"]) == 2
     new = two_runs / "new_run"
     new.mkdir()
-    shutil.copy(resnet_file("resnet50_num_workers_0", 1), new)
-    extra = resnet_file("resnet50_num_workers_4", 1)
-    shutil.copy(extra, two_runs / "resnet50_num_workers_4" / extra.name)
+    shutil.copy(sample_file(RUN_A), new)
+    shutil.copy(sample_file(RUN_B), two_runs / RUN_B / later_span_name(RUN_B))
 
     def seen() -> bool:
         runs = {r["name"]: r for r in s.json("/runs?refresh=1")["runs"]}
-        return "new_run" in runs and len(runs["resnet50_num_workers_4"]["workers"][0]["spans"]) == 2
+        return "new_run" in runs and len(runs[RUN_B]["workers"][0]["spans"]) == 2
 
     s.wait_for(seen)
     s.settle()
     runs = {r["name"]: r for r in s.json("/runs")["runs"]}
     assert runs["new_run"]["state"] == "ready"
-    assert len(s.json("/report?run=resnet50_num_workers_4")["workers"]) == 2
+    assert len(s.json(f"/report?run={RUN_B}")["workers"]) == 2
 
 
 def test_report_is_202_with_progress_while_analysing(serve, two_runs):
@@ -263,21 +265,21 @@ def test_report_is_202_with_progress_while_analysing(serve, two_runs):
     s = serve(two_runs, analyze=analyze)
     assert started.wait(30)
     t0 = time.monotonic()
-    r = s.get("/report?run=resnet50_num_workers_0")
+    r = s.get(f"/report?run={RUN_A}")
     assert time.monotonic() - t0 < 1.0  # the request thread never waits for the analysis
     assert r.status_code == 202
     body = json.loads(r.get_data())
-    assert body["name"] == "resnet50_num_workers_0"
+    assert body["name"] == RUN_A
     assert body["state"] in ("loading", "queued")
     runs = s.json("/runs")["runs"]
     assert {r["state"] for r in runs} <= {"queued", "loading"}
     loading = [sp for r in runs for w in r["workers"] for sp in w["spans"] if sp["state"] == "loading"]
     assert loading and 0 < loading[0]["progress"] < 1 and loading[0]["bytes_read"] == 10_000_000
-    cmp = s.json("/compare?run=resnet50_num_workers_0&run=resnet50_num_workers_4")
+    cmp = s.json(f"/compare?run={RUN_A}&run={RUN_B}")
     assert all(e["report"] is None for e in cmp["runs"])
     release.set()
     s.settle()
-    assert s.get("/report?run=resnet50_num_workers_0").status_code == 200
+    assert s.get(f"/report?run={RUN_A}").status_code == 200
 
 
 def test_the_requested_run_jumps_the_queue(serve, tmp_path):
@@ -337,9 +339,9 @@ def test_parse_logdir_spec():
 
 def test_logdir_spec_puts_a_teammates_folder_beside_mine(serve, tmp_path):
     mine, theirs = tmp_path / "mine_logs", tmp_path / "their_logs"
-    for d, run in ((mine, "resnet50_num_workers_0"), (theirs, "resnet50_num_workers_4")):
+    for d, run in ((mine, RUN_A), (theirs, RUN_B)):
         d.mkdir()
-        shutil.copy(resnet_file(run), d)
+        shutil.copy(sample_file(run), d)
     s = serve(None, logdir_spec=f"mine:{mine},theirs:{theirs},s3://bucket/logs")
     s.settle()
     body = s.json("/runs")
@@ -360,7 +362,7 @@ def test_disk_cache_is_atomic_outside_the_logdir_and_reused(serve, two_runs, tmp
     cache_dir = tmp_path / "user-cache"
     first = serve(two_runs, cache_dir=str(cache_dir))
     first.settle()
-    report = first.json("/report?run=resnet50_num_workers_0")
+    report = first.json(f"/report?run={RUN_A}")
     entries = sorted(os.listdir(cache_dir))
     assert len(entries) == 2 and all(e.endswith(".json") and not e.startswith(".tmp") for e in entries)
     assert _listing(two_runs) == before  # nothing written into the logdir
@@ -374,7 +376,7 @@ def test_disk_cache_is_atomic_outside_the_logdir_and_reused(serve, two_runs, tmp
     second = serve(two_runs, cache_dir=str(cache_dir), analyze=analyze)
     second.settle()
     assert calls == []
-    assert second.json("/report?run=resnet50_num_workers_0") == report
+    assert second.json(f"/report?run={RUN_A}") == report
     spans = [sp for r in second.json("/runs")["runs"] for w in r["workers"] for sp in w["spans"]]
     assert all(sp["cached"] for sp in spans)
 
@@ -383,7 +385,7 @@ def test_a_changed_file_is_analysed_again(serve, two_runs, tmp_path):
     cache_dir = tmp_path / "user-cache"
     s = serve(two_runs, cache_dir=str(cache_dir))
     s.settle()
-    f = next((two_runs / "resnet50_num_workers_0").glob("*.gz"))
+    f = next((two_runs / RUN_A).glob("*.gz"))
     os.utime(f, (time.time() + 10, time.time() + 10))
     s.wait_for(lambda: s.json("/runs?refresh=1")["runs"][0]["workers"][0]["spans"][0]["mtime"] > time.time())
     s.settle()
