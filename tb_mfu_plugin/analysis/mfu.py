@@ -58,6 +58,7 @@ from ..options import AnalysisOptions
 from ..sidecar import Sidecar
 from ..trace.tables import DRIVER, KERNEL, OP, RUNTIME, TraceTables
 from . import flops as F
+from .aggregate import spread
 from .peaks import resolve_peak
 
 # Ops that run forward math and that autograd backward formulas never call.
@@ -811,7 +812,7 @@ def apply_to_report(
     ``sidecar`` is the run's ``tb_mfu.json`` and its path, already read by the caller
     (the analysis does no I/O).
 
-    - ``flops_per_step`` / ``mfu`` (per step and the summary median) use, in order:
+    - ``flops_per_step`` / ``mfu`` (per step and over the analysed steps) use, in order:
       ``options.flops_per_step`` (``--flops-per-step``), the trace's shapes
       (FlopCounterMode convention), the run's sidecar (``tb_mfu.json``).
     - ``report.device.peak_flops`` / ``peak_source`` / ``dtype`` from ``resolve_peak``.
@@ -877,10 +878,14 @@ def apply_to_report(
     for i, st in enumerate(report.steps[: len(dur)]):
         st.flops_per_step = float(head[i]) if head is not None else None
         st.mfu = mfus[i]
-    report.summary.flops_per_step = float(np.median(head)) if head is not None else None
-    # MFU over the analysed steps: all their FLOPs over all their time (a time-weighted
-    # mean of the per-step MFUs, as a throughput should be averaged), not a median.
+    # The mean step's FLOPs and MFU over the analysed steps: all their FLOPs over all their
+    # time (the time-weighted mean of the per-step MFUs), the aggregation of every summary
+    # share (analysis.aggregate), so mfu = flops_per_step / step_time_mean_us / peak.
+    report.summary.flops_per_step = float(np.mean(head)) if head is not None else None
     report.summary.mfu = overall_mfu(head, dur, choice.peak_flops)
+    mfu_spread = spread(mfus)
+    if mfu_spread is not None:
+        report.summary.distribution["mfu"] = mfu_spread
 
     unattributed = unattributed_kernel_time(
         tables, of, np.asarray(steps.start), np.asarray(steps.end), device=device
