@@ -70,7 +70,8 @@ def test_exact_copy_bytes_and_sync_counts(run: str, analysed: dict[str, list[Wor
             # so the steady (median) step holds exactly that and the summary is the mean step.
             per_step = [s.h2d_bytes_per_step for s in w.steps]
             assert float(np.median(per_step)) == library
-            assert w.summary is not None and w.summary.h2d_bytes_per_step == pytest.approx(sum(per_step) / len(per_step))
+            assert w.summary is not None
+            assert w.summary.h2d_bytes_per_step == pytest.approx(sum(per_step) / len(per_step))
 
 
 def test_syncs_blamed_on_their_real_callers(analysed: dict[str, list[WorkerReport]]) -> None:

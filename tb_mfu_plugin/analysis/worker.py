@@ -16,6 +16,7 @@ from . import aggregate, copies, intervals, kernels, syncs
 from .report import Device, IdleGaps, LaunchStats, Metrics, Step, WorkerReport
 from .steps import Steps, assign, find_steps, launch_of_gpu
 
+
 @dataclass(frozen=True)
 class DeviceView:
     """The GPU rows of one device with their per-row derived columns."""
