@@ -207,8 +207,13 @@ def _print_worker(console, Table, run_name: str, w: WorkerReport, top: int) -> N
         + f" · peak {peak}",
         highlight=False,
     )
-    console.print(f"{s.steps} steps, median step time {_us(s.step_time_us)}", highlight=False)
-    t = Table(title="Where the step goes (median over steps)", title_justify="left")
+    spread = s.distribution.get("step_time_us")
+    console.print(
+        f"{s.steps} steps, median step time {_us(s.step_time_us)}"
+        + (f" (mean {_us(s.step_time_mean_us)}, min {_us(spread.min)}, max {_us(spread.max)})" if spread else ""),
+        highlight=False,
+    )
+    t = Table(title=f"Where the step goes (time-weighted over the {s.steps} steps)", title_justify="left")
     for col in ("MFU", "GPU busy", "kernel time", "SM efficiency", "occupancy", "tensor-core kernels", "memcpy",
                 "sync wait", "idle"):
         t.add_column(col, justify="right")
@@ -368,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 _COMPARED = (
-    ("MFU", "mfu", _pct), ("step time", "step_time_us", _us), ("GPU busy", "gpu_busy_share", _pct),
+    ("MFU", "mfu", _pct), ("median step time", "step_time_us", _us), ("GPU busy", "gpu_busy_share", _pct),
     ("kernel time", "kernel_time_share", _pct), ("SM efficiency", "sm_efficiency", _pct),
     ("tensor-core kernels", "tensor_core_kernel_share", _pct), ("idle", "idle_share", _pct),
     ("kernels / step", "kernels_per_step", lambda x: "n/a" if x is None else f"{x:.0f}"),

@@ -2,7 +2,7 @@
 import { COLORS, chart, tooltipBase, tooltipNode } from './charts';
 import { type Child, h } from './dom';
 import * as f from './format';
-import { BREAKDOWN, card } from './overview';
+import { BREAKDOWN, card, meanStep } from './overview';
 import { table } from './table';
 import type { RunReport, WorkerReport } from './types';
 
@@ -19,13 +19,13 @@ interface MetricRow {
 
 const achieved = (w: WorkerReport) => {
   const s = w.summary!;
-  return f.isNumber(s.flops_per_step) && s.step_time_us > 0 ? s.flops_per_step / (s.step_time_us / 1e6) : null;
+  return f.isNumber(s.flops_per_step) && meanStep(s) > 0 ? s.flops_per_step / (meanStep(s) / 1e6) : null;
 };
 
 export const METRICS: MetricRow[] = [
-  { label: 'MFU', title: 'Model FLOPs utilisation (median over steps)', value: (w) => w.summary!.mfu, fmt: (x) => f.pct(x), delta: 'pp', better: 'higher' },
+  { label: 'MFU', title: 'Model FLOPs utilisation: all FLOPs of the analysed steps over all their time', value: (w) => w.summary!.mfu, fmt: (x) => f.pct(x), delta: 'pp', better: 'higher' },
   { label: 'Achieved', title: 'Useful FLOP/s over the step', value: achieved, fmt: f.tflops, delta: 'rel', better: 'higher' },
-  { label: 'Step time', title: 'Median step time', value: (w) => w.summary!.step_time_us, fmt: (x) => f.ms(x), delta: 'rel', better: 'lower' },
+  { label: 'Median step time', title: 'Median step time (the shares are time-weighted over all steps)', value: (w) => w.summary!.step_time_us, fmt: (x) => f.ms(x), delta: 'rel', better: 'lower' },
   { label: 'GPU busy', title: 'Any GPU activity', value: (w) => w.summary!.gpu_busy_share, fmt: (x) => f.pct(x), delta: 'pp', better: 'higher' },
   { label: 'Kernel time', title: 'Any kernel running', value: (w) => w.summary!.kernel_time_share, fmt: (x) => f.pct(x), delta: 'pp', better: 'higher' },
   { label: 'SM efficiency', title: 'SMs filled by the kernels, time-weighted', value: (w) => w.summary!.sm_efficiency, fmt: (x) => f.pct(x), delta: 'pp', better: 'higher' },
@@ -113,7 +113,7 @@ export function renderCompare(cols: CompareColumn[], onWorker: (run: string, idx
     'div',
     { class: 'compare', testid: 'compare' },
     card('Side by side', h('div', { class: 'table-wrap' }, h('table', { class: 'grid compare-table', testid: 'compare-table' }, h('thead', null, header), h('tbody', null, body))), {
-      help: 'Medians over the profiled steps. Deltas are against the first run: percentage points (pp) for shares, relative change otherwise. Green is better.',
+      help: 'Shares time-weighted over the profiled steps (their total time), counts per mean step, step time the median. Deltas are against the first run: percentage points (pp) for shares, relative change otherwise. Green is better.',
       cls: 'wide',
     }),
     ready.length ? compositionChart(ready) : null,
@@ -127,7 +127,7 @@ function compositionChart(cols: CompareColumn[]): HTMLElement {
   const el = h('div', { class: 'chart chart-compare', testid: 'compare-chart', style: { height: `${Math.max(140, 60 + cols.length * 44)}px` } });
   const ws = cols.map((c) => c.report!.workers[c.workerIndex]);
   const names = cols.map((c) => c.run);
-  const part = (w: WorkerReport, key: string) => ((w.summary!.breakdown?.[key] ?? 0) * w.summary!.step_time_us) / 1000;
+  const part = (w: WorkerReport, key: string) => ((w.summary!.breakdown?.[key] ?? 0) * meanStep(w.summary!)) / 1000;
   queueMicrotask(() =>
     chart(el, {
       color: BREAKDOWN.map((b) => b.color),
@@ -155,7 +155,7 @@ function compositionChart(cols: CompareColumn[]): HTMLElement {
         formatter: (ps: { dataIndex: number }[]) => {
           const i = ps[0].dataIndex;
           const w = ws[i];
-          return tooltipNode(`${names[i]} · ${f.ms(w.summary!.step_time_us)}`, BREAKDOWN.map((b) => [b.color, b.label, `${f.ms(part(w, b.key) * 1000)} · ${f.pct(w.summary!.breakdown?.[b.key])}`]));
+          return tooltipNode(`${names[i]} · mean step ${f.ms(meanStep(w.summary!))}`, BREAKDOWN.map((b) => [b.color, b.label, `${f.ms(part(w, b.key) * 1000)} · ${f.pct(w.summary!.breakdown?.[b.key])}`]));
         },
       },
       series: BREAKDOWN.map((b) => ({
@@ -166,7 +166,7 @@ function compositionChart(cols: CompareColumn[]): HTMLElement {
         data: ws.map((w) => +part(w, b.key).toFixed(3)),
       })),
     }));
-  return card('Median step, composed', el, { help: 'Where the median step of each run goes. The same colours as the Overview.', cls: 'wide' });
+  return card('Mean step, composed', el, { help: 'Where the mean step of each run goes (time-weighted over its profiled steps). The same colours as the Overview.', cls: 'wide' });
 }
 
 interface KernelDiffRow {

@@ -4,7 +4,7 @@ import { type Child, h, ICONS, icon } from './dom';
 import * as f from './format';
 import { table } from './table';
 import { findingsCard, num, str, waterfallCard } from './diagnosis';
-import type { CopyStats, Json, JsonObject, KernelStats, RankRow, RankSummary, Step, SyncStats, WorkerReport } from './types';
+import type { CopyStats, Json, JsonObject, KernelStats, RankRow, RankSummary, Spread, Step, Summary, SyncStats, WorkerReport } from './types';
 
 export const BREAKDOWN: { key: string; label: string; color: string; help: string }[] = [
   { key: 'kernel', label: 'Kernels', color: COLORS.kernel, help: 'GPU time with at least one kernel running' },
@@ -37,6 +37,12 @@ function kpi(label: string, value: string, sub: Child, opts: { testid?: string; 
     h('div', { class: 'kpi-value', testid: opts.testid, data: opts.raw === undefined ? undefined : { value: opts.raw === null ? '' : String(opts.raw) } }, ...valueWithUnit(value)),
     h('div', { class: 'kpi-sub' }, sub),
   );
+}
+
+/** The mean step (Σ step time / steps): the step the time-weighted shares, the waterfall and MFU
+ * apply to. Reports cached before the key existed fall back to the median. */
+export function meanStep(s: Summary): number {
+  return f.isNumber(s.step_time_mean_us) ? s.step_time_mean_us : s.step_time_us;
 }
 
 /** Why MFU is missing, in words. */
@@ -75,7 +81,7 @@ function kpis(w: WorkerReport): HTMLElement {
   const hasMfu = f.isNumber(s.mfu);
   const peakFlops = w.device?.peak_flops;
   // The same figure as MFU, in FLOP/s: all FLOPs of the steps over all their time.
-  const achieved = hasMfu && f.isNumber(peakFlops) ? s.mfu! * peakFlops : f.isNumber(s.flops_per_step) && s.step_time_us > 0 ? s.flops_per_step / (s.step_time_us / 1e6) : null;
+  const achieved = hasMfu && f.isNumber(peakFlops) ? s.mfu! * peakFlops : f.isNumber(s.flops_per_step) && meanStep(s) > 0 ? s.flops_per_step / (meanStep(s) / 1e6) : null;
   const busyT = num(fl['achieved_tflops_while_busy'] as Json);
   const whileBusy = busyT !== null ? busyT * 1e12 : achieved !== null && s.gpu_busy_share > 0 ? achieved / s.gpu_busy_share : null;
   const src = str(fl['headline_source'] as Json) ?? str(fl['source'] as Json);
@@ -98,12 +104,15 @@ function kpis(w: WorkerReport): HTMLElement {
     kpi('Achieved', achieved !== null ? f.tflops(achieved) : f.NA, whileBusy !== null ? `${f.tflops(whileBusy)} while GPU busy` : 'needs a FLOP count', {
       title: 'FLOP/s over the whole step, and over the time the GPU was busy (the matching upper view).',
     }),
-    kpi('Step time', f.ms(s.step_time_us), `median of ${s.steps} step${s.steps === 1 ? '' : 's'}`, { testid: 'step-time' }),
+    kpi('Median step time', f.ms(s.step_time_us), `of ${s.steps} step${s.steps === 1 ? '' : 's'} · mean ${f.ms(meanStep(s))}`, {
+      testid: 'step-time',
+      title: 'The median step duration. The shares on this page are time-weighted over all analysed steps (their sum of time), like MFU and the PyTorch Profiler tab; the mean step is the one they add up to.',
+    }),
     kpi('GPU busy', f.pct(s.gpu_busy_share), `kernels ${f.pct(s.kernel_time_share)}`, {
-      title: 'Share of the step with any kernel, copy or memset running on this GPU.',
+      title: 'Share of the analysed steps\' time with any kernel, copy or memset running on this GPU (time-weighted over the steps). Kernel time is the PyTorch Profiler tab\'s GPU Utilization.',
     }),
     kpi('SM efficiency', f.pct(s.sm_efficiency), `occupancy ${f.pct(s.achieved_occupancy)}`, {
-      title: 'Time-weighted share of SMs with work (blocks per SM capped at 1); occupancy is weighted by kernel time.',
+      title: 'Time-weighted share of SMs with work (blocks per SM capped at 1), over the analysed steps: the PyTorch Profiler tab\'s Est. SM Efficiency. Occupancy is weighted by kernel time.',
     }),
     kpi('Tensor cores', f.pct(s.tensor_core_kernel_share), 'of kernel time', {
       title: 'Share of kernel time in kernels that use tensor cores (by name).',
@@ -170,13 +179,13 @@ function stepBreakdownSummary(w: WorkerReport): HTMLElement {
   const legend = h('div', { class: 'stack-legend' });
   for (const c of BREAKDOWN) {
     const v = b[c.key] ?? 0;
-    if (v > 0) bar.append(h('div', { class: 'seg', style: { width: `${(v * 100).toFixed(3)}%`, background: c.color }, title: `${c.label}: ${f.pct(v)} · ${f.ms(v * s.step_time_us)}` }));
+    if (v > 0) bar.append(h('div', { class: 'seg', style: { width: `${(v * 100).toFixed(3)}%`, background: c.color }, title: `${c.label}: ${f.pct(v)} · ${f.ms(v * meanStep(s))}` }));
     legend.append(
       h('div', { class: 'leg', title: c.help },
         h('span', { class: 'dot', style: { background: c.color } }),
         h('span', { class: 'leg-label' }, c.label),
         h('span', { class: 'leg-val' }, f.pct(v)),
-        h('span', { class: 'leg-ms' }, f.ms(v * s.step_time_us)),
+        h('span', { class: 'leg-ms' }, f.ms(v * meanStep(s))),
       ),
     );
   }
@@ -205,7 +214,7 @@ function deviceCard(w: WorkerReport): HTMLElement {
       stepBreakdownSummary(w),
       h('dl', { class: 'facts' }, rows.map(([k, v]) => [h('dt', null, k), h('dd', null, v)])),
     ],
-    { help: 'Median step, split into exclusive parts that add up to the step time.', testid: 'device-card' },
+    { help: 'The mean step (all analysed steps\' time / steps), split into exclusive parts that add up to it: each share is time-weighted over the steps.', testid: 'device-card' },
   );
 }
 
@@ -250,10 +259,41 @@ function stepsChart(w: WorkerReport): HTMLElement {
         data: steps.map((s) => +part(s, b.key).toFixed(3)),
       })),
     }));
-  return card('Per-step breakdown', el, {
-    help: 'Each profiled step split into exclusive parts: kernels, copies without kernels, memset only, GPU idle while the host waits in a sync, other idle.',
+  return card('Per-step breakdown', [el, spreadBlock(w.summary!)], {
+    help: 'Each profiled step split into exclusive parts: kernels, copies without kernels, memset only, GPU idle while the host waits in a sync, other idle. Below, how the step time and the main shares vary from step to step.',
     testid: 'steps-card',
   });
+}
+
+const SPREAD_ROWS: [string, string, (x: number) => string][] = [
+  ['step_time_us', 'Step time', (x) => f.ms(x)],
+  ['gpu_busy_share', 'GPU busy', (x) => f.pct(x)],
+  ['kernel_time_share', 'Kernel time', (x) => f.pct(x)],
+  ['sm_efficiency', 'SM efficiency', (x) => f.pct(x)],
+  ['idle_share', 'Idle', (x) => f.pct(x)],
+  ['tensor_core_kernel_share', 'Tensor-core kernels', (x) => f.pct(x)],
+  ['mfu', 'MFU', (x) => f.pct(x)],
+];
+
+/** The per-step spread of the step time and the main shares (summary.distribution). */
+function spreadBlock(s: Summary): HTMLElement | null {
+  const d = s.distribution ?? {};
+  const rows = SPREAD_ROWS.filter(([key]) => d[key]);
+  if (!rows.length) return null;
+  const range = (fmt: (x: number) => string, a: number, b: number) => (a === b ? fmt(a) : `${fmt(a)} – ${fmt(b)}`);
+  return h(
+    'table',
+    { class: 'grid compact spread', testid: 'step-spread', title: 'Over the analysed steps: p10/p90 interpolate linearly between the sorted per-step values.' },
+    h('thead', null, h('tr', null, h('th', null, 'Per step'), h('th', { class: 'num' }, 'Median'), h('th', { class: 'num' }, 'p10 – p90'), h('th', { class: 'num' }, 'Min – max'))),
+    h('tbody', null, rows.map(([key, label, fmt]) => {
+      const sp: Spread = d[key];
+      return h('tr', { data: { key } },
+        h('th', null, label),
+        h('td', { class: 'num' }, fmt(sp.median)),
+        h('td', { class: 'num' }, range(fmt, sp.p10, sp.p90)),
+        h('td', { class: 'num' }, range(fmt, sp.min, sp.max)));
+    })),
+  );
 }
 
 function copiesCard(w: WorkerReport): HTMLElement {
@@ -420,7 +460,7 @@ export function ranksCard(r: RankSummary): HTMLElement {
       table<RankRow>(r.ranks, [
         { key: 'rank', label: 'Rank', num: true, value: (x) => x.rank, cell: (x) => f.count(x.rank, 0) },
         { key: 'worker', label: 'Worker', value: (x) => x.worker, cell: (x) => h('span', { class: 'mono' }, x.worker) },
-        { key: 'step', label: 'Step time', num: true, value: (x) => x.step_time_us, cell: (x) => f.dur(x.step_time_us) },
+        { key: 'step', label: 'Median step', num: true, value: (x) => x.step_time_us, cell: (x) => f.dur(x.step_time_us), title: 'Median step time of the rank' },
         { key: 'busy', label: 'GPU busy', num: true, value: (x) => x.gpu_busy_share, cell: (x) => f.pct(x.gpu_busy_share) },
         { key: 'idle', label: 'Idle', num: true, value: (x) => x.idle_share, cell: (x) => f.pct(x.idle_share) },
         { key: 'comm', label: 'Exposed comm / step', num: true, value: (x) => x.exposed_communication_us_per_step, cell: (x) => f.dur(x.exposed_communication_us_per_step), title: 'Collective kernels running with no compute alongside, which includes waiting for the slowest rank' },

@@ -29,10 +29,23 @@ export interface Step extends Metrics {
   breakdown?: Record<string, number>;
 }
 
+/** How one per-step figure varies over the analysed steps (numpy.percentile, linear). */
+export interface Spread {
+  median: number;
+  p10: number;
+  p90: number;
+  min: number;
+  max: number;
+}
+
+/** The analysed steps as one: shares time-weighted (ratio of sums), counts per mean step. */
 export interface Summary extends Metrics {
   steps: number;
-  step_time_us: number;
-  breakdown?: Record<string, number>;
+  step_time_us: number; // the MEDIAN step
+  breakdown?: Record<string, number>; // time-weighted, sums to 1
+  step_time_median_us?: number | null;
+  step_time_mean_us?: number | null; // the step the shares apply to
+  distribution?: Record<string, Spread>;
 }
 
 export interface Device {

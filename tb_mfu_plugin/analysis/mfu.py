@@ -58,6 +58,7 @@ from ..options import AnalysisOptions
 from ..sidecar import Sidecar
 from ..trace.tables import DRIVER, KERNEL, OP, RUNTIME, TraceTables
 from . import flops as F
+from .aggregate import spread
 from .peaks import resolve_peak
 
 # Ops that run forward math and that autograd backward formulas never call.
@@ -741,10 +742,11 @@ def flops_summary(
     unattributed: UnattributedTime | None = None,
     top_ops: int = 10,
 ) -> dict[str, Any]:
-    """A JSON-friendly detail block for ``WorkerReport.flops`` (medians over the windows)."""
+    """A JSON-friendly detail block for ``WorkerReport.flops`` (per-step figures are means over
+    the windows, as the summary's: total / windows)."""
     wf = flops_in_windows(of, start_us, end_us)
-    med = float(np.median(wf.flops)) if len(wf.flops) else None
-    med_model = float(np.median(wf.model_flops)) if len(wf.model_flops) else None
+    mean = float(np.mean(wf.flops)) if len(wf.flops) else None
+    mean_model = float(np.mean(wf.model_flops)) if len(wf.model_flops) else None
     in_win = _window_mask(of.ts, start_us, end_us) >= 0
     nwin = max(len(wf.flops), 1)
     attn_rec = float(of.recompute_flops[in_win & ~of.checkpoint_recompute].sum()) / nwin
@@ -753,9 +755,9 @@ def flops_summary(
     out: dict[str, Any] = {
         "source": "shapes",
         "convention": "FlopCounterMode",
-        "flops_per_step": float(np.median(wf.mfu_flops)) if len(wf.mfu_flops) else None,
-        "executed_flops_per_step": med,
-        "model_flops_per_step": med_model,
+        "flops_per_step": float(np.mean(wf.mfu_flops)) if len(wf.mfu_flops) else None,
+        "executed_flops_per_step": mean,
+        "model_flops_per_step": mean_model,
         "attention_recompute_flops_per_step": attn_rec,
         "checkpoint_recompute_flops_per_step": ckpt_rec,
         "ops_counted": int(in_win.sum()),
@@ -811,7 +813,7 @@ def apply_to_report(
     ``sidecar`` is the run's ``tb_mfu.json`` and its path, already read by the caller
     (the analysis does no I/O).
 
-    - ``flops_per_step`` / ``mfu`` (per step and the summary median) use, in order:
+    - ``flops_per_step`` / ``mfu`` (per step and over the analysed steps) use, in order:
       ``options.flops_per_step`` (``--flops-per-step``), the trace's shapes
       (FlopCounterMode convention), the run's sidecar (``tb_mfu.json``).
     - ``report.device.peak_flops`` / ``peak_source`` / ``dtype`` from ``resolve_peak``.
@@ -869,18 +871,18 @@ def apply_to_report(
             return [None] * len(dur)
         return [mfu_for(float(f), float(d), choice.peak_flops) for f, d in zip(fl, dur, strict=True)]
 
-    def med(xs: list[float | None]) -> float | None:
-        vals = [x for x in xs if x is not None]
-        return float(np.median(vals)) if vals else None
-
     mfus = per_step_mfu(head)
     for i, st in enumerate(report.steps[: len(dur)]):
         st.flops_per_step = float(head[i]) if head is not None else None
         st.mfu = mfus[i]
-    report.summary.flops_per_step = float(np.median(head)) if head is not None else None
-    # MFU over the analysed steps: all their FLOPs over all their time (a time-weighted
-    # mean of the per-step MFUs, as a throughput should be averaged), not a median.
+    # The mean step's FLOPs and MFU over the analysed steps: all their FLOPs over all their
+    # time (the time-weighted mean of the per-step MFUs), the aggregation of every summary
+    # share (analysis.aggregate), so mfu = flops_per_step / step_time_mean_us / peak.
+    report.summary.flops_per_step = float(np.mean(head)) if head is not None else None
     report.summary.mfu = overall_mfu(head, dur, choice.peak_flops)
+    mfu_spread = spread(mfus)
+    if mfu_spread is not None:
+        report.summary.distribution["mfu"] = mfu_spread
 
     unattributed = unattributed_kernel_time(
         tables, of, np.asarray(steps.start), np.asarray(steps.end), device=device
@@ -895,9 +897,8 @@ def apply_to_report(
             "user_flops_per_step": user,
             "user_flops_source": user_source,
             "mfu_user": overall_mfu(np.full(len(dur), user), dur, choice.peak_flops) if user else None,
-            "achieved_tflops_while_busy": med(
-                [achieved_tflops_while_busy(float(f), b) for f, b in zip(wf.flops, busy, strict=True)]
-            )
+            # all FLOPs over all busy time, aggregated as MFU (not a median of the steps' rates)
+            "achieved_tflops_while_busy": achieved_tflops_while_busy(float(np.sum(wf.flops)), float(sum(busy)))
             if has_shapes
             else None,
             "peak": {

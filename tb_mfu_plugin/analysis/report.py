@@ -16,7 +16,8 @@ SCHEMA_VERSION = 1
 
 
 class Metrics(msgspec.Struct, kw_only=True):
-    """Metrics of one step, or their median over steps in ``Summary``."""
+    """Metrics of one step, or their aggregate over the analysed steps in ``Summary``
+    (time-weighted: a ratio of sums, see ``analysis.aggregate``)."""
 
     gpu_busy_share: float
     kernel_time_share: float
@@ -46,10 +47,29 @@ class Step(Metrics, kw_only=True):
     breakdown: dict[str, float] = {}
 
 
+class Spread(msgspec.Struct, kw_only=True):
+    """How one per-step figure varies over the analysed steps (percentiles by linear
+    interpolation between the sorted per-step values, as ``numpy.percentile``)."""
+
+    median: float
+    p10: float
+    p90: float
+    min: float
+    max: float
+
+
 class Summary(Metrics, kw_only=True):
+    """The analysed steps as one: every share is time-weighted (sum over the steps of the
+    part / sum of their durations, as ``mfu`` and torch-tb-profiler aggregate), every
+    per-step count is the total over the steps / their number (the mean step)."""
+
     steps: int
-    step_time_us: float
-    breakdown: dict[str, float] = {}
+    step_time_us: float  # the MEDIAN step duration (same value as step_time_median_us)
+    breakdown: dict[str, float] = {}  # time-weighted, sums to 1
+    step_time_median_us: float | None = None
+    step_time_mean_us: float | None = None  # sum of step durations / steps: the step the shares apply to
+    # Per-step spread of step_time_us and of the main shares (median, p10, p90, min, max).
+    distribution: dict[str, Spread] = {}
 
 
 class Device(msgspec.Struct, kw_only=True):

@@ -1,5 +1,6 @@
 """One device of one trace file -> a ``WorkerReport``: step windows, per-step metrics,
-their medians, copies, syncs, launch statistics and the top kernels."""
+their time-weighted summary (``analysis.aggregate``), copies, syncs, launch statistics and
+the top kernels."""
 
 from __future__ import annotations
 
@@ -11,11 +12,9 @@ import numpy as np
 
 from ..options import AnalysisOptions
 from ..trace.tables import KERNEL, MEMCPY, MEMSET, RUNTIME, GpuTable, TraceTables
-from . import copies, intervals, kernels, syncs
-from .report import Device, IdleGaps, LaunchStats, Metrics, Step, Summary, WorkerReport
+from . import aggregate, copies, intervals, kernels, syncs
+from .report import Device, IdleGaps, LaunchStats, Metrics, Step, WorkerReport
 from .steps import Steps, assign, find_steps, launch_of_gpu
-
-BREAKDOWN_KEYS = ("kernel", "memcpy", "memset", "sync_wait", "idle")
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,8 @@ def step_metrics(
     kc_union = intervals.union_length(ts[kc], end[kc], lo, hi)
     c_union = intervals.union_length(ts[is_c], end[is_c], lo, hi)
     s_union = intervals.union_length(ts[is_s], end[is_s], lo, hi)
-    known = is_k & ~np.isnan(bps)
+    # kernels in the window that report blocks (the slice also holds earlier rows that end before lo)
+    known = is_k & ~np.isnan(bps) & (end > lo) & (ts < hi)
     sm_eff = (
         _share(intervals.capped_coverage(ts[known], end[known], bps[known], lo, hi), dur) if known.any() else None
     )
@@ -132,14 +132,6 @@ def step_metrics(
 
 
 _METRIC_FIELDS = [f for f in Metrics.__struct_fields__]
-
-
-def median_metrics(steps: list[Step]) -> dict[str, float | None]:
-    out: dict[str, float | None] = {}
-    for f in _METRIC_FIELDS:
-        vals = [getattr(s, f) for s in steps if getattr(s, f) is not None]
-        out[f] = float(np.median(vals)) if vals else None
-    return out
 
 
 def analyze_device(
@@ -198,16 +190,13 @@ def analyze_device(
             Step(step=int(steps.number[i]), start_us=lo, dur_us=hi - lo, **_fields(m), breakdown=breakdown)
         )
     n = len(step_list)
-    med = median_metrics(step_list)
     report.steps = step_list
-    report.summary = Summary(
-        steps=n,
-        step_time_us=float(np.median(steps.dur)),
-        breakdown={k: float(np.median([s.breakdown[k] for s in step_list])) for k in BREAKDOWN_KEYS},
-        **{k: v for k, v in med.items() if v is not None or k in _OPTIONAL},  # type: ignore[arg-type]
+    in_steps = view.step >= 0
+    ks = in_steps & (gpu.kind == KERNEL)
+    report.summary = aggregate.summarize(
+        step_list, aggregate.KernelTotals.of(gpu.dur[ks], view.occ[ks], tc[gpu.name[ks]])
     )
 
-    in_steps = view.step >= 0
     kept = gpu.take(np.flatnonzero(in_steps))
     is_k = kept.kind == KERNEL
     kern = kept.take(np.flatnonzero(is_k))
@@ -218,9 +207,6 @@ def analyze_device(
     report.syncs = syncs.sync_stats(cpu, names, sync_events, n)
     report.launches = _launch_stats(tables, kern, steps, np.concatenate(all_gaps) if all_gaps else np.empty(0))
     return report, steps, view
-
-
-_OPTIONAL = {"sm_efficiency", "achieved_occupancy", "flops_per_step", "mfu"}
 
 
 def _fields(m: Metrics) -> dict[str, Any]:

@@ -93,6 +93,7 @@ def check_report(rep: WorkerReport) -> None:
     keys = {(f["id"], f.get("subject")) for f in rep.findings}
     assert len(keys) == len(rep.findings)
     check_waterfall(rep.waterfall)
+    check_waterfall_matches_summary(rep)
 
 
 def check_waterfall(w: list[dict[str, Any]]) -> None:
@@ -107,3 +108,19 @@ def check_waterfall(w: list[dict[str, Any]]) -> None:
         else:  # a subtotal or the result is what remains after the losses above it
             assert abs(e["us_per_step"] - level) <= 1e-6 * max(1.0, w[0]["us_per_step"]) + 0.01, (e, level)
         assert abs(e["share"] - e["us_per_step"] / w[0]["us_per_step"]) < 1e-4
+
+
+def check_waterfall_matches_summary(rep: WorkerReport) -> None:
+    """The waterfall and the summary aggregate the steps the same way (time-weighted, as MFU):
+    its step is the mean step, its levels are the summary's shares of it and its result is
+    MFU x step, so the bars and the headline figures agree."""
+    s, w = rep.summary, {e["id"]: e for e in rep.waterfall}
+    if s is None or not w:
+        return
+    step = w["step"]["us_per_step"]
+    tol = 1e-6 * step + 0.01  # the waterfall rounds to the nanosecond
+    assert s.step_time_mean_us is not None and abs(step - s.step_time_mean_us) <= tol
+    assert abs(w["gpu_busy"]["us_per_step"] - s.gpu_busy_share * step) <= tol
+    assert abs(w["kernels"]["us_per_step"] - s.kernel_time_share * step) <= tol
+    if s.mfu is not None and w["mfu"].get("mfu") is not None and not w["mfu"].get("clamped"):
+        assert abs(w["mfu"]["us_per_step"] - s.mfu * step) <= tol

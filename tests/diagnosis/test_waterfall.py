@@ -1,15 +1,20 @@
 """The waterfall on a trace worked out by hand: every level is what remains after the
-losses above it, down to MFU x step time."""
+losses above it, down to MFU x step time; on real traces its bars add up to the step and
+agree with the time-weighted summary."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from conftest import SAMPLES, fixture_path
 
 from tb_mfu_plugin.analysis.report import WorkerReport
+from tb_mfu_plugin.options import AnalysisOptions
+from tb_mfu_plugin.pipeline import analyze_file
+from tb_mfu_plugin.trace.discover import discover_runs
 
-from .helpers import Builder, analyze
+from .helpers import Builder, analyze, check_waterfall_matches_summary
 
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
 ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int)"
@@ -71,3 +76,34 @@ def test_waterfall_without_flops_stops_at_covered_matmul_time(tmp_path: Path) ->
     last = rep.waterfall[-1]
     assert last["mfu"] is None and last["us_per_step"] == pytest.approx(200)
     assert "matmul_efficiency" not in _by_id(rep)
+
+
+# Real traces whose steps differ (a slower first step, one long data-loading step), so a
+# median of per-step shares would not add up with the waterfall's mean step.
+REAL = [
+    ("sample", "small_copies"),
+    ("sample", "gpt_sdpa_fused"),
+    ("sample", "dataloader_stall"),
+    ("shared", "torch_tb_profiler_samples/resnet50_num_workers_4"),
+]
+
+
+@pytest.mark.parametrize(("where", "run"), REAL)
+def test_waterfall_bars_add_up_to_the_step_on_real_traces(where: str, run: str) -> None:
+    d = SAMPLES / run if where == "sample" else fixture_path(*run.split("/"))
+    if not d.is_dir():
+        pytest.skip(f"sample trace not recorded: {d}")
+    span = discover_runs(str(d))[0].workers[0].spans[0]
+    (rep,) = analyze_file(span, "w", AnalysisOptions())
+    s, bars = rep.summary, rep.waterfall
+    assert s is not None and s.step_time_mean_us is not None and len(rep.steps) >= 3
+    step = bars[0]["us_per_step"]
+    assert step == pytest.approx(sum(st.dur_us for st in rep.steps) / len(rep.steps), abs=1e-3)
+    # the losses and the result add up to the step, to the rounding of each bar (1 ns)
+    losses = sum(e["us_per_step"] for e in bars if e["kind"] == "loss")
+    assert losses + bars[-1]["us_per_step"] == pytest.approx(step, abs=1e-3 * len(bars))
+    assert sum(e["share"] for e in bars if e["kind"] == "loss") + bars[-1]["share"] == pytest.approx(1, abs=1e-4)
+    check_waterfall_matches_summary(rep)  # and each level is the summary's share of that step
+    # the steps really differ, so the old median shares would not have matched
+    busy = [st.gpu_busy_share for st in rep.steps]
+    assert max(busy) - min(busy) > 0.01

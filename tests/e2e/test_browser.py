@@ -93,7 +93,12 @@ def check_overview_matches_cli(frame: Any, run: dict[str, Any]) -> None:
     else:
         assert float(raw) == s["mfu"]  # the exact figure of the CLI's --json
         assert mfu.text_content() == pct_text(s["mfu"])
-    assert frame.locator("[data-testid=step-time]").text_content() == ms_text(s["step_time_us"])
+    step = frame.locator("[data-testid=step-time]")
+    assert step.text_content() == ms_text(s["step_time_us"])
+    # the KPI says it is the median; the per-step spread sits in its own block
+    assert step.locator("xpath=..").locator(".kpi-label").text_content() == "Median step time"
+    spread = frame.locator("[data-testid=step-spread] tr[data-key=step_time_us] td")
+    assert spread.first.text_content() == ms_text(s["distribution"]["step_time_us"]["median"])
 
 
 def test_mfu_tab_shows_the_cli_figures_switches_run_and_compares(start_tensorboard, page, logdir, output_dir):
@@ -240,7 +245,7 @@ def test_untrusted_names_render_as_text_and_a_corrupt_run_shows_its_error(
     table.wait_for(timeout=TIMEOUT_MS)
     heads = [t.strip() for t in table.locator("thead .runname").all_text_contents()]
     assert sorted(heads) == sorted([run_name, "broken_run"])
-    step_row = table.locator("tbody tr").filter(has=frame.locator("th", has_text=re.compile(r"^Step time$")))
+    step_row = table.locator("tbody tr").filter(has=frame.locator("th", has_text=re.compile(r"^Median step time$")))
     cells = step_row.locator("td").all_text_contents()
     assert cells[heads.index("broken_run")] == "error"
     assert cells[heads.index(run_name)].endswith("ms")
