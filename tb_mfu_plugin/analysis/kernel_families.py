@@ -125,10 +125,10 @@ FAMILIES: tuple[Family, ...] = (
     # ---- AMD matrix cores
     Family("hipBLASLt/rocBLAS Tensile MFMA GEMMs (Cijk_..._MI...)", TENSOR_CORE,
            r"^Cijk_\w*_MI\d+x\d+x\d+", "tensile"),
-    Family("AMD MFMA/WMMA and xdlops kernels (MIOpen gtcx, CK xdl)", TENSOR_CORE,
-           r"mfma|wmma|xdlops|_xdl_|gtcx"),
     Family("AMD Composable Kernel GEMM/conv/attention", TENSOR_CORE,
            r"ck(?:_tile)?::\w*(?:gemm|conv|fmha|mha)|device_gemm|DeviceGemm"),
+    Family("AMD MFMA/WMMA and xdlops kernels (MIOpen gtcx, CK xdl)", TENSOR_CORE,
+           r"mfma|wmma|xdlops|_xdl_|gtcx"),
     Family("AMD aiter GEMM/attention/MoE", TENSOR_CORE, r"aiter\w*(?:gemm|fmha|mha|moe|attn|asm_)|aiter::"),
 )
 
@@ -140,7 +140,7 @@ _TOKENS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("fp4", r"e2m1|nvfp4|mxfp4|mxf4|fp4|vec16ue4m3"),
         ("fp8", r"e4m3|e5m2|fp8|f8f6f4|_f8_|ue8m0"),
         ("int8", r"int8|i8816|imma|s8s8|i8i8|_i8_"),
-        ("bf16", r"bf16|bfloat16"),
+        ("bf16", r"bf16|bfloat16|bhalf"),
         ("fp16", r"(?<!b)f16|fp16|half|h884|h1688"),
         ("tf32", r"tf32|xf32|tensorop_s1688gemm|tensorop_s1688(?:fprop|dgrad|wgrad)"),
         ("fp64", r"dgemm|fp64|f64|double|d884"),
@@ -163,6 +163,9 @@ class KernelClass:
     core: str  # one of CLASSES
     dtype: str | None
     family: str | None  # the Family.name that matched; None for unknown / not-a-matmul by default
+
+
+_UNKNOWN_TENSILE = Family("Tensile GEMM without MFMA in its name", UNKNOWN, r"^Cijk_", "tensile")
 
 
 def _compiled(extra_tensor_core: Sequence[str] = ()) -> list[tuple[Family, re.Pattern[str]]]:
@@ -237,7 +240,8 @@ def classify(name: str, gemm_like: bool, extra_tensor_core: Sequence[str] = ()) 
             dt = _dtype(fam, name) if fam.core != NOT_MATMUL else None
             return KernelClass(fam.core, dt, fam.name)
     if gemm_like:
-        return KernelClass(UNKNOWN, token_dtype(name), None)
+        dt = _dtype(_UNKNOWN_TENSILE, name) if name.startswith("Cijk_") else token_dtype(name)
+        return KernelClass(UNKNOWN, dt, None)
     return KernelClass(NOT_MATMUL, None, None)
 
 
