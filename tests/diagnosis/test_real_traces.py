@@ -118,6 +118,17 @@ def test_resnet50_bf16_uses_tensor_cores() -> None:
     assert not {"no_tensor_cores", "dataloader_stall", "sync_point", "pageable_memcpy"} & _ids(rep)
 
 
+def test_fp32_no_tensor_cores_evidence_lists_the_cuda_core_kernels() -> None:
+    rep = _sample("fp32_no_tensor_cores")
+    (f,) = _find(rep, "no_tensor_cores")
+    ev = f["evidence"]
+    assert ev["non_tensor_core_share_of_matmul"] == pytest.approx(1.0) and ev["unknown_core_us_per_step"] == 0
+    assert ev["basis"] == ["CUDA-core kernel names (FFMA/SIMT/SGEMM/scudnn/Winograd/GEMV)"]
+    assert ev["kernels"] and all(k["class"] == "cuda-core" and k["dtype"] == "fp32" for k in ev["kernels"])
+    assert {k["family"] for k in ev["kernels"]} == {"FFMA / SIMT GEMMs (cuBLAS, CUTLASS, MAGMA)"}
+    assert any("simt_sgemm" in k["name"] for k in ev["kernels"]) and any("_ffma_" in k["name"] for k in ev["kernels"])
+
+
 @pytest.mark.parametrize(
     ("run", "ranks"), [("ddp_2gpu", 2), ("fsdp2_2gpu", 2), ("tp_2gpu", 2), ("ddp_4gpu", 4), ("tp_4gpu", 4)]
 )
