@@ -76,7 +76,8 @@ def guard_mfu(report: Any, detail: dict[str, Any], choice: PeakChoice, flops_sou
     cause, why = _likely_cause(worst, choice, flops_source, report.flags)
     report.flags.append(IMPOSSIBLE_MFU)
     detail["impossible"] = {"values": raw, "likely_cause": cause, "explanation": why}
-    report.notes.append(f"MFU {worst:.0%} is impossible (above 100 %), so it is not reported. Likely cause: {why}.")
+    # the raw value stays in the JSON (``flops.impossible.values``) for debugging, never in a sentence
+    report.notes.append(f"MFU came out above 100 %, which is impossible, so it is not reported. Likely cause: {why}.")
 
 
 def _metric_shares(obj: Any) -> dict[str, float]:
