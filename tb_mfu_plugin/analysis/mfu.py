@@ -57,8 +57,8 @@ import numpy as np
 from ..options import AnalysisOptions
 from ..sidecar import Sidecar
 from ..trace.tables import DRIVER, KERNEL, OP, RUNTIME, TraceTables
-from . import flops as F
 from . import dtype_choice, kernel_families, plausibility
+from . import flops as F
 from .peaks import resolve_peak
 
 # Ops that run forward math and that autograd backward formulas never call.
