@@ -408,7 +408,10 @@ def _compare(baseline: Report, other: Report, as_json: bool) -> int:
         t.add_column(col, justify="right" if col else "left")
     t.add_row("file", os.path.basename(a.file), os.path.basename(b.file))
     for label, key, fmt in _COMPARED:
-        t.add_row(label, fmt(getattr(a.summary, key)), fmt(getattr(b.summary, key)))
+        if key == "mfu":  # an impossible MFU reads "impossible", not n/a
+            t.add_row(label, _mfu(a), _mfu(b))
+        else:
+            t.add_row(label, fmt(getattr(a.summary, key)), fmt(getattr(b.summary, key)))
     console.print(t)
     t = Table(title="Findings", title_justify="left")
     for col in ("status", "finding", "gain before", "gain after"):
