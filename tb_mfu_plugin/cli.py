@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .analysis.report import Report, RunReport, WorkerReport
+from .analysis.report import KernelStats, Report, RunReport, WorkerReport
 from .errors import TraceError
 from .escape import for_rich, json_bytes, markup_escape, one_line
 from .options import AnalysisOptions
@@ -19,7 +19,26 @@ from .trace.limits import DEFAULT_LIMITS, FLAGS, Limits, format_limit, parse_siz
 
 
 def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f} %"
+    if x is None:
+        return "n/a"
+    # a share or MFU above 100 % is never printed as a figure (analysis.plausibility)
+    return "impossible (>100 %)" if x > 1.0 + 1e-6 else f"{100 * x:.1f} %"
+
+
+def _mfu(w: WorkerReport) -> str:
+    """MFU, or "impossible" where the analysis found it above 100 % and withheld it."""
+    if w.summary is not None and w.summary.mfu is None and "impossible_mfu" in w.flags:
+        return "impossible"
+    return _pct(w.summary.mfu if w.summary is not None else None)
+
+
+_CORE_SHORT = {"tensor-core": "TC", "cuda-core": "CUDA", "unknown": "?", "not-a-matmul": ""}
+
+
+def _core(k: KernelStats) -> str:
+    """Top-kernels cell: TC / CUDA / ? (a GEMM of unknown class) and the dtype the name gives."""
+    short = _CORE_SHORT.get(k.core or "", "TC" if k.tensor_core else "")
+    return f"{short} {k.dtype}" if short and k.dtype else short
 
 
 def _us(x: float | None) -> str:
@@ -217,7 +236,7 @@ def _print_worker(console, Table, run_name: str, w: WorkerReport, top: int) -> N
     for col in ("MFU", "GPU busy", "kernel time", "SM efficiency", "occupancy", "tensor-core kernels", "memcpy",
                 "sync wait", "idle"):
         t.add_column(col, justify="right")
-    t.add_row(_pct(s.mfu), _pct(s.gpu_busy_share), _pct(s.kernel_time_share), _pct(s.sm_efficiency),
+    t.add_row(_mfu(w), _pct(s.gpu_busy_share), _pct(s.kernel_time_share), _pct(s.sm_efficiency),
               _pct(s.achieved_occupancy), _pct(s.tensor_core_kernel_share), _pct(s.memcpy_time_share),
               _pct(s.sync_wait_share), _pct(s.idle_share))
     console.print(t)
@@ -250,7 +269,7 @@ def _print_worker(console, Table, run_name: str, w: WorkerReport, top: int) -> N
     if w.top_kernels:
         t = Table(title=f"Top {min(top, len(w.top_kernels))} kernels", title_justify="left")
         for col, just in (("kernel", "left"), ("count", "right"), ("total", "right"), ("share", "right"),
-                          ("blocks/SM", "right"), ("SM eff.", "right"), ("occupancy", "right"), ("TC", "center")):
+                          ("blocks/SM", "right"), ("SM eff.", "right"), ("occupancy", "right"), ("unit", "center")):
             if col == "kernel":
                 t.add_column(col, overflow="ellipsis", no_wrap=True, max_width=48)
             else:
@@ -258,7 +277,7 @@ def _print_worker(console, Table, run_name: str, w: WorkerReport, top: int) -> N
         for k in w.top_kernels[:top]:
             t.add_row(k.name, str(k.count), _us(k.total_us), _pct(k.share),
                       "n/a" if k.mean_blocks_per_sm is None else f"{k.mean_blocks_per_sm:.2f}",
-                      _pct(k.sm_efficiency), _pct(k.achieved_occupancy), "✓" if k.tensor_core else "")
+                      _pct(k.sm_efficiency), _pct(k.achieved_occupancy), _core(k))
         console.print(t)
     _print_diagnosis(console, Table, w)
     for n in w.notes:
@@ -275,6 +294,17 @@ def _print_flops(console, w: WorkerReport) -> None:  # type: ignore[no-untyped-d
     if f.get("achieved_tflops_while_busy") is not None:
         line += f"; achieved {f['achieved_tflops_while_busy']:.0f} TFLOP/s while the GPU is busy"
     console.print(line, highlight=False)
+    imp = f.get("impossible")
+    if imp:
+        console.print(f"  [bold red]MFU impossible[/] (above 100 %), not shown as a figure; likely cause: "
+                      f"{imp.get('explanation')}", highlight=False)
+    console.print(
+        f"  matmul kernels: tensor-core {_pct(s.tensor_core_kernel_share)} of kernel time, CUDA-core "
+        f"{_pct(s.cuda_core_matmul_kernel_share)}, unknown unit {_pct(s.unknown_core_kernel_share)}; dtype "
+        f"{f.get('kernel_dtype') or 'unknown'} by kernel names, peak dtype "
+        f"{(f.get('peak') or {}).get('dtype') or 'n/a'} from {(f.get('peak') or {}).get('dtype_source') or 'n/a'}",
+        highlight=False,
+    )
     extra = []
     if f.get("mfu_model") is not None and f.get("hfu") is not None and abs(f["mfu_model"] - f["hfu"]) > 1e-4:
         extra.append(f"MFU without recompute {_pct(f['mfu_model'])}, HFU {_pct(f['hfu'])}")
@@ -299,7 +329,7 @@ def _print_diagnosis(console, Table, w: WorkerReport) -> None:  # type: ignore[n
     s = w.summary
     if w.waterfall and s is not None:
         t = Table(
-            title=f"GPU busy {_pct(s.gpu_busy_share)} but MFU {_pct(s.mfu)}: where the step goes",
+            title=f"GPU busy {_pct(s.gpu_busy_share)} but MFU {_mfu(w)}: where the step goes",
             title_justify="left",
         )
         t.add_column("")
@@ -365,7 +395,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.min_mfu is not None:
         low = [w for w in workers if w.summary is not None and (w.summary.mfu or 0.0) * 100 < args.min_mfu]
         for w in low:
-            mfu = "unknown" if w.summary is None or w.summary.mfu is None else _pct(w.summary.mfu)
+            mfu = "unknown" if w.summary is None else _mfu(w)
             print(f"tb-mfu: {one_line(w.file)}: MFU {mfu} is below --min-mfu {args.min_mfu} %", file=sys.stderr)
         if low:
             return 3
@@ -413,7 +443,10 @@ def _compare(baseline: Report, other: Report, as_json: bool) -> int:
         t.add_column(col, justify="right" if col else "left")
     t.add_row("file", os.path.basename(a.file), os.path.basename(b.file))
     for label, key, fmt in _COMPARED:
-        t.add_row(label, fmt(getattr(a.summary, key)), fmt(getattr(b.summary, key)))
+        if key == "mfu":  # an impossible MFU reads "impossible", not n/a
+            t.add_row(label, _mfu(a), _mfu(b))
+        else:
+            t.add_row(label, fmt(getattr(a.summary, key)), fmt(getattr(b.summary, key)))
     console.print(t)
     t = Table(title="Findings", title_justify="left")
     for col in ("status", "finding", "gain before", "gain after"):

@@ -18,7 +18,7 @@ class AnalysisOptions:
     tf32: bool = False
     top_kernels: int = 50
     # Extra kernel-name regexes counted as tensor-core kernels, added to
-    # analysis.kernels.TENSOR_CORE_PATTERNS (new libraries name kernels their own way).
+    # the family table of analysis.kernel_families (new libraries name kernels their own way).
     tensor_core_patterns: tuple[str, ...] = ()
     # Diagnosis thresholds to change, as (name, value) pairs of diagnosis.Thresholds fields.
     thresholds: tuple[tuple[str, float], ...] = ()

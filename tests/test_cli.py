@@ -172,3 +172,20 @@ def test_a_bad_sidecar_costs_its_figures_not_the_analysis(tmp_path: Path, capsys
     assert main(["analyze", str(run), "--json", "--peak-tflops", "1000"]) == 0
     (w,) = json.loads(capsys.readouterr().out)["runs"][0]["workers"]
     assert w["flops"]["user_flops_per_step"] == 9e7 and w["summary"]["mfu"] == pytest.approx(9e7 / 90e-6 / 1e15)
+
+
+def test_impossible_mfu_is_printed_as_impossible(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """3 steps of 90 µs on an H100 cannot hold 1 PFLOP each: "impossible", the cause, no figure."""
+    run = _good(tmp_path / "run" / "w.1700000000000.pt.trace.json.gz").parent
+    assert main(["analyze", str(run), "--flops-per-step", "1e15"]) == 0
+    out = capsys.readouterr().out
+    assert "impossible" in out and "likely cause: the FLOPs" in out
+    assert main(["analyze", str(run), "--flops-per-step", "1e15", "--json"]) == 0
+    (w,) = json.loads(capsys.readouterr().out)["runs"][0]["workers"]
+    raw = w["flops"]["impossible"]["values"]["mfu"]
+    assert raw > 1 and f"{100 * raw:.1f}" not in out and f"{100 * raw:.0f}" not in out  # never printed
+    assert w["summary"]["mfu"] is None and "impossible_mfu" in w["flags"]
+    assert w["flops"]["impossible"]["likely_cause"] == "flops"
+    assert {"unknown_core_kernel_share", "cuda_core_matmul_kernel_share"} <= set(w["summary"])
+    assert main(["compare", str(run), str(run), "--flops-per-step", "1e15"]) == 0
+    assert "impossible" in capsys.readouterr().out

@@ -17,8 +17,12 @@ interface MetricRow {
   better: Better;
 }
 
+// analysis/plausibility.py withheld an MFU above 100 %: no figure, nor a FLOP/s derived from it
+const impossible = (w: WorkerReport) => (w.flags ?? []).includes('impossible_mfu');
+
 const achieved = (w: WorkerReport) => {
   const s = w.summary!;
+  if (impossible(w)) return null;
   return f.isNumber(s.flops_per_step) && meanStep(s) > 0 ? s.flops_per_step / (meanStep(s) / 1e6) : null;
 };
 
@@ -104,7 +108,8 @@ export function renderCompare(cols: CompareColumn[], onWorker: (run: string, idx
       const w = c.report.workers[c.workerIndex];
       if (!w || !w.summary) return h('td', { class: 'num dim', title: w?.error ?? '' }, 'error');
       const v = m.value(w);
-      return h('td', { class: 'num' }, h('span', { class: 'val' }, m.fmt(v)), i > 0 ? deltaNode(m, base, v) : null);
+      const shown = v == null && impossible(w) && (m.label === 'MFU' || m.label === 'Achieved') ? 'impossible' : m.fmt(v);
+      return h('td', { class: 'num' }, h('span', { class: 'val' }, shown), i > 0 ? deltaNode(m, base, v) : null);
     }));
   });
 

@@ -10,9 +10,12 @@ function fixed(x: number, digits: number): string {
   return x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 }
 
-/** A share 0-1 as a percentage. */
+export const IMPOSSIBLE = 'impossible (>100 %)';
+
+/** A share 0-1 as a percentage. Above 100 % it is impossible and never shown as a figure. */
 export function pct(x: number | null | undefined, digits?: number): string {
   if (!isNum(x)) return NA;
+  if (x > 1 + 1e-6) return IMPOSSIBLE;
   const v = x * 100;
   const d = digits ?? (Math.abs(v) >= 10 || v === 0 ? 1 : Math.abs(v) >= 1 ? 1 : 2);
   return `${fixed(v, d)} %`;

@@ -51,6 +51,10 @@ export function mfuReason(w: WorkerReport): string {
   const fl = w.flops ?? {};
   const given = str(fl['reason'] as Json) ?? str(fl['error'] as Json);
   if (given) return given;
+  const impossible = fl['impossible'] as JsonObject | undefined;
+  if (impossible && typeof impossible === 'object') {
+    return `Impossible: above 100 %, so not shown. Likely cause: ${str(impossible['explanation'] as Json) ?? 'the peak, the FLOPs or the step'}`;
+  }
   const parts: string[] = [];
   if (!s || !f.isNumber(s.flops_per_step)) {
     const notes = Array.isArray(fl['notes']) ? (fl['notes'] as Json[]).map((n) => str(n) ?? '') : [];
@@ -70,7 +74,8 @@ function peakInfo(w: WorkerReport): { short: string; long: string } | null {
   const name = peak ? str(peak['name'] as Json) : null;
   const inferred = peak?.['inferred'] === true;
   const bits = [`peak ${f.tflops(d.peak_flops)}`];
-  if (d.dtype) bits.push(d.dtype);
+  const dtypeSource = peak ? str(peak['dtype_source'] as Json) : null;
+  if (d.dtype) bits.push(dtypeSource && dtypeSource !== 'shapes' ? `${d.dtype} (${dtypeSource === 'assumed' ? 'assumed, PaLM convention' : `from ${dtypeSource}`})` : d.dtype);
   if (name) bits.push(name + (inferred ? ' (inferred)' : ''));
   return { short: bits.join(' · '), long: d.peak_source ?? bits.join(' · ') };
 }
@@ -79,11 +84,12 @@ function kpis(w: WorkerReport): HTMLElement {
   const s = w.summary!;
   const fl = w.flops ?? {};
   const hasMfu = f.isNumber(s.mfu);
+  const impossible = !hasMfu && (w.flags ?? []).includes('impossible_mfu');
   const peakFlops = w.device?.peak_flops;
   // The same figure as MFU, in FLOP/s: all FLOPs of the steps over all their time.
-  const achieved = hasMfu && f.isNumber(peakFlops) ? s.mfu! * peakFlops : f.isNumber(s.flops_per_step) && meanStep(s) > 0 ? s.flops_per_step / (meanStep(s) / 1e6) : null;
+  const achieved = impossible ? null : hasMfu && f.isNumber(peakFlops) ? s.mfu! * peakFlops : f.isNumber(s.flops_per_step) && meanStep(s) > 0 ? s.flops_per_step / (meanStep(s) / 1e6) : null;
   const busyT = num(fl['achieved_tflops_while_busy'] as Json);
-  const whileBusy = busyT !== null ? busyT * 1e12 : achieved !== null && s.gpu_busy_share > 0 ? achieved / s.gpu_busy_share : null;
+  const whileBusy = impossible ? null : busyT !== null ? busyT * 1e12 : achieved !== null && s.gpu_busy_share > 0 ? achieved / s.gpu_busy_share : null;
   const src = str(fl['headline_source'] as Json) ?? str(fl['source'] as Json);
   const peak = peakInfo(w);
   const mfuSub = hasMfu
@@ -95,13 +101,13 @@ function kpis(w: WorkerReport): HTMLElement {
   return h(
     'div',
     { class: 'kpis' },
-    kpi('MFU', hasMfu ? f.pct(s.mfu) : f.NA, mfuSub, {
+    kpi('MFU', hasMfu ? f.pct(s.mfu) : impossible ? 'impossible' : f.NA, mfuSub, {
       testid: 'mfu-value',
       raw: hasMfu ? s.mfu! : null,
       cls: `kpi-main ${hasMfu ? '' : 'kpi-na'}`,
       title: 'Model FLOPs utilisation: FLOPs of the analysed steps / (their time × peak FLOP/s). A lower bound: the profiler stretches CPU-bound steps.',
     }),
-    kpi('Achieved', achieved !== null ? f.tflops(achieved) : f.NA, whileBusy !== null ? `${f.tflops(whileBusy)} while GPU busy` : 'needs a FLOP count', {
+    kpi('Achieved', achieved !== null ? f.tflops(achieved) : impossible ? 'impossible' : f.NA, whileBusy !== null ? `${f.tflops(whileBusy)} while GPU busy` : impossible ? 'above the peak: see MFU' : 'needs a FLOP count', {
       title: 'FLOP/s over the whole step, and over the time the GPU was busy (the matching upper view).',
     }),
     kpi('Median step time', f.ms(s.step_time_us), `of ${s.steps} step${s.steps === 1 ? '' : 's'} · mean ${f.ms(meanStep(s))}`, {
@@ -114,8 +120,9 @@ function kpis(w: WorkerReport): HTMLElement {
     kpi('SM efficiency', f.pct(s.sm_efficiency), `occupancy ${f.pct(s.achieved_occupancy)}`, {
       title: 'Time-weighted share of SMs with work (blocks per SM capped at 1), over the analysed steps: the PyTorch Profiler tab\'s Est. SM Efficiency. Occupancy is weighted by kernel time.',
     }),
-    kpi('Tensor cores', f.pct(s.tensor_core_kernel_share), 'of kernel time', {
-      title: 'Share of kernel time in kernels that use tensor cores (by name).',
+    kpi('Tensor cores', f.pct(s.tensor_core_kernel_share), `of kernel time · unknown ${f.pct(s.unknown_core_kernel_share ?? 0)}`, {
+      testid: 'tensor-core-kpi',
+      title: 'Share of kernel time in tensor-core kernels, by the kernel-name family table. "Unknown": GEMM-like kernels no family names (not counted as CUDA-core).',
     }),
   );
 }
@@ -359,7 +366,7 @@ function kernelsCard(w: WorkerReport): HTMLElement {
       { key: 'bps', label: 'Blocks / SM', num: true, value: (k) => k.mean_blocks_per_sm, cell: (k) => f.count(k.mean_blocks_per_sm, 2), title: 'Mean blocks per SM: under 1 leaves SMs empty' },
       { key: 'sm', label: 'SM eff.', num: true, value: (k) => k.sm_efficiency, cell: (k) => f.pct(k.sm_efficiency) },
       { key: 'occ', label: 'Occupancy', num: true, value: (k) => k.achieved_occupancy, cell: (k) => f.pct(k.achieved_occupancy), title: 'Estimated achieved occupancy; n/a where the profiler could not estimate it (e.g. Hopper nvjet GEMMs)' },
-      { key: 'tc', label: 'Tensor core', value: (k) => k.tensor_core, cell: (k) => (k.tensor_core ? h('span', { class: 'yes' }, icon(ICONS.check, 12), 'yes') : h('span', { class: 'dim' }, 'no')) },
+      { key: 'tc', label: 'Unit', value: (k) => k.core ?? (k.tensor_core ? 'tensor-core' : ''), cell: (k) => unitCell(k) },
     ], {
       testid: 'kernels-table',
       sortKey: 'total',
@@ -370,6 +377,18 @@ function kernelsCard(w: WorkerReport): HTMLElement {
     }),
     { help: 'Kernels by total time in the analysed steps. Click a column to sort.', cls: 'wide' },
   );
+}
+
+const UNIT_LABEL: Record<string, string> = { 'tensor-core': 'tensor core', 'cuda-core': 'CUDA core', unknown: 'unknown' };
+
+/** Which unit a kernel's math runs on (the family table), with the dtype its name gives. */
+function unitCell(k: KernelStats): HTMLElement {
+  const core = k.core ?? (k.tensor_core ? 'tensor-core' : 'not-a-matmul');
+  const label = UNIT_LABEL[core];
+  if (!label) return h('span', { class: 'dim' }, '—');
+  const text = k.dtype ? `${label} · ${k.dtype}` : label;
+  if (core === 'tensor-core') return h('span', { class: 'yes' }, icon(ICONS.check, 12), text);
+  return h('span', { class: core === 'unknown' ? 'dim' : '', title: core === 'unknown' ? 'A GEMM-like kernel no family of the table names: its unit is not known' : '' }, text);
 }
 
 function shareCell(x: number, max: number): HTMLElement {
@@ -410,6 +429,17 @@ function flopsCard(w: WorkerReport): HTMLElement | null {
       .map(([k, v]) => `${k} ${f.pct(v as number)}`);
     if (parts.length) rows.push(['Precision mix', parts.join(' · '), 'Share of counted FLOPs by compute dtype']);
   } else if (str(fl['dtype'] as Json)) rows.push(['Precision', str(fl['dtype'] as Json)!]);
+  const kshares = fl['kernel_dtype_shares'];
+  if (kshares && typeof kshares === 'object' && !Array.isArray(kshares)) {
+    const parts = Object.entries(kshares)
+      .filter(([, v]) => typeof v === 'number')
+      .map(([k, v]) => `${k} ${f.pct(v as number)}`);
+    if (parts.length) rows.push(['Kernel dtypes', parts.join(' · '), 'Matmul kernel time by the dtype their names give (kernel-name tokens)']);
+  }
+  const peakFacts = fl['peak'] as JsonObject | undefined;
+  if (peakFacts && typeof peakFacts === 'object' && str(peakFacts['dtype'] as Json)) {
+    rows.push(['Peak dtype', `${str(peakFacts['dtype'] as Json)} from ${str(peakFacts['dtype_source'] as Json) ?? 'shapes'}`, 'Shapes, else kernel-name tokens, else the dense bf16 peak (PaLM convention)']);
+  }
   const hfu = num(fl['hfu'] as Json);
   const mfuModel = num(fl['mfu_model'] as Json);
   const mfuUser = num(fl['mfu_user'] as Json);

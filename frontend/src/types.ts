@@ -11,6 +11,9 @@ export interface Metrics {
   sm_efficiency: number | null;
   achieved_occupancy: number | null;
   tensor_core_kernel_share: number;
+  // GEMM-like kernels no family of analysis/kernel_families.py names, and CUDA-core matmul/conv kernels
+  unknown_core_kernel_share?: number;
+  cuda_core_matmul_kernel_share?: number;
   h2d_bytes_per_step: number;
   d2h_bytes_per_step: number;
   d2d_bytes_per_step: number;
@@ -101,6 +104,8 @@ export interface KernelStats {
   sm_efficiency: number | null;
   achieved_occupancy: number | null;
   tensor_core: boolean;
+  core?: string | null; // tensor-core, cuda-core, not-a-matmul or unknown
+  dtype?: string | null; // matmul dtype the name gives (bf16, fp8, tf32...)
 }
 
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };

@@ -12,7 +12,8 @@ reads higher than what the GPU did over the run, and it would not add up with MF
 - ``sm_efficiency``: Σ capped coverage / Σ time over the steps that have it (steps whose
   kernels report no blocks per SM have none and are left out of both sums).
 - ``achieved_occupancy``: kernel-time-weighted over all the steps' kernels that report it.
-- ``tensor_core_kernel_share``: Σ tensor-core kernel time / Σ kernel time.
+- ``tensor_core_kernel_share`` (and the unknown-core and CUDA-core matmul shares beside it):
+  Σ kernel time of that class / Σ kernel time.
 - Per-step counts (bytes, syncs, kernels): total over the steps / their number (the mean).
 - ``step_time_us`` stays the **median** step (steady against one slow step);
   ``step_time_mean_us`` is Σ dur / steps, the step the shares and the waterfall apply to.
@@ -68,15 +69,29 @@ class KernelTotals:
     kernel_us: float  # Σ kernel durations
     tensor_core_us: float  # Σ durations of tensor-core kernels
     occupancy: float | None  # kernel-time-weighted mean over kernels that report it
+    unknown_core_us: float = 0.0  # Σ durations of GEMM-like kernels of unknown core (kernel_families)
+    cuda_core_matmul_us: float = 0.0  # Σ durations of matmuls on CUDA cores
 
     @classmethod
-    def of(cls, dur_us: np.ndarray, occupancy: np.ndarray, tensor_core: np.ndarray) -> KernelTotals:
-        """From the durations, occupancies (NaN: unknown) and tensor-core flags of the kernels."""
+    def of(
+        cls,
+        dur_us: np.ndarray,
+        occupancy: np.ndarray,
+        tensor_core: np.ndarray,
+        unknown_core: np.ndarray | None = None,
+        cuda_core_matmul: np.ndarray | None = None,
+    ) -> KernelTotals:
+        """From the durations, occupancies (NaN: unknown) and core classes of the kernels."""
         return cls(
             kernel_us=float(dur_us.sum()),
             tensor_core_us=float(dur_us[tensor_core].sum()),
             occupancy=weighted_mean(occupancy, dur_us),
+            unknown_core_us=float(dur_us[unknown_core].sum()) if unknown_core is not None else 0.0,
+            cuda_core_matmul_us=float(dur_us[cuda_core_matmul].sum()) if cuda_core_matmul is not None else 0.0,
         )
+
+    def share(self, part_us: float) -> float:
+        return part_us / self.kernel_us if self.kernel_us > 0 else 0.0
 
 
 def time_weighted(values: Iterable[float | None], dur_us: Iterable[float]) -> float | None:
@@ -119,7 +134,9 @@ def summarize(steps: list[Step], kernels: KernelTotals) -> Summary:
         breakdown=breakdown,
         sm_efficiency=time_weighted([s.sm_efficiency for s in steps], dur),
         achieved_occupancy=kernels.occupancy,
-        tensor_core_kernel_share=kernels.tensor_core_us / kernels.kernel_us if kernels.kernel_us > 0 else 0.0,
+        tensor_core_kernel_share=kernels.share(kernels.tensor_core_us),
+        unknown_core_kernel_share=kernels.share(kernels.unknown_core_us),
+        cuda_core_matmul_kernel_share=kernels.share(kernels.cuda_core_matmul_us),
         distribution={k: v for k, v in distribution.items() if v is not None},
         **shares,
         **counts,

@@ -1,43 +1,32 @@
-"""Per-kernel facts: tensor-core use, blocks per SM, occupancy, and the top-kernels table."""
+"""Per-kernel facts: tensor-core use (``kernel_families``), blocks per SM, occupancy, and the top-kernels table."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import numpy as np
 
 from ..trace.tables import GpuTable
+from . import kernel_families
 from .report import KernelStats
 
-# Kernel-name patterns of tensor-core (matrix-unit) kernels, Volta to Blackwell and
-# AMD MFMA. Data, not code: callers may pass their own list.
-TENSOR_CORE_PATTERNS: tuple[str, ...] = (
-    r"h884|s884|h1688|s1688|i8816|16816|1688gemm|884gemm",  # Volta/Turing/Ampere cuBLAS/cuDNN tiles
-    r"hmma|imma|wgmma|tcgen05|utcmma",  # the matrix instructions themselves
-    r"xmma",  # cuBLAS/cuDNN xmma kernels (sm80_xmma_*, sm90_xmma_*)
-    r"nvjet",  # Hopper/Blackwell cuBLASLt nvjet GEMMs
-    r"tensorop|cutlass3x|cutlass_80|cutlass_90|cutlass_100",  # CUTLASS tensor-op kernels
-    r"sm90_|sm100_|sm120_|sm80_.*(?:gemm|conv|fprop|dgrad|wgrad)",
-    r"flash|fmha|_attn_fwd|_attn_bwd|attention_kernel",  # FlashAttention / mem-efficient attention
-    r"cudnn_generated_fort_native_sdpa|sdpa",  # cuDNN SDPA
-    r"triton_tem_fused_.*mm|triton_.*_mm_|triton_mm",  # Inductor Triton matmul templates
-    r"_MI\d+x\d+x\d+",  # AMD Tensile MFMA kernels (Cijk_..._MI16x16x1_...)
-    r"gemm.*(?:bf16|f16|fp16|e4m3|e5m2)|(?:bf16|f16|fp16).*gemm",
-)
 SHORT_KERNEL_US = 10.0
 
 
-def tensor_core_mask(names: Sequence[str], patterns: Sequence[str] = TENSOR_CORE_PATTERNS) -> np.ndarray:
-    """Boolean lookup table over name codes: does each name look like a tensor-core kernel."""
-    rx = re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE)
-    # GEMMs on the CUDA cores must not match the loose patterns: fp32 SIMT GEMMs
-    # (volta_sgemm_*, cutlass_80_simt_sgemm_*) and cuBLAS xmma kernels that run FFMA
-    # (sm80_xmma_gemm_f32f32_..._ffma_..., fp32 with TF32 off); nor xmma set-up kernels.
-    simt = re.compile(r"(?:^|_)sgemm|_dgemm|gemv|_ffma_|_simt_|init_device_workspace", re.IGNORECASE)
-    return np.fromiter(
-        (bool(rx.search(n)) and not simt.search(n) for n in names), dtype=bool, count=len(names)
-    )
+def tensor_core_mask(names: Sequence[str], extra_patterns: Sequence[str] = ()) -> np.ndarray:
+    """Boolean lookup table over name codes: is each name a tensor-core kernel.
+
+    The classification is the family table in ``analysis.kernel_families``; ``extra_patterns``
+    (``--tensor-core-pattern``) add tensor-core families. Names are first screened with one
+    combined regex of the tensor-core families, so a large name table costs one pass.
+    """
+    screen = kernel_families.tensor_core_screen(extra_patterns)
+    hits = [i for i, n in enumerate(names) if screen.search(n)]
+    out = np.zeros(len(names), dtype=bool)
+    if hits:
+        classes = kernel_families.classify_names(names, hits, extra_patterns)
+        out[hits] = classes.core[hits] == kernel_families.CODE[kernel_families.TENSOR_CORE]
+    return out
 
 
 def blocks_per_sm(gpu: GpuTable, num_sms: int | None) -> np.ndarray:
@@ -74,8 +63,10 @@ def top_kernels(
     occ: np.ndarray,
     tc: np.ndarray,
     limit: int,
+    classes: kernel_families.NameClasses | None = None,
 ) -> list[KernelStats]:
-    """Kernels grouped by name, by total time. ``gpu``/``bps``/``occ`` are kernel rows only."""
+    """Kernels grouped by name, by total time. ``gpu``/``bps``/``occ`` are kernel rows only;
+    ``classes`` (per name code) adds each kernel's class and dtype."""
     if len(gpu) == 0:
         return []
     codes, inv = np.unique(gpu.name, return_inverse=True)
@@ -105,6 +96,8 @@ def top_kernels(
                 sm_efficiency=float(eff_v[k] / eff_w[k]) if eff_w[k] > 0 else None,
                 achieved_occupancy=float(occ_v[k] / occ_w[k]) if occ_w[k] > 0 else None,
                 tensor_core=bool(tc[codes[k]]),
+                core=kernel_families.CLASSES[classes.core[codes[k]]] if classes is not None else None,
+                dtype=classes.dtype[codes[k]] if classes is not None else None,
             )
         )
     return out

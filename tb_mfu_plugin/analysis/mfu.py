@@ -57,6 +57,7 @@ import numpy as np
 from ..options import AnalysisOptions
 from ..sidecar import Sidecar
 from ..trace.tables import DRIVER, KERNEL, OP, RUNTIME, TraceTables
+from . import dtype_choice, kernel_families, plausibility
 from . import flops as F
 from .aggregate import spread
 from .peaks import resolve_peak
@@ -823,6 +824,7 @@ def apply_to_report(
     """
     if report.error or report.summary is None or steps is None or not len(steps):
         return
+    plausibility.guard_shares(report)
     device = report.device.index if report.device is not None else None
     of = _op_flops_cached(tables)
     if device is not None:
@@ -847,8 +849,14 @@ def apply_to_report(
         opts = replace(options, tf32=True)
 
     gpu = view.gpu if view is not None else tables.gpu
-    kernel_names = {tables.names[int(c)] for c in np.unique(gpu.name[gpu.kind == KERNEL])}
-    choice = resolve_peak(_props(tables, device), kernel_names, of.dominant_dtype(), opts)
+    is_k = gpu.kind == KERNEL
+    kernel_codes = np.unique(gpu.name[is_k])
+    kernel_names = {tables.names[int(c)] for c in kernel_codes}
+    classes = getattr(view, "classes", None) or kernel_families.classify_names(tables.names, kernel_codes)
+    in_steps = is_k & (view.step >= 0) if view is not None else is_k
+    kshares = dtype_choice.kernel_dtype_shares(gpu.name[in_steps], gpu.dur[in_steps], classes)
+    dchoice = dtype_choice.choose_dtype(of.dominant_dtype(), kshares)
+    choice = resolve_peak(_props(tables, device), kernel_names, dchoice.dtype, opts, dchoice.how, dchoice.source)
     if report.device is not None:
         report.device.peak_flops = choice.peak_flops
         report.device.peak_source = choice.source
@@ -905,16 +913,22 @@ def apply_to_report(
                 "name": choice.name,
                 "peak_flops": choice.peak_flops,
                 "dtype": choice.dtype,
+                "dtype_source": choice.dtype_source,
                 "source": choice.source,
                 "inferred": choice.inferred,
             },
+            "kernel_dtype": dchoice.kernel_dtype,
+            "kernel_dtype_shares": dchoice.kernel_shares,
         }
     )
+    if choice.dtype_source == "assumed" and head is not None:
+        report.notes.append(f"MFU peak: {choice.source}")
     if not has_shapes:
         detail["source"] = None
         detail["notes"].append(
             "no FLOPs from shapes: record with record_shapes=True, or give --flops-per-step / a tb_mfu.json sidecar"
         )
+    plausibility.guard_mfu(report, detail, choice, head_source)
     _note_fp32_peak(report, detail, tables, device, kernel_names, choice, opts)
     report.flops = detail
 

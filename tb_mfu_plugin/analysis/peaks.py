@@ -8,6 +8,7 @@ structured-sparsity figures halved), at boost clock:
 - ``bf16`` / ``fp16``: 16-bit tensor core with FP32 accumulate (what PyTorch uses;
   GeForce cards run it at half their FP16-accumulate rate).
 - ``fp8``: FP8 tensor core with FP32 accumulate.
+- ``fp4``: FP4 tensor core (Blackwell; block-scaled NVFP4/MXFP4).
 
 A missing dtype means the GPU has no tensor-core path for it; the choice then
 falls back (bf16 on V100 -> fp32, fp8 on A100 -> bf16) and says so.
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..options import AnalysisOptions
@@ -39,8 +40,8 @@ class GpuPeaks:
 # shorter ones they contain. Patterns use word boundaries: "L4" must not match "L40S".
 _TABLE: list[tuple[str, GpuPeaks]] = [
     # ---- Blackwell
-    (r"\bGB200\b", GpuPeaks("GB200", "blackwell", {"fp32": 90.0, "tf32": 1250.0, "bf16": 2500.0, "fp16": 2500.0, "fp8": 5000.0}, "NVIDIA GB200 NVL72 datasheet, per GPU (÷72), sparse halved")),  # noqa: E501
-    (r"\bB200\b", GpuPeaks("B200", "blackwell", {"fp32": 75.0, "tf32": 1125.0, "bf16": 2250.0, "fp16": 2250.0, "fp8": 4500.0}, "NVIDIA HGX B200 datasheet, per GPU (÷8), sparse halved")),  # noqa: E501
+    (r"\bGB200\b", GpuPeaks("GB200", "blackwell", {"fp32": 90.0, "tf32": 1250.0, "bf16": 2500.0, "fp16": 2500.0, "fp8": 5000.0, "fp4": 10000.0}, "NVIDIA GB200 NVL72 datasheet, per GPU (÷72), sparse halved")),  # noqa: E501
+    (r"\bB200\b", GpuPeaks("B200", "blackwell", {"fp32": 75.0, "tf32": 1125.0, "bf16": 2250.0, "fp16": 2250.0, "fp8": 4500.0, "fp4": 9000.0}, "NVIDIA HGX B200 datasheet, per GPU (÷8), sparse halved")),  # noqa: E501
     # ---- Hopper
     (r"\bGH200\b", GpuPeaks("GH200", "hopper", {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9}, "NVIDIA GH200 datasheet (H100 SXM compute), sparse halved")),  # noqa: E501
     (r"\bH200\b.*\bNVL\b", GpuPeaks("H200 NVL", "hopper", {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5, "fp8": 1670.5}, "NVIDIA H200 NVL datasheet, per GPU, sparse halved")),  # noqa: E501
@@ -114,6 +115,17 @@ class PeakChoice:
     dtype: str  # the dtype whose peak was used ("bf16", "tf32", "fp32", "fp8")
     source: str  # one line: why this peak
     inferred: bool  # True when the GPU model was guessed from kernel names / properties
+    dtype_source: str = "shapes"  # shapes, kernel names, option, or assumed (the PaLM convention)
+
+
+# With neither shapes nor a dtype in the kernel names, MFU uses the dense bf16 tensor-core
+# peak, as PaLM's MFU does: the fp32 CUDA-core peak would turn a bf16 run's MFU into several
+# hundred percent.
+ASSUMED_DTYPE = "bf16"
+ASSUMED_NOTE = (
+    "matmul dtype unknown (no shapes recorded, no dtype in the kernel names): "
+    "dense bf16 tensor-core peak assumed, the PaLM convention"
+)
 
 
 def match_gpu(name: str | None) -> GpuPeaks | None:
@@ -212,6 +224,8 @@ def resolve_peak(
     kernel_names: Iterable[str],
     dtype: str | None,
     options: AnalysisOptions | None = None,
+    dtype_how: str | None = None,
+    dtype_source: str = "shapes",
 ) -> PeakChoice:
     """Choose the peak FLOP/s for MFU.
 
@@ -219,13 +233,34 @@ def resolve_peak(
     ``deviceProperties`` name > the architecture (from kernel names, or from
     computeMajor/Minor) with the most common part of it, marked inferred.
     ``dtype`` is the FLOP-weighted compute dtype of the counted ops
-    (``OpFlops.dominant_dtype()``); fp32 uses the fp32 peak unless ``options.tf32``.
+    (``OpFlops.dominant_dtype()``), else the kernel-time-weighted dtype of the matmul kernel
+    names (``kernel_families``); ``dtype_how`` says which, for the source line. With no dtype
+    the dense bf16 tensor-core peak is used (``ASSUMED_DTYPE``, the PaLM convention), never the
+    fp32 one. fp32 uses the fp32 peak unless ``options.tf32``.
     """
     options = options or AnalysisOptions()
-    want = dtype if dtype and dtype != "unknown" else "fp32"
-    assumed = "" if dtype and dtype != "unknown" else " (dtype unknown, assumed fp32)"
+    known = bool(dtype and dtype != "unknown")
+    want = dtype if dtype and known else ASSUMED_DTYPE
+    how = dtype_how or dtype_source
+    assumed = f" (dtype from {how})" if known and how != "shapes" else ""
+    if not known:
+        dtype_source, assumed = "assumed", f" ({ASSUMED_NOTE})"
     if want == "fp32" and options.tf32:
-        want = "tf32"
+        want, dtype_source = "tf32", "option"
+    choice = _resolve(device_props, kernel_names, want, assumed, options)
+    if not known and choice.dtype == "fp32":
+        # no bf16 tensor cores (Volta, Turing): the assumed 16-bit peak is the fp16 one
+        choice = _resolve(device_props, kernel_names, "fp16", assumed, options)
+    return replace(choice, dtype_source=dtype_source)
+
+
+def _resolve(
+    device_props: Mapping[str, Any] | None,
+    kernel_names: Iterable[str],
+    want: str,
+    assumed: str,
+    options: AnalysisOptions,
+) -> PeakChoice:
     if options.peak_tflops:
         return PeakChoice(
             options.device_name, options.peak_tflops * 1e12, want, f"--peak-tflops {options.peak_tflops:g}", False

@@ -28,6 +28,10 @@ class Metrics(msgspec.Struct, kw_only=True):
     sm_efficiency: float | None  # None when no kernel reports blocks or a grid (ROCm)
     achieved_occupancy: float | None
     tensor_core_kernel_share: float
+    # Kernel time of GEMM-like kernels that no family of analysis.kernel_families names
+    # (tensor-core use unknown), and of matmul/conv kernels on CUDA cores, over all kernel time.
+    unknown_core_kernel_share: float = 0.0
+    cuda_core_matmul_kernel_share: float = 0.0
     h2d_bytes_per_step: float
     d2h_bytes_per_step: float
     d2d_bytes_per_step: float
@@ -129,6 +133,8 @@ class KernelStats(msgspec.Struct, kw_only=True):
     sm_efficiency: float | None
     achieved_occupancy: float | None
     tensor_core: bool
+    core: str | None = None  # tensor-core, cuda-core, not-a-matmul or unknown (analysis.kernel_families)
+    dtype: str | None = None  # the matmul dtype the name gives (bf16, fp8, tf32...), None if it does not
 
 
 class WorkerReport(msgspec.Struct, kw_only=True):

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..options import AnalysisOptions
 from ..trace.tables import KERNEL, MEMCPY, MEMSET, RUNTIME, GpuTable, TraceTables
-from . import aggregate, copies, intervals, kernels, syncs
+from . import aggregate, copies, intervals, kernel_families, kernels, syncs
 from .report import Device, IdleGaps, LaunchStats, Metrics, Step, WorkerReport
 from .steps import Steps, assign, find_steps, launch_of_gpu
 
@@ -27,6 +27,8 @@ class DeviceView:
     step: np.ndarray  # index of the step each row belongs to, -1 for none (steps.assign)
     max_dur: float
     syncs: syncs.SyncEvents | None = None  # the host syncs inside the steps, with their callers
+    # class and dtype of every kernel name (user --tensor-core-pattern included), per name code
+    classes: kernel_families.NameClasses | None = None
 
 
 def gpu_devices(tables: TraceTables) -> list[int]:
@@ -72,8 +74,10 @@ def step_metrics(
     direction: np.ndarray,
     sync_wait_us: float,
     sync_count: int,
+    core: np.ndarray | None = None,
 ) -> tuple[Metrics, dict[str, float], np.ndarray]:
-    """Metrics of the window [lo, hi) on one device, its time breakdown, and its GPU idle gaps."""
+    """Metrics of the window [lo, hi) on one device, its time breakdown, and its GPU idle gaps.
+    ``core``: class code per name (``kernel_families.NameClasses.core``)."""
     g = view.gpu
     sl = _rows_overlapping(view, lo, hi)
     kind, ts, end = g.kind[sl], g.ts[sl], g.end[sl]
@@ -98,6 +102,11 @@ def step_metrics(
     occupancy = kernels.weighted_mean(occ[ko], kdur[ko])
     k_time = float(kdur[ko].sum())
     tc_time = float(kdur[ko & tc[g.name[sl]]].sum())
+    kcore = core[g.name[sl]] if core is not None else None
+
+    def core_time(cls: str) -> float:
+        return float(kdur[ko & (kcore == kernel_families.CODE[cls])].sum()) if kcore is not None else 0.0
+
     co = is_c & own
     nbytes = np.maximum(g.bytes[sl][co], 0)
     dirs = direction[g.name[sl][co]]
@@ -121,6 +130,8 @@ def step_metrics(
         sm_efficiency=sm_eff,
         achieved_occupancy=occupancy,
         tensor_core_kernel_share=_share(tc_time, k_time),
+        unknown_core_kernel_share=_share(core_time(kernel_families.UNKNOWN), k_time),
+        cuda_core_matmul_kernel_share=_share(core_time(kernel_families.CUDA_CORE), k_time),
         h2d_bytes_per_step=per_dir[0],
         d2h_bytes_per_step=per_dir[1],
         d2d_bytes_per_step=per_dir[2],
@@ -168,12 +179,15 @@ def analyze_device(
         report.error = "no complete step with GPU activity on this device"
         return report, steps, view
 
-    tc = kernels.tensor_core_mask(names, kernels.TENSOR_CORE_PATTERNS + options.tensor_core_patterns)
+    classes = kernel_families.classify_names(
+        names, np.unique(gpu.name[gpu.kind == KERNEL]), options.tensor_core_patterns
+    )
+    tc = classes.mask(kernel_families.TENSOR_CORE)
     direction, _ = copies.classify(names)
     cpu = tables.cpu
     host_windows = [(float(a), float(b)) for a, b in zip(steps.cpu_start, steps.cpu_end, strict=True)]
     sync_events = syncs.find_syncs(cpu, names, host_windows)
-    view = dataclasses.replace(view, syncs=sync_events)
+    view = dataclasses.replace(view, syncs=sync_events, classes=classes)
     sync_step = np.searchsorted(steps.cpu_start, cpu.ts[sync_events.rows], side="right") - 1
     sync_dur = cpu.dur[sync_events.rows]
 
@@ -183,7 +197,7 @@ def analyze_device(
         lo, hi = float(steps.start[i]), float(steps.end[i])
         mine = sync_step == i
         m, breakdown, gaps = step_metrics(
-            view, i, lo, hi, tc, direction, float(sync_dur[mine].sum()), int(mine.sum())
+            view, i, lo, hi, tc, direction, float(sync_dur[mine].sum()), int(mine.sum()), classes.core
         )
         all_gaps.append(gaps)
         step_list.append(
@@ -194,14 +208,21 @@ def analyze_device(
     in_steps = view.step >= 0
     ks = in_steps & (gpu.kind == KERNEL)
     report.summary = aggregate.summarize(
-        step_list, aggregate.KernelTotals.of(gpu.dur[ks], view.occ[ks], tc[gpu.name[ks]])
+        step_list,
+        aggregate.KernelTotals.of(
+            gpu.dur[ks],
+            view.occ[ks],
+            tc[gpu.name[ks]],
+            classes.mask(kernel_families.UNKNOWN)[gpu.name[ks]],
+            classes.mask(kernel_families.CUDA_CORE)[gpu.name[ks]],
+        ),
     )
 
     kept = gpu.take(np.flatnonzero(in_steps))
     is_k = kept.kind == KERNEL
     kern = kept.take(np.flatnonzero(is_k))
     report.top_kernels = kernels.top_kernels(
-        kern, names, view.bps[in_steps][is_k], view.occ[in_steps][is_k], tc, options.top_kernels
+        kern, names, view.bps[in_steps][is_k], view.occ[in_steps][is_k], tc, options.top_kernels, classes
     )
     report.copies = copies.copy_stats(kept.take(np.flatnonzero(kept.kind == MEMCPY)), names, n)
     report.syncs = syncs.sync_stats(cpu, names, sync_events, n)

@@ -10,7 +10,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..analysis import copies, intervals, kernels, syncs
+from ..analysis import copies, intervals, kernel_families, syncs
 from ..analysis import patterns as pt
 from ..analysis.report import WorkerReport
 from ..analysis.steps import Steps, launch_of_gpu
@@ -79,7 +79,11 @@ class Context:
         self.is_memset = g.kind == MEMSET
         self.mm_code = pt.matmul_kernel_mask(self.names)
         self.comm_code = pt.comm_kernel_mask(self.names)
-        self.tc_code = kernels.tensor_core_mask(self.names)
+        # the worker's classes (they honour --tensor-core-pattern); a bare view gets the table's
+        self.classes = view.classes or kernel_families.classify_names(
+            self.names, np.unique(g.name[self.is_kernel])
+        )
+        self.tc_code = self.classes.mask(kernel_families.TENSOR_CORE)
 
     # ------------------------------------------------------------------ helpers
 

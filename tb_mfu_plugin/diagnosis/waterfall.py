@@ -94,7 +94,9 @@ def waterfall(ctx: Context) -> list[dict[str, Any]]:
     s, d = ctx.report.summary, ctx.report.device
     flops = s.flops_per_step if s is not None else None
     peak = d.peak_flops if d is not None else None
-    if flops and peak:
+    if "impossible_mfu" in ctx.report.flags:  # analysis.plausibility: never drawn as a figure
+        entry("mfu", "Model FLOPs at peak (MFU impossible: above 100 %)", "result", remaining, mfu=None)
+    elif flops and peak:
         ideal = float(flops) / float(peak) * 1e6
         clamped = ideal > remaining
         loss("matmul_efficiency", "Matmul efficiency (below peak FLOP/s)", remaining - ideal)

@@ -113,8 +113,14 @@ def test_dtype_fallbacks_are_explained() -> None:
     a100 = {"name": "NVIDIA A100-SXM4-80GB"}
     c = P.resolve_peak(a100, [], "fp8", AnalysisOptions())
     assert c.dtype == "bf16" and c.peak_flops == pytest.approx(312e12)
+    # no dtype at all: the dense bf16 tensor-core peak (PaLM convention), never the fp32 one
     c = P.resolve_peak(a100, [], None, AnalysisOptions())
-    assert c.dtype == "fp32" and "assumed fp32" in c.source
+    assert c.dtype == "bf16" and c.peak_flops == pytest.approx(312e12)
+    assert c.dtype_source == "assumed" and "PaLM convention" in c.source
+    c = P.resolve_peak(v100, [], None, AnalysisOptions())  # no bf16 tensor cores: the fp16 ones
+    assert c.dtype == "fp16" and c.peak_flops == pytest.approx(125e12) and c.dtype_source == "assumed"
+    c = P.resolve_peak(a100, [], "bf16", AnalysisOptions(), "kernel names (90% of matmul kernel time)", "kernel names")
+    assert c.dtype_source == "kernel names" and "dtype from kernel names (90%" in c.source
 
 
 def test_overrides() -> None:

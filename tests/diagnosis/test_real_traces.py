@@ -118,6 +118,17 @@ def test_resnet50_bf16_uses_tensor_cores() -> None:
     assert not {"no_tensor_cores", "dataloader_stall", "sync_point", "pageable_memcpy"} & _ids(rep)
 
 
+def test_fp32_no_tensor_cores_evidence_lists_the_cuda_core_kernels() -> None:
+    rep = _sample("fp32_no_tensor_cores")
+    (f,) = _find(rep, "no_tensor_cores")
+    ev = f["evidence"]
+    assert ev["non_tensor_core_share_of_matmul"] == pytest.approx(1.0) and ev["unknown_core_us_per_step"] == 0
+    assert ev["basis"] == ["CUDA-core kernel names (FFMA/SIMT/SGEMM/scudnn/Winograd/GEMV)"]
+    assert ev["kernels"] and all(k["class"] == "cuda-core" and k["dtype"] == "fp32" for k in ev["kernels"])
+    assert {k["family"] for k in ev["kernels"]} == {"FFMA / SIMT GEMMs (cuBLAS, CUTLASS, MAGMA)"}
+    assert any("simt_sgemm" in k["name"] for k in ev["kernels"]) and any("_ffma_" in k["name"] for k in ev["kernels"])
+
+
 @pytest.mark.parametrize(
     ("run", "ranks"), [("ddp_2gpu", 2), ("fsdp2_2gpu", 2), ("tp_2gpu", 2), ("ddp_4gpu", 4), ("tp_4gpu", 4)]
 )
@@ -169,9 +180,11 @@ THIRD_PARTY = {
     },
     # Sampled ranks of a recommendation model: bmm and softmax ops exist but form no attention chain
     # (the softmax feeds a 2-D matmul [[2048, 2], [2, 1]]); the GPU waits on the host and on NCCL.
-    # ranks 0 and 1 of 128: NCCL SendRecv (pipeline stages) ~170 ms a step with no compute alongside
-    "hta_test_data/trace_filter/sampled_rank-0.json.gz": {"gpu_idle", "no_tensor_cores", "exposed_communication"},
-    "hta_test_data/trace_filter/sampled_rank-1.json.gz": {"gpu_idle", "no_tensor_cores", "exposed_communication"},
+    # ranks 0 and 1 of 128: NCCL SendRecv (pipeline stages) ~170 ms a step with no compute alongside.
+    # No no_tensor_cores: the GEMMs are TF32 CUTLASS tensor-op kernels; the fp32 ampere_sgemm ones
+    # take ~6.3 ms of a 615 ms step (1 %), and the FBGEMM embedding kernels are not matmuls.
+    "hta_test_data/trace_filter/sampled_rank-0.json.gz": {"gpu_idle", "exposed_communication"},
+    "hta_test_data/trace_filter/sampled_rank-1.json.gz": {"gpu_idle", "exposed_communication"},
     # Explicit torch.cuda.Event.synchronize() calls, 8 a step.
     "hta_test_data/nccl_parser_config/nccl_data.json.gz": {"gpu_idle", "sync_point"},
     "hta_test_data/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz": {

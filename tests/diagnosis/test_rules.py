@@ -337,6 +337,35 @@ def test_no_tensor_cores(tmp_path: Path, kernel: str, fires: bool) -> None:
         assert "no_tensor_cores" not in ids(analyze(b, tmp_path, replace(DEFAULT, no_tc_min_share=0.21))[0])
 
 
+@pytest.mark.parametrize("fp32_inputs", [False, True])
+def test_no_tensor_cores_unknown_gemms_need_fp32_inputs(tmp_path: Path, fp32_inputs: bool) -> None:
+    """A GEMM no family names is unknown: never evidence by itself, but fp32 inputs without TF32 are."""
+    b = Builder()
+    b.step(1, 0, 1000)
+    types = ["float", "float"] if fp32_inputs else ["c10::BFloat16", "c10::BFloat16"]
+    ext = b.op("aten::mm", 5, 300, **{"Input Dims": [[64, 64], [64, 64]], "Input type": types})
+    corr = b.runtime("cudaLaunchKernel", 6, 1.0, ext=ext)
+    b.kernel("my_new_library_gemm_kernel_v2", 10, 200, corr, ext=ext)
+    b.launch(ADD, 320, 210, 700)
+    rep, *_ = analyze(b, tmp_path)
+    assert rep.summary is not None and rep.summary.unknown_core_kernel_share == pytest.approx(200 / 900)
+    assert ("no_tensor_cores" in ids(rep)) is fp32_inputs
+    if fp32_inputs:
+        ev = one(rep, "no_tensor_cores")["evidence"]
+        assert ev["basis"] == ["fp32 matmul inputs (Input type) with no TF32 kernel in the run"]
+        assert [k["class"] for k in ev["kernels"]] == ["unknown"]
+
+
+def test_no_tensor_cores_ignores_bf16_gemv(tmp_path: Path) -> None:
+    """A bf16 GEMV runs on CUDA cores by shape: autocast or TF32 would not change it."""
+    b = Builder()
+    b.step(1, 0, 1000)
+    b.launch("void gemv2T_kernel_val<int, int, __nv_bfloat16, __nv_bfloat16, __nv_bfloat16, float>(...)", 1, 10, 500)
+    rep, *_ = analyze(b, tmp_path)
+    assert rep.summary is not None and rep.summary.cuda_core_matmul_kernel_share == pytest.approx(1.0)
+    assert "no_tensor_cores" not in ids(rep)
+
+
 # --------------------------------------------------------------------------- idle
 
 

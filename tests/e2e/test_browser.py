@@ -269,3 +269,37 @@ def test_load_fast_false_lists_pytorch_profiler_beside_mfu(start_tensorboard, pa
     run_select.wait_for(timeout=TIMEOUT_MS)
     check_overview_matches_cli(frame, expected[run_select.input_value()])
     assert not page.errors, page.errors  # type: ignore[attr-defined]
+
+
+def test_impossible_mfu_is_shown_as_impossible_with_its_cause(start_tensorboard, page, tmp_path, output_dir):
+    """A sidecar claiming more FLOPs than the GPU can run: the tab never shows MFU as a figure."""
+    from tracegen import TraceBuilder
+
+    logdir = tmp_path / "logs"
+    b = TraceBuilder()
+    for i in range(3):
+        t0 = 10_000.0 + i * 1000
+        b.step(i + 1, t0, 900)
+        b.launch_kernel("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", t0 + 10, t0 + 50, 400)
+        b.launch_kernel("my_new_library_gemm_kernel_v2", t0 + 20, t0 + 460, 300)
+    run = logdir / "too_many_flops"
+    b.write(run / "worker0.1700000000000.pt.trace.json.gz")
+    (run / "tb_mfu.json").write_text(json.dumps({"version": 1, "flops_per_step": 1e15}))
+    tb = start_tensorboard(logdir)
+    tb.wait_analysed()
+
+    frame = open_tab(page, tb.url)
+    frame.locator("[data-testid=run-title]").filter(has_text="too_many_flops").wait_for(timeout=TIMEOUT_MS)
+    mfu = frame.locator("[data-testid=mfu-value]")
+    assert mfu.text_content() == "impossible" and mfu.get_attribute("data-value") == ""
+    reason = frame.locator("[data-testid=mfu-reason]").text_content() or ""
+    assert "Likely cause: the FLOPs" in reason and "%" not in reason.split("Likely cause")[1]
+    achieved = frame.locator(".kpi", has_text="Achieved").locator(".kpi-value")
+    assert achieved.text_content() == "impossible"  # no FLOP/s figure derived from it either
+    tc_sub = frame.locator(".kpi:has([data-testid=tensor-core-kpi]) .kpi-sub")
+    assert "unknown 42.9 %" in (tc_sub.text_content() or "")  # 300 of 700 µs of kernels
+    units = frame.locator("[data-testid=kernels-table] tbody tr").all_text_contents()
+    assert any("my_new_library_gemm" in r and "unknown" in r for r in units)
+    assert any("nvjet" in r and "tensor core · bf16" in r for r in units)
+    page.screenshot(path=str(output_dir / "mfu-impossible.png"))
+    assert not page.errors, page.errors  # type: ignore[attr-defined]

@@ -1,0 +1,56 @@
+"""Impossible figures: shares above 1 are flagged (float rounding is clamped), MFU above 1 is nulled."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tb_mfu_plugin.analysis import plausibility as P
+from tb_mfu_plugin.analysis.peaks import PeakChoice
+from tb_mfu_plugin.analysis.report import Step, Summary, WorkerReport
+
+BASE: dict[str, Any] = dict(
+    gpu_busy_share=0.5, kernel_time_share=0.5, memcpy_time_share=0.0, memset_time_share=0.0, idle_share=0.5,
+    sync_wait_share=0.0, sm_efficiency=0.4, achieved_occupancy=0.3, tensor_core_kernel_share=0.9,
+    h2d_bytes_per_step=0.0, d2h_bytes_per_step=0.0, d2d_bytes_per_step=0.0, p2p_bytes_per_step=0.0,
+    sync_count_per_step=0.0, kernels_per_step=10.0,
+)
+
+
+def _report(**over: Any) -> WorkerReport:
+    s = Summary(steps=1, step_time_us=1000.0, **{**BASE, **over})
+    st = Step(step=1, start_us=0.0, dur_us=1000.0, **{**BASE, **over})
+    return WorkerReport(name="w", span="", file="f", summary=s, steps=[st])
+
+
+def test_rounding_above_one_is_clamped_without_a_flag() -> None:
+    rep = _report(gpu_busy_share=1.0 + 1e-9)
+    P.guard_shares(rep)
+    assert rep.summary is not None and rep.summary.gpu_busy_share == 1.0 and rep.flags == []
+
+
+def test_a_real_excess_is_flagged_and_named() -> None:
+    rep = _report(sm_efficiency=1.2)
+    P.guard_shares(rep)
+    assert rep.flags == [P.IMPOSSIBLE_SHARE] and "sm_efficiency" in rep.notes[0]
+
+
+def test_mfu_above_one_against_an_assumed_peak_names_the_peak() -> None:
+    rep = _report(mfu=1.5)
+    detail: dict[str, Any] = {"hfu": 1.4, "mfu_model": 0.9}
+    choice = PeakChoice("H100 SXM", 989.4e12, "bf16", "…", False, dtype_source="assumed")
+    P.guard_mfu(rep, detail, choice, "--flops-per-step")
+    assert rep.summary is not None and rep.summary.mfu is None and rep.steps[0].mfu is None
+    assert detail["hfu"] is None and detail["mfu_model"] == 0.9  # a possible figure stays
+    imp = detail["impossible"]
+    assert imp["values"]["mfu"] == pytest.approx(1.5) and imp["values"]["hfu"] == pytest.approx(1.4)
+    assert imp["likely_cause"] == "peak" and "fp8 peak (1978.9 TFLOP/s)" in imp["explanation"]
+    assert rep.flags == [P.IMPOSSIBLE_MFU] and "150" not in rep.notes[0]  # no impossible figure in words
+
+
+def test_mfu_within_bounds_is_untouched() -> None:
+    rep = _report(mfu=0.4)
+    detail: dict[str, Any] = {"hfu": 0.41}
+    P.guard_mfu(rep, detail, PeakChoice("H100 SXM", 989.4e12, "bf16", "…", False), "shapes")
+    assert rep.summary is not None and rep.summary.mfu == 0.4 and "impossible" not in detail and rep.flags == []
