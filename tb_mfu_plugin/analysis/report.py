@@ -60,6 +60,9 @@ class Device(msgspec.Struct, kw_only=True):
     peak_flops: float | None = None
     peak_source: str | None = None
     dtype: str | None = None
+    # How the deviceProperties entry was found (analysis.devices): "id", "only entry", "all alike",
+    # "ordinal" (ROCm), "none" (the trace lists none), "ambiguous" (unknown rather than guessed).
+    properties_match: str | None = None
 
 
 class CopyStats(msgspec.Struct, kw_only=True):

@@ -11,7 +11,8 @@ import numpy as np
 
 from ..options import AnalysisOptions
 from ..trace.tables import KERNEL, MEMCPY, MEMSET, RUNTIME, GpuTable, TraceTables
-from . import copies, intervals, kernels, syncs
+from . import copies, devices, intervals, kernels, syncs
+from .devices import gpu_devices as gpu_devices  # re-exported: the pipeline lists devices here
 from .report import Device, IdleGaps, LaunchStats, Metrics, Step, Summary, WorkerReport
 from .steps import Steps, assign, find_steps, launch_of_gpu
 
@@ -30,27 +31,22 @@ class DeviceView:
     syncs: syncs.SyncEvents | None = None  # the host syncs inside the steps, with their callers
 
 
-def gpu_devices(tables: TraceTables) -> list[int]:
-    """Devices that ran at least one kernel, memcpy or memset."""
-    return sorted(int(d) for d in np.unique(tables.gpu.device))
-
-
 def device_props(tables: TraceTables, device: int) -> dict[str, Any] | None:
-    for p in tables.meta.device_properties:
-        if p.get("id") == device:
-            return p
-    return None
+    """The ``deviceProperties`` entry of a device (``analysis.devices``: robust to ROCm's numbering)."""
+    return devices.device_properties(tables, device).props
 
 
-def _device(props: dict[str, Any] | None, device: int) -> Device:
+def _device(found: devices.DeviceProps, device: int) -> Device:
+    props = found.props
     if props is None:
-        return Device(index=device, name=None)
+        return Device(index=device, name=None, properties_match=found.how)
     major, minor = props.get("computeMajor"), props.get("computeMinor")
     return Device(
         index=device,
         name=props.get("name"),
         num_sms=props.get("numSms"),
         compute_capability=f"{major}.{minor}" if major is not None else None,
+        properties_match=found.how,
     )
 
 
@@ -89,7 +85,9 @@ def step_metrics(
     s_union = intervals.union_length(ts[is_s], end[is_s], lo, hi)
     known = is_k & ~np.isnan(bps)
     sm_eff = (
-        _share(intervals.capped_coverage(ts[known], end[known], bps[known], lo, hi), dur) if known.any() else None
+        _share(intervals.capped_coverage(ts[known], end[known], bps[known], lo, hi), dur)
+        if _blocks_known(g.dur[sl], is_k, known)
+        else None
     )
     # Counting metrics (bytes, kernels, occupancy) use the rows the step launched.
     own = view.step[sl] == index
@@ -131,6 +129,16 @@ def step_metrics(
     return m, breakdown, intervals.gaps(ts, end, lo, hi)
 
 
+# SM efficiency counts a kernel of unknown blocks as covering no SM; past this share of the
+# kernel time unknown (ROCm kernels without a grid or launch call) the figure is not given.
+SM_EFFICIENCY_MAX_UNKNOWN = 0.01
+
+
+def _blocks_known(dur: np.ndarray, is_k: np.ndarray, known: np.ndarray) -> bool:
+    k_time = float(dur[is_k].sum())
+    return bool(known.any()) and float(dur[is_k & ~known].sum()) <= SM_EFFICIENCY_MAX_UNKNOWN * k_time
+
+
 _METRIC_FIELDS = [f for f in Metrics.__struct_fields__]
 
 
@@ -152,20 +160,24 @@ def analyze_device(
     names = tables.names
     if launcher is None:
         launcher = launch_of_gpu(tables)
-    props = device_props(tables, device)
-    dev = _device(props, device)
+    found = devices.device_properties(tables, device)
+    dev = _device(found, device)
     steps = find_steps(tables, device, launcher)
     gpu = tables.gpu.take(np.flatnonzero(tables.gpu.device == device))
     dev_launcher = launcher[tables.gpu.device == device]
     launch_ts = np.where(dev_launcher >= 0, tables.cpu.ts[np.maximum(dev_launcher, 0)], np.nan)
+    launch_api = np.where(dev_launcher >= 0, tables.cpu.name[np.maximum(dev_launcher, 0)], -1)
+    grid_unit = kernels.grid_units_per_block(gpu, launch_api, names, devices.is_rocm(tables))
     view = DeviceView(
         gpu=gpu,
-        bps=kernels.blocks_per_sm(gpu, dev.num_sms),
+        bps=kernels.blocks_per_sm(gpu, dev.num_sms, grid_unit),
         occ=kernels.occupancy(gpu),
         step=assign(steps, gpu.ts, launch_ts),
         max_dur=float(gpu.dur.max()) if len(gpu) else 0.0,
     )
     report = WorkerReport(name="", span="", file=tables.meta.path, device=dev, trace_bytes=tables.meta.size_bytes)
+    if found.note:
+        report.notes.append(found.note)
     if steps.synthetic:
         report.flags.append("no_step_markers")
         report.notes.append("No ProfilerStep# markers: the whole trace is analysed as one step.")
@@ -209,6 +221,13 @@ def analyze_device(
     kept = gpu.take(np.flatnonzero(in_steps))
     is_k = kept.kind == KERNEL
     kern = kept.take(np.flatnonzero(is_k))
+    unknown = np.isnan(view.bps[in_steps][is_k])
+    if report.summary.sm_efficiency is None and unknown.any():
+        share = float(kern.dur[unknown].sum()) / max(float(kern.dur.sum()), 1e-9)
+        report.notes.append(
+            f"SM efficiency unknown: {share:.0%} of the kernel time has no blocks per SM (no grid, or a launch "
+            "call that does not say whether the grid counts blocks or work-items)."
+        )
     report.top_kernels = kernels.top_kernels(
         kern, names, view.bps[in_steps][is_k], view.occ[in_steps][is_k], tc, options.top_kernels
     )
