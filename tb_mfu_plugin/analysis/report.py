@@ -100,6 +100,11 @@ class LaunchStats(msgspec.Struct, kw_only=True):
     short_kernel_share: float  # share of kernels under 10 µs
     launch_api_us_per_step: float  # host time in launch calls
     idle_gaps: IdleGaps
+    # CUDA/HIP graph replays (analysis.graphs): graph launch calls per step, and the kernels they
+    # ran (counted in kernels_per_step too; the host launched kernels_per_step - graph_kernels_per_step)
+    graph_launches_per_step: float = 0.0
+    graph_kernels_per_step: float = 0.0
+    graph_median_kernel_us: float | None = None
 
 
 class KernelStats(msgspec.Struct, kw_only=True):

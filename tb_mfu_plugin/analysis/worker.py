@@ -11,7 +11,7 @@ import numpy as np
 
 from ..options import AnalysisOptions
 from ..trace.tables import KERNEL, MEMCPY, MEMSET, RUNTIME, GpuTable, TraceTables
-from . import copies, devices, intervals, kernels, syncs
+from . import copies, devices, graphs, intervals, kernels, syncs
 from .devices import gpu_devices as gpu_devices  # re-exported: the pipeline lists devices here
 from .report import Device, IdleGaps, LaunchStats, Metrics, Step, Summary, WorkerReport
 from .steps import Steps, assign, find_steps, launch_of_gpu
@@ -233,7 +233,16 @@ def analyze_device(
     )
     report.copies = copies.copy_stats(kept.take(np.flatnonzero(kept.kind == MEMCPY)), names, n)
     report.syncs = syncs.sync_stats(cpu, names, sync_events, n)
-    report.launches = _launch_stats(tables, kern, steps, np.concatenate(all_gaps) if all_gaps else np.empty(0))
+    # graph replays: the rows of this device in the steps that a graph launch ran
+    graph = graphs.graph_launched(tables, dev_launcher) & in_steps
+    report.launches = _launch_stats(
+        tables,
+        kern,
+        steps,
+        np.concatenate(all_gaps) if all_gaps else np.empty(0),
+        graph_kernel=graph[in_steps][is_k],
+        graph_replays=graphs.replays(dev_launcher, graph),
+    )
     return report, steps, view
 
 
@@ -244,7 +253,15 @@ def _fields(m: Metrics) -> dict[str, Any]:
     return {f: getattr(m, f) for f in _METRIC_FIELDS}
 
 
-def _launch_stats(tables: TraceTables, kern: GpuTable, steps: Steps, gaps: np.ndarray) -> LaunchStats:
+def _launch_stats(
+    tables: TraceTables,
+    kern: GpuTable,
+    steps: Steps,
+    gaps: np.ndarray,
+    graph_kernel: np.ndarray,
+    graph_replays: int,
+) -> LaunchStats:
+    """``graph_kernel``: which rows of ``kern`` a graph replay ran; ``graph_replays``: their launches."""
     n = len(steps)
     cpu = tables.cpu
     is_launch = np.fromiter(("launch" in s.lower() for s in tables.names), bool, len(tables.names))
@@ -258,6 +275,9 @@ def _launch_stats(tables: TraceTables, kern: GpuTable, steps: Steps, gaps: np.nd
         median_kernel_us=float(np.median(kern.dur)) if len(kern) else None,
         short_kernel_share=float((kern.dur < kernels.SHORT_KERNEL_US).mean()) if len(kern) else 0.0,
         launch_api_us_per_step=float(cpu.dur[rows[inside]].sum()) / n,
+        graph_launches_per_step=graph_replays / n,
+        graph_kernels_per_step=float(graph_kernel.sum()) / n,
+        graph_median_kernel_us=float(np.median(kern.dur[graph_kernel])) if graph_kernel.any() else None,
         idle_gaps=IdleGaps(
             count_per_step=len(gaps) / n,
             total_us_per_step=float(gaps.sum()) / n,
