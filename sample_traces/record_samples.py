@@ -12,6 +12,7 @@ Each workload writes <out>/<run_name>/<worker>.<ns>.pt.trace.json.gz and
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import sys
@@ -675,6 +676,136 @@ def build_small_copies(args, dev):
                "wait for the host."])
 
 
+# --------------------------------------------------------------------------- CUDA graphs
+
+
+def build_tiny_mlp_cuda_graph(args, dev):
+    """The tiny_mlp_launch_bound model with its whole training step (forward, backward,
+    per-parameter AdamW) captured once in a torch.cuda.CUDAGraph and replayed every step:
+    the same hundreds of tiny kernels, but one host launch (cudaGraphLaunch) a step."""
+    width, depth, B = 256, 8, 32
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(depth):
+        layers += [nn.Linear(width, width), nn.ReLU()]
+    layers += [nn.Linear(width, 10)]
+    model = nn.Sequential(*layers).to(dev).train()
+    flop_model = copy.deepcopy(model)  # FLOPs are counted on an eager copy: a replay has no aten ops
+    x = torch.randn(B, width, device=dev)
+    y = torch.randint(0, 10, (B,), device=dev)
+    # capturable: the step counters live on the GPU, so the optimizer step can be captured
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False, fused=False,
+                            capturable=dev.type == "cuda")
+
+    def eager_step():
+        # autocast's weight cache must be off inside a graph capture
+        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, cache_enabled=False):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+
+    graph = None
+    if dev.type == "cuda":
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm up on a side stream, as the CUDA-graph recipe asks
+            for _ in range(3):
+                opt.zero_grad(set_to_none=True)
+                eager_step()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(graph):
+            eager_step()
+
+    def step(i):
+        if graph is not None:
+            graph.replay()
+        else:  # CPU dry run
+            opt.zero_grad(set_to_none=True)
+            eager_step()
+
+    def flop_step(i):
+        with autocast(dev):
+            loss = F.cross_entropy(flop_model(x), y)
+        loss.backward()
+
+    n_params = sum(p.numel() for p in model.parameters())
+    expected = {
+        **_NO_COPIES,
+        "graph_launches_per_step": 1 if graph is not None else 0,
+        "launch_bound": False,
+        "note": ("Every kernel of a step runs inside one CUDA graph replay: the gaps between them are not host "
+                 "launch overhead, and 'use CUDA Graphs' must not be advised. The lever left is fusion "
+                 "(torch.compile) or more work per kernel."),
+    }
+    return Workload(
+        "tiny_mlp_cuda_graph",
+        f"Tiny MLP ({depth} x Linear({width},{width})+ReLU, head Linear({width},10)), batch {B}, bf16 autocast "
+        "(cache off), per-parameter AdamW(capturable=True); the whole training step is captured once in a "
+        "torch.cuda.CUDAGraph and replayed each step (one cudaGraphLaunch a step). Data resident on the GPU; "
+        "no copies, no syncs.",
+        step, expected, flop_step=flop_step,
+        model_info={"depth": depth, "width": width, "batch": B, "n_params": n_params, "cuda_graph": True})
+
+
+# --------------------------------------------------------------------------- roofline microbenchmark
+
+
+def build_roofline_microbench(args, dev):
+    """Two ops at opposite ends of the roofline, timed apart with CUDA events for ground truth:
+    a pure streaming elementwise kernel (read x, write y: memory-bound) and a large bf16 GEMM
+    (compute-bound)."""
+    n_elems = (1 << 12) if args.tiny else (1 << 28)  # 512 MiB of bf16 read + 512 MiB written
+    m = 64 if args.tiny else 8192
+    x = torch.randn(n_elems, device=dev, dtype=torch.bfloat16)
+    out = torch.empty_like(x)
+    a = torch.randn(m, m, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(m, m, device=dev, dtype=torch.bfloat16)
+    c = torch.empty(m, m, device=dev, dtype=torch.bfloat16)
+
+    def stream_op():
+        torch.mul(x, 2.0, out=out)
+
+    def gemm_op():
+        torch.mm(a, b, out=c)
+
+    def step(i):
+        stream_op()
+        gemm_op()
+
+    def measure():
+        res = {}
+        for name, fn, nbytes, flops in (("streaming_mul", stream_op, 2 * x.numel() * x.element_size(), 0.0),
+                                        ("gemm_bf16", gemm_op, 3 * m * m * 2, 2.0 * m ** 3)):
+            for _ in range(3):
+                fn()
+            sc.sync(dev)
+            t = sc.StepClock(dev, 20)
+            for _ in range(20):
+                t.mark()
+                fn()
+            t.mark()
+            d = sorted(t.deltas_us())
+            us = d[len(d) // 2]
+            res[name] = {"median_us": us, "min_bytes": nbytes, "flops": flops,
+                         "achieved_gbps": nbytes / (us * 1e-6) / 1e9,
+                         "achieved_tflops": flops / (us * 1e-6) / 1e12}
+        return {"roofline_ops_measured": res,
+                "roofline_note": ("Each op timed alone with CUDA events (median of 20). min_bytes is the minimum "
+                                  "HBM traffic (inputs read + outputs written once). H200 HBM3e datasheet "
+                                  "bandwidth 4.8 TB/s, dense bf16 peak 989.4 TFLOP/s.")}
+
+    w = Workload(
+        "roofline_microbench",
+        f"Per step: torch.mul(x, 2.0, out=y) over {n_elems} bf16 elements (read {n_elems * 2 >> 20} MiB, write "
+        f"the same: memory-bound) and one bf16 {m}x{m}x{m} torch.mm (compute-bound). Data on the GPU; no copies, "
+        "no syncs.",
+        step, dict(_NO_COPIES), model_info={"n_elems": n_elems, "gemm_m": m})
+    w.measure_extra = measure
+    return w
+
+
 WORKLOADS = {
     "gpt_naive_attention": build_gpt_naive,
     "gpt_sdpa_fused": build_gpt_sdpa,
@@ -687,12 +818,14 @@ WORKLOADS = {
     "fp32_no_tensor_cores": build_fp32_no_tensor_cores,
     "low_sm_efficiency": build_low_sm_efficiency,
     "small_copies": build_small_copies,
+    "tiny_mlp_cuda_graph": build_tiny_mlp_cuda_graph,
+    "roofline_microbench": build_roofline_microbench,
 }
 # The rule showcases are GPU-bound with no host syncs (except dataloader_stall): drain the GPU at the
 # end of the last warmup step so that no GPU work launched before the recording runs inside it.
 SHOWCASES = ("dataloader_stall", "fp32_no_tensor_cores", "low_sm_efficiency", "small_copies")
 # Later GPU-bound, sync-free runs get the same drain.
-DRAINED = SHOWCASES + ("gpt_checkpointing",)
+DRAINED = SHOWCASES + ("gpt_checkpointing", "tiny_mlp_cuda_graph", "roofline_microbench")
 
 
 # --------------------------------------------------------------------------- driver

@@ -342,6 +342,10 @@ def test_sample_traces_within_two_percent_of_flop_counter_mode(run: Path) -> Non
         if want == 0:  # a workload with no matmul (low_sm_efficiency): nothing to count
             assert np.all(wf.flops == 0), (f.name, wf.flops)
             continue
+        if (gt.get("model") or {}).get("cuda_graph"):
+            # a CUDA graph replay records no aten ops: there are no shapes to count FLOPs from
+            assert np.all(wf.flops == 0), (f.name, wf.flops)
+            continue
         assert np.all(np.abs(wf.flops / want - 1) < 0.02), (f.name, wf.flops, want)
 
 
