@@ -172,3 +172,18 @@ def test_a_bad_sidecar_costs_its_figures_not_the_analysis(tmp_path: Path, capsys
     assert main(["analyze", str(run), "--json", "--peak-tflops", "1000"]) == 0
     (w,) = json.loads(capsys.readouterr().out)["runs"][0]["workers"]
     assert w["flops"]["user_flops_per_step"] == 9e7 and w["summary"]["mfu"] == pytest.approx(9e7 / 90e-6 / 1e15)
+
+
+def test_graph_replays_are_shown(capsys: pytest.CaptureFixture[str]) -> None:
+    """The real H200 CUDA-graph sample: one replay of 492 kernels a step, in the table and the JSON."""
+    from conftest import SAMPLES
+
+    run = SAMPLES / "tiny_mlp_cuda_graph"
+    if not run.is_dir():
+        pytest.skip("sample not recorded")
+    assert main(["analyze", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "CUDA graph replays: 1/step running 492 kernels" in out and "tiny_kernels_in_graphs" in out
+    assert main(["analyze", str(run), "--json"]) == 0
+    (w,) = json.loads(capsys.readouterr().out)["runs"][0]["workers"]
+    assert (w["launches"]["graph_launches_per_step"], w["launches"]["graph_kernels_per_step"]) == (1, 492)
