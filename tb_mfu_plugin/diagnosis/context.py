@@ -105,6 +105,11 @@ class Context:
         return graphs.graph_launched(self.tables, self.launcher)
 
     @cached_property
+    def launched_one_by_one(self) -> np.ndarray:
+        """View rows whose own launch call the trace shows (not a graph replay's, not unknown)."""
+        return (self.launcher >= 0) & ~self.graph_launched
+
+    @cached_property
     def host_windows(self) -> list[tuple[float, float]]:
         return [(float(a), float(b)) for a, b in zip(self.steps.cpu_start, self.steps.cpu_end, strict=True)]
 

@@ -530,10 +530,11 @@ def _tiny(median_us: float | None, short_share: float, max_us: float, min_share:
 
 def is_launch_bound(ctx: Context) -> bool:
     """Many tiny kernels that the host launched one by one (graph replays' kernels do not count: the
-    host launched the whole replay once), and the host-caused idle (launch gaps plus longer gaps in
+    host launched the whole replay once; nor do kernels with no launch call in the trace), and the
+    host-caused idle (launch gaps plus longer gaps in
     which the host was launching) is a large share of the step."""
     th = ctx.th
-    count, median, short = _kernel_stats(ctx, ~ctx.graph_launched)
+    count, median, short = _kernel_stats(ctx, ctx.launched_one_by_one)
     if count < th.launch_min_kernels_per_step:
         return False
     host_gaps = (ctx.gaps.total(LAUNCH) + ctx.gaps.total(HOST)) / ctx.n
@@ -546,7 +547,7 @@ def launch_bound(ctx: Context) -> list[Finding]:
     th, gaps, la = ctx.th, ctx.gaps, ctx.report.launches
     if la is None or not is_launch_bound(ctx):
         return []
-    count, median, short_share = _kernel_stats(ctx, ~ctx.graph_launched)
+    count, median, short_share = _kernel_stats(ctx, ctx.launched_one_by_one)
     in_graphs = la.graph_kernels_per_step
     short = gaps.total(LAUNCH) / ctx.n
     long = gaps.total(HOST) / ctx.n
