@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import SAMPLES
 from tracegen import TraceBuilder
 
 from tb_mfu_plugin.cli import main
@@ -145,8 +146,6 @@ def test_compare_reports_fixed_and_new_findings(tmp_path: Path, capsys: pytest.C
 
 
 def test_thresholds_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from conftest import SAMPLES
-
     run = SAMPLES / "pageable_copy_loop"
     if not run.is_dir():
         pytest.skip("sample traces not available")
@@ -176,8 +175,6 @@ def test_a_bad_sidecar_costs_its_figures_not_the_analysis(tmp_path: Path, capsys
 
 def test_graph_replays_are_shown(capsys: pytest.CaptureFixture[str]) -> None:
     """The real H200 CUDA-graph sample: one replay of 492 kernels a step, in the table and the JSON."""
-    from conftest import SAMPLES
-
     run = SAMPLES / "tiny_mlp_cuda_graph"
     if not run.is_dir():
         pytest.skip("sample not recorded")

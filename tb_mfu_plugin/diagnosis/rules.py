@@ -531,8 +531,8 @@ def _tiny(median_us: float | None, short_share: float, max_us: float, min_share:
 def is_launch_bound(ctx: Context) -> bool:
     """Many tiny kernels that the host launched one by one (graph replays' kernels do not count: the
     host launched the whole replay once; nor do kernels with no launch call in the trace), and the
-    host-caused idle (launch gaps plus longer gaps in
-    which the host was launching) is a large share of the step."""
+    host-caused idle (launch gaps plus longer gaps in which the host was launching) is a large
+    share of the step."""
     th = ctx.th
     count, median, short = _kernel_stats(ctx, ctx.launched_one_by_one)
     if count < th.launch_min_kernels_per_step:

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tb_mfu_plugin.diagnosis import DEFAULT
+from tb_mfu_plugin.analysis.worker import analyze_device
+from tb_mfu_plugin.diagnosis import DEFAULT, diagnose
+from tb_mfu_plugin.options import AnalysisOptions
+from tb_mfu_plugin.trace.decode import decode_trace
 
 from .helpers import Builder, analyze, ids, one
 
@@ -101,3 +104,25 @@ def test_tiny_kernels_in_graphs_threshold_edges(tmp_path: Path) -> None:
     assert "tiny_kernels_in_graphs" not in ids(analyze(b, tmp_path, replace(DEFAULT, graph_gap_min_share=0.595))[0])
     assert "tiny_kernels_in_graphs" not in ids(analyze(b, tmp_path, replace(DEFAULT, graph_short_kernel_us=1.9,
                                                                              graph_short_kernel_share=1.1))[0])
+
+
+def test_rocm_hip_graph_replays(tmp_path: Path) -> None:
+    """A hand-made ROCm trace (no real HIP-graph trace could be had): MI300X properties listed as
+    id 0, kernels on HSA agent 2, one hipGraphLaunch a step whose kernels carry its correlation id
+    and no grid (Kineto takes ROCm grids from the launch call's arguments, which a graph launch
+    does not have)."""
+    mi300x = {"id": 0, "name": "AMD Instinct MI300X VF", "computeMajor": 9, "computeMinor": 4, "warpSize": 64,
+              "numSms": 304}
+    b = Builder(devices=[mi300x])
+    for s in range(3):
+        t0 = 1000.0 * s
+        b.step(s + 1, t0, 1000)
+        b.graph_launch(t0 + 10, [(ADD, t0 + 20 + 8 * i, 2) for i in range(100)], api="hipGraphLaunch",
+                       device=2, blocks_per_sm=None, occupancy=None)
+    tables = decode_trace(str(b.write(tmp_path / "rocm.pt.trace.json.gz")))
+    rep, steps, view = analyze_device(tables, 2, AnalysisOptions())
+    diagnose(rep, tables, steps, view)
+    assert rep.device is not None and rep.device.name == "AMD Instinct MI300X VF"
+    assert rep.launches is not None and rep.launches.graph_launches_per_step == 1
+    assert "launch_bound" not in ids(rep) and "tiny_kernels_in_graphs" in ids(rep)
+    assert rep.summary is not None and rep.summary.sm_efficiency is None  # no grid: unknown, not 0
