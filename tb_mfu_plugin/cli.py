@@ -266,6 +266,13 @@ def _print_worker(console, Table, run_name: str, w: WorkerReport, top: int) -> N
             f"GPU idle gaps {ln.idle_gaps.count_per_step:.0f}/step totalling {_us(ln.idle_gaps.total_us_per_step)}",
             highlight=False,
         )
+        if ln.graph_launches_per_step:
+            console.print(
+                f"CUDA graph replays: {ln.graph_launches_per_step:.3g}/step running {ln.graph_kernels_per_step:.0f} "
+                f"kernels (median {_us(ln.graph_median_kernel_us)}); the host launched "
+                f"{ln.kernels_per_step - ln.graph_kernels_per_step:.0f} kernels/step one by one",
+                highlight=False,
+            )
     if w.top_kernels:
         t = Table(title=f"Top {min(top, len(w.top_kernels))} kernels", title_justify="left")
         for col, just in (("kernel", "left"), ("count", "right"), ("total", "right"), ("share", "right"),

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import SAMPLES
 from tracegen import TraceBuilder
 
 from tb_mfu_plugin.cli import main
@@ -145,8 +146,6 @@ def test_compare_reports_fixed_and_new_findings(tmp_path: Path, capsys: pytest.C
 
 
 def test_thresholds_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from conftest import SAMPLES
-
     run = SAMPLES / "pageable_copy_loop"
     if not run.is_dir():
         pytest.skip("sample traces not available")
@@ -189,3 +188,16 @@ def test_impossible_mfu_is_printed_as_impossible(tmp_path: Path, capsys: pytest.
     assert {"unknown_core_kernel_share", "cuda_core_matmul_kernel_share"} <= set(w["summary"])
     assert main(["compare", str(run), str(run), "--flops-per-step", "1e15"]) == 0
     assert "impossible" in capsys.readouterr().out
+
+
+def test_graph_replays_are_shown(capsys: pytest.CaptureFixture[str]) -> None:
+    """The real H200 CUDA-graph sample: one replay of 492 kernels a step, in the table and the JSON."""
+    run = SAMPLES / "tiny_mlp_cuda_graph"
+    if not run.is_dir():
+        pytest.skip("sample not recorded")
+    assert main(["analyze", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "CUDA graph replays: 1/step running 492 kernels" in out and "tiny_kernels_in_graphs" in out
+    assert main(["analyze", str(run), "--json"]) == 0
+    (w,) = json.loads(capsys.readouterr().out)["runs"][0]["workers"]
+    assert (w["launches"]["graph_launches_per_step"], w["launches"]["graph_kernels_per_step"]) == (1, 492)

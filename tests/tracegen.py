@@ -75,6 +75,15 @@ class TraceBuilder:
         corr = self.runtime("cudaLaunchKernel", cpu_ts, 2.0)
         self.kernel(name, gpu_ts, dur, corr, **kw)
 
+    def graph_launch(self, cpu_ts: float, kernels: list[tuple[str, float, float]], api: str = "cudaGraphLaunch",
+                     **kw: Any) -> int:
+        """One graph replay as CUPTI records it: one launch call, and every kernel of the replay
+        carrying that call's correlation id. ``kernels``: (name, gpu start, duration)."""
+        corr = self.runtime(api, cpu_ts, 10.0)
+        for name, ts, dur in kernels:
+            self.kernel(name, ts, dur, corr, **kw)
+        return corr
+
     def _next_corr(self) -> int:
         self._corr += 1
         return self._corr

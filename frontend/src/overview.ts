@@ -347,8 +347,20 @@ function launchesCard(w: WorkerReport): HTMLElement {
     ['Idle in gaps / step', f.dur(l.idle_gaps.total_us_per_step), 'Total GPU idle time in those gaps'],
     ['Median · max gap', `${f.dur(l.idle_gaps.median_us)} · ${f.dur(l.idle_gaps.max_us)}`, ''],
   ];
+  const replays = l.graph_launches_per_step ?? 0;
+  if (replays > 0) {
+    const inGraphs = l.graph_kernels_per_step ?? 0;
+    rows.push(
+      ['CUDA graph replays / step', f.count(replays, 1), 'cudaGraphLaunch / hipGraphLaunch calls: one launch replays a whole captured graph'],
+      ['Kernels in graphs / step', `${f.count(inGraphs, 0)} (median ${f.dur(l.graph_median_kernel_us)})`, 'Kernels the graph replays ran; the host did not launch them one by one'],
+      ['Launched one by one / step', f.count(l.kernels_per_step - inGraphs, 0), 'Kernels the host launched itself, outside graph replays'],
+    );
+  }
+  const help = replays > 0
+    ? 'This run replays CUDA graphs: the gaps between their kernels are not host launch overhead. Fewer, fused kernels (torch.compile) are the lever there; kernels launched one by one can still be launch-bound.'
+    : 'Many short kernels with gaps between them mean the host cannot feed the GPU: consider CUDA graphs or torch.compile.';
   return card('Launches', h('dl', { class: 'facts', testid: 'launch-stats' }, rows.map(([k, v, t]) => [h('dt', { title: t }, k), h('dd', null, v)])), {
-    help: 'Many short kernels with gaps between them mean the host cannot feed the GPU: consider CUDA graphs or torch.compile.',
+    help,
   });
 }
 

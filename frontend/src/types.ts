@@ -59,6 +59,7 @@ export interface Device {
   peak_flops?: number | null;
   peak_source?: string | null;
   dtype?: string | null;
+  properties_match?: string | null;
 }
 
 export interface CopyStats {
@@ -92,6 +93,9 @@ export interface LaunchStats {
   short_kernel_share: number;
   launch_api_us_per_step: number;
   idle_gaps: IdleGaps;
+  graph_launches_per_step?: number;
+  graph_kernels_per_step?: number;
+  graph_median_kernel_us?: number | null;
 }
 
 export interface KernelStats {

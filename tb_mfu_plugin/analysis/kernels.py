@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -29,12 +30,46 @@ def tensor_core_mask(names: Sequence[str], extra_patterns: Sequence[str] = ()) -
     return out
 
 
-def blocks_per_sm(gpu: GpuTable, num_sms: int | None) -> np.ndarray:
-    """Blocks per SM of each row: the trace's own figure, else grid blocks / SM count; NaN unknown."""
+# What ``grid`` counts on ROCm depends on the launch call, because Kineto copies it from the
+# call's arguments (roctracer and rocprofiler-sdk alike): hipExtModuleLaunchKernel and
+# hipHccModuleLaunchKernel take the global work size in work-items (hipBLASLt/Tensile, MIOpen),
+# the others (hipLaunchKernel, hipModuleLaunchKernel: ATen, Triton) the grid in blocks, as CUDA.
+_GRID_IN_WORK_ITEMS = re.compile(r"^hip(?:Ext|Hcc)ModuleLaunchKernel")
+_GRID_IN_BLOCKS = re.compile(r"^hip(?:Ext)?(?:Module)?Launch(?:Cooperative)?Kernel")
+
+
+def grid_units_per_block(gpu: GpuTable, launch_api: np.ndarray, names: Sequence[str], rocm: bool) -> np.ndarray:
+    """How many ``grid`` units make one block, per row: 1 (grid in blocks), the block's threads
+    (grid in work-items) or NaN (unknown: a ROCm kernel whose launch call is not known).
+
+    ``launch_api`` is the name code of each row's launching runtime call, -1 when unknown.
+    """
+    if not rocm:
+        return np.ones(len(gpu))
+    unit = np.full(len(names) + 1, np.nan)  # the extra slot: launch call unknown (-1)
+    for code, n in enumerate(names):
+        if _GRID_IN_WORK_ITEMS.match(n):
+            unit[code] = 0.0  # marker: the block's own thread count
+        elif _GRID_IN_BLOCKS.match(n):
+            unit[code] = 1.0
+    per_row = unit[np.where(launch_api >= 0, launch_api, len(names))]
+    threads = np.where(gpu.block_threads > 0, gpu.block_threads, np.nan).astype(np.float64)
+    return np.where(per_row == 0.0, threads, per_row)
+
+
+def blocks_per_sm(gpu: GpuTable, num_sms: int | None, grid_per_block: np.ndarray | None = None) -> np.ndarray:
+    """Blocks per SM of each row: the trace's own figure, else grid blocks / SM count; NaN unknown.
+
+    ``grid_per_block`` (``grid_units_per_block``) turns a ROCm grid counted in work-items into
+    blocks; dividing work-items by the CUs would overstate the coverage by the block size.
+    Products over the 3 dims: exact, since such a grid is the blocks times the block dims.
+    """
     bps = gpu.blocks_per_sm.astype(np.float64)
     if num_sms:
-        derived = np.where(gpu.grid_blocks > 0, gpu.grid_blocks / float(num_sms), np.nan)
-        bps = np.where(np.isnan(bps), derived, bps)
+        blocks = np.where(gpu.grid_blocks > 0, gpu.grid_blocks.astype(np.float64), np.nan)
+        if grid_per_block is not None:
+            blocks = blocks / grid_per_block
+        bps = np.where(np.isnan(bps), blocks / float(num_sms), bps)
     return bps
 
 

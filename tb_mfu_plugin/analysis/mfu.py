@@ -60,6 +60,7 @@ from ..trace.tables import DRIVER, KERNEL, OP, RUNTIME, TraceTables
 from . import dtype_choice, kernel_families, plausibility
 from . import flops as F
 from .aggregate import spread
+from .devices import device_properties
 from .peaks import resolve_peak
 
 # Ops that run forward math and that autograd backward formulas never call.
@@ -794,11 +795,10 @@ def _op_flops_cached(tables: TraceTables) -> OpFlops:
 
 
 def _props(tables: TraceTables, device: int | None) -> dict[str, Any] | None:
-    props = tables.meta.device_properties
-    for p in props:
-        if p.get("id") == device:
-            return p
-    return props[0] if len(props) == 1 else None
+    if device is None:
+        props = tables.meta.device_properties
+        return props[0] if len(props) == 1 else None
+    return device_properties(tables, device).props
 
 
 def apply_to_report(

@@ -155,8 +155,15 @@ def infer_arch(kernel_names: Iterable[str]) -> str | None:
     return max(found, key=_ARCH_ORDER.index)
 
 
+_GFX = re.compile(r"\bgfx9(4\d|0a)", re.IGNORECASE)
+
+
 def _arch_from_props(props: Mapping[str, Any]) -> str | None:
-    """Architecture from computeMajor/Minor (NVIDIA), or warp size 64 + gfx9 (AMD CDNA)."""
+    """Architecture from computeMajor/Minor (NVIDIA), or warp size 64 + gfx9 (AMD CDNA), or a
+    gfx target in ``gcnArchName`` / the name ("gfx942:sramecc+:xnack-" is CDNA3)."""
+    gfx = _GFX.search(f"{props.get('gcnArchName') or ''} {props.get('name') or ''}")
+    if gfx:
+        return "cdna3" if gfx.group(1).startswith("4") else "cdna2"
     major, minor = props.get("computeMajor"), props.get("computeMinor")
     if not isinstance(major, int):
         return None

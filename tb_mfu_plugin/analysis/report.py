@@ -84,6 +84,9 @@ class Device(msgspec.Struct, kw_only=True):
     peak_flops: float | None = None
     peak_source: str | None = None
     dtype: str | None = None
+    # How the deviceProperties entry was found (analysis.devices): "id", "only entry", "all alike",
+    # "ordinal" (ROCm), "none" (the trace lists none), "ambiguous" (unknown rather than guessed).
+    properties_match: str | None = None
 
 
 class CopyStats(msgspec.Struct, kw_only=True):
@@ -121,6 +124,11 @@ class LaunchStats(msgspec.Struct, kw_only=True):
     short_kernel_share: float  # share of kernels under 10 µs
     launch_api_us_per_step: float  # host time in launch calls
     idle_gaps: IdleGaps
+    # CUDA/HIP graph replays (analysis.graphs): graph launch calls per step, and the kernels they
+    # ran (counted in kernels_per_step too; the host launched kernels_per_step - graph_kernels_per_step)
+    graph_launches_per_step: float = 0.0
+    graph_kernels_per_step: float = 0.0
+    graph_median_kernel_us: float | None = None
 
 
 class KernelStats(msgspec.Struct, kw_only=True):

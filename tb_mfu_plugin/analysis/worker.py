@@ -12,7 +12,8 @@ import numpy as np
 
 from ..options import AnalysisOptions
 from ..trace.tables import KERNEL, MEMCPY, MEMSET, RUNTIME, GpuTable, TraceTables
-from . import aggregate, copies, intervals, kernel_families, kernels, syncs
+from . import aggregate, copies, devices, graphs, intervals, kernel_families, kernels, syncs
+from .devices import gpu_devices as gpu_devices  # re-exported: the pipeline lists devices here
 from .report import Device, IdleGaps, LaunchStats, Metrics, Step, WorkerReport
 from .steps import Steps, assign, find_steps, launch_of_gpu
 
@@ -31,27 +32,22 @@ class DeviceView:
     classes: kernel_families.NameClasses | None = None
 
 
-def gpu_devices(tables: TraceTables) -> list[int]:
-    """Devices that ran at least one kernel, memcpy or memset."""
-    return sorted(int(d) for d in np.unique(tables.gpu.device))
-
-
 def device_props(tables: TraceTables, device: int) -> dict[str, Any] | None:
-    for p in tables.meta.device_properties:
-        if p.get("id") == device:
-            return p
-    return None
+    """The ``deviceProperties`` entry of a device (``analysis.devices``: robust to ROCm's numbering)."""
+    return devices.device_properties(tables, device).props
 
 
-def _device(props: dict[str, Any] | None, device: int) -> Device:
+def _device(found: devices.DeviceProps, device: int) -> Device:
+    props = found.props
     if props is None:
-        return Device(index=device, name=None)
+        return Device(index=device, name=None, properties_match=found.how)
     major, minor = props.get("computeMajor"), props.get("computeMinor")
     return Device(
         index=device,
         name=props.get("name"),
         num_sms=props.get("numSms"),
         compute_capability=f"{major}.{minor}" if major is not None else None,
+        properties_match=found.how,
     )
 
 
@@ -93,7 +89,9 @@ def step_metrics(
     # kernels in the window that report blocks (the slice also holds earlier rows that end before lo)
     known = is_k & ~np.isnan(bps) & (end > lo) & (ts < hi)
     sm_eff = (
-        _share(intervals.capped_coverage(ts[known], end[known], bps[known], lo, hi), dur) if known.any() else None
+        _share(intervals.capped_coverage(ts[known], end[known], bps[known], lo, hi), dur)
+        if _blocks_known(g.dur[sl], is_k, known)
+        else None
     )
     # Counting metrics (bytes, kernels, occupancy) use the rows the step launched.
     own = view.step[sl] == index
@@ -142,6 +140,16 @@ def step_metrics(
     return m, breakdown, intervals.gaps(ts, end, lo, hi)
 
 
+# SM efficiency counts a kernel of unknown blocks as covering no SM; past this share of the
+# kernel time unknown (ROCm kernels without a grid or launch call) the figure is not given.
+SM_EFFICIENCY_MAX_UNKNOWN = 0.01
+
+
+def _blocks_known(dur: np.ndarray, is_k: np.ndarray, known: np.ndarray) -> bool:
+    k_time = float(dur[is_k].sum())
+    return bool(known.any()) and float(dur[is_k & ~known].sum()) <= SM_EFFICIENCY_MAX_UNKNOWN * k_time
+
+
 _METRIC_FIELDS = [f for f in Metrics.__struct_fields__]
 
 
@@ -155,22 +163,28 @@ def analyze_device(
     names = tables.names
     if launcher is None:
         launcher = launch_of_gpu(tables)
-    props = device_props(tables, device)
-    dev = _device(props, device)
+    found = devices.device_properties(tables, device)
+    dev = _device(found, device)
     steps = find_steps(tables, device, launcher)
     gpu = tables.gpu.take(np.flatnonzero(tables.gpu.device == device))
     dev_launcher = launcher[tables.gpu.device == device]
     # (indexed only where launched: a GPU-only trace has no CPU rows at all)
+    launched = dev_launcher >= 0
     launch_ts = np.full(len(dev_launcher), np.nan)
-    launch_ts[dev_launcher >= 0] = tables.cpu.ts[dev_launcher[dev_launcher >= 0]]
+    launch_ts[launched] = tables.cpu.ts[dev_launcher[launched]]
+    launch_api = np.full(len(dev_launcher), -1, np.int64)
+    launch_api[launched] = tables.cpu.name[dev_launcher[launched]]
+    grid_unit = kernels.grid_units_per_block(gpu, launch_api, names, devices.is_rocm(tables))
     view = DeviceView(
         gpu=gpu,
-        bps=kernels.blocks_per_sm(gpu, dev.num_sms),
+        bps=kernels.blocks_per_sm(gpu, dev.num_sms, grid_unit),
         occ=kernels.occupancy(gpu),
         step=assign(steps, gpu.ts, launch_ts),
         max_dur=float(gpu.dur.max()) if len(gpu) else 0.0,
     )
     report = WorkerReport(name="", span="", file=tables.meta.path, device=dev, trace_bytes=tables.meta.size_bytes)
+    if found.note:
+        report.notes.append(found.note)
     if steps.synthetic:
         report.flags.append("no_step_markers")
         report.notes.append("No ProfilerStep# markers: the whole trace is analysed as one step.")
@@ -221,12 +235,28 @@ def analyze_device(
     kept = gpu.take(np.flatnonzero(in_steps))
     is_k = kept.kind == KERNEL
     kern = kept.take(np.flatnonzero(is_k))
+    unknown = np.isnan(view.bps[in_steps][is_k])
+    if report.summary.sm_efficiency is None and unknown.any():
+        share = float(kern.dur[unknown].sum()) / max(float(kern.dur.sum()), 1e-9)
+        report.notes.append(
+            f"SM efficiency unknown: {share:.0%} of the kernel time has no blocks per SM (no grid, or a launch "
+            "call that does not say whether the grid counts blocks or work-items)."
+        )
     report.top_kernels = kernels.top_kernels(
         kern, names, view.bps[in_steps][is_k], view.occ[in_steps][is_k], tc, options.top_kernels, classes
     )
     report.copies = copies.copy_stats(kept.take(np.flatnonzero(kept.kind == MEMCPY)), names, n)
     report.syncs = syncs.sync_stats(cpu, names, sync_events, n)
-    report.launches = _launch_stats(tables, kern, steps, np.concatenate(all_gaps) if all_gaps else np.empty(0))
+    # graph replays: the rows of this device in the steps that a graph launch ran
+    graph = graphs.graph_launched(tables, dev_launcher) & in_steps
+    report.launches = _launch_stats(
+        tables,
+        kern,
+        steps,
+        np.concatenate(all_gaps) if all_gaps else np.empty(0),
+        graph_kernel=graph[in_steps][is_k],
+        graph_replays=graphs.replays(dev_launcher, graph),
+    )
     return report, steps, view
 
 
@@ -234,7 +264,15 @@ def _fields(m: Metrics) -> dict[str, Any]:
     return {f: getattr(m, f) for f in _METRIC_FIELDS}
 
 
-def _launch_stats(tables: TraceTables, kern: GpuTable, steps: Steps, gaps: np.ndarray) -> LaunchStats:
+def _launch_stats(
+    tables: TraceTables,
+    kern: GpuTable,
+    steps: Steps,
+    gaps: np.ndarray,
+    graph_kernel: np.ndarray,
+    graph_replays: int,
+) -> LaunchStats:
+    """``graph_kernel``: which rows of ``kern`` a graph replay ran; ``graph_replays``: their launches."""
     n = len(steps)
     cpu = tables.cpu
     is_launch = np.fromiter(("launch" in s.lower() for s in tables.names), bool, len(tables.names))
@@ -248,6 +286,9 @@ def _launch_stats(tables: TraceTables, kern: GpuTable, steps: Steps, gaps: np.nd
         median_kernel_us=float(np.median(kern.dur)) if len(kern) else None,
         short_kernel_share=float((kern.dur < kernels.SHORT_KERNEL_US).mean()) if len(kern) else 0.0,
         launch_api_us_per_step=float(cpu.dur[rows[inside]].sum()) / n,
+        graph_launches_per_step=graph_replays / n,
+        graph_kernels_per_step=float(graph_kernel.sum()) / n,
+        graph_median_kernel_us=float(np.median(kern.dur[graph_kernel])) if graph_kernel.any() else None,
         idle_gaps=IdleGaps(
             count_per_step=len(gaps) / n,
             total_us_per_step=float(gaps.sum()) / n,

@@ -10,7 +10,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..analysis import copies, intervals, kernel_families, syncs
+from ..analysis import copies, graphs, intervals, kernel_families, syncs
 from ..analysis import patterns as pt
 from ..analysis.report import WorkerReport
 from ..analysis.steps import Steps, launch_of_gpu
@@ -18,8 +18,9 @@ from ..analysis.worker import DeviceView
 from ..trace.tables import KERNEL, MEMCPY, MEMSET, OP, TraceTables
 from .thresholds import Thresholds
 
-# Causes of the part of a GPU idle gap that is not data loading.
-SYNC, LAUNCH, HOST, OTHER = 0, 1, 2, 3
+# Causes of the part of a GPU idle gap that is not data loading. GRAPH: between two pieces of
+# work of the same graph replay (one launch call ran both: the host did not cause the gap).
+SYNC, LAUNCH, HOST, OTHER, GRAPH = 0, 1, 2, 3, 4
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,8 @@ class Gaps:
     inside a DataLoader call), ``sync_us`` (host time blocked in syncs that returned in the gap:
     what removing them gives back, at most the gap) and ``rest_us``, whose ``cause`` is LAUNCH
     (a short gap), HOST (a longer gap during which the host launched work: the GPU waited for
-    the host) or OTHER.
+    the host), OTHER, or GRAPH (inside a graph replay: the work before and after the gap came
+    from the same graph launch call, so no host launch stood between them).
     """
 
     start: np.ndarray
@@ -100,6 +102,16 @@ class Context:
         all_rows = launch_of_gpu(self.tables)
         dev = self.device_index
         return all_rows[np.flatnonzero(self.tables.gpu.device == dev)] if dev is not None else all_rows[:0]
+
+    @cached_property
+    def graph_launched(self) -> np.ndarray:
+        """View rows that a CUDA/HIP graph replay ran (one launch call for the whole replay)."""
+        return graphs.graph_launched(self.tables, self.launcher)
+
+    @cached_property
+    def launched_one_by_one(self) -> np.ndarray:
+        """View rows whose own launch call the trace shows (not a graph replay's, not unknown)."""
+        return (self.launcher >= 0) & ~self.graph_launched
 
     @cached_property
     def host_windows(self) -> list[tuple[float, float]]:
@@ -298,7 +310,29 @@ class Context:
         cause = np.full(len(gs), OTHER, np.int8)
         cause[n_launch > 0] = HOST
         cause[ge - gs <= th.launch_gap_max_us] = LAUNCH
+        cause[self._inside_graph_replay(gs, ge)] = GRAPH
         return Gaps(gs, ge, weight, dl_us, sync_us, rest, cause, by_row)
+
+    def _inside_graph_replay(self, gs: np.ndarray, ge: np.ndarray) -> np.ndarray:
+        """Gaps whose work before (ending at the gap's start) and after (starting at its end) one
+        graph launch call ran."""
+        g, launcher = self.view.gpu, self.launcher
+        out = np.zeros(len(gs), bool)
+        graph = self.graph_launched
+        if not graph.any() or not len(gs):
+            return out
+        # the row ending a busy stretch is the one holding the running maximum of the end times
+        end = g.end
+        running = np.maximum.accumulate(end)
+        last_max = np.maximum.accumulate(np.where(end >= running, np.arange(len(end)), -1))
+        before_pos = np.searchsorted(g.ts, gs, side="left") - 1
+        after = np.searchsorted(g.ts, ge, side="left")
+        ok = (before_pos >= 0) & (after < len(g.ts))
+        before = last_max[np.maximum(before_pos, 0)]
+        after = np.minimum(after, len(g.ts) - 1)
+        ok &= (before >= 0) & graph[np.maximum(before, 0)] & graph[after]
+        out[ok] = launcher[before[ok]] == launcher[after[ok]]
+        return out
 
     # ------------------------------------------------------------------ ops
 

@@ -19,7 +19,7 @@ from ..analysis import copies as cp
 from ..analysis import kernel_families
 from ..analysis import patterns as pt
 from ..trace.tables import OP
-from .context import HOST, LAUNCH, OTHER, Context
+from .context import GRAPH, HOST, LAUNCH, OTHER, Context
 from .finding import Finding, make_finding
 
 Rule = Callable[[Context], list[Finding]]
@@ -516,16 +516,30 @@ def unfused_elementwise(ctx: Context) -> list[Finding]:
 # --------------------------------------------------------------------------- launch_bound
 
 
+def _kernel_stats(ctx: Context, mask: np.ndarray) -> tuple[float, float | None, float]:
+    """Kernels of the steps in ``mask``: per step, their median µs, and the share under 10 µs.
+    Kernels belong to the step that launched them, as in ``LaunchStats``."""
+    dur = ctx.view.gpu.dur[mask & ctx.is_kernel & (ctx.view.step >= 0)]
+    if not len(dur):
+        return 0.0, None, 0.0
+    return len(dur) / ctx.n, float(np.median(dur)), float((dur < ctx.th.launch_short_kernel_us).mean())
+
+
+def _tiny(median_us: float | None, short_share: float, max_us: float, min_share: float) -> bool:
+    return (median_us is not None and median_us <= max_us) or short_share >= min_share
+
+
 def is_launch_bound(ctx: Context) -> bool:
-    """Many tiny kernels, and the host-caused idle (launch gaps plus longer gaps in which the host
-    was launching) is a large share of the step."""
-    th, la = ctx.th, ctx.report.launches
-    if la is None or la.kernels_per_step < th.launch_min_kernels_per_step:
+    """Many tiny kernels that the host launched one by one (graph replays' kernels do not count: the
+    host launched the whole replay once; nor do kernels with no launch call in the trace), and the
+    host-caused idle (launch gaps plus longer gaps in which the host was launching) is a large
+    share of the step."""
+    th = ctx.th
+    count, median, short = _kernel_stats(ctx, ctx.launched_one_by_one)
+    if count < th.launch_min_kernels_per_step:
         return False
-    tiny = (la.median_kernel_us is not None and la.median_kernel_us <= th.launch_short_kernel_us) or (
-        la.short_kernel_share >= th.launch_short_kernel_share
-    )
     host_gaps = (ctx.gaps.total(LAUNCH) + ctx.gaps.total(HOST)) / ctx.n
+    tiny = _tiny(median, short, th.launch_short_kernel_us, th.launch_short_kernel_share)
     return tiny and host_gaps >= th.launch_gap_min_share * ctx.step_us
 
 
@@ -534,38 +548,115 @@ def launch_bound(ctx: Context) -> list[Finding]:
     th, gaps, la = ctx.th, ctx.gaps, ctx.report.launches
     if la is None or not is_launch_bound(ctx):
         return []
+    count, median, short_share = _kernel_stats(ctx, ctx.launched_one_by_one)
+    in_graphs = la.graph_kernels_per_step
     short = gaps.total(LAUNCH) / ctx.n
     long = gaps.total(HOST) / ctx.n
     sel = gaps.cause == LAUNCH
     idle = short + long
+    if in_graphs > 0:
+        graphs_fix = (
+            f"The step already replays {la.graph_launches_per_step:.3g} CUDA graph(s) ({in_graphs:.0f} kernels); "
+            f"capture the {count:.0f} kernels launched outside them as well (`torch.cuda.CUDAGraph` around more of "
+            "the step, or remove what breaks the capture: syncs, CPU tensors, dynamic shapes), "
+        )
+    else:
+        graphs_fix = (
+            'Cut per-kernel host overhead: capture the step with CUDA Graphs (`torch.compile(model, mode="reduce-'
+            'overhead")`, or `torch.cuda.CUDAGraph` / `torch.cuda.make_graphed_callables`), '
+        )
     return [
         _finding(
             ctx,
             id="launch_bound",
             title=(
-                f"Launch-bound: {la.kernels_per_step:.0f} kernels per step (median {la.median_kernel_us or 0:.1f} µs), "
+                f"Launch-bound: {count:.0f} kernels per step launched one by one (median {median or 0:.1f} µs), "
                 f"GPU idle {idle / ctx.step_us:.0%} of the step waiting for the host to launch"
             ),
             evidence={
-                "kernels_per_step": la.kernels_per_step,
-                "median_kernel_us": la.median_kernel_us,
-                "short_kernel_share": la.short_kernel_share,
+                "kernels_per_step": count,
+                "median_kernel_us": median,
+                "short_kernel_share": short_share,
+                "graph_kernels_per_step": in_graphs,
+                "graph_launches_per_step": la.graph_launches_per_step,
                 "launch_api_us_per_step": la.launch_api_us_per_step,
                 "launch_gaps_per_step": sel.sum() / ctx.n,
                 "launch_gap_us_per_step": short,
                 "median_launch_gap_us": float(np.median(gaps.end[sel] - gaps.start[sel])) if sel.any() else None,
                 "gap_max_us": th.launch_gap_max_us,
                 "longer_host_gaps_us_per_step": long,
-                "note": "gain: the GPU idle the host caused (gaps <= gap_max_us between kernels, and longer gaps "
-                "in which the host was launching), with no sync or data loading involved; CUDA Graphs remove it. "
-                "The profiler slows the host, so this is an upper bound.",
+                "note": "kernels: those the host launched one by one (a graph replay's kernels are launched once, "
+                "with the replay, and its inner gaps are not counted); gain: the GPU idle the host caused (gaps "
+                "<= gap_max_us between kernels, and longer gaps in which the host was launching), with no sync or "
+                "data loading involved; CUDA Graphs remove it. The profiler slows the host, so this is an upper "
+                "bound.",
             },
             cost_us=idle,
             gain_us=idle,
             recommendation=(
-                "Cut per-kernel host overhead: capture the step with CUDA Graphs (`torch.compile(model, "
-                'mode="reduce-overhead")`, or `torch.cuda.CUDAGraph` / `torch.cuda.make_graphed_callables`), '
-                "fuse small ops with `torch.compile`, and give each kernel more work (a larger batch)."
+                f"{graphs_fix}fuse small ops with `torch.compile`, and give each kernel more work (a larger batch)."
+            ),
+        )
+    ]
+
+
+# --------------------------------------------------------------------------- tiny_kernels_in_graphs
+
+
+def _tiny_graph_kernels(ctx: Context) -> tuple[float, float | None, float] | None:
+    """(kernels per step, median µs, short share) of the graph replays' kernels when they fire the rule."""
+    th = ctx.th
+    count, median, short = _kernel_stats(ctx, ctx.graph_launched)
+    if count < th.graph_min_kernels_per_step or not _tiny(
+        median, short, th.graph_short_kernel_us, th.graph_short_kernel_share
+    ):
+        return None
+    if ctx.gaps.total(GRAPH) / ctx.n < th.graph_gap_min_share * ctx.step_us:
+        return None
+    return count, median, short
+
+
+def tiny_kernels_in_graphs(ctx: Context) -> list[Finding]:
+    """Graph replays of many tiny kernels: the host launches are gone, but every kernel still costs the
+    GPU its own start-up and the idle before the next one. Fewer, larger kernels are the lever."""
+    found = _tiny_graph_kernels(ctx)
+    la = ctx.report.launches
+    if found is None or la is None:
+        return []
+    count, median, short = found
+    gap_us = ctx.gaps.total(GRAPH) / ctx.n
+    sel = ctx.gaps.cause == GRAPH
+    mask = ctx.graph_launched & ctx.is_kernel & (ctx.view.step >= 0)
+    return [
+        _finding(
+            ctx,
+            id="tiny_kernels_in_graphs",
+            title=(
+                f"{count:.0f} tiny kernels per step in CUDA graph replays (median {median or 0:.1f} µs): GPU idle "
+                f"{gap_us / ctx.step_us:.0%} of the step between them"
+            ),
+            evidence={
+                "graph_launches_per_step": la.graph_launches_per_step,
+                "graph_kernels_per_step": count,
+                "median_kernel_us": median,
+                "short_kernel_share": short,
+                "graph_kernel_us_per_step": float(ctx.view.gpu.dur[mask].sum()) / ctx.n,
+                "gaps_in_graphs_per_step": sel.sum() / ctx.n,
+                "gap_us_per_step": gap_us,
+                "median_gap_us": float(np.median(ctx.gaps.end[sel] - ctx.gaps.start[sel])) if sel.any() else None,
+                "kernels": _top_kernels(ctx, mask),
+                "note": "the host launched each replay once, so these gaps are not launch overhead and CUDA "
+                "Graphs are already in use; gain: the GPU idle between the replays' kernels, which fewer, fused "
+                "kernels remove (their own time may shrink too; not counted)",
+            },
+            cost_us=gap_us,
+            gain_us=gap_us,
+            recommendation=(
+                "The step already runs as CUDA graph replays, so launch overhead is not the limit: the number of "
+                "kernels is. Fuse the small ops with `torch.compile` (Inductor fuses elementwise chains and "
+                'reductions into Triton kernels; `mode="reduce-overhead"` keeps the graphs), use fused kernels '
+                "(`torch.optim.AdamW(..., fused=True)`, fused norms, `F.scaled_dot_product_attention`), and give "
+                "each kernel more work (a larger batch, wider layers)."
             ),
         )
     ]
@@ -802,6 +893,7 @@ def gpu_idle(ctx: Context) -> list[Finding]:
     }
     if is_launch_bound(ctx):
         parts["short_gaps_us_per_step"] = parts["host_gaps_us_per_step"] = 0.0
+    parts["graph_gaps_us_per_step"] = 0.0 if _tiny_graph_kernels(ctx) else gaps.total(GRAPH) / n
     if _dataloader_fires(ctx):
         parts["dataloader_us_per_step"] = 0.0
     if len(sync_point(ctx)):
@@ -810,6 +902,8 @@ def gpu_idle(ctx: Context) -> list[Finding]:
     if idle < th.gpu_idle_min_share * ctx.step_us:
         return []
     free = gaps.cause != LAUNCH if is_launch_bound(ctx) else np.ones(len(gaps.start), bool)
+    if _tiny_graph_kernels(ctx):
+        free &= gaps.cause != GRAPH
     rows = np.flatnonzero(free & (gaps.rest_us > 0))
     big = rows[np.argsort(-gaps.rest_us[rows], kind="stable")[: th.gpu_idle_top_gaps]]
     largest = [
@@ -822,11 +916,21 @@ def gpu_idle(ctx: Context) -> list[Finding]:
         for k in big
     ]
     hints = []
+    uses_graphs = ctx.report.launches is not None and ctx.report.launches.graph_launches_per_step > 0
     if parts["short_gaps_us_per_step"] >= 0.5 * idle:
+        graphs_fix = (
+            "capture more of the step in the CUDA graphs it already replays"
+            if uses_graphs
+            else 'CUDA Graphs via `torch.compile(mode="reduce-overhead")`'
+        )
         hints.append(
             "Most of it is short gaps between kernels: the host issues work just in time. Cut host overhead per "
-            'kernel (CUDA Graphs via `torch.compile(mode="reduce-overhead")`, fewer, larger kernels via '
-            "`torch.compile`)."
+            f"kernel ({graphs_fix}; fewer, larger kernels via `torch.compile`)."
+        )
+    if parts["graph_gaps_us_per_step"] >= 0.5 * idle:
+        hints.append(
+            "Most of it is gaps between the kernels of CUDA graph replays: not host overhead, but the cost of many "
+            "small kernels. Fuse them (`torch.compile`) and give each more work."
         )
     hints.append(
         "Look at what the host does in the largest gaps (evidence.largest_gaps) and take it off the critical path: "
@@ -843,7 +947,8 @@ def gpu_idle(ctx: Context) -> list[Finding]:
                 "unexplained_us_per_step": idle,
                 **parts,
                 "largest_gaps": largest,
-                "note": "short gaps: <= launch_gap_max_us between kernels; host gaps: longer, and the host launched "
+                "note": "short gaps: <= launch_gap_max_us between kernels; graph gaps: between the kernels of "
+                "one CUDA graph replay; host gaps: longer, and the host launched "
                 "work during them (the GPU waited for the host). The profiler slows the host, so host-caused idle "
                 "in a trace is an upper bound.",
             },
@@ -957,6 +1062,7 @@ RULES: list[tuple[str, Rule]] = [
     ("unfused_optimizer", unfused_optimizer),
     ("unfused_elementwise", unfused_elementwise),
     ("launch_bound", launch_bound),
+    ("tiny_kernels_in_graphs", tiny_kernels_in_graphs),
     ("low_sm_efficiency", low_sm_efficiency),
     ("no_tensor_cores", no_tensor_cores),
     ("dataloader_stall", dataloader_stall),

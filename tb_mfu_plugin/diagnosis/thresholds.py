@@ -60,6 +60,13 @@ class Thresholds:
     launch_short_kernel_us: float = 10.0  # median kernel under this, or ...
     launch_short_kernel_share: float = 0.5  # ... this share of kernels under 10 µs
     launch_gap_min_share: float = 0.10  # launch gaps, share of step
+    # (launch_bound counts only kernels the host launched one by one, not graph replays' kernels)
+
+    # --- tiny_kernels_in_graphs
+    graph_min_kernels_per_step: float = 50.0  # kernels run by graph replays
+    graph_short_kernel_us: float = 10.0  # their median under this, or ...
+    graph_short_kernel_share: float = 0.5  # ... this share of them under 10 µs
+    graph_gap_min_share: float = 0.05  # GPU idle between a replay's kernels, share of step
 
     # --- low_sm_efficiency
     low_blocks_per_sm: float = 1.0

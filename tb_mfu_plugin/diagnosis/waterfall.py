@@ -11,7 +11,7 @@ step, ``kernels`` = ``kernel_time_share`` x step, ``mfu`` = ``summary.mfu`` x st
 (``summary.step_time_us`` is the median step and is not used here.)
 
     step time
-      - GPU idle: data loading | after syncs | launch gaps | waiting for host work | other
+      - GPU idle: data loading | after syncs | launch gaps | inside graph replays | waiting for host work | other
     = GPU busy
       - copies & memsets with no kernel running
     = kernels running
@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from .context import HOST, LAUNCH, OTHER, SYNC, Context
+from .context import GRAPH, HOST, LAUNCH, OTHER, SYNC, Context
 
 
 def waterfall(ctx: Context) -> list[dict[str, Any]]:
@@ -65,6 +65,7 @@ def waterfall(ctx: Context) -> list[dict[str, Any]]:
         gaps.total(LAUNCH) / n,
         group="idle",
     )
+    loss("idle_graph", "GPU idle: between kernels of CUDA graph replays", gaps.total(GRAPH) / n, group="idle")
     loss("idle_host", "GPU idle: waiting for host work", gaps.total(HOST) / n, group="idle")
     loss("idle_other", "GPU idle: other", gaps.total(OTHER) / n, group="idle")
     entry("gpu_busy", "GPU busy", "subtotal", remaining)

@@ -86,14 +86,26 @@ def test_missing_fields_are_unknown_not_zero(tmp_path: Path) -> None:
     b = TraceBuilder()
     b.step(1, 0, 100)
     b.launch_kernel("nvjet_hsh_128x256", 1, 0, 50, blocks_per_sm=None, occupancy=0, grid=[264, 1, 1])
-    b.launch_kernel("k_no_info", 2, 50, 50, blocks_per_sm=None, occupancy=None)
+    b.launch_kernel("k_no_occupancy", 2, 50, 50, blocks_per_sm=0.5, occupancy=None)
     (r,) = _analyze(b, tmp_path)
     (s,) = r.steps
     # occupancy 0 on a kernel with blocks is the estimator failing: unknown, skipped
     assert s.achieved_occupancy is None
-    # blocks per SM derived from the grid: 264 / 132 SMs = 2 -> capped at 1 for 50 µs
-    assert s.sm_efficiency == pytest.approx(0.5)
+    # blocks per SM derived from the grid: 264 / 132 SMs = 2 -> capped at 1 for 50 µs, then 0.5 for 50 µs
+    assert s.sm_efficiency == pytest.approx(0.75)
     assert s.tensor_core_kernel_share == pytest.approx(0.5)  # nvjet is a tensor-core GEMM
+
+
+def test_sm_efficiency_unknown_when_kernels_have_no_blocks(tmp_path: Path) -> None:
+    """A kernel with neither blocks per SM nor a grid would count as covering no SM: past 1 % of
+    the kernel time, SM efficiency is not given rather than understated."""
+    b = TraceBuilder()
+    b.step(1, 0, 100)
+    b.launch_kernel("k", 1, 0, 50, blocks_per_sm=2.0)
+    b.launch_kernel("k_no_info", 2, 50, 50, blocks_per_sm=None, occupancy=None)
+    (r,) = _analyze(b, tmp_path)
+    assert r.steps[0].sm_efficiency is None and r.summary.sm_efficiency is None  # type: ignore[union-attr]
+    assert any("SM efficiency unknown: 50%" in n for n in r.notes)
 
 
 def test_copies_by_direction_and_memory_kind(tmp_path: Path) -> None:

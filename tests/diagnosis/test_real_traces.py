@@ -5,6 +5,7 @@ Every report also passes ``check_report`` (sound gains, a waterfall that adds up
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,31 @@ def test_tiny_mlp_launch_bound() -> None:
     assert rep.findings[0]["id"] == "launch_bound"
     assert "sync_point" not in _ids(rep)  # its aten::item calls are on CPU step counters
     assert "unfused_optimizer" in _ids(rep)  # AdamW(foreach=False)
+
+
+def test_tiny_mlp_cuda_graph_is_not_launch_bound() -> None:
+    """The same MLP with its whole step replayed from one CUDA graph (one cudaGraphLaunch -> 492
+    kernels a step): the host launched one graph, so launch_bound must not fire and nothing may
+    advise CUDA Graphs; the finding left is about the number of kernels."""
+    rep = _sample("tiny_mlp_cuda_graph")
+    gt = json.loads((SAMPLES / "tiny_mlp_cuda_graph" / "ground_truth.json").read_text())
+    la = rep.launches
+    assert la is not None and rep.summary is not None
+    assert la.graph_launches_per_step == gt["expected"]["graph_launches_per_step"] == 1
+    assert la.graph_kernels_per_step == la.kernels_per_step == 492
+    assert "launch_bound" not in _ids(rep) and gt["expected"]["launch_bound"] is False
+    (f,) = _find(rep, "tiny_kernels_in_graphs")
+    assert f["evidence"]["graph_kernels_per_step"] == 492 and f["evidence"]["median_kernel_us"] < 2
+    for g in rep.findings:
+        assert "capture the step with CUDA Graphs" not in g["recommendation"]
+        assert "make_graphed_callables" not in g["recommendation"]
+    idle = {e["id"]: e["us_per_step"] for e in rep.waterfall if e.get("group") == "idle"}
+    # the replay's inner gaps are the graph's: what is left as launch gaps is a sliver of the step
+    assert idle["idle_graph"] == pytest.approx(f["est_gain_us_per_step"], abs=0.1)
+    assert idle["idle_launch"] < 0.01 * rep.waterfall[0]["us_per_step"]
+    eager = _sample("tiny_mlp_launch_bound")
+    assert eager.launches is not None and eager.launches.graph_launches_per_step == 0
+    assert "tiny_kernels_in_graphs" not in _ids(eager)
 
 
 def test_pageable_copy_loop() -> None:

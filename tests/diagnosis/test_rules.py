@@ -29,6 +29,7 @@ def test_rule_ids_are_the_fixed_ones() -> None:
         "unfused_optimizer",
         "unfused_elementwise",
         "launch_bound",
+        "tiny_kernels_in_graphs",
         "low_sm_efficiency",
         "no_tensor_cores",
         "dataloader_stall",

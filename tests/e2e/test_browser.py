@@ -138,6 +138,14 @@ def test_mfu_tab_shows_the_cli_figures_switches_run_and_compares(start_tensorboa
     run_select.select_option(other)
     check_overview_matches_cli(frame, expected[other])
 
+    # A run that replays CUDA graphs says so in its launch statistics.
+    if "tiny_mlp_cuda_graph" in good:
+        run_select.select_option("tiny_mlp_cuda_graph")
+        stats = frame.locator("[data-testid=launch-stats]")
+        poll(lambda: "CUDA graph replays / step" in stats.inner_text())
+        la = first_usable(expected["tiny_mlp_cuda_graph"])["launches"]
+        assert f"{la['graph_kernels_per_step']:.0f}" in stats.inner_text()
+
     # Compare: the first two runs by default; pick two known-good ones explicitly.
     frame.locator("[data-testid=tab-compare]").click()
     picker = frame.locator("[data-testid=compare-picker]")
