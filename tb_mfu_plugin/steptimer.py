@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Protocol
 
 
@@ -56,16 +57,20 @@ class CudaEventTimer:
     behind the host by, plus the steps between two reads.
     """
 
-    def __init__(self, stream: Any = None) -> None:
-        import torch
+    def __init__(self, stream: Any = None, new_event: Callable[[], Any] | None = None) -> None:
+        if new_event is None:
+            import torch
 
-        self._torch = torch
+            def new_event() -> Any:
+                return torch.cuda.Event(enable_timing=True)
+
+        self._new_event = new_event
         self._stream = stream
         self._pending: deque[Any] = deque()
         self._free: list[Any] = []
 
     def mark(self) -> None:
-        ev = self._free.pop() if self._free else self._torch.cuda.Event(enable_timing=True)
+        ev = self._free.pop() if self._free else self._new_event()
         ev.record(self._stream)  # None: the current stream
         self._pending.append(ev)
 
