@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("other", help="the run after")
     c.add_argument("--json", action="store_true", help="print the comparison as JSON on stdout")
     _add_analysis_flags(c)
-    e = sub.add_parser("export-scalars", help="write per-step MFU and friends as TensorBoard scalars (Scalars, HParams)")
+    e = sub.add_parser("export-scalars", help="write the per-step figures as TensorBoard scalars (Scalars, HParams)")
     e.add_argument("path", help="logdir, run directory, or a single trace file (.json or .json.gz)")
     e.add_argument("--out", required=True, metavar="DIR",
                    help="directory to write the event files into (one TensorBoard run per run and worker)")

@@ -40,7 +40,8 @@ def ddp() -> tm.Report:
 def _check_schema(df: pd.DataFrame, schema: dict[str, str], extra: list[str] = ()) -> None:  # type: ignore[assignment]
     assert list(df.columns) == [*schema, *extra]
     for col, dtype in schema.items():
-        assert df[col].dtype == pd.Series(pd.array([], dtype=dtype) if dtype != "object" else [], dtype=dtype).dtype, col
+        empty = pd.Series([], dtype=object) if dtype == "object" else pd.Series(pd.array([], dtype=dtype))
+        assert df[col].dtype == empty.dtype, col
     for col in extra:
         assert df[col].dtype == "float64", col
 
