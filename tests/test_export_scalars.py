@@ -15,7 +15,9 @@ from tensorboard.backend.event_processing import event_accumulator as ea
 from tensorboard.plugins.hparams import metadata as hp_metadata
 from tensorboard.util import tensor_util
 
+from tb_mfu_plugin.analysis.report import Device, Report, RunReport, Step, Summary, WorkerReport
 from tb_mfu_plugin.cli import main
+from tb_mfu_plugin.export_scalars import export_report, plan_runs, step_figures
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -129,3 +131,42 @@ def test_nothing_to_export_is_an_error(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["export-scalars", str(tmp_path), "--out", str(tmp_path / "out")]) == 1
     assert "no analysed steps" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def _worker(name: str, span: str, gpu: int, steps: list[int]) -> WorkerReport:
+    metrics = dict(gpu_busy_share=0.5, kernel_time_share=0.4, memcpy_time_share=0.0, memset_time_share=0.0,
+                   idle_share=0.5, sync_wait_share=0.0, sm_efficiency=None, achieved_occupancy=None,
+                   tensor_core_kernel_share=0.0, h2d_bytes_per_step=0.0, d2h_bytes_per_step=0.0,
+                   d2d_bytes_per_step=0.0, p2p_bytes_per_step=0.0, sync_count_per_step=0.0, kernels_per_step=1.0)
+    return WorkerReport(name=name, span=span, file=f"{name}.{span}.pt.trace.json", device=Device(index=gpu, name="X"),
+                        summary=Summary(steps=len(steps), step_time_us=10.0, **metrics),
+                        steps=[Step(step=s, start_us=10.0 * s, dur_us=10.0, **metrics) for s in steps])
+
+
+def test_run_naming_spans_and_gpus() -> None:
+    report = Report(runs=[
+        RunReport(name="logs/run a", workers=[
+            _worker("rank0", "100", 0, [3, 4, 5]), _worker("rank0", "200", 0, [13, 14, 15]),  # one curve
+            _worker("rank0", "100", 1, [3, 4, 5]),  # a second GPU in the same trace
+            _worker("rank1", "100", 0, [3, 4]), _worker("rank1", "300", 0, [3, 4]),  # step numbers restart
+        ]),
+    ])
+    planned = {p.name: [(w.span, w.device.index if w.device else None) for w in p.workers]
+               for p in plan_runs(report)}
+    assert planned == {
+        "logs/run_a/rank0-gpu0": [("100", 0), ("200", 0)],
+        "logs/run_a/rank0-gpu1": [("100", 1)],
+        "logs/run_a/rank1-100": [("100", 0)],
+        "logs/run_a/rank1-300": [("300", 0)],
+    }
+
+
+def test_two_spans_share_one_curve(tmp_path: Path) -> None:
+    report = Report(runs=[RunReport(name="run", workers=[_worker("rank0", "100", 0, [3, 4]),
+                                                         _worker("rank0", "200", 0, [13, 14])])])
+    (run,) = export_report(report, str(tmp_path))
+    acc = _read(tmp_path / "run" / "rank0")
+    assert sorted(_series(acc, "tb_mfu/step_time_us")) == [3, 4, 13, 14]
+    assert sorted(_series(acc, "tb_mfu/summary/step_time_us")) == [4, 14]  # each span's summary at its end
+    assert "tb_mfu/sm_efficiency" not in acc.Tags()["tensors"]  # None is left out, never drawn as 0
+    assert run.points == 4 * len(step_figures(report.runs[0].workers[0], report.runs[0].workers[0].steps[0]))
