@@ -6,7 +6,8 @@ report's key names, which carry their units (``dur_us``, ``bytes_per_step``,
 ``*_share`` fractions 0-1). Dtypes are set from the report structs' types, so an
 empty frame has the same columns and dtypes as a full one: ``int`` → ``int64``,
 ``float`` → ``float64`` (a missing value is NaN), ``str`` → ``string``, ``bool`` →
-``bool``, dicts and lists → ``object``.
+``bool``, dicts and lists → ``object``; an optional ``int`` or ``bool`` is the nullable
+``Int64`` / ``boolean``.
 
 pandas is imported inside the builders: importing this module stays light.
 """
@@ -34,12 +35,14 @@ IDENTITY: Schema = {"run": "string", "worker": "string", "span": "string", "gpu"
 def _dtype(annotation: Any) -> str | None:
     """The pandas dtype of a struct field's type (``X | None`` as X); None for dicts and lists."""
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    optional = False
     if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        optional = len(args) < len(typing.get_args(annotation))
         annotation = args[0] if len(args) == 1 else Any
     if annotation is bool:
-        return "bool"
+        return "boolean" if optional else "bool"
     if annotation is int:
-        return "int64"
+        return "Int64" if optional else "int64"  # numpy ints have no missing value
     if annotation is float:
         return "float64"
     if annotation is str:

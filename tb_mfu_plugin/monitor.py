@@ -93,7 +93,6 @@ class MfuMonitor:
         global step of the step before the first ``step()`` call (a resumed run's step count)."""
         if log_every < 1 or warmup_steps < 1:
             raise ValueError("log_every and warmup_steps must be at least 1")
-        self._writer, self._owns_writer = self._open_writer(writer)
         self.log_every = log_every
         self.warmup_steps = warmup_steps
         self.all_reduce_mean = all_reduce_mean
@@ -106,6 +105,7 @@ class MfuMonitor:
         self.peak_flops: float | None = choice.peak_flops
         self.peak_source = choice.source
         self.timer: StepTimer = timer if timer is not None else self._default_timer()
+        self._writer, self._owns_writer = self._open_writer(writer)  # last: nothing is created on a bad argument
         self.steps_done = 0  # step() calls
         self._resolved = start_step + warmup_steps  # the global step of the last step whose time is known
         self._closed = False

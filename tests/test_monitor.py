@@ -118,7 +118,8 @@ def test_other_flops_sources(tmp_path: Path) -> None:
     write_sidecar(str(tmp_path), Sidecar(flops_per_step=3.5e12))
     assert MfuMonitor(sidecar=str(tmp_path)).flops_per_step == 3.5e12
     with pytest.raises(ValueError, match="no tb_mfu.json"):
-        MfuMonitor(sidecar=str(tmp_path / "absent"))
+        MfuMonitor(str(tmp_path / "tb"), sidecar=str(tmp_path / "absent"))
+    assert not (tmp_path / "tb").exists()  # a bad argument creates nothing
 
 
 def _scalars(run_dir: Path) -> dict[str, dict[int, float]]:
