@@ -204,35 +204,52 @@ def test_cuda_event_timer_reads_only_finished_events_and_never_waits_per_step() 
     assert (mon.logs[-1].step, mon.logs[-1].steps) == (9, 1)
 
 
-def _all_reduce_worker(rank: int, init_file: str, results: Any) -> None:
+def _ddp_worker(rank: int, init_file: str, results: Any) -> None:
     import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    model, _, x = _model()
+    plain_flops = count_step_flops(lambda: model(x).square().mean().backward())
+    ddp = DDP(model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    with MfuMonitor(log_every=4, peak_tflops=1.0, all_reduce_mean=True) as mon:
+        for _ in range(9):
+            _train_step(ddp, opt, x)
+            mon.step()
+    # exact figures from a fake clock: rank 0 runs 0.1 s steps (MFU 0.1), rank 1 0.2 s (MFU 0.05)
     clock = FakeClock([0.1 * (rank + 1)] * 5)
-    mon = MfuMonitor(log_every=4, flops_per_step=1e12, peak_tflops=100.0, all_reduce_mean=True,
-                     timer=WallClockTimer(clock))
-    _drive(mon, clock, 5)
-    mon.close()
-    results.put((rank, [(log.step, log.mfu, log.mfu_mean_over_ranks, log.step_time_us_mean_over_ranks)
-                        for log in mon.logs]))
+    exact = MfuMonitor(log_every=4, flops_per_step=1e12, peak_tflops=100.0, all_reduce_mean=True,
+                       timer=WallClockTimer(clock))
+    _drive(exact, clock, 5)
+    exact.close()
+    results.put((rank, plain_flops, mon.flops_per_step,
+                 [(log.step, log.mfu, log.mfu_mean_over_ranks) for log in mon.logs],
+                 [(log.step, log.mfu, log.mfu_mean_over_ranks, log.step_time_us_mean_over_ranks)
+                  for log in exact.logs]))
     dist.destroy_process_group()
 
 
-def test_all_reduced_mean_over_two_ranks(tmp_path: Path) -> None:
+def test_ddp_and_the_all_reduced_mean_over_two_ranks(tmp_path: Path) -> None:
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    procs = [ctx.Process(target=_all_reduce_worker, args=(r, str(tmp_path / "init"), results)) for r in (0, 1)]
+    procs = [ctx.Process(target=_ddp_worker, args=(r, str(tmp_path / "init"), results)) for r in (0, 1)]
     for p in procs:
         p.start()
-    got = dict(results.get(timeout=120) for _ in procs)
+    got = {rank: rest for rank, *rest in (results.get(timeout=180) for _ in procs)}
     for p in procs:
         p.join(timeout=60)
         assert p.exitcode == 0
-    # rank 0: 0.1 s steps (MFU 0.1), rank 1: 0.2 s (MFU 0.05)
+    for plain, counted, _logs, _exact in got.values():
+        assert counted == plain > 0  # one rank's step: DDP's all-reduce adds no FLOPs
+    logs0, logs1 = got[0][2], got[1][2]
+    assert [s for s, *_ in logs0] == [s for s, *_ in logs1] == [4, 8, 9]
+    for (_, mfu0, mean0), (_, mfu1, mean1) in zip(logs0, logs1, strict=True):
+        assert mean0 == mean1 == pytest.approx((mfu0 + mfu1) / 2)
     for rank, mfu in ((0, 0.1), (1, 0.05)):
-        (step, own, mean, time_mean), (last_step, *_rest) = got[rank]
+        (step, own, mean, time_mean), (last_step, *_rest) = got[rank][3]
         assert step == 4 and own == pytest.approx(mfu)
         assert mean == pytest.approx(0.075) and time_mean == pytest.approx(1.5e5)
         assert last_step == 5
