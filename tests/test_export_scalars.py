@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -170,3 +171,41 @@ def test_two_spans_share_one_curve(tmp_path: Path) -> None:
     assert sorted(_series(acc, "tb_mfu/summary/step_time_us")) == [4, 14]  # each span's summary at its end
     assert "tb_mfu/sm_efficiency" not in acc.Tags()["tensors"]  # None is left out, never drawn as 0
     assert run.points == 4 * len(step_figures(report.runs[0].workers[0], report.runs[0].workers[0].steps[0]))
+
+
+def _post_json(url: str, body: dict) -> Any:
+    import urllib.request
+
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json", "X-XSRF-Protected": "1"})
+    with urllib.request.urlopen(req, timeout=60) as r:  # noqa: S310 (loopback only)
+        return json.loads(r.read())
+
+
+@pytest.mark.e2e
+def test_a_real_tensorboard_lists_the_scalars_and_sorts_runs_by_mfu(tmp_path: Path) -> None:
+    from e2e.conftest import TensorBoard
+
+    runs = ("gpt_naive_attention", "gpt_sdpa_fused", "tiny_mlp_launch_bound")
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    for run in runs:
+        os.symlink(SAMPLES / run, logdir / run)
+    out = tmp_path / "scalars"
+    assert main(["export-scalars", str(logdir), "--out", str(out)]) == 0
+    expected = {f"{r['name']}/{w['name']}": w["summary"]["mfu"] for r in _json(logdir)["runs"] for w in r["workers"]}
+    tb = TensorBoard(out, tmp_path / "cache")
+    try:
+        tags = tb.get_json("/data/plugin/scalars/tags")
+        assert set(expected) <= set(tags)
+        assert all({"tb_mfu/mfu", "tb_mfu/step_time_us", "tb_mfu/sm_efficiency"} <= set(tags[r]) for r in expected)
+        mfu_col = {"metric": {"group": "", "tag": "tb_mfu/summary/mfu"}, "order": "ORDER_DESC"}
+        body = {"experimentName": "", "colParams": [mfu_col], "startIndex": 0, "sliceSize": 10,
+                "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"]}
+        groups = _post_json(tb.url + "/data/plugin/hparams/session_groups", body)["sessionGroups"]
+        shown = {g["sessions"][0]["name"]: next(m["value"] for m in g["metricValues"]
+                                                if m["name"]["tag"] == "tb_mfu/summary/mfu") for g in groups}
+        assert shown == pytest.approx(expected, rel=1e-6)
+        assert list(shown) == sorted(expected, key=expected.__getitem__, reverse=True)  # sorted by MFU
+    finally:
+        tb.stop()
