@@ -80,6 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("other", help="the run after")
     c.add_argument("--json", action="store_true", help="print the comparison as JSON on stdout")
     _add_analysis_flags(c)
+    e = sub.add_parser("export-scalars", help="write the per-step figures as TensorBoard scalars (Scalars, HParams)")
+    e.add_argument("path", help="logdir, run directory, or a single trace file (.json or .json.gz)")
+    e.add_argument("--out", required=True, metavar="DIR",
+                   help="directory to write the event files into (one TensorBoard run per run and worker)")
+    e.add_argument("--replace", action="store_true", help="overwrite the event files of an earlier export in DIR")
+    _add_analysis_flags(e)
     return p
 
 
@@ -367,7 +373,7 @@ def _print_diagnosis(console, Table, w: WorkerReport) -> None:  # type: ignore[n
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    paths = [args.path] if args.command == "analyze" else [args.baseline, args.other]
+    paths = [args.baseline, args.other] if args.command == "compare" else [args.path]
     for path in paths:
         if not os.path.exists(path):
             print(f"tb-mfu: {one_line(TraceError(path, 'no such file or directory'))}", file=sys.stderr)
@@ -390,6 +396,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.json:
             reports = [for_rich(r) for r in reports]  # text in the tables, never markup
         return _compare(reports[0], reports[1], args.json)
+    if args.command == "export-scalars":
+        return _export_scalars(reports[0], args.out, args.replace)
     report = reports[0]
     workers = [w for r in report.runs for w in r.workers]
     if args.json:
@@ -406,6 +414,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"tb-mfu: {one_line(w.file)}: MFU {mfu} is below --min-mfu {args.min_mfu} %", file=sys.stderr)
         if low:
             return 3
+    return 0
+
+
+def _export_scalars(report: Report, out: str, replace: bool) -> int:
+    from .export_scalars import ExportError, export_report
+
+    try:
+        runs = export_report(report, out, replace)
+    except (ExportError, OSError) as exc:
+        print(f"tb-mfu: {exc}", file=sys.stderr)
+        return 1
+    for r in runs:
+        print(f"{r.path}: {r.points} points from {sum(len(w.steps) for w in r.workers)} steps")
+    print(f"tensorboard --logdir {out}")
     return 0
 
 

@@ -23,7 +23,9 @@ of these that is given:
    ``FlopCounterMode``. It is a *wait* step of the schedule, never recorded, so
    the counter's overhead does not reach the trace.
 
-torch is imported inside the functions, so importing this module never needs it.
+``MfuMonitor`` (from ``tb_mfu_plugin.monitor``) logs MFU every N steps of the whole
+run, with no profiler. torch is imported inside the functions, so importing this
+module never needs it.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from .monitor import MfuMonitor as MfuMonitor  # the training-loop monitor lives beside the profiler
 from .sidecar import SIDECAR_NAME, ModelDims, Sidecar, encode_sidecar
 
 
