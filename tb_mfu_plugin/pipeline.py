@@ -14,7 +14,9 @@ from typing import Any
 from . import __version__
 from .analysis.flops import is_flop_op
 from .analysis.mfu import apply_to_report as apply_flops
+from .analysis.op_bytes import is_roofline_op
 from .analysis.report import Report, RunReport, WorkerReport
+from .analysis.roofline import apply_to_report as apply_roofline
 from .analysis.worker import analyze_device, gpu_devices
 from .diagnosis import DEFAULT, Thresholds, diagnose
 from .diagnosis.ranks import compare_ranks
@@ -28,8 +30,11 @@ from .trace.tables import TraceTables
 ProgressFn = Callable[[int], None]
 
 
-# The decoder keeps recorded shapes only for ops with a FLOP formula.
-_keep_inputs = is_flop_op
+
+def _keep_inputs(name: str) -> bool:
+    """The decoder keeps recorded shapes only for ops with a FLOP or a byte formula (the
+    roofline's); it asks once per distinct op name."""
+    return is_flop_op(name) or is_roofline_op(name)
 
 
 def _error_report(span: SpanFile, worker: str, reason: str) -> WorkerReport:
@@ -74,6 +79,10 @@ def analyze_tables(
         report.span = span
         report.distributed = tables.meta.distributed_info
         apply_flops(report, tables, steps, view, options, sidecar)
+        try:
+            apply_roofline(report, tables, steps)  # after FLOPs: the roof uses MFU's peak
+        except Exception as exc:  # a roofline bug must not cost the rest of the report
+            report.notes.append(f"roofline failed: {type(exc).__name__}: {exc}")
         # after FLOPs: findings estimate the MFU they would bring
         diagnose(report, tables, steps, view, thresholds_from(options))
         reports.append(report)
