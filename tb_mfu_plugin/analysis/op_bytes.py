@@ -148,7 +148,9 @@ def _elementwise(arity: int, flops_per_elem: float = 1.0, out_bytes: int | None 
     def f(p: Parsed, name: str) -> OpCost | None:
         tensors = [i for i in range(len(p.dims)) if _is_tensor(p, i)]
         if not tensors:
-            return None
+            # a 0-dim tensor (``num_batches_tracked.add_(1)``): one element read and written
+            size = elem_bytes(p.types[0]) if p.types and p.dims and p.dims[0] == [] else None
+            return OpCost(float(2 * size), flops_per_elem, "elementwise", p.dtype(0)) if size else None
         inplace = name.endswith("_")
         out_i = tensors[-1] if not inplace and len(p.dims) > arity and tensors[-1] >= arity else None
         reads = [i for i in tensors if i != out_i]
@@ -297,9 +299,11 @@ def _copy(p: Parsed, name: str) -> OpCost | None:
 
 
 def _fill(p: Parsed, name: str) -> OpCost | None:
-    """``fill_(self, value)`` / ``zero_(self)``: write self."""
+    """``fill_(self, value)`` / ``zero_(self)``: write self (a 0-dim tensor is one element)."""
     if p.shape(0) is None:
-        return None
+        if not p.dims or p.dims[0] != [] or elem_bytes(p.types[0] if p.types else None) is None:
+            return None
+        return OpCost(float(_size(p, 0)), 0.0, "copy", p.dtype(0))
     return OpCost(float(_tbytes(p, 0)), 0.0, "copy", p.dtype(0))
 
 

@@ -326,7 +326,9 @@ def _unmodelled(placed: PlacedOps, tables: TraceTables, dev: np.ndarray,
         code = int(uniq[i])
         name = tables.names[code] if code >= 0 else "(no op)"
         if code < 0:
-            reason = "launched outside any recorded op (CUDA graph replay, runtime-only launch)"
+            reason = "no launching op in the trace (CUDA graph replay, or events the profiler did not link)"
+        elif name == "record_param_comms" or "nccl" in name.lower() or name.startswith("c10d::"):
+            reason = "communication (network-bound, not on the HBM roofline)"
         elif name in B.BYTE_FORMULAS:
             reason = "shapes not recorded"
         else:
