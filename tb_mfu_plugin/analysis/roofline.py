@@ -109,6 +109,12 @@ def place_ops(tables: TraceTables) -> PlacedOps:
         gpu_op[has] = _containing_disjoint(point[has], o0, o1, ax.tol)
     launcher_name = np.full(len(g), -1, np.int32)
     launcher_name[ext_op >= 0] = c.name[ext_op[ext_op >= 0]]
+    rest = np.flatnonzero(has & (ext_op < 0) & (gpu_op < 0))
+    if len(rest):  # no op named by the event: the outermost op around its launch call
+        a_rows, _, a1 = _sorted_set(ax, np.flatnonzero(c.kind == OP))
+        top = a_rows[~_nested_in_self(a1, ax.tol)]
+        idx = _containing_disjoint(point[rest], ax.g0[top], ax.g1[top], ax.tol)
+        launcher_name[rest[idx >= 0]] = c.name[top[idx[idx >= 0]]]
 
     copy_codes = np.fromiter((any(t in nm for t in _HOST_COPY) for nm in names), bool, len(names))
     host = (g.kind == MEMCPY) & copy_codes[g.name] if len(g) else np.zeros(0, bool)
