@@ -95,7 +95,8 @@ def test_conv_output_size_follows_from_the_flop_formula() -> None:
     # ResNet stem: 64x3x224x224, 7x7 stride 2 pad 3 -> 64x64x112x112
     dims = [[64, 3, 224, 224], [64, 3, 7, 7], [], [], [], [], [], [], []]
     types = [BF16, BF16, "ScalarList", "ScalarList", "ScalarList", "Scalar", "Scalar", "Scalar", "Scalar"]
-    c = est("aten::cudnn_convolution", dims, types, ["", "", "[3, 3]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"])
+    concrete = ["", "", "[3, 3]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"]
+    c = est("aten::cudnn_convolution", dims, types, concrete)
     assert c.bytes == 2 * (64 * 3 * 224 * 224 + 64 * 3 * 7 * 7 + 64 * 64 * 112 * 112)
 
 
