@@ -132,6 +132,8 @@ class RooflineOp(msgspec.Struct, kw_only=True):
     roof_us_per_step: float | None  # max(FLOPs / peak, bytes / bandwidth)
     lost_us_per_step: float | None  # time below the roof: GPU time - time at the roof
     above_roof: bool = False
+    kernels_per_call: float = 0.0  # kernels and device copies per call (> 1: several passes)
+    mean_blocks_per_sm: float | None = None  # time-weighted over its kernels; < 1 leaves SMs idle
 
 
 class RooflineClass(msgspec.Struct, kw_only=True):

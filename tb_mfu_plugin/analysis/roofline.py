@@ -30,9 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from ..trace.tables import MEMCPY, OP, TraceTables
+from ..trace.tables import KERNEL, MEMCPY, MEMSET, OP, OpInputs, TraceTables
 from . import op_bytes as B
 from .bandwidth import peak_bandwidth
+from .kernels import blocks_per_sm
 from .mfu import _axis, _containing_disjoint, _name_mask, _nested_in_self, _props, _same_name_wrappers, _sorted_set
 from .mfu import _window_mask as window_index
 from .report import Roofline, RooflineClass, RooflineOp, RooflineUnmodelled
@@ -67,33 +68,42 @@ def place_ops(tables: TraceTables) -> PlacedOps:
     c, g, names = tables.cpu, tables.gpu, tables.names
     ax = _axis(tables)
     rows = np.flatnonzero(_name_mask(tables, B.is_roofline_op) & (c.kind == OP))
-    costs: list[B.OpCost | None] = []
-    for r in rows.tolist():
-        inp = c.inputs.get(r)
-        costs.append(B.estimate(names[c.name[r]], inp) if inp is not None else None)
-    ok = np.fromiter((x is not None for x in costs), bool, len(costs))
+    # A step repeats the same few hundred (op, shapes) keys thousands of times: estimate each
+    # distinct key once, then work on arrays of key ids.
+    keys: dict[tuple[int, bytes | None, bytes | None, bytes | None], int] = {}
+    inputs = c.inputs
+    key_of = np.full(len(rows), -1, np.int64)
+    for i, (r, code) in enumerate(zip(rows.tolist(), c.name[rows].tolist(), strict=True)):
+        inp = inputs.get(r)
+        if inp is not None:
+            key_of[i] = keys.setdefault((code, inp.dims, inp.types, inp.concrete), len(keys))
+    costs: list[B.OpCost | None] = [B.estimate(names[k[0]], OpInputs(k[1], k[2], k[3])) for k in keys]
+    key_ok = np.fromiter((x is not None for x in costs), bool, len(costs))
+    ok = (key_of >= 0) & key_ok[np.maximum(key_of, 0)] if len(keys) else np.zeros(len(rows), bool)
     valid = rows[ok]
     wrappers = _same_name_wrappers(tables, ax, valid)
     valid = valid[~wrappers]
     s_rows, _, s1 = _sorted_set(ax, valid)
     outer = s_rows[~_nested_in_self(s1, ax.tol)]
     o_rows, o0, o1 = _sorted_set(ax, outer)
+    o_key = key_of[np.searchsorted(rows, o_rows)]
 
-    by_row = dict(zip(rows.tolist(), costs, strict=True))
-    group_of: dict[tuple[int, bytes | None, bytes | None], int] = {}
+    # groups: op name + recorded dims and types (Concrete Inputs such as a scale do not split a row)
+    group_ids: dict[tuple[int, bytes | None, bytes | None], int] = {}
     groups: list[tuple[str, str, str, str | None, bool]] = []
+    key_group = np.full(len(keys), -1, np.int64)
+    key_bytes, key_flops = np.zeros(len(keys)), np.zeros(len(keys))
+    for j, (k, cost) in enumerate(zip(keys, costs, strict=True)):
+        if cost is None:
+            continue
+        gk = (k[0], k[1], k[2])
+        gid = group_ids.get(gk)
+        if gid is None:
+            gid = group_ids[gk] = len(groups)
+            groups.append((names[k[0]], cost.op_class, _shapes_text(k[1]), cost.dtype, cost.exact))
+        key_group[j], key_bytes[j], key_flops[j] = gid, cost.bytes, cost.flops
     n = len(o_rows)
-    nbytes, nflops, grp = np.zeros(n), np.zeros(n), np.zeros(n, np.int64)
-    for i, r in enumerate(o_rows.tolist()):
-        cost = by_row[r]
-        assert cost is not None
-        inp = c.inputs[r]
-        key = (int(c.name[r]), inp.dims, inp.types)
-        k = group_of.get(key)
-        if k is None:
-            k = group_of[key] = len(groups)
-            groups.append((names[c.name[r]], cost.op_class, _shapes_text(inp.dims), cost.dtype, cost.exact))
-        nbytes[i], nflops[i], grp[i] = cost.bytes, cost.flops, k
+    nbytes, nflops, grp = key_bytes[o_key], key_flops[o_key], key_group[o_key]
 
     # launch point of each GPU event: its runtime/driver call, else the op its external id names
     point = np.full(len(g), np.nan)
@@ -197,15 +207,26 @@ def build_roofline(
     cpu_windows: tuple[np.ndarray, np.ndarray],
     gpu_windows: tuple[np.ndarray, np.ndarray],
     device: int | None,
+    num_sms: int | None = None,
 ) -> Roofline:
     """The ``roofline`` block of one device's report over the analysed steps."""
     g = tables.gpu
     nsteps = max(1, len(cpu_windows[0]))
     dev = g.device == device if device is not None else np.ones(len(g), bool)
     # GPU time per op on this device (all its events, wherever they ran in time)
-    op_us = np.zeros(len(placed.row))
+    nops = len(placed.row)
+    op_us = np.zeros(nops)
     mine = dev & (placed.gpu_op >= 0)
     np.add.at(op_us, placed.gpu_op[mine], g.dur[mine])
+    # passes per op (kernels and device copies; memsets are setup), and the kernels' blocks
+    # per SM weighted by time (where known)
+    kern = mine & (g.kind == KERNEL)
+    passes = mine & (g.kind != MEMSET)
+    op_kernels = np.bincount(placed.gpu_op[passes], minlength=nops)[:nops] if nops else np.zeros(0)
+    bps = blocks_per_sm(g, num_sms)
+    known = kern & ~np.isnan(bps)
+    op_bps_us = np.bincount(placed.gpu_op[known], weights=g.dur[known] * bps[known], minlength=nops)[:nops]
+    op_known_us = np.bincount(placed.gpu_op[known], weights=g.dur[known], minlength=nops)[:nops]
     in_step = window_index(placed.ts, *cpu_windows) >= 0
     sel = np.flatnonzero(in_step & (op_us > 0) & ~placed.host_copy)
     ngroups = len(placed.groups)
@@ -214,11 +235,17 @@ def build_roofline(
     fl = _per_window(placed.flops[sel], grp, ngroups) / nsteps
     by = _per_window(placed.bytes[sel], grp, ngroups) / nsteps
     cnt = np.bincount(grp, minlength=ngroups)[:ngroups] / nsteps if len(grp) else np.zeros(ngroups)
+    kpc = _per_window(op_kernels[sel].astype(np.float64), grp, ngroups) / nsteps
+    bps_us = _per_window(op_bps_us[sel], grp, ngroups)
+    known_us = _per_window(op_known_us[sel], grp, ngroups)
 
     ops: list[RooflineOp] = []
     for k in np.flatnonzero(us > 0)[np.argsort(-us[us > 0], kind="stable")].tolist():
         name, cls, shapes, dtype, exact = placed.groups[k]
-        ops.append(_op_row(name, cls, shapes, dtype, exact, cnt[k], us[k], fl[k], by[k], ceilings))
+        op = _op_row(name, cls, shapes, dtype, exact, cnt[k], us[k], fl[k], by[k], ceilings)
+        op.kernels_per_call = float(kpc[k] / cnt[k]) if cnt[k] else 0.0
+        op.mean_blocks_per_sm = float(bps_us[k] / known_us[k]) if known_us[k] > 0 else None
+        ops.append(op)
     classes = _classes(ops, ceilings)
     unmodelled = _unmodelled(placed, tables, dev, gpu_windows, nsteps)
     modelled_us = float(sum(o.us_per_step for o in ops))
@@ -371,7 +398,8 @@ def apply_to_report(report: Any, tables: TraceTables, steps: Any) -> None:
     ceilings = Ceilings(peak, bw.bytes_per_s)
     cpu_w = (np.asarray(steps.cpu_start, np.float64), np.asarray(steps.cpu_end, np.float64))
     gpu_w = (np.asarray(steps.start, np.float64), np.asarray(steps.end, np.float64))
-    roof = build_roofline(_placed_cached(tables), tables, ceilings, cpu_w, gpu_w, device)
+    num_sms = report.device.num_sms if report.device is not None else None
+    roof = build_roofline(_placed_cached(tables), tables, ceilings, cpu_w, gpu_w, device, num_sms)
     roof.peak_source = report.device.peak_source if report.device is not None else None
     roof.bandwidth_source = bw.source
     if not peak or not bw.bytes_per_s:
