@@ -291,8 +291,15 @@ def _index_like(index_i: int) -> ByteFn:
     return f
 
 
+def _zero_dim(p: Parsed, i: int) -> bool:
+    """Argument ``i`` is a 0-dim tensor: dims ``[]`` with a tensor dtype (a step counter)."""
+    return i < len(p.dims) and p.dims[i] == [] and i < len(p.types) and elem_bytes(p.types[i]) is not None
+
+
 def _copy(p: Parsed, name: str) -> OpCost | None:
     """``copy_(dst, src)``: read src, write dst (a dtype cast changes the element size)."""
+    if _zero_dim(p, 0) and _zero_dim(p, 1):
+        return OpCost(float(_size(p, 0) + _size(p, 1)), 0.0, "copy", p.dtype(1))
     if p.shape(0) is None or p.shape(1) is None:
         return None
     return OpCost(float(_tbytes(p, 1) + _tbytes(p, 0)), 0.0, "copy", p.dtype(1))
@@ -301,9 +308,7 @@ def _copy(p: Parsed, name: str) -> OpCost | None:
 def _fill(p: Parsed, name: str) -> OpCost | None:
     """``fill_(self, value)`` / ``zero_(self)``: write self (a 0-dim tensor is one element)."""
     if p.shape(0) is None:
-        if not p.dims or p.dims[0] != [] or elem_bytes(p.types[0] if p.types else None) is None:
-            return None
-        return OpCost(float(_size(p, 0)), 0.0, "copy", p.dtype(0))
+        return OpCost(float(_size(p, 0)), 0.0, "copy", p.dtype(0)) if _zero_dim(p, 0) else None
     return OpCost(float(_tbytes(p, 0)), 0.0, "copy", p.dtype(0))
 
 
