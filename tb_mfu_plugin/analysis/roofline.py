@@ -362,6 +362,8 @@ def _unmodelled(placed: PlacedOps, tables: TraceTables, dev: np.ndarray,
             reason = "no launching op in the trace (CUDA graph replay, or events the profiler did not link)"
         elif name == "record_param_comms" or "nccl" in name.lower() or name.startswith("c10d::"):
             reason = "communication (network-bound, not on the HBM roofline)"
+        elif name.startswith(("triton_", "Torch-Compiled Region", "CompiledFunction")):
+            reason = "compiled (torch.compile) code: the fused ops' shapes are not recorded"
         elif name in B.BYTE_FORMULAS:
             reason = "shapes not recorded"
         else:
