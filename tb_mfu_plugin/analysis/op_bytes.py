@@ -490,8 +490,8 @@ def _attention_bytes(p: Parsed, est: F.FlopEstimate, name: str) -> int | None:
     return 2 * qkv + 2 * _tbytes(p, 0) + rows * 4
 
 
-def _from_flops(p: Parsed, name: str) -> OpCost | None:
-    est = F.FORMULAS[name].fn(p, F.Hints())
+def _from_flops(p: Parsed, name: str, hints: F.Hints | None = None) -> OpCost | None:
+    est = F.FORMULAS[name].fn(p, hints or F.Hints())
     if est is None:
         return None
     exact = est.exact
@@ -610,8 +610,16 @@ def _estimate_cached(name: str, dims: bytes | None, types: bytes | None, concret
         return None
 
 
-def estimate(name: str, inputs: OpInputs) -> OpCost | None:
-    """Bytes, FLOPs and class of one op from its recorded inputs, or None (no formula, no shapes)."""
+def estimate(name: str, inputs: OpInputs, hints: F.Hints | None = None) -> OpCost | None:
+    """Bytes, FLOPs and class of one op from its recorded inputs, or None (no formula, no shapes).
+
+    ``hints`` are the cross-op facts ``analysis.mfu`` learns for legacy traces (a forward
+    conv's output size from its backward), so that FLOPs here equal MFU's."""
+    if hints is not None and name in F.FORMULAS:
+        try:
+            return _from_flops(parse_inputs(inputs), name, hints)
+        except (TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError):
+            return None
     return _estimate_cached(name, inputs.dims, inputs.types, inputs.concrete)
 
 

@@ -31,10 +31,20 @@ from typing import Any
 import numpy as np
 
 from ..trace.tables import KERNEL, MEMCPY, MEMSET, OP, OpInputs, TraceTables
+from . import flops as F
 from . import op_bytes as B
 from .bandwidth import peak_bandwidth
 from .kernels import blocks_per_sm
-from .mfu import _axis, _containing_disjoint, _name_mask, _nested_in_self, _props, _same_name_wrappers, _sorted_set
+from .mfu import (
+    _axis,
+    _containing_disjoint,
+    _conv_out_hints,
+    _name_mask,
+    _nested_in_self,
+    _props,
+    _same_name_wrappers,
+    _sorted_set,
+)
 from .mfu import _window_mask as window_index
 from .report import Roofline, RooflineClass, RooflineOp, RooflineUnmodelled
 
@@ -77,7 +87,14 @@ def place_ops(tables: TraceTables) -> PlacedOps:
         inp = inputs.get(r)
         if inp is not None:
             key_of[i] = keys.setdefault((code, inp.dims, inp.types, inp.concrete), len(keys))
-    costs: list[B.OpCost | None] = [B.estimate(names[k[0]], OpInputs(k[1], k[2], k[3])) for k in keys]
+    # legacy traces (no Concrete Inputs): forward convs learn their output size from their
+    # backward ops, exactly as for MFU
+    conv_out = _conv_out_hints(tables, rows[_name_mask(tables, F.is_flop_op)[rows]]) if len(rows) else {}
+    hints = F.Hints(conv_out=conv_out) if conv_out else None
+    costs: list[B.OpCost | None] = [
+        B.estimate(names[k[0]], OpInputs(k[1], k[2], k[3]), hints if names[k[0]] in F.CONV_FORWARD else None)
+        for k in keys
+    ]
     key_ok = np.fromiter((x is not None for x in costs), bool, len(costs))
     ok = (key_of >= 0) & key_ok[np.maximum(key_of, 0)] if len(keys) else np.zeros(len(rows), bool)
     valid = rows[ok]
@@ -263,10 +280,15 @@ def build_roofline(
         notes.append(
             "ops marked approximate assume fp32 tensor lists (their dtype is not recorded) or an unknown conv stride"
         )
-    if any(o.above_roof for o in ops):
+    if any(o.above_roof and o.bound == "memory" for o in ops):
         notes.append(
-            "ops above their roof (share > 100 %) moved less than the byte model says: their data was in L2 cache, "
-            "or a fused kernel did not need it all"
+            "memory-bound ops above their roof (share > 100 %) moved less than the byte model says: their data was "
+            "in L2 cache, an input was passed twice, or a fused kernel did not need it all"
+        )
+    if any(o.above_roof and o.bound == "compute" for o in ops):
+        notes.append(
+            "compute-bound ops above their roof did fewer FLOPs than the shape formula counts (Winograd or FFT "
+            "convolutions, a conv stride the trace does not record) or ran on a faster path than the peak used"
         )
     left = ops[MAX_OPS:]
     return Roofline(
