@@ -292,10 +292,33 @@ def _print_worker(console, Table, run_name: str, w: WorkerReport, top: int) -> N
                       "n/a" if k.mean_blocks_per_sm is None else f"{k.mean_blocks_per_sm:.2f}",
                       _pct(k.sm_efficiency), _pct(k.achieved_occupancy), _core(k))
         console.print(t)
+    _print_roofline(console, Table, w, top)
     _print_diagnosis(console, Table, w)
     for n in w.notes:
         console.print(f"[dim]note:[/] {n}", highlight=False)
     console.print()
+
+
+def _print_roofline(console, Table, w: WorkerReport, top: int) -> None:  # type: ignore[no-untyped-def]
+    """The ops that lose the most time below their roof (docs/roofline.md)."""
+    r = w.roofline
+    if r is None or not r.ops or not r.peak_flops or not r.peak_bandwidth:
+        return
+    ops = sorted(r.ops, key=lambda o: -(o.lost_us_per_step or 0.0))[:top]
+    t = Table(
+        title=f"Roofline: ops by time lost below their roof (peak {r.peak_flops / 1e12:.1f} TFLOP/s, HBM "
+        f"{r.peak_bandwidth / 1e12:.2f} TB/s; {_pct(r.coverage)} of GPU time placed; ↑ above roof: cached)",
+        title_justify="left",
+    )
+    t.add_column("op", overflow="ellipsis", no_wrap=True, min_width=14, max_width=40)
+    for col in ("bound", "time/step", "achieved", "of roof", "lost/step"):
+        t.add_column(col, no_wrap=True, justify="left" if col == "bound" else "right")
+    for o in ops:
+        got = (f"{(o.achieved_flops or 0) / 1e12:.1f} TFLOP/s" if o.bound == "compute"
+               else f"{(o.achieved_bandwidth or 0) / 1e9:.0f} GB/s")
+        share = _pct(o.roof_share) + (" ↑" if o.above_roof else "")
+        t.add_row(f"{o.name} {o.shapes}", o.bound or "n/a", _us(o.us_per_step), got, share, _us(o.lost_us_per_step))
+    console.print(t)
 
 
 def _print_flops(console, w: WorkerReport) -> None:  # type: ignore[no-untyped-def]

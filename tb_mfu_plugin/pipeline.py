@@ -20,7 +20,9 @@ import numpy as np
 from . import __version__
 from .analysis.flops import implausible_input_ops, is_flop_op
 from .analysis.mfu import apply_to_report as apply_flops
+from .analysis.op_bytes import is_roofline_op
 from .analysis.report import Report, RunReport, WorkerReport
+from .analysis.roofline import apply_to_report as apply_roofline
 from .analysis.worker import analyze_device, gpu_devices
 from .diagnosis import DEFAULT, Thresholds, diagnose
 from .diagnosis.ranks import compare_ranks
@@ -35,8 +37,11 @@ from .trace.tables import TraceTables
 ProgressFn = Callable[[int], None]
 
 
-# The decoder keeps recorded shapes only for ops with a FLOP formula.
-_keep_inputs = is_flop_op
+
+def _keep_inputs(name: str) -> bool:
+    """The decoder keeps recorded shapes only for ops with a FLOP or a byte formula (the
+    roofline's); it asks once per distinct op name."""
+    return is_flop_op(name) or is_roofline_op(name)
 
 
 _MAX_REASON_CHARS = 500
@@ -108,6 +113,10 @@ def analyze_tables(
         report.span = span
         report.distributed = tables.meta.distributed_info
         apply_flops(report, tables, steps, view, options, sidecar)
+        try:
+            apply_roofline(report, tables, steps)  # after FLOPs: the roof uses MFU's peak
+        except Exception as exc:  # a roofline bug must not cost the rest of the report
+            report.notes.append(f"roofline failed: {type(exc).__name__}: {exc}")
         # after FLOPs: findings estimate the MFU they would bring
         diagnose(report, tables, steps, view, thresholds_from(options))
         if len(tables.cpu) == 0:  # valid input (a GPU-only export): flagged, host figures unknown

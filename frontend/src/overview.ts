@@ -4,6 +4,7 @@ import { type Child, h, ICONS, icon } from './dom';
 import * as f from './format';
 import { table } from './table';
 import { findingsCard, num, str, waterfallCard } from './diagnosis';
+import { rooflineCard } from './roofline';
 import type { CopyStats, Json, JsonObject, KernelStats, RankRow, RankSummary, Spread, Step, Summary, SyncStats, WorkerReport } from './types';
 
 export const BREAKDOWN: { key: string; label: string; color: string; help: string }[] = [
@@ -530,6 +531,7 @@ export function renderWorker(w: WorkerReport): HTMLElement {
     h('div', { class: 'row two' }, findingsCard(w, card), waterfallCard(w, card)),
     stepsChart(w),
     h('div', { class: 'row two' }, flopsCard(w), launchesCard(w), copiesCard(w), syncsCard(w)),
+    rooflineCard(w, card),
     kernelsCard(w),
     notesCard(w),
   );

@@ -115,6 +115,68 @@ export interface KernelStats {
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 export type JsonObject = { [key: string]: Json };
 
+// ---- the roofline of one worker (analysis/roofline.py) ----
+export interface RooflineOp {
+  name: string;
+  class: string;
+  shapes: string;
+  dtype: string | null;
+  exact: boolean;
+  count_per_step: number;
+  us_per_step: number;
+  flops_per_step: number;
+  bytes_per_step: number;
+  intensity: number | null;
+  achieved_flops: number | null;
+  achieved_bandwidth: number | null;
+  roof_flops: number | null;
+  roof_share: number | null;
+  bound: 'memory' | 'compute' | null;
+  roof_us_per_step: number | null;
+  lost_us_per_step: number | null;
+  above_roof: boolean;
+  kernels_per_call?: number;
+  mean_blocks_per_sm?: number | null;
+}
+
+export interface RooflineClass {
+  class: string;
+  count_per_step: number;
+  us_per_step: number;
+  flops_per_step: number;
+  bytes_per_step: number;
+  intensity: number | null;
+  achieved_flops: number | null;
+  achieved_bandwidth: number | null;
+  roof_share: number | null;
+  bound: string | null;
+  lost_us_per_step: number;
+}
+
+export interface RooflineUnmodelled {
+  name: string;
+  reason: string;
+  count_per_step: number;
+  us_per_step: number;
+}
+
+export interface Roofline {
+  peak_flops: number | null;
+  peak_bandwidth: number | null;
+  ridge_intensity: number | null;
+  ops: RooflineOp[];
+  ops_left_out: number;
+  ops_left_out_us_per_step: number;
+  classes: RooflineClass[];
+  unmodelled: RooflineUnmodelled[];
+  modelled_us_per_step: number;
+  unmodelled_us_per_step: number;
+  coverage: number | null;
+  peak_source?: string | null;
+  bandwidth_source?: string | null;
+  notes: string[];
+}
+
 export interface WorkerReport {
   name: string;
   span: string;
@@ -128,6 +190,7 @@ export interface WorkerReport {
   launches?: LaunchStats | null;
   top_kernels?: KernelStats[];
   flops?: JsonObject | null;
+  roofline?: Roofline | null;
   findings?: JsonObject[];
   waterfall?: JsonObject[];
   flags?: string[];

@@ -145,6 +145,71 @@ class KernelStats(msgspec.Struct, kw_only=True):
     dtype: str | None = None  # the matmul dtype the name gives (bf16, fp8, tf32...), None if it does not
 
 
+class RooflineOp(msgspec.Struct, kw_only=True):
+    """One op (name + recorded shapes) on the roofline, totals per step (analysis.roofline)."""
+
+    name: str
+    op_class: str = msgspec.field(name="class")  # matmul, conv, attention, elementwise, norm, ...
+    shapes: str  # the recorded Input Dims
+    dtype: str | None
+    exact: bool  # False when the byte model needed an assumption (tensor-list dtype)
+    count_per_step: float
+    us_per_step: float  # GPU time of the events it launched
+    flops_per_step: float
+    bytes_per_step: float  # minimum HBM traffic: inputs read + outputs written once
+    intensity: float | None  # FLOPs / byte
+    achieved_flops: float | None  # FLOP/s over its GPU time
+    achieved_bandwidth: float | None  # bytes/s over its GPU time
+    roof_flops: float | None  # min(peak, bandwidth x intensity)
+    roof_share: float | None  # time at the roof / GPU time; > 1 is flagged above_roof
+    bound: str | None  # "memory" | "compute"
+    roof_us_per_step: float | None  # max(FLOPs / peak, bytes / bandwidth)
+    lost_us_per_step: float | None  # time below the roof: GPU time - time at the roof
+    above_roof: bool = False
+    kernels_per_call: float = 0.0  # kernels and device copies per call (> 1: several passes)
+    mean_blocks_per_sm: float | None = None  # time-weighted over its kernels; < 1 leaves SMs idle
+
+
+class RooflineClass(msgspec.Struct, kw_only=True):
+    op_class: str = msgspec.field(name="class")
+    count_per_step: float
+    us_per_step: float
+    flops_per_step: float
+    bytes_per_step: float
+    intensity: float | None
+    achieved_flops: float | None
+    achieved_bandwidth: float | None
+    roof_share: float | None
+    bound: str | None
+    lost_us_per_step: float  # summed over its ops
+
+
+class RooflineUnmodelled(msgspec.Struct, kw_only=True):
+    """GPU work not on the roofline, by the op that launched it."""
+
+    name: str
+    reason: str  # "no byte formula" | "shapes not recorded" | launched outside any op
+    count_per_step: float
+    us_per_step: float
+
+
+class Roofline(msgspec.Struct, kw_only=True):
+    peak_flops: float | None  # the peak MFU uses
+    peak_bandwidth: float | None  # HBM bytes/s (analysis.bandwidth)
+    ridge_intensity: float | None  # peak_flops / peak_bandwidth, FLOPs per byte
+    ops: list[RooflineOp] = []  # by GPU time, largest first (at most analysis.roofline.MAX_OPS)
+    ops_left_out: int = 0
+    ops_left_out_us_per_step: float = 0.0
+    classes: list[RooflineClass] = []
+    unmodelled: list[RooflineUnmodelled] = []
+    modelled_us_per_step: float = 0.0
+    unmodelled_us_per_step: float = 0.0
+    coverage: float | None = None  # modelled / (modelled + unmodelled) GPU time
+    peak_source: str | None = None
+    bandwidth_source: str | None = None
+    notes: list[str] = []
+
+
 class WorkerReport(msgspec.Struct, kw_only=True):
     name: str
     span: str
@@ -158,6 +223,7 @@ class WorkerReport(msgspec.Struct, kw_only=True):
     launches: LaunchStats | None = None
     top_kernels: list[KernelStats] = []
     flops: dict[str, Any] | None = None  # FLOPs detail, filled by analysis.mfu
+    roofline: Roofline | None = None  # each op against its roof, filled by analysis.roofline
     findings: list[dict[str, Any]] = []
     waterfall: list[dict[str, Any]] = []
     flags: list[str] = []  # e.g. "no_step_markers"

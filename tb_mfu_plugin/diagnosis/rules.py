@@ -21,6 +21,7 @@ from ..analysis import patterns as pt
 from ..trace.tables import OP
 from .context import GRAPH, HOST, LAUNCH, OTHER, Context
 from .finding import Finding, make_finding
+from .roofline_rule import below_roofline
 
 Rule = Callable[[Context], list[Finding]]
 
@@ -1068,5 +1069,6 @@ RULES: list[tuple[str, Rule]] = [
     ("dataloader_stall", dataloader_stall),
     ("exposed_communication", exposed_communication),
     ("gpu_idle", gpu_idle),
+    ("below_roofline", below_roofline),
 ]
 RULE_IDS = tuple(i for i, _ in RULES)

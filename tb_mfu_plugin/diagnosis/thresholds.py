@@ -87,5 +87,13 @@ class Thresholds:
     gpu_idle_min_share: float = 0.10  # idle with no other cause, share of step
     gpu_idle_top_gaps: int = 3
 
+    # --- below_roofline (diagnosis/roofline_rule.py)
+    roofline_far_below: float = 0.5  # ops under this share of their roof are named
+    roofline_min_op_share: float = 0.005  # an op's lost time, share of step, to be named
+    roofline_min_share: float = 0.05  # all named ops' lost time, share of step, to fire
+    roofline_small_launch_us: float = 10.0  # memory-bound calls shorter than this are latency-bound
+    roofline_tile: int = 64  # GEMM dims not a multiple of this waste tile work
+    roofline_top_ops: int = 5
+
 
 DEFAULT = Thresholds()

@@ -35,6 +35,7 @@ def test_rule_ids_are_the_fixed_ones() -> None:
         "dataloader_stall",
         "exposed_communication",
         "gpu_idle",
+        "below_roofline",
     )
 
 

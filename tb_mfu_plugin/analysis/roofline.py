@@ -1,0 +1,431 @@
+"""Each op on the roofline: how far from its own limit, min(peak FLOP/s, bandwidth x intensity).
+
+Which ops: the count-once rule of ``analysis.mfu``, over the ops that have a byte formula
+(``op_bytes.BYTE_FORMULAS``, a superset of the FLOP formulas): the **outermost** such op
+on its thread, nested in time, whose recorded shapes give an estimate. Its GPU time is
+the time of every GPU event (kernels, device-to-device copies, memsets) launched inside
+it: the runtime call that launched the event (by correlation id), else the op the event's
+external id names, lies within the op. Ops that launched a host<->device copy are left
+out: PCIe, not HBM, bounds them.
+
+Per op (one row per op name and recorded shapes) and per op class, over the analysed
+steps (ops by their CPU start, as FLOPs for MFU):
+
+- intensity I = FLOPs / bytes (minimum traffic, ``op_bytes``);
+- achieved FLOP/s = FLOPs / GPU time, achieved bandwidth = bytes / GPU time;
+- the roof at I: min(P, B x I); equivalently the op's time at the roof is
+  max(FLOPs / P, bytes / B), and ``roof_share`` = that time / the GPU time (the share of
+  the roof reached; above 1 means the byte model over-counts or caches served the data);
+- ``bound``: "compute" when FLOPs / P > bytes / B (I above the ridge P / B), else "memory".
+
+GPU work launched outside every modelled op is listed by the op that launched it, with
+the reason (no formula, or shapes not recorded).
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..trace.tables import KERNEL, MEMCPY, MEMSET, OP, OpInputs, TraceTables
+from . import flops as F
+from . import op_bytes as B
+from .bandwidth import peak_bandwidth
+from .kernels import blocks_per_sm
+from .mfu import (
+    _axis,
+    _containing_disjoint,
+    _conv_out_hints,
+    _name_mask,
+    _nested_in_self,
+    _props,
+    _same_name_wrappers,
+    _sorted_set,
+)
+from .mfu import _window_mask as window_index
+from .report import Roofline, RooflineClass, RooflineOp, RooflineUnmodelled
+
+MAX_OPS = 150  # rows of ``roofline.ops`` in the report; the rest are summed in ``ops_left_out``
+_HOST_COPY = ("HtoD", "DtoH", "HtoH", "PtoP")
+
+
+@dataclass(frozen=True)
+class PlacedOps:
+    """The modelled ops of one trace (rows of ``tables.cpu``, time order) and their GPU events."""
+
+    row: np.ndarray  # int64 cpu row
+    ts: np.ndarray  # float64 µs, op start
+    bytes: np.ndarray  # float64
+    flops: np.ndarray  # float64
+    group: np.ndarray  # int64 index into ``groups``
+    groups: list[tuple[str, str, str, str | None, bool]]  # (name, class, shapes, dtype, exact)
+    gpu_op: np.ndarray  # per gpu row: index into the ops above, -1 when launched outside them
+    gpu_launcher_name: np.ndarray  # per gpu row: int32 name code of the op that launched it, -1
+    host_copy: np.ndarray  # per op: launched a host<->device copy (not on the HBM roofline)
+    unestimated: int  # formula ops whose shapes were missing or unparsable
+
+
+def _shapes_text(dims: bytes | None, limit: int = 160) -> str:
+    s = (dims or b"").decode("utf-8", "replace")
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def place_ops(tables: TraceTables) -> PlacedOps:
+    """Select the modelled ops once each and map every GPU event to the op that launched it."""
+    c, g, names = tables.cpu, tables.gpu, tables.names
+    ax = _axis(tables)
+    rows = np.flatnonzero(_name_mask(tables, B.is_roofline_op) & (c.kind == OP))
+    # A step repeats the same few hundred (op, shapes) keys thousands of times: estimate each
+    # distinct key once, then work on arrays of key ids.
+    keys: dict[tuple[int, bytes | None, bytes | None, bytes | None], int] = {}
+    inputs = c.inputs
+    key_of = np.full(len(rows), -1, np.int64)
+    for i, (r, code) in enumerate(zip(rows.tolist(), c.name[rows].tolist(), strict=True)):
+        inp = inputs.get(r)
+        if inp is not None:
+            key_of[i] = keys.setdefault((code, inp.dims, inp.types, inp.concrete), len(keys))
+    # legacy traces (no Concrete Inputs): forward convs learn their output size from their
+    # backward ops, exactly as for MFU
+    conv_out = _conv_out_hints(tables, rows[_name_mask(tables, F.is_flop_op)[rows]]) if len(rows) else {}
+    hints = F.Hints(conv_out=conv_out) if conv_out else None
+    costs: list[B.OpCost | None] = [
+        B.estimate(names[k[0]], OpInputs(k[1], k[2], k[3]), hints if names[k[0]] in F.CONV_FORWARD else None)
+        for k in keys
+    ]
+    key_ok = np.fromiter((x is not None for x in costs), bool, len(costs))
+    ok = (key_of >= 0) & key_ok[np.maximum(key_of, 0)] if len(keys) else np.zeros(len(rows), bool)
+    valid = rows[ok]
+    wrappers = _same_name_wrappers(tables, ax, valid)
+    valid = valid[~wrappers]
+    s_rows, _, s1 = _sorted_set(ax, valid)
+    outer = s_rows[~_nested_in_self(s1, ax.tol)]
+    o_rows, o0, o1 = _sorted_set(ax, outer)
+    o_key = key_of[np.searchsorted(rows, o_rows)]
+
+    # groups: op name + recorded dims and types (Concrete Inputs such as a scale do not split a row)
+    group_ids: dict[tuple[int, bytes | None, bytes | None], int] = {}
+    groups: list[tuple[str, str, str, str | None, bool]] = []
+    key_group = np.full(len(keys), -1, np.int64)
+    key_bytes, key_flops = np.zeros(len(keys)), np.zeros(len(keys))
+    for j, (k, cost) in enumerate(zip(keys, costs, strict=True)):
+        if cost is None:
+            continue
+        gk = (k[0], k[1], k[2])
+        gid = group_ids.get(gk)
+        if gid is None:
+            gid = group_ids[gk] = len(groups)
+            groups.append((names[k[0]], cost.op_class, _shapes_text(k[1]), cost.dtype, cost.exact))
+        key_group[j], key_bytes[j], key_flops[j] = gid, cost.bytes, cost.flops
+    n = len(o_rows)
+    nbytes, nflops, grp = key_bytes[o_key], key_flops[o_key], key_group[o_key]
+
+    # launch point of each GPU event: its runtime/driver call, else the op its external id names
+    point = np.full(len(g), np.nan)
+    launcher = tables.launcher
+    has_call = launcher >= 0
+    point[has_call] = ax.g0[launcher[has_call]]
+    ext_op = _ops_by_external_id(tables)
+    no_point = np.isnan(point) & (ext_op >= 0)
+    point[no_point] = ax.g0[ext_op[no_point]]
+    gpu_op = np.full(len(g), -1, np.int64)
+    has = ~np.isnan(point)
+    if n and has.any():
+        gpu_op[has] = _containing_disjoint(point[has], o0, o1, ax.tol)
+    launcher_name = np.full(len(g), -1, np.int32)
+    launcher_name[ext_op >= 0] = c.name[ext_op[ext_op >= 0]]
+    rest = np.flatnonzero(has & (ext_op < 0) & (gpu_op < 0))
+    if len(rest):  # no op named by the event: the outermost op around its launch call
+        a_rows, _, a1 = _sorted_set(ax, np.flatnonzero(c.kind == OP))
+        top = a_rows[~_nested_in_self(a1, ax.tol)]
+        idx = _containing_disjoint(point[rest], ax.g0[top], ax.g1[top], ax.tol)
+        launcher_name[rest[idx >= 0]] = c.name[top[idx[idx >= 0]]]
+
+    copy_codes = np.fromiter((any(t in nm for t in _HOST_COPY) for nm in names), bool, len(names))
+    host = (g.kind == MEMCPY) & copy_codes[g.name] if len(g) else np.zeros(0, bool)
+    host_copy = np.zeros(n, bool)
+    hit = host & (gpu_op >= 0)
+    host_copy[gpu_op[hit]] = True
+    return PlacedOps(
+        row=o_rows.astype(np.int64),
+        ts=c.ts[o_rows],
+        bytes=nbytes,
+        flops=nflops,
+        group=grp,
+        groups=groups,
+        gpu_op=gpu_op,
+        gpu_launcher_name=launcher_name,
+        host_copy=host_copy,
+        unestimated=int((~ok).sum()),
+    )
+
+
+def _ops_by_external_id(tables: TraceTables) -> np.ndarray:
+    """Per GPU row, the cpu row of the op whose external id it carries (the innermost launcher), -1."""
+    c, g = tables.cpu, tables.gpu
+    out = np.full(len(g), -1, np.int64)
+    op_rows = np.flatnonzero((c.kind == OP) & (c.external_id >= 0))
+    if not len(op_rows) or not len(g):
+        return out
+    ext = c.external_id[op_rows]
+    order = np.argsort(ext, kind="stable")
+    se, sr = ext[order], op_rows[order]
+    k = np.clip(np.searchsorted(se, g.external_id), 0, len(se) - 1)
+    hit = (se[k] == g.external_id) & (g.external_id >= 0)
+    out[hit] = sr[k[hit]]
+    return out
+
+
+# ---------------------------------------------------------------------------
+# placement
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    peak_flops: float | None
+    peak_bandwidth: float | None  # bytes/s
+
+    def place(self, flops: float, nbytes: float, us: float) -> dict[str, Any]:
+        """Intensity, achieved rates, the roof and the share of it reached, for totals over ``us``."""
+        flops, nbytes, us = float(flops), float(nbytes), float(us)  # plain floats for the JSON encoder
+        t = us * 1e-6
+        out: dict[str, Any] = {
+            "intensity": flops / nbytes if nbytes > 0 else None,
+            "achieved_flops": flops / t if t > 0 else None,
+            "achieved_bandwidth": nbytes / t if t > 0 else None,
+            "roof_flops": None,
+            "roof_share": None,
+            "bound": None,
+            "roof_us_per_step": None,
+        }
+        p, bw = self.peak_flops, self.peak_bandwidth
+        if not p or not bw or t <= 0 or (flops <= 0 and nbytes <= 0):
+            return out
+        t_compute, t_memory = flops / p, nbytes / bw
+        t_roof = max(t_compute, t_memory)
+        out["bound"] = "compute" if t_compute > t_memory else "memory"
+        out["roof_share"] = t_roof / t
+        out["roof_us_per_step"] = t_roof * 1e6
+        if nbytes > 0:
+            out["roof_flops"] = min(p, bw * flops / nbytes)
+        return out
+
+
+def _per_window(values: np.ndarray, keys: np.ndarray, nkeys: int) -> np.ndarray:
+    return np.bincount(keys, weights=values, minlength=nkeys)[:nkeys] if len(keys) else np.zeros(nkeys)
+
+
+def build_roofline(
+    placed: PlacedOps,
+    tables: TraceTables,
+    ceilings: Ceilings,
+    cpu_windows: tuple[np.ndarray, np.ndarray],
+    gpu_windows: tuple[np.ndarray, np.ndarray],
+    device: int | None,
+    num_sms: int | None = None,
+) -> Roofline:
+    """The ``roofline`` block of one device's report over the analysed steps."""
+    g = tables.gpu
+    nsteps = max(1, len(cpu_windows[0]))
+    dev = g.device == device if device is not None else np.ones(len(g), bool)
+    # GPU time per op on this device (all its events, wherever they ran in time)
+    nops = len(placed.row)
+    op_us = np.zeros(nops)
+    mine = dev & (placed.gpu_op >= 0)
+    np.add.at(op_us, placed.gpu_op[mine], g.dur[mine])
+    # passes per op (kernels and device copies; memsets are setup), and the kernels' blocks
+    # per SM weighted by time (where known)
+    kern = mine & (g.kind == KERNEL)
+    passes = mine & (g.kind != MEMSET)
+    op_kernels = np.bincount(placed.gpu_op[passes], minlength=nops)[:nops] if nops else np.zeros(0)
+    bps = blocks_per_sm(g, num_sms)
+    known = kern & ~np.isnan(bps)
+    op_bps_us = np.bincount(placed.gpu_op[known], weights=g.dur[known] * bps[known], minlength=nops)[:nops]
+    op_known_us = np.bincount(placed.gpu_op[known], weights=g.dur[known], minlength=nops)[:nops]
+    in_step = window_index(placed.ts, *cpu_windows) >= 0
+    sel = np.flatnonzero(in_step & (op_us > 0) & ~placed.host_copy)
+    ngroups = len(placed.groups)
+    grp = placed.group[sel]
+    us = _per_window(op_us[sel], grp, ngroups) / nsteps
+    fl = _per_window(placed.flops[sel], grp, ngroups) / nsteps
+    by = _per_window(placed.bytes[sel], grp, ngroups) / nsteps
+    cnt = np.bincount(grp, minlength=ngroups)[:ngroups] / nsteps if len(grp) else np.zeros(ngroups)
+    kpc = _per_window(op_kernels[sel].astype(np.float64), grp, ngroups) / nsteps
+    bps_us = _per_window(op_bps_us[sel], grp, ngroups)
+    known_us = _per_window(op_known_us[sel], grp, ngroups)
+
+    ops: list[RooflineOp] = []
+    for k in np.flatnonzero(us > 0)[np.argsort(-us[us > 0], kind="stable")].tolist():
+        name, cls, shapes, dtype, exact = placed.groups[k]
+        op = _op_row(name, cls, shapes, dtype, exact, cnt[k], us[k], fl[k], by[k], ceilings)
+        op.kernels_per_call = float(kpc[k] / cnt[k]) if cnt[k] else 0.0
+        op.mean_blocks_per_sm = float(bps_us[k] / known_us[k]) if known_us[k] > 0 else None
+        ops.append(op)
+    classes = _classes(ops, ceilings)
+    unmodelled = _unmodelled(placed, tables, dev, gpu_windows, nsteps)
+    modelled_us = float(sum(o.us_per_step for o in ops))
+    unmodelled_us = float(sum(u.us_per_step for u in unmodelled))
+    host_us = float(op_us[np.flatnonzero(in_step & placed.host_copy)].sum()) / nsteps
+    notes: list[str] = []
+    if placed.unestimated:
+        notes.append(
+            f"{placed.unestimated} ops with a byte formula had no usable recorded shapes (record_shapes=True; "
+            "long tensor lists, e.g. a large model's fused optimizer, are recorded without shapes)"
+        )
+    if host_us > 0:
+        notes.append(f"{host_us:.0f} µs per step of ops that copy between host and device are left out (PCIe-bound)")
+    if any(not o.exact for o in ops):
+        notes.append(
+            "ops marked approximate assume fp32 tensor lists (their dtype is not recorded) or an unknown conv stride"
+        )
+    if any(o.above_roof and o.bound == "memory" for o in ops):
+        notes.append(
+            "memory-bound ops above their roof (share > 100 %) moved less than the byte model says: their data was "
+            "in L2 cache, an input was passed twice, or a fused kernel did not need it all"
+        )
+    if any(o.above_roof and o.bound == "compute" for o in ops):
+        notes.append(
+            "compute-bound ops above their roof did fewer FLOPs than the shape formula counts (Winograd or FFT "
+            "convolutions, a conv stride the trace does not record) or ran on a faster path than the peak used"
+        )
+    left = ops[MAX_OPS:]
+    return Roofline(
+        peak_flops=ceilings.peak_flops,
+        peak_bandwidth=ceilings.peak_bandwidth,
+        ridge_intensity=ceilings.peak_flops / ceilings.peak_bandwidth
+        if ceilings.peak_flops and ceilings.peak_bandwidth
+        else None,
+        ops=ops[:MAX_OPS],
+        ops_left_out=len(left),
+        ops_left_out_us_per_step=float(sum(o.us_per_step for o in left)),
+        classes=classes,
+        unmodelled=unmodelled,
+        modelled_us_per_step=modelled_us,
+        unmodelled_us_per_step=unmodelled_us,
+        coverage=modelled_us / (modelled_us + unmodelled_us) if modelled_us + unmodelled_us > 0 else None,
+        notes=notes,
+    )
+
+
+def _op_row(name: str, cls: str, shapes: str, dtype: str | None, exact: bool, count: float, us: float,
+            flops: float, nbytes: float, ceilings: Ceilings) -> RooflineOp:
+    pl = ceilings.place(flops, nbytes, us)
+    roof_us = pl["roof_us_per_step"]
+    share = pl["roof_share"]
+    return RooflineOp(
+        name=name,
+        op_class=cls,
+        shapes=shapes,
+        dtype=dtype,
+        exact=exact,
+        count_per_step=float(count),
+        us_per_step=float(us),
+        flops_per_step=float(flops),
+        bytes_per_step=float(nbytes),
+        intensity=pl["intensity"],
+        achieved_flops=pl["achieved_flops"],
+        achieved_bandwidth=pl["achieved_bandwidth"],
+        roof_flops=pl["roof_flops"],
+        roof_share=share,
+        bound=pl["bound"],
+        roof_us_per_step=roof_us,
+        lost_us_per_step=max(0.0, float(us) - roof_us) if roof_us is not None else None,
+        above_roof=bool(share is not None and share > 1.0),
+    )
+
+
+def _classes(ops: list[RooflineOp], ceilings: Ceilings) -> list[RooflineClass]:
+    acc: dict[str, list[float]] = {}
+    for o in ops:
+        a = acc.setdefault(o.op_class, [0.0, 0.0, 0.0, 0.0, 0.0])
+        a[0] += o.count_per_step
+        a[1] += o.us_per_step
+        a[2] += o.flops_per_step
+        a[3] += o.bytes_per_step
+        a[4] += o.lost_us_per_step or 0.0
+    out = []
+    for cls, (count, us, fl, by, lost) in sorted(acc.items(), key=lambda kv: -kv[1][1]):
+        pl = ceilings.place(fl, by, us)
+        out.append(
+            RooflineClass(
+                op_class=cls,
+                count_per_step=count,
+                us_per_step=us,
+                flops_per_step=fl,
+                bytes_per_step=by,
+                intensity=pl["intensity"],
+                achieved_flops=pl["achieved_flops"],
+                achieved_bandwidth=pl["achieved_bandwidth"],
+                roof_share=pl["roof_share"],
+                bound=pl["bound"],
+                lost_us_per_step=lost,
+            )
+        )
+    return out
+
+
+def _unmodelled(placed: PlacedOps, tables: TraceTables, dev: np.ndarray,
+                gpu_windows: tuple[np.ndarray, np.ndarray], nsteps: int, top: int = 12) -> list[RooflineUnmodelled]:
+    g = tables.gpu
+    sel = dev & (placed.gpu_op < 0) & (window_index(g.ts, *gpu_windows) >= 0)
+    if not sel.any():
+        return []
+    codes = placed.gpu_launcher_name[sel]
+    uniq, inv = np.unique(codes, return_inverse=True)
+    sums = np.bincount(inv, weights=g.dur[sel])
+    counts = np.bincount(inv)
+    out = []
+    for i in np.argsort(-sums, kind="stable")[:top].tolist():
+        code = int(uniq[i])
+        name = tables.names[code] if code >= 0 else "(no op)"
+        if code < 0:
+            reason = "no launching op in the trace (CUDA graph replay, or events the profiler did not link)"
+        elif name == "record_param_comms" or "nccl" in name.lower() or name.startswith("c10d::"):
+            reason = "communication (network-bound, not on the HBM roofline)"
+        elif name.startswith(("triton_", "Torch-Compiled Region", "CompiledFunction")):
+            reason = "compiled (torch.compile) code: the fused ops' shapes are not recorded"
+        elif name in B.BYTE_FORMULAS:
+            reason = "shapes not recorded"
+        else:
+            reason = "no byte formula"
+        out.append(RooflineUnmodelled(name=name, reason=reason, count_per_step=float(counts[i]) / nsteps,
+                                      us_per_step=float(sums[i]) / nsteps))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# the report hook (``pipeline`` calls it for every device, after the FLOPs step)
+
+_last: list[tuple[weakref.ref[TraceTables], PlacedOps]] = []
+
+
+def _placed_cached(tables: TraceTables) -> PlacedOps:
+    got = _last[0] if _last else None
+    if got is not None and got[0]() is tables:
+        return got[1]
+    placed = place_ops(tables)
+    _last[:] = [(weakref.ref(tables), placed)]
+    return placed
+
+
+def apply_to_report(report: Any, tables: TraceTables, steps: Any) -> None:
+    """Fill ``report.roofline`` for one device. Call after ``mfu.apply_to_report``: the FLOP/s
+    ceiling is the peak MFU uses (``report.device.peak_flops``)."""
+    if report.error or report.summary is None or steps is None or not len(steps):
+        return
+    device = report.device.index if report.device is not None else None
+    peak = report.device.peak_flops if report.device is not None else None
+    peak_name = (report.flops or {}).get("peak", {}).get("name") if isinstance(report.flops, dict) else None
+    bw = peak_bandwidth(peak_name, _props(tables, device))
+    ceilings = Ceilings(peak, bw.bytes_per_s)
+    cpu_w = (np.asarray(steps.cpu_start, np.float64), np.asarray(steps.cpu_end, np.float64))
+    gpu_w = (np.asarray(steps.start, np.float64), np.asarray(steps.end, np.float64))
+    num_sms = report.device.num_sms if report.device is not None else None
+    roof = build_roofline(_placed_cached(tables), tables, ceilings, cpu_w, gpu_w, device, num_sms)
+    roof.peak_source = report.device.peak_source if report.device is not None else None
+    roof.bandwidth_source = bw.source
+    if not peak or not bw.bytes_per_s:
+        roof.notes.insert(0, f"no roofline ceilings: {bw.source if not bw.bytes_per_s else 'no peak FLOP/s'}")
+    report.roofline = roof
