@@ -86,11 +86,13 @@ def step_metrics(
     kc_union = intervals.union_length(ts[kc], end[kc], lo, hi)
     c_union = intervals.union_length(ts[is_c], end[is_c], lo, hi)
     s_union = intervals.union_length(ts[is_s], end[is_s], lo, hi)
-    # kernels in the window that report blocks (the slice also holds earlier rows that end before lo)
-    known = is_k & ~np.isnan(bps) & (end > lo) & (ts < hi)
+    # kernels in the window (the slice also holds earlier rows that end before lo), and those of
+    # them that report blocks
+    k_in = is_k & (end > lo) & (ts < hi)
+    known = k_in & ~np.isnan(bps)
     sm_eff = (
         _share(intervals.capped_coverage(ts[known], end[known], bps[known], lo, hi), dur)
-        if _blocks_known(g.dur[sl], is_k, known)
+        if _blocks_known(g.dur[sl], k_in, known)
         else None
     )
     # Counting metrics (bytes, kernels, occupancy) use the rows the step launched.
