@@ -240,6 +240,8 @@ details .evidence { margin-top: 6px; font-size: 12px; }
 
 table.grid.compact { margin-top: 10px; }
 table.grid.compact td, table.grid.compact th { padding: 3px 8px; }
+table.grid.spread { width: auto; min-width: 560px; }
+table.grid.spread td.num { padding-left: 28px; }
 ul.plain { list-style: none; padding: 0; margin: 8px 0 0; display: grid; gap: 3px; font-size: 12px; }
 .explain { margin: 6px 0 0; color: var(--dim); font-size: 12px; line-height: 1.5; }
 .explain strong { color: var(--text); font-weight: 600; }
