@@ -205,7 +205,7 @@ def _print_ranks(console, Table, run: RunReport) -> None:  # type: ignore[no-unt
     if r is None:
         return
     t = Table(title=f"{run.name}: ranks side by side (world size {r.world_size})", title_justify="left")
-    for col in ("rank", "worker", "step time", "GPU busy", "idle", "exposed comm / step", "MFU"):
+    for col in ("rank", "worker", "median step", "GPU busy", "idle", "exposed comm / step", "MFU"):
         t.add_column(col, justify="right")
     for row in r.ranks:
         t.add_row(str(row.rank), row.worker, _us(row.step_time_us), _pct(row.gpu_busy_share), _pct(row.idle_share),

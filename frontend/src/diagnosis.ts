@@ -231,7 +231,7 @@ export function waterfallCard(w: WorkerReport, card: (title: string, body: Child
     })));
   return card('Where the step time goes, down to MFU', [el, h('details', null, h('summary', null, 'As a table'), table)], {
     testid: 'waterfall-card',
-    help: 'From the step time down to the time the model FLOPs would take at peak: each red bar is time lost to one cause, each blue bar what is left.',
+    help: 'From the mean step time down to the time the model FLOPs would take at peak: each red bar is time lost to one cause, each blue bar what is left. Aggregated over the analysed steps like the summary and MFU, so the bars add up to the step and match the GPU busy, kernel time and MFU figures above.',
     cls: 'wide',
   });
 }

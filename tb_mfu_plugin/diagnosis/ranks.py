@@ -23,7 +23,7 @@ class RankRow(msgspec.Struct, kw_only=True):
     worker: str
     span: str
     rank: int | None
-    step_time_us: float
+    step_time_us: float  # the rank's median step (summary.step_time_us); its shares are time-weighted
     gpu_busy_share: float
     idle_share: float
     exposed_communication_us_per_step: float | None
