@@ -108,7 +108,7 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "CUTLASS 2.x/3.x and CuTe DSL GEMMs (sm80, sm90, sm100, sm120)",
         TENSOR_CORE,
-        r"cutlass3x|cutlass_(?:75|80|86|89|90|100|103|120)_|cutlass.*(?:gemm|conv)|Sm1\d\dBlockScaled"
+        r"cutlass3x|cutlass_(?:75|80|86|89|90|100|103|120)_|cutlass\w*(?:gemm|conv)|Sm1\d\dBlockScaled"
         r"|GemmUniversal|DeviceGemmFp[48]|sm(?:80|86|89|90a?|100a?f?|103|120)_\w*(?:gemm|conv|fprop|dgrad|wgrad)",
     ),
     Family(
