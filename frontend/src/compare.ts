@@ -42,6 +42,8 @@ export const METRICS: MetricRow[] = [
   { label: 'Kernels / step', title: 'Kernel launches per step', value: (w) => w.summary!.kernels_per_step, fmt: (x) => f.count(x, 0), delta: 'rel', better: 'lower' },
   { label: 'Short kernels', title: 'Share of kernels under 10 µs', value: (w) => w.launches?.short_kernel_share, fmt: (x) => f.pct(x), delta: 'pp', better: 'lower' },
   { label: 'Launch API / step', title: 'Host time in launch calls', value: (w) => w.launches?.launch_api_us_per_step, fmt: f.dur, delta: 'rel', better: 'lower' },
+  { label: 'Graph replays / step', title: 'CUDA/HIP graph launches per step: each replays a whole captured graph', value: (w) => w.launches?.graph_launches_per_step, fmt: (x) => f.count(x, 1), delta: 'rel', better: 'neutral' },
+  { label: 'Kernels in graphs', title: 'Kernels per step run by graph replays, not launched one by one by the host', value: (w) => w.launches?.graph_kernels_per_step, fmt: (x) => f.count(x, 0), delta: 'rel', better: 'neutral' },
   { label: 'Syncs / step', title: 'Host-device synchronisations per step', value: (w) => w.summary!.sync_count_per_step, fmt: (x) => f.count(x), delta: 'rel', better: 'lower' },
   { label: 'H2D / step', title: 'Host to device bytes per step', value: (w) => w.summary!.h2d_bytes_per_step, fmt: f.bytes, delta: 'rel', better: 'neutral' },
   { label: 'D2H / step', title: 'Device to host bytes per step', value: (w) => w.summary!.d2h_bytes_per_step, fmt: f.bytes, delta: 'rel', better: 'lower' },
