@@ -9,9 +9,15 @@ class TraceError(Exception):
     Faces print ``str(err)``, which is always one line: ``<path>: <reason>``.
     """
 
+    MAX_REASON_CHARS = 500
+
     def __init__(self, path: str, reason: str) -> None:
         self.path = path
-        self.reason = " ".join(str(reason).split())  # one line, whatever the cause said
+        # one short line, whatever the cause said (a parser's message may quote the input)
+        line = " ".join(str(reason).split())
+        if len(line) > self.MAX_REASON_CHARS:
+            line = line[: self.MAX_REASON_CHARS - 1] + "…"
+        self.reason = line
         super().__init__(f"{path}: {self.reason}")
 
 
