@@ -62,3 +62,16 @@ def test_the_gate_refuses_what_is_no_regular_file_and_links_out_when_confined(tm
         assert gate.refusal(str(logdir / "gone.json"), "w") == "cannot be read: No such file or directory"
     assert free.refusal(str(logdir / "out.json"), "w") is None
     assert "outside the logdir" in (confined.refusal(str(logdir / "out.json"), "w") or "")
+
+
+def test_names_equal_once_escaped_stay_two_runs(tmp_path: Path):
+    from tb_mfu_plugin.tensorboard.runs import scan_sources
+
+    logdir = tmp_path / "logs"
+    for name in (b"r\xff", b"r\\xff"):  # the byte 0xff, and a backslash, 'x', 'f', 'f'
+        os.makedirs(os.path.join(os.fsencode(logdir), name))
+        with open(os.path.join(os.fsencode(logdir), name, b"w.1.pt.trace.json"), "w") as f:
+            f.write("{}")
+    scan = scan_sources([Source(None, str(logdir))])
+    assert sorted(scan.runs) == ["r\\xff", "r\\xff (2)"]
+    assert {os.fsencode(r.path).rsplit(b"/", 1)[1] for r in scan.runs.values()} == {b"r\xff", b"r\\xff"}
