@@ -55,10 +55,10 @@ class PathView:
         return source.name or os.path.basename(source.path.rstrip(os.sep)) or source.path
 
     def source_path(self, source: Source) -> str:
-        """The source's path as ``/runs`` shows it."""
+        """The source's path as ``/runs`` shows it: the folder's name, unless full paths are asked for."""
         if self.show_full_paths or is_remote(source.path):
             return source.path
-        return self.root_label(source)
+        return os.path.basename(source.path.rstrip(os.sep)) or source.path
 
     def json(self, body: bytes) -> bytes:
         """Encoded JSON with every server path relative to its logdir (unless full paths are asked for)."""

@@ -44,7 +44,6 @@ MAX_COMPARE = 8
 MAX_NAME = 4096
 
 
-
 def options_from_flags(flags: object) -> AnalysisOptions:
     """The analysis settings of the ``--mfu_*`` flags (the trace caps keep their defaults)."""
     peak = getattr(flags, "mfu_peak_tflops", None)

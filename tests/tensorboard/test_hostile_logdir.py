@@ -259,7 +259,7 @@ def test_named_sources_show_their_names(serve, tmp_path):
     s = serve(None, logdir_spec=f"mine:{mine}")
     s.settle()
     body = s.json("/runs")
-    assert body["sources"] == [{"name": "mine", "path": "mine"}]
+    assert body["sources"] == [{"name": "mine", "path": "mine_logs"}]
     assert body["runs"][0]["path"] == "mine/r"
     assert s.json("/report?run=mine/r")["workers"][0]["file"] == f"mine/r/{sample_file(RUN_A).name}"
 
