@@ -217,6 +217,30 @@ def _per_window(values: np.ndarray, keys: np.ndarray, nkeys: int) -> np.ndarray:
     return np.bincount(keys, weights=values, minlength=nkeys)[:nkeys] if len(keys) else np.zeros(nkeys)
 
 
+def _gpu_per_op(
+    placed: PlacedOps, g: Any, dev: np.ndarray, num_sms: int | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per op, on this device: GPU time (all its events, wherever they ran in time), passes
+    (kernels and device copies; memsets are setup), and its kernels' blocks-per-SM x time and
+    the time for which blocks per SM are known (their ratio is the time-weighted mean)."""
+    nops = len(placed.row)
+    mine = dev & (placed.gpu_op >= 0)
+    ops = placed.gpu_op
+
+    def per_op(mask: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        w = None if weights is None else weights[mask]
+        return np.bincount(ops[mask], weights=w, minlength=nops)[:nops].astype(np.float64)
+
+    bps = blocks_per_sm(g, num_sms)
+    known = mine & (g.kind == KERNEL) & ~np.isnan(bps)
+    return (
+        per_op(mine, g.dur),
+        per_op(mine & (g.kind != MEMSET)),
+        per_op(known, g.dur * np.nan_to_num(bps)),
+        per_op(known, g.dur),
+    )
+
+
 def build_roofline(
     placed: PlacedOps,
     tables: TraceTables,
@@ -230,20 +254,7 @@ def build_roofline(
     g = tables.gpu
     nsteps = max(1, len(cpu_windows[0]))
     dev = g.device == device if device is not None else np.ones(len(g), bool)
-    # GPU time per op on this device (all its events, wherever they ran in time)
-    nops = len(placed.row)
-    op_us = np.zeros(nops)
-    mine = dev & (placed.gpu_op >= 0)
-    np.add.at(op_us, placed.gpu_op[mine], g.dur[mine])
-    # passes per op (kernels and device copies; memsets are setup), and the kernels' blocks
-    # per SM weighted by time (where known)
-    kern = mine & (g.kind == KERNEL)
-    passes = mine & (g.kind != MEMSET)
-    op_kernels = np.bincount(placed.gpu_op[passes], minlength=nops)[:nops] if nops else np.zeros(0)
-    bps = blocks_per_sm(g, num_sms)
-    known = kern & ~np.isnan(bps)
-    op_bps_us = np.bincount(placed.gpu_op[known], weights=g.dur[known] * bps[known], minlength=nops)[:nops]
-    op_known_us = np.bincount(placed.gpu_op[known], weights=g.dur[known], minlength=nops)[:nops]
+    op_us, op_kernels, op_bps_us, op_known_us = _gpu_per_op(placed, g, dev, num_sms)
     in_step = window_index(placed.ts, *cpu_windows) >= 0
     sel = np.flatnonzero(in_step & (op_us > 0) & ~placed.host_copy)
     ngroups = len(placed.groups)
@@ -252,7 +263,7 @@ def build_roofline(
     fl = _per_window(placed.flops[sel], grp, ngroups) / nsteps
     by = _per_window(placed.bytes[sel], grp, ngroups) / nsteps
     cnt = np.bincount(grp, minlength=ngroups)[:ngroups] / nsteps if len(grp) else np.zeros(ngroups)
-    kpc = _per_window(op_kernels[sel].astype(np.float64), grp, ngroups) / nsteps
+    kpc = _per_window(op_kernels[sel], grp, ngroups) / nsteps
     bps_us = _per_window(op_bps_us[sel], grp, ngroups)
     known_us = _per_window(op_known_us[sel], grp, ngroups)
 
@@ -268,28 +279,7 @@ def build_roofline(
     modelled_us = float(sum(o.us_per_step for o in ops))
     unmodelled_us = float(sum(u.us_per_step for u in unmodelled))
     host_us = float(op_us[np.flatnonzero(in_step & placed.host_copy)].sum()) / nsteps
-    notes: list[str] = []
-    if placed.unestimated:
-        notes.append(
-            f"{placed.unestimated} ops with a byte formula had no usable recorded shapes (record_shapes=True; "
-            "long tensor lists, e.g. a large model's fused optimizer, are recorded without shapes)"
-        )
-    if host_us > 0:
-        notes.append(f"{host_us:.0f} µs per step of ops that copy between host and device are left out (PCIe-bound)")
-    if any(not o.exact for o in ops):
-        notes.append(
-            "ops marked approximate assume fp32 tensor lists (their dtype is not recorded) or an unknown conv stride"
-        )
-    if any(o.above_roof and o.bound == "memory" for o in ops):
-        notes.append(
-            "memory-bound ops above their roof (share > 100 %) moved less than the byte model says: their data was "
-            "in L2 cache, an input was passed twice, or a fused kernel did not need it all"
-        )
-    if any(o.above_roof and o.bound == "compute" for o in ops):
-        notes.append(
-            "compute-bound ops above their roof did fewer FLOPs than the shape formula counts (Winograd or FFT "
-            "convolutions, a conv stride the trace does not record) or ran on a faster path than the peak used"
-        )
+    notes = _notes(ops, unmodelled, host_us)
     left = ops[MAX_OPS:]
     return Roofline(
         peak_flops=ceilings.peak_flops,
@@ -307,6 +297,33 @@ def build_roofline(
         coverage=modelled_us / (modelled_us + unmodelled_us) if modelled_us + unmodelled_us > 0 else None,
         notes=notes,
     )
+
+
+def _notes(ops: list[RooflineOp], unmodelled: list[RooflineUnmodelled], host_us: float) -> list[str]:
+    """The caveats that apply to this roofline, in words."""
+    notes: list[str] = []
+    if any(u.reason == "shapes not recorded" for u in unmodelled):
+        notes.append(
+            "some ops with a byte formula have no recorded shapes (record with record_shapes=True; the profiler "
+            "records long tensor lists, such as a large model's fused optimizer, without shapes)"
+        )
+    if host_us > 0:
+        notes.append(f"{host_us:.0f} µs per step of ops that copy between host and device are left out (PCIe-bound)")
+    if any(not o.exact for o in ops):
+        notes.append(
+            "ops marked approximate assume fp32 tensor lists (their dtype is not recorded) or an unknown conv stride"
+        )
+    if any(o.above_roof and o.bound == "memory" for o in ops):
+        notes.append(
+            "memory-bound ops above their roof (share > 100 %) moved less than the byte model says: their data was "
+            "in L2 cache, an input was passed twice, or a fused kernel did not need it all"
+        )
+    if any(o.above_roof and o.bound == "compute" for o in ops):
+        notes.append(
+            "compute-bound ops above their roof did fewer FLOPs than the shape formula counts (Winograd or FFT "
+            "convolutions, a conv stride the trace does not record) or ran on a faster path than the peak used"
+        )
+    return notes
 
 
 def _op_row(name: str, cls: str, shapes: str, dtype: str | None, exact: bool, count: float, us: float,
