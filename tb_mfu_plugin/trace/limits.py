@@ -3,9 +3,9 @@
 Every file is decoded under these caps; a file over one gets a one-line error that
 names the cap (and the flag that raises it), and the other files go on. The
 defaults never refuse a real trace: a 3 GB Kineto trace decodes under all of them.
-Measured on our H200 samples and the shared third-party traces (66 files): gzip
-ratios 11:1 to 30:1, the longest kernel name 5,123 characters, at most 8 devices
-per file. See docs/limits.md.
+Measured on our H200 samples and the shared third-party traces (60 files): gzip
+ratios 11:1 to 30:1, the longest kernel name 5,123 characters, one device per file,
+no repair note on any of them. See docs/limits.md.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from tracegen import TraceBuilder
 
+from tb_mfu_plugin.cli import main
 from tb_mfu_plugin.errors import TraceError
 from tb_mfu_plugin.options import AnalysisOptions
 from tb_mfu_plugin.pipeline import analyze_file
@@ -124,6 +125,8 @@ def test_a_fifo_named_like_a_trace_or_sidecar_fails_at_once(tmp_path: Path) -> N
     os.mkfifo(tmp_path / "tb_mfu.json")
     err = _finishes(lambda: load_sidecar(str(tmp_path)))
     assert isinstance(err, TraceError) and "FIFO" in err.reason
+    # named on the command line, it is one run whose file gets the error (not "no traces found")
+    assert _finishes(lambda: main(["analyze", str(fifo), "--json"])) == 1
 
 
 def test_a_link_to_dev_zero_is_refused(tmp_path: Path) -> None:
