@@ -54,7 +54,27 @@ class MfuPluginLoader(base_plugin.TBLoader):
             ),
         )
 
+        # The caps of docs/limits.md, one flag each (the CLI's --max-* under an mfu_ prefix).
+        # limits.py is a leaf module (dataclasses and re only), so importing it here is safe.
+        from ..trace.limits import DEFAULT_LIMITS, FLAGS, format_limit, plugin_flag
+
+        for flag, (field, unit) in FLAGS.items():
+            group.add_argument(
+                f"--{plugin_flag(flag)}",
+                metavar=unit.upper(),
+                type=str,
+                default=None,
+                help=f"Cap of the MFU tab on one trace file (docs/limits.md); default "
+                f"{format_limit(getattr(DEFAULT_LIMITS, field), unit)}.",
+            )
+
     def fix_flags(self, flags):  # type: ignore[no-untyped-def]
+        from ..trace.limits import limits_from_flags
+
+        try:
+            limits_from_flags(flags)
+        except ValueError as exc:
+            raise base_plugin.FlagsError(str(exc)) from None
         peak = getattr(flags, "mfu_peak_tflops", None)
         if peak is not None and not peak > 0:
             raise base_plugin.FlagsError("--mfu_peak_tflops must be a positive number")

@@ -28,6 +28,7 @@ from ..escape import json_bytes
 from ..options import AnalysisOptions
 from ..pipeline import run_report
 from ..trace.discover import RunFiles
+from ..trace.limits import limits_from_flags
 from .cache import ERROR, LOADING, QUEUED, AnalysisCache, FileState, default_cache_dir
 from .paths import FileGate, PathView
 from .runs import RunIndex, Scan, sources_from_flags
@@ -45,9 +46,9 @@ MAX_NAME = 4096
 
 
 def options_from_flags(flags: object) -> AnalysisOptions:
-    """The analysis settings of the ``--mfu_*`` flags (the trace caps keep their defaults)."""
+    """The analysis settings of the ``--mfu_*`` flags: the peak and the trace caps."""
     peak = getattr(flags, "mfu_peak_tflops", None)
-    return AnalysisOptions(peak_tflops=peak) if peak else AnalysisOptions()
+    return AnalysisOptions(peak_tflops=peak or None, limits=limits_from_flags(flags))
 
 
 class MfuPlugin(base_plugin.TBPlugin):

@@ -61,9 +61,34 @@ FLAGS: dict[str, tuple[str, str]] = {
 _FLAG_OF = {f: flag for flag, (f, _) in FLAGS.items()}
 
 
+def plugin_flag(flag: str) -> str:
+    """The TensorBoard flag of a cap (``--max-trace-bytes`` -> ``mfu_max_trace_bytes``)."""
+    return "mfu_" + flag.removeprefix("--").replace("-", "_")
+
+
+def limits_from_flags(flags: object) -> Limits:
+    """The caps set by the ``--mfu_max_*`` TensorBoard flags (strings, as typed), the rest at their
+    defaults. ValueError names the flag whose value is not a non-negative number."""
+    changes: dict[str, float | int] = {}
+    for flag, (field, unit) in FLAGS.items():
+        text = getattr(flags, plugin_flag(flag), None)
+        if text is None:
+            continue
+        try:
+            value: float = float(parse_size(str(text))) if unit == "bytes" else float(text)
+        except ValueError:
+            value = float("nan")
+        if not value >= 0:
+            raise ValueError(f"--{plugin_flag(flag)} expects a non-negative number, got {text!r}")
+        changes[field] = type(getattr(DEFAULT_LIMITS, field))(value)
+    return Limits(**changes) if changes else DEFAULT_LIMITS
+
+
 def cap_error(path: str, cap: str, detail: str) -> TraceError:
     """The one-line error of a file over a cap, naming the cap and its flag."""
-    return TraceError(path, f"{detail}: over the {cap} cap (raise it with {_FLAG_OF.get(cap, cap)})")
+    flag = _FLAG_OF.get(cap, cap)
+    raise_with = f"raise it with {flag}, in TensorBoard --{plugin_flag(flag)}"
+    return TraceError(path, f"{detail}: over the {cap} cap ({raise_with})")
 
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)

@@ -21,9 +21,10 @@ from tb_mfu_plugin.pipeline import analyze_path
 from tb_mfu_plugin.tensorboard import cache as cache_mod
 from tb_mfu_plugin.tensorboard import runs as runs_mod
 from tb_mfu_plugin.tensorboard.entry import MfuPluginLoader
-from tb_mfu_plugin.tensorboard.plugin import MfuPlugin
+from tb_mfu_plugin.tensorboard.plugin import MfuPlugin, options_from_flags
 from tb_mfu_plugin.tensorboard.runs import Source, parse_logdir_spec
 from tb_mfu_plugin.trace.decode import uncompressed_size
+from tb_mfu_plugin.trace.limits import DEFAULT_LIMITS
 
 from .conftest import ROOT, RUN_A, RUN_B, later_span_name, make_context, sample_file
 
@@ -124,6 +125,23 @@ def test_loader_defines_and_checks_its_flags():
     loader.fix_flags(flags)
     with pytest.raises(base_plugin.FlagsError):
         loader.fix_flags(parser.parse_args(["--mfu_peak_tflops", "-1"]))
+    # the trace caps of docs/limits.md, as --mfu_max_* flags
+    flags = parser.parse_args(["--mfu_max_trace_bytes", "512M", "--mfu_max_devices", "4"])
+    loader.fix_flags(flags)
+    limits = options_from_flags(flags).limits
+    assert (limits.max_trace_bytes, limits.max_devices) == (512 << 20, 4)
+    assert limits.max_events == DEFAULT_LIMITS.max_events
+    with pytest.raises(base_plugin.FlagsError, match="mfu_max_events"):
+        loader.fix_flags(parser.parse_args(["--mfu_max_events", "lots"]))
+
+
+def test_a_trace_over_a_cap_is_its_runs_error_and_names_the_flag(serve, two_runs):
+    s = serve(two_runs, max_trace_bytes="1K")
+    s.settle()
+    runs = {r["name"]: r for r in s.json("/runs")["runs"]}
+    assert runs[RUN_A]["state"] == "error"
+    (error,) = runs[RUN_A]["errors"]
+    assert "max_trace_bytes" in error and "--mfu_max_trace_bytes" in error
 
 
 # -- bad requests -------------------------------------------------------------------
