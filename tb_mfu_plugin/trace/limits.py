@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, fields
+from typing import Any
 
 from ..errors import TraceError
 
@@ -69,7 +70,7 @@ def plugin_flag(flag: str) -> str:
 def limits_from_flags(flags: object) -> Limits:
     """The caps set by the ``--mfu_max_*`` TensorBoard flags (strings, as typed), the rest at their
     defaults. ValueError names the flag whose value is not a non-negative number."""
-    changes: dict[str, float | int] = {}
+    changes: dict[str, Any] = {}
     for flag, (field, unit) in FLAGS.items():
         text = getattr(flags, plugin_flag(flag), None)
         if text is None:
