@@ -86,7 +86,7 @@ class TensorBoard:
         with urllib.request.urlopen(self.url + route, timeout=30) as r:  # noqa: S310 (loopback only)
             return json.loads(r.read())
 
-    def wait_analysed(self, timeout: float = 180) -> dict[str, Any]:
+    def wait_analysed(self, timeout: float = 420) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             body = self.get_json("/data/plugin/mfu/runs")
