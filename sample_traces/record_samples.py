@@ -346,14 +346,19 @@ def build_resnet50(args, dev):
 # --------------------------------------------------------------------------- tiny MLP
 
 
-def build_tiny_mlp(args, dev):
-    width, depth, B = 256, 8, 32
+def _tiny_mlp(dev, width: int, depth: int):
+    """8 x Linear(256,256)+ReLU and a 10-way head: the launch-bound model (and its CUDA-graph twin)."""
     torch.manual_seed(0)
     layers = []
     for _ in range(depth):
         layers += [nn.Linear(width, width), nn.ReLU()]
     layers += [nn.Linear(width, 10)]
-    model = nn.Sequential(*layers).to(dev).train()
+    return nn.Sequential(*layers).to(dev).train()
+
+
+def build_tiny_mlp(args, dev):
+    width, depth, B = 256, 8, 32
+    model = _tiny_mlp(dev, width, depth)
     x = torch.randn(B, width, device=dev)
     y = torch.randint(0, 10, (B,), device=dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False, fused=False)
@@ -684,12 +689,7 @@ def build_tiny_mlp_cuda_graph(args, dev):
     per-parameter AdamW) captured once in a torch.cuda.CUDAGraph and replayed every step:
     the same hundreds of tiny kernels, but one host launch (cudaGraphLaunch) a step."""
     width, depth, B = 256, 8, 32
-    torch.manual_seed(0)
-    layers = []
-    for _ in range(depth):
-        layers += [nn.Linear(width, width), nn.ReLU()]
-    layers += [nn.Linear(width, 10)]
-    model = nn.Sequential(*layers).to(dev).train()
+    model = _tiny_mlp(dev, width, depth)
     flop_model = copy.deepcopy(model)  # FLOPs are counted on an eager copy: a replay has no aten ops
     x = torch.randn(B, width, device=dev)
     y = torch.randint(0, 10, (B,), device=dev)

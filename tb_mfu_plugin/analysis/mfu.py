@@ -48,7 +48,6 @@ are sorted searches and prefix maxima, with no per-event Python loop.
 from __future__ import annotations
 
 import re
-import weakref
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -62,6 +61,7 @@ from . import flops as F
 from .aggregate import spread
 from .devices import device_properties
 from .peaks import resolve_peak
+from .per_trace import once_per_trace
 
 # Ops that run forward math and that autograd backward formulas never call.
 FORWARD_COMPOSITES = frozenset(
@@ -781,17 +781,7 @@ def flops_summary(
 # ---------------------------------------------------------------------------
 # the report hook (``pipeline._add_flops`` calls it for every device of a trace)
 
-_last: list[tuple[weakref.ref[TraceTables], OpFlops]] = []
-
-
-def _op_flops_cached(tables: TraceTables) -> OpFlops:
-    """``count_flops`` once per trace, shared by the devices of a multi-GPU trace."""
-    got = _last[0] if _last else None
-    if got is not None and got[0]() is tables:
-        return got[1]
-    of = count_flops(tables)
-    _last[:] = [(weakref.ref(tables), of)]
-    return of
+_op_flops_cached = once_per_trace(count_flops)
 
 
 def _props(tables: TraceTables, device: int | None) -> dict[str, Any] | None:

@@ -24,7 +24,6 @@ the reason (no formula, or shapes not recorded).
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +45,7 @@ from .mfu import (
     _sorted_set,
 )
 from .mfu import _window_mask as window_index
+from .per_trace import once_per_trace
 from .report import Roofline, RooflineClass, RooflineOp, RooflineUnmodelled
 
 MAX_OPS = 150  # rows of ``roofline.ops`` in the report; the rest are summed in ``ops_left_out``
@@ -415,16 +415,7 @@ def _unmodelled(placed: PlacedOps, tables: TraceTables, dev: np.ndarray,
 # ---------------------------------------------------------------------------
 # the report hook (``pipeline`` calls it for every device, after the FLOPs step)
 
-_last: list[tuple[weakref.ref[TraceTables], PlacedOps]] = []
-
-
-def _placed_cached(tables: TraceTables) -> PlacedOps:
-    got = _last[0] if _last else None
-    if got is not None and got[0]() is tables:
-        return got[1]
-    placed = place_ops(tables)
-    _last[:] = [(weakref.ref(tables), placed)]
-    return placed
+_placed_cached = once_per_trace(place_ops)
 
 
 def apply_to_report(report: Any, tables: TraceTables, steps: Any) -> None:
