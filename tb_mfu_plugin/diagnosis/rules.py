@@ -820,9 +820,10 @@ def _matmul_dtypes(ctx: Context) -> dict[str, int]:
     """Input dtypes of the matmul/conv ops whose shapes were recorded."""
     out: dict[str, int] = defaultdict(int)
     cpu = ctx.tables.cpu
+    # one regex test per distinct name, not per op (the roofline keeps shapes of many more ops)
+    matmul = ctx.tables.name_codes(re.compile(r"mm|matmul|conv|linear").search)
     for row, rec in cpu.inputs.items():
-        name = ctx.names[cpu.name[row]]
-        if rec.types is None or not re.search(r"mm|matmul|conv|linear", name):
+        if rec.types is None or not matmul[cpu.name[row]]:
             continue
         try:
             types = json.loads(rec.types)
