@@ -5,6 +5,8 @@ divided by their number, so they add up (the waterfall relies on that)."""
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -88,6 +90,25 @@ class Context:
         self.tc_code = self.classes.mask(kernel_families.TENSOR_CORE)
 
     # ------------------------------------------------------------------ helpers
+
+    @cached_property
+    def matmul_input_dtypes(self) -> dict[str, int]:
+        """First-input dtypes (``Input type``) of the matmul/conv ops whose shapes were recorded,
+        counted. Two rules read it; computed once, since the roofline keeps many more ops' shapes."""
+        out: dict[str, int] = {}
+        cpu = self.tables.cpu
+        # one regex test per distinct name, not per op
+        matmul = self.tables.name_codes(re.compile(r"mm|matmul|conv|linear").search)
+        for row, rec in cpu.inputs.items():
+            if rec.types is None or not matmul[cpu.name[row]]:
+                continue
+            try:
+                types = json.loads(rec.types)
+            except ValueError:
+                continue
+            if types and isinstance(types[0], str) and types[0]:
+                out[types[0]] = out.get(types[0], 0) + 1
+        return out
 
     @cached_property
     def device_index(self) -> int | None:

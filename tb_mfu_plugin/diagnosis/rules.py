@@ -738,7 +738,7 @@ def _no_tc_evidence(ctx: Context) -> tuple[np.ndarray, list[str]]:
     rows = base & (code == kernel_families.CODE[kernel_families.CUDA_CORE]) & ~narrow[g.name]
     basis = ["CUDA-core kernel names (FFMA/SIMT/SGEMM/scudnn/Winograd/GEMV)"] if rows.any() else []
     unknown = base & (code == kernel_families.CODE[kernel_families.UNKNOWN])
-    types = _matmul_dtypes(ctx)
+    types = ctx.matmul_input_dtypes
     kernel_codes = np.unique(g.name[ctx.is_kernel])
     tf32 = any(cls.dtype[int(c)] == "tf32" for c in kernel_codes)
     if unknown.any() and types and set(types) == {"float"} and not tf32:
@@ -760,7 +760,7 @@ def no_tensor_cores(ctx: Context) -> list[Finding]:
     unknown_time = float(g.dur[mm & (code == kernel_families.CODE[kernel_families.UNKNOWN])].sum()) / ctx.n
     gain = time * (1.0 - 1.0 / th.tensor_core_speedup)
     cc = ctx.report.device.compute_capability if ctx.report.device else None
-    dtypes = _matmul_dtypes(ctx)
+    dtypes = ctx.matmul_input_dtypes
     try:
         major = float(cc) if cc else None
     except ValueError:
@@ -814,24 +814,6 @@ def _describe(ctx: Context, rows: np.ndarray, kernels: list[dict[str, Any]]) -> 
         k["class"] = kernel_families.CLASSES[cls.core[c]]
         k["dtype"] = cls.dtype[c]
         k["family"] = cls.family[c]
-
-
-def _matmul_dtypes(ctx: Context) -> dict[str, int]:
-    """Input dtypes of the matmul/conv ops whose shapes were recorded."""
-    out: dict[str, int] = defaultdict(int)
-    cpu = ctx.tables.cpu
-    # one regex test per distinct name, not per op (the roofline keeps shapes of many more ops)
-    matmul = ctx.tables.name_codes(re.compile(r"mm|matmul|conv|linear").search)
-    for row, rec in cpu.inputs.items():
-        if rec.types is None or not matmul[cpu.name[row]]:
-            continue
-        try:
-            types = json.loads(rec.types)
-        except ValueError:
-            continue
-        if types and isinstance(types[0], str) and types[0]:
-            out[types[0]] += 1
-    return dict(out)
 
 
 # --------------------------------------------------------------------------- idle
