@@ -18,12 +18,13 @@ from typing import Any
 import numpy as np
 
 from . import __version__
+from .analysis.devices import gpu_devices
 from .analysis.flops import implausible_input_ops, is_flop_op
 from .analysis.mfu import apply_to_report as apply_flops
 from .analysis.op_bytes import is_roofline_op
 from .analysis.report import Report, RunReport, WorkerReport
 from .analysis.roofline import apply_to_report as apply_roofline
-from .analysis.worker import analyze_device, gpu_devices
+from .analysis.worker import analyze_device
 from .diagnosis import DEFAULT, Thresholds, diagnose
 from .diagnosis.ranks import compare_ranks
 from .errors import TraceError

@@ -32,8 +32,9 @@ import pytest
 from conftest import SAMPLES, SHARED
 
 from tb_mfu_plugin.analysis import intervals, kernels
+from tb_mfu_plugin.analysis.devices import gpu_devices
 from tb_mfu_plugin.analysis.report import WorkerReport
-from tb_mfu_plugin.analysis.worker import analyze_device, gpu_devices
+from tb_mfu_plugin.analysis.worker import analyze_device
 from tb_mfu_plugin.options import AnalysisOptions
 from tb_mfu_plugin.trace.decode import decode_trace
 from tb_mfu_plugin.trace.tables import KERNEL, TraceTables

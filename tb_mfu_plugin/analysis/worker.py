@@ -13,7 +13,6 @@ import numpy as np
 from ..options import AnalysisOptions
 from ..trace.tables import KERNEL, MEMCPY, MEMSET, RUNTIME, GpuTable, TraceTables
 from . import aggregate, copies, devices, graphs, intervals, kernel_families, kernels, syncs
-from .devices import gpu_devices as gpu_devices  # re-exported: the pipeline lists devices here
 from .report import Device, IdleGaps, LaunchStats, Metrics, Step, WorkerReport
 from .steps import Steps, assign, find_steps, launch_of_gpu
 

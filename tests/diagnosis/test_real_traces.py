@@ -12,8 +12,9 @@ import pytest
 from conftest import SAMPLES, fixture_path
 
 from tb_mfu_plugin.analysis import patterns
+from tb_mfu_plugin.analysis.devices import gpu_devices
 from tb_mfu_plugin.analysis.report import WorkerReport
-from tb_mfu_plugin.analysis.worker import analyze_device, gpu_devices
+from tb_mfu_plugin.analysis.worker import analyze_device
 from tb_mfu_plugin.diagnosis import diagnose
 from tb_mfu_plugin.options import AnalysisOptions
 from tb_mfu_plugin.trace.decode import decode_trace
