@@ -170,7 +170,9 @@ class Columns:
 
     def name_codes(self, names: list[str]) -> np.ndarray:
         codes = self.codes
-        for n in set(names).difference(codes):
+        # First-appearance order, not set order: set order follows the per-process string hash,
+        # and codes decide tie orders and summation orders, so reports would differ run to run.
+        for n in [n for n in dict.fromkeys(names) if n not in codes]:
             codes[n] = len(self.names)
             if len(n) > self.max_name_chars:
                 self.problems["names"] += 1
