@@ -22,7 +22,9 @@ def _report(path: Path, seed: str) -> dict:
     env = dict(os.environ, PYTHONHASHSEED=seed)
     out = subprocess.run(
         [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(path), "--json"],
-        capture_output=True, env=env, check=True,
+        capture_output=True,
+        env=env,
+        check=True,
     ).stdout
     report = json.loads(out)
     report.pop("tool_version")
