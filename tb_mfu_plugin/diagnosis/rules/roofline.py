@@ -17,9 +17,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..analysis.report import RooflineOp
-from .context import Context
-from .finding import Finding, make_finding
+from ...analysis.report import RooflineOp
+from ..context import Context
+from ..registry import Hit, rule
 
 
 def _matmul_dims(op: RooflineOp) -> list[int]:
@@ -60,22 +60,36 @@ def _cause(ctx: Context, op: RooflineOp) -> str:
     return "below peak for its shape: kernel choice, clocks or a concurrent stream"
 
 
-_FIX = {
-    "memory": (
-        "Fuse the memory-bound ops so each tensor is read and written once: `torch.compile` the model (or the "
-        "block), use fused kernels (`F.scaled_dot_product_attention`, `torch.optim.AdamW(fused=True)`, fused "
-        "LayerNorm/RMSNorm), avoid `.contiguous()`/transposed copies, use `channels_last` for convnets' batch norm, "
-        "and batch small launches (`torch._foreach_*`)."
+@rule(
+    title={
+        "memory": "{count} memory-bound ops far below HBM bandwidth lose {lost:.0f} µs per step",
+        "compute": "{count} compute-bound ops far below peak lose {lost:.0f} µs per step",
+    },
+    fix={
+        "memory": (
+            "Fuse the memory-bound ops so each tensor is read and written once: `torch.compile` the model (or "
+            "the block), use fused kernels (`F.scaled_dot_product_attention`, `torch.optim.AdamW(fused=True)`, "
+            "fused LayerNorm/RMSNorm), avoid `.contiguous()`/transposed copies, use `channels_last` for convnets' "
+            "batch norm, and batch small launches (`torch._foreach_*`)."
+        ),
+        "compute": (
+            "Keep GEMMs on the tensor-core path at full tiles: bf16 autocast for fp32 matmuls, pad hidden sizes, "
+            "vocabulary and batch to multiples of 64 (e.g. vocab 50257 -> 50304), and batch small GEMMs "
+            "(`torch.bmm`, grouped GEMM) so that every SM gets tiles."
+        ),
+    },
+    note="gain: their GPU time minus their time at the roof, an upper bound (kernels reach ~80-90 % of a roof at best)",
+    thresholds=(
+        "roofline_far_below",
+        "roofline_min_op_share",
+        "roofline_min_share",
+        "roofline_small_launch_us",
+        "roofline_tile",
+        "roofline_top_ops",
     ),
-    "compute": (
-        "Keep GEMMs on the tensor-core path at full tiles: bf16 autocast for fp32 matmuls, pad hidden sizes, "
-        "vocabulary and batch to multiples of 64 (e.g. vocab 50257 -> 50304), and batch small GEMMs (`torch.bmm`, "
-        "grouped GEMM) so that every SM gets tiles."
-    ),
-}
-
-
-def below_roofline(ctx: Context) -> list[Finding]:
+)
+def below_roofline(ctx: Context) -> list[Hit]:
+    """The ops far below their roof, one hit per side of the ridge (``subject``: memory / compute)."""
     r = ctx.report.roofline
     th = ctx.th
     if r is None or not r.peak_flops or not r.peak_bandwidth or ctx.step_us <= 0:
@@ -94,7 +108,6 @@ def below_roofline(ctx: Context) -> list[Finding]:
         if not ops or lost < th.roofline_min_share * ctx.step_us:
             continue
         ops.sort(key=lambda o: -(o.lost_us_per_step or 0.0))
-        cost = sum(o.us_per_step for o in ops)
         named: list[dict[str, Any]] = [
             {
                 "name": o.name,
@@ -107,27 +120,21 @@ def below_roofline(ctx: Context) -> list[Finding]:
             }
             for o in ops[: th.roofline_top_ops]
         ]
-        what = "memory-bound ops far below HBM bandwidth" if bound == "memory" else "compute-bound ops far below peak"
+        evidence = {
+            "ops": named,
+            "ops_below": len(ops),
+            "lost_us_per_step": lost,
+            "far_below_share": th.roofline_far_below,
+        }
         out.append(
-            make_finding(
-                id="below_roofline",
-                subject=bound,
-                title=f"{len(ops)} {what} lose {lost:.0f} µs per step",
-                evidence={
-                    "ops": named,
-                    "ops_below": len(ops),
-                    "lost_us_per_step": lost,
-                    "far_below_share": th.roofline_far_below,
-                    "note": "gain: their GPU time minus their time at the roof, an upper bound (kernels reach "
-                    "~80-90 % of a roof at best)",
-                },
-                cost_us=cost,
+            Hit(
+                cost_us=sum(o.us_per_step for o in ops),
                 gain_us=lost,
-                step_us=ctx.step_us,
-                mfu=ctx.mfu,
-                recommendation=_FIX[bound],
-                high_share=th.high_share,
-                medium_share=th.medium_share,
+                evidence=evidence,
+                args={"count": len(ops), "lost": lost},
+                title=bound,
+                fix=(bound,),
+                subject=bound,
             )
         )
     return out
