@@ -43,7 +43,8 @@ Check = Callable[[Context, Fired], list[Hit]]
 
 @dataclass(frozen=True)
 class Rule:
-    id: str
+    id: str  # the function's name
+    module: str  # where the function is
     check: Check
     titles: Mapping[str, str]
     fixes: Mapping[str, str]
@@ -52,8 +53,11 @@ class Rule:
     after: tuple[str, ...]  # rules whose findings it reads; they are registered (and run) before it
 
     def __call__(self, ctx: Context, fired: Fired | None = None) -> list[Finding]:
+        return [self.finding(ctx, hit) for hit in self.hits(ctx, fired)]
+
+    def hits(self, ctx: Context, fired: Fired | None = None) -> list[Hit]:
         earlier = {id: (fired or {}).get(id, []) for id in self.after}  # only what it declared
-        return [self.finding(ctx, hit) for hit in self.check(ctx, earlier)]
+        return self.check(ctx, earlier)
 
     def finding(self, ctx: Context, hit: Hit) -> Finding:
         evidence = dict(hit.evidence)
@@ -83,6 +87,7 @@ def _texts(text: str | Mapping[str, str]) -> Mapping[str, str]:
 
 def _register(
     id: str,
+    module: str,
     check: Check,
     title: str | Mapping[str, str],
     fix: str | Mapping[str, str],
@@ -96,7 +101,7 @@ def _register(
     late = [r.id for r in after if r.id not in known]
     if late:
         raise ValueError(f"diagnosis rule {id!r} must be registered after {late}")
-    found = Rule(id, check, _texts(title), _texts(fix), note, thresholds, tuple(r.id for r in after))
+    found = Rule(id, module, check, _texts(title), _texts(fix), note, thresholds, tuple(r.id for r in after))
     RULES.append(found)
     return found
 
@@ -111,7 +116,7 @@ def rule(
     """Register ``def <id>(ctx) -> list[Hit]`` with its words and the thresholds it reads."""
 
     def register(check: Callable[[Context], list[Hit]]) -> Rule:
-        return _register(check.__name__, lambda ctx, _: check(ctx), title, fix, note, thresholds, ())
+        return _register(check.__name__, check.__module__, lambda ctx, _: check(ctx), title, fix, note, thresholds, ())
 
     return register
 
@@ -126,6 +131,6 @@ def rule_after(
     """Register ``def <id>(ctx, fired) -> list[Hit]``, a rule that reads what ``after`` found."""
 
     def register(check: Check) -> Rule:
-        return _register(check.__name__, check, title, fix, note, thresholds, after)
+        return _register(check.__name__, check.__module__, check, title, fix, note, thresholds, after)
 
     return register

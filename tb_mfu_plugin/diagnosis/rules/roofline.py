@@ -91,50 +91,46 @@ def _cause(ctx: Context, op: RooflineOp) -> str:
 def below_roofline(ctx: Context) -> list[Hit]:
     """The ops far below their roof, one hit per side of the ridge (``subject``: memory / compute)."""
     r = ctx.report.roofline
-    th = ctx.th
     if r is None or not r.peak_flops or not r.peak_bandwidth or ctx.step_us <= 0:
         return []
-    out = []
-    for bound in ("memory", "compute"):
-        ops = [
-            o
-            for o in r.ops
-            if o.bound == bound
-            and o.roof_share is not None
-            and o.roof_share < th.roofline_far_below
-            and (o.lost_us_per_step or 0.0) >= th.roofline_min_op_share * ctx.step_us
-        ]
-        lost = sum(o.lost_us_per_step or 0.0 for o in ops)
-        if not ops or lost < th.roofline_min_share * ctx.step_us:
-            continue
-        ops.sort(key=lambda o: -(o.lost_us_per_step or 0.0))
-        named: list[dict[str, Any]] = [
-            {
-                "name": o.name,
-                "class": o.op_class,
-                "shapes": o.shapes,
-                "us_per_step": o.us_per_step,
-                "roof_share": o.roof_share,
-                "lost_us_per_step": o.lost_us_per_step,
-                "cause": _cause(ctx, o),
-            }
-            for o in ops[: th.roofline_top_ops]
-        ]
-        evidence = {
-            "ops": named,
-            "ops_below": len(ops),
-            "lost_us_per_step": lost,
-            "far_below_share": th.roofline_far_below,
+    hits = (_side(ctx, r.ops, bound) for bound in ("memory", "compute"))
+    return [h for h in hits if h is not None]
+
+
+def _side(ctx: Context, all_ops: list[RooflineOp], bound: str) -> Hit | None:
+    """The hit for one side of the ridge (``bound``), or None when its ops lose too little."""
+    th = ctx.th
+    ops = [
+        o
+        for o in all_ops
+        if o.bound == bound
+        and o.roof_share is not None
+        and o.roof_share < th.roofline_far_below
+        and (o.lost_us_per_step or 0.0) >= th.roofline_min_op_share * ctx.step_us
+    ]
+    lost = sum(o.lost_us_per_step or 0.0 for o in ops)
+    if not ops or lost < th.roofline_min_share * ctx.step_us:
+        return None
+    ops.sort(key=lambda o: -(o.lost_us_per_step or 0.0))
+    named: list[dict[str, Any]] = [
+        {
+            "name": o.name,
+            "class": o.op_class,
+            "shapes": o.shapes,
+            "us_per_step": o.us_per_step,
+            "roof_share": o.roof_share,
+            "lost_us_per_step": o.lost_us_per_step,
+            "cause": _cause(ctx, o),
         }
-        out.append(
-            Hit(
-                cost_us=sum(o.us_per_step for o in ops),
-                gain_us=lost,
-                evidence=evidence,
-                args={"count": len(ops), "lost": lost},
-                title=bound,
-                fix=(bound,),
-                subject=bound,
-            )
-        )
-    return out
+        for o in ops[: th.roofline_top_ops]
+    ]
+    evidence = {"ops": named, "ops_below": len(ops), "lost_us_per_step": lost, "far_below_share": th.roofline_far_below}
+    return Hit(
+        cost_us=sum(o.us_per_step for o in ops),
+        gain_us=lost,
+        evidence=evidence,
+        args={"count": len(ops), "lost": lost},
+        title=bound,
+        fix=(bound,),
+        subject=bound,
+    )
