@@ -3,12 +3,14 @@
 A rule is a function from the ``Context`` to ``Hit``s (the numbers it found). The ``@rule``
 decorator above it holds everything else as data: the title, fix and note templates
 (``str.format``, filled from the hit's ``args``) and the names of the ``Thresholds`` fields
-the rule reads, directly or through the Context. The rule's id is the function's name, so
-it is written once; ``RULES`` is in registration order, which is the evaluation order.
+the rule reads, directly or through the Context; ``after``, the rules whose findings it reads.
+The rule's id is the function's name, so it is written once; ``RULES`` is in registration
+order, which is the evaluation order.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,52 +87,32 @@ def _texts(text: str | Mapping[str, str]) -> Mapping[str, str]:
     return {"": text} if isinstance(text, str) else text
 
 
-def _register(
-    id: str,
-    module: str,
-    check: Check,
-    title: str | Mapping[str, str],
-    fix: str | Mapping[str, str],
-    note: str | None,
-    thresholds: tuple[str, ...],
-    after: tuple[Rule, ...],
-) -> Rule:
-    known = {r.id for r in RULES}
-    if id in known:
-        raise ValueError(f"diagnosis rule {id!r} is registered twice")
-    late = [r.id for r in after if r.id not in known]
-    if late:
-        raise ValueError(f"diagnosis rule {id!r} must be registered after {late}")
-    found = Rule(id, module, check, _texts(title), _texts(fix), note, thresholds, tuple(r.id for r in after))
-    RULES.append(found)
-    return found
-
-
 def rule(
     *,
     title: str | Mapping[str, str],
     fix: str | Mapping[str, str],
     note: str | None = None,
     thresholds: tuple[str, ...] = (),
-) -> Callable[[Callable[[Context], list[Hit]]], Rule]:
-    """Register ``def <id>(ctx) -> list[Hit]`` with its words and the thresholds it reads."""
+    after: tuple[Rule, ...] = (),
+) -> Callable[[Callable[..., list[Hit]]], Rule]:
+    """Register ``def <id>(ctx) -> list[Hit]`` with its words and the thresholds it reads; with
+    ``after``, ``def <id>(ctx, fired) -> list[Hit]``, which reads what those rules found."""
 
-    def register(check: Callable[[Context], list[Hit]]) -> Rule:
-        return _register(check.__name__, check.__module__, lambda ctx, _: check(ctx), title, fix, note, thresholds, ())
-
-    return register
-
-
-def rule_after(
-    *after: Rule,
-    title: str | Mapping[str, str],
-    fix: str | Mapping[str, str],
-    note: str | None = None,
-    thresholds: tuple[str, ...] = (),
-) -> Callable[[Check], Rule]:
-    """Register ``def <id>(ctx, fired) -> list[Hit]``, a rule that reads what ``after`` found."""
-
-    def register(check: Check) -> Rule:
-        return _register(check.__name__, check.__module__, check, title, fix, note, thresholds, after)
+    def register(check: Callable[..., list[Hit]]) -> Rule:
+        id = check.__name__
+        if len(inspect.signature(check).parameters) != (2 if after else 1):
+            raise TypeError(f"diagnosis rule {id!r} takes (ctx, fired) with after=..., else (ctx)")
+        known = {r.id for r in RULES}
+        if id in known:
+            raise ValueError(f"diagnosis rule {id!r} is registered twice")
+        late = [r.id for r in after if r.id not in known]
+        if late:
+            raise ValueError(f"diagnosis rule {id!r} must be registered after {late}")
+        run: Check = check if after else lambda ctx, _: check(ctx)
+        found = Rule(
+            id, check.__module__, run, _texts(title), _texts(fix), note, thresholds, tuple(r.id for r in after)
+        )
+        RULES.append(found)
+        return found
 
     return register

@@ -18,7 +18,7 @@ from tb_mfu_plugin.diagnosis import DEFAULT, RULE_IDS, RULES, Thresholds, engine
 from tb_mfu_plugin.diagnosis import context as context_module
 from tb_mfu_plugin.diagnosis import waterfall as wf
 from tb_mfu_plugin.diagnosis.context import Context
-from tb_mfu_plugin.diagnosis.registry import SEVERITY_THRESHOLDS, Rule, rule, rule_after
+from tb_mfu_plugin.diagnosis.registry import SEVERITY_THRESHOLDS, Rule, rule
 from tb_mfu_plugin.pipeline import analyze_path
 
 from .helpers import check_reads_and_words
@@ -74,7 +74,9 @@ def test_a_rule_id_registers_once_and_after_what_it_reads() -> None:
         return []
 
     with pytest.raises(ValueError, match="registered after"):
-        rule_after(unregistered, title="t", fix="f")(later)
+        rule(after=(unregistered,), title="t", fix="f")(later)
+    with pytest.raises(TypeError, match="takes"):
+        rule(title="t", fix="f")(later)  # reads findings but declares no rule to read them from
     assert RULES == before
 
 

@@ -2,7 +2,7 @@
 
 Each module registers its rules on import (``registry.rule``); the order of the imports
 below is the order in which they run and in which ``RULES`` lists them. A rule that reads
-other rules' findings (``registry.rule_after``) must come after them.
+other rules' findings (``@rule(after=...)``) must come after them.
 
 Every rule states the time its cause takes per step (``cost``) and an estimated gain that
 never exceeds it (``make_finding`` clamps, the tests check).

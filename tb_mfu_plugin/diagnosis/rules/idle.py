@@ -8,7 +8,7 @@ import numpy as np
 
 from ...analysis import patterns as pt
 from ..context import GRAPH, HOST, LAUNCH, OTHER, Context
-from ..registry import GAP_THRESHOLDS, Fired, Hit, rule_after
+from ..registry import GAP_THRESHOLDS, Fired, Hit, rule
 from .dataloader import dataloader_stall
 from .launches import launch_bound, tiny_kernels_in_graphs
 from .syncs import sync_point
@@ -57,11 +57,8 @@ def _largest_gaps(ctx: Context, fired: Fired) -> list[dict[str, Any]]:
     ]
 
 
-@rule_after(
-    sync_point,
-    launch_bound,
-    tiny_kernels_in_graphs,
-    dataloader_stall,
+@rule(
+    after=(sync_point, launch_bound, tiny_kernels_in_graphs, dataloader_stall),
     title="GPU idle {share:.0%} of the step with no other finding to blame",
     fix={
         "short_gaps_in_graphs": _SHORT_GAPS + "(capture more of the step in the CUDA graphs it already replays; "
