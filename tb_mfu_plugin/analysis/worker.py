@@ -14,7 +14,7 @@ from ..options import AnalysisOptions
 from ..trace.tables import KERNEL, MEMCPY, MEMSET, RUNTIME, GpuTable, TraceTables
 from . import aggregate, copies, devices, graphs, intervals, kernel_families, kernels, syncs
 from .report import Device, IdleGaps, LaunchStats, Metrics, Step, WorkerReport
-from .steps import Steps, assign, find_steps, launch_of_gpu
+from .steps import Steps, assign, find_steps
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,7 @@ def analyze_device(
     """Everything about one device of one trace, except FLOPs (see ``analysis.mfu``)."""
     names = tables.names
     if launcher is None:
-        launcher = launch_of_gpu(tables)
+        launcher = tables.launcher
     found = devices.device_properties(tables, device)
     dev = _device(found, device)
     steps = find_steps(tables, device, launcher)

@@ -12,10 +12,11 @@ from functools import cached_property
 
 import numpy as np
 
-from ..analysis import copies, graphs, intervals, kernel_families, syncs
+from ..analysis import copies, graphs, intervals, kernel_families, name_patterns, syncs
 from ..analysis import patterns as pt
+from ..analysis.attention_chains import AttentionChain, attention_chains
 from ..analysis.report import WorkerReport
-from ..analysis.steps import Steps, launch_of_gpu
+from ..analysis.steps import Steps
 from ..analysis.worker import DeviceView
 from ..trace.tables import KERNEL, MEMCPY, MEMSET, OP, TraceTables
 from .thresholds import Thresholds
@@ -81,8 +82,8 @@ class Context:
         self.is_kernel = g.kind == KERNEL
         self.is_memcpy = g.kind == MEMCPY
         self.is_memset = g.kind == MEMSET
-        self.mm_code = pt.matmul_kernel_mask(self.names)
-        self.comm_code = pt.comm_kernel_mask(self.names)
+        self.mm_code = name_patterns.matmul_kernel_mask(self.names)
+        self.comm_code = name_patterns.comm_kernel_mask(self.names)
         # the worker's classes (they honour --tensor-core-pattern); a bare view gets the table's
         self.classes = view.classes or kernel_families.classify_names(
             self.names, np.unique(g.name[self.is_kernel])
@@ -120,7 +121,7 @@ class Context:
     @cached_property
     def launcher(self) -> np.ndarray:
         """cpu row of the call that launched each GPU row of the view (-1 unknown)."""
-        all_rows = launch_of_gpu(self.tables)
+        all_rows = self.tables.launcher
         dev = self.device_index
         return all_rows[np.flatnonzero(self.tables.gpu.device == dev)] if dev is not None else all_rows[:0]
 
@@ -196,8 +197,8 @@ class Context:
         return rows[self.host_in_steps(self.tables.cpu.ts[rows])]
 
     @cached_property
-    def attention_chains(self) -> list[pt.AttentionChain]:
-        chains = pt.attention_chains(self.tables, self.th.attention_max_launches_between)
+    def attention_chains(self) -> list[AttentionChain]:
+        chains = attention_chains(self.tables, self.th.attention_max_launches_between)
         if not chains:
             return []
         starts = np.array([c.start for c in chains])
@@ -272,7 +273,7 @@ class Context:
     @cached_property
     def _memcpy_launches(self) -> tuple[np.ndarray, np.ndarray]:
         gpu = self.tables.gpu
-        launcher = launch_of_gpu(self.tables)
+        launcher = self.tables.launcher
         sel = np.flatnonzero((gpu.kind == MEMCPY) & (launcher >= 0))
         direction, _ = copies.classify(self.names)
         return launcher[sel], direction[gpu.name[sel]]
@@ -326,7 +327,7 @@ class Context:
                     by_row[int(r)] = by_row.get(int(r), 0.0) + take
         rest = left - sync_us
 
-        lts = np.sort(cpu.ts[pt.launch_call_rows(self.tables)])
+        lts = np.sort(cpu.ts[name_patterns.launch_call_rows(self.tables)])
         n_launch = np.searchsorted(lts, ge, side="right") - np.searchsorted(lts, gs, side="left")
         cause = np.full(len(gs), OTHER, np.int8)
         cause[n_launch > 0] = HOST
