@@ -135,6 +135,13 @@ def window_of(
     return out
 
 
+def in_any(points: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Whether each point lies in at least one window ``[start, end]``, the windows in any order
+    and possibly overlapping (ends not before starts)."""
+    lo, hi = merge(np.asarray(starts, np.float64), np.asarray(ends, np.float64))
+    return window_of(points, lo, hi, closed=True) >= 0
+
+
 def window_of_unsorted(points: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """``window_of`` for disjoint half-open windows ``[start, end)`` given in any order: the index
     is into the windows as given."""

@@ -19,8 +19,9 @@ from ..analysis import copies as cp
 from ..analysis import kernel_families
 from ..analysis import name_patterns as nm
 from ..analysis import patterns as pt
+from ..analysis.idle_gaps import GRAPH, HOST, LAUNCH, OTHER
 from ..trace.tables import OP
-from .context import GRAPH, HOST, LAUNCH, OTHER, Context
+from .context import Context
 from .finding import Finding, make_finding
 from .roofline_rule import below_roofline
 
