@@ -155,7 +155,7 @@ def _unwrapped(tables: TraceTables, ax: ThreadAxis, est: _Estimates, notes: list
     """Which estimated ops may count: not NaN, and not a tensor-subclass wrapper (DTensor
     dispatches an op on global shapes, then runs the same op on the local shard inside it: the
     inner one is the work this GPU did)."""
-    valid = ~np.isnan(est.flops)
+    valid: np.ndarray = ~np.isnan(est.flops)
     wrappers = nesting.same_name_wrappers(tables, ax, est.rows[valid])
     if wrappers.any():
         valid[np.nonzero(valid)[0][wrappers]] = False

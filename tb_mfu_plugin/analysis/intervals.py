@@ -102,7 +102,8 @@ def covered_length(wlo: np.ndarray, whi: np.ndarray, a: np.ndarray, b: np.ndarra
         v = cum[kk] + np.clip(x - wlo[kk], 0.0, lens[kk])
         return np.where(k >= 0, v, 0.0)
 
-    return np.maximum(covered_up_to(b) - covered_up_to(a), 0.0)
+    out: np.ndarray = np.maximum(covered_up_to(b) - covered_up_to(a), 0.0)
+    return out
 
 
 # ---------------------------------------------------------------------------- points in windows

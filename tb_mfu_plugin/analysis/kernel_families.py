@@ -254,7 +254,8 @@ class NameClasses:
     family: list[str | None]
 
     def mask(self, core: str) -> np.ndarray:
-        return self.core == CODE[core]
+        mask: np.ndarray = self.core == CODE[core]
+        return mask
 
 
 def classify_names(

@@ -74,7 +74,8 @@ def launch_call_rows(tables: TraceTables) -> np.ndarray:
     memcpys, memsets), in time order; synchronize, event and query calls are left out."""
     rows = tables.launch_rows
     hit = name_mask(tables.names, LAUNCH_CALL)
-    return rows[hit[tables.cpu.name[rows]]]
+    out: np.ndarray = rows[hit[tables.cpu.name[rows]]]
+    return out
 
 
 def op_rows_named(tables: TraceTables, predicate: Callable[[str], object]) -> np.ndarray:
@@ -97,7 +98,8 @@ def name_mask(names: Sequence[str], pattern: re.Pattern[str], exclude: re.Patter
 
 def matmul_kernel_mask(names: Sequence[str]) -> np.ndarray:
     """Per name code: a matmul, convolution or attention kernel (tensor-core or not)."""
-    return name_mask(names, MATMUL_KERNEL, _NOT_MATMUL) | tensor_core_mask(names)
+    mask: np.ndarray = name_mask(names, MATMUL_KERNEL, _NOT_MATMUL) | tensor_core_mask(names)
+    return mask
 
 
 def fused_attention_kernel_mask(names: Sequence[str]) -> np.ndarray:
@@ -114,4 +116,5 @@ def comm_kernel_mask(names: Sequence[str]) -> np.ndarray:
 
 def elementwise_kernel_mask(names: Sequence[str]) -> np.ndarray:
     """Per name code: an unfused, non-matmul kernel (ATen/cuDNN elementwise, reductions, norms)."""
-    return ~matmul_kernel_mask(names) & ~name_mask(names, _NOT_ELEMENTWISE) & ~comm_kernel_mask(names)
+    mask: np.ndarray = ~matmul_kernel_mask(names) & ~name_mask(names, _NOT_ELEMENTWISE) & ~comm_kernel_mask(names)
+    return mask

@@ -74,7 +74,8 @@ def nested_in_self(s1: np.ndarray, tol: float) -> np.ndarray:
 def outermost(ax: ThreadAxis, rows: np.ndarray) -> np.ndarray:
     """The rows that lie inside no other row of ``rows``, in ``sorted_set`` order."""
     r, _, s1 = sorted_set(ax, rows)
-    return r[~nested_in_self(s1, ax.tol)]
+    out: np.ndarray = r[~nested_in_self(s1, ax.tol)]
+    return out
 
 
 def inside_any(q0: np.ndarray, q1: np.ndarray, s0: np.ndarray, s1: np.ndarray, tol: float) -> np.ndarray:

@@ -57,7 +57,8 @@ class OpFlops:
     @property
     def model_flops(self) -> np.ndarray:
         """FLOPs per op without recompute (PaLM's MFU convention)."""
-        return self.flops - self.recompute_flops
+        out: np.ndarray = self.flops - self.recompute_flops
+        return out
 
     @property
     def mfu_flops(self) -> np.ndarray:

@@ -37,7 +37,8 @@ class Steps:
 
     @property
     def dur(self) -> np.ndarray:
-        return self.end - self.start
+        dur: np.ndarray = self.end - self.start
+        return dur
 
 
 def _markers(tables: TraceTables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -155,5 +156,5 @@ def _whole_trace(tables: TraceTables, on_dev: np.ndarray, launcher: np.ndarray) 
     launched = launched[launched >= 0]
     if len(launched):
         lo = min(lo, float(cpu.ts[launched].min()))
-    one = lambda v: np.array([v])  # noqa: E731
-    return Steps(np.array([0]), one(lo), one(hi), one(lo), one(hi), synthetic=True)
+    start, end = np.array([lo]), np.array([hi])
+    return Steps(np.array([0]), start, end, start.copy(), end.copy(), synthetic=True)
