@@ -285,24 +285,25 @@ def nll_bwd(p: Parsed, name: str) -> OpCost | None:
 def fused_adam(p: Parsed, name: str) -> OpCost | None:
     """``_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, ...)``:
     read params, grads and both moments; write params and both moments (+ the max when amsgrad)."""
-    params = tensor_list(p, 0)
-    if params is None:
-        return None
-    n = list_numel(params)
-    amsgrad = bool(tensor_list(p, 4))
-    elems = n * (4 + 3 + (2 if amsgrad else 0))
-    return OpCost(float(elems * LIST_ELEM_BYTES), float(n * 12), "optimizer", None, exact=False)
+    return _fused_optimizer(p, 4 + 3, 4, 2, 12)
 
 
 def fused_sgd(p: Parsed, name: str) -> OpCost | None:
     """``_fused_sgd_(params, grads, momentum_buffers, ...)``: read p, g (and buffers), write p (and buffers)."""
+    return _fused_optimizer(p, 2 + 1, 2, 2, 4)
+
+
+def _fused_optimizer(p: Parsed, elems_per_param: int, extra_list: int, extra_elems: int, flops: int) -> OpCost | None:
+    """A fused optimizer over the parameter list (argument 0): ``elems_per_param`` reads and
+    writes per parameter element, plus ``extra_elems`` when the optional state list at argument
+    ``extra_list`` is given; ``flops`` per parameter element."""
     params = tensor_list(p, 0)
     if params is None:
         return None
     n = list_numel(params)
-    mom = bool(tensor_list(p, 2))
-    elems = n * (2 + 1 + (2 if mom else 0))
-    return OpCost(float(elems * LIST_ELEM_BYTES), float(n * 4), "optimizer", None, exact=False)
+    extra = bool(tensor_list(p, extra_list))
+    elems = n * (elems_per_param + (extra_elems if extra else 0))
+    return OpCost(float(elems * LIST_ELEM_BYTES), float(n * flops), "optimizer", None, exact=False)
 
 
 def foreach(flops_per_elem: float = 1.0) -> ByteFn:

@@ -310,29 +310,21 @@ def _bshd_dims(p: Parsed, qi: int, cu_i: int) -> tuple[list[tuple[int, int, int,
     return [(b, hq, sq, sk, dq, v[3])], True
 
 
-def flash_like_fwd(cu_i: int) -> FormulaFn:
+def flash_like(direction: str, cu_i: int) -> FormulaFn:
+    """The low-level flash/efficient attention kernels' ops, ``"fwd"`` (q at argument 0) or
+    ``"bwd"`` (after grad_out: q at argument 1), with ``cum_seq_q`` at argument ``cu_i``."""
+    qi = 0 if direction == "fwd" else 1
+
     def f(p: Parsed, h: Hints) -> FlopEstimate | None:
-        got = _bshd_dims(p, 0, cu_i)
+        got = _bshd_dims(p, qi, cu_i)
         if got is None:
             return None
         shapes, exact = got
-        flops = sum(_sdpa_fwd_flops(*s) for s in shapes)
-        return FlopEstimate(float(flops), p.dtype(0), "attention", "fwd", exact=exact)
-
-    return f
-
-
-def flash_like_bwd(cu_i: int) -> FormulaFn:
-    def f(p: Parsed, h: Hints) -> FlopEstimate | None:
-        got = _bshd_dims(p, 1, cu_i)
-        if got is None:
-            return None
-        shapes, exact = got
-        total = rec = 0
-        for s in shapes:
-            t, r = _sdpa_bwd_flops(*s)
-            total += t
-            rec += r
-        return FlopEstimate(float(total), p.dtype(1), "attention", "bwd", recompute_flops=float(rec), exact=exact)
+        if direction == "fwd":
+            total, rec = sum(_sdpa_fwd_flops(*s) for s in shapes), 0
+        else:
+            per_seq = [_sdpa_bwd_flops(*s) for s in shapes]
+            total, rec = sum(t for t, _ in per_seq), sum(r for _, r in per_seq)
+        return FlopEstimate(float(total), p.dtype(qi), "attention", direction, recompute_flops=float(rec), exact=exact)
 
     return f

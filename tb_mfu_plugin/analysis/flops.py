@@ -36,8 +36,7 @@ from .flop_formulas import (
     bmm_args,
     conv_backward,
     conv_fwd,
-    flash_like_bwd,
-    flash_like_fwd,
+    flash_like,
     grouped_mm,
     legacy_conv_backward_input,
     legacy_cudnn_conv_backward,
@@ -86,10 +85,10 @@ FORMULAS: dict[str, Formula] = {
     "aten::_scaled_dot_product_efficient_attention_backward": Formula("attention", "bwd", sdpa_bwd),
     "aten::_scaled_dot_product_cudnn_attention_backward": Formula("attention", "bwd", sdpa_bwd),
     # the kernels underneath, [B, S, H, D] tensors (counted only when called directly)
-    "aten::_flash_attention_forward": Formula("attention", "fwd", flash_like_fwd(3)),
-    "aten::_efficient_attention_forward": Formula("attention", "fwd", flash_like_fwd(4)),
-    "aten::_flash_attention_backward": Formula("attention", "bwd", flash_like_bwd(6)),
-    "aten::_efficient_attention_backward": Formula("attention", "bwd", flash_like_bwd(6)),
+    "aten::_flash_attention_forward": Formula("attention", "fwd", flash_like("fwd", 3)),
+    "aten::_efficient_attention_forward": Formula("attention", "fwd", flash_like("fwd", 4)),
+    "aten::_flash_attention_backward": Formula("attention", "bwd", flash_like("bwd", 6)),
+    "aten::_efficient_attention_backward": Formula("attention", "bwd", flash_like("bwd", 6)),
 }
 
 # Legacy conv ops that need Hints.grad_input / the children that reveal it.
