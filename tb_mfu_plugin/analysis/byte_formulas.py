@@ -294,9 +294,8 @@ def fused_sgd(p: Parsed, name: str) -> OpCost | None:
 
 
 def _fused_optimizer(p: Parsed, elems_per_param: int, extra_list: int, extra_elems: int, flops: int) -> OpCost | None:
-    """A fused optimizer over the parameter list (argument 0): ``elems_per_param`` reads and
-    writes per parameter element, plus ``extra_elems`` when the optional state list at argument
-    ``extra_list`` is given; ``flops`` per parameter element."""
+    """A fused optimizer over the parameter list (argument 0): ``elems_per_param`` reads and writes
+    per element, ``extra_elems`` more when the state list at ``extra_list`` is given, ``flops`` each."""
     params = tensor_list(p, 0)
     if params is None:
         return None
