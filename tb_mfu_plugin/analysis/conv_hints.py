@@ -4,7 +4,7 @@ Such traces record neither a forward conv's stride and padding nor a conv backwa
 ``output_mask``. Other ops of the same trace tell them: a conv backward's grad_output has the
 forward's output size, and a legacy ``cudnn_convolution_backward`` computed grad_input exactly
 when a ``*_backward_input`` child runs inside it. The FLOP count and the roofline pass these to
-the formulas as ``flops.Hints``.
+the formulas as ``flop_formulas.Hints``.
 """
 
 from __future__ import annotations

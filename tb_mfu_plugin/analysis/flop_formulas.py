@@ -29,7 +29,7 @@ class FlopEstimate:
 
 @dataclass(frozen=True)
 class Hints:
-    """Cross-op facts ``analysis.mfu`` can supply for legacy traces without Concrete Inputs."""
+    """Cross-op facts ``conv_hints`` learns for legacy traces without Concrete Inputs."""
 
     # (input dims, weight dims) -> output spatial dims, learnt from conv backward ops
     conv_out: Mapping[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, ...]] | None = None
@@ -195,7 +195,7 @@ def conv_backward(p: Parsed, h: Hints) -> FlopEstimate | None:
 def legacy_cudnn_conv_backward(p: Parsed, h: Hints) -> FlopEstimate | None:
     """torch ≤1.10 ``cudnn_convolution_backward(self, grad_output, weight, ..., output_mask)``.
 
-    ``output_mask`` is never recorded (no Concrete Inputs then); ``analysis.mfu``
+    ``output_mask`` is never recorded (no Concrete Inputs then); ``conv_hints``
     passes ``Hints.grad_input`` from the presence of a ``*_backward_input`` child.
     """
     x, go, w = p.shape(0), p.shape(1), p.shape(2)

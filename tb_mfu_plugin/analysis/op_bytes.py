@@ -233,7 +233,7 @@ def _estimate_cached(name: str, dims: bytes | None, types: bytes | None, concret
 def estimate(name: str, inputs: OpInputs, hints: Hints | None = None) -> OpCost | None:
     """Bytes, FLOPs and class of one op from its recorded inputs, or None (no formula, no shapes).
 
-    ``hints`` are the cross-op facts ``analysis.mfu`` learns for legacy traces (a forward
+    ``hints`` are the cross-op facts ``conv_hints`` learns for legacy traces (a forward
     conv's output size from its backward), so that FLOPs here equal MFU's."""
     if hints is not None and name in F.FORMULAS:
         try:
