@@ -33,6 +33,7 @@ import os
 
 import msgspec
 
+from .analysis.palm import palm_flops_per_token
 from .errors import TraceError
 from .trace.files import open_regular
 
@@ -70,11 +71,8 @@ class ModelDims(msgspec.Struct, kw_only=True, omit_defaults=True):
         return None
 
     def flops_per_token(self) -> float:
-        """PaLM: 6·N + 12·L·H·Q·T (attention term only when L, H·Q and T are all given)."""
-        f = 6.0 * self.n_params
-        if self.n_layers and self.d_attn and self.seq_len:
-            f += 12.0 * self.n_layers * self.d_attn * self.seq_len
-        return f
+        """PaLM: 6·N + 12·L·H·Q·T (``analysis.palm``; attention term only when L, H·Q and T are all given)."""
+        return palm_flops_per_token(self.n_params, self.n_layers, self.d_attn, self.seq_len)
 
     def flops_per_step(self) -> float | None:
         t = self.tokens

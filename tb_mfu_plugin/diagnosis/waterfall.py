@@ -34,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from .context import GRAPH, HOST, LAUNCH, OTHER, SYNC, Context
+from ..analysis.idle_gaps import GRAPH, HOST, LAUNCH, OTHER, SYNC
+from .context import Context
 from .registry import GAP_THRESHOLDS
 
 # The thresholds it reads, like a rule's (registry.rule): the idle bars are the gap attribution's.

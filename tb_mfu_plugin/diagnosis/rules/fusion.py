@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 
+from ...analysis import name_patterns as nm
 from ...analysis import patterns as pt
 from ...trace.tables import OP
 from ..context import Context
@@ -16,11 +17,11 @@ from .evidence import top_kernels
 
 def _fused_attention_present(ctx: Context) -> bool:
     g = ctx.view.gpu
-    fused = pt.fused_attention_kernel_mask(ctx.names)
+    fused = nm.fused_attention_kernel_mask(ctx.names)
     if (fused[g.name] & ctx.is_kernel & ctx.in_step).any():
         return True
     cpu = ctx.tables.cpu
-    codes = [i for i, n in enumerate(ctx.names) if n in pt.FUSED_ATTENTION_OPS]
+    codes = [i for i, n in enumerate(ctx.names) if n in nm.FUSED_ATTENTION_OPS]
     if not codes:
         return False
     rows = np.flatnonzero((cpu.kind == OP) & np.isin(cpu.name, codes))
@@ -111,7 +112,7 @@ def unfused_optimizer(ctx: Context) -> list[Hit]:
     n_k = launched.sum() / ctx.n
     if n_k < th.optimizer_min_kernels_per_step:
         return []
-    multi = pt.multi_tensor_kernel_mask(ctx.names)[g.name] & launched
+    multi = nm.multi_tensor_kernel_mask(ctx.names)[g.name] & launched
     multi_share = float(multi.sum()) / max(1, int(launched.sum()))
     w = pt.Windows.of_rows(ctx.tables, rows)
     fused_ops = pt.ops_named_in(ctx.tables, w, ("aten::_fused_", "aten::_foreach_"))
@@ -119,7 +120,7 @@ def unfused_optimizer(ctx: Context) -> list[Hit]:
         return []
     busy = ctx.per_step_union(launched) / ctx.n
     span = _gpu_span(ctx, launched)
-    names = sorted({m.group(1) for r in rows if (m := pt.OPTIMIZER_STEP.match(ctx.names[ctx.tables.cpu.name[r]]))})
+    names = sorted({m.group(1) for r in rows if (m := nm.OPTIMIZER_STEP.match(ctx.names[ctx.tables.cpu.name[r]]))})
     cls = names[0] if names else "Optimizer"
     zg = ctx.zero_grad_launched & ctx.is_kernel
     evidence = {
@@ -159,7 +160,7 @@ def unfused_elementwise(ctx: Context) -> list[Hit]:
     krows = np.flatnonzero(ctx.is_kernel & ctx.in_step)
     claimed = ctx.optimizer_launched | ctx.zero_grad_launched | ctx.attention_rows
     kern = g.take(krows)
-    ew = pt.elementwise_kernel_mask(ctx.names)
+    ew = nm.elementwise_kernel_mask(ctx.names)
     runs = pt.elementwise_runs(kern, ew, ~claimed[krows], th.elementwise_min_run)
     if not runs:
         return []

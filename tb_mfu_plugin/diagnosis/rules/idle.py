@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 
 from ...analysis import patterns as pt
-from ..context import GRAPH, HOST, LAUNCH, OTHER, Context
+from ...analysis.idle_gaps import GRAPH, HOST, LAUNCH, OTHER
+from ..context import Context
 from ..registry import GAP_THRESHOLDS, Fired, Hit, rule
 from .dataloader import dataloader_stall
 from .launches import launch_bound, tiny_kernels_in_graphs

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..context import GRAPH, HOST, LAUNCH, Context
+from ...analysis.idle_gaps import GRAPH, HOST, LAUNCH
+from ..context import Context
 from ..registry import GAP_THRESHOLDS, Hit, rule
 from .evidence import top_kernels
 
