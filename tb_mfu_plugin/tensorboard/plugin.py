@@ -23,7 +23,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from .. import __version__ as TOOL_VERSION
-from ..analysis.report import SCHEMA_VERSION, RunReport, WorkerReport
+from ..analysis.report import SCHEMA_VERSION, RunReport
 from ..escape import json_bytes
 from ..options import AnalysisOptions
 from ..pipeline import run_report
@@ -133,20 +133,12 @@ class MfuPlugin(base_plugin.TBPlugin):
             raise errors.NotFoundError(f"no run named {name!r}")
         return run
 
-    def _report_for(self, run: RunFiles, states: list[FileState]) -> RunReport:
-        """The run's ``RunReport``: workers in discovery order, spans in time order.
-
-        This mirrors ``pipeline.analyze_run``, so the route and the CLI's
-        ``--json`` agree.
-        """
-        workers: list[WorkerReport] = []
-        for st in states:
-            if st.reports is not None:
-                workers.extend(st.reports)
-            elif st.error:
-                k = st.key
-                workers.append(WorkerReport(name=k.worker, span=k.span, file=k.path, error=st.error))
-        return run_report(run.name, workers)
+    @staticmethod
+    def _report_for(run: RunFiles, states: list[tuple[str, Any, FileState]]) -> RunReport:
+        """The run's ``RunReport``, put together by ``pipeline.run_report`` as the CLI's is,
+        so the route and ``--json`` agree."""
+        by_file = {(worker, span.path): st for worker, span, st in states}
+        return run_report(run, lambda worker, span: by_file[(worker, span.path)].worker_reports())
 
     def _run_status(self, run: RunFiles, states: list[tuple[str, Any, FileState]]) -> dict[str, Any]:
         fstates = [st for _, _, st in states]
@@ -220,7 +212,7 @@ class MfuPlugin(base_plugin.TBPlugin):
         if any(st.state in (QUEUED, LOADING) for st in fstates):
             status = self._run_status(run, states)
             return self._respond(request, status, code=202)
-        return self._respond(request, self._report_for(run, fstates))
+        return self._respond(request, self._report_for(run, states))
 
     def _serve_compare(self, request: wrappers.Request) -> wrappers.Response:
         names = request.args.getlist("run")
@@ -240,7 +232,7 @@ class MfuPlugin(base_plugin.TBPlugin):
                     "name": run.name,
                     "state": status["state"],
                     "progress": status["progress"],
-                    "report": None if loading else self._report_for(run, fstates),
+                    "report": None if loading else self._report_for(run, states),
                 }
             )
         body = {"schema_version": SCHEMA_VERSION, "runs": out}
