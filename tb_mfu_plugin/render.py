@@ -12,11 +12,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+import msgspec
 from rich.console import Console
 from rich.table import Table
 
 from .analysis.report import Device, KernelStats, Report, RunReport, Summary, WorkerReport
 from .diagnosis.compare import FindingChange
+from .diagnosis.ranks import RankSummary
 from .escape import for_rich, markup_escape
 
 if TYPE_CHECKING:
@@ -110,9 +112,10 @@ def print_report(report: Report, top: int) -> None:
 
 
 def _print_ranks(console: Console, run: RunReport) -> None:
-    r = run.ranks
-    if r is None:
+    if run.ranks is None:
         return
+    # RunReport.ranks is typed Any (analysis does not import diagnosis), so for_rich's copy holds a dict
+    r = msgspec.convert(run.ranks, RankSummary)
     t = _table(
         f"{run.name}: ranks side by side (world size {r.world_size})",
         ("rank", "worker", "median step", "GPU busy", "idle", "exposed comm / step", "MFU"),

@@ -14,6 +14,7 @@ from conftest import SAMPLES
 from tracegen import TraceBuilder
 
 from tb_mfu_plugin.cli import main
+from tb_mfu_plugin.pipeline import analyze_path
 
 SUMMARY_KEYS = {
     "steps", "step_time_us", "gpu_busy_share", "kernel_time_share", "memcpy_time_share", "sm_efficiency",
@@ -80,6 +81,20 @@ def test_table_output_names_the_metrics(tmp_path: Path, capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     for word in ("GPU busy", "SM efficiency", "Top 1 kernels", "gemm", "3 steps"):
         assert word in out
+
+
+def test_table_output_of_a_distributed_run_shows_its_ranks(capsys: pytest.CaptureFixture[str]) -> None:
+    """The tables of a real 2-GPU run end with its ranks side by side and the straggler the JSON
+    names (the text view once crashed there: the escaped copy it prints holds the ranks as a dict)."""
+    run = SAMPLES / "ddp_2gpu"
+    assert main(["analyze", str(run), "--top", "1"]) == 0
+    out = capsys.readouterr().out
+    (report,) = analyze_path(str(run)).runs
+    assert report.ranks is not None and report.ranks.straggler is not None
+    assert f"ranks side by side (world size {report.ranks.world_size})" in out
+    assert f"straggler: {report.ranks.straggler.worker}" in out
+    for row in report.ranks.ranks:
+        assert row.worker in out
 
 
 def _digest(root: Path) -> dict[str, str]:
