@@ -15,6 +15,7 @@ from . import __version__
 from .analysis.report import Report, WorkerReport
 from .errors import TraceError
 from .escape import for_rich, json_bytes, one_line
+from .fmt import mfu_text
 from .options import AnalysisOptions
 from .pipeline import analyze_path, thresholds_from
 from .trace.limits import DEFAULT_LIMITS, FLAGS, Limits, format_limit, parse_size
@@ -193,8 +194,6 @@ def _min_mfu_gate(workers: list[WorkerReport], min_mfu: float) -> int:
     low = [w for w in workers if w.summary is not None and (w.summary.mfu or 0.0) * 100 < min_mfu]
     if not low:
         return 0
-    from .render import mfu_text
-
     for w in low:
         print(f"tb-mfu: {one_line(w.file)}: MFU {mfu_text(w)} is below --min-mfu {min_mfu} %", file=sys.stderr)
     return 3

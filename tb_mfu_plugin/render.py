@@ -16,64 +16,19 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from .analysis.report import Device, KernelStats, Report, RunReport, Summary, WorkerReport
+from .analysis.report import Device, Report, RunReport, Summary, WorkerReport
 from .diagnosis.compare import FindingChange
 from .diagnosis.ranks import RankSummary
 from .escape import for_rich, markup_escape
+from .fmt import core_unit, mfu_text, nbytes, pct, tflop, us
 
 if TYPE_CHECKING:
     from .pipeline import PathProgressFn
 
 
-def _pct(x: float | None) -> str:
-    if x is None:
-        return "n/a"
-    # a share or MFU above 100 % is never printed as a figure (analysis.plausibility)
-    return "impossible (>100 %)" if x > 1.0 + 1e-6 else f"{100 * x:.1f} %"
-
-
-def mfu_text(w: WorkerReport) -> str:
-    """MFU, or "impossible" where the analysis found it above 100 % and withheld it."""
-    if w.summary is not None and w.summary.mfu is None and "impossible_mfu" in w.flags:
-        return "impossible"
-    return _pct(w.summary.mfu if w.summary is not None else None)
-
-
-_CORE_SHORT = {"tensor-core": "TC", "cuda-core": "CUDA", "unknown": "?", "not-a-matmul": ""}
-
-
-def _core(k: KernelStats) -> str:
-    """Top-kernels cell: TC / CUDA / ? (a GEMM of unknown class) and the dtype the name gives."""
-    short = _CORE_SHORT.get(k.core or "", "TC" if k.tensor_core else "")
-    return f"{short} {k.dtype}" if short and k.dtype else short
-
-
-def _us(x: float | None) -> str:
-    if x is None:
-        return "n/a"
-    if x >= 1e6:
-        return f"{x / 1e6:.2f} s"
-    if x >= 1e3:
-        return f"{x / 1e3:.2f} ms"
-    return f"{x:.1f} µs"
-
-
-def _bytes(x: float | None) -> str:
-    if x is None:
-        return "n/a"
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if abs(x) >= scale:
-            return f"{x / scale:.2f} {unit}"
-    return f"{x:.0f} B"
-
-
-def _flops(x: float | None) -> str:
-    return "n/a" if x is None else f"{x / 1e12:.3f} TFLOP"
-
-
-def _table(title: str, columns: tuple[str, ...], **kw: object) -> Table:
+def _table(title: str, columns: tuple[str, ...]) -> Table:
     """A left-titled table of right-justified columns, the shape of most tables here."""
-    t = Table(title=title, title_justify="left", **kw)  # type: ignore[arg-type]
+    t = Table(title=title, title_justify="left")
     for col in columns:
         t.add_column(col, justify="right")
     return t
@@ -124,11 +79,11 @@ def _print_ranks(console: Console, run: RunReport) -> None:
         t.add_row(
             str(row.rank),
             row.worker,
-            _us(row.step_time_us),
-            _pct(row.gpu_busy_share),
-            _pct(row.idle_share),
-            _us(row.exposed_communication_us_per_step),
-            _pct(row.mfu),
+            us(row.step_time_us),
+            pct(row.gpu_busy_share),
+            pct(row.idle_share),
+            us(row.exposed_communication_us_per_step),
+            pct(row.mfu),
         )
     console.print(t)
     if r.straggler is not None:
@@ -161,14 +116,14 @@ def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int) ->
     )
     t.add_row(
         mfu_text(w),
-        _pct(s.gpu_busy_share),
-        _pct(s.kernel_time_share),
-        _pct(s.sm_efficiency),
-        _pct(s.achieved_occupancy),
-        _pct(s.tensor_core_kernel_share),
-        _pct(s.memcpy_time_share),
-        _pct(s.sync_wait_share),
-        _pct(s.idle_share),
+        pct(s.gpu_busy_share),
+        pct(s.kernel_time_share),
+        pct(s.sm_efficiency),
+        pct(s.achieved_occupancy),
+        pct(s.tensor_core_kernel_share),
+        pct(s.memcpy_time_share),
+        pct(s.sync_wait_share),
+        pct(s.idle_share),
     )
     console.print(t)
     _print_flops(console, w)
@@ -192,8 +147,8 @@ def _print_device_and_steps(console: Console, dev: Device, s: Summary) -> None:
     )
     spread = s.distribution.get("step_time_us")
     console.print(
-        f"{s.steps} steps, median step time {_us(s.step_time_us)}"
-        + (f" (mean {_us(s.step_time_mean_us)}, min {_us(spread.min)}, max {_us(spread.max)})" if spread else ""),
+        f"{s.steps} steps, median step time {us(s.step_time_us)}"
+        + (f" (mean {us(s.step_time_mean_us)}, min {us(spread.min)}, max {us(spread.max)})" if spread else ""),
         highlight=False,
     )
 
@@ -206,8 +161,8 @@ def _print_copies_and_syncs(console: Console, w: WorkerReport) -> None:
                 c.direction,
                 c.memory,
                 f"{c.count_per_step:.1f}",
-                _bytes(c.bytes_per_step),
-                _us(c.time_us_per_step),
+                nbytes(c.bytes_per_step),
+                us(c.time_us_per_step),
                 "n/a" if c.gbps is None else f"{c.gbps:.1f}",
                 f"{c.small_count_per_step:.1f}",
             )
@@ -220,7 +175,7 @@ def _print_copies_and_syncs(console: Console, w: WorkerReport) -> None:
                 y.root_op or "(no op: direct call)",
                 y.op or "",
                 f"{y.count_per_step:.1f}",
-                _us(y.blocked_us_per_step),
+                us(y.blocked_us_per_step),
             )
         console.print(t)
 
@@ -230,15 +185,15 @@ def _print_launches(console: Console, w: WorkerReport) -> None:
     if not ln:
         return
     console.print(
-        f"launches: {ln.kernels_per_step:.0f} kernels/step, median kernel {_us(ln.median_kernel_us)}, "
-        f"{_pct(ln.short_kernel_share)} under 10 µs, launch API {_us(ln.launch_api_us_per_step)}/step; "
-        f"GPU idle gaps {ln.idle_gaps.count_per_step:.0f}/step totalling {_us(ln.idle_gaps.total_us_per_step)}",
+        f"launches: {ln.kernels_per_step:.0f} kernels/step, median kernel {us(ln.median_kernel_us)}, "
+        f"{pct(ln.short_kernel_share)} under 10 µs, launch API {us(ln.launch_api_us_per_step)}/step; "
+        f"GPU idle gaps {ln.idle_gaps.count_per_step:.0f}/step totalling {us(ln.idle_gaps.total_us_per_step)}",
         highlight=False,
     )
     if ln.graph_launches_per_step:
         console.print(
             f"CUDA graph replays: {ln.graph_launches_per_step:.3g}/step running {ln.graph_kernels_per_step:.0f} "
-            f"kernels (median {_us(ln.graph_median_kernel_us)}); the host launched "
+            f"kernels (median {us(ln.graph_median_kernel_us)}); the host launched "
             f"{ln.kernels_per_step - ln.graph_kernels_per_step:.0f} kernels/step one by one",
             highlight=False,
         )
@@ -266,12 +221,12 @@ def _print_top_kernels(console: Console, w: WorkerReport, top: int) -> None:
         t.add_row(
             k.name,
             str(k.count),
-            _us(k.total_us),
-            _pct(k.share),
+            us(k.total_us),
+            pct(k.share),
             "n/a" if k.mean_blocks_per_sm is None else f"{k.mean_blocks_per_sm:.2f}",
-            _pct(k.sm_efficiency),
-            _pct(k.achieved_occupancy),
-            _core(k),
+            pct(k.sm_efficiency),
+            pct(k.achieved_occupancy),
+            core_unit(k),
         )
     console.print(t)
 
@@ -284,7 +239,7 @@ def _print_roofline(console: Console, w: WorkerReport, top: int) -> None:
     ops = sorted(r.ops, key=lambda o: -(o.lost_us_per_step or 0.0))[:top]
     t = Table(
         title=f"Roofline: ops by time lost below their roof (peak {r.peak_flops / 1e12:.1f} TFLOP/s, HBM "
-        f"{r.peak_bandwidth / 1e12:.2f} TB/s; {_pct(r.coverage)} of GPU time placed; ↑ above roof: cached)",
+        f"{r.peak_bandwidth / 1e12:.2f} TB/s; {pct(r.coverage)} of GPU time placed; ↑ above roof: cached)",
         title_justify="left",
     )
     t.add_column("op", overflow="ellipsis", no_wrap=True, min_width=14, max_width=40)
@@ -296,15 +251,15 @@ def _print_roofline(console: Console, w: WorkerReport, top: int) -> None:
             if o.bound == "compute"
             else f"{(o.achieved_bandwidth or 0) / 1e9:.0f} GB/s"
         )
-        share = _pct(o.roof_share) + (" ↑" if o.above_roof else "")
-        t.add_row(f"{o.name} {o.shapes}", o.bound or "n/a", _us(o.us_per_step), got, share, _us(o.lost_us_per_step))
+        share = pct(o.roof_share) + (" ↑" if o.above_roof else "")
+        t.add_row(f"{o.name} {o.shapes}", o.bound or "n/a", us(o.us_per_step), got, share, us(o.lost_us_per_step))
     console.print(t)
 
 
 def _print_flops(console: Console, w: WorkerReport) -> None:
     s, f = w.summary, w.flops or {}
     assert s is not None
-    line = f"FLOPs per step: {_flops(s.flops_per_step)}"
+    line = f"FLOPs per step: {tflop(s.flops_per_step)}"
     if f.get("headline_source"):
         line += f" from {f['headline_source']}"
     if f.get("achieved_tflops_while_busy") is not None:
@@ -318,19 +273,19 @@ def _print_flops(console: Console, w: WorkerReport) -> None:
             highlight=False,
         )
     console.print(
-        f"  matmul kernels: tensor-core {_pct(s.tensor_core_kernel_share)} of kernel time, CUDA-core "
-        f"{_pct(s.cuda_core_matmul_kernel_share)}, unknown unit {_pct(s.unknown_core_kernel_share)}; dtype "
+        f"  matmul kernels: tensor-core {pct(s.tensor_core_kernel_share)} of kernel time, CUDA-core "
+        f"{pct(s.cuda_core_matmul_kernel_share)}, unknown unit {pct(s.unknown_core_kernel_share)}; dtype "
         f"{f.get('kernel_dtype') or 'unknown'} by kernel names, peak dtype "
         f"{(f.get('peak') or {}).get('dtype') or 'n/a'} from {(f.get('peak') or {}).get('dtype_source') or 'n/a'}",
         highlight=False,
     )
     extra = []
     if f.get("mfu_model") is not None and f.get("hfu") is not None and abs(f["mfu_model"] - f["hfu"]) > 1e-4:
-        extra.append(f"MFU without recompute {_pct(f['mfu_model'])}, HFU {_pct(f['hfu'])}")
+        extra.append(f"MFU without recompute {pct(f['mfu_model'])}, HFU {pct(f['hfu'])}")
     if f.get("mfu_user") is not None:
-        extra.append(f"MFU from your model FLOPs ({f.get('user_flops_source')}) {_pct(f['mfu_user'])}")
+        extra.append(f"MFU from your model FLOPs ({f.get('user_flops_source')}) {pct(f['mfu_user'])}")
     if f.get("unattributed_kernel_share"):
-        extra.append(f"{_pct(f['unattributed_kernel_share'])} of kernel time is in ops with no FLOP formula")
+        extra.append(f"{pct(f['unattributed_kernel_share'])} of kernel time is in ops with no FLOP formula")
     for e in extra:
         console.print(f"  {e}", highlight=False)
     if s.mfu is not None:
@@ -348,7 +303,7 @@ def _print_diagnosis(console: Console, w: WorkerReport) -> None:
     s = w.summary
     if w.waterfall and s is not None:
         t = Table(
-            title=f"GPU busy {_pct(s.gpu_busy_share)} but MFU {mfu_text(w)}: where the step goes", title_justify="left"
+            title=f"GPU busy {pct(s.gpu_busy_share)} but MFU {mfu_text(w)}: where the step goes", title_justify="left"
         )
         t.add_column("")
         t.add_column("per step", justify="right")
@@ -358,7 +313,7 @@ def _print_diagnosis(console: Console, w: WorkerReport) -> None:
             label = row.get("label", "")
             style = "bold" if kind in ("total", "subtotal", "result") else None
             prefix = "  − " if kind == "loss" else ""
-            t.add_row(prefix + label, _us(row.get("us_per_step")), _pct(row.get("share")), style=style)
+            t.add_row(prefix + label, us(row.get("us_per_step")), pct(row.get("share")), style=style)
         console.print(t)
     if w.findings:
         t = Table(title="Findings, by estimated gain", title_justify="left", show_lines=True)
@@ -370,7 +325,7 @@ def _print_diagnosis(console: Console, w: WorkerReport) -> None:
             sev = f.get("severity", "")
             gain = f.get("est_gain_us_per_step")
             after = f.get("est_mfu_after")
-            gain_text = _us(gain) + (f"\n→ MFU {_pct(after)}" if after is not None else "")
+            gain_text = us(gain) + (f"\n→ MFU {pct(after)}" if after is not None else "")
             t.add_row(
                 f"[{_SEVERITY_STYLE.get(sev, '')}]{sev}[/]",
                 f"[bold]{f.get('id')}[/]\n{f.get('title', '')}",
@@ -386,16 +341,16 @@ def _count(digits: int) -> Callable[[float | None], str]:
 
 # The summary figures compared side by side: label, Summary field, format.
 _COMPARED: tuple[tuple[str, str, Callable[[float | None], str]], ...] = (
-    ("MFU", "mfu", _pct),
-    ("median step time", "step_time_us", _us),
-    ("GPU busy", "gpu_busy_share", _pct),
-    ("kernel time", "kernel_time_share", _pct),
-    ("SM efficiency", "sm_efficiency", _pct),
-    ("tensor-core kernels", "tensor_core_kernel_share", _pct),
-    ("idle", "idle_share", _pct),
+    ("MFU", "mfu", pct),
+    ("median step time", "step_time_us", us),
+    ("GPU busy", "gpu_busy_share", pct),
+    ("kernel time", "kernel_time_share", pct),
+    ("SM efficiency", "sm_efficiency", pct),
+    ("tensor-core kernels", "tensor_core_kernel_share", pct),
+    ("idle", "idle_share", pct),
     ("kernels / step", "kernels_per_step", _count(0)),
     ("syncs / step", "sync_count_per_step", _count(1)),
-    ("FLOPs / step", "flops_per_step", _flops),
+    ("FLOPs / step", "flops_per_step", tflop),
 )
 _CHANGE_STYLE = {"fixed": "green", "new": "red", "remains": "dim"}
 
@@ -411,11 +366,11 @@ def print_comparison(a: WorkerReport, b: WorkerReport, changes: list[FindingChan
     for col in ("", "baseline", "other"):
         t.add_column(col, justify="right" if col else "left")
     t.add_row("file", os.path.basename(a.file), os.path.basename(b.file))
-    for label, key, fmt in _COMPARED:
+    for label, key, show in _COMPARED:
         if key == "mfu":  # an impossible MFU reads "impossible", not n/a
             t.add_row(label, mfu_text(a), mfu_text(b))
         else:
-            t.add_row(label, fmt(getattr(a.summary, key)), fmt(getattr(b.summary, key)))
+            t.add_row(label, show(getattr(a.summary, key)), show(getattr(b.summary, key)))
     console.print(t)
     t = Table(title="Findings", title_justify="left")
     for col in ("status", "finding", "gain before", "gain after"):
@@ -423,6 +378,6 @@ def print_comparison(a: WorkerReport, b: WorkerReport, changes: list[FindingChan
     for c in changes:
         name = c.id + (f" · {c.subject}" if c.subject else "")
         t.add_row(
-            f"[{_CHANGE_STYLE[c.status]}]{c.status}[/]", name, _us(c.baseline_gain_us_per_step), _us(c.gain_us_per_step)
+            f"[{_CHANGE_STYLE[c.status]}]{c.status}[/]", name, us(c.baseline_gain_us_per_step), us(c.gain_us_per_step)
         )
     console.print(t)

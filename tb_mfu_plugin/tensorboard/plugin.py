@@ -27,7 +27,7 @@ from ..analysis.report import SCHEMA_VERSION, RunReport
 from ..escape import json_bytes
 from ..options import AnalysisOptions
 from ..pipeline import run_report
-from ..trace.discover import RunFiles
+from ..trace.discover import RunFiles, SpanFile
 from ..trace.limits import limits_from_flags
 from .cache import ERROR, LOADING, QUEUED, AnalysisCache, FileState, default_cache_dir
 from .paths import FileGate, PathView
@@ -43,6 +43,8 @@ STATIC_FILES = {
 }
 MAX_COMPARE = 8
 MAX_NAME = 4096
+# One span of a run: its worker's name, its file, and the state of its analysis.
+SpanState = tuple[str, SpanFile, FileState]
 
 
 def options_from_flags(flags: object) -> AnalysisOptions:
@@ -101,7 +103,7 @@ class MfuPlugin(base_plugin.TBPlugin):
         for run in scan.runs.values():
             self._states(run, priority=2, scan=scan)
 
-    def _states(self, run: RunFiles, priority: int = 2, scan: Scan | None = None) -> list[tuple[str, Any, FileState]]:
+    def _states(self, run: RunFiles, priority: int = 2, scan: Scan | None = None) -> list[SpanState]:
         """Each span of ``run`` with its analysis state; queues the ones not seen before."""
         deps = (scan or self._index.current()).sidecars.get(run.name, ())
         out = []
@@ -134,13 +136,13 @@ class MfuPlugin(base_plugin.TBPlugin):
         return run
 
     @staticmethod
-    def _report_for(run: RunFiles, states: list[tuple[str, Any, FileState]]) -> RunReport:
+    def _report_for(run: RunFiles, states: list[SpanState]) -> RunReport:
         """The run's ``RunReport``, put together by ``pipeline.run_report`` as the CLI's is,
         so the route and ``--json`` agree."""
         by_file = {(worker, span.path): st for worker, span, st in states}
         return run_report(run, lambda worker, span: by_file[(worker, span.path)].worker_reports())
 
-    def _run_status(self, run: RunFiles, states: list[tuple[str, Any, FileState]]) -> dict[str, Any]:
+    def _run_status(self, run: RunFiles, states: list[SpanState]) -> dict[str, Any]:
         fstates = [st for _, _, st in states]
         total = sum(max(st.bytes_total, st.key.size) for st in fstates) or 1
         done = sum(max(st.bytes_total, st.key.size) * st.progress for st in fstates)
