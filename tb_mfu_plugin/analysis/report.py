@@ -250,4 +250,3 @@ _encoder = msgspec.json.Encoder()
 
 def to_json(obj: Any) -> bytes:
     return _encoder.encode(obj)
-
