@@ -35,9 +35,9 @@ import msgspec
 
 from .analysis.palm import palm_flops_per_token
 from .errors import TraceError
+from .trace.discover import SIDECAR_NAME
 from .trace.files import open_regular
 
-SIDECAR_NAME = "tb_mfu.json"
 SIDECAR_VERSION = 1
 _MAX_BYTES = 1 << 20
 # 1e24 FLOPs in one step is ~30 minutes of a 1,000-GPU H100 cluster per step: beyond

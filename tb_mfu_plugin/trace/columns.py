@@ -40,8 +40,19 @@ _get = {k: attrgetter(k) for k in ("ph", "cat", "name", "ts", "dur", "pid", "tid
 _arg = {
     k: attrgetter(k)
     for k in (
-        "external_id", "external_id_legacy", "correlation", "device", "stream", "blocks_per_sm",
-        "warps_per_sm", "occupancy", "bytes", "flops", "grid", "block", "input_dims",
+        "external_id",
+        "external_id_legacy",
+        "correlation",
+        "device",
+        "stream",
+        "blocks_per_sm",
+        "warps_per_sm",
+        "occupancy",
+        "bytes",
+        "flops",
+        "grid",
+        "block",
+        "input_dims",
     )
 }
 
@@ -322,13 +333,30 @@ class Columns:
 
 
 _CPU_EMPTY: dict[str, Any] = {
-    "kind": np.int8, "name": np.int32, "ts": np.float64, "dur": np.float64, "pid": np.int64, "tid": np.int64,
-    "external_id": np.int64, "correlation": np.int64, "flops": np.float64,
+    "kind": np.int8,
+    "name": np.int32,
+    "ts": np.float64,
+    "dur": np.float64,
+    "pid": np.int64,
+    "tid": np.int64,
+    "external_id": np.int64,
+    "correlation": np.int64,
+    "flops": np.float64,
 }
 _GPU_EMPTY: dict[str, Any] = {
-    "kind": np.int8, "name": np.int32, "ts": np.float64, "dur": np.float64, "device": np.int64,
-    "stream": np.int64, "correlation": np.int64, "external_id": np.int64, "blocks_per_sm": np.float32,
-    "warps_per_sm": np.float32, "occupancy_pct": np.float32, "grid_blocks": np.int64, "block_threads": np.int64,
+    "kind": np.int8,
+    "name": np.int32,
+    "ts": np.float64,
+    "dur": np.float64,
+    "device": np.int64,
+    "stream": np.int64,
+    "correlation": np.int64,
+    "external_id": np.int64,
+    "blocks_per_sm": np.float32,
+    "warps_per_sm": np.float32,
+    "occupancy_pct": np.float32,
+    "grid_blocks": np.int64,
+    "block_threads": np.int64,
     "bytes": np.int64,
 }
 

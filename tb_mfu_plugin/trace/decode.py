@@ -89,7 +89,8 @@ class _Source:
             ratio = self.read / max(1, self.raw.tell())
             if ratio > lim.max_compression_ratio:
                 raise cap_error(
-                    self.path, "max_compression_ratio",
+                    self.path,
+                    "max_compression_ratio",
                     f"gzip expands {ratio:.0f}:1 (a gzip bomb?); real traces compress 10-30:1",
                 )
         self.deadline.check()
@@ -166,14 +167,18 @@ def decode_trace(
 def _line_cap(path: str, n: int, limits: Limits) -> None:
     if n > limits.max_line_bytes:
         raise cap_error(
-            path, "max_line_bytes",
+            path,
+            "max_line_bytes",
             f"more than {format_size(limits.max_line_bytes)} without an event boundary "
             "(one event, or a one-line document)",
         )
 
 
 def _decode(
-    path: str, keep_inputs: Callable[[str], bool] | None, progress: ProgressFn | None, limits: Limits,
+    path: str,
+    keep_inputs: Callable[[str], bool] | None,
+    progress: ProgressFn | None,
+    limits: Limits,
     deadline: Deadline,
 ) -> TraceTables:
     cols = Columns(keep_inputs, limits.max_name_chars)
@@ -194,7 +199,7 @@ def _decode(
             # Not the Kineto layout (bare array, or no traceEvents key): decode whole.
             _line_cap(path, len(head), limits)
             return _decode_whole(path, head, cols, src.read, limits)
-        if not head[m.end():].strip():  # the first event is in the next chunk
+        if not head[m.end() :].strip():  # the first event is in the next chunk
             head += next(chunks, b"")
         header = _header.decode(bytes(head[: m.start()]) + b'"traceEvents":[]}')
         # Learn how events open ("\n  {" for Kineto) from the first one; a document
@@ -206,7 +211,7 @@ def _decode(
             _line_cap(path, len(head), limits)
             return _decode_whole(path, head, cols, src.read, limits)
         event_start = b"\n" + first.group(2) + b"{"
-        pending = head[m.end():]
+        pending = head[m.end() :]
         del head
         if not _stream_events(path, pending, chunks, event_start, cols, limits, progress, src):
             # a chunk did not decode on its own: decode the document in one piece
@@ -221,8 +226,14 @@ def _decode(
 
 
 def _stream_events(
-    path: str, pending: bytearray, chunks: Iterator[bytes], event_start: bytes, cols: Columns, limits: Limits,
-    progress: ProgressFn | None, src: _Source,
+    path: str,
+    pending: bytearray,
+    chunks: Iterator[bytes],
+    event_start: bytes,
+    cols: Columns,
+    limits: Limits,
+    progress: ProgressFn | None,
+    src: _Source,
 ) -> bool:
     """Decode every complete event of the stream; ``pending`` keeps the unfinished tail.
 
