@@ -6,23 +6,12 @@ import * as echarts from 'echarts/core';
 import { CanvasRenderer } from 'echarts/renderers';
 
 import { h } from './dom';
+import { UI } from './palette';
 
 echarts.use([BarChart, GridComponent, LegendComponent, TooltipComponent, MarkLineComponent, CanvasRenderer]);
 
 export type EChartsOption = echarts.EChartsCoreOption;
 
-export const COLORS = {
-  kernel: '#4e79a7',
-  memcpy: '#f28e2b',
-  memset: '#edc948',
-  idle: '#c9c9c9',
-  sync: '#e15759',
-  busy: '#4e79a7',
-  kernelShare: '#76b7b2',
-  smEff: '#59a14f',
-  mfu: '#b07aa1',
-  runs: ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2', '#b07aa1', '#edc948', '#9c755f'],
-};
 
 export const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif';
 
@@ -76,10 +65,10 @@ export function tooltipNode(title: string, rows: [string, string, string][], foo
 
 export const tooltipBase = {
   confine: true,
-  backgroundColor: '#fff',
-  borderColor: '#d0d4da',
+  backgroundColor: UI.surface,
+  borderColor: UI.lineStrong,
   borderWidth: 1,
   padding: 8,
-  textStyle: { color: '#1f2328', fontSize: 12 },
-  extraCssText: 'box-shadow: 0 2px 8px rgba(0,0,0,.12); border-radius: 6px;',
+  textStyle: { color: UI.text, fontSize: 12 },
+  extraCssText: `box-shadow: 0 2px 8px ${UI.shadowStrong}; border-radius: 6px;`,
 };

@@ -1,10 +1,13 @@
 // Compare: two or more runs side by side, deltas against the first (the baseline).
-import { COLORS, chart, tooltipBase, tooltipNode } from './charts';
+import { card } from './card';
+import { chart, tooltipBase, tooltipNode } from './charts';
 import { type Child, h } from './dom';
 import * as f from './format';
-import { BREAKDOWN, card, meanStep } from './overview';
+import { BREAKDOWN, meanStep } from './overview';
+import { COLORS, UI } from './palette';
 import { table } from './table';
 import type { RunReport, WorkerReport } from './types';
+import { usable, workerLabel } from './workers';
 
 type Better = 'higher' | 'lower' | 'neutral';
 
@@ -55,17 +58,6 @@ export interface CompareColumn {
   progress: number;
   state: string;
   workerIndex: number;
-}
-
-export function usable(r: RunReport): number[] {
-  return r.workers.map((w, i) => (w.summary && !w.error ? i : -1)).filter((i) => i >= 0);
-}
-
-function workerLabel(w: WorkerReport, r: RunReport): string {
-  const sameName = r.workers.filter((x) => x.name === w.name);
-  const spanIdx = Array.from(new Set(sameName.map((x) => x.span))).indexOf(w.span);
-  const dev = w.device?.index !== null && w.device?.index !== undefined ? ` · GPU ${w.device.index}` : '';
-  return `${w.name}${dev}${sameName.length > 1 ? ` · span ${spanIdx + 1}` : ''}`;
 }
 
 function deltaNode(m: MetricRow, base: number | null | undefined, v: number | null | undefined): Child {
@@ -151,10 +143,10 @@ function compositionChart(cols: CompareColumn[]): HTMLElement {
             const n = names[Number(v)];
             return n.length > 28 ? `${n.slice(0, 27)}…` : n;
           },
-          color: '#1f2328',
+          color: UI.text,
         },
       },
-      xAxis: { type: 'value', name: 'ms / step', nameLocation: 'middle', nameGap: 22, axisLabel: { color: '#57606a' }, splitLine: { lineStyle: { color: '#eef0f2' } } },
+      xAxis: { type: 'value', name: 'ms / step', nameLocation: 'middle', nameGap: 22, axisLabel: { color: UI.dim }, splitLine: { lineStyle: { color: UI.lineSoft } } },
       tooltip: {
         ...tooltipBase,
         trigger: 'axis',

@@ -1,8 +1,10 @@
 // The diagnosis panel: findings (id, severity, title, evidence, estimated gain, fix) and the
 // step-time waterfall, from WorkerReport.findings / .waterfall. Everything is text.
+import { card } from './card';
 import { chart, tooltipBase, tooltipNode } from './charts';
 import { type Child, h } from './dom';
 import * as f from './format';
+import { SERIES, UI } from './palette';
 import type { Json, JsonObject, WorkerReport } from './types';
 
 export function str(x: Json | undefined): string | null {
@@ -103,7 +105,7 @@ function gainNode(fd: JsonObject): Child {
 
 const SEVERITY_ORDER: Record<string, number> = { critical: 0, high: 1, medium: 2, low: 3, info: 4 };
 
-export function findingsCard(w: WorkerReport, card: (title: string, body: Child, opts?: { testid?: string; help?: string }) => HTMLElement): HTMLElement {
+export function findingsCard(w: WorkerReport): HTMLElement {
   const fs = w.findings ?? [];
   if (!fs.length) {
     return card('Findings', h('p', { class: 'muted' }, 'The diagnosis rules found nothing to flag in this span.'), { testid: 'findings' });
@@ -130,11 +132,11 @@ export function findingsCard(w: WorkerReport, card: (title: string, body: Child,
 // ---- waterfall ----------------------------------------------------------------
 
 const WF_COLORS: Record<string, string> = {
-  total: '#6e7781',
-  subtotal: '#4e79a7',
-  result: '#b07aa1',
-  idle: '#bab0ac',
-  loss: '#e15759',
+  total: SERIES.slate,
+  subtotal: SERIES.blue,
+  result: SERIES.purple,
+  idle: SERIES.grey,
+  loss: SERIES.red,
 };
 
 interface WfBar {
@@ -169,7 +171,7 @@ export function waterfallBars(rows: JsonObject[]): WfBar[] {
   return bars;
 }
 
-export function waterfallCard(w: WorkerReport, card: (title: string, body: Child, opts?: { testid?: string; help?: string; cls?: string }) => HTMLElement): HTMLElement | null {
+export function waterfallCard(w: WorkerReport): HTMLElement | null {
   const rows = (w.waterfall ?? []).filter((r) => r && typeof r === 'object');
   if (!rows.length) return null;
   const bars = waterfallBars(rows);
@@ -178,14 +180,14 @@ export function waterfallCard(w: WorkerReport, card: (title: string, body: Child
   queueMicrotask(() =>
     chart(el, {
       grid: { left: 12, right: 96, top: 8, bottom: 28, containLabel: true },
-      xAxis: { type: 'value', name: 'ms / step', nameLocation: 'middle', nameGap: 22, axisLabel: { color: '#57606a' }, splitLine: { lineStyle: { color: '#eef0f2' } } },
+      xAxis: { type: 'value', name: 'ms / step', nameLocation: 'middle', nameGap: 22, axisLabel: { color: UI.dim }, splitLine: { lineStyle: { color: UI.lineSoft } } },
       yAxis: {
         type: 'category',
         inverse: true,
         data: bars.map((b) => b.label),
         axisTick: { show: false },
         axisLabel: {
-          color: '#1f2328',
+          color: UI.text,
           fontSize: 11,
           formatter: (v: string) => (v.length > 44 ? `${v.slice(0, 43)}…` : v),
         },
@@ -211,7 +213,7 @@ export function waterfallCard(w: WorkerReport, card: (title: string, body: Child
             show: true,
             position: 'right',
             fontSize: 11,
-            color: '#57606a',
+            color: UI.dim,
             formatter: (p: { dataIndex: number }) => {
               const b = bars[p.dataIndex];
               return `${b.kind === 'loss' ? '−' : ''}${f.pct(b.share)}`;

@@ -1,12 +1,15 @@
 // The MFU tab: TensorBoard loads this ES module into the plugin iframe and calls render().
 import { fetchCompare, fetchReport, fetchRuns, HttpError, tensorboardUrl } from './api';
+import { card } from './card';
 import { disposeCharts } from './charts';
-import { type CompareColumn, renderCompare, usable } from './compare';
+import { type CompareColumn, renderCompare } from './compare';
 import { type Child, clear, h, ICONS, icon, replace } from './dom';
 import * as f from './format';
 import { ranksCard, renderWorker } from './overview';
+import { cssVariables } from './palette';
 import css from './style.css';
-import type { RunReport, RunStatus, RunsBody, WorkerReport } from './types';
+import type { RunReport, RunStatus, RunsBody } from './types';
+import { usable, workerLabel } from './workers';
 
 type View = 'overview' | 'compare';
 
@@ -113,10 +116,10 @@ function renderHeader(): void {
   el.runSelect.disabled = !runs.length;
   // worker select: filled from the report when there is one
   const report = state.run ? state.reports.get(state.run)?.report : undefined;
-  const ws = report?.workers ?? [];
   const cur = state.run ? state.worker.get(state.run) ?? 0 : 0;
-  replace(el.workerSelect, ws.map((w, i) => h('option', { props: { value: String(i), selected: i === cur } }, workerOption(w, report!))));
-  el.workerSelect.disabled = ws.length < 2;
+  const options = report ? report.workers.map((w, i) => h('option', { props: { value: String(i), selected: i === cur } }, workerLabel(w, report))) : [];
+  replace(el.workerSelect, options);
+  el.workerSelect.disabled = options.length < 2;
 
   el.pickers.classList.toggle('hidden', state.view !== 'overview');
   el.pytorch.href = tensorboardUrl('pytorch_profiler');
@@ -152,13 +155,6 @@ function renderHeader(): void {
   for (const e of state.runs?.errors ?? []) items.push(h('div', { class: 'lrow err' }, icon(ICONS.warn, 12), h('span', { class: 'mono' }, e)));
   replace(el.loading, items);
   el.loading.classList.toggle('hidden', !items.length);
-}
-
-function workerOption(w: WorkerReport, r: RunReport): string {
-  const spans = Array.from(new Set(r.workers.filter((x) => x.name === w.name).map((x) => x.span)));
-  const dev = w.device?.index !== null && w.device?.index !== undefined ? ` · GPU ${w.device.index}` : '';
-  const span = spans.length > 1 ? ` · span ${spans.indexOf(w.span) + 1}/${spans.length} (${f.spanLabel(w.span)})` : '';
-  return `${w.name}${dev}${span}${w.error ? ' — error' : ''}`;
 }
 
 // ---- state changes ----------------------------------------------------------
@@ -211,11 +207,9 @@ async function reportFor(run: RunStatus): Promise<RunReport | null> {
 }
 
 function progressPanel(r: RunStatus): HTMLElement {
-  return h(
-    'section',
-    { class: 'card progress-card', testid: 'run-progress' },
-    h('header', { class: 'card-head' }, h('h2', null, `Analysing ${r.name}`), h('span', { class: 'spinner' })),
-    h('div', { class: 'card-body' },
+  return card(
+    `Analysing ${r.name}`,
+    [
       h('div', { class: 'progress big' }, h('span', { class: 'bar', style: { width: `${(r.progress * 100).toFixed(1)}%` } })),
       h('p', { class: 'dim' }, `${f.pct(r.progress, 0)} of ${f.bytes(r.size)} of traces. Other runs stay usable meanwhile.`),
       h('table', { class: 'grid files' }, h('tbody', null, r.workers.flatMap((w) => w.spans.map((s) =>
@@ -224,17 +218,16 @@ function progressPanel(r: RunStatus): HTMLElement {
           h('td', { class: 'num' }, f.bytes(s.size)),
           h('td', null, h('span', { class: 'progress' }, h('span', { class: 'bar', style: { width: `${(s.progress * 100).toFixed(1)}%` } }))),
           h('td', { class: 'num' }, s.state === 'done' ? (s.cached ? 'cached' : 'done') : s.state === 'loading' ? f.pct(s.progress, 0) : s.state)))))),
-    ),
+    ],
+    { cls: 'progress-card', testid: 'run-progress', extra: h('span', { class: 'spinner' }) },
   );
 }
 
 function emptyPanel(): HTMLElement {
   const sources = state.runs?.sources ?? [];
-  return h(
-    'section',
-    { class: 'card empty-card', testid: 'empty' },
-    h('header', { class: 'card-head' }, h('h2', null, 'No profiler traces found')),
-    h('div', { class: 'card-body' },
+  return card(
+    'No profiler traces found',
+    [
       h('p', null, 'The MFU tab reads torch.profiler traces (*.pt.trace.json or *.pt.trace.json.gz) under:'),
       h('ul', null, sources.length ? sources.map((s) => h('li', { class: 'mono' }, s.name ? `${s.name}: ${s.path}` : s.path)) : h('li', null, 'no --logdir given')),
       h('p', null, 'Record one with the profiler\'s TensorBoard handler, then reload:'),
@@ -247,7 +240,8 @@ function emptyPanel(): HTMLElement {
         '    for batch in loader:',
         '        train_step(batch); prof.step()',
       ].join('\n')),
-    ),
+    ],
+    { cls: 'empty-card', testid: 'empty' },
   );
 }
 
@@ -376,7 +370,7 @@ async function tick(refresh = false): Promise<void> {
 
 export function render(): void {
   const style = document.createElement('style');
-  style.textContent = css;
+  style.textContent = cssVariables() + css;
   document.head.appendChild(style);
   const saved = stored('view');
   if (saved === 'compare' || saved === 'overview') state.view = saved;

@@ -1,11 +1,25 @@
 // The Overview of one worker report (one device of one span of one run).
-import { COLORS, chart, tooltipBase, tooltipNode } from './charts';
+import { card } from './card';
+import { chart, tooltipBase, tooltipNode } from './charts';
+import { findingsCard, num, str, waterfallCard } from './diagnosis';
 import { type Child, h, ICONS, icon } from './dom';
 import * as f from './format';
-import { table } from './table';
-import { findingsCard, num, str, waterfallCard } from './diagnosis';
+import { COLORS, UI } from './palette';
 import { rooflineCard } from './roofline';
-import type { CopyStats, Json, JsonObject, KernelStats, RankRow, RankSummary, Spread, Step, Summary, SyncStats, WorkerReport } from './types';
+import { table } from './table';
+import type {
+  CopyStats,
+  Json,
+  JsonObject,
+  KernelStats,
+  RankRow,
+  RankSummary,
+  Spread,
+  Step,
+  Summary,
+  SyncStats,
+  WorkerReport,
+} from './types';
 
 export const BREAKDOWN: { key: string; label: string; color: string; help: string }[] = [
   { key: 'kernel', label: 'Kernels', color: COLORS.kernel, help: 'GPU time with at least one kernel running' },
@@ -14,15 +28,6 @@ export const BREAKDOWN: { key: string; label: string; color: string; help: strin
   { key: 'sync_wait', label: 'Sync wait', color: COLORS.sync, help: 'GPU idle while the host blocks in a synchronising call' },
   { key: 'idle', label: 'Idle', color: COLORS.idle, help: 'GPU idle for other reasons (host-bound, data loading, launch gaps)' },
 ];
-
-export function card(title: string, body: Child, opts: { testid?: string; cls?: string; help?: string; extra?: Child } = {}): HTMLElement {
-  return h(
-    'section',
-    { class: `card ${opts.cls ?? ''}`, testid: opts.testid },
-    h('header', { class: 'card-head' }, h('h2', null, title), opts.help ? h('span', { class: 'help', title: opts.help }, '?') : null, opts.extra ?? null),
-    h('div', { class: 'card-body' }, body),
-  );
-}
 
 /** "346.3 TFLOP/s" -> number, then the unit in a smaller span (the text stays "346.3 TFLOP/s"). */
 function valueWithUnit(value: string): Child[] {
@@ -81,14 +86,14 @@ function peakInfo(w: WorkerReport): { short: string; long: string } | null {
   return { short: bits.join(' · '), long: d.peak_source ?? bits.join(' · ') };
 }
 
-function kpis(w: WorkerReport): HTMLElement {
-  const s = w.summary!;
+function kpis(w: WorkerReport, s: Summary): HTMLElement {
   const fl = w.flops ?? {};
-  const hasMfu = f.isNumber(s.mfu);
+  const mfu = f.isNumber(s.mfu) ? s.mfu : null;
+  const hasMfu = mfu !== null;
   const impossible = !hasMfu && (w.flags ?? []).includes('impossible_mfu');
   const peakFlops = w.device?.peak_flops;
   // The same figure as MFU, in FLOP/s: all FLOPs of the steps over all their time.
-  const achieved = impossible ? null : hasMfu && f.isNumber(peakFlops) ? s.mfu! * peakFlops : f.isNumber(s.flops_per_step) && meanStep(s) > 0 ? s.flops_per_step / (meanStep(s) / 1e6) : null;
+  const achieved = impossible ? null : mfu !== null && f.isNumber(peakFlops) ? mfu * peakFlops : f.isNumber(s.flops_per_step) && meanStep(s) > 0 ? s.flops_per_step / (meanStep(s) / 1e6) : null;
   const busyT = num(fl['achieved_tflops_while_busy'] as Json);
   const whileBusy = impossible ? null : busyT !== null ? busyT * 1e12 : achieved !== null && s.gpu_busy_share > 0 ? achieved / s.gpu_busy_share : null;
   const src = str(fl['headline_source'] as Json) ?? str(fl['source'] as Json);
@@ -104,7 +109,7 @@ function kpis(w: WorkerReport): HTMLElement {
     { class: 'kpis' },
     kpi('MFU', hasMfu ? f.pct(s.mfu) : impossible ? 'impossible' : f.NA, mfuSub, {
       testid: 'mfu-value',
-      raw: hasMfu ? s.mfu! : null,
+      raw: mfu,
       cls: `kpi-main ${hasMfu ? '' : 'kpi-na'}`,
       title: 'Model FLOPs utilisation: FLOPs of the analysed steps / (their time × peak FLOP/s). A lower bound: the profiler stretches CPU-bound steps.',
     }),
@@ -128,8 +133,7 @@ function kpis(w: WorkerReport): HTMLElement {
   );
 }
 
-function busyVsFast(w: WorkerReport): HTMLElement {
-  const s = w.summary!;
+function busyVsFast(s: Summary): HTMLElement {
   const rows: [string, number | null | undefined, string, string][] = [
     ['GPU busy', s.gpu_busy_share, COLORS.busy, 'any kernel, copy or memset running'],
     ['Kernel time', s.kernel_time_share, COLORS.kernelShare, 'any kernel running'],
@@ -140,8 +144,8 @@ function busyVsFast(w: WorkerReport): HTMLElement {
   queueMicrotask(() =>
     chart(el, {
       grid: { left: 100, right: 70, top: 6, bottom: 24 },
-      xAxis: { type: 'value', max: 100, axisLabel: { formatter: '{value} %', color: '#57606a' }, splitLine: { lineStyle: { color: '#eef0f2' } } },
-      yAxis: { type: 'category', inverse: true, data: rows.map((r) => r[0]), axisTick: { show: false }, axisLabel: { color: '#1f2328', fontSize: 12 } },
+      xAxis: { type: 'value', max: 100, axisLabel: { formatter: '{value} %', color: UI.dim }, splitLine: { lineStyle: { color: UI.lineSoft } } },
+      yAxis: { type: 'category', inverse: true, data: rows.map((r) => r[0]), axisTick: { show: false }, axisLabel: { color: UI.text, fontSize: 12 } },
       tooltip: {
         ...tooltipBase,
         trigger: 'item',
@@ -158,11 +162,11 @@ function busyVsFast(w: WorkerReport): HTMLElement {
           label: {
             show: true,
             position: 'right',
-            color: '#1f2328',
+            color: UI.text,
             formatter: (p: { dataIndex: number }) => f.pct(rows[p.dataIndex][1]),
           },
           showBackground: true,
-          backgroundStyle: { color: '#f3f4f6', borderRadius: 3 },
+          backgroundStyle: { color: UI.bg, borderRadius: 3 },
         },
       ],
     }));
@@ -180,8 +184,7 @@ function busyVsFast(w: WorkerReport): HTMLElement {
   });
 }
 
-function stepBreakdownSummary(w: WorkerReport): HTMLElement {
-  const s = w.summary!;
+function stepBreakdownSummary(s: Summary): HTMLElement {
   const b = s.breakdown ?? {};
   const bar = h('div', { class: 'stackbar' });
   const legend = h('div', { class: 'stack-legend' });
@@ -200,9 +203,8 @@ function stepBreakdownSummary(w: WorkerReport): HTMLElement {
   return h('div', { class: 'breakdown' }, bar, legend);
 }
 
-function deviceCard(w: WorkerReport): HTMLElement {
+function deviceCard(w: WorkerReport, s: Summary): HTMLElement {
   const d = w.device;
-  const s = w.summary!;
   const rows: [string, Child][] = [
     ['GPU', d ? `${d.name ?? 'unknown'}${d.index !== null && d.index !== undefined ? ` (device ${d.index})` : ''}` : 'unknown'],
     ['SMs · compute', d ? `${d.num_sms ?? '?'} SMs · sm_${(d.compute_capability ?? '?').replace('.', '')}` : f.NA],
@@ -219,14 +221,14 @@ function deviceCard(w: WorkerReport): HTMLElement {
   return card(
     'Where a step goes',
     [
-      stepBreakdownSummary(w),
+      stepBreakdownSummary(s),
       h('dl', { class: 'facts' }, rows.map(([k, v]) => [h('dt', null, k), h('dd', null, v)])),
     ],
     { help: 'The mean step (all analysed steps\' time / steps), split into exclusive parts that add up to it: each share is time-weighted over the steps.', testid: 'device-card' },
   );
 }
 
-function stepsChart(w: WorkerReport): HTMLElement {
+function stepsChart(w: WorkerReport, summary: Summary): HTMLElement {
   const steps = w.steps ?? [];
   const el = h('div', { class: 'chart', testid: 'steps-chart' });
   if (!steps.length) return card('Per-step breakdown', h('p', { class: 'muted' }, 'No complete steps.'));
@@ -235,16 +237,16 @@ function stepsChart(w: WorkerReport): HTMLElement {
     chart(el, {
       color: BREAKDOWN.map((b) => b.color),
       grid: { left: 64, right: 16, top: 36, bottom: 36 },
-      legend: { top: 0, icon: 'roundRect', itemWidth: 12, itemHeight: 10, textStyle: { color: '#1f2328' } },
+      legend: { top: 0, icon: 'roundRect', itemWidth: 12, itemHeight: 10, textStyle: { color: UI.text } },
       xAxis: {
         type: 'category',
         data: steps.map((s) => `#${s.step}`),
         name: 'step',
         nameLocation: 'middle',
         nameGap: 24,
-        axisLabel: { color: '#57606a' },
+        axisLabel: { color: UI.dim },
       },
-      yAxis: { type: 'value', name: 'ms', nameTextStyle: { color: '#57606a' }, axisLabel: { color: '#57606a' }, splitLine: { lineStyle: { color: '#eef0f2' } } },
+      yAxis: { type: 'value', name: 'ms', nameTextStyle: { color: UI.dim }, axisLabel: { color: UI.dim }, splitLine: { lineStyle: { color: UI.lineSoft } } },
       tooltip: {
         ...tooltipBase,
         trigger: 'axis',
@@ -267,7 +269,7 @@ function stepsChart(w: WorkerReport): HTMLElement {
         data: steps.map((s) => +part(s, b.key).toFixed(3)),
       })),
     }));
-  return card('Per-step breakdown', [el, spreadBlock(w.summary!)], {
+  return card('Per-step breakdown', [el, spreadBlock(summary)], {
     help: 'Each profiled step split into exclusive parts: kernels, copies without kernels, memset only, GPU idle while the host waits in a sync, other idle. Below, how the step time and the main shares vary from step to step.',
     testid: 'steps-card',
   });
@@ -515,7 +517,8 @@ export function ranksCard(r: RankSummary): HTMLElement {
 }
 
 export function renderWorker(w: WorkerReport): HTMLElement {
-  if (w.error || !w.summary) {
+  const s = w.summary;
+  if (w.error || !s) {
     return h(
       'div',
       { class: 'banner error', testid: 'worker-error' },
@@ -526,12 +529,12 @@ export function renderWorker(w: WorkerReport): HTMLElement {
   return h(
     'div',
     { class: 'overview', testid: 'overview' },
-    kpis(w),
-    h('div', { class: 'row two' }, busyVsFast(w), deviceCard(w)),
-    h('div', { class: 'row two' }, findingsCard(w, card), waterfallCard(w, card)),
-    stepsChart(w),
+    kpis(w, s),
+    h('div', { class: 'row two' }, busyVsFast(s), deviceCard(w, s)),
+    h('div', { class: 'row two' }, findingsCard(w), waterfallCard(w)),
+    stepsChart(w, s),
     h('div', { class: 'row two' }, flopsCard(w), launchesCard(w), copiesCard(w), syncsCard(w)),
-    rooflineCard(w, card),
+    rooflineCard(w),
     kernelsCard(w),
     notesCard(w),
   );

@@ -3,28 +3,28 @@
 import { LineChart, ScatterChart } from 'echarts/charts';
 import * as echarts from 'echarts/core';
 
-import { COLORS, chart, tooltipBase, tooltipNode } from './charts';
-import { type Child, h } from './dom';
+import { card } from './card';
+import { chart, tooltipBase, tooltipNode } from './charts';
+import { h } from './dom';
 import * as f from './format';
+import { COLORS, SERIES, UI } from './palette';
 import { table } from './table';
 import type { Roofline, RooflineClass, RooflineOp, WorkerReport } from './types';
 
 echarts.use([ScatterChart, LineChart]);
 
-type CardFn = (title: string, body: Child, opts?: { testid?: string; cls?: string; help?: string; extra?: Child }) => HTMLElement;
-
 const CLASS_COLORS: Record<string, string> = {
-  matmul: '#4e79a7',
-  conv: '#59a14f',
-  attention: '#b07aa1',
-  elementwise: '#f28e2b',
-  norm: '#e15759',
-  softmax: '#76b7b2',
-  reduction: '#edc948',
-  embedding: '#9c755f',
-  copy: '#bab0ac',
-  pooling: '#ff9da7',
-  optimizer: '#86bc86',
+  matmul: SERIES.blue,
+  conv: SERIES.green,
+  attention: SERIES.purple,
+  elementwise: SERIES.orange,
+  norm: SERIES.red,
+  softmax: SERIES.teal,
+  reduction: SERIES.yellow,
+  embedding: SERIES.brown,
+  copy: SERIES.grey,
+  pooling: SERIES.pink,
+  optimizer: SERIES.lightGreen,
 };
 
 function classColor(c: string): string {
@@ -78,11 +78,11 @@ function rooflineChart(r: Roofline, plotted: RooflineOp[]): HTMLElement {
   const ymax = 10 ** Math.ceil(Math.log10((peak / 1e12) * 2));
   const maxUs = Math.max(1e-9, ...plotted.map((o) => o.us_per_step));
   const classes = Array.from(new Set(plotted.map((o) => o.class)));
-  const axisStyle = { nameTextStyle: { color: '#57606a' }, axisLabel: { color: '#57606a' }, splitLine: { lineStyle: { color: '#eef0f2' } } };
+  const axisStyle = { nameTextStyle: { color: UI.dim }, axisLabel: { color: UI.dim }, splitLine: { lineStyle: { color: UI.lineSoft } } };
   queueMicrotask(() =>
     chart(el, {
       grid: { left: 72, right: 24, top: 48, bottom: 48 },
-      legend: { top: 0, textStyle: { color: '#1f2328' }, type: 'scroll' },
+      legend: { top: 0, textStyle: { color: UI.text }, type: 'scroll' },
       xAxis: { type: 'log', min: xmin, max: xmax, interval: 1, name: 'arithmetic intensity (FLOP / byte)', nameLocation: 'middle', nameGap: 28, ...axisStyle },
       yAxis: { type: 'log', min: ymin, max: ymax, interval: 1, name: 'TFLOP/s', ...axisStyle },
       tooltip: {
@@ -90,7 +90,7 @@ function rooflineChart(r: Roofline, plotted: RooflineOp[]): HTMLElement {
         trigger: 'item',
         formatter: (p: { seriesType: string; data: number[]; seriesName: string }) => {
           if (p.seriesType === 'scatter') return opTooltip(plotted[p.data[2]]);
-          return tooltipNode(p.seriesName, [['#1f2328', 'Ridge', intensityText(ridge)]]);
+          return tooltipNode(p.seriesName, [[UI.text, 'Ridge', intensityText(ridge)]]);
         },
       },
       series: [
@@ -99,8 +99,8 @@ function rooflineChart(r: Roofline, plotted: RooflineOp[]): HTMLElement {
           type: 'line',
           data: [[xmin, (bw * xmin) / 1e12], [ridge, peak / 1e12]],
           showSymbol: false,
-          lineStyle: { color: '#57606a', width: 2 },
-          itemStyle: { color: '#57606a' },
+          lineStyle: { color: UI.dim, width: 2 },
+          itemStyle: { color: UI.dim },
           z: 1,
         },
         {
@@ -108,14 +108,14 @@ function rooflineChart(r: Roofline, plotted: RooflineOp[]): HTMLElement {
           type: 'line',
           data: [[ridge, peak / 1e12], [xmax, peak / 1e12]],
           showSymbol: false,
-          lineStyle: { color: '#1f2328', width: 2, type: 'dashed' },
-          itemStyle: { color: '#1f2328' },
+          lineStyle: { color: UI.text, width: 2, type: 'dashed' },
+          itemStyle: { color: UI.text },
           z: 1,
         },
         ...classes.map((c) => ({
           name: c,
           type: 'scatter',
-          itemStyle: { color: classColor(c), opacity: 0.8, borderColor: '#fff', borderWidth: 0.5 },
+          itemStyle: { color: classColor(c), opacity: 0.8, borderColor: UI.surface, borderWidth: 0.5 },
           symbolSize: (d: number[]) => 6 + 34 * Math.sqrt(plotted[d[2]].us_per_step / maxUs),
           data: plotted.map((_, i) => [xs[i], ys[i], i] as number[]).filter((d) => plotted[d[2]].class === c),
           z: 2,
@@ -170,7 +170,7 @@ function classesTable(cs: RooflineClass[]): HTMLElement {
       h('td', { class: 'num' }, f.dur(c.lost_us_per_step))))));
 }
 
-export function rooflineCard(w: WorkerReport, card: CardFn): HTMLElement | null {
+export function rooflineCard(w: WorkerReport): HTMLElement | null {
   const r = w.roofline;
   if (!r) return null;
   const help = 'Each op (outermost, counted once, as for MFU) placed by its arithmetic intensity (FLOPs per byte of minimum HBM traffic: inputs read and outputs written once) and its achieved FLOP/s over its GPU time. The roof is min(peak, bandwidth x intensity). Point size: GPU time per step. Elementwise FLOPs are counted here to place the ops; MFU does not count them.';
