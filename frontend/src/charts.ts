@@ -12,16 +12,16 @@ echarts.use([BarChart, GridComponent, LegendComponent, TooltipComponent, MarkLin
 
 export type EChartsOption = echarts.EChartsCoreOption;
 
-
 export const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif';
 
 const live = new Set<echarts.ECharts>();
 const observed = new WeakMap<HTMLElement, echarts.ECharts>();
-const resizer = typeof ResizeObserver !== 'undefined'
-  ? new ResizeObserver((entries) => {
-    for (const e of entries) observed.get(e.target as HTMLElement)?.resize();
-  })
-  : null;
+const resizer =
+  typeof ResizeObserver !== 'undefined'
+    ? new ResizeObserver((entries) => {
+        for (const e of entries) observed.get(e.target as HTMLElement)?.resize();
+      })
+    : null;
 
 /** Draws ``option`` into ``el``, which must already be in the document. */
 export function chart(el: HTMLElement, option: EChartsOption): echarts.ECharts {
@@ -58,7 +58,8 @@ export function tooltipNode(title: string, rows: [string, string, string][], foo
         h('span', { class: 'tt-dot', style: { background: color } }),
         h('span', { class: 'tt-label' }, label),
         h('span', { class: 'tt-value' }, value),
-      )),
+      ),
+    ),
     footer ? h('div', { class: 'tt-foot' }, footer) : null,
   );
 }

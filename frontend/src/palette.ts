@@ -72,16 +72,7 @@ export const COLORS = {
   kernelShare: SERIES.teal,
   smEff: SERIES.green,
   mfu: SERIES.purple,
-  runs: [
-    SERIES.blue,
-    SERIES.orange,
-    SERIES.green,
-    SERIES.red,
-    SERIES.teal,
-    SERIES.purple,
-    SERIES.yellow,
-    SERIES.brown,
-  ],
+  runs: [SERIES.blue, SERIES.orange, SERIES.green, SERIES.red, SERIES.teal, SERIES.purple, SERIES.yellow, SERIES.brown],
 };
 
 /** UI as CSS custom properties on :root, lineSoft as --line-soft. */

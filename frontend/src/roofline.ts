@@ -55,7 +55,11 @@ function opTooltip(o: RooflineOp): HTMLElement {
       [c, 'Class', `${o.class}${o.dtype ? ` · ${o.dtype}` : ''}${o.bound ? ` · ${o.bound}-bound` : ''}`],
       [c, 'Time / step', `${f.dur(o.us_per_step)} · ${f.count(o.count_per_step)} × per step`],
       [c, 'Intensity', intensityText(o.intensity)],
-      [c, 'Achieved', `${f.tflops(o.achieved_flops)} · ${f.isNumber(o.achieved_bandwidth) ? f.gbps(o.achieved_bandwidth / 1e9) : f.NA}`],
+      [
+        c,
+        'Achieved',
+        `${f.tflops(o.achieved_flops)} · ${f.isNumber(o.achieved_bandwidth) ? f.gbps(o.achieved_bandwidth / 1e9) : f.NA}`,
+      ],
       [c, 'Roof here', f.tflops(o.roof_flops)],
       [c, 'Share of roof', shareText(o)],
       [c, 'Lost / step', f.dur(o.lost_us_per_step)],
@@ -74,16 +78,29 @@ function rooflineChart(r: Roofline, plotted: RooflineOp[]): HTMLElement {
   const ys = plotted.map((o) => o.achieved_flops! / 1e12);
   const xmin = 10 ** Math.floor(Math.log10(Math.min(0.1, ...xs) / 2));
   const xmax = 10 ** Math.ceil(Math.log10(Math.max(ridge * 10, ...xs) * 2));
-  const ymin = 10 ** Math.floor(Math.log10(Math.max(1e-6, Math.min(bw * xmin / 1e12, ...ys) / 2)));
+  const ymin = 10 ** Math.floor(Math.log10(Math.max(1e-6, Math.min((bw * xmin) / 1e12, ...ys) / 2)));
   const ymax = 10 ** Math.ceil(Math.log10((peak / 1e12) * 2));
   const maxUs = Math.max(1e-9, ...plotted.map((o) => o.us_per_step));
   const classes = Array.from(new Set(plotted.map((o) => o.class)));
-  const axisStyle = { nameTextStyle: { color: UI.dim }, axisLabel: { color: UI.dim }, splitLine: { lineStyle: { color: UI.lineSoft } } };
+  const axisStyle = {
+    nameTextStyle: { color: UI.dim },
+    axisLabel: { color: UI.dim },
+    splitLine: { lineStyle: { color: UI.lineSoft } },
+  };
   queueMicrotask(() =>
     chart(el, {
       grid: { left: 72, right: 24, top: 48, bottom: 48 },
       legend: { top: 0, textStyle: { color: UI.text }, type: 'scroll' },
-      xAxis: { type: 'log', min: xmin, max: xmax, interval: 1, name: 'arithmetic intensity (FLOP / byte)', nameLocation: 'middle', nameGap: 28, ...axisStyle },
+      xAxis: {
+        type: 'log',
+        min: xmin,
+        max: xmax,
+        interval: 1,
+        name: 'arithmetic intensity (FLOP / byte)',
+        nameLocation: 'middle',
+        nameGap: 28,
+        ...axisStyle,
+      },
       yAxis: { type: 'log', min: ymin, max: ymax, interval: 1, name: 'TFLOP/s', ...axisStyle },
       tooltip: {
         ...tooltipBase,
@@ -97,7 +114,10 @@ function rooflineChart(r: Roofline, plotted: RooflineOp[]): HTMLElement {
         {
           name: `Memory roof (${f.gbps(bw / 1e9)})`,
           type: 'line',
-          data: [[xmin, (bw * xmin) / 1e12], [ridge, peak / 1e12]],
+          data: [
+            [xmin, (bw * xmin) / 1e12],
+            [ridge, peak / 1e12],
+          ],
           showSymbol: false,
           lineStyle: { color: UI.dim, width: 2 },
           itemStyle: { color: UI.dim },
@@ -106,7 +126,10 @@ function rooflineChart(r: Roofline, plotted: RooflineOp[]): HTMLElement {
         {
           name: `Compute roof (${f.tflops(peak)})`,
           type: 'line',
-          data: [[ridge, peak / 1e12], [xmax, peak / 1e12]],
+          data: [
+            [ridge, peak / 1e12],
+            [xmax, peak / 1e12],
+          ],
           showSymbol: false,
           lineStyle: { color: UI.text, width: 2, type: 'dashed' },
           itemStyle: { color: UI.text },
@@ -121,7 +144,8 @@ function rooflineChart(r: Roofline, plotted: RooflineOp[]): HTMLElement {
           z: 2,
         })),
       ],
-    }));
+    }),
+  );
   return el;
 }
 
@@ -129,60 +153,159 @@ function facts(r: Roofline): HTMLElement {
   const rows: [string, string, string][] = [
     ['Peak', f.tflops(r.peak_flops), r.peak_source ?? ''],
     ['HBM bandwidth', f.isNumber(r.peak_bandwidth) ? f.gbps(r.peak_bandwidth / 1e9) : f.NA, r.bandwidth_source ?? ''],
-    ['Ridge', intensityText(r.ridge_intensity), 'Ops with a lower intensity cannot reach the peak: their roof is bandwidth x intensity'],
-    ['GPU time on the chart', `${f.pct(r.coverage)} · ${f.dur(r.modelled_us_per_step)} / step`, 'Share of the GPU time of the analysed steps launched by ops with a byte formula and recorded shapes'],
+    [
+      'Ridge',
+      intensityText(r.ridge_intensity),
+      'Ops with a lower intensity cannot reach the peak: their roof is bandwidth x intensity',
+    ],
+    [
+      'GPU time on the chart',
+      `${f.pct(r.coverage)} · ${f.dur(r.modelled_us_per_step)} / step`,
+      'Share of the GPU time of the analysed steps launched by ops with a byte formula and recorded shapes',
+    ],
   ];
-  return h('dl', { class: 'facts', testid: 'roofline-facts' }, rows.map(([k, v, t]) => [h('dt', { title: t }, k), h('dd', { title: t }, v)]));
+  return h(
+    'dl',
+    { class: 'facts', testid: 'roofline-facts' },
+    rows.map(([k, v, t]) => [h('dt', { title: t }, k), h('dd', { title: t }, v)]),
+  );
 }
 
 function opsTable(ops: RooflineOp[]): HTMLElement {
-  return table<RooflineOp>(ops, [
+  return table<RooflineOp>(
+    ops,
+    [
+      {
+        key: 'name',
+        label: 'Op',
+        value: (o) => o.name,
+        cls: 'kcell',
+        cell: (o) =>
+          h(
+            'span',
+            { class: 'kname mono', title: `${o.name} ${o.shapes}` },
+            o.name,
+            h('span', { class: 'dim' }, ` ${o.shapes}`),
+          ),
+      },
+      {
+        key: 'class',
+        label: 'Class',
+        value: (o) => o.class,
+        cell: (o) => `${o.class}${o.dtype ? ` · ${o.dtype}` : ''}`,
+      },
+      { key: 'bound', label: 'Bound', value: (o) => o.bound ?? '', cell: (o) => o.bound ?? f.NA },
+      { key: 'time', label: 'Time / step', num: true, value: (o) => o.us_per_step, cell: (o) => f.dur(o.us_per_step) },
+      {
+        key: 'intensity',
+        label: 'Intensity',
+        num: true,
+        value: (o) => o.intensity,
+        cell: (o) => intensityText(o.intensity),
+        title: 'FLOPs per byte of minimum HBM traffic',
+      },
+      {
+        key: 'achieved',
+        label: 'Achieved',
+        num: true,
+        value: (o) => (o.bound === 'compute' ? o.achieved_flops : o.achieved_bandwidth),
+        cell: achievedText,
+        title: "FLOP/s for compute-bound ops, HBM bytes/s for memory-bound ones, over the op's GPU time",
+      },
+      {
+        key: 'share',
+        label: 'Share of roof',
+        num: true,
+        value: (o) => o.roof_share,
+        cell: (o) => h('span', { class: o.above_roof ? 'warn-text' : '' }, shareText(o)),
+        title: 'Time at the roof / GPU time. Above 100 %: cached data or a byte model that over-counts',
+      },
+      {
+        key: 'lost',
+        label: 'Lost / step',
+        num: true,
+        value: (o) => o.lost_us_per_step,
+        cell: (o) => f.dur(o.lost_us_per_step),
+        title: 'GPU time minus the time at the roof',
+      },
+    ],
     {
-      key: 'name', label: 'Op', value: (o) => o.name, cls: 'kcell',
-      cell: (o) => h('span', { class: 'kname mono', title: `${o.name} ${o.shapes}` }, o.name, h('span', { class: 'dim' }, ` ${o.shapes}`)),
+      testid: 'roofline-table',
+      sortKey: 'lost',
+      maxRows: 12,
+      filter: (o, q) => `${o.name} ${o.class} ${o.shapes}`.toLowerCase().includes(q),
+      filterPlaceholder: 'Filter ops by name, class or shape',
+      empty: 'No ops on the roofline.',
     },
-    { key: 'class', label: 'Class', value: (o) => o.class, cell: (o) => `${o.class}${o.dtype ? ` · ${o.dtype}` : ''}` },
-    { key: 'bound', label: 'Bound', value: (o) => o.bound ?? '', cell: (o) => o.bound ?? f.NA },
-    { key: 'time', label: 'Time / step', num: true, value: (o) => o.us_per_step, cell: (o) => f.dur(o.us_per_step) },
-    { key: 'intensity', label: 'Intensity', num: true, value: (o) => o.intensity, cell: (o) => intensityText(o.intensity), title: 'FLOPs per byte of minimum HBM traffic' },
-    { key: 'achieved', label: 'Achieved', num: true, value: (o) => (o.bound === 'compute' ? o.achieved_flops : o.achieved_bandwidth), cell: achievedText, title: 'FLOP/s for compute-bound ops, HBM bytes/s for memory-bound ones, over the op\'s GPU time' },
-    { key: 'share', label: 'Share of roof', num: true, value: (o) => o.roof_share, cell: (o) => h('span', { class: o.above_roof ? 'warn-text' : '' }, shareText(o)), title: 'Time at the roof / GPU time. Above 100 %: cached data or a byte model that over-counts' },
-    { key: 'lost', label: 'Lost / step', num: true, value: (o) => o.lost_us_per_step, cell: (o) => f.dur(o.lost_us_per_step), title: 'GPU time minus the time at the roof' },
-  ], {
-    testid: 'roofline-table',
-    sortKey: 'lost',
-    maxRows: 12,
-    filter: (o, q) => `${o.name} ${o.class} ${o.shapes}`.toLowerCase().includes(q),
-    filterPlaceholder: 'Filter ops by name, class or shape',
-    empty: 'No ops on the roofline.',
-  });
+  );
 }
 
 function classesTable(cs: RooflineClass[]): HTMLElement {
-  return h('table', { class: 'grid compact', testid: 'roofline-classes' },
-    h('thead', null, h('tr', null, ['Class', 'Time / step', 'Bound', 'Achieved', 'Share of roof', 'Lost / step'].map((t, i) => h('th', { class: i ? 'num' : '' }, t)))),
-    h('tbody', null, cs.map((c) => h('tr', null,
-      h('td', null, h('span', { class: 'tt-dot', style: { background: classColor(c.class) } }), ' ', c.class),
-      h('td', { class: 'num' }, f.dur(c.us_per_step)),
-      h('td', { class: 'num' }, c.bound ?? f.NA),
-      h('td', { class: 'num' }, achievedText(c)),
-      h('td', { class: 'num' }, shareText(c)),
-      h('td', { class: 'num' }, f.dur(c.lost_us_per_step))))));
+  return h(
+    'table',
+    { class: 'grid compact', testid: 'roofline-classes' },
+    h(
+      'thead',
+      null,
+      h(
+        'tr',
+        null,
+        ['Class', 'Time / step', 'Bound', 'Achieved', 'Share of roof', 'Lost / step'].map((t, i) =>
+          h('th', { class: i ? 'num' : '' }, t),
+        ),
+      ),
+    ),
+    h(
+      'tbody',
+      null,
+      cs.map((c) =>
+        h(
+          'tr',
+          null,
+          h('td', null, h('span', { class: 'tt-dot', style: { background: classColor(c.class) } }), ' ', c.class),
+          h('td', { class: 'num' }, f.dur(c.us_per_step)),
+          h('td', { class: 'num' }, c.bound ?? f.NA),
+          h('td', { class: 'num' }, achievedText(c)),
+          h('td', { class: 'num' }, shareText(c)),
+          h('td', { class: 'num' }, f.dur(c.lost_us_per_step)),
+        ),
+      ),
+    ),
+  );
 }
 
 export function rooflineCard(w: WorkerReport): HTMLElement | null {
   const r = w.roofline;
   if (!r) return null;
-  const help = 'Each op (outermost, counted once, as for MFU) placed by its arithmetic intensity (FLOPs per byte of minimum HBM traffic: inputs read and outputs written once) and its achieved FLOP/s over its GPU time. The roof is min(peak, bandwidth x intensity). Point size: GPU time per step. Elementwise FLOPs are counted here to place the ops; MFU does not count them.';
+  const help =
+    'Each op (outermost, counted once, as for MFU) placed by its arithmetic intensity (FLOPs per byte of minimum HBM traffic: inputs read and outputs written once) and its achieved FLOP/s over its GPU time. The roof is min(peak, bandwidth x intensity). Point size: GPU time per step. Elementwise FLOPs are counted here to place the ops; MFU does not count them.';
   if (!r.ops.length) {
-    return card('Roofline', h('p', { class: 'muted', testid: 'roofline-empty' }, r.notes[0] ?? 'No op with recorded shapes launched GPU work (record with record_shapes=True).'), { testid: 'roofline-card', cls: 'wide', help });
+    return card(
+      'Roofline',
+      h(
+        'p',
+        { class: 'muted', testid: 'roofline-empty' },
+        r.notes[0] ?? 'No op with recorded shapes launched GPU work (record with record_shapes=True).',
+      ),
+      { testid: 'roofline-card', cls: 'wide', help },
+    );
   }
   const hasRoof = f.isNumber(r.peak_flops) && f.isNumber(r.peak_bandwidth);
-  const plotted = hasRoof ? r.ops.filter((o) => f.isNumber(o.intensity) && o.intensity > 0 && f.isNumber(o.achieved_flops) && o.achieved_flops > 0) : [];
+  const plotted = hasRoof
+    ? r.ops.filter(
+        (o) => f.isNumber(o.intensity) && o.intensity > 0 && f.isNumber(o.achieved_flops) && o.achieved_flops > 0,
+      )
+    : [];
   const offChart = r.ops.length - plotted.length;
   const notes = [...r.notes];
-  if (offChart && hasRoof) notes.push(`${offChart} ops without arithmetic (copies, gathers, fills) are in the table only: a log chart cannot place 0 FLOP/s.`);
-  if (r.ops_left_out) notes.push(`${r.ops_left_out} smaller ops (${f.dur(r.ops_left_out_us_per_step)} per step) are left out of the report.`);
+  if (offChart && hasRoof)
+    notes.push(
+      `${offChart} ops without arithmetic (copies, gathers, fills) are in the table only: a log chart cannot place 0 FLOP/s.`,
+    );
+  if (r.ops_left_out)
+    notes.push(
+      `${r.ops_left_out} smaller ops (${f.dur(r.ops_left_out_us_per_step)} per step) are left out of the report.`,
+    );
   return card(
     'Roofline',
     [
@@ -193,10 +316,26 @@ export function rooflineCard(w: WorkerReport): HTMLElement | null {
       r.classes.length ? h('h3', null, 'By op class') : null,
       r.classes.length ? classesTable(r.classes) : null,
       r.unmodelled.length
-        ? h('details', { testid: 'roofline-unmodelled' }, h('summary', null, `GPU time not on the roofline: ${f.dur(r.unmodelled_us_per_step)} per step`),
-          h('ul', { class: 'plain' }, r.unmodelled.map((u) => h('li', null, h('span', { class: 'mono' }, u.name), ` — ${f.dur(u.us_per_step)} per step, ${u.reason}`))))
+        ? h(
+            'details',
+            { testid: 'roofline-unmodelled' },
+            h('summary', null, `GPU time not on the roofline: ${f.dur(r.unmodelled_us_per_step)} per step`),
+            h(
+              'ul',
+              { class: 'plain' },
+              r.unmodelled.map((u) =>
+                h('li', null, h('span', { class: 'mono' }, u.name), ` — ${f.dur(u.us_per_step)} per step, ${u.reason}`),
+              ),
+            ),
+          )
         : null,
-      notes.length ? h('ul', { class: 'plain dim' }, notes.map((n) => h('li', null, n))) : null,
+      notes.length
+        ? h(
+            'ul',
+            { class: 'plain dim' },
+            notes.map((n) => h('li', null, n)),
+          )
+        : null,
     ],
     { testid: 'roofline-card', cls: 'wide', help },
   );

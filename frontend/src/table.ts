@@ -99,20 +99,41 @@ export function table<T>(rows: T[], columns: Column<T>[], opts: TableOptions<T> 
       tbody,
       shown.length
         ? shown.map((r) =>
-          h(
+            h(
+              'tr',
+              opts.rowTitle ? { title: opts.rowTitle(r) } : null,
+              columns.map((c) => {
+                const v = c.cell ? c.cell(r) : c.value(r);
+                return h(
+                  'td',
+                  { class: `${c.num ? 'num' : ''} ${c.cls ?? ''}` },
+                  v === null || v === undefined ? '—' : (v as Child),
+                );
+              }),
+            ),
+          )
+        : h(
             'tr',
-            opts.rowTitle ? { title: opts.rowTitle(r) } : null,
-            columns.map((c) => {
-              const v = c.cell ? c.cell(r) : c.value(r);
-              return h('td', { class: `${c.num ? 'num' : ''} ${c.cls ?? ''}` }, v === null || v === undefined ? '—' : (v as Child));
-            }),
-          ))
-        : h('tr', null, h('td', { class: 'empty', props: { colSpan: columns.length } }, opts.empty ?? 'Nothing to show')),
+            null,
+            h('td', { class: 'empty', props: { colSpan: columns.length } }, opts.empty ?? 'Nothing to show'),
+          ),
     );
     replace(
       more,
       data.length > limit
-        ? h('button', { class: 'link', on: { click: () => { showAll = true; renderBody(); } } }, `Show all ${data.length} rows`)
+        ? h(
+            'button',
+            {
+              class: 'link',
+              on: {
+                click: () => {
+                  showAll = true;
+                  renderBody();
+                },
+              },
+            },
+            `Show all ${data.length} rows`,
+          )
         : null,
     );
   };
@@ -121,16 +142,18 @@ export function table<T>(rows: T[], columns: Column<T>[], opts: TableOptions<T> 
   renderBody();
   const filterBox = opts.filter
     ? h('input', {
-      class: 'filter',
-      props: { type: 'search', placeholder: opts.filterPlaceholder ?? 'Filter' },
-      on: {
-        input: (ev) => {
-          query = (ev.target as HTMLInputElement).value.trim().toLowerCase();
-          renderBody();
+        class: 'filter',
+        props: { type: 'search', placeholder: opts.filterPlaceholder ?? 'Filter' },
+        on: {
+          input: (ev) => {
+            query = (ev.target as HTMLInputElement).value.trim().toLowerCase();
+            renderBody();
+          },
         },
-      },
-    })
+      })
     : null;
-  wrap.append(...[filterBox, h('table', { class: 'grid' }, h('thead', null, headRow), tbody), more].filter(Boolean) as Node[]);
+  wrap.append(
+    ...([filterBox, h('table', { class: 'grid' }, h('thead', null, headRow), tbody), more].filter(Boolean) as Node[]),
+  );
   return wrap;
 }

@@ -30,8 +30,7 @@ export type JsonObject = { [key: string]: Json };
 // and delete these overrides and the casts.
 
 /** A WorkerReport with its untyped blocks as JSON. */
-export interface WorkerReport
-  extends Omit<generated.WorkerReport, 'flops' | 'findings' | 'waterfall' | 'distributed'> {
+export interface WorkerReport extends Omit<generated.WorkerReport, 'flops' | 'findings' | 'waterfall' | 'distributed'> {
   flops: JsonObject | null;
   findings: JsonObject[];
   waterfall: JsonObject[];
