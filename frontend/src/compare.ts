@@ -6,7 +6,7 @@ import * as f from './format';
 import { BREAKDOWN, meanStep } from './overview';
 import { COLORS, UI } from './palette';
 import { table } from './table';
-import type { RunReport, WorkerReport } from './types';
+import type { RunReport, Summary, WorkerReport } from './types';
 import { usable, workerLabel } from './workers';
 
 type Better = 'higher' | 'lower' | 'neutral';
@@ -14,7 +14,7 @@ type Better = 'higher' | 'lower' | 'neutral';
 interface MetricRow {
   label: string;
   title: string;
-  value: (w: WorkerReport) => number | null | undefined;
+  value: (s: Summary, w: WorkerReport) => number | null | undefined;
   fmt: (x: number | null | undefined) => string;
   delta: 'pp' | 'rel';
   better: Better;
@@ -23,8 +23,7 @@ interface MetricRow {
 // analysis/plausibility.py withheld an MFU above 100 %: no figure, nor a FLOP/s derived from it
 const impossible = (w: WorkerReport) => (w.flags ?? []).includes('impossible_mfu');
 
-const achieved = (w: WorkerReport) => {
-  const s = w.summary!;
+const achieved = (s: Summary, w: WorkerReport) => {
   if (impossible(w)) return null;
   return f.isNumber(s.flops_per_step) && meanStep(s) > 0 ? s.flops_per_step / (meanStep(s) / 1e6) : null;
 };
@@ -33,7 +32,7 @@ export const METRICS: MetricRow[] = [
   {
     label: 'MFU',
     title: 'Model FLOPs utilisation: all FLOPs of the analysed steps over all their time',
-    value: (w) => w.summary!.mfu,
+    value: (s) => s.mfu,
     fmt: (x) => f.pct(x),
     delta: 'pp',
     better: 'higher',
@@ -49,7 +48,7 @@ export const METRICS: MetricRow[] = [
   {
     label: 'Median step time',
     title: 'Median step time (the shares are time-weighted over all steps)',
-    value: (w) => w.summary!.step_time_us,
+    value: (s) => s.step_time_us,
     fmt: (x) => f.ms(x),
     delta: 'rel',
     better: 'lower',
@@ -57,7 +56,7 @@ export const METRICS: MetricRow[] = [
   {
     label: 'GPU busy',
     title: 'Any GPU activity',
-    value: (w) => w.summary!.gpu_busy_share,
+    value: (s) => s.gpu_busy_share,
     fmt: (x) => f.pct(x),
     delta: 'pp',
     better: 'higher',
@@ -65,7 +64,7 @@ export const METRICS: MetricRow[] = [
   {
     label: 'Kernel time',
     title: 'Any kernel running',
-    value: (w) => w.summary!.kernel_time_share,
+    value: (s) => s.kernel_time_share,
     fmt: (x) => f.pct(x),
     delta: 'pp',
     better: 'higher',
@@ -73,7 +72,7 @@ export const METRICS: MetricRow[] = [
   {
     label: 'SM efficiency',
     title: 'SMs filled by the kernels, time-weighted',
-    value: (w) => w.summary!.sm_efficiency,
+    value: (s) => s.sm_efficiency,
     fmt: (x) => f.pct(x),
     delta: 'pp',
     better: 'higher',
@@ -81,7 +80,7 @@ export const METRICS: MetricRow[] = [
   {
     label: 'Occupancy',
     title: 'Estimated achieved occupancy, kernel-time weighted',
-    value: (w) => w.summary!.achieved_occupancy,
+    value: (s) => s.achieved_occupancy,
     fmt: (x) => f.pct(x),
     delta: 'pp',
     better: 'higher',
@@ -89,7 +88,7 @@ export const METRICS: MetricRow[] = [
   {
     label: 'Tensor-core kernels',
     title: 'Share of kernel time on tensor cores',
-    value: (w) => w.summary!.tensor_core_kernel_share,
+    value: (s) => s.tensor_core_kernel_share,
     fmt: (x) => f.pct(x),
     delta: 'pp',
     better: 'higher',
@@ -97,7 +96,7 @@ export const METRICS: MetricRow[] = [
   {
     label: 'Memcpy only',
     title: 'Step share copying with no kernel running',
-    value: (w) => w.summary!.breakdown?.['memcpy'],
+    value: (s) => s.breakdown?.memcpy,
     fmt: (x) => f.pct(x),
     delta: 'pp',
     better: 'lower',
@@ -105,7 +104,7 @@ export const METRICS: MetricRow[] = [
   {
     label: 'Sync wait',
     title: 'Step share with the GPU idle while the host waits in a sync',
-    value: (w) => w.summary!.breakdown?.['sync_wait'] ?? w.summary!.sync_wait_share,
+    value: (s) => s.breakdown?.sync_wait ?? s.sync_wait_share,
     fmt: (x) => f.pct(x),
     delta: 'pp',
     better: 'lower',
@@ -113,7 +112,7 @@ export const METRICS: MetricRow[] = [
   {
     label: 'Idle',
     title: 'Step share with the GPU idle',
-    value: (w) => w.summary!.idle_share,
+    value: (s) => s.idle_share,
     fmt: (x) => f.pct(x),
     delta: 'pp',
     better: 'lower',
@@ -121,7 +120,7 @@ export const METRICS: MetricRow[] = [
   {
     label: 'FLOPs / step',
     title: 'Useful FLOPs per step',
-    value: (w) => w.summary!.flops_per_step,
+    value: (s) => s.flops_per_step,
     fmt: f.flops,
     delta: 'rel',
     better: 'neutral',
@@ -129,7 +128,7 @@ export const METRICS: MetricRow[] = [
   {
     label: 'Kernels / step',
     title: 'Kernel launches per step',
-    value: (w) => w.summary!.kernels_per_step,
+    value: (s) => s.kernels_per_step,
     fmt: (x) => f.count(x, 0),
     delta: 'rel',
     better: 'lower',
@@ -137,7 +136,7 @@ export const METRICS: MetricRow[] = [
   {
     label: 'Short kernels',
     title: 'Share of kernels under 10 µs',
-    value: (w) => w.launches?.short_kernel_share,
+    value: (_s, w) => w.launches?.short_kernel_share,
     fmt: (x) => f.pct(x),
     delta: 'pp',
     better: 'lower',
@@ -145,7 +144,7 @@ export const METRICS: MetricRow[] = [
   {
     label: 'Launch API / step',
     title: 'Host time in launch calls',
-    value: (w) => w.launches?.launch_api_us_per_step,
+    value: (_s, w) => w.launches?.launch_api_us_per_step,
     fmt: f.dur,
     delta: 'rel',
     better: 'lower',
@@ -153,7 +152,7 @@ export const METRICS: MetricRow[] = [
   {
     label: 'Graph replays / step',
     title: 'CUDA/HIP graph launches per step: each replays a whole captured graph',
-    value: (w) => w.launches?.graph_launches_per_step,
+    value: (_s, w) => w.launches?.graph_launches_per_step,
     fmt: (x) => f.count(x, 1),
     delta: 'rel',
     better: 'neutral',
@@ -161,7 +160,7 @@ export const METRICS: MetricRow[] = [
   {
     label: 'Kernels in graphs',
     title: 'Kernels per step run by graph replays, not launched one by one by the host',
-    value: (w) => w.launches?.graph_kernels_per_step,
+    value: (_s, w) => w.launches?.graph_kernels_per_step,
     fmt: (x) => f.count(x, 0),
     delta: 'rel',
     better: 'neutral',
@@ -169,7 +168,7 @@ export const METRICS: MetricRow[] = [
   {
     label: 'Syncs / step',
     title: 'Host-device synchronisations per step',
-    value: (w) => w.summary!.sync_count_per_step,
+    value: (s) => s.sync_count_per_step,
     fmt: (x) => f.count(x),
     delta: 'rel',
     better: 'lower',
@@ -177,7 +176,7 @@ export const METRICS: MetricRow[] = [
   {
     label: 'H2D / step',
     title: 'Host to device bytes per step',
-    value: (w) => w.summary!.h2d_bytes_per_step,
+    value: (s) => s.h2d_bytes_per_step,
     fmt: f.bytes,
     delta: 'rel',
     better: 'neutral',
@@ -185,7 +184,7 @@ export const METRICS: MetricRow[] = [
   {
     label: 'D2H / step',
     title: 'Device to host bytes per step',
-    value: (w) => w.summary!.d2h_bytes_per_step,
+    value: (s) => s.d2h_bytes_per_step,
     fmt: f.bytes,
     delta: 'rel',
     better: 'lower',
@@ -212,7 +211,7 @@ function deltaNode(m: MetricRow, base: number | null | undefined, v: number | nu
 }
 
 export function renderCompare(cols: CompareColumn[], onWorker: (run: string, idx: number) => void): HTMLElement {
-  const ready = cols.filter((c) => c.report && usable(c.report).length);
+  const ready = drawable(cols);
   const header = h(
     'tr',
     null,
@@ -230,7 +229,7 @@ export function renderCompare(cols: CompareColumn[], onWorker: (run: string, idx
           h('span', { class: 'runname', title: c.run }, c.run),
           i === 0 ? h('span', { class: 'pill base' }, 'baseline') : null,
         ),
-        opts.length > 1
+        r && opts.length > 1
           ? h(
               'select',
               {
@@ -242,7 +241,7 @@ export function renderCompare(cols: CompareColumn[], onWorker: (run: string, idx
                 h(
                   'option',
                   { props: { value: String(wi), selected: wi === c.workerIndex } },
-                  workerLabel(r!.workers[wi], r!),
+                  workerLabel(r.workers[wi], r),
                 ),
               ),
             )
@@ -255,8 +254,8 @@ export function renderCompare(cols: CompareColumn[], onWorker: (run: string, idx
 
   const body = METRICS.map((m) => {
     const baseCol = cols[0];
-    const baseW = baseCol.report && baseCol.report.workers[baseCol.workerIndex];
-    const base = baseW && baseW.summary ? m.value(baseW) : null;
+    const baseW = baseCol.report?.workers[baseCol.workerIndex];
+    const base = baseW?.summary ? m.value(baseW.summary, baseW) : null;
     return h(
       'tr',
       null,
@@ -264,8 +263,8 @@ export function renderCompare(cols: CompareColumn[], onWorker: (run: string, idx
       cols.map((c, i) => {
         if (!c.report) return h('td', { class: 'num dim' }, `loading ${f.pct(c.progress, 0)}`);
         const w = c.report.workers[c.workerIndex];
-        if (!w || !w.summary) return h('td', { class: 'num dim', title: w?.error ?? '' }, 'error');
-        const v = m.value(w);
+        if (!w?.summary) return h('td', { class: 'num dim', title: w?.error ?? '' }, 'error');
+        const v = m.value(w.summary, w);
         const shown =
           v == null && impossible(w) && (m.label === 'MFU' || m.label === 'Achieved') ? 'impossible' : m.fmt(v);
         return h('td', { class: 'num' }, h('span', { class: 'val' }, shown), i > 0 ? deltaNode(m, base, v) : null);
@@ -313,15 +312,30 @@ export function renderCompare(cols: CompareColumn[], onWorker: (run: string, idx
   );
 }
 
-function compositionChart(cols: CompareColumn[]): HTMLElement {
+/** A column whose chosen worker report has a summary: what the chart and the diffs draw. */
+interface Drawn {
+  run: string;
+  worker: WorkerReport;
+  summary: Summary;
+}
+
+function drawable(cols: CompareColumn[]): Drawn[] {
+  const out: Drawn[] = [];
+  for (const c of cols) {
+    const w = c.report && usable(c.report).length ? c.report.workers[c.workerIndex] : undefined;
+    if (w?.summary) out.push({ run: c.run, worker: w, summary: w.summary });
+  }
+  return out;
+}
+
+function compositionChart(cols: Drawn[]): HTMLElement {
   const el = h('div', {
     class: 'chart chart-compare',
     testid: 'compare-chart',
     style: { height: `${Math.max(140, 60 + cols.length * 44)}px` },
   });
-  const ws = cols.map((c) => c.report!.workers[c.workerIndex]);
   const names = cols.map((c) => c.run);
-  const part = (w: WorkerReport, key: string) => ((w.summary!.breakdown?.[key] ?? 0) * meanStep(w.summary!)) / 1000;
+  const part = (s: Summary, key: string) => ((s.breakdown?.[key] ?? 0) * meanStep(s)) / 1000;
   queueMicrotask(() =>
     chart(el, {
       color: BREAKDOWN.map((b) => b.color),
@@ -355,14 +369,10 @@ function compositionChart(cols: CompareColumn[]): HTMLElement {
         axisPointer: { type: 'shadow' },
         formatter: (ps: { dataIndex: number }[]) => {
           const i = ps[0].dataIndex;
-          const w = ws[i];
+          const s = cols[i].summary;
           return tooltipNode(
-            `${names[i]} · mean step ${f.ms(meanStep(w.summary!))}`,
-            BREAKDOWN.map((b) => [
-              b.color,
-              b.label,
-              `${f.ms(part(w, b.key) * 1000)} · ${f.pct(w.summary!.breakdown?.[b.key])}`,
-            ]),
+            `${names[i]} · mean step ${f.ms(meanStep(s))}`,
+            BREAKDOWN.map((b) => [b.color, b.label, `${f.ms(part(s, b.key) * 1000)} · ${f.pct(s.breakdown?.[b.key])}`]),
           );
         },
       },
@@ -371,7 +381,7 @@ function compositionChart(cols: CompareColumn[]): HTMLElement {
         type: 'bar',
         stack: 'step',
         barMaxWidth: 26,
-        data: ws.map((w) => +part(w, b.key).toFixed(3)),
+        data: cols.map((c) => +part(c.summary, b.key).toFixed(3)),
       })),
     }),
   );
@@ -387,16 +397,15 @@ interface KernelDiffRow {
   other: number;
 }
 
-function kernelDiff(cols: CompareColumn[]): HTMLElement {
-  const [a, b] = [cols[0], cols[1]].map((c) => c.report!.workers[c.workerIndex]);
-  const perStep = (w: WorkerReport) => {
+function kernelDiff(cols: Drawn[]): HTMLElement {
+  const perStep = (c: Drawn) => {
     const m = new Map<string, number>();
-    const n = Math.max(1, w.summary!.steps);
-    for (const k of w.top_kernels ?? []) m.set(k.name, k.total_us / n);
+    const n = Math.max(1, c.summary.steps);
+    for (const k of c.worker.top_kernels ?? []) m.set(k.name, k.total_us / n);
     return m;
   };
-  const ma = perStep(a);
-  const mb = perStep(b);
+  const ma = perStep(cols[0]);
+  const mb = perStep(cols[1]);
   const names = new Set<string>([...ma.keys(), ...mb.keys()]);
   const rows: KernelDiffRow[] = Array.from(names, (name) => ({
     name,
@@ -459,19 +468,19 @@ function kernelDiff(cols: CompareColumn[]): HTMLElement {
 
 /** A finding's identity across runs: (id, subject), as in diagnosis/compare.py. */
 function findingKey(fd: Record<string, unknown>): string {
-  const id = String(fd['id'] ?? fd['title'] ?? '?');
-  return typeof fd['subject'] === 'string' && fd['subject'] ? `${id} · ${fd['subject']}` : id;
+  const id = String(fd.id ?? fd.title ?? '?');
+  return typeof fd.subject === 'string' && fd.subject ? `${id} · ${fd.subject}` : id;
 }
 
-function findingsDiff(cols: CompareColumn[]): HTMLElement | null {
-  const ws = cols.map((c) => c.report!.workers[c.workerIndex]);
+function findingsDiff(cols: Drawn[]): HTMLElement | null {
+  const ws = cols.map((c) => c.worker);
   const keys: string[] = [];
   const titles = new Map<string, string>();
   for (const w of ws) {
     for (const fd of w.findings ?? []) {
       const key = findingKey(fd);
       if (!keys.includes(key)) keys.push(key);
-      if (!titles.has(key) && typeof fd['title'] === 'string') titles.set(key, fd['title']);
+      if (!titles.has(key) && typeof fd.title === 'string') titles.set(key, fd.title);
     }
   }
   if (!keys.length) return null;
@@ -484,14 +493,14 @@ function findingsDiff(cols: CompareColumn[]): HTMLElement | null {
       return inBase
         ? h('span', { class: 'change change-fixed', testid: 'finding-fixed' }, 'fixed')
         : h('span', { class: 'dim' }, '—');
-    const sev = String(fd['severity'] ?? '')
+    const sev = String(fd.severity ?? '')
       .toLowerCase()
       .replace(/[^a-z]/g, '');
-    const gain = typeof fd['est_gain_us_per_step'] === 'number' ? f.dur(fd['est_gain_us_per_step'] as number) : '';
-    const share = typeof fd['est_gain_share'] === 'number' ? f.pct(fd['est_gain_share'] as number) : '';
+    const gain = typeof fd.est_gain_us_per_step === 'number' ? f.dur(fd.est_gain_us_per_step as number) : '';
+    const share = typeof fd.est_gain_share === 'number' ? f.pct(fd.est_gain_share as number) : '';
     return h(
       'span',
-      { class: 'fcell', title: typeof fd['title'] === 'string' ? fd['title'] : '' },
+      { class: 'fcell', title: typeof fd.title === 'string' ? fd.title : '' },
       index > 0 && !inBase ? h('span', { class: 'change change-new', testid: 'finding-new' }, 'new') : null,
       h('span', { class: `sev sev-${sev}` }, sev || 'found'),
       gain || share ? h('span', { class: 'small dim' }, ` ${[gain, share].filter(Boolean).join(' · ')}`) : null,

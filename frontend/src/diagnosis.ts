@@ -103,7 +103,7 @@ function valueNode(k: string, v: Json, parent = ''): Child {
 
 function evidenceList(ev: JsonObject, parent = ''): HTMLElement {
   const entries = Object.entries(ev).filter(([k, v]) => v !== null && k !== 'note');
-  const note = typeof ev['note'] === 'string' ? (ev['note'] as string) : null;
+  const note = typeof ev.note === 'string' ? (ev.note as string) : null;
   return h(
     'div',
     { class: 'evidence' },
@@ -128,9 +128,9 @@ function evidenceNode(ev: Json | undefined): Child {
 }
 
 function gainNode(fd: JsonObject): Child {
-  const us = num(fd['est_gain_us_per_step']);
-  const share = num(fd['est_gain_share']);
-  const after = num(fd['est_mfu_after']);
+  const us = num(fd.est_gain_us_per_step);
+  const share = num(fd.est_gain_share);
+  const after = num(fd.est_mfu_after);
   const bits: string[] = [];
   if (us !== null) bits.push(`${f.dur(us)} / step`);
   if (share !== null) bits.push(`${f.pct(share)} of step`);
@@ -156,11 +156,11 @@ export function findingsCard(w: WorkerReport): HTMLElement {
     });
   }
   const items = fs.map((fd, i) => {
-    const sev = String(fd['severity'] ?? 'info')
+    const sev = String(fd.severity ?? 'info')
       .toLowerCase()
       .replace(/[^a-z]/g, '');
-    const reco = str(fd['recommendation'] as Json) ?? str(fd['fix'] as Json);
-    const subject = str(fd['subject'] as Json);
+    const reco = str(fd.recommendation as Json) ?? str(fd.fix as Json);
+    const subject = str(fd.subject as Json);
     return h(
       'li',
       { class: `finding sev-${sev}`, data: { order: String(SEVERITY_ORDER[sev] ?? 5), index: String(i) } },
@@ -168,13 +168,13 @@ export function findingsCard(w: WorkerReport): HTMLElement {
         'div',
         { class: 'finding-head' },
         h('span', { class: `sev sev-${sev}` }, sev),
-        h('span', { class: 'finding-title' }, str(fd['title'] as Json) ?? str(fd['id'] as Json) ?? 'Finding'),
-        fd['id'] ? h('code', { class: 'finding-id' }, String(fd['id'])) : null,
+        h('span', { class: 'finding-title' }, str(fd.title as Json) ?? str(fd.id as Json) ?? 'Finding'),
+        fd.id ? h('code', { class: 'finding-id' }, String(fd.id)) : null,
       ),
       h('div', { class: 'finding-meta' }, gainNode(fd), subject ? h('span', { class: 'dim mono' }, subject) : null),
       reco ? h('p', { class: 'reco' }, h('strong', null, 'Fix: '), ...richText(reco)) : null,
-      fd['evidence'] !== undefined && fd['evidence'] !== null
-        ? h('details', null, h('summary', null, 'Evidence'), evidenceNode(fd['evidence'] as Json))
+      fd.evidence !== undefined && fd.evidence !== null
+        ? h('details', null, h('summary', null, 'Evidence'), evidenceNode(fd.evidence as Json))
         : null,
     );
   });
@@ -209,13 +209,13 @@ export function waterfallBars(rows: JsonObject[]): WfBar[] {
   const bars: WfBar[] = [];
   let running = 0;
   for (const r of rows) {
-    const kind = str(r['kind'] as Json) ?? 'loss';
-    const us = num(r['us_per_step']) ?? 0;
-    const label = str(r['label'] as Json) ?? str(r['id'] as Json) ?? '?';
-    const share = num(r['share']);
+    const kind = str(r.kind as Json) ?? 'loss';
+    const us = num(r.us_per_step) ?? 0;
+    const label = str(r.label as Json) ?? str(r.id as Json) ?? '?';
+    const share = num(r.share);
     const color =
       kind === 'loss'
-        ? r['group'] === 'idle'
+        ? r.group === 'idle'
           ? WF_COLORS.idle
           : WF_COLORS.loss
         : (WF_COLORS[kind] ?? WF_COLORS.subtotal);
@@ -269,7 +269,7 @@ export function waterfallCard(w: WorkerReport): HTMLElement | null {
         axisPointer: { type: 'shadow' },
         formatter: (ps: { dataIndex: number }[]) => {
           const b = bars[ps[0].dataIndex];
-          const mfu = num(b.row['mfu']);
+          const mfu = num(b.row.mfu);
           return tooltipNode(
             b.label,
             [[b.color, b.kind === 'loss' ? 'lost per step' : 'per step', `${f.dur(b.us)} · ${f.pct(b.share)}`]],
@@ -322,13 +322,13 @@ export function waterfallCard(w: WorkerReport): HTMLElement | null {
       'tbody',
       null,
       rows.map((r) => {
-        const kind = str(r['kind'] as Json) ?? 'loss';
+        const kind = str(r.kind as Json) ?? 'loss';
         return h(
           'tr',
           { class: `wf-${kind}` },
-          h('td', null, kind === 'loss' ? '− ' : '', str(r['label'] as Json) ?? str(r['id'] as Json) ?? '?'),
-          h('td', { class: 'num' }, f.dur(num(r['us_per_step']))),
-          h('td', { class: 'num' }, f.pct(num(r['share']))),
+          h('td', null, kind === 'loss' ? '− ' : '', str(r.label as Json) ?? str(r.id as Json) ?? '?'),
+          h('td', { class: 'num' }, f.dur(num(r.us_per_step))),
+          h('td', { class: 'num' }, f.pct(num(r.share))),
         );
       }),
     ),

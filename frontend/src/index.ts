@@ -243,9 +243,10 @@ function pickDefaults(): void {
     state.run = saved && names.includes(saved) ? saved : (firstGood?.name ?? names[0] ?? null);
   }
   state.compare = state.compare.filter((n) => names.includes(n));
-  if (state.compare.length < 2 && names.length >= 2 && !stored('compare-touched')) {
-    const rest = names.filter((n) => n !== state.run);
-    state.compare = [state.run!, ...rest].slice(0, 2);
+  const run = state.run;
+  if (run && state.compare.length < 2 && names.length >= 2 && !stored('compare-touched')) {
+    const rest = names.filter((n) => n !== run);
+    state.compare = [run, ...rest].slice(0, 2);
   }
 }
 

@@ -78,24 +78,24 @@ export function meanStep(s: Summary): number {
 export function mfuReason(w: WorkerReport): string {
   const s = w.summary;
   const fl = w.flops ?? {};
-  const given = str(fl['reason'] as Json) ?? str(fl['error'] as Json);
+  const given = str(fl.reason as Json) ?? str(fl.error as Json);
   if (given) return given;
-  const impossible = fl['impossible'] as JsonObject | undefined;
+  const impossible = fl.impossible as JsonObject | undefined;
   if (impossible && typeof impossible === 'object') {
-    return `Impossible: above 100 %, so not shown. Likely cause: ${str(impossible['explanation'] as Json) ?? 'the peak, the FLOPs or the step'}`;
+    return `Impossible: above 100 %, so not shown. Likely cause: ${str(impossible.explanation as Json) ?? 'the peak, the FLOPs or the step'}`;
   }
   const parts: string[] = [];
   if (!s || !f.isNumber(s.flops_per_step)) {
-    const notes = Array.isArray(fl['notes']) ? (fl['notes'] as Json[]).map((n) => str(n) ?? '') : [];
+    const notes = Array.isArray(fl.notes) ? (fl.notes as Json[]).map((n) => str(n) ?? '') : [];
     parts.push(
       notes.find((n) => /flop/i.test(n)) ??
         'no FLOP count: record with record_shapes=True, or give FLOPs per step (tb_mfu.json sidecar)',
     );
   }
   if (!w.device || !f.isNumber(w.device.peak_flops)) {
-    const peak = fl['peak'] as JsonObject | undefined;
+    const peak = fl.peak as JsonObject | undefined;
     parts.push(
-      str(peak?.['source'] as Json) ??
+      str(peak?.source as Json) ??
         `no peak FLOP/s known for ${w.device?.name ?? 'this device'} (set --mfu_peak_tflops)`,
     );
   }
@@ -105,11 +105,11 @@ export function mfuReason(w: WorkerReport): string {
 function peakInfo(w: WorkerReport): { short: string; long: string } | null {
   const d = w.device;
   if (!d || !f.isNumber(d.peak_flops)) return null;
-  const peak = (w.flops?.['peak'] ?? null) as JsonObject | null;
-  const name = peak ? str(peak['name'] as Json) : null;
-  const inferred = peak?.['inferred'] === true;
+  const peak = (w.flops?.peak ?? null) as JsonObject | null;
+  const name = peak ? str(peak.name as Json) : null;
+  const inferred = peak?.inferred === true;
   const bits = [`peak ${f.tflops(d.peak_flops)}`];
-  const dtypeSource = peak ? str(peak['dtype_source'] as Json) : null;
+  const dtypeSource = peak ? str(peak.dtype_source as Json) : null;
   if (d.dtype)
     bits.push(
       dtypeSource && dtypeSource !== 'shapes'
@@ -134,7 +134,7 @@ function kpis(w: WorkerReport, s: Summary): HTMLElement {
       : f.isNumber(s.flops_per_step) && meanStep(s) > 0
         ? s.flops_per_step / (meanStep(s) / 1e6)
         : null;
-  const busyT = num(fl['achieved_tflops_while_busy'] as Json);
+  const busyT = num(fl.achieved_tflops_while_busy as Json);
   const whileBusy = impossible
     ? null
     : busyT !== null
@@ -142,7 +142,7 @@ function kpis(w: WorkerReport, s: Summary): HTMLElement {
       : achieved !== null && s.gpu_busy_share > 0
         ? achieved / s.gpu_busy_share
         : null;
-  const src = str(fl['headline_source'] as Json) ?? str(fl['source'] as Json);
+  const src = str(fl.headline_source as Json) ?? str(fl.source as Json);
   const peak = peakInfo(w);
   const mfuSub = hasMfu
     ? [
@@ -323,7 +323,7 @@ function deviceCard(w: WorkerReport, s: Summary): HTMLElement {
     const dist = w.distributed;
     rows.push([
       'Distributed',
-      `${str(dist['backend'] as Json) ?? '?'} · rank ${str(dist['rank'] as Json) ?? '?'} of ${str(dist['world_size'] as Json) ?? '?'}`,
+      `${str(dist.backend as Json) ?? '?'} · rank ${str(dist.rank as Json) ?? '?'} of ${str(dist.world_size as Json) ?? '?'}`,
     ]);
   }
   if (w.trace_bytes) rows.push(['Trace', `${f.bytes(w.trace_bytes)} decoded`]);
@@ -740,14 +740,14 @@ function flopsCard(w: WorkerReport): HTMLElement | null {
   const fl = w.flops;
   if (!fl) return null;
   const rows: [string, Child, string?][] = [];
-  const head = str(fl['headline_source'] as Json);
-  const src = str(fl['source'] as Json);
-  const conv = str(fl['convention'] as Json);
+  const head = str(fl.headline_source as Json);
+  const src = str(fl.source as Json);
+  const conv = str(fl.convention as Json);
   if (head) rows.push(['Source', head, 'Where the FLOP count behind MFU comes from']);
   else if (src) rows.push(['Source', conv ? `${src} (${conv} convention)` : src, 'Where the FLOP count comes from']);
-  const per = num(fl['flops_per_step'] as Json) ?? w.summary?.flops_per_step ?? null;
+  const per = num(fl.flops_per_step as Json) ?? w.summary?.flops_per_step ?? null;
   rows.push(['FLOPs / step', f.flops(per)]);
-  const model = num(fl['model_flops_per_step'] as Json);
+  const model = num(fl.model_flops_per_step as Json);
   if (model !== null && per !== null && Math.abs(model - per) > 1e-6 * Math.max(1, per)) {
     rows.push([
       'Model FLOPs / step',
@@ -755,15 +755,18 @@ function flopsCard(w: WorkerReport): HTMLElement | null {
       'Without recomputation (activation checkpointing, attention backward)',
     ]);
   }
-  const shares = fl['dtype_shares'];
+  const shares = fl.dtype_shares;
   if (shares && typeof shares === 'object' && !Array.isArray(shares)) {
     const parts = Object.entries(shares)
       .filter(([, v]) => typeof v === 'number')
       .sort((a, b) => (b[1] as number) - (a[1] as number))
       .map(([k, v]) => `${k} ${f.pct(v as number)}`);
     if (parts.length) rows.push(['Precision mix', parts.join(' · '), 'Share of counted FLOPs by compute dtype']);
-  } else if (str(fl['dtype'] as Json)) rows.push(['Precision', str(fl['dtype'] as Json)!]);
-  const kshares = fl['kernel_dtype_shares'];
+  } else {
+    const dtype = str(fl.dtype as Json);
+    if (dtype) rows.push(['Precision', dtype]);
+  }
+  const kshares = fl.kernel_dtype_shares;
   if (kshares && typeof kshares === 'object' && !Array.isArray(kshares)) {
     const parts = Object.entries(kshares)
       .filter(([, v]) => typeof v === 'number')
@@ -775,18 +778,18 @@ function flopsCard(w: WorkerReport): HTMLElement | null {
         'Matmul kernel time by the dtype their names give (kernel-name tokens)',
       ]);
   }
-  const peakFacts = fl['peak'] as JsonObject | undefined;
-  if (peakFacts && typeof peakFacts === 'object' && str(peakFacts['dtype'] as Json)) {
+  const peakFacts = fl.peak as JsonObject | undefined;
+  if (peakFacts && typeof peakFacts === 'object' && str(peakFacts.dtype as Json)) {
     rows.push([
       'Peak dtype',
-      `${str(peakFacts['dtype'] as Json)} from ${str(peakFacts['dtype_source'] as Json) ?? 'shapes'}`,
+      `${str(peakFacts.dtype as Json)} from ${str(peakFacts.dtype_source as Json) ?? 'shapes'}`,
       'Shapes, else kernel-name tokens, else the dense bf16 peak (PaLM convention)',
     ]);
   }
-  const hfu = num(fl['hfu'] as Json);
-  const mfuModel = num(fl['mfu_model'] as Json);
-  const mfuUser = num(fl['mfu_user'] as Json);
-  const user = num(fl['user_flops_per_step'] as Json);
+  const hfu = num(fl.hfu as Json);
+  const mfuModel = num(fl.mfu_model as Json);
+  const mfuUser = num(fl.mfu_user as Json);
+  const user = num(fl.user_flops_per_step as Json);
   if (hfu !== null)
     rows.push(['HFU (all counted FLOPs)', f.pct(hfu), 'Hardware FLOPs utilisation: includes recomputed work']);
   if (mfuModel !== null && hfu !== null && Math.abs(mfuModel - hfu) > 1e-9)
@@ -794,28 +797,26 @@ function flopsCard(w: WorkerReport): HTMLElement | null {
   if (user !== null)
     rows.push([
       'User FLOPs / step',
-      `${f.flops(user)}${str(fl['user_flops_source'] as Json) ? ` · ${str(fl['user_flops_source'] as Json)}` : ''}`,
+      `${f.flops(user)}${str(fl.user_flops_source as Json) ? ` · ${str(fl.user_flops_source as Json)}` : ''}`,
       'From --flops-per-step or the tb_mfu.json sidecar',
     ]);
   if (mfuUser !== null) rows.push(['MFU (user FLOPs)', f.pct(mfuUser)]);
-  const approx = num(fl['approximate_share'] as Json);
+  const approx = num(fl.approximate_share as Json);
   if (approx !== null)
     rows.push([
       'Approximate',
       `${f.pct(approx)} of FLOPs`,
       'Counted with approximate formulas (shapes partly unknown)',
     ]);
-  const un = num(fl['unattributed_kernel_share'] as Json);
+  const un = num(fl.unattributed_kernel_share as Json);
   if (un !== null)
     rows.push(['Kernel time not counted', f.pct(un), 'Kernel time launched by ops without a FLOP formula']);
-  const byOp = Array.isArray(fl['by_op'])
-    ? (fl['by_op'] as JsonObject[]).filter((o) => o && typeof o === 'object')
+  const byOp = Array.isArray(fl.by_op) ? (fl.by_op as JsonObject[]).filter((o) => o && typeof o === 'object') : [];
+  const unTop = Array.isArray(fl.unattributed_top)
+    ? (fl.unattributed_top as JsonObject[]).filter((o) => o && typeof o === 'object')
     : [];
-  const unTop = Array.isArray(fl['unattributed_top'])
-    ? (fl['unattributed_top'] as JsonObject[]).filter((o) => o && typeof o === 'object')
-    : [];
-  const notes = Array.isArray(fl['notes']) ? (fl['notes'] as Json[]).map((n) => str(n) ?? '') : [];
-  const maxShare = Math.max(1e-9, ...byOp.map((o) => num(o['flops_share']) ?? 0));
+  const notes = Array.isArray(fl.notes) ? (fl.notes as Json[]).map((n) => str(n) ?? '') : [];
+  const maxShare = Math.max(1e-9, ...byOp.map((o) => num(o.flops_share) ?? 0));
   return card(
     'FLOPs counted',
     [
@@ -836,8 +837,8 @@ function flopsCard(w: WorkerReport): HTMLElement | null {
                 h(
                   'tr',
                   null,
-                  h('td', { class: 'mono' }, str(o['op']) ?? '?'),
-                  h('td', { class: 'num' }, shareCell(num(o['flops_share']) ?? 0, maxShare)),
+                  h('td', { class: 'mono' }, str(o.op) ?? '?'),
+                  h('td', { class: 'num' }, shareCell(num(o.flops_share) ?? 0, maxShare)),
                 ),
               ),
             ),
@@ -855,8 +856,8 @@ function flopsCard(w: WorkerReport): HTMLElement | null {
                 h(
                   'li',
                   null,
-                  h('span', { class: 'mono' }, str(o['op']) ?? '?'),
-                  ` — ${f.dur(num(o['kernel_us']))} of kernels`,
+                  h('span', { class: 'mono' }, str(o.op) ?? '?'),
+                  ` — ${f.dur(num(o.kernel_us))} of kernels`,
                 ),
               ),
             ),

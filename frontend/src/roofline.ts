@@ -69,13 +69,19 @@ function opTooltip(o: RooflineOp): HTMLElement {
   );
 }
 
-function rooflineChart(r: Roofline, plotted: RooflineOp[]): HTMLElement {
+/** An op a log-log chart can place: some arithmetic, and some FLOP/s achieved. */
+type Placed = RooflineOp & { intensity: number; achieved_flops: number };
+
+function placed(o: RooflineOp): o is Placed {
+  return f.isNumber(o.intensity) && o.intensity > 0 && f.isNumber(o.achieved_flops) && o.achieved_flops > 0;
+}
+
+/** The roofline of ``peak`` FLOP/s and ``bw`` bytes/s, with the ops on it. */
+function rooflineChart(peak: number, bw: number, plotted: Placed[]): HTMLElement {
   const el = h('div', { class: 'chart tall', testid: 'roofline-chart' });
-  const peak = r.peak_flops!;
-  const bw = r.peak_bandwidth!;
   const ridge = peak / bw;
-  const xs = plotted.map((o) => o.intensity!);
-  const ys = plotted.map((o) => o.achieved_flops! / 1e12);
+  const xs = plotted.map((o) => o.intensity);
+  const ys = plotted.map((o) => o.achieved_flops / 1e12);
   const xmin = 10 ** Math.floor(Math.log10(Math.min(0.1, ...xs) / 2));
   const xmax = 10 ** Math.ceil(Math.log10(Math.max(ridge * 10, ...xs) * 2));
   const ymin = 10 ** Math.floor(Math.log10(Math.max(1e-6, Math.min((bw * xmin) / 1e12, ...ys) / 2)));
@@ -290,12 +296,10 @@ export function rooflineCard(w: WorkerReport): HTMLElement | null {
       { testid: 'roofline-card', cls: 'wide', help },
     );
   }
-  const hasRoof = f.isNumber(r.peak_flops) && f.isNumber(r.peak_bandwidth);
-  const plotted = hasRoof
-    ? r.ops.filter(
-        (o) => f.isNumber(o.intensity) && o.intensity > 0 && f.isNumber(o.achieved_flops) && o.achieved_flops > 0,
-      )
-    : [];
+  const peak = f.isNumber(r.peak_flops) ? r.peak_flops : null;
+  const bw = f.isNumber(r.peak_bandwidth) ? r.peak_bandwidth : null;
+  const hasRoof = peak !== null && bw !== null;
+  const plotted = hasRoof ? r.ops.filter(placed) : [];
   const offChart = r.ops.length - plotted.length;
   const notes = [...r.notes];
   if (offChart && hasRoof)
@@ -310,7 +314,7 @@ export function rooflineCard(w: WorkerReport): HTMLElement | null {
     'Roofline',
     [
       facts(r),
-      hasRoof ? rooflineChart(r, plotted) : null,
+      hasRoof ? rooflineChart(peak, bw, plotted) : null,
       h('h3', null, 'Top ops by time lost below their roof'),
       opsTable(r.ops),
       r.classes.length ? h('h3', null, 'By op class') : null,

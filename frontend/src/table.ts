@@ -81,7 +81,8 @@ export function table<T>(rows: T[], columns: Column<T>[], opts: TableOptions<T> 
 
   const renderBody = () => {
     let data = rows.slice();
-    if (query && opts.filter) data = data.filter((r) => opts.filter!(r, query));
+    const keep = opts.filter;
+    if (query && keep) data = data.filter((r) => keep(r, query));
     const col = columns.find((c) => c.key === sortKey);
     if (col) {
       data.sort((a, b) => {
