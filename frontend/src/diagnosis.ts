@@ -4,19 +4,9 @@ import { card } from './card';
 import { chart, tooltipBase, tooltipNode } from './charts';
 import { type Child, h } from './dom';
 import * as f from './format';
+import { num, str } from './json';
 import { SERIES, UI } from './palette';
 import type { Json, JsonObject, WorkerReport } from './types';
-
-export function str(x: Json | undefined): string | null {
-  if (x === null || x === undefined) return null;
-  if (typeof x === 'string') return x;
-  if (typeof x === 'number' || typeof x === 'boolean') return String(x);
-  return JSON.stringify(x);
-}
-
-export function num(x: Json | undefined): number | null {
-  return typeof x === 'number' && Number.isFinite(x) ? x : null;
-}
 
 export function prettyKey(k: string): string {
   if (k === 'us_per_step' || k === 'us') return 'Time / step';

@@ -1,12 +1,12 @@
 // The MFU tab: TensorBoard loads this ES module into the plugin iframe and calls render().
 import { fetchCompare, fetchReport, fetchRuns, HttpError, tensorboardUrl } from './api';
-import { card } from './card';
 import { disposeCharts } from './charts';
 import { type CompareColumn, renderCompare } from './compare';
 import { type Child, clear, h, ICONS, icon, replace } from './dom';
-import * as f from './format';
-import { ranksCard, renderWorker } from './overview';
+import { renderWorker } from './overview';
 import { cssVariables } from './palette';
+import { ranksCard } from './ranks';
+import { emptyPanel, errorPanel, loadingNow, loadingRows, progressPanel, stateLabel, statusLine } from './status';
 import css from './style.css';
 import type { RunReport, RunStatus, RunsBody } from './types';
 import { usable, workerLabel } from './workers';
@@ -81,25 +81,6 @@ function sig(r: RunStatus | undefined): string {
   return `${r.state}|${r.size}|${r.workers.map((w) => w.spans.map((s) => `${s.span}:${s.mtime}:${s.state}`).join(',')).join(';')}`;
 }
 
-function loadingNow(r: RunStatus): boolean {
-  return r.state === 'queued' || r.state === 'loading';
-}
-
-function stateLabel(r: RunStatus): string {
-  switch (r.state) {
-    case 'queued':
-      return 'queued';
-    case 'loading':
-      return `loading ${f.pct(r.progress, 0)}`;
-    case 'error':
-      return 'error';
-    case 'partial':
-      return 'some files failed';
-    default:
-      return '';
-  }
-}
-
 // ---- header -----------------------------------------------------------------
 
 function renderHeader(): void {
@@ -150,68 +131,11 @@ function renderHeader(): void {
     ? `Open the stock PyTorch Profiler tab (choose run "${state.run}" there): traces, operators, memory.`
     : 'Open the stock PyTorch Profiler tab';
 
-  // status
-  const loading = runs.filter(loadingNow);
-  const failed = runs.filter((r) => r.state === 'error' || r.state === 'partial');
-  if (state.runsError)
-    replace(el.status, h('span', { class: 'st st-err' }, icon(ICONS.error, 12), ' server unreachable'));
-  else if (!state.runs?.scanned)
-    replace(el.status, h('span', { class: 'st' }, h('span', { class: 'spinner' }), ' scanning logdir…'));
-  else if (loading.length) {
-    const p = loading.reduce((a, r) => a + r.progress, 0) / loading.length;
-    replace(
-      el.status,
-      h(
-        'span',
-        { class: 'st' },
-        h('span', { class: 'spinner' }),
-        ` analysing ${loading.length} run${loading.length > 1 ? 's' : ''} · ${f.pct(p, 0)}`,
-      ),
-    );
-  } else
-    replace(
-      el.status,
-      h(
-        'span',
-        { class: 'st st-ok' },
-        `${runs.length} run${runs.length === 1 ? '' : 's'}`,
-        failed.length ? ` · ${failed.length} with errors` : '',
-      ),
-    );
-
-  // loading strip: progress of runs still analysing, and errors of runs that failed
-  const items: Child[] = [];
-  const MAX_ROWS = 4;
-  const shown = loading.length > MAX_ROWS ? loading.slice(0, MAX_ROWS - 1) : loading;
-  for (const r of shown) {
-    items.push(
-      h(
-        'div',
-        { class: 'lrow' },
-        h('span', { class: 'lname' }, r.name),
-        h(
-          'span',
-          { class: 'progress' },
-          h('span', { class: 'bar', style: { width: `${(r.progress * 100).toFixed(1)}%` } }),
-        ),
-        h('span', { class: 'lval' }, `${f.pct(r.progress, 0)} of ${f.bytes(r.size)}`),
-      ),
-    );
-  }
-  if (shown.length < loading.length) {
-    const rest = loading.slice(shown.length);
-    const bytesLeft = rest.reduce((a, r) => a + r.size * (1 - r.progress), 0);
-    items.push(
-      h('div', { class: 'lrow dim' }, `… and ${rest.length} more runs waiting (${f.bytes(bytesLeft)} of traces)`),
-    );
-  }
-  for (const e of state.runs?.errors ?? [])
-    items.push(h('div', { class: 'lrow err' }, icon(ICONS.warn, 12), h('span', { class: 'mono' }, e)));
+  replace(el.status, statusLine(state.runs, state.runsError));
+  const items = loadingRows(state.runs);
   replace(el.loading, items);
   el.loading.classList.toggle('hidden', !items.length);
 }
-
-// ---- state changes ----------------------------------------------------------
 
 function setView(v: View): void {
   state.view = v;
@@ -261,109 +185,6 @@ async function reportFor(run: RunStatus): Promise<RunReport | null> {
   return report;
 }
 
-function progressPanel(r: RunStatus): HTMLElement {
-  return card(
-    `Analysing ${r.name}`,
-    [
-      h(
-        'div',
-        { class: 'progress big' },
-        h('span', { class: 'bar', style: { width: `${(r.progress * 100).toFixed(1)}%` } }),
-      ),
-      h(
-        'p',
-        { class: 'dim' },
-        `${f.pct(r.progress, 0)} of ${f.bytes(r.size)} of traces. Other runs stay usable meanwhile.`,
-      ),
-      h(
-        'table',
-        { class: 'grid files' },
-        h(
-          'tbody',
-          null,
-          r.workers.flatMap((w) =>
-            w.spans.map((s) =>
-              h(
-                'tr',
-                null,
-                h('td', { class: 'mono' }, s.file),
-                h('td', { class: 'num' }, f.bytes(s.size)),
-                h(
-                  'td',
-                  null,
-                  h(
-                    'span',
-                    { class: 'progress' },
-                    h('span', { class: 'bar', style: { width: `${(s.progress * 100).toFixed(1)}%` } }),
-                  ),
-                ),
-                h(
-                  'td',
-                  { class: 'num' },
-                  s.state === 'done'
-                    ? s.cached
-                      ? 'cached'
-                      : 'done'
-                    : s.state === 'loading'
-                      ? f.pct(s.progress, 0)
-                      : s.state,
-                ),
-              ),
-            ),
-          ),
-        ),
-      ),
-    ],
-    { cls: 'progress-card', testid: 'run-progress', extra: h('span', { class: 'spinner' }) },
-  );
-}
-
-function emptyPanel(): HTMLElement {
-  const sources = state.runs?.sources ?? [];
-  return card(
-    'No profiler traces found',
-    [
-      h('p', null, 'The MFU tab reads torch.profiler traces (*.pt.trace.json or *.pt.trace.json.gz) under:'),
-      h(
-        'ul',
-        null,
-        sources.length
-          ? sources.map((s) => h('li', { class: 'mono' }, s.name ? `${s.name}: ${s.path}` : s.path))
-          : h('li', null, 'no --logdir given'),
-      ),
-      h('p', null, "Record one with the profiler's TensorBoard handler, then reload:"),
-      h(
-        'pre',
-        null,
-        [
-          'with torch.profiler.profile(',
-          '        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],',
-          '        schedule=torch.profiler.schedule(wait=1, warmup=1, active=3),',
-          '        on_trace_ready=torch.profiler.tensorboard_trace_handler("./logs/run_a"),',
-          '        record_shapes=True) as prof:',
-          '    for batch in loader:',
-          '        train_step(batch); prof.step()',
-        ].join('\n'),
-      ),
-    ],
-    { cls: 'empty-card', testid: 'empty' },
-  );
-}
-
-function errorPanel(title: string, lines: string[]): HTMLElement {
-  return h(
-    'div',
-    { class: 'banner error', testid: 'run-error' },
-    icon(ICONS.error, 16),
-    h(
-      'div',
-      null,
-      h('strong', null, title),
-      lines.map((l) => h('div', { class: 'mono' }, l)),
-    ),
-  );
-}
-
 let renderSeq = 0;
 
 async function renderMain(force = false): Promise<void> {
@@ -393,14 +214,14 @@ async function renderMain(force = false): Promise<void> {
 async function overviewContent(): Promise<Child> {
   if (!state.runs) return h('p', { class: 'muted' }, 'Loading…');
   if (!state.runs.scanned) return h('p', { class: 'muted' }, h('span', { class: 'spinner' }), ' Scanning the logdir…');
-  if (!state.runs.runs.length) return emptyPanel();
+  if (!state.runs.runs.length) return emptyPanel(state.runs?.sources ?? []);
   const r = runStatus(state.run);
-  if (!r) return emptyPanel();
+  if (!r) return emptyPanel(state.runs?.sources ?? []);
   if (loadingNow(r)) return progressPanel(r);
   const report = await reportFor(r);
   if (!report) {
     const fresh = runStatus(r.name);
-    return fresh ? progressPanel(fresh) : emptyPanel();
+    return fresh ? progressPanel(fresh) : emptyPanel(state.runs?.sources ?? []);
   }
   const good = usable(report);
   let idx = state.worker.get(r.name);

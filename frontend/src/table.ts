@@ -1,5 +1,6 @@
 // A small sortable table. Cells are text (or nodes built with h()), never HTML.
 import { type Child, h, replace } from './dom';
+import * as f from './format';
 
 export interface Column<T> {
   key: string;
@@ -157,4 +158,14 @@ export function table<T>(rows: T[], columns: Column<T>[], opts: TableOptions<T> 
     ...([filterBox, h('table', { class: 'grid' }, h('thead', null, headRow), tbody), more].filter(Boolean) as Node[]),
   );
   return wrap;
+}
+
+/** A share as text over a bar as long as its part of ``max``. */
+export function shareCell(x: number, max: number): HTMLElement {
+  return h(
+    'span',
+    { class: 'sharecell' },
+    h('span', { class: 'sharebar', style: { width: `${Math.min(100, (x / max) * 100).toFixed(1)}%` } }),
+    h('span', { class: 'shareval' }, f.pct(x)),
+  );
 }
