@@ -54,10 +54,12 @@ export function peakInfo(w: WorkerReport): { short: string; long: string } | nul
   return { short: bits.join(' · '), long: d.peak_source ?? bits.join(' · ') };
 }
 
-export function flopsCard(w: WorkerReport): HTMLElement | null {
-  const fl = w.flops;
-  if (!fl) return null;
-  const rows: [string, Child, string?][] = [];
+/** A fact: label, value, and what it means (the label's tooltip). */
+type FactRow = [string, Child, string?];
+
+/** Where the FLOP count comes from, and the count per step. */
+function sourceRows(w: WorkerReport, fl: JsonObject): FactRow[] {
+  const rows: FactRow[] = [];
   const head = str(fl.headline_source as Json);
   const src = str(fl.source as Json);
   const conv = str(fl.convention as Json);
@@ -73,6 +75,12 @@ export function flopsCard(w: WorkerReport): HTMLElement | null {
       'Without recomputation (activation checkpointing, attention backward)',
     ]);
   }
+  return rows;
+}
+
+/** The dtypes of the counted FLOPs, of the matmul kernels, and of the peak. */
+function precisionRows(fl: JsonObject): FactRow[] {
+  const rows: FactRow[] = [];
   const shares = fl.dtype_shares;
   if (shares && typeof shares === 'object' && !Array.isArray(shares)) {
     const parts = Object.entries(shares)
@@ -104,6 +112,12 @@ export function flopsCard(w: WorkerReport): HTMLElement | null {
       'Shapes, else kernel-name tokens, else the dense bf16 peak (PaLM convention)',
     ]);
   }
+  return rows;
+}
+
+/** Utilisation by the other counts (HFU, no recompute, the user's FLOPs); what was approximate or not counted. */
+function utilisationRows(fl: JsonObject): FactRow[] {
+  const rows: FactRow[] = [];
   const hfu = num(fl.hfu as Json);
   const mfuModel = num(fl.mfu_model as Json);
   const mfuUser = num(fl.mfu_user as Json);
@@ -129,6 +143,13 @@ export function flopsCard(w: WorkerReport): HTMLElement | null {
   const un = num(fl.unattributed_kernel_share as Json);
   if (un !== null)
     rows.push(['Kernel time not counted', f.pct(un), 'Kernel time launched by ops without a FLOP formula']);
+  return rows;
+}
+
+export function flopsCard(w: WorkerReport): HTMLElement | null {
+  const fl = w.flops;
+  if (!fl) return null;
+  const rows = [...sourceRows(w, fl), ...precisionRows(fl), ...utilisationRows(fl)];
   const byOp = Array.isArray(fl.by_op) ? (fl.by_op as JsonObject[]).filter((o) => o && typeof o === 'object') : [];
   const unTop = Array.isArray(fl.unattributed_top)
     ? (fl.unattributed_top as JsonObject[]).filter((o) => o && typeof o === 'object')

@@ -3,7 +3,7 @@
 import { copiesCard, kernelsCard, launchesCard, syncsCard } from './activity';
 import { card } from './card';
 import { chart, tooltipBase, tooltipNode } from './charts';
-import { findingsCard, waterfallCard } from './diagnosis';
+import { findingsCard } from './diagnosis';
 import { type Child, h, ICONS, icon } from './dom';
 import { flopsCard, mfuReason, peakInfo } from './flops';
 import * as f from './format';
@@ -12,6 +12,7 @@ import { COLORS, UI } from './palette';
 import { rooflineCard } from './roofline';
 import { meanStep, stepBreakdownSummary, stepsChart } from './steps';
 import type { Json, Summary, WorkerReport } from './types';
+import { waterfallCard } from './waterfall';
 
 /** "346.3 TFLOP/s" -> number, then the unit in a smaller span (the text stays "346.3 TFLOP/s"). */
 function valueWithUnit(value: string): Child[] {
