@@ -23,3 +23,14 @@ export function card(title: string, body: Child, opts: CardOptions = {}): HTMLEl
     h('div', { class: 'card-body' }, body),
   );
 }
+
+/** The caveats under a card's body, dimmed; nothing when there are none. */
+export function cardNotes(notes: string[]): HTMLElement | null {
+  return notes.length
+    ? h(
+        'ul',
+        { class: 'plain dim' },
+        notes.map((n) => h('li', null, n)),
+      )
+    : null;
+}

@@ -73,3 +73,15 @@ export const tooltipBase = {
   textStyle: { color: UI.text, fontSize: 12 },
   extraCssText: `box-shadow: 0 2px 8px ${UI.shadowStrong}; border-radius: 6px;`,
 };
+
+/** A tooltip for the whole category under the pointer (a step, a run, a waterfall bar). */
+export const axisTooltip = { ...tooltipBase, trigger: 'axis', axisPointer: { type: 'shadow' } };
+
+/** Labels and grid lines of a value axis, in the page's dim colours. */
+export const valueAxisStyle = { axisLabel: { color: UI.dim }, splitLine: { lineStyle: { color: UI.lineSoft } } };
+
+/** The x axis of the charts in milliseconds per step, named below it (a fresh object per
+ * chart: ECharts keeps the option objects it is given). */
+export function msPerStepAxis(): EChartsOption {
+  return { type: 'value', name: 'ms / step', nameLocation: 'middle', nameGap: 22, ...valueAxisStyle };
+}

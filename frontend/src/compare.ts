@@ -1,6 +1,6 @@
 // Compare: two or more runs side by side, deltas against the first (the baseline).
 import { card } from './card';
-import { chart, tooltipBase, tooltipNode } from './charts';
+import { axisTooltip, chart, msPerStepAxis, tooltipNode } from './charts';
 import { type Child, h } from './dom';
 import * as f from './format';
 import { deltaNode, impossible, METRICS } from './metrics';
@@ -171,18 +171,9 @@ function compositionChart(cols: Drawn[]): HTMLElement {
           color: UI.text,
         },
       },
-      xAxis: {
-        type: 'value',
-        name: 'ms / step',
-        nameLocation: 'middle',
-        nameGap: 22,
-        axisLabel: { color: UI.dim },
-        splitLine: { lineStyle: { color: UI.lineSoft } },
-      },
+      xAxis: msPerStepAxis(),
       tooltip: {
-        ...tooltipBase,
-        trigger: 'axis',
-        axisPointer: { type: 'shadow' },
+        ...axisTooltip,
         formatter: (ps: { dataIndex: number }[]) => {
           const i = ps[0].dataIndex;
           const s = cols[i].summary;

@@ -1,7 +1,7 @@
 // What the FLOPs block says (WorkerReport.flops, analysis.mfu): why MFU is missing, the peak
 // it was measured against, and how the FLOPs were counted. The block is still untyped JSON
 // (see types.ts), so its keys are read here and nowhere else.
-import { card } from './card';
+import { card, cardNotes } from './card';
 import { type Child, h } from './dom';
 import * as f from './format';
 import { num, str } from './json';
@@ -202,13 +202,7 @@ export function flopsCard(w: WorkerReport): HTMLElement | null {
             ),
           )
         : null,
-      notes.length
-        ? h(
-            'ul',
-            { class: 'plain dim' },
-            notes.map((n) => h('li', null, n)),
-          )
-        : null,
+      cardNotes(notes),
     ],
     { testid: 'flops-card', help: 'How the useful FLOPs behind MFU were counted, from the recorded op shapes.' },
   );

@@ -3,8 +3,8 @@
 import { LineChart, ScatterChart } from 'echarts/charts';
 import * as echarts from 'echarts/core';
 
-import { card } from './card';
-import { chart, tooltipBase, tooltipNode } from './charts';
+import { card, cardNotes } from './card';
+import { chart, tooltipBase, tooltipNode, valueAxisStyle } from './charts';
 import { h } from './dom';
 import * as f from './format';
 import { COLORS, SERIES, UI } from './palette';
@@ -90,8 +90,7 @@ function rooflineChart(peak: number, bw: number, plotted: Placed[]): HTMLElement
   const classes = Array.from(new Set(plotted.map((o) => o.class)));
   const axisStyle = {
     nameTextStyle: { color: UI.dim },
-    axisLabel: { color: UI.dim },
-    splitLine: { lineStyle: { color: UI.lineSoft } },
+    ...valueAxisStyle,
   };
   queueMicrotask(() =>
     chart(el, {
@@ -333,13 +332,7 @@ export function rooflineCard(w: WorkerReport): HTMLElement | null {
             ),
           )
         : null,
-      notes.length
-        ? h(
-            'ul',
-            { class: 'plain dim' },
-            notes.map((n) => h('li', null, n)),
-          )
-        : null,
+      cardNotes(notes),
     ],
     { testid: 'roofline-card', cls: 'wide', help },
   );

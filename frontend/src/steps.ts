@@ -1,7 +1,7 @@
 // The step and where its time goes: the exclusive parts (kernel, memcpy, memset, sync wait,
 // idle) as a bar, per step as a chart, and how the step time and shares vary over the steps.
 import { card } from './card';
-import { chart, tooltipBase, tooltipNode } from './charts';
+import { axisTooltip, chart, tooltipNode, valueAxisStyle } from './charts';
 import { h } from './dom';
 import * as f from './format';
 import { COLORS, UI } from './palette';
@@ -81,13 +81,10 @@ export function stepsChart(w: WorkerReport, summary: Summary): HTMLElement {
         type: 'value',
         name: 'ms',
         nameTextStyle: { color: UI.dim },
-        axisLabel: { color: UI.dim },
-        splitLine: { lineStyle: { color: UI.lineSoft } },
+        ...valueAxisStyle,
       },
       tooltip: {
-        ...tooltipBase,
-        trigger: 'axis',
-        axisPointer: { type: 'shadow' },
+        ...axisTooltip,
         formatter: (ps: { dataIndex: number }[]) => {
           const s = steps[ps[0].dataIndex];
           return tooltipNode(

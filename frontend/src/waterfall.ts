@@ -1,7 +1,7 @@
 // The step-time waterfall (WorkerReport.waterfall, diagnosis): from the mean step down to
 // the time the model FLOPs would take at peak, one bar per cause of lost time.
 import { card } from './card';
-import { chart, tooltipBase, tooltipNode } from './charts';
+import { axisTooltip, chart, msPerStepAxis, tooltipNode } from './charts';
 import { h } from './dom';
 import * as f from './format';
 import { num, str } from './json';
@@ -63,14 +63,7 @@ function waterfallChart(bars: WfBar[]): HTMLElement {
   queueMicrotask(() =>
     chart(el, {
       grid: { left: 12, right: 96, top: 8, bottom: 28, containLabel: true },
-      xAxis: {
-        type: 'value',
-        name: 'ms / step',
-        nameLocation: 'middle',
-        nameGap: 22,
-        axisLabel: { color: UI.dim },
-        splitLine: { lineStyle: { color: UI.lineSoft } },
-      },
+      xAxis: msPerStepAxis(),
       yAxis: {
         type: 'category',
         inverse: true,
@@ -83,9 +76,7 @@ function waterfallChart(bars: WfBar[]): HTMLElement {
         },
       },
       tooltip: {
-        ...tooltipBase,
-        trigger: 'axis',
-        axisPointer: { type: 'shadow' },
+        ...axisTooltip,
         formatter: (ps: { dataIndex: number }[]) => {
           const b = bars[ps[0].dataIndex];
           const mfu = num(b.row.mfu);
