@@ -136,4 +136,3 @@ def top_kernels(
             )
         )
     return out
-

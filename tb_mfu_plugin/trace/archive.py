@@ -40,9 +40,9 @@ import zipfile
 import zlib
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, cast
 
-from ..errors import TraceError
+from ..errors import TraceError, TraceNotFound
 from .discover import TRACE_FILE
 from .files import open_regular
 from .limits import DEFAULT_LIMITS, RATIO_GRACE_BYTES, Limits, cap_error, format_size
@@ -205,7 +205,7 @@ class Archive:
         """A stream of one member's bytes; ``TraceError`` when it is refused or absent."""
         m = self._by_name.get(name)
         if m is None:
-            raise TraceError(self._where(name), f"no member {name!r} in {basename(self.label)}")
+            raise TraceNotFound(self._where(name), f"no member {name!r} in {basename(self.label)}")
         if m.refusal is not None:
             raise TraceError(self._where(name), m.refusal)
         if self._zip is not None:
@@ -213,22 +213,25 @@ class Archive:
                 inner: IO[bytes] = self._zip.open(name)
         else:
             inner = self._tar_member(name, m.size)
-        return _Counted(inner, m, self._where(name), self.limits)
+        return cast(IO[bytes], _Counted(inner, m, self._where(name), self.limits))
 
     def _where(self, name: str) -> str:
         return member_location(self.kind, name, self.location or self.label)
 
     def _stream(self) -> IO[bytes]:
         """The archive's tar bytes (inflated from the start for a .tar.gz), under the caps."""
-        raw = _open_raw(self.location) if self.location is not None else _Locked(self._raw, self._lock)
+        if self.location is not None:
+            raw = _open_raw(self.location)
+        else:
+            raw = cast(IO[bytes], _Locked(self._raw, self._lock))
         if not self._gzipped:
             return raw
-        return _Inflated(raw, self.label, self.limits)  # type: ignore[return-value]
+        return cast(IO[bytes], _Inflated(raw, self.label, self.limits))
 
     def _tar_member(self, name: str, size: int) -> IO[bytes]:
         stream = self._stream()
         stream.seek(self._tar_offsets[name])
-        return _Slice(stream, size)  # type: ignore[return-value]
+        return cast(IO[bytes], _Slice(stream, size))
 
 
 def _name_refusal(name: str) -> str | None:
@@ -422,4 +425,5 @@ def open_member_location(location: str, limits: Limits | None = None) -> IO[byte
     m = parse_member(location)
     if m is None:
         raise TraceError(location, "not an archive member location")
-    return io.BufferedReader(archive_at(m.archive, limits).open_member(m.name), 1 << 20)  # type: ignore[return-value]
+    stream = cast(io.RawIOBase, archive_at(m.archive, limits).open_member(m.name))
+    return cast(IO[bytes], io.BufferedReader(stream, 1 << 20))

@@ -46,7 +46,9 @@ class RemoteFile(io.RawIOBase):
         except Exception as exc:  # noqa: BLE001 - any failure of the store is this file's error
             raise storage_error(url, exc) from None
         self.size = size
-        self._blocks = _streamed(self._fs, self._path, url) if streamed else _ranged(self._fs, self._path, url, size)
+        self._blocks = (
+            _ranged(self._fs, self._path, url, size) if size is not None else _streamed(self._fs, self._path, url)
+        )
         self._block = memoryview(b"")
         self._pos = 0
 

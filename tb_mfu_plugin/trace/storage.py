@@ -25,7 +25,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import TraceError
+from ..errors import TraceError, TraceNotFound
 from .locations import scheme
 
 STORAGE_OPTIONS_ENV = "TB_MFU_STORAGE_OPTIONS"
@@ -191,7 +191,7 @@ def storage_error(url: str, exc: BaseException) -> TraceError:
         return missing_extra(url, scheme(url) or "file")
     name = type(exc).__name__
     if isinstance(exc, FileNotFoundError):
-        return TraceError(url, "not found")
+        return TraceNotFound(url, "not found")
     if isinstance(exc, PermissionError) or name in ("AccessDenied", "ClientAuthenticationError"):
         return TraceError(url, f"access denied ({redact(str(exc))})")
     if name in ("NoCredentialsError", "PartialCredentialsError", "DefaultCredentialsError"):
