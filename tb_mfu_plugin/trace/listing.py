@@ -84,7 +84,7 @@ def discover_remote(url: str, name: str | None = None) -> list[RunFiles]:
         f = SpanFile(span, url, _size(info) or 0, 0.0, identity(info))
         return [RunFiles(name or basename(url), url, [WorkerFiles(worker, [f])])]
     found = _find(fs, url, root, deadline)
-    root_path = fs._strip_protocol(url).rstrip("/")
+    root_path = root.rstrip("/")
     base = name or basename(url) or url
     by_dir: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
     for path, info in found.items():
@@ -110,7 +110,7 @@ def _wanted(path: str) -> bool:
 
 
 def _find(fs: Any, url: str, root: str, deadline: float) -> dict[str, dict[str, Any]]:
-    """Path -> info of the trace and sidecar files under ``root``, with sizes and identities."""
+    """fsspec path -> info of the trace and sidecar files under ``root``, with sizes and identities."""
     kwargs = {"timeout": max(0.1, deadline - time.monotonic())} if getattr(fs, "async_impl", False) else {}
     try:
         fs.invalidate_cache(root)  # a re-scan must see new and changed objects
@@ -124,12 +124,7 @@ def _find(fs: Any, url: str, root: str, deadline: float) -> dict[str, dict[str, 
     if missing:
         for p, info in zip(missing, _infos(fs, url, missing, deadline), strict=True):
             found[p].update(info)
-    return {_full(fs, p): i for p, i in found.items()}
-
-
-def _full(fs: Any, path: str) -> str:
-    """An fsspec path with its protocol back on (``bucket/key`` -> ``s3://bucket/key``)."""
-    return path if "://" in path else str(fs.unstrip_protocol(path))
+    return found
 
 
 def _infos(fs: Any, url: str, paths: list[str], deadline: float) -> Iterable[dict[str, Any]]:

@@ -1,0 +1,211 @@
+"""Logdirs in a bucket of a real S3 API on loopback (moto's server): the CLI and the tab
+read them as they read a local folder, with the same numbers, field for field."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from tb_mfu_plugin.analysis.report import to_json
+from tb_mfu_plugin.errors import TraceError
+from tb_mfu_plugin.pipeline import analyze_path
+from tb_mfu_plugin.trace.listing import discover
+
+from .conftest import ROOT, RUNS, Bucket
+
+PLUGIN_PREFIX = "/data/plugin/mfu"
+
+
+def by_run(doc: dict, root: str) -> dict[str, dict]:
+    """A report's runs by name, each worker's file made relative to ``root`` (a folder or URL)."""
+    out = {}
+    for run in doc["runs"]:
+        for w in run["workers"]:
+            assert w["file"].startswith(root), (w["file"], root)
+            w["file"] = w["file"][len(root) :].lstrip("/")
+        out[run["name"]] = run
+    return out
+
+
+def local_reports(logdir: Path) -> dict[str, dict]:
+    return by_run(json.loads(to_json(analyze_path(str(logdir)))), str(logdir))
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tb_mfu_plugin.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+    )
+
+
+def test_cli_analyze_s3_equals_the_local_run(bucket: Bucket, logdir: Path):
+    bucket.upload_dir(logdir, "team/logs")
+    out = cli("analyze", bucket.url("team/logs"), "--json")
+    assert out.returncode == 0, out.stderr
+    remote = by_run(json.loads(out.stdout), bucket.url("team/logs"))
+    assert sorted(remote) == sorted(RUNS)
+    assert all(not w["error"] for r in remote.values() for w in r["workers"])
+    assert remote == local_reports(logdir)
+
+
+def test_cli_compare_two_urls_equals_the_local_compare(bucket: Bucket, logdir: Path):
+    bucket.upload_dir(logdir, "logs")
+    a, b = RUNS[0], RUNS[1]
+    remote = cli("compare", bucket.url(f"logs/{a}"), bucket.url(f"logs/{b}/"), "--json")
+    local = cli("compare", str(logdir / a), str(logdir / b), "--json")
+    assert remote.returncode == local.returncode == 0, remote.stderr
+    r, l_ = json.loads(remote.stdout), json.loads(local.stdout)
+    for side in ("baseline", "other"):
+        assert r[side]["file"].startswith("s3://") and os.path.basename(r[side]["file"]) == os.path.basename(
+            l_[side]["file"]
+        )
+        r[side]["file"] = l_[side]["file"]
+    assert r == l_
+
+
+def test_one_trace_object_named_directly(bucket: Bucket, logdir: Path):
+    f = next((logdir / RUNS[0]).glob("*.pt.trace.json.gz"))
+    bucket.put(f"x/{f.name}", f.read_bytes())
+    remote = json.loads(to_json(analyze_path(bucket.url(f"x/{f.name}"))))
+    local = json.loads(to_json(analyze_path(str(f))))
+    assert remote["runs"][0]["workers"][0]["file"] == bucket.url(f"x/{f.name}")
+    remote["runs"][0]["workers"][0]["file"] = str(f)
+    assert remote == local
+
+
+def test_a_zip_in_the_bucket_is_a_logdir(bucket: Bucket, logdir: Path, tmp_path: Path):
+    import zipfile
+
+    arc = tmp_path / "team.zip"
+    with zipfile.ZipFile(arc, "w", zipfile.ZIP_DEFLATED) as zf:
+        for f in sorted(p for p in logdir.rglob("*") if p.is_file()):
+            zf.write(f, f.relative_to(logdir).as_posix())
+    bucket.put("shared/team.zip", arc.read_bytes())
+    doc = json.loads(to_json(analyze_path(bucket.url("shared/team.zip"))))
+    for run in doc["runs"]:
+        for w in run["workers"]:
+            assert w["file"].endswith(f"::{bucket.url('shared/team.zip')}")
+            w["file"] = w["file"].split("://", 1)[1].split("::")[0]
+    assert {r["name"]: r for r in doc["runs"]} == local_reports(logdir)
+
+
+def test_missing_bucket_and_key_are_one_line_errors(bucket: Bucket):
+    out = cli("analyze", bucket.url("nothing/here"))
+    assert out.returncode == 2
+    assert out.stderr.strip() == f"tb-mfu: {bucket.url('nothing/here')}: no such folder or file"
+    with pytest.raises(TraceError, match="not found"):
+        discover(f"s3://no-such-bucket-{os.getpid()}/x.pt.trace.json.gz")
+
+
+def test_missing_extra_names_it(monkeypatch: pytest.MonkeyPatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_gcsfs(name, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if name.split(".")[0] == "gcsfs":
+            raise ImportError("No module named 'gcsfs'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_gcsfs)
+    out = cli("analyze", "gs://bucket/logs")
+    if "gcsfs" in sys.modules:  # installed here: check the message in this process instead
+        pytest.skip("gcsfs is installed")
+    assert out.returncode == 2
+    assert out.stderr.strip() == (
+        "tb-mfu: gs://bucket/logs: gs:// needs gcsfs, which is not installed: pip install 'tb_mfu_plugin[gcs]'"
+    )
+
+
+def test_listing_1000_objects_is_one_bounded_pass(bucket: Bucket):
+    body = b'{"traceEvents": []}'
+    for i in range(1000):
+        bucket.put(f"many/run{i % 10}/rank{i}.1.pt.trace.json", body)
+    before = len(bucket.server.requests)
+    t0 = time.monotonic()
+    runs = discover(bucket.url("many"))
+    took = time.monotonic() - t0
+    assert sum(len(r.files) for r in runs) == 1000 and len(runs) == 10
+    assert all(f.ident.startswith("ETag:") and f.size == len(body) for r in runs for f in r.files)
+    listing = bucket.server.requests[before:]
+    # one paged recursive listing (1,000 keys a page), not a request per folder or per object
+    assert len(listing) <= 3, listing
+    assert bucket.downloads() == []
+    assert took < 60  # the listing's own deadline is 120 s ($TB_MFU_LIST_TIMEOUT)
+
+
+def test_listing_gives_up_at_its_deadline(bucket: Bucket, monkeypatch: pytest.MonkeyPatch):
+    import s3fs
+
+    def slow_find(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        time.sleep(30)
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "find", slow_find)
+    monkeypatch.setenv("TB_MFU_LIST_TIMEOUT", "0.5")
+    t0 = time.monotonic()
+    with pytest.raises(TraceError, match=r"listing took longer than 0.5 s \(\$TB_MFU_LIST_TIMEOUT raises it\)"):
+        discover(bucket.url("logs"))
+    assert time.monotonic() - t0 < 5
+
+
+# -- the tab ----------------------------------------------------------------------------
+
+
+def test_tab_reads_s3_logdir_and_mixes_it_with_local(bucket: Bucket, logdir: Path, serve):
+    bucket.upload_dir(logdir, "logs")
+    mine = logdir.parent / "mine"
+    (mine / RUNS[0]).mkdir(parents=True)
+    for f in (logdir / RUNS[0]).iterdir():
+        (mine / RUNS[0] / f.name).write_bytes(f.read_bytes())
+    s = serve(logdir_spec=f"mine:{mine},theirs:{bucket.url('logs')}")
+    s.settle()
+    body = s.json("/runs")
+    assert body["errors"] == []
+    names = [r["name"] for r in body["runs"]]
+    assert names == [f"mine/{RUNS[0]}"] + [f"theirs/{r}" for r in sorted(RUNS)]
+    assert all(r["state"] == "ready" for r in body["runs"])
+    expected = local_reports(logdir)
+    for run in sorted(RUNS):
+        report = s.json(f"/report?run={quote(f'theirs/{run}')}")
+        remote = by_run({"runs": [report]}, bucket.url("logs"))
+        assert remote[f"theirs/{run}"] == {**expected[run], "name": f"theirs/{run}"}
+
+
+def test_unchanged_bucket_costs_no_downloads_on_the_second_open(bucket: Bucket, logdir: Path, serve, tmp_path):
+    bucket.upload_dir(logdir, "logs")
+    cache = tmp_path / "cache"
+    first = serve(bucket.url("logs"), cache_dir=str(cache))
+    first.settle()
+    assert all(r["state"] == "ready" for r in first.json("/runs")["runs"])
+    got = len(bucket.downloads())
+    assert got >= 4  # every trace was downloaded once (sidecar probes are HEADs)
+    # a restarted server over the same, unchanged bucket: listed again, nothing downloaded
+    second = serve(bucket.url("logs"), cache_dir=str(cache))
+    second.settle()
+    runs = second.json("/runs")["runs"]
+    assert all(r["state"] == "ready" for r in runs)
+    assert all(s["cached"] for r in runs for w in r["workers"] for s in w["spans"])
+    assert len(bucket.downloads()) == got
+    # the same bytes uploaded again: a new LastModified, the same ETag: still nothing downloaded
+    f = next((logdir / RUNS[0]).glob("*.pt.trace.json.gz"))
+    bucket.put(f"logs/{RUNS[0]}/{f.name}", f.read_bytes())
+    third = serve(bucket.url("logs"), cache_dir=str(cache))
+    third.settle()
+    assert len(bucket.downloads()) == got
+    # other bytes under the same key (a new ETag): that object alone is downloaded again
+    other = next((logdir / RUNS[1]).glob("*.pt.trace.json.gz"))
+    bucket.put(f"logs/{RUNS[0]}/{f.name}", other.read_bytes())
+    fourth = serve(bucket.url("logs"), cache_dir=str(cache))
+    fourth.settle()
+    assert bucket.downloads()[got:] == [f"/{bucket.name}/logs/{RUNS[0]}/{f.name}"] * (len(bucket.downloads()) - got)
+    assert len(bucket.downloads()) > got
