@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Reading and analysing a trace from a loopback S3 server against the local disk.
+
+Builds a large trace from a real one with ../shared/tools/scale_trace.py (cached under
+the system temp dir, as bench_analyze.py does), starts moto's S3 server on 127.0.0.1
+in a child process (so that it does not share our GIL), uploads the trace, and prints
+for the local file and for ``s3://``:
+
+- read: the file's bytes through ``trace.opener.open_location`` (MB/s of stored bytes);
+- analyse: ``tb-mfu analyze --json`` in a child process (MB/s of uncompressed JSON);
+
+and the ratio of the two (the goal: S3 within 1.5x of local). Best of ``--repeat`` runs.
+
+usage: python benchmarks/bench_remote.py [SOURCE_TRACE] [--target-mb 100] [--plain] [--repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.bench_analyze import SCALE, _source, _uncompressed_size  # noqa: E402
+
+BUCKET = "bench"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start_moto(port: int) -> subprocess.Popen[bytes]:
+    code = (
+        "import sys, time; from moto.server import ThreadedMotoServer; "
+        f"s = ThreadedMotoServer(ip_address='127.0.0.1', port={port}, verbose=False); s.start(); "
+        "print('ready', flush=True); sys.stdin.read()"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    if proc.stdout.readline().strip() != b"ready":
+        sys.exit("moto's server did not start")
+    return proc
+
+
+def _best(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def _read_all(location: str) -> None:
+    from tb_mfu_plugin.trace.opener import open_location
+
+    with open_location(location) as f:
+        while f.read(8 << 20):
+            pass
+
+
+def _analyse(location: str, env: dict[str, str]) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", location, "--json"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    if proc.returncode != 0:
+        sys.exit(f"analyze {location} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("source", nargs="?")
+    ap.add_argument("--target-mb", type=int, default=100)
+    ap.add_argument("--plain", action="store_true", help="an uncompressed trace (default: gzip, as traces are stored)")
+    ap.add_argument("--repeat", type=int, default=2)
+    args = ap.parse_args()
+    src = _source(args.source)
+    suffix = ".pt.trace.json" if args.plain else ".pt.trace.json.gz"
+    big = Path(tempfile.gettempdir()) / f"tb_mfu_bench_{src.parent.name}_{args.target_mb}mb{suffix}"
+    if not big.exists():
+        print(f"building {big} from {src} ...", file=sys.stderr)
+        cmd = [sys.executable, str(SCALE), str(src), str(big), "--target-mb", str(args.target_mb)]
+        subprocess.run(cmd, check=True)
+    stored, size = big.stat().st_size, _uncompressed_size(big)
+
+    port = _free_port()
+    server = _start_moto(port)
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        import boto3
+
+        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="bench", aws_secret_access_key="bench",
+                     region_name="us-east-1").create_bucket(Bucket=BUCKET)
+        with tempfile.TemporaryDirectory() as tmp:
+            options = Path(tmp) / "storage_options.json"
+            options.write_text(json.dumps({f"s3://{BUCKET}/": {"endpoint_url": endpoint, "key": "bench",
+                                                              "secret": "bench"}}))
+            os.environ["TB_MFU_STORAGE_OPTIONS"] = str(options)
+            url = f"s3://{BUCKET}/run/{big.name}"
+            boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="bench", aws_secret_access_key="bench",
+                         region_name="us-east-1").upload_file(str(big), BUCKET, f"run/{big.name}")
+            env = {**os.environ, "PYTHONPATH": str(ROOT), "TB_MFU_CACHE_DIR": "none"}
+            rows = []
+            for label, loc in (("local disk", str(big)), ("S3 (moto, 127.0.0.1)", url)):
+                read_s = _best(lambda loc=loc: _read_all(loc), args.repeat)
+                analyse_s = _best(lambda loc=loc: _analyse(loc, env), args.repeat)
+                rows.append((label, read_s, analyse_s))
+    finally:
+        server.terminate()
+        server.wait()
+    print(f"trace: {big.name} ({size / 1e6:.1f} MB uncompressed JSON, {stored / 1e6:.1f} MB stored)")
+    for label, read_s, analyse_s in rows:
+        print(f"{label:>22}: read {stored / 1e6 / read_s:7.1f} MB/s ({read_s:.2f} s)   "
+              f"analyse {size / 1e6 / analyse_s:6.1f} MB/s ({analyse_s:.2f} s)")
+    (_, lr, la), (_, rr, ra) = rows
+    print(f"S3 / local time: read {rr / lr:.2f}x, analyse {ra / la:.2f}x (goal: analyse within 1.5x)")
+
+
+if __name__ == "__main__":
+    main()
