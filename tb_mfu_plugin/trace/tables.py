@@ -32,7 +32,6 @@ class GpuTable:
     correlation: np.ndarray  # int64, -1 unknown
     external_id: np.ndarray  # int64, -1 unknown
     blocks_per_sm: np.ndarray  # float32, NaN unknown
-    warps_per_sm: np.ndarray  # float32, NaN unknown
     occupancy_pct: np.ndarray  # float32, NaN unknown
     grid_blocks: np.ndarray  # int64 (product of grid dims), -1 unknown
     block_threads: np.ndarray  # int64 (product of block dims), -1 unknown
