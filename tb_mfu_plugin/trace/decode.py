@@ -61,7 +61,7 @@ def uncompressed_size(path: str, size: int) -> int:
             if f.read(2) != b"\x1f\x8b" or size < 18:
                 return size
             f.seek(-4, os.SEEK_END)
-            isize = struct.unpack("<I", f.read(4))[0]
+            isize: int = struct.unpack("<I", f.read(4))[0]
     except (OSError, TraceError, struct.error):
         return size
     # ISIZE is the size mod 4 GiB: a trace is never smaller than its gzip file.

@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from io import BufferedReader
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -72,7 +73,7 @@ def split_points(job: Job, size: int, n: int) -> list[int]:
     return [*bounds, size]
 
 
-def _next_boundary(f: Any, start: int, size: int, job: Job) -> int | None:
+def _next_boundary(f: BufferedReader, start: int, size: int, job: Job) -> int | None:
     """File offset of the first event start at or after ``start``; None if there is none within
     the line cap (the ranges then stay as they are and the decode enforces the cap)."""
     sep, overlap = job.event_start, len(job.event_start) - 1

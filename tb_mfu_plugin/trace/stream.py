@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import gzip
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from io import BufferedIOBase
+from typing import Any
 
 import msgspec
 
@@ -47,7 +48,7 @@ class Source:
         except BaseException:
             self.raw.close()
             raise
-        self.stream: IO[bytes] = gzip.GzipFile(fileobj=self.raw, mode="rb") if self.gzipped else self.raw
+        self.stream: BufferedIOBase = gzip.GzipFile(fileobj=self.raw, mode="rb") if self.gzipped else self.raw
         self.left = None if stop is None else stop - start
         self.read = 0  # decompressed bytes read so far
 
@@ -67,9 +68,9 @@ class Source:
     def readinto(self, view: memoryview) -> int:
         """Fill ``view`` (up to its length) from the stream; 0 at the end."""
         n = self._want(len(view))
-        got = self.stream.readinto(view[:n]) if n else 0  # type: ignore[attr-defined]  # BufferedIOBase/GzipFile
-        self._count(got or 0)
-        return got or 0
+        got = self.stream.readinto(view[:n]) if n else 0
+        self._count(got)
+        return got
 
     def _want(self, n: int) -> int:
         return n if self.left is None else min(n, self.left)

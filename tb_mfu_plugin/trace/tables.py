@@ -43,7 +43,8 @@ class GpuTable:
     @cached_property
     def end(self) -> np.ndarray:
         # computed once: queries ask for it in loops
-        return self.ts + self.dur
+        end: np.ndarray = self.ts + self.dur
+        return end
 
     def take(self, index: np.ndarray) -> GpuTable:
         return GpuTable(**{k: getattr(self, k)[index] for k in self.__dataclass_fields__})
@@ -79,7 +80,8 @@ class CpuTable:
 
     @cached_property
     def end(self) -> np.ndarray:
-        return self.ts + self.dur
+        end: np.ndarray = self.ts + self.dur
+        return end
 
 
 @dataclass(frozen=True)
