@@ -151,7 +151,7 @@ def _decode(
     processes: int,
 ) -> TraceTables:
     cols = Columns(keep_inputs, limits.max_name_chars)
-    with Source(path, limits, deadline) as src:
+    with Source(path, limits, deadline, inflate_apart=processes > 1) as src:
         head, m = _read_head(src)
         if not _first_byte(head):
             raise TraceError(path, "empty file")

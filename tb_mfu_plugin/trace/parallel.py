@@ -13,19 +13,14 @@ Gzip files are decoded serially: a deflate stream cannot be entered in the middl
 
 from __future__ import annotations
 
-import math
-import multiprocessing as mp
 import os
-import pickle
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from io import BufferedReader
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ..errors import TraceError
+from . import procs
 from .columns import Columns, Part
 from .files import open_regular
 from .limits import Deadline, Limits, MiB, cap_error, format_size
@@ -114,52 +109,29 @@ def _decode_range(
 
 def _worker(job: Job, start: int, stop: int, last: bool, seconds: float, conn: Connection) -> None:
     """A worker process: decode one range and send back its columns, or the error."""
-    try:
+
+    def work() -> _Result:
         cols = Columns(job.keep_inputs, job.limits.max_name_chars)
         tail = _decode_range(job, start, stop, last, cols, Deadline(job.path, seconds), None)
-        reply: tuple[str, Any] = ("ok", _Result(None if tail is None else cols.part(), tail or b""))
-    except TraceError as exc:  # its pickling loses the path: send the parts
-        reply = ("trace_error", (exc.path, exc.reason))
-    except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
-        reply = ("raise", exc)
-    try:
-        conn.send(reply)
-    except (pickle.PicklingError, TypeError, AttributeError):
-        conn.send(("raise", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")))
-    finally:
-        conn.close()
+        return _Result(None if tail is None else cols.part(), tail or b"")
 
-
-def _context() -> Any:
-    """fork where it is safe (a process with one thread: the CLI), which starts at once and
-    needs nothing pickled; forkserver or spawn otherwise (the TensorBoard server's threads)."""
-    methods = mp.get_all_start_methods()
-    if "fork" in methods and threading.active_count() == 1:
-        return mp.get_context("fork")
-    return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
-
-
-def _remaining(deadline: Deadline) -> float:
-    deadline.check()
-    left = deadline.end - time.monotonic()
-    return 0.0 if math.isinf(left) else max(left, 1e-9)  # 0: no limit
+    procs.reply(conn, work)
 
 
 def _start(job: Job, bounds: list[int], deadline: Deadline) -> list[tuple[Any, Connection]] | None:
     """One worker per range after the first; None when processes cannot be started here."""
-    ctx = _context()
+    ctx = procs.context()
     workers: list[tuple[Any, Connection]] = []
     try:
         for k in range(1, len(bounds) - 1):
             mine, theirs = ctx.Pipe(duplex=False)
             last = k == len(bounds) - 2
-            args = (job, bounds[k], bounds[k + 1], last, _remaining(deadline), theirs)
+            args = (job, bounds[k], bounds[k + 1], last, procs.remaining(deadline), theirs)
             p = ctx.Process(target=_worker, args=args, daemon=True)
             workers.append((p, mine))
             p.start()
             theirs.close()
-    except (OSError, pickle.PicklingError, TypeError, AttributeError, AssertionError):
-        # no fork, a keep_inputs that cannot be pickled, or a daemon process (no children allowed)
+    except procs.START_ERRORS:  # e.g. a keep_inputs that spawn cannot pickle: decode serially
         _stop(workers)
         return None
     return workers
@@ -167,21 +139,7 @@ def _start(job: Job, bounds: list[int], deadline: Deadline) -> list[tuple[Any, C
 
 def _stop(workers: list[tuple[Any, Connection]]) -> None:
     for p, conn in workers:
-        conn.close()
-        if p.pid is not None:
-            if p.is_alive():
-                p.kill()
-            p.join()
-
-
-def _receive(conn: Connection) -> _Result:
-    status, value = conn.recv()
-    if status == "trace_error":
-        raise TraceError(*value)
-    if status == "raise":
-        raise value
-    result: _Result = value
-    return result
+        procs.stop(p, conn)
 
 
 def decode_ranges(
@@ -220,7 +178,7 @@ def decode_ranges(
             return Done(b"", size, True)
         tail = b""
         for _, conn in workers:
-            result = _receive(conn)
+            result: _Result = procs.receive(conn)
             if result.part is None:
                 return Done(b"", size, True)
             cols.absorb(result.part)

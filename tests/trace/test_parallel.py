@@ -111,9 +111,37 @@ def test_caps_hold_across_processes(tmp_path: Path, small_ranges: None) -> None:
         assert cap in err.value.reason and "\n" not in str(err.value) and err.value.path == path
 
 
-def test_gzip_and_small_files_decode_serially(tmp_path: Path) -> None:
-    gz = str(_labelled_trace(50).write(tmp_path / "a.pt.trace.json.gz"))
-    assert len(decode_trace(gz, processes=4).gpu) == 50  # a deflate stream is not split
+def test_gzip_inflated_by_a_child_equals_serial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stream, "MIN_APART_GZIP_BYTES", 0)
+    monkeypatch.setattr(stream, "CHUNK_BYTES", 1500)
+    gz = str(_labelled_trace(300).write(tmp_path / "a.pt.trace.json.gz"))
+    inflaters = []
+    real = stream.Inflater
+
+    def spy(*args: object) -> stream.Inflater:
+        inflaters.append(real(*args))  # type: ignore[arg-type]
+        return inflaters[-1]
+
+    monkeypatch.setattr(stream, "Inflater", spy)
+    _assert_same(decode_trace(gz, processes=2), decode_trace(gz, processes=1))
+    assert len(inflaters) == 1
+
+
+def test_errors_of_the_inflating_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stream, "MIN_APART_GZIP_BYTES", 0)
+    monkeypatch.setattr(stream, "RATIO_GRACE_BYTES", 1 << 20)
+    monkeypatch.setattr(stream, "CHUNK_BYTES", 1 << 20)
+    bomb = tmp_path / "bomb.pt.trace.json.gz"
+    bomb.write_bytes(gzip.compress(b" " * (64 << 20)))
+    cut = tmp_path / "cut.pt.trace.json.gz"
+    cut.write_bytes(_labelled_trace(300).write(tmp_path / "x.gz").read_bytes()[:-100])
+    for path, reason in ((bomb, "max_compression_ratio"), (cut, "corrupt or truncated gzip data")):
+        with pytest.raises(TraceError) as err:
+            decode_trace(str(path), processes=2)
+        assert reason in err.value.reason and err.value.path == str(path), err.value
+
+
+def test_small_files_decode_serially(tmp_path: Path) -> None:
     plain = str(_labelled_trace(50).write(tmp_path / "b.pt.trace.json", gz=False))
     assert len(decode_trace(plain, processes=4).gpu) == 50  # below MIN_RANGE_BYTES: one range
 
