@@ -79,4 +79,13 @@ def _products_at_once(values: list[Any]) -> np.ndarray | None:
 def products(values: list[Any]) -> np.ndarray:
     """``product`` of every value (-1 missing, -2 absurd), as int64."""
     fast = _products_at_once(values)
-    return fast if fast is not None else np.fromiter(map(product, values), np.int64, len(values))
+    if fast is not None:
+        return fast
+    # Copies and memsets have no grid: the lists among the values may still go at once.
+    at = [i for i, v in enumerate(values) if type(v) is list]
+    out = np.full(len(values), -1, np.int64)
+    if at:
+        lists = [values[i] for i in at]
+        fast = _products_at_once(lists)
+        out[at] = fast if fast is not None else np.fromiter(map(product, lists), np.int64, len(lists))
+    return out
