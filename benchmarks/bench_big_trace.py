@@ -53,6 +53,13 @@ class Run:
     cpu_s: float
     rss_max: int  # bytes, the largest single process
     rss_tree: int  # bytes, the sampled peak of the whole tree
+    finished: bool = True  # False: stopped at the time limit
+
+    def line(self, size: int) -> str:
+        rss = f"{self.rss_max / 1e6:.0f} MB ({self.rss_tree / 1e6:.0f} MB)"
+        mbs = f"{size / 1e6 / self.wall_s:7.1f}" if self.finished else f"<{size / 1e6 / self.wall_s:6.1f}"
+        wall = f"{self.wall_s:7.1f}" if self.finished else f">{self.wall_s:6.0f}"
+        return f"{self.label:<52} {wall} {self.cpu_s:7.1f} {mbs} {rss:>16} {self.rss_tree / size:4.2f}x"
 
 
 def _tree_rss(pid: int) -> int:
@@ -71,8 +78,9 @@ def _tree_rss(pid: int) -> int:
     return total
 
 
-def measure(label: str, cmd: list[str], env: dict[str, str], cpus: set[int] | None) -> Run:
-    """Run ``cmd`` in a child, pinned to ``cpus``; its wall and CPU time and peak RSS."""
+def measure(label: str, cmd: list[str], env: dict[str, str], cpus: set[int] | None, limit_s: float = 0) -> Run:
+    """Run ``cmd`` in a child, pinned to ``cpus``; its wall and CPU time and peak RSS. Past
+    ``limit_s`` (0: none) the child is killed and the run marked unfinished."""
 
     def pin() -> None:
         if cpus and hasattr(os, "sched_setaffinity"):
@@ -84,9 +92,15 @@ def measure(label: str, cmd: list[str], env: dict[str, str], cpus: set[int] | No
         peak = [0]
         done = threading.Event()
 
+        stopped = threading.Event()
+
         def sample() -> None:
             while not done.is_set():
                 peak[0] = max(peak[0], _tree_rss(proc.pid))
+                if limit_s and time.perf_counter() - t0 > limit_s:
+                    stopped.set()
+                    proc.kill()
+                    return
                 done.wait(0.02)
 
         sampler = threading.Thread(target=sample, daemon=True)
@@ -96,6 +110,9 @@ def measure(label: str, cmd: list[str], env: dict[str, str], cpus: set[int] | No
         done.set()
         sampler.join()
         proc.returncode = os.waitstatus_to_exitcode(status)
+        if stopped.is_set():
+            usage_s = usage.ru_utime + usage.ru_stime
+            return Run(label, wall, usage_s, usage.ru_maxrss * 1024, max(peak[0], usage.ru_maxrss * 1024), False)
         if proc.returncode != 0:
             err.seek(0)
             sys.exit(f"{label} failed ({proc.returncode}): {err.read().decode(errors='replace')[-2000:]}")
@@ -127,7 +144,9 @@ def hta_python(tmp: Path) -> str | None:
     print("installing HolisticTraceAnalysis into a temporary venv ...", file=sys.stderr)
     try:
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
-        subprocess.run([str(py), "-m", "pip", "install", "-q", "HolisticTraceAnalysis"], check=True, capture_output=True)
+        subprocess.run(
+            [str(py), "-m", "pip", "install", "-q", "HolisticTraceAnalysis"], check=True, capture_output=True
+        )
     except (subprocess.CalledProcessError, OSError) as exc:
         detail = getattr(exc, "stderr", b"") or b""
         print(f"HTA: cannot be installed here, skipped ({exc}; {detail.decode(errors='replace')[-300:]})")
@@ -141,14 +160,14 @@ def ours(trace: Path, processes: int, checkout: Path, label: str) -> Run:
     return measure(label, cmd, env, set(range(processes)))
 
 
-def hta(trace: Path, py: str, tmp: Path) -> Run:
+def hta(trace: Path, py: str, tmp: Path, limit_s: float) -> Run:
     d = Path(tempfile.mkdtemp(dir=tmp, prefix="tb_mfu_bench_hta_"))
     try:
         (d / "rank0.pt.trace.json").symlink_to(trace)
         script = d / "run_hta.py"
         script.write_text(HTA_SCRIPT)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        return measure("HTA load + temporal + kernel breakdown", [py, str(script), str(d)], env, {0})
+        return measure("HTA load + temporal + kernel breakdown", [py, str(script), str(d)], env, {0}, limit_s)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -162,6 +181,7 @@ def main() -> None:
     ap.add_argument("--processes", default="1,2", help="decode processes to measure (comma-separated)")
     ap.add_argument("--compare", type=Path, help="also measure this checkout (e.g. /work/main)")
     ap.add_argument("--no-hta", action="store_true")
+    ap.add_argument("--hta-limit-s", type=float, default=600, help="stop HTA after this long (0: never)")
     ap.add_argument("--cleanup", action="store_true", help="delete the built trace and the venv afterwards")
     args = ap.parse_args()
     tmp = Path(tempfile.gettempdir())
@@ -169,24 +189,25 @@ def main() -> None:
     size = trace.stat().st_size
     if trace.suffix == ".gz":
         sys.exit("give an uncompressed trace: the figures are per MB of JSON")
+    print(f"trace: {trace} ({size / 1e6:.0f} MB of JSON), {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}")
+    print(f"{'':<52} {'wall s':>7} {'CPU s':>7} {'MB/s':>7} {'peak RSS (tree)':>22}", flush=True)
     runs: list[Run] = []
     for n in (int(x) for x in args.processes.split(",")):
         if args.compare:
             runs.append(ours(trace, n, args.compare, f"{args.compare.name}, {n} process(es), {n} core(s)"))
+            print(runs[-1].line(size), flush=True)
         runs.append(ours(trace, n, ROOT, f"this checkout, {n} process(es), {n} core(s)"))
+        print(runs[-1].line(size), flush=True)
     py = None if args.no_hta else hta_python(tmp)
     if py is not None:
-        runs.append(hta(trace, py, tmp))
-    print(f"trace: {trace} ({size / 1e6:.0f} MB of JSON), {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}")
-    print(f"{'':<52} {'wall s':>7} {'CPU s':>7} {'MB/s':>7} {'peak RSS (tree)':>22}")
-    for r in runs:
-        rss = f"{r.rss_max / 1e6:.0f} MB ({r.rss_tree / 1e6:.0f} MB)"
-        print(f"{r.label:<52} {r.wall_s:7.1f} {r.cpu_s:7.1f} {size / 1e6 / r.wall_s:7.1f} {rss:>16} "
-              f"{r.rss_tree / size:4.2f}x")
-    if py is not None:
-        base = runs[-1]
-        for r in runs[:-1]:
-            print(f"{r.label}: {base.wall_s / r.wall_s:.1f}x HTA's speed, {r.rss_tree / base.rss_tree:.2f}x its RSS")
+        base = hta(trace, py, tmp, args.hta_limit_s)
+        print(base.line(size))
+        at_least = "" if base.finished else "at least "
+        for r in runs:
+            print(
+                f"{r.label}: {at_least}{base.wall_s / r.wall_s:.1f}x HTA's speed, {r.rss_tree / base.rss_tree:.2f}x "
+                f"its peak RSS{'' if base.finished else ' (when stopped)'}"
+            )
     if args.cleanup:
         if args.trace is None:
             trace.unlink()
