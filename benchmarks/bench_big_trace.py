@@ -78,7 +78,9 @@ def _tree_rss(pid: int) -> int:
     return total
 
 
-def measure(label: str, cmd: list[str], env: dict[str, str], cpus: set[int] | None, limit_s: float = 0) -> Run:
+def measure(
+    label: str, cmd: list[str], env: dict[str, str], cpus: set[int] | None, limit_s: float = 0, cwd: Path | None = None
+) -> Run:
     """Run ``cmd`` in a child, pinned to ``cpus``; its wall and CPU time and peak RSS. Past
     ``limit_s`` (0: none) the child is killed and the run marked unfinished."""
 
@@ -88,7 +90,7 @@ def measure(label: str, cmd: list[str], env: dict[str, str], cpus: set[int] | No
 
     with tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env, preexec_fn=pin)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env, preexec_fn=pin, cwd=cwd)
         peak = [0]
         done = threading.Event()
 
@@ -157,7 +159,8 @@ def hta_python(tmp: Path) -> str | None:
 def ours(trace: Path, processes: int, checkout: Path, label: str) -> Run:
     env = {**os.environ, "PYTHONPATH": str(checkout), "TB_MFU_DECODE_PROCESSES": str(processes)}
     cmd = [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(trace), "--json"]
-    return measure(label, cmd, env, set(range(processes)))
+    # run from the checkout: ``python -m`` puts the working directory before PYTHONPATH
+    return measure(label, cmd, env, set(range(processes)), cwd=checkout)
 
 
 def hta(trace: Path, py: str, tmp: Path, limit_s: float) -> Run:
