@@ -62,54 +62,21 @@ def struct_schema(cls: type[msgspec.Struct], skip: Iterable[str] = ()) -> Schema
 
 # The frames' schemas. ``steps`` and ``workers`` also get one ``breakdown_<part>`` float64
 # column per part of the step breakdown (kernel, memcpy, memset, sync_wait, idle).
-STEPS: Schema = {
-    **IDENTITY,
-    "step": "int64",
-    "start_us": "float64",
-    "dur_us": "float64",
-    **struct_schema(Step, skip=("step", "start_us", "dur_us")),
-}
-WORKERS: Schema = {
-    **IDENTITY,
-    "file": "string",
-    "error": "string",
-    "device_name": "string",
-    "num_sms": "Int64",
-    "peak_flops": "float64",
-    "dtype": "string",
-    **struct_schema(Summary, skip=("steps",)),
-    "steps": "Int64",
-    "hfu": "float64",
-    "achieved_tflops_while_busy": "float64",
-    "flops_source": "string",
-}
+STEPS: Schema = {**IDENTITY, "step": "int64", "start_us": "float64", "dur_us": "float64",
+                 **struct_schema(Step, skip=("step", "start_us", "dur_us"))}
+WORKERS: Schema = {**IDENTITY, "file": "string", "error": "string", "device_name": "string",
+                   "num_sms": "Int64", "peak_flops": "float64", "dtype": "string",
+                   **struct_schema(Summary, skip=("steps",)), "steps": "Int64",
+                   "hfu": "float64", "achieved_tflops_while_busy": "float64", "flops_source": "string"}
 KERNELS: Schema = {**IDENTITY, **struct_schema(KernelStats)}
 COPIES: Schema = {**IDENTITY, **struct_schema(CopyStats)}
 SYNCS: Schema = {**IDENTITY, **struct_schema(SyncStats)}
-FINDINGS: Schema = {
-    **IDENTITY,
-    "id": "string",
-    "severity": "string",
-    "title": "string",
-    "subject": "string",
-    "est_gain_us_per_step": "float64",
-    "est_gain_share": "float64",
-    "est_mfu_after": "float64",
-    "recommendation": "string",
-    "evidence": "object",
-}
-RANKS: Schema = {
-    "run": "string",
-    "rank": "Int64",
-    "worker": "string",
-    "span": "string",
-    "step_time_us": "float64",
-    "gpu_busy_share": "float64",
-    "idle_share": "float64",
-    "exposed_communication_us_per_step": "float64",
-    "mfu": "float64",
-    "straggler": "bool",
-}
+FINDINGS: Schema = {**IDENTITY, "id": "string", "severity": "string", "title": "string", "subject": "string",
+                    "est_gain_us_per_step": "float64", "est_gain_share": "float64", "est_mfu_after": "float64",
+                    "recommendation": "string", "evidence": "object"}
+RANKS: Schema = {"run": "string", "rank": "Int64", "worker": "string", "span": "string",
+                 "step_time_us": "float64", "gpu_busy_share": "float64", "idle_share": "float64",
+                 "exposed_communication_us_per_step": "float64", "mfu": "float64", "straggler": "bool"}
 COLLECTIVES: Schema = {**IDENTITY, "rank": "Int64", "collective": "string", "kernel_us_per_step": "float64"}
 
 
@@ -164,21 +131,14 @@ def workers_rows(report: Report) -> tuple[list[Row], Schema]:
     for _, w, ident in _workers(report):
         row: Row = {**ident, "file": w.file, "error": w.error}
         if w.device is not None:
-            row.update(
-                device_name=w.device.name,
-                num_sms=w.device.num_sms,
-                peak_flops=w.device.peak_flops,
-                dtype=w.device.dtype,
-            )
+            row.update(device_name=w.device.name, num_sms=w.device.num_sms, peak_flops=w.device.peak_flops,
+                       dtype=w.device.dtype)
         if w.summary is not None:
             row.update(_fields(w.summary, WORKERS))
             row.update({f"breakdown_{k}": v for k, v in w.summary.breakdown.items()})
         f = w.flops or {}
-        row.update(
-            hfu=f.get("hfu"),
-            achieved_tflops_while_busy=f.get("achieved_tflops_while_busy"),
-            flops_source=f.get("headline_source"),
-        )
+        row.update(hfu=f.get("hfu"), achieved_tflops_while_busy=f.get("achieved_tflops_while_busy"),
+                   flops_source=f.get("headline_source"))
         rows.append(row)
     extra = _breakdown_schema(w.summary.breakdown for _, w, _ in _workers(report) if w.summary is not None)
     return rows, extra

@@ -136,3 +136,4 @@ def top_kernels(
             )
         )
     return out
+

@@ -134,8 +134,10 @@ def flops_summary(
         "flops_per_step": _mean(wf.mfu_flops),
         "executed_flops_per_step": _mean(wf.flops),
         "model_flops_per_step": _mean(wf.model_flops),
-        "attention_recompute_flops_per_step": float(of.recompute_flops[in_win & ~of.checkpoint_recompute].sum()) / nwin,
-        "checkpoint_recompute_flops_per_step": float(of.recompute_flops[in_win & of.checkpoint_recompute].sum()) / nwin,
+        "attention_recompute_flops_per_step": float(of.recompute_flops[in_win & ~of.checkpoint_recompute].sum())
+        / nwin,
+        "checkpoint_recompute_flops_per_step": float(of.recompute_flops[in_win & of.checkpoint_recompute].sum())
+        / nwin,
         "ops_counted": int(in_win.sum()),
         "dtype": of.dominant_dtype(),
         "dtype_shares": of.dtype_shares(),
@@ -194,7 +196,9 @@ def _kernel_dtype(tables: TraceTables, view: DeviceView | None, of: OpFlops) -> 
     is_k = gpu.kind == KERNEL
     kernel_codes = np.unique(gpu.name[is_k])
     kernel_names = {tables.names[int(c)] for c in kernel_codes}
-    classes = (view.classes if view is not None else None) or kernel_families.classify_names(tables.names, kernel_codes)
+    classes = (view.classes if view is not None else None) or kernel_families.classify_names(
+        tables.names, kernel_codes
+    )
     in_steps = is_k & (view.step >= 0) if view is not None else is_k
     kshares = dtype_choice.kernel_dtype_shares(gpu.name[in_steps], gpu.dur[in_steps], classes)
     return kernel_names, dtype_choice.choose_dtype(of.dominant_dtype(), kshares)

@@ -70,8 +70,8 @@ def guard_mfu(report: Any, detail: dict[str, Any], choice: PeakChoice, flops_sou
             detail[key] = None
     if not raw:
         return
-    worst = (
-        max(v for k, v in raw.items() if k != "steps") if any(k != "steps" for k in raw) else max(raw["steps"].values())
+    worst = max(v for k, v in raw.items() if k != "steps") if any(k != "steps" for k in raw) else max(
+        raw["steps"].values()
     )
     cause, why = _likely_cause(worst, choice, flops_source, report.flags)
     report.flags.append(IMPOSSIBLE_MFU)
