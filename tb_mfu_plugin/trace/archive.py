@@ -143,10 +143,14 @@ class Archive:
         return [ArchiveMember(i.filename, i.file_size, i.compress_size, self._zip_refusal(i, seen)) for i in infos]
 
     def _zip_refusal(self, info: zipfile.ZipInfo, seen: Counter[str]) -> str | None:
-        mode = info.external_attr >> 16
         kind = None
-        if info.create_system == 3 and mode:  # Unix attributes: say what the entry is
-            kind = "a symbolic link" if stat.S_ISLNK(mode) else None if stat.S_ISREG(mode) else "a special file"
+        # Unix attributes say what the entry is; writers that set no type bits (Python's own
+        # zipfile.writestr) mean a regular file.
+        fmt = stat.S_IFMT(info.external_attr >> 16) if info.create_system == 3 else 0
+        if fmt == stat.S_IFLNK:
+            kind = "a symbolic link"
+        elif fmt not in (0, stat.S_IFREG, stat.S_IFDIR):
+            kind = "a special file"
         if info.flag_bits & 0x1:
             kind = kind or "encrypted"
         return self._refusal(info.filename, kind, seen[info.filename], info.file_size, info.compress_size)
@@ -159,7 +163,7 @@ class Archive:
         infos: list[tarfile.TarInfo] = []
         stream = self._stream()
         try:
-            tf = tarfile.open(fileobj=stream, mode="r:")  # type: ignore[call-overload]
+            tf = tarfile.open(fileobj=stream, mode="r:")
             total = 0
             while (ti := tf.next()) is not None:
                 if not ti.isdir():
@@ -389,7 +393,9 @@ class _Counted(io.RawIOBase):
 
 _CACHE_SIZE = 8
 _REMOTE_TTL_S = 60.0
-_cache: OrderedDict[str, tuple[Any, float, Archive]] = OrderedDict()
+# (location, caps) -> (identity, when listed, archive): caps other than the listing's would
+# refuse other members
+_cache: OrderedDict[tuple[str, Limits], tuple[Any, float, Archive]] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
@@ -405,16 +411,18 @@ def _identity(location: str) -> Any:
 
 def archive_at(location: str, limits: Limits | None = None) -> Archive:
     """The archive at ``location``, listed once and kept (a few, for a minute when remote)."""
+    limits = limits or DEFAULT_LIMITS
+    key = (location, limits)
     ident = _identity(location)
     now = time.monotonic()
     with _cache_lock:
-        hit = _cache.get(location)
+        hit = _cache.get(key)
         if hit is not None and hit[0] == ident and (ident is not None or now - hit[1] < _REMOTE_TTL_S):
-            _cache.move_to_end(location)
+            _cache.move_to_end(key)
             return hit[2]
     arc = Archive.open(location, limits=limits)
     with _cache_lock:
-        _cache[location] = (ident, now, arc)
+        _cache[key] = (ident, now, arc)
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)[1][2].close()
     return arc

@@ -20,7 +20,7 @@ import struct
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from ..errors import TraceError
 from .locations import scheme
@@ -159,7 +159,7 @@ def _put(blocks: queue.Queue[Any], item: object, stop: threading.Event) -> None:
 
 def open_url(url: str, size: int | None = None) -> IO[bytes]:
     """``url`` opened for streaming reads (``size`` from the listing saves a request)."""
-    return io.BufferedReader(RemoteFile(url, size), buffer_size=1 << 20)  # type: ignore[return-value]
+    return cast(IO[bytes], io.BufferedReader(RemoteFile(url, size), buffer_size=1 << 20))
 
 
 def open_seekable(url: str) -> IO[bytes]:

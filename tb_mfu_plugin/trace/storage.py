@@ -166,7 +166,8 @@ def filesystem(url: str) -> tuple[Any, str]:
 
     proto = scheme(url) or "file"
     try:
-        return fsspec.core.url_to_fs(url, **options_for(url))
+        fs, path = fsspec.core.url_to_fs(url, **options_for(url))
+        return fs, str(path)
     except ImportError:
         raise missing_extra(url, proto) from None
     except ValueError as exc:
