@@ -73,7 +73,10 @@ def _read_all(location: str) -> None:
 def _analyse(location: str, env: dict[str, str]) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", location, "--json"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     if proc.returncode != 0:
         sys.exit(f"analyze {location} failed ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -101,16 +104,27 @@ def main() -> None:
         endpoint = f"http://127.0.0.1:{port}"
         import boto3
 
-        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="bench", aws_secret_access_key="bench",
-                     region_name="us-east-1").create_bucket(Bucket=BUCKET)
+        boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            aws_access_key_id="bench",
+            aws_secret_access_key="bench",
+            region_name="us-east-1",
+        ).create_bucket(Bucket=BUCKET)
         with tempfile.TemporaryDirectory() as tmp:
             options = Path(tmp) / "storage_options.json"
-            options.write_text(json.dumps({f"s3://{BUCKET}/": {"endpoint_url": endpoint, "key": "bench",
-                                                              "secret": "bench"}}))
+            options.write_text(
+                json.dumps({f"s3://{BUCKET}/": {"endpoint_url": endpoint, "key": "bench", "secret": "bench"}})
+            )
             os.environ["TB_MFU_STORAGE_OPTIONS"] = str(options)
             url = f"s3://{BUCKET}/run/{big.name}"
-            boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="bench", aws_secret_access_key="bench",
-                         region_name="us-east-1").upload_file(str(big), BUCKET, f"run/{big.name}")
+            boto3.client(
+                "s3",
+                endpoint_url=endpoint,
+                aws_access_key_id="bench",
+                aws_secret_access_key="bench",
+                region_name="us-east-1",
+            ).upload_file(str(big), BUCKET, f"run/{big.name}")
             env = {**os.environ, "PYTHONPATH": str(ROOT), "TB_MFU_CACHE_DIR": "none"}
             rows = []
             for label, loc in (("local disk", str(big)), ("S3 (moto, 127.0.0.1)", url)):
@@ -122,8 +136,10 @@ def main() -> None:
         server.wait()
     print(f"trace: {big.name} ({size / 1e6:.1f} MB uncompressed JSON, {stored / 1e6:.1f} MB stored)")
     for label, read_s, analyse_s in rows:
-        print(f"{label:>22}: read {stored / 1e6 / read_s:7.1f} MB/s ({read_s:.2f} s)   "
-              f"analyse {size / 1e6 / analyse_s:6.1f} MB/s ({analyse_s:.2f} s)")
+        print(
+            f"{label:>22}: read {stored / 1e6 / read_s:7.1f} MB/s ({read_s:.2f} s)   "
+            f"analyse {size / 1e6 / analyse_s:6.1f} MB/s ({analyse_s:.2f} s)"
+        )
     (_, lr, la), (_, rr, ra) = rows
     print(f"S3 / local time: read {rr / lr:.2f}x, analyse {ra / la:.2f}x (goal: analyse within 1.5x)")
 

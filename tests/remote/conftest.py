@@ -19,8 +19,8 @@ pytest.importorskip("s3fs", reason="the S3 tests need the [s3] extra (s3fs)")
 pytest.importorskip("moto.server", reason="the S3 tests need moto[server]")
 
 import boto3  # noqa: E402  (after the skips: moto brings boto3)
-from moto.server import ThreadedMotoServer  # noqa: E402
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app  # noqa: E402
+from moto.server import ThreadedMotoServer  # noqa: E402
 from werkzeug.serving import make_server  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

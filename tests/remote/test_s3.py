@@ -3,6 +3,7 @@ read them as they read a local folder, with the same numbers, field for field.""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -103,27 +104,24 @@ def test_missing_bucket_and_key_are_one_line_errors(bucket: Bucket):
     out = cli("analyze", bucket.url("nothing/here"))
     assert out.returncode == 2
     assert out.stderr.strip() == f"tb-mfu: {bucket.url('nothing/here')}: no such folder or file"
-    with pytest.raises(TraceError, match="not found"):
-        discover(f"s3://no-such-bucket-{os.getpid()}/x.pt.trace.json.gz")
+    with pytest.raises(TraceError, match=r"x.pt.trace.json.gz: not found$"):
+        discover(bucket.url("nothing/x.pt.trace.json.gz"))
+    # a bucket that no storage options reach, with no AWS credentials anywhere
+    with pytest.raises(TraceError, match="no credentials found .* storage options file"):
+        discover(f"s3://other-bucket-{os.getpid()}/logs")
 
 
-def test_missing_extra_names_it(monkeypatch: pytest.MonkeyPatch):
-    import builtins
-
-    real_import = builtins.__import__
-
-    def no_gcsfs(name, *args, **kwargs):  # type: ignore[no-untyped-def]
-        if name.split(".")[0] == "gcsfs":
-            raise ImportError("No module named 'gcsfs'")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_gcsfs)
-    out = cli("analyze", "gs://bucket/logs")
-    if "gcsfs" in sys.modules:  # installed here: check the message in this process instead
-        pytest.skip("gcsfs is installed")
+@pytest.mark.parametrize(
+    ("url", "package", "extra"), [("gs://bucket/logs", "gcsfs", "gcs"), ("az://box/logs", "adlfs", "azure")]
+)
+def test_missing_extra_names_it(url: str, package: str, extra: str):
+    if importlib.util.find_spec(package) is not None:
+        pytest.skip(f"{package} is installed here")
+    out = cli("analyze", url)
     assert out.returncode == 2
+    proto = url.split(":")[0]
     assert out.stderr.strip() == (
-        "tb-mfu: gs://bucket/logs: gs:// needs gcsfs, which is not installed: pip install 'tb_mfu_plugin[gcs]'"
+        f"tb-mfu: {url}: {proto}:// needs {package}, which is not installed: pip install 'tb_mfu_plugin[{extra}]'"
     )
 
 

@@ -22,7 +22,7 @@ from tb_mfu_plugin.errors import TraceError, TraceNotFound
 from tb_mfu_plugin.options import AnalysisOptions
 from tb_mfu_plugin.pipeline import analyze_path
 from tb_mfu_plugin.trace.archive import Archive, open_member_location
-from tb_mfu_plugin.trace.limits import KiB, MiB, Limits
+from tb_mfu_plugin.trace.limits import KiB, Limits, MiB
 from tb_mfu_plugin.trace.listing import discover
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,7 +90,11 @@ def test_cli_analyzes_an_archive_and_extracts_nothing(logdir: Path, tmp_path: Pa
     env = dict(os.environ, TMPDIR=str(scratch), PYTHONPATH=str(ROOT))
     out = subprocess.run(
         [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(arc), "--json"],
-        capture_output=True, env=env, cwd=scratch, timeout=300, check=True,
+        capture_output=True,
+        env=env,
+        cwd=scratch,
+        timeout=300,
+        check=True,
     )
     doc = json.loads(out.stdout)
     assert [r["name"] for r in doc["runs"]] == sorted(RUNS)
@@ -161,7 +165,13 @@ def test_hostile_tar_members_are_refused_one_by_one(logdir: Path, tmp_path: Path
     ]
     arc = tar_of(logdir, tmp_path / "team.tar.gz", hostile)
     errors = _member_errors(arc)
-    whys = ["climbs out of the archive", "is a symbolic link", "is a hard link", "is a special file", "is a special file"]
+    whys = [
+        "climbs out of the archive",
+        "is a symbolic link",
+        "is a hard link",
+        "is a special file",
+        "is a special file",
+    ]
     assert len(errors) == len(hostile)
     for (ti, _), why in zip(hostile, whys, strict=True):
         (line,) = [e for f, e in errors.items() if f.startswith(f"tar://{ti.name}::")]
@@ -208,7 +218,10 @@ def test_cli_names_the_archive_cap_and_its_flag(logdir: Path, tmp_path: Path):
     arc = tar_of(logdir, tmp_path / "team.tar.gz")
     out = subprocess.run(
         [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(arc), "--max-archive-members", "1"],
-        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        timeout=120,
     )
     assert out.returncode == 2
     assert out.stderr.strip() == (
