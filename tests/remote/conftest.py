@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from located import add_sidecar
 
 pytest.importorskip("s3fs", reason="the S3 tests need the [s3] extra (s3fs)")
 pytest.importorskip("moto.server", reason="the S3 tests need moto[server]")
@@ -125,6 +126,7 @@ def logdir(tmp_path: Path) -> Path:
     out = tmp_path / "logs"
     for run in RUNS:
         shutil.copytree(SAMPLES / run, out / run, ignore=shutil.ignore_patterns("ground_truth.json"))
+    add_sidecar(out / RUNS[0])
     return out
 
 

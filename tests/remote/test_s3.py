@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from located import reports_at, runs_by_name
 
 from tb_mfu_plugin.analysis.report import to_json
 from tb_mfu_plugin.errors import TraceError
@@ -25,18 +26,11 @@ PLUGIN_PREFIX = "/data/plugin/mfu"
 
 
 def by_run(doc: dict, root: str) -> dict[str, dict]:
-    """A report's runs by name, each worker's file made relative to ``root`` (a folder or URL)."""
-    out = {}
-    for run in doc["runs"]:
-        for w in run["workers"]:
-            assert w["file"].startswith(root), (w["file"], root)
-            w["file"] = w["file"][len(root) :].lstrip("/")
-        out[run["name"]] = run
-    return out
+    return runs_by_name(doc, root)
 
 
 def local_reports(logdir: Path) -> dict[str, dict]:
-    return by_run(json.loads(to_json(analyze_path(str(logdir)))), str(logdir))
+    return reports_at(logdir)
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -57,6 +51,9 @@ def test_cli_analyze_s3_equals_the_local_run(bucket: Bucket, logdir: Path):
     assert sorted(remote) == sorted(RUNS)
     assert all(not w["error"] for r in remote.values() for w in r["workers"])
     assert remote == local_reports(logdir)
+    # the run's sidecar was read from the bucket too
+    flops = remote[RUNS[0]]["workers"][0]["flops"]
+    assert flops["user_flops_source"] == f"test sidecar (<root>/{RUNS[0]}/tb_mfu.json)"
 
 
 def test_cli_compare_two_urls_equals_the_local_compare(bucket: Bucket, logdir: Path):
@@ -65,23 +62,17 @@ def test_cli_compare_two_urls_equals_the_local_compare(bucket: Bucket, logdir: P
     remote = cli("compare", bucket.url(f"logs/{a}"), bucket.url(f"logs/{b}/"), "--json")
     local = cli("compare", str(logdir / a), str(logdir / b), "--json")
     assert remote.returncode == local.returncode == 0, remote.stderr
-    r, l_ = json.loads(remote.stdout), json.loads(local.stdout)
-    for side in ("baseline", "other"):
-        assert r[side]["file"].startswith("s3://") and os.path.basename(r[side]["file"]) == os.path.basename(
-            l_[side]["file"]
-        )
-        r[side]["file"] = l_[side]["file"]
-    assert r == l_
+    r = json.loads(remote.stdout.replace(bucket.url("logs"), "<root>"))
+    assert r["baseline"]["file"].startswith(f"<root>/{a}/")
+    assert r == json.loads(local.stdout.replace(str(logdir), "<root>"))
 
 
 def test_one_trace_object_named_directly(bucket: Bucket, logdir: Path):
     f = next((logdir / RUNS[0]).glob("*.pt.trace.json.gz"))
-    bucket.put(f"x/{f.name}", f.read_bytes())
-    remote = json.loads(to_json(analyze_path(bucket.url(f"x/{f.name}"))))
-    local = json.loads(to_json(analyze_path(str(f))))
-    assert remote["runs"][0]["workers"][0]["file"] == bucket.url(f"x/{f.name}")
-    remote["runs"][0]["workers"][0]["file"] = str(f)
-    assert remote == local
+    bucket.upload_dir(logdir / RUNS[0], "x")  # the trace and its sidecar
+    remote = runs_by_name(to_json(analyze_path(bucket.url(f"x/{f.name}"))), bucket.url("x"))
+    assert remote[f.name]["workers"][0]["file"] == f"<root>/{f.name}"
+    assert remote == runs_by_name(to_json(analyze_path(str(f))), str(f.parent))
 
 
 def test_a_zip_in_the_bucket_is_a_logdir(bucket: Bucket, logdir: Path, tmp_path: Path):
@@ -92,12 +83,9 @@ def test_a_zip_in_the_bucket_is_a_logdir(bucket: Bucket, logdir: Path, tmp_path:
         for f in sorted(p for p in logdir.rglob("*") if p.is_file()):
             zf.write(f, f.relative_to(logdir).as_posix())
     bucket.put("shared/team.zip", arc.read_bytes())
-    doc = json.loads(to_json(analyze_path(bucket.url("shared/team.zip"))))
-    for run in doc["runs"]:
-        for w in run["workers"]:
-            assert w["file"].endswith(f"::{bucket.url('shared/team.zip')}")
-            w["file"] = w["file"].split("://", 1)[1].split("::")[0]
-    assert {r["name"]: r for r in doc["runs"]} == local_reports(logdir)
+    remote = reports_at(bucket.url("shared/team.zip"))
+    assert remote[RUNS[0]]["workers"][0]["file"].startswith(f"<root>/{RUNS[0]}/rank0.")
+    assert remote == local_reports(logdir)
 
 
 def test_missing_bucket_and_key_are_one_line_errors(bucket: Bucket):

@@ -16,6 +16,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from located import add_sidecar, reports_at
 
 from tb_mfu_plugin.analysis.report import to_json
 from tb_mfu_plugin.errors import TraceError, TraceNotFound
@@ -36,6 +37,7 @@ def logdir(tmp_path: Path) -> Path:
     out = tmp_path / "logs"
     for run in RUNS:
         shutil.copytree(SAMPLES / run, out / run, ignore=shutil.ignore_patterns("ground_truth.json"))
+    add_sidecar(out / RUNS[0])
     return out
 
 
@@ -58,15 +60,7 @@ def tar_of(folder: Path, dest: Path, extra: list[tuple[tarfile.TarInfo, bytes]] 
 
 
 def reports(path: Path | str, limits: Limits | None = None) -> dict[str, dict]:
-    """The ``--json`` report per run, each worker's file reduced to its path inside the logdir."""
-    doc = json.loads(to_json(analyze_path(str(path), AnalysisOptions(limits=limits or Limits()))))
-    out = {}
-    for run in doc["runs"]:
-        for w in run["workers"]:
-            f = w["file"]
-            w["file"] = f.split("://", 1)[1].split("::", 1)[0] if "::" in f else os.path.relpath(f, path)
-        out[run["name"]] = run
-    return out
+    return reports_at(path, AnalysisOptions(limits=limits or Limits()))
 
 
 def sample_bytes() -> bytes:
@@ -80,6 +74,8 @@ def test_archive_reports_equal_the_folder_field_for_field(logdir: Path, tmp_path
     assert sorted(packed) == sorted(local) == sorted(RUNS)
     assert all(not w["error"] for r in packed.values() for w in r["workers"])
     assert packed == local
+    flops = packed[RUNS[0]]["workers"][0]["flops"]  # the sidecar was read out of the archive
+    assert flops["user_flops_source"] == f"test sidecar (<root>/{RUNS[0]}/tb_mfu.json)"
 
 
 def test_cli_analyzes_an_archive_and_extracts_nothing(logdir: Path, tmp_path: Path):
