@@ -26,8 +26,10 @@ from ..errors import TraceError
 from .locations import scheme
 from .storage import filesystem, storage_error
 
-BLOCK_BYTES = 8 << 20
-DEPTH = 4
+# 16 MiB ranges, 3 in flight: 48 MiB held at most. On moto's loopback server a 92 MB
+# object read at 34 MB/s in 8 MiB ranges, 42-45 MB/s in 16 MiB ones, 29 MB/s in one GET.
+BLOCK_BYTES = 16 << 20
+DEPTH = 3
 # Protocols read as one stream: a plain HTTP server may ignore ranges.
 STREAMED = frozenset({"http", "https"})
 
