@@ -67,6 +67,21 @@ def test_cli_compare_two_urls_equals_the_local_compare(bucket: Bucket, logdir: P
     assert r == json.loads(local.stdout.replace(str(logdir), "<root>"))
 
 
+def test_progress_follows_the_decoded_bytes_as_for_local_files(bucket: Bucket, logdir: Path):
+    """The CLI's bar over a bucket: from 0 to the decoded size of every object (gzip's ISIZE,
+    read with one 4-byte range), never backwards, as for the same local files."""
+    from tb_mfu_plugin.trace.decode import uncompressed_size
+
+    bucket.upload_dir(logdir / "ddp_2gpu", "ddp")
+    calls: list[tuple[str, str, int, int]] = []
+    analyze_path(bucket.url("ddp"), progress=lambda *a: calls.append(a))
+    files = sorted((logdir / "ddp_2gpu").glob("*.pt.trace.json.gz"))
+    total = sum(uncompressed_size(str(f), f.stat().st_size) for f in files)
+    assert {c[3] for c in calls} == {total}
+    done = [c[2] for c in calls]
+    assert done[0] == 0 and done[-1] == total and done == sorted(done)
+
+
 def test_one_trace_object_named_directly(bucket: Bucket, logdir: Path):
     f = next((logdir / RUNS[0]).glob("*.pt.trace.json.gz"))
     bucket.upload_dir(logdir / RUNS[0], "x")  # the trace and its sidecar
