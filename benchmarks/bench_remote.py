@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_analyze import SCALE, _source, _uncompressed_size  # noqa: E402
+from benchmarks.bench_analyze import _source, _uncompressed_size, big_trace  # noqa: E402
 
 BUCKET = "bench"
 
@@ -100,13 +100,7 @@ def main() -> None:
     ap.add_argument("--plain", action="store_true", help="an uncompressed trace (default: gzip, as traces are stored)")
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args()
-    src = _source(args.source)
-    suffix = ".pt.trace.json" if args.plain else ".pt.trace.json.gz"
-    big = Path(tempfile.gettempdir()) / f"tb_mfu_bench_{src.parent.name}_{args.target_mb}mb{suffix}"
-    if not big.exists():
-        print(f"building {big} from {src} ...", file=sys.stderr)
-        cmd = [sys.executable, str(SCALE), str(src), str(big), "--target-mb", str(args.target_mb)]
-        subprocess.run(cmd, check=True)
+    big = big_trace(_source(args.source), args.target_mb, not args.plain)
     stored, size = big.stat().st_size, _uncompressed_size(big)
 
     port = _free_port()
@@ -115,13 +109,15 @@ def main() -> None:
         endpoint = f"http://127.0.0.1:{port}"
         import boto3
 
-        boto3.client(
+        s3 = boto3.client(
             "s3",
             endpoint_url=endpoint,
             aws_access_key_id="bench",
             aws_secret_access_key="bench",
             region_name="us-east-1",
-        ).create_bucket(Bucket=BUCKET)
+        )
+        s3.create_bucket(Bucket=BUCKET)
+        s3.upload_file(str(big), BUCKET, f"run/{big.name}")
         with tempfile.TemporaryDirectory() as tmp:
             options = Path(tmp) / "storage_options.json"
             options.write_text(
@@ -129,13 +125,6 @@ def main() -> None:
             )
             os.environ["TB_MFU_STORAGE_OPTIONS"] = str(options)
             url = f"s3://{BUCKET}/run/{big.name}"
-            boto3.client(
-                "s3",
-                endpoint_url=endpoint,
-                aws_access_key_id="bench",
-                aws_secret_access_key="bench",
-                region_name="us-east-1",
-            ).upload_file(str(big), BUCKET, f"run/{big.name}")
             env = {**os.environ, "PYTHONPATH": str(ROOT), "TB_MFU_CACHE_DIR": "none"}
             rows = []
             for label, loc in (("local disk", str(big)), ("S3 (moto, 127.0.0.1)", url)):

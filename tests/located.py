@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +13,22 @@ from tb_mfu_plugin.analysis.report import to_json
 from tb_mfu_plugin.options import AnalysisOptions
 from tb_mfu_plugin.pipeline import analyze_path
 
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 # The user FLOPs read from a run's sidecar, so that every test also reads a sidecar remotely.
 SIDECAR = {"version": 1, "flops_per_step": 1.5e12, "source": "test sidecar"}
 
 
 def add_sidecar(run_dir: Path) -> None:
     (run_dir / "tb_mfu.json").write_text(json.dumps(SIDECAR))
+
+
+def sample_logdir(dest: Path, runs: tuple[str, ...]) -> Path:
+    """``dest`` made a logdir of copies of sample runs (tests never write into sample_traces),
+    the first with a sidecar."""
+    for run in runs:
+        shutil.copytree(SAMPLES / run, dest / run, ignore=shutil.ignore_patterns("ground_truth.json"))
+    add_sidecar(dest / runs[0])
+    return dest
 
 
 def runs_by_name(doc: Any, root: str) -> dict[str, dict[str, Any]]:

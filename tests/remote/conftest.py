@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-import shutil
 import threading
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from located import add_sidecar
+from located import sample_logdir
 
 pytest.importorskip("s3fs", reason="the S3 tests need the [s3] extra (s3fs)")
 pytest.importorskip("moto.server", reason="the S3 tests need moto[server]")
@@ -123,11 +122,7 @@ def bucket(moto_server: CountingMotoServer, tmp_path: Path, monkeypatch: pytest.
 @pytest.fixture
 def logdir(tmp_path: Path) -> Path:
     """A local logdir with copies of the sample runs (tests never write into sample_traces)."""
-    out = tmp_path / "logs"
-    for run in RUNS:
-        shutil.copytree(SAMPLES / run, out / run, ignore=shutil.ignore_patterns("ground_truth.json"))
-    add_sidecar(out / RUNS[0])
-    return out
+    return sample_logdir(tmp_path / "logs", RUNS)
 
 
 class CountingHandler(SimpleHTTPRequestHandler):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import shutil
 import stat
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from located import add_sidecar, reports_at
+from located import reports_at, sample_logdir
 
 from tb_mfu_plugin.analysis.report import to_json
 from tb_mfu_plugin.errors import TraceError, TraceNotFound
@@ -34,11 +33,7 @@ TRACE = "run_x/rank0.1.pt.trace.json.gz"
 
 @pytest.fixture
 def logdir(tmp_path: Path) -> Path:
-    out = tmp_path / "logs"
-    for run in RUNS:
-        shutil.copytree(SAMPLES / run, out / run, ignore=shutil.ignore_patterns("ground_truth.json"))
-    add_sidecar(out / RUNS[0])
-    return out
+    return sample_logdir(tmp_path / "logs", RUNS)
 
 
 def zip_of(folder: Path, dest: Path, extra: list[tuple[zipfile.ZipInfo, bytes]] = ()) -> Path:  # type: ignore[assignment]
