@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
 from typing import Any
 
-from ..errors import TraceError
+from ..errors import TraceError, TraceNotFound
 from .archive import ArchiveMember, archive_at
 from .discover import SIDECAR_NAME, RunFiles, SpanFile, WorkerFiles, discover_runs, is_trace_name, run_of, single_name
 from .limits import Limits
@@ -117,8 +117,11 @@ def _find(fs: Any, url: str, root: str, deadline: float) -> dict[str, dict[str, 
     except Exception:  # noqa: BLE001 - a file system without a listing cache
         pass
     listed = _call(url, deadline, lambda: fs.find(root, withdirs=False, detail=True, **kwargs))
-    if not listed and not _call(url, deadline, lambda: fs.exists(root)):
-        raise TraceError(url, "no such folder or file")
+    if not listed:  # an empty folder, or none: ask, so that a store that cannot be reached says so
+        try:
+            _call(url, deadline, lambda: fs.info(root))
+        except TraceNotFound:
+            raise TraceNotFound(url, "no such folder or file") from None
     found = {p: dict(i) for p, i in listed.items() if _wanted(p) and i.get("type", "file") != "directory"}
     missing = [p for p, i in found.items() if _size(i) is None or not identity(i)]
     if missing:

@@ -190,9 +190,15 @@ def storage_error(url: str, exc: BaseException) -> TraceError:
         return exc
     if isinstance(exc, ImportError):
         return missing_extra(url, scheme(url) or "file")
+    cause = exc.__cause__
+    if isinstance(exc, FileNotFoundError) and isinstance(cause, OSError) and not isinstance(cause, FileNotFoundError):
+        # fsspec's HTTP file system says "not found" for a server it could not reach
+        exc = cause
     name = type(exc).__name__
     if isinstance(exc, FileNotFoundError):
         return TraceNotFound(url, "not found")
+    if isinstance(exc, ConnectionError) or "Connect" in name:
+        return TraceError(url, f"cannot reach the server ({name}: {redact(str(exc))})")
     if isinstance(exc, PermissionError) or name in ("AccessDenied", "ClientAuthenticationError"):
         return TraceError(url, f"access denied ({redact(str(exc))})")
     if name in ("NoCredentialsError", "PartialCredentialsError", "DefaultCredentialsError"):
