@@ -330,9 +330,9 @@ def test_the_requested_run_jumps_the_queue(serve, tmp_path):
 def test_is_active_never_blocks(serve, two_runs, monkeypatch):
     real = runs_mod.scan_sources
 
-    def slow(sources):  # type: ignore[no-untyped-def]
+    def slow(*args):  # type: ignore[no-untyped-def]
         time.sleep(1.5)
-        return real(sources)
+        return real(*args)
 
     monkeypatch.setattr(runs_mod, "scan_sources", slow)
     s = serve(two_runs)
