@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+MAX_REASON_CHARS = 500
+
+
+def reason_line(text: object) -> str:
+    """A reason as one short line, whatever a cause said (a parser's message may quote the input)."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= MAX_REASON_CHARS else line[: MAX_REASON_CHARS - 1] + "…"
+
 
 class TraceError(Exception):
     """A trace file could not be read or analysed.
@@ -9,17 +17,7 @@ class TraceError(Exception):
     Faces print ``str(err)``, which is always one line: ``<path>: <reason>``.
     """
 
-    MAX_REASON_CHARS = 500
-
     def __init__(self, path: str, reason: str) -> None:
         self.path = path
-        # one short line, whatever the cause said (a parser's message may quote the input)
-        line = " ".join(str(reason).split())
-        if len(line) > self.MAX_REASON_CHARS:
-            line = line[: self.MAX_REASON_CHARS - 1] + "…"
-        self.reason = line
+        self.reason = reason_line(reason)
         super().__init__(f"{path}: {self.reason}")
-
-
-class NoTracesError(Exception):
-    """A path holds no trace files at all."""

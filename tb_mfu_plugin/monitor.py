@@ -37,7 +37,7 @@ from typing import Any
 
 from .analysis.peaks import resolve_peak
 from .options import AnalysisOptions
-from .sidecar import ModelDims, load_sidecar
+from .sidecar import SIDECAR_NAME, ModelDims, load_sidecar
 from .steptimer import CudaEventTimer, StepTimer, WallClockTimer
 
 PREFIX = "tb_mfu/"
@@ -63,8 +63,12 @@ def _device_props() -> dict[str, Any] | None:
         return None
     idx = torch.cuda.current_device()
     p = torch.cuda.get_device_properties(idx)
-    return {"name": torch.cuda.get_device_name(idx), "numSms": p.multi_processor_count,
-            "computeMajor": p.major, "computeMinor": p.minor}
+    return {
+        "name": torch.cuda.get_device_name(idx),
+        "numSms": p.multi_processor_count,
+        "computeMajor": p.major,
+        "computeMinor": p.minor,
+    }
 
 
 class MfuMonitor:
@@ -99,7 +103,9 @@ class MfuMonitor:
         self.process_group = process_group
         self.flops_per_step, self.flops_source = self._known_flops(flops_per_step, model, sidecar)
         choice = resolve_peak(
-            None if (peak_tflops or device_name) else _device_props(), (), dtype,
+            None if (peak_tflops or device_name) else _device_props(),
+            (),
+            dtype,
             AnalysisOptions(peak_tflops=peak_tflops, device_name=device_name, tf32=tf32),
         )
         self.peak_flops: float | None = choice.peak_flops
@@ -140,7 +146,7 @@ class MfuMonitor:
             found = load_sidecar(sidecar)
             value = found[0].model_flops_per_step() if found else None
             if value is None:
-                raise ValueError(f"{sidecar}: no tb_mfu.json with FLOPs per step")
+                raise ValueError(f"{sidecar}: no {SIDECAR_NAME} with FLOPs per step")
             return value, f"sidecar {found[1] if found else sidecar}"
         return None, None
 
@@ -199,8 +205,13 @@ class MfuMonitor:
             return None
         self.logs.append(entry)
         if self._writer is not None:
-            for key in ("mfu", "achieved_tflops", "step_time_us", "mfu_mean_over_ranks",
-                        "step_time_us_mean_over_ranks"):
+            for key in (
+                "mfu",
+                "achieved_tflops",
+                "step_time_us",
+                "mfu_mean_over_ranks",
+                "step_time_us_mean_over_ranks",
+            ):
                 value = getattr(entry, key)
                 if value is not None and math.isfinite(value):
                     self._writer.add_scalar(PREFIX + key, value, entry.step)
@@ -213,8 +224,13 @@ class MfuMonitor:
         total_us = float(sum(durations_us))
         rate = self.flops_per_step * len(durations_us) / (total_us * 1e-6) if self.flops_per_step else None
         mfu = rate / self.peak_flops if rate is not None and self.peak_flops else None
-        return MonitorLog(step=self._resolved, steps=len(durations_us), step_time_us=total_us / len(durations_us),
-                          achieved_tflops=None if rate is None else rate / 1e12, mfu=mfu)
+        return MonitorLog(
+            step=self._resolved,
+            steps=len(durations_us),
+            step_time_us=total_us / len(durations_us),
+            achieved_tflops=None if rate is None else rate / 1e12,
+            mfu=mfu,
+        )
 
     def _reduce(self, entry: MonitorLog | None) -> MonitorLog | None:
         import torch
@@ -223,18 +239,28 @@ class MfuMonitor:
         if not (dist.is_available() and dist.is_initialized()):
             return entry
         group = self.process_group
-        device = torch.device("cuda", torch.cuda.current_device()) if "nccl" in str(dist.get_backend(group)) \
+        device = (
+            torch.device("cuda", torch.cuda.current_device())
+            if "nccl" in str(dist.get_backend(group))
             else torch.device("cpu")
-        has_mfu = entry is not None and entry.mfu is not None
-        values = [entry.mfu if has_mfu else 0.0, 1.0 if has_mfu else 0.0,  # type: ignore[union-attr]
-                  entry.step_time_us if entry is not None else 0.0, 1.0 if entry is not None else 0.0]
+        )
+        mfu = entry.mfu if entry is not None else None
+        values = [
+            mfu if mfu is not None else 0.0,
+            1.0 if mfu is not None else 0.0,
+            entry.step_time_us if entry is not None else 0.0,
+            1.0 if entry is not None else 0.0,
+        ]
         t = torch.tensor(values, dtype=torch.float64, device=device)
         dist.all_reduce(t, op=dist.ReduceOp.SUM, group=group)
         mfu_sum, mfu_n, time_sum, time_n = t.tolist()  # the one host sync, at log time only
         if entry is None:
             return None
-        return dataclasses.replace(entry, mfu_mean_over_ranks=mfu_sum / mfu_n if mfu_n else None,
-                                   step_time_us_mean_over_ranks=time_sum / time_n if time_n else None)
+        return dataclasses.replace(
+            entry,
+            mfu_mean_over_ranks=mfu_sum / mfu_n if mfu_n else None,
+            step_time_us_mean_over_ranks=time_sum / time_n if time_n else None,
+        )
 
     def close(self) -> None:
         """Wait for the GPU once, log the steps not logged yet, and flush the writer."""

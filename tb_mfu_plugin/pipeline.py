@@ -11,6 +11,7 @@ every report of the file.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Callable
 from typing import Any
@@ -27,16 +28,18 @@ from .analysis.roofline import apply_to_report as apply_roofline
 from .analysis.worker import analyze_device
 from .diagnosis import DEFAULT, Thresholds, diagnose
 from .diagnosis.ranks import compare_ranks
-from .errors import TraceError
+from .errors import TraceError, reason_line
 from .options import AnalysisOptions
 from .sidecar import Sidecar, load_sidecar
-from .trace.decode import decode_trace
+from .trace.decode import decode_trace, uncompressed_size
 from .trace.discover import RunFiles, SpanFile, discover_runs
 from .trace.limits import Deadline
 from .trace.tables import TraceTables
 
+# Uncompressed bytes of one file decoded so far.
 ProgressFn = Callable[[int], None]
-
+# (run, worker, bytes decoded so far, bytes in all) over every file of a path.
+PathProgressFn = Callable[[str, str, int, int], None]
 
 
 def _keep_inputs(name: str) -> bool:
@@ -45,17 +48,8 @@ def _keep_inputs(name: str) -> bool:
     return is_flop_op(name) or is_roofline_op(name)
 
 
-_MAX_REASON_CHARS = 500
-
-
 def _error_report(span: SpanFile, worker: str, reason: str) -> WorkerReport:
-    return WorkerReport(name=worker, span=span.span, file=span.path, error=one_line(reason))
-
-
-def one_line(text: str) -> str:
-    """A reason as one short line, whatever an exception's message held."""
-    line = " ".join(str(text).split())
-    return line if len(line) <= _MAX_REASON_CHARS else line[: _MAX_REASON_CHARS - 1] + "…"
+    return WorkerReport(name=worker, span=span.span, file=span.path, error=reason_line(reason))
 
 
 def _unexpected(what: str, exc: BaseException) -> str:
@@ -95,7 +89,7 @@ def analyze_tables(
         )
         if tables.meta.notes:  # e.g. every event dropped for an impossible timestamp
             reason += f" ({' '.join(tables.meta.notes)})"
-        return [WorkerReport(name=worker, span=span, file=tables.meta.path, error=one_line(reason))]
+        return [WorkerReport(name=worker, span=span, file=tables.meta.path, error=reason_line(reason))]
     notes = list(tables.meta.notes)
     bad_shapes = implausible_input_ops(tables.names, tables.cpu.name, tables.cpu.inputs)
     if bad_shapes:
@@ -180,33 +174,66 @@ def analyze_file(
         return [_error_report(span, worker, _unexpected("analysis", exc))]
     if sidecar_error:
         for r in reports:
-            r.notes.append(one_line(sidecar_error))
+            r.notes.append(reason_line(sidecar_error))
     return reports
 
 
-def analyze_run(
-    run: RunFiles, options: AnalysisOptions | None = None, progress: ProgressFn | None = None
-) -> RunReport:
-    options = options or AnalysisOptions()
-    workers: list[WorkerReport] = []
-    for w in run.workers:
-        for span in w.spans:
-            workers.extend(analyze_file(span, w.name, options, progress))
-    return run_report(run.name, workers)
+# A file's reports from its worker's name and its span: ``analyze_file``, or the tab's cache.
+FileReportsFn = Callable[[str, SpanFile], list[WorkerReport]]
 
 
-def run_report(name: str, workers: list[WorkerReport]) -> RunReport:
-    """A run's report from its workers' reports, with the ranks compared for distributed runs."""
+def run_report(run: RunFiles, reports_of: FileReportsFn) -> RunReport:
+    """A run's report, the one way every face puts it together: the reports of its files
+    (workers in discovery order, each worker's spans in time order, each file's devices),
+    with the ranks compared for distributed runs."""
+    workers = [r for w in run.workers for span in w.spans for r in reports_of(w.name, span)]
     try:
         ranks = compare_ranks(workers)
     except Exception:  # noqa: BLE001 - the side-by-side view is optional; the workers' reports are not
         ranks = None
-    return RunReport(name=name, workers=workers, ranks=ranks)
+    return RunReport(name=run.name, workers=workers, ranks=ranks)
 
 
-def analyze_path(path: str, options: AnalysisOptions | None = None, progress: ProgressFn | None = None) -> Report:
-    """Analyse every run under ``path`` (a logdir, a run directory or one trace file)."""
+def analyze_run(run: RunFiles, options: AnalysisOptions | None = None, progress: ProgressFn | None = None) -> RunReport:
+    """Analyse every file of ``run``; ``progress`` gets each file's decoded bytes in turn."""
+    opts = options or AnalysisOptions()
+    return run_report(run, lambda worker, span: analyze_file(span, worker, opts, progress))
+
+
+def analyze_path(path: str, options: AnalysisOptions | None = None, progress: PathProgressFn | None = None) -> Report:
+    """Analyse every run under ``path`` (a logdir, a run directory or one trace file).
+
+    ``progress(run, worker, done, total)`` follows the bytes decoded over all the files.
+    """
     if not os.path.exists(path):
         raise TraceError(path, "no such file or directory")
     runs = discover_runs(path)
-    return Report(tool_version=__version__, runs=[analyze_run(r, options, progress) for r in runs])
+    if progress is None:
+        return Report(tool_version=__version__, runs=[analyze_run(r, options) for r in runs])
+    meter = _PathMeter(runs, options or AnalysisOptions(), progress)
+    reports = [run_report(r, functools.partial(meter.analyze, r.name)) for r in runs]
+    return Report(tool_version=__version__, runs=reports)
+
+
+class _PathMeter:
+    """Decoded bytes over all the files of a path, for one progress bar: gzip's trailer
+    tells each file's decoded size up front."""
+
+    def __init__(self, runs: list[RunFiles], options: AnalysisOptions, progress: PathProgressFn) -> None:
+        self._sizes = {s.path: uncompressed_size(s.path, s.size) for r in runs for s in r.files}
+        self._total = sum(self._sizes.values()) or 1
+        self._done = 0
+        self._options = options
+        self._progress = progress
+
+    def analyze(self, run: str, worker: str, span: SpanFile) -> list[WorkerReport]:
+        base = self._done
+        self._progress(run, worker, base, self._total)
+
+        def advance(n: int) -> None:
+            self._progress(run, worker, base + n, self._total)
+
+        reports = analyze_file(span, worker, self._options, advance)
+        self._done = base + self._sizes[span.path]
+        self._progress(run, worker, self._done, self._total)
+        return reports

@@ -33,6 +33,7 @@ import os
 
 import msgspec
 
+from .analysis.palm import palm_flops_per_token
 from .errors import TraceError
 from .trace.files import open_regular
 
@@ -70,11 +71,8 @@ class ModelDims(msgspec.Struct, kw_only=True, omit_defaults=True):
         return None
 
     def flops_per_token(self) -> float:
-        """PaLM: 6·N + 12·L·H·Q·T (attention term only when L, H·Q and T are all given)."""
-        f = 6.0 * self.n_params
-        if self.n_layers and self.d_attn and self.seq_len:
-            f += 12.0 * self.n_layers * self.d_attn * self.seq_len
-        return f
+        """PaLM: 6·N + 12·L·H·Q·T (``analysis.palm``; attention term only when L, H·Q and T are all given)."""
+        return palm_flops_per_token(self.n_params, self.n_layers, self.d_attn, self.seq_len)
 
     def flops_per_step(self) -> float | None:
         t = self.tokens
@@ -149,40 +147,21 @@ def sidecar_paths(run_dir: str, worker: str | None = None) -> list[str]:
     """Candidate files in priority order: ``<worker>.tb_mfu.json``, then ``tb_mfu.json``."""
     out = []
     if worker:
-        out.append(_join(run_dir, f"{worker}.{SIDECAR_NAME}"))
-    out.append(_join(run_dir, SIDECAR_NAME))
+        out.append(os.path.join(run_dir, f"{worker}.{SIDECAR_NAME}"))
+    out.append(os.path.join(run_dir, SIDECAR_NAME))
     return out
 
 
-def _join(d: str, name: str) -> str:
-    if "://" in d:
-        return d.rstrip("/") + "/" + name
-    return os.path.join(d, name)
-
-
 def _read(path: str) -> bytes | None:
-    """File bytes, or None when it does not exist. Local paths and fsspec URLs."""
-    if "://" in path:
-        try:
-            import fsspec  # type: ignore[import-untyped]
-        except ImportError:  # pragma: no cover - fsspec is a dependency
-            return None
-        try:
-            with fsspec.open(path, "rb") as f:
-                data: bytes = f.read(_MAX_BYTES + 1)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise TraceError(path, f"cannot read MFU sidecar ({exc})") from None
-    else:
-        try:
-            # a FIFO or device named tb_mfu.json must not block the analysis
-            with open_regular(path, "MFU sidecar") as f:
-                data = f.read(_MAX_BYTES + 1)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except OSError as exc:
-            raise TraceError(path, f"cannot read MFU sidecar ({exc.strerror or exc})") from None
+    """File bytes, or None when it does not exist."""
+    try:
+        # a FIFO or device named tb_mfu.json must not block the analysis
+        with open_regular(path, "MFU sidecar") as f:
+            data = f.read(_MAX_BYTES + 1)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise TraceError(path, f"cannot read MFU sidecar ({exc.strerror or exc})") from None
     if len(data) > _MAX_BYTES:
         raise TraceError(path, "MFU sidecar is larger than 1 MiB")
     return data

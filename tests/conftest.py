@@ -10,7 +10,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "fixtures"
 SAMPLES = ROOT / "sample_traces"
 
-# append, not insert: tests/tensorboard must not shadow the real tensorboard package
+# tests/ itself, so that tests import the helpers beside them (conftest, tracegen) by name;
+# appended, so that a folder of tests/ can never shadow an installed package
 sys.path.append(str(Path(__file__).resolve().parent))
 
 

@@ -14,11 +14,25 @@ from conftest import SAMPLES
 from tracegen import TraceBuilder
 
 from tb_mfu_plugin.cli import main
+from tb_mfu_plugin.pipeline import analyze_path
+from tb_mfu_plugin.trace.decode import uncompressed_size
 
 SUMMARY_KEYS = {
-    "steps", "step_time_us", "gpu_busy_share", "kernel_time_share", "memcpy_time_share", "sm_efficiency",
-    "achieved_occupancy", "tensor_core_kernel_share", "h2d_bytes_per_step", "d2h_bytes_per_step",
-    "d2d_bytes_per_step", "sync_count_per_step", "kernels_per_step", "flops_per_step", "mfu",
+    "steps",
+    "step_time_us",
+    "gpu_busy_share",
+    "kernel_time_share",
+    "memcpy_time_share",
+    "sm_efficiency",
+    "achieved_occupancy",
+    "tensor_core_kernel_share",
+    "h2d_bytes_per_step",
+    "d2h_bytes_per_step",
+    "d2d_bytes_per_step",
+    "sync_count_per_step",
+    "kernels_per_step",
+    "flops_per_step",
+    "mfu",
 }
 
 
@@ -82,6 +96,20 @@ def test_table_output_names_the_metrics(tmp_path: Path, capsys: pytest.CaptureFi
         assert word in out
 
 
+def test_table_output_of_a_distributed_run_shows_its_ranks(capsys: pytest.CaptureFixture[str]) -> None:
+    """The tables of a real 2-GPU run end with its ranks side by side and the straggler the JSON
+    names (the text view once crashed there: the escaped copy it prints holds the ranks as a dict)."""
+    run = SAMPLES / "ddp_2gpu"
+    assert main(["analyze", str(run), "--top", "1"]) == 0
+    out = capsys.readouterr().out
+    (report,) = analyze_path(str(run)).runs
+    assert report.ranks is not None and report.ranks.straggler is not None
+    assert f"ranks side by side (world size {report.ranks.world_size})" in out
+    assert f"straggler: {report.ranks.straggler.worker}" in out
+    for row in report.ranks.ranks:
+        assert row.worker in out
+
+
 def _digest(root: Path) -> dict[str, str]:
     """Every entry under root (directories too) with its content hash: nothing may be added or changed."""
     return {
@@ -97,8 +125,12 @@ def test_never_writes_into_a_read_only_logdir(tmp_path: Path) -> None:
         mode = p.stat().st_mode
         os.chmod(p, mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
     try:
-        proc = subprocess.run([sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(logdir), "--json"],
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(logdir), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["runs"]
     finally:
@@ -119,6 +151,21 @@ def test_analysis_needs_no_torch(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_path_progress_follows_the_decoded_bytes_of_every_file() -> None:
+    """The CLI's bar: analyze_path reports (run, worker, done, total) over all the files of a
+    path, from 0 up to the sum of their decoded sizes, never backwards."""
+    run = SAMPLES / "ddp_2gpu"
+    files = sorted(run.glob("*.pt.trace.json.gz"))
+    calls: list[tuple[str, str, int, int]] = []
+    report = analyze_path(str(run), progress=lambda *a: calls.append(a))
+    total = sum(uncompressed_size(str(f), f.stat().st_size) for f in files)
+    assert len(files) == 2 and total > sum(f.stat().st_size for f in files)
+    assert {c[3] for c in calls} == {total}
+    done = [c[2] for c in calls]
+    assert done[0] == 0 and done[-1] == total and done == sorted(done)
+    assert {(c[0], c[1]) for c in calls} == {(r.name, w.name) for r in report.runs for w in r.workers}
 
 
 def test_min_mfu_gate_for_ci(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,7 +13,8 @@ torch = pytest.importorskip("torch")
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from tb_mfu_plugin.analysis import flops as F  # noqa: E402
-from tb_mfu_plugin.analysis import mfu as M  # noqa: E402
+from tb_mfu_plugin.analysis.flop_count import count_flops  # noqa: E402
+from tb_mfu_plugin.analysis.op_flops import flops_in_windows  # noqa: E402
 from tb_mfu_plugin.profiling import count_step_flops, mfu_profile  # noqa: E402
 from tb_mfu_plugin.sidecar import SIDECAR_NAME, ModelDims, load_sidecar  # noqa: E402
 from tb_mfu_plugin.trace.decode import decode_trace  # noqa: E402
@@ -60,14 +61,14 @@ def test_first_step_is_counted_and_sidecar_written(tmp_path: Path) -> None:
 
     # the recorded trace gives the same FLOPs per step from its shapes
     t = decode_trace(traces[0], keep_inputs=F.is_flop_op)
-    of = M.count_flops(t)
+    of = count_flops(t)
     c = t.cpu
     codes = [i for i, n in enumerate(t.names) if n.startswith("ProfilerStep#")]
     import numpy as np
 
     steps = np.nonzero((c.kind == ANNOTATION) & np.isin(c.name, codes))[0]
     assert len(steps) == 3  # schedule(wait=1, warmup=1, active=3)
-    wf = M.flops_in_windows(of, c.ts[steps], c.ts[steps] + c.dur[steps])
+    wf = flops_in_windows(of, c.ts[steps], c.ts[steps] + c.dur[steps])
     assert np.all(wf.flops == want)
 
 

@@ -101,12 +101,3 @@ def test_reading_never_writes(tmp_path: Path) -> None:
         assert sorted(os.listdir(tmp_path)) == before
     finally:
         os.chmod(tmp_path, 0o755)
-
-
-def test_fsspec_url() -> None:
-    fsspec = pytest.importorskip("fsspec")
-    fs = fsspec.filesystem("memory")
-    fs.pipe("/bucket/run_a/tb_mfu.json", b'{"flops_per_step": 7e11}')
-    got = load_sidecar("memory://bucket/run_a")
-    assert got is not None and got[0].flops_per_step == 7e11
-    assert load_sidecar("memory://bucket/run_b") is None

@@ -61,12 +61,7 @@ def _logdir(root: Path) -> Path:
     from tracegen import TraceBuilder
 
     logdir = root / "logs"
-    b = TraceBuilder()
-    for i in range(3):
-        t0 = 1000.0 + i * 1000
-        b.step(i + 1, t0, 900)
-        b.launch_kernel(KERNEL, t0 + 10, t0 + 50, 400)
-    b.write(logdir / "[bold]run[red]" / "w[bold]0.1.pt.trace.json.gz")
+    TraceBuilder().kernel_steps(KERNEL).write(logdir / "[bold]run[red]" / "w[bold]0.1.pt.trace.json.gz")
     os.makedirs(os.path.join(os.fsencode(logdir), b"bad\xffdir"))
     shutil.copy(SAMPLE, os.path.join(os.fsencode(logdir), b"bad\xffdir", b"worker\xfe.1.pt.trace.json.gz"))
     (logdir / "esc\nsplit").mkdir()

@@ -75,6 +75,15 @@ class TraceBuilder:
         corr = self.runtime("cudaLaunchKernel", cpu_ts, 2.0)
         self.kernel(name, gpu_ts, dur, corr, **kw)
 
+    def kernel_steps(self, kernel: str, steps: int = 3, t0: float = 1000.0) -> TraceBuilder:
+        """``steps`` profiler steps of 900 µs, 1 ms apart, each launching ``kernel`` for 400 µs:
+        the smallest analysable trace that carries a given kernel name."""
+        for i in range(steps):
+            ts = t0 + i * 1000
+            self.step(i + 1, ts, 900)
+            self.launch_kernel(kernel, ts + 10, ts + 50, 400)
+        return self
+
     def graph_launch(self, cpu_ts: float, kernels: list[tuple[str, float, float]], api: str = "cudaGraphLaunch",
                      **kw: Any) -> int:
         """One graph replay as CUPTI records it: one launch call, and every kernel of the replay

@@ -25,7 +25,8 @@ from .byte_model import (
     tensor_list,
     zero_dim,
 )
-from .flops import Parsed
+from .flop_formulas import FlopEstimate, Hints
+from .recorded_inputs import Parsed
 
 # ---------------------------------------------------------------------------
 # elementwise
@@ -284,24 +285,24 @@ def nll_bwd(p: Parsed, name: str) -> OpCost | None:
 def fused_adam(p: Parsed, name: str) -> OpCost | None:
     """``_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, ...)``:
     read params, grads and both moments; write params and both moments (+ the max when amsgrad)."""
-    params = tensor_list(p, 0)
-    if params is None:
-        return None
-    n = list_numel(params)
-    amsgrad = bool(tensor_list(p, 4))
-    elems = n * (4 + 3 + (2 if amsgrad else 0))
-    return OpCost(float(elems * LIST_ELEM_BYTES), float(n * 12), "optimizer", None, exact=False)
+    return _fused_optimizer(p, 4 + 3, 4, 2, 12)
 
 
 def fused_sgd(p: Parsed, name: str) -> OpCost | None:
     """``_fused_sgd_(params, grads, momentum_buffers, ...)``: read p, g (and buffers), write p (and buffers)."""
+    return _fused_optimizer(p, 2 + 1, 2, 2, 4)
+
+
+def _fused_optimizer(p: Parsed, elems_per_param: int, extra_list: int, extra_elems: int, flops: int) -> OpCost | None:
+    """A fused optimizer over the parameter list (argument 0): ``elems_per_param`` reads and writes
+    per element, ``extra_elems`` more when the state list at ``extra_list`` is given, ``flops`` each."""
     params = tensor_list(p, 0)
     if params is None:
         return None
     n = list_numel(params)
-    mom = bool(tensor_list(p, 2))
-    elems = n * (2 + 1 + (2 if mom else 0))
-    return OpCost(float(elems * LIST_ELEM_BYTES), float(n * 4), "optimizer", None, exact=False)
+    extra = bool(tensor_list(p, extra_list))
+    elems = n * (elems_per_param + (extra_elems if extra else 0))
+    return OpCost(float(elems * LIST_ELEM_BYTES), float(n * flops), "optimizer", None, exact=False)
 
 
 def foreach(flops_per_elem: float = 1.0) -> ByteFn:
@@ -318,8 +319,9 @@ def foreach(flops_per_elem: float = 1.0) -> ByteFn:
             read -= n  # the destination is written, not read
         elif name.startswith("aten::_foreach_norm"):
             write = len(lists[0])
-        return OpCost(float((read + write) * LIST_ELEM_BYTES), float(n * flops_per_elem), "optimizer", None,
-                      exact=False)
+        return OpCost(
+            float((read + write) * LIST_ELEM_BYTES), float(n * flops_per_elem), "optimizer", None, exact=False
+        )
 
     return f
 
@@ -328,7 +330,7 @@ def foreach(flops_per_elem: float = 1.0) -> ByteFn:
 # matmul, conv, attention: FLOPs from flops.py, bytes here
 
 
-def matmul_bytes(p: Parsed, est: F.FlopEstimate, name: str) -> int | None:
+def matmul_bytes(p: Parsed, est: FlopEstimate, name: str) -> int | None:
     a_i = 1 if name in ("aten::addmm", "aten::baddbmm", "aten::_addmm_activation") else 0
     a, b = p.shape(a_i), p.shape(a_i + 1)
     if a is None or b is None:
@@ -349,7 +351,7 @@ def matmul_bytes(p: Parsed, est: F.FlopEstimate, name: str) -> int | None:
     return read + out * out_size
 
 
-def conv_bytes(p: Parsed, est: F.FlopEstimate, name: str) -> tuple[int, bool] | None:
+def conv_bytes(p: Parsed, est: FlopEstimate, name: str) -> tuple[int, bool] | None:
     if est.direction == "bwd":
         # grad_out, input, weight read; grad_input and grad_weight written (like input, weight).
         # The legacy cudnn_convolution_backward(self, grad_output, weight) swaps the first two.
@@ -367,7 +369,7 @@ def conv_bytes(p: Parsed, est: F.FlopEstimate, name: str) -> tuple[int, bool] | 
     return tensor_bytes(p, 0) + tensor_bytes(p, 1) + bias + out * elem_size(p, 0), est.exact
 
 
-def attention_bytes(p: Parsed, est: F.FlopEstimate, name: str) -> int | None:
+def attention_bytes(p: Parsed, est: FlopEstimate, name: str) -> int | None:
     """Fused attention reads Q, K, V and writes O (+ the fp32 log-sum-exp); backward reads
     dO, Q, K, V, O, lse and writes dQ, dK, dV. Never the Sq x Sk score matrix."""
     first = 0 if est.direction == "fwd" else 1
@@ -381,8 +383,8 @@ def attention_bytes(p: Parsed, est: F.FlopEstimate, name: str) -> int | None:
     return 2 * qkv + 2 * tensor_bytes(p, 0) + rows * 4
 
 
-def from_flops(p: Parsed, name: str, hints: F.Hints | None = None) -> OpCost | None:
-    est = F.FORMULAS[name].fn(p, hints or F.Hints())
+def from_flops(p: Parsed, name: str, hints: Hints | None = None) -> OpCost | None:
+    est = F.FORMULAS[name].fn(p, hints or Hints())
     if est is None:
         return None
     exact = est.exact

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from math import prod
 
-from .flops import Parsed
+from .recorded_inputs import Parsed
 
 # Tensor-list dtypes are not recorded (the type reads "TensorList"): assume fp32, the
 # dtype of AMP master weights, gradients and optimizer states. Estimates using it are inexact.

@@ -92,3 +92,12 @@ def device_properties(tables: TraceTables, device: int) -> DeviceProps:
         None, "ambiguous", f"{where}{why}, and the listed GPUs differ: device properties unknown; "
         "pass --device-name for the peak."
     )
+
+
+def props_of(tables: TraceTables, device: int | None) -> dict[str, Any] | None:
+    """The ``deviceProperties`` entry of ``device`` (``device_properties``); with no device (a
+    report not tied to one), the trace's entry when it lists exactly one, else None."""
+    if device is None:
+        props = tables.meta.device_properties
+        return props[0] if len(props) == 1 else None
+    return device_properties(tables, device).props

@@ -14,7 +14,7 @@ Classes:
   cuDNN's fp32 implicit-GEMM and Winograd kernels): positive evidence of no tensor cores.
 - ``not-a-matmul``: names that look GEMM-ish but do no matrix math (split-K reductions,
   workspace set-up, FBGEMM embedding kernels).
-- ``unknown``: a GEMM-like kernel (``patterns.MATMUL_KERNEL``) that no family names.
+- ``unknown``: a GEMM-like kernel (``name_patterns.MATMUL_KERNEL``) that no family names.
   It is reported as unknown, never counted as CUDA-core.
 
 Data types (the dtype whose peak the math runs at): ``fp4``, ``fp8``, ``int8``,
@@ -233,7 +233,7 @@ def _dtype(family: Family, name: str) -> str | None:
 
 def classify(name: str, gemm_like: bool, extra_tensor_core: Sequence[str] = ()) -> KernelClass:
     """The class and dtype of one kernel name. ``gemm_like``: the name looks like a matmul
-    (``patterns.MATMUL_KERNEL``); such a name that no family knows is ``unknown``."""
+    (``name_patterns.MATMUL_KERNEL``); such a name that no family knows is ``unknown``."""
     table = _compiled(extra_tensor_core) if extra_tensor_core else _DEFAULT
     for fam, rx in table:
         if rx.search(name):
@@ -254,7 +254,8 @@ class NameClasses:
     family: list[str | None]
 
     def mask(self, core: str) -> np.ndarray:
-        return self.core == CODE[core]
+        mask: np.ndarray = self.core == CODE[core]
+        return mask
 
 
 def classify_names(
@@ -262,7 +263,7 @@ def classify_names(
 ) -> NameClasses:
     """Classify the names of a trace's name table. ``codes``: only these (the kernel names;
     a trace holds far more op names than kernel names); the others read as not-a-matmul."""
-    from .patterns import MATMUL_KERNEL  # patterns imports kernels, which imports this module
+    from .name_patterns import MATMUL_KERNEL  # name_patterns imports kernels, which imports this module
 
     core = np.full(len(names), CODE[NOT_MATMUL], np.int8)
     dtypes: list[str | None] = [None] * len(names)

@@ -52,10 +52,20 @@ from .byte_formulas import (
     split_copy,
 )
 from .byte_model import LIST_ELEM_BYTES, ByteFormula, OpCost, elem_bytes
-from .flops import parse_inputs
+from .flop_formulas import Hints
+from .recorded_inputs import parse_inputs
 
-__all__ = ["BYTE_FORMULAS", "LIST_ELEM_BYTES", "OP_CLASSES", "ByteFormula", "OpCost", "elem_bytes", "estimate",
-           "is_roofline_op", "op_bytes"]
+__all__ = [
+    "BYTE_FORMULAS",
+    "LIST_ELEM_BYTES",
+    "OP_CLASSES",
+    "ByteFormula",
+    "OpCost",
+    "elem_bytes",
+    "estimate",
+    "is_roofline_op",
+    "op_bytes",
+]
 
 # ---------------------------------------------------------------------------
 # the table
@@ -71,20 +81,64 @@ for _n in ("add", "sub", "rsub"):
     for _v in ("", "_"):
         BYTE_FORMULAS[f"aten::{_n}{_v}"] = ByteFormula("elementwise", _ADD)
 _TERNARY = ("where", "clamp", "hardtanh", "threshold", "masked_fill")
-for _n in ("mul", "div", "pow", "maximum", "minimum", "fmod", "remainder", "atan2", "leaky_relu", "clamp_min",
-           "clamp_max", *_TERNARY):
+for _n in (
+    "mul",
+    "div",
+    "pow",
+    "maximum",
+    "minimum",
+    "fmod",
+    "remainder",
+    "atan2",
+    "leaky_relu",
+    "clamp_min",
+    "clamp_max",
+    *_TERNARY,
+):
     for _v in ("", "_"):
         BYTE_FORMULAS[f"aten::{_n}{_v}"] = ByteFormula("elementwise", elementwise(3 if _n in _TERNARY else 2))
-for _n in ("neg", "exp", "log", "sqrt", "rsqrt", "abs", "sign", "reciprocal", "tanh", "sigmoid", "relu", "gelu",
-           "silu", "erf", "sin", "cos", "exp2", "log1p", "expm1", "floor", "ceil", "round", "logical_not", "mish"):
+for _n in (
+    "neg",
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "abs",
+    "sign",
+    "reciprocal",
+    "tanh",
+    "sigmoid",
+    "relu",
+    "gelu",
+    "silu",
+    "erf",
+    "sin",
+    "cos",
+    "exp2",
+    "log1p",
+    "expm1",
+    "floor",
+    "ceil",
+    "round",
+    "logical_not",
+    "mish",
+):
     for _v in ("", "_"):
         BYTE_FORMULAS[f"aten::{_n}{_v}"] = ByteFormula("elementwise", elementwise(2 if _n == "gelu" else 1))
 for _n in ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or"):
     BYTE_FORMULAS[f"aten::{_n}"] = ByteFormula("elementwise", _CMP)
 for _n in ("addcmul_", "addcdiv_", "lerp_", "addcmul", "addcdiv", "lerp"):
     BYTE_FORMULAS[f"aten::{_n}"] = ByteFormula("elementwise", elementwise(4 if "addc" in _n else 3, 2.0))
-for _n in ("gelu_backward", "silu_backward", "threshold_backward", "sigmoid_backward", "tanh_backward",
-           "hardtanh_backward", "leaky_relu_backward", "native_dropout_backward"):
+for _n in (
+    "gelu_backward",
+    "silu_backward",
+    "threshold_backward",
+    "sigmoid_backward",
+    "tanh_backward",
+    "hardtanh_backward",
+    "leaky_relu_backward",
+    "native_dropout_backward",
+):
     BYTE_FORMULAS[f"aten::{_n}"] = ByteFormula("elementwise", rw("elementwise", [0], 2.0))
 BYTE_FORMULAS.update(
     {
@@ -134,9 +188,25 @@ BYTE_FORMULAS.update(
         "aten::_fused_sgd_": ByteFormula("optimizer", fused_sgd),
     }
 )
-for _n, _fl in (("add", 1.0), ("sub", 1.0), ("mul", 1.0), ("div", 1.0), ("lerp", 2.0), ("addcmul", 2.0),
-                ("addcdiv", 2.0), ("sqrt", 1.0), ("maximum", 1.0), ("neg", 1.0), ("zero", 0.0), ("copy", 0.0),
-                ("norm", 2.0), ("sign", 1.0), ("clamp_min", 1.0), ("reciprocal", 1.0), ("pow", 1.0)):
+for _n, _fl in (
+    ("add", 1.0),
+    ("sub", 1.0),
+    ("mul", 1.0),
+    ("div", 1.0),
+    ("lerp", 2.0),
+    ("addcmul", 2.0),
+    ("addcdiv", 2.0),
+    ("sqrt", 1.0),
+    ("maximum", 1.0),
+    ("neg", 1.0),
+    ("zero", 0.0),
+    ("copy", 0.0),
+    ("norm", 2.0),
+    ("sign", 1.0),
+    ("clamp_min", 1.0),
+    ("reciprocal", 1.0),
+    ("pow", 1.0),
+):
     for _v in ("", "_"):
         BYTE_FORMULAS[f"aten::_foreach_{_n}{_v}"] = ByteFormula("optimizer", foreach(_fl))
 
@@ -160,10 +230,10 @@ def _estimate_cached(name: str, dims: bytes | None, types: bytes | None, concret
         return None
 
 
-def estimate(name: str, inputs: OpInputs, hints: F.Hints | None = None) -> OpCost | None:
+def estimate(name: str, inputs: OpInputs, hints: Hints | None = None) -> OpCost | None:
     """Bytes, FLOPs and class of one op from its recorded inputs, or None (no formula, no shapes).
 
-    ``hints`` are the cross-op facts ``analysis.mfu`` learns for legacy traces (a forward
+    ``hints`` are the cross-op facts ``conv_hints`` learns for legacy traces (a forward
     conv's output size from its backward), so that FLOPs here equal MFU's."""
     if hints is not None and name in F.FORMULAS:
         try:
@@ -176,5 +246,3 @@ def estimate(name: str, inputs: OpInputs, hints: F.Hints | None = None) -> OpCos
 def op_bytes(name: str, inputs: OpInputs) -> float | None:
     e = estimate(name, inputs)
     return None if e is None else e.bytes
-
-

@@ -250,7 +250,3 @@ _encoder = msgspec.json.Encoder()
 
 def to_json(obj: Any) -> bytes:
     return _encoder.encode(obj)
-
-
-def to_builtins(obj: Any) -> Any:
-    return msgspec.to_builtins(obj)

@@ -1,12 +1,9 @@
 """Each op on the roofline: how far from its own limit, min(peak FLOP/s, bandwidth x intensity).
 
-Which ops: the count-once rule of ``analysis.mfu``, over the ops that have a byte formula
-(``op_bytes.BYTE_FORMULAS``, a superset of the FLOP formulas): the **outermost** such op
-on its thread, nested in time, whose recorded shapes give an estimate. Its GPU time is
-the time of every GPU event (kernels, device-to-device copies, memsets) launched inside
-it: the runtime call that launched the event (by correlation id), else the op the event's
-external id names, lies within the op. Ops that launched a host<->device copy are left
-out: PCIe, not HBM, bounds them.
+Which ops (``op_placement``): the outermost op with a byte formula on its thread, once each,
+whose recorded shapes give an estimate. Its GPU time is the time of every GPU event (kernels,
+device-to-device copies, memsets) launched inside it. Ops that launched a host<->device copy
+are left out: PCIe, not HBM, bounds them.
 
 Per op (one row per op name and recorded shapes) and per op class, over the analysed
 steps (ops by their CPU start, as FLOPs for MFU):
@@ -29,153 +26,18 @@ from typing import Any
 
 import numpy as np
 
-from ..trace.tables import KERNEL, MEMCPY, MEMSET, OP, OpInputs, TraceTables
-from . import flops as F
+from ..trace.tables import KERNEL, MEMSET, TraceTables
+from . import intervals
 from . import op_bytes as B
 from .bandwidth import peak_bandwidth
+from .devices import props_of
 from .kernels import blocks_per_sm
-from .mfu import (
-    _axis,
-    _containing_disjoint,
-    _conv_out_hints,
-    _name_mask,
-    _nested_in_self,
-    _props,
-    _same_name_wrappers,
-    _sorted_set,
-)
-from .mfu import _window_mask as window_index
+from .op_placement import PlacedOps, place_ops
 from .per_trace import once_per_trace
-from .report import Roofline, RooflineClass, RooflineOp, RooflineUnmodelled
+from .report import Roofline, RooflineClass, RooflineOp, RooflineUnmodelled, WorkerReport
+from .steps import Steps
 
 MAX_OPS = 150  # rows of ``roofline.ops`` in the report; the rest are summed in ``ops_left_out``
-_HOST_COPY = ("HtoD", "DtoH", "HtoH", "PtoP")
-
-
-@dataclass(frozen=True)
-class PlacedOps:
-    """The modelled ops of one trace (rows of ``tables.cpu``, time order) and their GPU events."""
-
-    row: np.ndarray  # int64 cpu row
-    ts: np.ndarray  # float64 µs, op start
-    bytes: np.ndarray  # float64
-    flops: np.ndarray  # float64
-    group: np.ndarray  # int64 index into ``groups``
-    groups: list[tuple[str, str, str, str | None, bool]]  # (name, class, shapes, dtype, exact)
-    gpu_op: np.ndarray  # per gpu row: index into the ops above, -1 when launched outside them
-    gpu_launcher_name: np.ndarray  # per gpu row: int32 name code of the op that launched it, -1
-    host_copy: np.ndarray  # per op: launched a host<->device copy (not on the HBM roofline)
-    unestimated: int  # formula ops whose shapes were missing or unparsable
-
-
-def _shapes_text(dims: bytes | None, limit: int = 160) -> str:
-    s = (dims or b"").decode("utf-8", "replace")
-    return s if len(s) <= limit else s[: limit - 1] + "…"
-
-
-def place_ops(tables: TraceTables) -> PlacedOps:
-    """Select the modelled ops once each and map every GPU event to the op that launched it."""
-    c, g, names = tables.cpu, tables.gpu, tables.names
-    ax = _axis(tables)
-    rows = np.flatnonzero(_name_mask(tables, B.is_roofline_op) & (c.kind == OP))
-    # A step repeats the same few hundred (op, shapes) keys thousands of times: estimate each
-    # distinct key once, then work on arrays of key ids.
-    keys: dict[tuple[int, bytes | None, bytes | None, bytes | None], int] = {}
-    inputs = c.inputs
-    key_of = np.full(len(rows), -1, np.int64)
-    for i, (r, code) in enumerate(zip(rows.tolist(), c.name[rows].tolist(), strict=True)):
-        inp = inputs.get(r)
-        if inp is not None:
-            key_of[i] = keys.setdefault((code, inp.dims, inp.types, inp.concrete), len(keys))
-    # legacy traces (no Concrete Inputs): forward convs learn their output size from their
-    # backward ops, exactly as for MFU
-    conv_out = _conv_out_hints(tables, rows[_name_mask(tables, F.is_flop_op)[rows]]) if len(rows) else {}
-    hints = F.Hints(conv_out=conv_out) if conv_out else None
-    costs: list[B.OpCost | None] = [
-        B.estimate(names[k[0]], OpInputs(k[1], k[2], k[3]), hints if names[k[0]] in F.CONV_FORWARD else None)
-        for k in keys
-    ]
-    key_ok = np.fromiter((x is not None for x in costs), bool, len(costs))
-    ok = (key_of >= 0) & key_ok[np.maximum(key_of, 0)] if len(keys) else np.zeros(len(rows), bool)
-    valid = rows[ok]
-    wrappers = _same_name_wrappers(tables, ax, valid)
-    valid = valid[~wrappers]
-    s_rows, _, s1 = _sorted_set(ax, valid)
-    outer = s_rows[~_nested_in_self(s1, ax.tol)]
-    o_rows, o0, o1 = _sorted_set(ax, outer)
-    o_key = key_of[np.searchsorted(rows, o_rows)]
-
-    # groups: op name + recorded dims and types (Concrete Inputs such as a scale do not split a row)
-    group_ids: dict[tuple[int, bytes | None, bytes | None], int] = {}
-    groups: list[tuple[str, str, str, str | None, bool]] = []
-    key_group = np.full(len(keys), -1, np.int64)
-    key_bytes, key_flops = np.zeros(len(keys)), np.zeros(len(keys))
-    for j, (k, cost) in enumerate(zip(keys, costs, strict=True)):
-        if cost is None:
-            continue
-        gk = (k[0], k[1], k[2])
-        gid = group_ids.get(gk)
-        if gid is None:
-            gid = group_ids[gk] = len(groups)
-            groups.append((names[k[0]], cost.op_class, _shapes_text(k[1]), cost.dtype, cost.exact))
-        key_group[j], key_bytes[j], key_flops[j] = gid, cost.bytes, cost.flops
-    n = len(o_rows)
-    nbytes, nflops, grp = key_bytes[o_key], key_flops[o_key], key_group[o_key]
-
-    # launch point of each GPU event: its runtime/driver call, else the op its external id names
-    point = np.full(len(g), np.nan)
-    launcher = tables.launcher
-    has_call = launcher >= 0
-    point[has_call] = ax.g0[launcher[has_call]]
-    ext_op = _ops_by_external_id(tables)
-    no_point = np.isnan(point) & (ext_op >= 0)
-    point[no_point] = ax.g0[ext_op[no_point]]
-    gpu_op = np.full(len(g), -1, np.int64)
-    has = ~np.isnan(point)
-    if n and has.any():
-        gpu_op[has] = _containing_disjoint(point[has], o0, o1, ax.tol)
-    launcher_name = np.full(len(g), -1, np.int32)
-    launcher_name[ext_op >= 0] = c.name[ext_op[ext_op >= 0]]
-    rest = np.flatnonzero(has & (ext_op < 0) & (gpu_op < 0))
-    if len(rest):  # no op named by the event: the outermost op around its launch call
-        a_rows, _, a1 = _sorted_set(ax, np.flatnonzero(c.kind == OP))
-        top = a_rows[~_nested_in_self(a1, ax.tol)]
-        idx = _containing_disjoint(point[rest], ax.g0[top], ax.g1[top], ax.tol)
-        launcher_name[rest[idx >= 0]] = c.name[top[idx[idx >= 0]]]
-
-    copy_codes = np.fromiter((any(t in nm for t in _HOST_COPY) for nm in names), bool, len(names))
-    host = (g.kind == MEMCPY) & copy_codes[g.name] if len(g) else np.zeros(0, bool)
-    host_copy = np.zeros(n, bool)
-    hit = host & (gpu_op >= 0)
-    host_copy[gpu_op[hit]] = True
-    return PlacedOps(
-        row=o_rows.astype(np.int64),
-        ts=c.ts[o_rows],
-        bytes=nbytes,
-        flops=nflops,
-        group=grp,
-        groups=groups,
-        gpu_op=gpu_op,
-        gpu_launcher_name=launcher_name,
-        host_copy=host_copy,
-        unestimated=int((~ok).sum()),
-    )
-
-
-def _ops_by_external_id(tables: TraceTables) -> np.ndarray:
-    """Per GPU row, the cpu row of the op whose external id it carries (the innermost launcher), -1."""
-    c, g = tables.cpu, tables.gpu
-    out = np.full(len(g), -1, np.int64)
-    op_rows = np.flatnonzero((c.kind == OP) & (c.external_id >= 0))
-    if not len(op_rows) or not len(g):
-        return out
-    ext = c.external_id[op_rows]
-    order = np.argsort(ext, kind="stable")
-    se, sr = ext[order], op_rows[order]
-    k = np.clip(np.searchsorted(se, g.external_id), 0, len(se) - 1)
-    hit = (se[k] == g.external_id) & (g.external_id >= 0)
-    out[hit] = sr[k[hit]]
-    return out
 
 
 # ---------------------------------------------------------------------------
@@ -255,7 +117,7 @@ def build_roofline(
     nsteps = max(1, len(cpu_windows[0]))
     dev = g.device == device if device is not None else np.ones(len(g), bool)
     op_us, op_kernels, op_bps_us, op_known_us = _gpu_per_op(placed, g, dev, num_sms)
-    in_step = window_index(placed.ts, *cpu_windows) >= 0
+    in_step = intervals.window_of_unsorted(placed.ts, *cpu_windows) >= 0
     sel = np.flatnonzero(in_step & (op_us > 0) & ~placed.host_copy)
     ngroups = len(placed.groups)
     grp = placed.group[sel]
@@ -326,8 +188,18 @@ def _notes(ops: list[RooflineOp], unmodelled: list[RooflineUnmodelled], host_us:
     return notes
 
 
-def _op_row(name: str, cls: str, shapes: str, dtype: str | None, exact: bool, count: float, us: float,
-            flops: float, nbytes: float, ceilings: Ceilings) -> RooflineOp:
+def _op_row(
+    name: str,
+    cls: str,
+    shapes: str,
+    dtype: str | None,
+    exact: bool,
+    count: float,
+    us: float,
+    flops: float,
+    nbytes: float,
+    ceilings: Ceilings,
+) -> RooflineOp:
     pl = ceilings.place(flops, nbytes, us)
     roof_us = pl["roof_us_per_step"]
     share = pl["roof_share"]
@@ -383,10 +255,16 @@ def _classes(ops: list[RooflineOp], ceilings: Ceilings) -> list[RooflineClass]:
     return out
 
 
-def _unmodelled(placed: PlacedOps, tables: TraceTables, dev: np.ndarray,
-                gpu_windows: tuple[np.ndarray, np.ndarray], nsteps: int, top: int = 12) -> list[RooflineUnmodelled]:
+def _unmodelled(
+    placed: PlacedOps,
+    tables: TraceTables,
+    dev: np.ndarray,
+    gpu_windows: tuple[np.ndarray, np.ndarray],
+    nsteps: int,
+    top: int = 12,
+) -> list[RooflineUnmodelled]:
     g = tables.gpu
-    sel = dev & (placed.gpu_op < 0) & (window_index(g.ts, *gpu_windows) >= 0)
+    sel = dev & (placed.gpu_op < 0) & (intervals.window_of_unsorted(g.ts, *gpu_windows) >= 0)
     if not sel.any():
         return []
     codes = placed.gpu_launcher_name[sel]
@@ -407,8 +285,11 @@ def _unmodelled(placed: PlacedOps, tables: TraceTables, dev: np.ndarray,
             reason = "shapes not recorded"
         else:
             reason = "no byte formula"
-        out.append(RooflineUnmodelled(name=name, reason=reason, count_per_step=float(counts[i]) / nsteps,
-                                      us_per_step=float(sums[i]) / nsteps))
+        out.append(
+            RooflineUnmodelled(
+                name=name, reason=reason, count_per_step=float(counts[i]) / nsteps, us_per_step=float(sums[i]) / nsteps
+            )
+        )
     return out
 
 
@@ -418,7 +299,7 @@ def _unmodelled(placed: PlacedOps, tables: TraceTables, dev: np.ndarray,
 _placed_cached = once_per_trace(place_ops)
 
 
-def apply_to_report(report: Any, tables: TraceTables, steps: Any) -> None:
+def apply_to_report(report: WorkerReport, tables: TraceTables, steps: Steps | None) -> None:
     """Fill ``report.roofline`` for one device. Call after ``mfu.apply_to_report``: the FLOP/s
     ceiling is the peak MFU uses (``report.device.peak_flops``)."""
     if report.error or report.summary is None or steps is None or not len(steps):
@@ -426,7 +307,7 @@ def apply_to_report(report: Any, tables: TraceTables, steps: Any) -> None:
     device = report.device.index if report.device is not None else None
     peak = report.device.peak_flops if report.device is not None else None
     peak_name = (report.flops or {}).get("peak", {}).get("name") if isinstance(report.flops, dict) else None
-    bw = peak_bandwidth(peak_name, _props(tables, device))
+    bw = peak_bandwidth(peak_name, props_of(tables, device))
     ceilings = Ceilings(peak, bw.bytes_per_s)
     cpu_w = (np.asarray(steps.cpu_start, np.float64), np.asarray(steps.cpu_end, np.float64))
     gpu_w = (np.asarray(steps.start, np.float64), np.asarray(steps.end, np.float64))

@@ -14,13 +14,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..trace.tables import ANNOTATION, TraceTables
+from . import intervals
+from .name_patterns import launch_call_rows
 
 # ASCII digits only (\d also matches other scripts' digits), and at most 18 of them, so
 # that every step number fits int64; other "ProfilerStep#..." names are not markers.
 _STEP_NAME = re.compile(r"^ProfilerStep#([0-9]{1,18})$", re.ASCII)
-# Runtime calls that enqueue device work; one without a GPU event means the trace
-# was cut before that work was recorded.
-_LAUNCH_NAME = re.compile(r"Launch|Memcpy|Memset", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -38,17 +37,8 @@ class Steps:
 
     @property
     def dur(self) -> np.ndarray:
-        return self.end - self.start
-
-
-def launches(tables: TraceTables) -> np.ndarray:
-    """Row indexes of runtime/driver calls that carry a correlation id."""
-    return tables.launch_rows
-
-
-def launch_of_gpu(tables: TraceTables) -> np.ndarray:
-    """For each GPU row, the cpu row of the call that launched it (-1 if none)."""
-    return tables.launcher
+        dur: np.ndarray = self.end - self.start
+        return dur
 
 
 def _markers(tables: TraceTables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -68,10 +58,10 @@ def _markers(tables: TraceTables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def find_steps(tables: TraceTables, device: int, launcher: np.ndarray | None = None) -> Steps:
-    """Step windows for one device. ``launcher`` is ``launch_of_gpu(tables)``, if known."""
+    """Step windows for one device. ``launcher`` is ``tables.launcher``, if known."""
     cpu, gpu = tables.cpu, tables.gpu
     if launcher is None:
-        launcher = launch_of_gpu(tables)
+        launcher = tables.launcher
     on_dev = gpu.device == device
     numbers, cpu_start, cpu_end = _markers(tables)
     if len(numbers) == 0:
@@ -82,8 +72,8 @@ def find_steps(tables: TraceTables, device: int, launcher: np.ndarray | None = N
     # Which step launched each GPU event of this device (by the host time of its launch).
     dev_rows = np.flatnonzero(on_dev & (launcher >= 0))
     launch_ts = cpu.ts[launcher[dev_rows]]
-    idx = np.searchsorted(cpu_start, launch_ts, side="right") - 1
-    inside = (idx >= 0) & (launch_ts <= cpu_end[np.maximum(idx, 0)])
+    idx = intervals.window_of(launch_ts, cpu_start, cpu_end, closed=True)
+    inside = idx >= 0
     dev_rows, idx = dev_rows[inside], idx[inside]
     n = len(numbers)
     dev_first = np.full(n, np.inf)
@@ -127,37 +117,32 @@ def _malformed_markers(tables: TraceTables) -> list[str]:
 def assign(steps: Steps, gpu_ts: np.ndarray, launch_ts: np.ndarray) -> np.ndarray:
     """Step index of each GPU row (-1: in no step).
 
-    A row belongs to the step whose host window holds its launch, so work that a
-    previous step queued and that still runs when the next step begins stays with
-    the step that asked for it. Rows with no known launch (NaN) go by start time.
+    A row belongs to the step whose host window ``[cpu_start, cpu_end]`` holds its launch,
+    so work that a previous step queued and that still runs when the next step begins
+    stays with the step that asked for it. Rows with no known launch (NaN) go by their
+    start time, in the device-extended window ``[start, end)``.
     """
     out = np.full(len(gpu_ts), -1, np.int64)
     if len(steps) == 0:
         return out
     launched = ~np.isnan(launch_ts)
-    idx = np.searchsorted(steps.cpu_start, launch_ts[launched], side="right") - 1
-    ok = (idx >= 0) & (launch_ts[launched] <= steps.cpu_end[np.maximum(idx, 0)])
-    out[np.flatnonzero(launched)[ok]] = idx[ok]
-    rest = np.flatnonzero(~launched)
-    idx = np.searchsorted(steps.start, gpu_ts[rest], side="right") - 1
-    ok = (idx >= 0) & (gpu_ts[rest] < steps.end[np.maximum(idx, 0)])
-    out[rest[ok]] = idx[ok]
+    out[launched] = intervals.window_of(launch_ts[launched], steps.cpu_start, steps.cpu_end, closed=True)
+    rest = ~launched
+    out[rest] = intervals.window_of(gpu_ts[rest], steps.start, steps.end, closed=False)
     return out
 
 
 def _unrecorded_launches(
     tables: TraceTables, launcher: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray
 ) -> np.ndarray:
+    """Per step: its launch calls (host windows ``[cpu_start, cpu_end]``) that no GPU event records."""
     cpu = tables.cpu
-    rows = launches(tables)
-    is_launch = np.fromiter((bool(_LAUNCH_NAME.search(n)) for n in tables.names), bool, len(tables.names))
-    rows = rows[is_launch[cpu.name[rows]]]
+    rows = launch_call_rows(tables)
     recorded = np.zeros(len(cpu), bool)
     recorded[launcher[launcher >= 0]] = True
     rows = rows[~recorded[rows]]
-    idx = np.searchsorted(cpu_start, cpu.ts[rows], side="right") - 1
-    ok = (idx >= 0) & (cpu.ts[rows] <= cpu_end[np.maximum(idx, 0)])
-    return np.bincount(idx[ok], minlength=len(cpu_start))
+    idx = intervals.window_of(cpu.ts[rows], cpu_start, cpu_end, closed=True)
+    return np.bincount(idx[idx >= 0], minlength=len(cpu_start))
 
 
 def _whole_trace(tables: TraceTables, on_dev: np.ndarray, launcher: np.ndarray) -> Steps:
@@ -171,5 +156,5 @@ def _whole_trace(tables: TraceTables, on_dev: np.ndarray, launcher: np.ndarray) 
     launched = launched[launched >= 0]
     if len(launched):
         lo = min(lo, float(cpu.ts[launched].min()))
-    one = lambda v: np.array([v])  # noqa: E731
-    return Steps(np.array([0]), one(lo), one(hi), one(lo), one(hi), synthetic=True)
+    start, end = np.array([lo]), np.array([hi])
+    return Steps(np.array([0]), start, end, start.copy(), end.copy(), synthetic=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..trace.tables import DRIVER, OP, RUNTIME, CpuTable
+from . import intervals
 from .report import SyncStats
 
 SYNC_API = re.compile(
@@ -37,15 +38,12 @@ def sync_mask(names: Sequence[str]) -> np.ndarray:
 
 
 def find_syncs(cpu: CpuTable, names: Sequence[str], windows: list[tuple[float, float]]) -> SyncEvents:
-    """Sync calls whose start lies in one of the host windows, with their callers."""
+    """Sync calls whose start lies in one of the host windows ``[lo, hi]``, with their callers."""
     is_sync = sync_mask(names)
     rows = np.flatnonzero(((cpu.kind == RUNTIME) | (cpu.kind == DRIVER)) & is_sync[cpu.name])
     if len(rows) and windows:
-        ts = cpu.ts[rows]
-        inside = np.zeros(len(rows), bool)
-        for lo, hi in windows:
-            inside |= (ts >= lo) & (ts <= hi)
-        rows = rows[inside]
+        lo, hi = zip(*windows, strict=True)
+        rows = rows[intervals.in_any(cpu.ts[rows], np.array(lo), np.array(hi))]
     ops = np.flatnonzero(cpu.kind == OP)
     by_thread: dict[tuple[int, int], np.ndarray] = {}
     inner: list[int | None] = []

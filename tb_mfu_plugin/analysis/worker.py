@@ -13,8 +13,9 @@ import numpy as np
 from ..options import AnalysisOptions
 from ..trace.tables import KERNEL, MEMCPY, MEMSET, RUNTIME, GpuTable, TraceTables
 from . import aggregate, copies, devices, graphs, intervals, kernel_families, kernels, syncs
-from .report import Device, IdleGaps, LaunchStats, Metrics, Step, WorkerReport
-from .steps import Steps, assign, find_steps, launch_of_gpu
+from .name_patterns import KERNEL_LAUNCH_CALL, name_mask
+from .report import Device, IdleGaps, LaunchStats, Metrics, Step, Summary, WorkerReport
+from .steps import Steps, assign, find_steps
 
 
 @dataclass(frozen=True)
@@ -31,11 +32,6 @@ class DeviceView:
     classes: kernel_families.NameClasses | None = None
 
 
-def device_props(tables: TraceTables, device: int) -> dict[str, Any] | None:
-    """The ``deviceProperties`` entry of a device (``analysis.devices``: robust to ROCm's numbering)."""
-    return devices.device_properties(tables, device).props
-
-
 def _device(found: devices.DeviceProps, device: int) -> Device:
     props = found.props
     if props is None:
@@ -50,14 +46,18 @@ def _device(found: devices.DeviceProps, device: int) -> Device:
     )
 
 
-def _rows_overlapping(view: DeviceView, lo: float, hi: float) -> slice:
-    # rows are sorted by start; anything starting max_dur before lo may still overlap
-    ts = view.gpu.ts
-    return slice(int(np.searchsorted(ts, lo - view.max_dur)), int(np.searchsorted(ts, hi)))
-
-
 def _share(x: float, dur: float) -> float:
     return x / dur if dur > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class KernelClasses:
+    """Per name code: tensor-core kernel, copy direction (index into ``copies.DIRECTIONS``) and
+    core class (``kernel_families.NameClasses.core``, None to leave the core shares at 0)."""
+
+    tensor_core: np.ndarray
+    direction: np.ndarray
+    core: np.ndarray | None = None
 
 
 def step_metrics(
@@ -65,51 +65,23 @@ def step_metrics(
     index: int,
     lo: float,
     hi: float,
-    tc: np.ndarray,
-    direction: np.ndarray,
+    classes: KernelClasses,
     sync_wait_us: float,
     sync_count: int,
-    core: np.ndarray | None = None,
 ) -> tuple[Metrics, dict[str, float], np.ndarray]:
-    """Metrics of the window [lo, hi) on one device, its time breakdown, and its GPU idle gaps.
-    ``core``: class code per name (``kernel_families.NameClasses.core``)."""
+    """Metrics of the window ``[lo, hi)`` on one device, its time breakdown, and its GPU idle gaps.
+
+    Time shares are unions of the rows' intervals clipped to the window; counts (bytes,
+    kernels, occupancy) use the rows the step ``index`` launched (``_launched_counts``)."""
     g = view.gpu
-    sl = _rows_overlapping(view, lo, hi)
+    sl = intervals.overlap_slice(g.ts, lo, hi, view.max_dur)
     kind, ts, end = g.kind[sl], g.ts[sl], g.end[sl]
-    bps, occ = view.bps[sl], view.occ[sl]
     dur = hi - lo
     is_k, is_c, is_s = kind == KERNEL, kind == MEMCPY, kind == MEMSET
     busy = intervals.union_length(ts, end, lo, hi)
     k_union = intervals.union_length(ts[is_k], end[is_k], lo, hi)
     kc = is_k | is_c
     kc_union = intervals.union_length(ts[kc], end[kc], lo, hi)
-    c_union = intervals.union_length(ts[is_c], end[is_c], lo, hi)
-    s_union = intervals.union_length(ts[is_s], end[is_s], lo, hi)
-    # kernels in the window (the slice also holds earlier rows that end before lo), and those of
-    # them that report blocks
-    k_in = is_k & (end > lo) & (ts < hi)
-    known = k_in & ~np.isnan(bps)
-    sm_eff = (
-        _share(intervals.capped_coverage(ts[known], end[known], bps[known], lo, hi), dur)
-        if _blocks_known(g.dur[sl], k_in, known)
-        else None
-    )
-    # Counting metrics (bytes, kernels, occupancy) use the rows the step launched.
-    own = view.step[sl] == index
-    ko = is_k & own
-    kdur = g.dur[sl]
-    occupancy = kernels.weighted_mean(occ[ko], kdur[ko])
-    k_time = float(kdur[ko].sum())
-    tc_time = float(kdur[ko & tc[g.name[sl]]].sum())
-    kcore = core[g.name[sl]] if core is not None else None
-
-    def core_time(cls: str) -> float:
-        return float(kdur[ko & (kcore == kernel_families.CODE[cls])].sum()) if kcore is not None else 0.0
-
-    co = is_c & own
-    nbytes = np.maximum(g.bytes[sl][co], 0)
-    dirs = direction[g.name[sl][co]]
-    per_dir = [float(nbytes[dirs == i].sum(dtype=np.float64)) for i in range(len(copies.DIRECTIONS))]
     idle = max(0.0, 1.0 - _share(busy, dur))
     sync_wait = min(_share(sync_wait_us, dur), idle)
     breakdown = {
@@ -122,23 +94,57 @@ def step_metrics(
     m = Metrics(
         gpu_busy_share=_share(busy, dur),
         kernel_time_share=_share(k_union, dur),
-        memcpy_time_share=_share(c_union, dur),
-        memset_time_share=_share(s_union, dur),
+        memcpy_time_share=_share(intervals.union_length(ts[is_c], end[is_c], lo, hi), dur),
+        memset_time_share=_share(intervals.union_length(ts[is_s], end[is_s], lo, hi), dur),
         idle_share=idle,
         sync_wait_share=_share(sync_wait_us, dur),
-        sm_efficiency=sm_eff,
-        achieved_occupancy=occupancy,
-        tensor_core_kernel_share=_share(tc_time, k_time),
-        unknown_core_kernel_share=_share(core_time(kernel_families.UNKNOWN), k_time),
-        cuda_core_matmul_kernel_share=_share(core_time(kernel_families.CUDA_CORE), k_time),
-        h2d_bytes_per_step=per_dir[0],
-        d2h_bytes_per_step=per_dir[1],
-        d2d_bytes_per_step=per_dir[2],
-        p2p_bytes_per_step=per_dir[3],
+        sm_efficiency=_sm_efficiency(view, sl, is_k, lo, hi),
         sync_count_per_step=float(sync_count),
-        kernels_per_step=float(ko.sum()),
+        **_launched_counts(view, sl, view.step[sl] == index, classes),
     )
     return m, breakdown, intervals.gaps(ts, end, lo, hi)
+
+
+def _sm_efficiency(view: DeviceView, sl: slice, is_k: np.ndarray, lo: float, hi: float) -> float | None:
+    """∫ min(1, Σ blocks per SM) dt over ``[lo, hi)`` / its length, of the kernels in the window
+    (the slice also holds earlier rows that end before ``lo``); None when too much kernel time
+    has no blocks per SM (``SM_EFFICIENCY_MAX_UNKNOWN``)."""
+    g = view.gpu
+    ts, end, bps = g.ts[sl], g.end[sl], view.bps[sl]
+    k_in = is_k & (end > lo) & (ts < hi)
+    known = k_in & ~np.isnan(bps)
+    if not _blocks_known(g.dur[sl], k_in, known):
+        return None
+    return _share(intervals.capped_coverage(ts[known], end[known], bps[known], lo, hi), hi - lo)
+
+
+def _launched_counts(view: DeviceView, sl: slice, own: np.ndarray, classes: KernelClasses) -> dict[str, Any]:
+    """The ``Metrics`` fields counted over the rows ``own`` of the slice (those the step launched):
+    occupancy, kernel-time shares by core class, bytes copied per direction, kernels."""
+    g = view.gpu
+    kind, codes, kdur = g.kind[sl], g.name[sl], g.dur[sl]
+    ko = (kind == KERNEL) & own
+    k_time = float(kdur[ko].sum())
+    kcore = classes.core[codes] if classes.core is not None else None
+
+    def core_time(cls: str) -> float:
+        return float(kdur[ko & (kcore == kernel_families.CODE[cls])].sum()) if kcore is not None else 0.0
+
+    co = (kind == MEMCPY) & own
+    nbytes = np.maximum(g.bytes[sl][co], 0)
+    dirs = classes.direction[codes[co]]
+    per_dir = [float(nbytes[dirs == i].sum(dtype=np.float64)) for i in range(len(copies.DIRECTIONS))]
+    return {
+        "achieved_occupancy": kernels.weighted_mean(view.occ[sl][ko], kdur[ko]),
+        "tensor_core_kernel_share": _share(float(kdur[ko & classes.tensor_core[codes]].sum()), k_time),
+        "unknown_core_kernel_share": _share(core_time(kernel_families.UNKNOWN), k_time),
+        "cuda_core_matmul_kernel_share": _share(core_time(kernel_families.CUDA_CORE), k_time),
+        "h2d_bytes_per_step": per_dir[0],
+        "d2h_bytes_per_step": per_dir[1],
+        "d2d_bytes_per_step": per_dir[2],
+        "p2p_bytes_per_step": per_dir[3],
+        "kernels_per_step": float(ko.sum()),
+    }
 
 
 # SM efficiency counts a kernel of unknown blocks as covering no SM; past this share of the
@@ -163,26 +169,11 @@ def analyze_device(
     """Everything about one device of one trace, except FLOPs (see ``analysis.mfu``)."""
     names = tables.names
     if launcher is None:
-        launcher = launch_of_gpu(tables)
+        launcher = tables.launcher
     found = devices.device_properties(tables, device)
     dev = _device(found, device)
     steps = find_steps(tables, device, launcher)
-    gpu = tables.gpu.take(np.flatnonzero(tables.gpu.device == device))
-    dev_launcher = launcher[tables.gpu.device == device]
-    # (indexed only where launched: a GPU-only trace has no CPU rows at all)
-    launched = dev_launcher >= 0
-    launch_ts = np.full(len(dev_launcher), np.nan)
-    launch_ts[launched] = tables.cpu.ts[dev_launcher[launched]]
-    launch_api = np.full(len(dev_launcher), -1, np.int64)
-    launch_api[launched] = tables.cpu.name[dev_launcher[launched]]
-    grid_unit = kernels.grid_units_per_block(gpu, launch_api, names, devices.is_rocm(tables))
-    view = DeviceView(
-        gpu=gpu,
-        bps=kernels.blocks_per_sm(gpu, dev.num_sms, grid_unit),
-        occ=kernels.occupancy(gpu),
-        step=assign(steps, gpu.ts, launch_ts),
-        max_dur=float(gpu.dur.max()) if len(gpu) else 0.0,
-    )
+    view = _device_view(tables, device, launcher, steps, dev.num_sms)
     report = WorkerReport(name="", span="", file=tables.meta.path, device=dev, trace_bytes=tables.meta.size_bytes)
     if found.note:
         report.notes.append(found.note)
@@ -194,35 +185,69 @@ def analyze_device(
         report.error = "no complete step with GPU activity on this device"
         return report, steps, view
 
-    classes = kernel_families.classify_names(
+    gpu = view.gpu
+    name_classes = kernel_families.classify_names(
         names, np.unique(gpu.name[gpu.kind == KERNEL]), options.tensor_core_patterns
     )
-    tc = classes.mask(kernel_families.TENSOR_CORE)
-    direction, _ = copies.classify(names)
-    cpu = tables.cpu
+    classes = KernelClasses(
+        name_classes.mask(kernel_families.TENSOR_CORE), copies.classify(names)[0], name_classes.core
+    )
     host_windows = [(float(a), float(b)) for a, b in zip(steps.cpu_start, steps.cpu_end, strict=True)]
-    sync_events = syncs.find_syncs(cpu, names, host_windows)
-    view = dataclasses.replace(view, syncs=sync_events, classes=classes)
-    sync_step = np.searchsorted(steps.cpu_start, cpu.ts[sync_events.rows], side="right") - 1
-    sync_dur = cpu.dur[sync_events.rows]
+    view = dataclasses.replace(view, syncs=syncs.find_syncs(tables.cpu, names, host_windows), classes=name_classes)
+    report.steps, gaps = _step_reports(tables, view, steps, classes)
+    report.summary = _summary(view, report.steps, classes.tensor_core, name_classes)
+    _kernel_sections(report, tables, view, steps, launcher[tables.gpu.device == device], gaps, options)
+    return report, steps, view
 
-    step_list: list[Step] = []
+
+def _device_view(
+    tables: TraceTables, device: int, launcher: np.ndarray, steps: Steps, num_sms: int | None
+) -> DeviceView:
+    """The device's GPU rows, their blocks per SM, occupancy and step."""
+    gpu = tables.gpu.take(np.flatnonzero(tables.gpu.device == device))
+    dev_launcher = launcher[tables.gpu.device == device]
+    # (indexed only where launched: a GPU-only trace has no CPU rows at all)
+    launched = dev_launcher >= 0
+    launch_ts = np.full(len(dev_launcher), np.nan)
+    launch_ts[launched] = tables.cpu.ts[dev_launcher[launched]]
+    launch_api = np.full(len(dev_launcher), -1, np.int64)
+    launch_api[launched] = tables.cpu.name[dev_launcher[launched]]
+    grid_unit = kernels.grid_units_per_block(gpu, launch_api, tables.names, devices.is_rocm(tables))
+    return DeviceView(
+        gpu=gpu,
+        bps=kernels.blocks_per_sm(gpu, num_sms, grid_unit),
+        occ=kernels.occupancy(gpu),
+        step=assign(steps, gpu.ts, launch_ts),
+        max_dur=float(gpu.dur.max()) if len(gpu) else 0.0,
+    )
+
+
+def _step_reports(
+    tables: TraceTables, view: DeviceView, steps: Steps, classes: KernelClasses
+) -> tuple[list[Step], np.ndarray]:
+    """One ``Step`` per analysed step, and the GPU idle gaps of all of them. A sync belongs to
+    the last step whose host window starts at or before it (``find_syncs`` kept those inside)."""
+    assert view.syncs is not None
+    cpu = tables.cpu
+    sync_rows = view.syncs.rows
+    sync_step = intervals.window_starting_before(cpu.ts[sync_rows], steps.cpu_start)
+    sync_dur = cpu.dur[sync_rows]
+    out: list[Step] = []
     all_gaps: list[np.ndarray] = []
     for i in range(len(steps)):
         lo, hi = float(steps.start[i]), float(steps.end[i])
         mine = sync_step == i
-        m, breakdown, gaps = step_metrics(
-            view, i, lo, hi, tc, direction, float(sync_dur[mine].sum()), int(mine.sum()), classes.core
-        )
+        m, breakdown, gaps = step_metrics(view, i, lo, hi, classes, float(sync_dur[mine].sum()), int(mine.sum()))
         all_gaps.append(gaps)
-        step_list.append(
-            Step(step=int(steps.number[i]), start_us=lo, dur_us=hi - lo, **_fields(m), breakdown=breakdown)
-        )
-    n = len(step_list)
-    report.steps = step_list
-    in_steps = view.step >= 0
-    ks = in_steps & (gpu.kind == KERNEL)
-    report.summary = aggregate.summarize(
+        out.append(Step(step=int(steps.number[i]), start_us=lo, dur_us=hi - lo, **_fields(m), breakdown=breakdown))
+    return out, np.concatenate(all_gaps) if all_gaps else np.empty(0)
+
+
+def _summary(view: DeviceView, step_list: list[Step], tc: np.ndarray, classes: kernel_families.NameClasses) -> Summary:
+    """The steps as one (``aggregate``), with the kernel-weighted figures over their kernels."""
+    gpu = view.gpu
+    ks = (view.step >= 0) & (gpu.kind == KERNEL)
+    return aggregate.summarize(
         step_list,
         aggregate.KernelTotals.of(
             gpu.dur[ks],
@@ -233,6 +258,20 @@ def analyze_device(
         ),
     )
 
+
+def _kernel_sections(
+    report: WorkerReport,
+    tables: TraceTables,
+    view: DeviceView,
+    steps: Steps,
+    dev_launcher: np.ndarray,
+    gaps: np.ndarray,
+    options: AnalysisOptions,
+) -> None:
+    """The top kernels, copies, syncs and launch statistics over the rows the steps launched."""
+    assert report.summary is not None and view.syncs is not None and view.classes is not None
+    names, gpu, n = tables.names, view.gpu, len(steps)
+    in_steps = view.step >= 0
     kept = gpu.take(np.flatnonzero(in_steps))
     is_k = kept.kind == KERNEL
     kern = kept.take(np.flatnonzero(is_k))
@@ -243,22 +282,17 @@ def analyze_device(
             f"SM efficiency unknown: {share:.0%} of the kernel time has no blocks per SM (no grid, or a launch "
             "call that does not say whether the grid counts blocks or work-items)."
         )
+    tc = view.classes.mask(kernel_families.TENSOR_CORE)
     report.top_kernels = kernels.top_kernels(
-        kern, names, view.bps[in_steps][is_k], view.occ[in_steps][is_k], tc, options.top_kernels, classes
+        kern, names, view.bps[in_steps][is_k], view.occ[in_steps][is_k], tc, options.top_kernels, view.classes
     )
     report.copies = copies.copy_stats(kept.take(np.flatnonzero(kept.kind == MEMCPY)), names, n)
-    report.syncs = syncs.sync_stats(cpu, names, sync_events, n)
+    report.syncs = syncs.sync_stats(tables.cpu, names, view.syncs, n)
     # graph replays: the rows of this device in the steps that a graph launch ran
     graph = graphs.graph_launched(tables, dev_launcher) & in_steps
     report.launches = _launch_stats(
-        tables,
-        kern,
-        steps,
-        np.concatenate(all_gaps) if all_gaps else np.empty(0),
-        graph_kernel=graph[in_steps][is_k],
-        graph_replays=graphs.replays(dev_launcher, graph),
+        tables, kern, steps, gaps, graph_kernel=graph[in_steps][is_k], graph_replays=graphs.replays(dev_launcher, graph)
     )
-    return report, steps, view
 
 
 def _fields(m: Metrics) -> dict[str, Any]:
@@ -276,12 +310,9 @@ def _launch_stats(
     """``graph_kernel``: which rows of ``kern`` a graph replay ran; ``graph_replays``: their launches."""
     n = len(steps)
     cpu = tables.cpu
-    is_launch = np.fromiter(("launch" in s.lower() for s in tables.names), bool, len(tables.names))
+    is_launch = name_mask(tables.names, KERNEL_LAUNCH_CALL)
     rows = np.flatnonzero((cpu.kind == RUNTIME) & is_launch[cpu.name])
-    ts = cpu.ts[rows]
-    inside = np.zeros(len(rows), bool)
-    for a, b in zip(steps.cpu_start, steps.cpu_end, strict=True):
-        inside |= (ts >= a) & (ts <= b)
+    inside = intervals.in_any(cpu.ts[rows], steps.cpu_start, steps.cpu_end)
     return LaunchStats(
         kernels_per_step=len(kern) / n,
         median_kernel_us=float(np.median(kern.dur)) if len(kern) else None,

@@ -12,44 +12,15 @@ from functools import cached_property
 
 import numpy as np
 
-from ..analysis import copies, graphs, intervals, kernel_families, syncs
+from ..analysis import copies, graphs, intervals, kernel_families, name_patterns, syncs
 from ..analysis import patterns as pt
+from ..analysis.attention_chains import AttentionChain, attention_chains
+from ..analysis.idle_gaps import Gaps, HostActivity, idle_gaps
 from ..analysis.report import WorkerReport
-from ..analysis.steps import Steps, launch_of_gpu
+from ..analysis.steps import Steps
 from ..analysis.worker import DeviceView
 from ..trace.tables import KERNEL, MEMCPY, MEMSET, OP, TraceTables
 from .thresholds import Thresholds
-
-# Causes of the part of a GPU idle gap that is not data loading. GRAPH: between two pieces of
-# work of the same graph replay (one launch call ran both: the host did not cause the gap).
-SYNC, LAUNCH, HOST, OTHER, GRAPH = 0, 1, 2, 3, 4
-
-
-@dataclass(frozen=True)
-class Gaps:
-    """GPU idle gaps of the device over the analysed steps (only their part inside steps counts).
-
-    Each gap's time inside the steps (``weight``) splits into: ``dataloader_us`` (the host was
-    inside a DataLoader call), ``sync_us`` (host time blocked in syncs that returned in the gap:
-    what removing them gives back, at most the gap) and ``rest_us``, whose ``cause`` is LAUNCH
-    (a short gap), HOST (a longer gap during which the host launched work: the GPU waited for
-    the host), OTHER, or GRAPH (inside a graph replay: the work before and after the gap came
-    from the same graph launch call, so no host launch stood between them).
-    """
-
-    start: np.ndarray
-    end: np.ndarray
-    weight: np.ndarray
-    dataloader_us: np.ndarray
-    sync_us: np.ndarray
-    rest_us: np.ndarray
-    cause: np.ndarray  # LAUNCH, HOST or OTHER, for rest_us
-    sync_us_by_row: dict[int, float]  # sync call row -> its share of sync_us
-
-    def total(self, cause: int) -> float:
-        if cause == SYNC:
-            return float(self.sync_us.sum())
-        return float(self.rest_us[self.cause == cause].sum())
 
 
 @dataclass(frozen=True)
@@ -73,20 +44,15 @@ class Context:
         summary = report.summary
         self.mfu = summary.mfu if summary is not None else None
         g = view.gpu
-        idx = np.searchsorted(steps.start, g.ts, side="right") - 1
-        ok = idx >= 0
-        ok[ok] = g.ts[ok] < steps.end[idx[ok]]
-        self.step_of = np.where(ok, idx, -1)
-        self.in_step = ok
+        self.step_of = intervals.window_of(g.ts, steps.start, steps.end, closed=False)
+        self.in_step = self.step_of >= 0
         self.is_kernel = g.kind == KERNEL
         self.is_memcpy = g.kind == MEMCPY
         self.is_memset = g.kind == MEMSET
-        self.mm_code = pt.matmul_kernel_mask(self.names)
-        self.comm_code = pt.comm_kernel_mask(self.names)
+        self.mm_code = name_patterns.matmul_kernel_mask(self.names)
+        self.comm_code = name_patterns.comm_kernel_mask(self.names)
         # the worker's classes (they honour --tensor-core-pattern); a bare view gets the table's
-        self.classes = view.classes or kernel_families.classify_names(
-            self.names, np.unique(g.name[self.is_kernel])
-        )
+        self.classes = view.classes or kernel_families.classify_names(self.names, np.unique(g.name[self.is_kernel]))
         self.tc_code = self.classes.mask(kernel_families.TENSOR_CORE)
 
     # ------------------------------------------------------------------ helpers
@@ -120,7 +86,7 @@ class Context:
     @cached_property
     def launcher(self) -> np.ndarray:
         """cpu row of the call that launched each GPU row of the view (-1 unknown)."""
-        all_rows = launch_of_gpu(self.tables)
+        all_rows = self.tables.launcher
         dev = self.device_index
         return all_rows[np.flatnonzero(self.tables.gpu.device == dev)] if dev is not None else all_rows[:0]
 
@@ -139,21 +105,16 @@ class Context:
         return [(float(a), float(b)) for a, b in zip(self.steps.cpu_start, self.steps.cpu_end, strict=True)]
 
     def host_in_steps(self, ts: np.ndarray) -> np.ndarray:
-        s = self.steps
-        k = np.searchsorted(s.cpu_start, ts, side="right") - 1
-        ok = k >= 0
-        ok[ok] = ts[ok] <= s.cpu_end[k[ok]]
-        return ok
+        """Whether each host time lies in a step's host window ``[cpu_start, cpu_end]``."""
+        return intervals.window_of(ts, self.steps.cpu_start, self.steps.cpu_end, closed=True) >= 0
 
     def _step_slices(self, ts: np.ndarray, end: np.ndarray) -> list[tuple[float, float, slice]]:
         """For rows sorted by start: per step, the window and the slice of rows that can overlap it."""
         longest = float((end - ts).max()) if len(ts) else 0.0
-        out = []
-        for lo, hi in zip(self.steps.start.tolist(), self.steps.end.tolist(), strict=True):
-            a = int(np.searchsorted(ts, lo - longest, side="left"))
-            b = int(np.searchsorted(ts, hi, side="left"))
-            out.append((lo, hi, slice(a, b)))
-        return out
+        return [
+            (lo, hi, intervals.overlap_slice(ts, lo, hi, longest))
+            for lo, hi in zip(self.steps.start.tolist(), self.steps.end.tolist(), strict=True)
+        ]
 
     def per_step_union(self, mask: np.ndarray) -> float:
         """Total time (over all steps) covered by the view rows in ``mask``, clipped to the steps."""
@@ -196,8 +157,8 @@ class Context:
         return rows[self.host_in_steps(self.tables.cpu.ts[rows])]
 
     @cached_property
-    def attention_chains(self) -> list[pt.AttentionChain]:
-        chains = pt.attention_chains(self.tables, self.th.attention_max_launches_between)
+    def attention_chains(self) -> list[AttentionChain]:
+        chains = attention_chains(self.tables, self.th.attention_max_launches_between)
         if not chains:
             return []
         starts = np.array([c.start for c in chains])
@@ -272,7 +233,7 @@ class Context:
     @cached_property
     def _memcpy_launches(self) -> tuple[np.ndarray, np.ndarray]:
         gpu = self.tables.gpu
-        launcher = launch_of_gpu(self.tables)
+        launcher = self.tables.launcher
         sel = np.flatnonzero((gpu.kind == MEMCPY) & (launcher >= 0))
         direction, _ = copies.classify(self.names)
         return launcher[sel], direction[gpu.name[sel]]
@@ -281,79 +242,10 @@ class Context:
 
     @cached_property
     def gaps(self) -> Gaps:
-        """GPU idle gaps over the analysed steps and what caused them (see ``Gaps``).
-
-        A sync that returns in a gap drained the GPU queue; removing it gives back at most the
-        host time blocked in it (a host-bound loop then launches that much earlier) and at most
-        the gap (a GPU-bound loop keeps the GPU fed): ``min(gap, blocked time)``.
-        """
-        th, s, g = self.th, self.steps, self.view.gpu
-        empty = np.empty(0)
-        if self.n == 0:
-            return Gaps(empty, empty, empty, empty, empty, empty, np.empty(0, np.int8), {})
-        lo, hi = float(s.start[0]), float(s.end[-1])
-        sel = (g.ts < hi) & (g.end > lo)
-        bs, be = intervals.merge(*intervals.clip(g.ts[sel], g.end[sel], lo, hi))
-        gs = np.concatenate(([lo], be))
-        ge = np.concatenate((bs, [hi]))
-        keep = ge > gs
-        gs, ge = gs[keep], ge[keep]
-        weight = _covered(s.start, s.end, gs, ge)
-        keep = weight > 0
-        gs, ge, weight = gs[keep], ge[keep], weight[keep]
-
-        cpu = self.tables.cpu
-        dl = self.dataloader_rows
-        if len(dl):
-            wl, wh = intervals.merge(cpu.ts[dl], cpu.end[dl])
-            dl_us = np.minimum(_covered(wl, wh, gs, ge), weight)
-        else:
-            dl_us = np.zeros(len(gs))
-        left = weight - dl_us
-
-        sync_us = np.zeros(len(gs))
-        by_row: dict[int, float] = {}
-        srows = self.sync_events.rows
-        if len(srows) and len(gs):
-            ends = cpu.end[srows]
-            k = np.searchsorted(gs, ends + th.sync_gap_tolerance_us, side="right") - 1
-            for r, kk, e in sorted(zip(srows.tolist(), k.tolist(), ends.tolist(), strict=True), key=lambda x: x[2]):
-                if kk < 0 or e > ge[kk]:
-                    continue
-                take = min(float(cpu.dur[r]), float(left[kk] - sync_us[kk]))
-                if take > 0:
-                    sync_us[kk] += take
-                    by_row[int(r)] = by_row.get(int(r), 0.0) + take
-        rest = left - sync_us
-
-        lts = np.sort(cpu.ts[pt.launch_call_rows(self.tables)])
-        n_launch = np.searchsorted(lts, ge, side="right") - np.searchsorted(lts, gs, side="left")
-        cause = np.full(len(gs), OTHER, np.int8)
-        cause[n_launch > 0] = HOST
-        cause[ge - gs <= th.launch_gap_max_us] = LAUNCH
-        cause[self._inside_graph_replay(gs, ge)] = GRAPH
-        return Gaps(gs, ge, weight, dl_us, sync_us, rest, cause, by_row)
-
-    def _inside_graph_replay(self, gs: np.ndarray, ge: np.ndarray) -> np.ndarray:
-        """Gaps whose work before (ending at the gap's start) and after (starting at its end) one
-        graph launch call ran."""
-        g, launcher = self.view.gpu, self.launcher
-        out = np.zeros(len(gs), bool)
-        graph = self.graph_launched
-        if not graph.any() or not len(gs):
-            return out
-        # the row ending a busy stretch is the one holding the running maximum of the end times
-        end = g.end
-        running = np.maximum.accumulate(end)
-        last_max = np.maximum.accumulate(np.where(end >= running, np.arange(len(end)), -1))
-        before_pos = np.searchsorted(g.ts, gs, side="left") - 1
-        after = np.searchsorted(g.ts, ge, side="left")
-        ok = (before_pos >= 0) & (after < len(g.ts))
-        before = last_max[np.maximum(before_pos, 0)]
-        after = np.minimum(after, len(g.ts) - 1)
-        ok &= (before >= 0) & graph[np.maximum(before, 0)] & graph[after]
-        out[ok] = launcher[before[ok]] == launcher[after[ok]]
-        return out
+        """GPU idle gaps over the analysed steps and what caused them (``analysis.idle_gaps``)."""
+        host = HostActivity(self.dataloader_rows, self.sync_events.rows, self.launcher, self.graph_launched)
+        th = self.th
+        return idle_gaps(self.tables, self.steps, self.view.gpu, host, th.sync_gap_tolerance_us, th.launch_gap_max_us)
 
     # ------------------------------------------------------------------ ops
 
@@ -365,22 +257,6 @@ class Context:
             return 0
         rows = np.flatnonzero((cpu.kind == OP) & (cpu.name == code))
         return int(self.host_in_steps(cpu.ts[rows]).sum())
-
-
-def _covered(wlo: np.ndarray, whi: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Length of each [a, b] inside the union of the sorted, disjoint windows [wlo, whi]."""
-    if not len(wlo):
-        return np.zeros(len(a))
-    lens = whi - wlo
-    cum = np.concatenate(([0.0], np.cumsum(lens)))
-
-    def c(x: np.ndarray) -> np.ndarray:
-        k = np.searchsorted(wlo, x, side="right") - 1
-        kk = np.maximum(k, 0)
-        v = cum[kk] + np.clip(x - wlo[kk], 0.0, lens[kk])
-        return np.where(k >= 0, v, 0.0)
-
-    return np.maximum(c(b) - c(a), 0.0)
 
 
 # ---------------------------------------------------------------------- sync subjects

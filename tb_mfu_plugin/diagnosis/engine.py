@@ -16,13 +16,15 @@ from .waterfall import waterfall
 
 
 def run_rules(ctx: Context, report: WorkerReport) -> list[Finding]:
-    """Every registered rule; one that fails leaves a note instead of hiding the others."""
-    found: list[Finding] = []
-    for rule_id, rule in RULES:
+    """Every registered rule, in order, each seeing what the rules before it found; one that
+    fails leaves a note instead of hiding the others."""
+    fired: dict[str, list[Finding]] = {}
+    for rule in RULES:
         try:
-            found.extend(rule(ctx))
+            fired[rule.id] = rule(ctx, fired)
         except Exception as exc:  # a rule bug on odd input must not lose the whole analysis
-            report.notes.append(f"diagnosis rule {rule_id} failed: {type(exc).__name__}: {exc}")
+            report.notes.append(f"diagnosis rule {rule.id} failed: {type(exc).__name__}: {exc}")
+    found = [f for findings in fired.values() for f in findings]
     found.sort(key=lambda f: (-f.est_gain_us_per_step, SEVERITIES.index(f.severity), f.id, f.subject or ""))
     return found
 

@@ -1,5 +1,9 @@
 """Every number a diagnosis rule compares against, in one place. Data, not code: pass your
-own ``Thresholds(...)`` to ``diagnose`` (or ``dataclasses.replace(DEFAULT, ...)``)."""
+own ``Thresholds(...)`` to ``diagnose`` (or ``dataclasses.replace(DEFAULT, ...)``).
+
+Which rule reads which is declared on the rule (``@rule(thresholds=...)``, checked by
+tests/diagnosis/test_registry.py) and tabled in docs/diagnosis.md; the sections below
+group them by what they are about."""
 
 from __future__ import annotations
 
@@ -12,18 +16,18 @@ class Thresholds:
     high_share: float = 0.10
     medium_share: float = 0.03
 
-    # --- idle-gap attribution (shared by sync_point, dataloader_stall, launch_bound, gpu_idle)
+    # --- idle-gap attribution (Context.gaps: every rule that reads the GPU idle gaps, and the waterfall)
     # A sync "causes" the GPU gap it returns in; host and device clocks differ by a few µs.
     sync_gap_tolerance_us: float = 5.0
     # Gaps the host caused by launching (no sync, no data loading) count as launch gaps up
-    # to this length; longer host-caused gaps are reported by gpu_idle with what the host did.
+    # to this length; longer host-caused gaps are reported as GPU idle with what the host did.
     launch_gap_max_us: float = 100.0
 
-    # --- sync_point
+    # --- host-device syncs
     sync_min_per_step: float = 1.0  # at least one host-device sync per step
     sync_max_findings: int = 5  # one finding per cause; the rest are merged into the last
 
-    # --- pageable_memcpy
+    # --- pageable copies
     pageable_min_bytes_per_step: float = 1 << 20  # 1 MiB
     pageable_min_share: float = 0.01  # ... or 1 % of the step in pageable copies
     # Pinned host<->device bandwidth assumed when the trace has no large pinned copy to measure,
@@ -32,62 +36,62 @@ class Thresholds:
     pinned_gbps_unknown: float = 20.0
     pinned_measure_min_bytes: float = 1 << 20  # a pinned copy must average >= 1 MiB to be measured
 
-    # --- memcpy_bound
+    # --- copies on the critical path
     memcpy_bound_share: float = 0.20  # copies running with no kernel alongside, share of step
 
-    # --- small_copies
+    # --- small copies
     small_copies_per_step: float = 32.0  # copies under 64 KiB per step
     d2d_copies_per_step: float = 64.0
     cat_ops_per_step: float = 64.0
     small_copies_min_share: float = 0.005
 
-    # --- naive_attention
+    # --- attention chains
     attention_max_launches_between: int = 8  # scale/mask/cast kernels between chain members
 
-    # --- unfused_optimizer
+    # --- per-parameter optimizer
     optimizer_min_kernels_per_step: float = 64.0
     optimizer_max_multi_tensor_share: float = 0.5  # above this the optimizer is foreach/fused already
     # A fused / foreach optimizer does the same math in far fewer, fuller kernels; assume its
     # kernel time is this share of the per-parameter kernels' busy time.
     optimizer_fused_work_ratio: float = 0.5
 
-    # --- unfused_elementwise
+    # --- elementwise chains
     elementwise_min_run: int = 4  # consecutive non-matmul kernels on one stream
     elementwise_min_share: float = 0.05  # estimated gain, share of step
 
-    # --- launch_bound
+    # --- kernels launched one by one
     launch_min_kernels_per_step: float = 50.0
     launch_short_kernel_us: float = 10.0  # median kernel under this, or ...
     launch_short_kernel_share: float = 0.5  # ... this share of kernels under 10 µs
     launch_gap_min_share: float = 0.10  # launch gaps, share of step
-    # (launch_bound counts only kernels the host launched one by one, not graph replays' kernels)
+    # (only kernels the host launched one by one count, not graph replays' kernels)
 
-    # --- tiny_kernels_in_graphs
+    # --- kernels of CUDA graph replays
     graph_min_kernels_per_step: float = 50.0  # kernels run by graph replays
     graph_short_kernel_us: float = 10.0  # their median under this, or ...
     graph_short_kernel_share: float = 0.5  # ... this share of them under 10 µs
     graph_gap_min_share: float = 0.05  # GPU idle between a replay's kernels, share of step
 
-    # --- low_sm_efficiency
+    # --- SM efficiency
     low_blocks_per_sm: float = 1.0
     low_sm_min_kernel_us: float = 5.0  # shorter kernels are latency-bound: more blocks do not help
     low_sm_min_share: float = 0.05  # estimated lost time, share of step
 
-    # --- no_tensor_cores
+    # --- tensor cores
     no_tc_min_share: float = 0.05  # non-tensor-core matmul/conv time, share of step
     tensor_core_speedup: float = 2.0  # conservative speed-up of those kernels on tensor cores
 
-    # --- dataloader_stall
+    # --- data loading
     dataloader_min_share: float = 0.05
 
-    # --- exposed_communication
+    # --- communication
     comm_exposed_min_share: float = 0.10  # collective kernels with no compute alongside, share of step
 
-    # --- gpu_idle
+    # --- GPU idle no other finding claims
     gpu_idle_min_share: float = 0.10  # idle with no other cause, share of step
     gpu_idle_top_gaps: int = 3
 
-    # --- below_roofline (diagnosis/roofline_rule.py)
+    # --- the roofline
     roofline_far_below: float = 0.5  # ops under this share of their roof are named
     roofline_min_op_share: float = 0.005  # an op's lost time, share of step, to be named
     roofline_min_share: float = 0.05  # all named ops' lost time, share of step, to fire

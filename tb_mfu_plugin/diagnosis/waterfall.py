@@ -34,42 +34,64 @@ from typing import Any
 
 import numpy as np
 
-from .context import GRAPH, HOST, LAUNCH, OTHER, SYNC, Context
+from ..analysis.idle_gaps import GRAPH, HOST, LAUNCH, OTHER, SYNC
+from .context import Context
+from .registry import GAP_THRESHOLDS
+
+# The thresholds it reads, like a rule's (registry.rule): the idle bars are the gap attribution's.
+THRESHOLDS = GAP_THRESHOLDS
+
+# The idle losses, in the order drawn: (entry id, label, cause of the gaps' time; None: data loading).
+_IDLE = (
+    ("idle_dataloader", "GPU idle: data loading", None),
+    ("idle_sync", "GPU idle: after host-device syncs", SYNC),
+    ("idle_launch", "GPU idle: launch gaps (<= {launch_gap_max_us:g} µs)", LAUNCH),
+    ("idle_graph", "GPU idle: between kernels of CUDA graph replays", GRAPH),
+    ("idle_host", "GPU idle: waiting for host work", HOST),
+    ("idle_other", "GPU idle: other", OTHER),
+)
+
+
+class _Bars:
+    """The entries in order, and what remains of the step after the losses so far."""
+
+    def __init__(self, step: float) -> None:
+        self.step = step
+        self.remaining = step
+        self.out: list[dict[str, Any]] = []
+
+    def entry(self, id: str, label: str, kind: str, us: float, **extra: Any) -> None:
+        share = round(us / self.step, 5)
+        self.out.append({"id": id, "label": label, "kind": kind, "us_per_step": round(us, 3), "share": share, **extra})
+
+    def loss(self, id: str, label: str, us: float, **extra: Any) -> None:
+        """A loss, clamped into what remains above it."""
+        us = min(max(0.0, us), self.remaining)
+        self.remaining -= us
+        self.entry(id, label, "loss", us, **extra)
+
+    def subtotal(self, id: str, label: str) -> None:
+        self.entry(id, label, "subtotal", self.remaining)
 
 
 def waterfall(ctx: Context) -> list[dict[str, Any]]:
     if ctx.n == 0 or ctx.total_us <= 0:
         return []
-    n, step = ctx.n, ctx.step_us
-    g, gaps = ctx.view.gpu, ctx.gaps
-    out: list[dict[str, Any]] = []
-    remaining = step
+    bars = _Bars(ctx.step_us)
+    bars.entry("step", "Step time", "total", ctx.step_us)
+    gaps = ctx.gaps
+    for id, label, cause in _IDLE:
+        us = float(gaps.dataloader_us.sum()) if cause is None else gaps.total(cause)
+        bars.loss(id, label.format(launch_gap_max_us=ctx.th.launch_gap_max_us), us / ctx.n, group="idle")
+    bars.subtotal("gpu_busy", "GPU busy")
+    _busy(ctx, bars)
+    _result(ctx, bars)
+    return bars.out
 
-    def entry(id: str, label: str, kind: str, us: float, **extra: Any) -> None:
-        out.append(
-            {"id": id, "label": label, "kind": kind, "us_per_step": round(us, 3), "share": round(us / step, 5), **extra}
-        )
 
-    def loss(id: str, label: str, us: float, **extra: Any) -> None:
-        nonlocal remaining
-        us = min(max(0.0, us), remaining)
-        remaining -= us
-        entry(id, label, "loss", us, **extra)
-
-    entry("step", "Step time", "total", step)
-    loss("idle_dataloader", "GPU idle: data loading", float(gaps.dataloader_us.sum()) / n, group="idle")
-    loss("idle_sync", "GPU idle: after host-device syncs", gaps.total(SYNC) / n, group="idle")
-    loss(
-        "idle_launch",
-        f"GPU idle: launch gaps (<= {ctx.th.launch_gap_max_us:g} µs)",
-        gaps.total(LAUNCH) / n,
-        group="idle",
-    )
-    loss("idle_graph", "GPU idle: between kernels of CUDA graph replays", gaps.total(GRAPH) / n, group="idle")
-    loss("idle_host", "GPU idle: waiting for host work", gaps.total(HOST) / n, group="idle")
-    loss("idle_other", "GPU idle: other", gaps.total(OTHER) / n, group="idle")
-    entry("gpu_busy", "GPU busy", "subtotal", remaining)
-
+def _busy(ctx: Context, bars: _Bars) -> None:
+    """From GPU busy down to matmul/conv at full SM coverage."""
+    n, g = ctx.n, ctx.view.gpu
     everything = np.ones(len(g), bool)
     busy = ctx.per_step_union(everything) / n
     kernel = ctx.per_step_union(ctx.is_kernel) / n
@@ -79,29 +101,32 @@ def waterfall(ctx: Context) -> list[dict[str, Any]]:
     bps_full = np.where(np.isnan(ctx.view.bps), 1.0, ctx.view.bps)  # unknown blocks: assume full
     covered = ctx.per_step_coverage(mm_mask, bps_full) / n
 
-    loss("copies", "Copies & memsets with no kernel running", busy - kernel)
-    entry("kernels", "Kernels running", "subtotal", remaining)
-    loss("communication", "Communication kernels with no compute running", kernel - compute)
-    loss("non_matmul", "Non-matmul kernels (no matmul/conv running)", compute - matmul)
-    entry("matmul", "Matmul/conv running", "subtotal", remaining)
-    loss(
+    bars.loss("copies", "Copies & memsets with no kernel running", busy - kernel)
+    bars.subtotal("kernels", "Kernels running")
+    bars.loss("communication", "Communication kernels with no compute running", kernel - compute)
+    bars.loss("non_matmul", "Non-matmul kernels (no matmul/conv running)", compute - matmul)
+    bars.subtotal("matmul", "Matmul/conv running")
+    bars.loss(
         "low_sm_efficiency",
         "Low SM efficiency in matmul/conv (< 1 block per SM)",
         matmul - covered,
         known=bool((~np.isnan(ctx.view.bps[mm_mask])).any()),
     )
-    entry("matmul_covered", "Matmul/conv at full SM coverage", "subtotal", remaining)
+    bars.subtotal("matmul_covered", "Matmul/conv at full SM coverage")
 
+
+def _result(ctx: Context, bars: _Bars) -> None:
+    """The last bar: the model FLOPs at peak (MFU x step), when FLOPs and peak are known."""
     s, d = ctx.report.summary, ctx.report.device
     flops = s.flops_per_step if s is not None else None
     peak = d.peak_flops if d is not None else None
     if "impossible_mfu" in ctx.report.flags:  # analysis.plausibility: never drawn as a figure
-        entry("mfu", "Model FLOPs at peak (MFU impossible: above 100 %)", "result", remaining, mfu=None)
+        bars.entry("mfu", "Model FLOPs at peak (MFU impossible: above 100 %)", "result", bars.remaining, mfu=None)
     elif flops and peak:
         ideal = float(flops) / float(peak) * 1e6
-        clamped = ideal > remaining
-        loss("matmul_efficiency", "Matmul efficiency (below peak FLOP/s)", remaining - ideal)
-        entry("mfu", "Model FLOPs at peak (MFU)", "result", remaining, clamped=clamped, mfu=round(ideal / step, 5))
+        clamped = ideal > bars.remaining
+        bars.loss("matmul_efficiency", "Matmul efficiency (below peak FLOP/s)", bars.remaining - ideal)
+        mfu = round(ideal / bars.step, 5)
+        bars.entry("mfu", "Model FLOPs at peak (MFU)", "result", bars.remaining, clamped=clamped, mfu=mfu)
     else:
-        entry("mfu", "Model FLOPs at peak (MFU unknown: no FLOPs or peak)", "result", remaining, mfu=None)
-    return out
+        bars.entry("mfu", "Model FLOPs at peak (MFU unknown: no FLOPs or peak)", "result", bars.remaining, mfu=None)

@@ -35,18 +35,17 @@ import msgspec
 from ..analysis.report import SCHEMA_VERSION, WorkerReport
 from ..escape import json_bytes, one_line
 from ..options import AnalysisOptions
+from ..pipeline import ProgressFn, analyze_file
 from ..trace.decode import uncompressed_size
 from ..trace.discover import SpanFile
+from .env import CACHE_DIR_ENV, WORKERS_ENV
 
 logger = logging.getLogger(__name__)
 
-CACHE_ENV = "TB_MFU_CACHE_DIR"
-WORKERS_ENV = "TB_MFU_WORKERS"
-
 QUEUED, LOADING, DONE, ERROR = "queued", "loading", "done", "error"
 
-# pipeline.analyze_file(span, worker, options, progress) -> list[WorkerReport]
-AnalyzeFn = Callable[..., list[WorkerReport]]
+# pipeline.analyze_file, or a stand-in of the same shape (tests)
+AnalyzeFn = Callable[[SpanFile, str, AnalysisOptions, ProgressFn], list[WorkerReport]]
 # refuse(path, worker) -> why the file must not be opened, or None (paths.FileGate.refusal)
 RefuseFn = Callable[[str, str], str | None]
 
@@ -90,10 +89,19 @@ class FileState:
             return [self.error]
         return [r.error for r in self.reports or [] if r.error]
 
+    def worker_reports(self) -> list[WorkerReport]:
+        """The file's reports, or one report of its error when the analysis failed as a whole."""
+        if self.reports is not None:
+            return self.reports
+        if self.error:
+            k = self.key
+            return [WorkerReport(name=k.worker, span=k.span, file=k.path, error=self.error)]
+        return []
+
 
 def default_cache_dir(flag_value: str | None = None) -> str | None:
     """The disk cache folder, or None when turned off (``none``, ``off`` or empty)."""
-    value = flag_value if flag_value is not None else os.environ.get(CACHE_ENV)
+    value = flag_value if flag_value is not None else os.environ.get(CACHE_DIR_ENV)
     if value is not None:
         if value.strip().lower() in ("", "none", "off", "0", "false"):
             return None
@@ -127,12 +135,6 @@ def code_fingerprint() -> str:
     return _fingerprint
 
 
-def _real_analyze_file(*args, **kwargs) -> list[WorkerReport]:  # type: ignore[no-untyped-def]
-    from ..pipeline import analyze_file
-
-    return analyze_file(*args, **kwargs)
-
-
 class AnalysisCache:
     """Analyses of trace files, computed by background threads."""
 
@@ -146,7 +148,7 @@ class AnalysisCache:
     ) -> None:
         self.options = options or AnalysisOptions()
         self.cache_dir = cache_dir
-        self._analyze = analyze or _real_analyze_file
+        self._analyze = analyze or analyze_file
         self.refuse = refuse
         if workers is None:
             try:

@@ -2,16 +2,16 @@
 
 TensorBoard imports this module for every ``tensorboard`` command, and an
 exception raised here would stop the whole server. So it imports nothing but
-TensorBoard's own ``base_plugin``; the plugin, the analysis core, numpy and
-msgspec are imported inside ``load()``, where TensorBoard catches and logs a
-failure and carries on without the tab.
+TensorBoard's own ``base_plugin`` and the leaf module ``env``; the plugin, the
+analysis core, numpy and msgspec are imported inside ``load()``, where
+TensorBoard catches and logs a failure and carries on without the tab.
 """
 
 from __future__ import annotations
 
 from tensorboard.plugins import base_plugin
 
-DEFAULT_CACHE_ENV = "TB_MFU_CACHE_DIR"
+from .env import CACHE_DIR_ENV
 
 
 class MfuPluginLoader(base_plugin.TBLoader):
@@ -26,7 +26,7 @@ class MfuPluginLoader(base_plugin.TBLoader):
             default=None,
             help=(
                 "Where the MFU tab keeps analysed traces between restarts "
-                f"(default: ${DEFAULT_CACHE_ENV}, else ~/.cache/tb_mfu_plugin; 'none' turns it off). "
+                f"(default: ${CACHE_DIR_ENV}, else ~/.cache/tb_mfu_plugin; 'none' turns it off). "
                 "Nothing is ever written into the logdir."
             ),
         )

@@ -23,11 +23,11 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from .. import __version__ as TOOL_VERSION
-from ..analysis.report import SCHEMA_VERSION, RunReport, WorkerReport
+from ..analysis.report import SCHEMA_VERSION, RunReport
 from ..escape import json_bytes
 from ..options import AnalysisOptions
 from ..pipeline import run_report
-from ..trace.discover import RunFiles
+from ..trace.discover import RunFiles, SpanFile
 from ..trace.limits import limits_from_flags
 from .cache import ERROR, LOADING, QUEUED, AnalysisCache, FileState, default_cache_dir
 from .paths import FileGate, PathView
@@ -43,6 +43,8 @@ STATIC_FILES = {
 }
 MAX_COMPARE = 8
 MAX_NAME = 4096
+# One span of a run: its worker's name, its file, and the state of its analysis.
+SpanState = tuple[str, SpanFile, FileState]
 
 
 def options_from_flags(flags: object) -> AnalysisOptions:
@@ -101,7 +103,7 @@ class MfuPlugin(base_plugin.TBPlugin):
         for run in scan.runs.values():
             self._states(run, priority=2, scan=scan)
 
-    def _states(self, run: RunFiles, priority: int = 2, scan: Scan | None = None) -> list[tuple[str, Any, FileState]]:
+    def _states(self, run: RunFiles, priority: int = 2, scan: Scan | None = None) -> list[SpanState]:
         """Each span of ``run`` with its analysis state; queues the ones not seen before."""
         deps = (scan or self._index.current()).sidecars.get(run.name, ())
         out = []
@@ -133,22 +135,14 @@ class MfuPlugin(base_plugin.TBPlugin):
             raise errors.NotFoundError(f"no run named {name!r}")
         return run
 
-    def _report_for(self, run: RunFiles, states: list[FileState]) -> RunReport:
-        """The run's ``RunReport``: workers in discovery order, spans in time order.
+    @staticmethod
+    def _report_for(run: RunFiles, states: list[SpanState]) -> RunReport:
+        """The run's ``RunReport``, put together by ``pipeline.run_report`` as the CLI's is,
+        so the route and ``--json`` agree."""
+        by_file = {(worker, span.path): st for worker, span, st in states}
+        return run_report(run, lambda worker, span: by_file[(worker, span.path)].worker_reports())
 
-        This mirrors ``pipeline.analyze_run``, so the route and the CLI's
-        ``--json`` agree.
-        """
-        workers: list[WorkerReport] = []
-        for st in states:
-            if st.reports is not None:
-                workers.extend(st.reports)
-            elif st.error:
-                k = st.key
-                workers.append(WorkerReport(name=k.worker, span=k.span, file=k.path, error=st.error))
-        return run_report(run.name, workers)
-
-    def _run_status(self, run: RunFiles, states: list[tuple[str, Any, FileState]]) -> dict[str, Any]:
+    def _run_status(self, run: RunFiles, states: list[SpanState]) -> dict[str, Any]:
         fstates = [st for _, _, st in states]
         total = sum(max(st.bytes_total, st.key.size) for st in fstates) or 1
         done = sum(max(st.bytes_total, st.key.size) * st.progress for st in fstates)
@@ -220,7 +214,7 @@ class MfuPlugin(base_plugin.TBPlugin):
         if any(st.state in (QUEUED, LOADING) for st in fstates):
             status = self._run_status(run, states)
             return self._respond(request, status, code=202)
-        return self._respond(request, self._report_for(run, fstates))
+        return self._respond(request, self._report_for(run, states))
 
     def _serve_compare(self, request: wrappers.Request) -> wrappers.Response:
         names = request.args.getlist("run")
@@ -240,7 +234,7 @@ class MfuPlugin(base_plugin.TBPlugin):
                     "name": run.name,
                     "state": status["state"],
                     "progress": status["progress"],
-                    "report": None if loading else self._report_for(run, fstates),
+                    "report": None if loading else self._report_for(run, states),
                 }
             )
         body = {"schema_version": SCHEMA_VERSION, "runs": out}

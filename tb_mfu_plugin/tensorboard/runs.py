@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..escape import escape_surrogates
+from ..sidecar import SIDECAR_NAME
 from ..trace.discover import RunFiles, discover_runs
 
 logger = logging.getLogger(__name__)
@@ -72,9 +73,6 @@ def sources_from_flags(flags: object, logdir: str | None = None) -> list[Source]
     return []
 
 
-SIDECAR_SUFFIX = "tb_mfu.json"  # tb_mfu.json and <worker>.tb_mfu.json: user-supplied model FLOPs
-
-
 @dataclass(frozen=True)
 class Scan:
     runs: dict[str, RunFiles]  # in display order
@@ -86,11 +84,12 @@ class Scan:
 
 
 def sidecar_signature(directory: str) -> tuple[tuple[str, int, int], ...]:
+    """(name, size, mtime_ns) of the sidecars in ``directory``: tb_mfu.json and <worker>.tb_mfu.json."""
     if not os.path.isdir(directory):
         return ()
     out = []
     try:
-        names = sorted(n for n in os.listdir(directory) if n.endswith(SIDECAR_SUFFIX))
+        names = sorted(n for n in os.listdir(directory) if n.endswith(SIDECAR_NAME))
     except OSError:
         return ()
     for n in names:

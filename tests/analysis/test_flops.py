@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from tb_mfu_plugin.analysis import flops as F
+from tb_mfu_plugin.analysis.flop_formulas import FlopEstimate, Hints
+from tb_mfu_plugin.analysis.recorded_inputs import dtype_of, parse_inputs
 from tb_mfu_plugin.trace.tables import OpInputs
 
 
@@ -21,7 +23,7 @@ def inp(dims: list[Any], types: list[str] | None = None, concrete: list[str] | N
     )
 
 
-def est(name: str, i: OpInputs, hints: F.Hints | None = None) -> F.FlopEstimate:
+def est(name: str, i: OpInputs, hints: Hints | None = None) -> FlopEstimate:
     e = F.estimate(name, i, hints)
     assert e is not None, name
     return e
@@ -70,8 +72,15 @@ def test_matmul_shapes_that_do_not_fit_give_none() -> None:
 CONV_TYPES = ["float", "float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"]
 
 
-def conv_inputs(x: list[int], w: list[int], stride: str, padding: str, transposed: str = "False", groups: str = "1",
-                dilation: str = "[1, 1]") -> OpInputs:
+def conv_inputs(
+    x: list[int],
+    w: list[int],
+    stride: str,
+    padding: str,
+    transposed: str = "False",
+    groups: str = "1",
+    dilation: str = "[1, 1]",
+) -> OpInputs:
     return inp(
         [x, w, [w[0]], [], [], [], [], [], []],
         CONV_TYPES,
@@ -102,24 +111,31 @@ def test_grouped_and_transposed_convolution() -> None:
 
 
 def test_cudnn_convolution_has_padding_before_stride() -> None:
-    i = inp([[2, 3, 16, 16], [8, 3, 3, 3], [], [], [], [], [], [], []],
-            ["float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar", "Scalar", "Scalar", "Scalar"],
-            ["", "", "[1, 1]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"])
+    i = inp(
+        [[2, 3, 16, 16], [8, 3, 3, 3], [], [], [], [], [], [], []],
+        ["float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar", "Scalar", "Scalar", "Scalar"],
+        ["", "", "[1, 1]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"],
+    )
     assert F.op_flops("aten::cudnn_convolution", i) == 55296
 
 
 def test_slow_conv2d_forward() -> None:
-    i = inp([[2, 3, 16, 16], [8, 3, 3, 3], [], [8], [], []], None,
-            ["", "", "[3, 3]", "", "[2, 2]", "[1, 1]"])
+    i = inp([[2, 3, 16, 16], [8, 3, 3, 3], [], [8], [], []], None, ["", "", "[3, 3]", "", "[2, 2]", "[1, 1]"])
     assert F.op_flops("aten::_slow_conv2d_forward", i) == 55296
 
 
 def test_conv1d_and_conv3d() -> None:
-    c1 = inp([[2, 4, 32], [8, 4, 5], [8], [], [], [], [], [], []], CONV_TYPES,
-             ["", "", "", "[1]", "[2]", "[1]", "False", "[0]", "1"])
+    c1 = inp(
+        [[2, 4, 32], [8, 4, 5], [8], [], [], [], [], [], []],
+        CONV_TYPES,
+        ["", "", "", "[1]", "[2]", "[1]", "False", "[0]", "1"],
+    )
     assert F.op_flops("aten::convolution", c1) == 2 * 2 * 8 * 4 * 5 * 32
-    c3 = inp([[1, 2, 4, 4, 4], [3, 2, 1, 1, 1], [3], [], [], [], [], [], []], CONV_TYPES,
-             ["", "", "", "[1, 1, 1]", "[0, 0, 0]", "[1, 1, 1]", "False", "[0, 0, 0]", "1"])
+    c3 = inp(
+        [[1, 2, 4, 4, 4], [3, 2, 1, 1, 1], [3], [], [], [], [], [], []],
+        CONV_TYPES,
+        ["", "", "", "[1, 1, 1]", "[0, 0, 0]", "[1, 1, 1]", "False", "[0, 0, 0]", "1"],
+    )
     assert F.op_flops("aten::convolution", c3) == 2 * 1 * 3 * 2 * 1 * 64
 
 
@@ -127,7 +143,7 @@ def test_legacy_convolution_without_concrete_inputs() -> None:
     i = inp([[32, 3, 224, 224], [64, 3, 7, 7], [], [], [], [], [], [], []], ["float", "float"] + [""] * 7)
     i = OpInputs(i.dims, i.types, None)
     # output size learnt from a backward op with the same input/weight shapes
-    hints = F.Hints(conv_out={((32, 3, 224, 224), (64, 3, 7, 7)): (112, 112)})
+    hints = Hints(conv_out={((32, 3, 224, 224), (64, 3, 7, 7)): (112, 112)})
     e = est("aten::cudnn_convolution", i, hints)
     assert e.flops == 2 * 32 * 64 * 3 * 49 * 112 * 112 and e.exact
     # aten::convolution's transposed flag is unknown there: right number, flagged
@@ -138,14 +154,29 @@ def test_legacy_convolution_without_concrete_inputs() -> None:
     assert e.flops == 2 * 32 * 64 * 3 * 49 * 224 * 224 and not e.exact
 
 
-BWD_TYPES = ["float", "float", "float", "ScalarList", "ScalarList", "ScalarList", "ScalarList", "Scalar",
-             "ScalarList", "Scalar", "ScalarList"]
+BWD_TYPES = [
+    "float",
+    "float",
+    "float",
+    "ScalarList",
+    "ScalarList",
+    "ScalarList",
+    "ScalarList",
+    "Scalar",
+    "ScalarList",
+    "Scalar",
+    "ScalarList",
+]
 
 
-def conv_bwd(go: list[int], x: list[int], w: list[int], stride: str, transposed: str, groups: str,
-             mask: str) -> OpInputs:
-    return inp([go, x, w, [], [], [], [], [], [], [], []], BWD_TYPES,
-               ["", "", "", f"[{w[0]}]", stride, "[1, 1]", "[1, 1]", transposed, "[0, 0]", groups, mask])
+def conv_bwd(
+    go: list[int], x: list[int], w: list[int], stride: str, transposed: str, groups: str, mask: str
+) -> OpInputs:
+    return inp(
+        [go, x, w, [], [], [], [], [], [], [], []],
+        BWD_TYPES,
+        ["", "", "", f"[{w[0]}]", stride, "[1, 1]", "[1, 1]", transposed, "[0, 0]", groups, mask],
+    )
 
 
 def test_convolution_backward_counts_each_computed_gradient() -> None:
@@ -170,12 +201,14 @@ def test_convolution_backward_grouped_and_transposed_follow_flop_counter() -> No
 
 def test_legacy_cudnn_convolution_backward() -> None:
     # torch 1.9: (self, grad_output, weight, ...), output_mask never recorded
-    i = inp([[32, 64, 56, 56], [32, 64, 56, 56], [64, 64, 3, 3], [], [], [], [], [], [], [], []],
-            ["float", "float", "float"] + ["GenericList"] * 8)
+    i = inp(
+        [[32, 64, 56, 56], [32, 64, 56, 56], [64, 64, 3, 3], [], [], [], [], [], [], [], []],
+        ["float", "float", "float"] + ["GenericList"] * 8,
+    )
     i = OpInputs(i.dims, i.types, None)
     one = 2 * 32 * 64 * 64 * 9 * 56 * 56
-    assert est("aten::cudnn_convolution_backward", i, F.Hints(grad_input=True)).flops == 2 * one
-    assert est("aten::cudnn_convolution_backward", i, F.Hints(grad_input=False)).flops == one
+    assert est("aten::cudnn_convolution_backward", i, Hints(grad_input=True)).flops == 2 * one
+    assert est("aten::cudnn_convolution_backward", i, Hints(grad_input=False)).flops == one
     assert not est("aten::cudnn_convolution_backward", i).exact
     bi = inp([[], [32, 64, 56, 56], [64, 64, 3, 3], [], [], [], []], ["GenericList", "float", "float"] + [""] * 4)
     assert F.op_flops("aten::cudnn_convolution_backward_input", bi) == one
@@ -266,11 +299,11 @@ def test_variable_length_flash_assumes_equal_lengths() -> None:
     ],
 )
 def test_dtype_of(t: str | None, expected: str | None) -> None:
-    assert F.dtype_of(t) == expected
+    assert dtype_of(t) == expected
 
 
 def test_concrete_values() -> None:
-    p = F.parse_inputs(inp([[], [], [], [], []], None, ["[2, 2]", "False", "1", "0.", ""]))
+    p = parse_inputs(inp([[], [], [], [], []], None, ["[2, 2]", "False", "1", "0.", ""]))
     assert [p.value(i) for i in range(5)] == [[2, 2], False, 1, 0.0, None]
 
 
@@ -295,8 +328,10 @@ def test_parity_with_flop_counter_mode_formulas() -> None:
     assert F.op_flops("aten::_scaled_dot_product_flash_attention", qkv) == fc.sdpa_flop_count(
         (3, 6, 77, 32), (3, 2, 91, 32), (3, 2, 91, 48)
     )
-    got = F.op_flops("aten::_scaled_dot_product_efficient_attention_backward",
-                     inp([[3, 6, 77, 48], [3, 6, 77, 32], [3, 2, 91, 32], [3, 2, 91, 48]]))
+    got = F.op_flops(
+        "aten::_scaled_dot_product_efficient_attention_backward",
+        inp([[3, 6, 77, 48], [3, 6, 77, 32], [3, 2, 91, 32], [3, 2, 91, 48]]),
+    )
     assert got == fc.sdpa_backward_flop_count((3, 6, 77, 48), (3, 6, 77, 32), (3, 2, 91, 32), (3, 2, 91, 48))
     # a real convolution and its backward, as FlopCounterMode counts them
     conv = torch.nn.Conv2d(6, 12, 5, stride=3, padding=2, dilation=2, groups=3)
@@ -307,6 +342,9 @@ def test_parity_with_flop_counter_mode_formulas() -> None:
     out = conv(x)
     fwd = conv_inputs([2, 6, 29, 31], [12, 2, 5, 5], "[3, 3]", "[2, 2]", groups="3", dilation="[2, 2]")
     assert F.op_flops("aten::convolution", fwd) == counts[torch.ops.aten.convolution]
-    bwd = inp([list(out.shape), [2, 6, 29, 31], [12, 2, 5, 5], [], [], [], [], [], [], [], []], BWD_TYPES,
-              ["", "", "", "[12]", "[3, 3]", "[2, 2]", "[2, 2]", "False", "[0, 0]", "3", "[True, True, True]"])
+    bwd = inp(
+        [list(out.shape), [2, 6, 29, 31], [12, 2, 5, 5], [], [], [], [], [], [], [], []],
+        BWD_TYPES,
+        ["", "", "", "[12]", "[3, 3]", "[2, 2]", "[2, 2]", "False", "[0, 0]", "3", "[True, True, True]"],
+    )
     assert F.op_flops("aten::convolution_backward", bwd) == counts[torch.ops.aten.convolution_backward]

@@ -11,7 +11,7 @@ import pytest
 
 from tb_mfu_plugin.analysis import kernel_families as kf
 from tb_mfu_plugin.analysis.kernels import tensor_core_mask
-from tb_mfu_plugin.analysis.patterns import MATMUL_KERNEL
+from tb_mfu_plugin.analysis.name_patterns import MATMUL_KERNEL
 
 TC, CUDA, NOT, UNK = kf.TENSOR_CORE, kf.CUDA_CORE, kf.NOT_MATMUL, kf.UNKNOWN
 

@@ -13,6 +13,9 @@ import pytest
 
 from tb_mfu_plugin.analysis import flops as F
 from tb_mfu_plugin.analysis import mfu as M
+from tb_mfu_plugin.analysis.flop_count import count_flops
+from tb_mfu_plugin.analysis.op_flops import OpFlops, flops_in_windows
+from tb_mfu_plugin.analysis.palm import palm_flops_per_token
 from tb_mfu_plugin.trace.decode import decode_trace
 from tb_mfu_plugin.trace.tables import ANNOTATION, TraceTables
 
@@ -74,7 +77,7 @@ MM_FLOPS = 2 * 64 * 256 * 128
 ADDMM = [[256], [64, 128], [128, 256], [], []]
 
 
-def counted_names(t: TraceTables, of: M.OpFlops) -> list[str]:
+def counted_names(t: TraceTables, of: OpFlops) -> list[str]:
     return [t.names[int(k)] for k in of.name]
 
 
@@ -87,7 +90,7 @@ def test_linear_counts_its_addmm_once(tmp_path: Path) -> None:
     tr.op("aten::bmm", 70, 30, [[4, 64, 128], [4, 128, 256]])
     tr.launch(80)
     t = tr.tables(tmp_path)
-    of = M.count_flops(t)
+    of = count_flops(t)
     assert counted_names(t, of) == ["aten::addmm", "aten::bmm"]
     assert of.total == MM_FLOPS * 5
     assert of.dominant_dtype() == "bf16"
@@ -106,7 +109,7 @@ def test_sdpa_counts_the_sdpa_level_like_flop_counter_mode(tmp_path: Path) -> No
     tr.op("aten::_flash_attention_backward", 210, 80, [[2, 128, 4, 64]] * 5 + [[2, 4, 128]] + [[]] * 6)
     tr.launch(220, kernel="flash_bwd_kernel")
     t = tr.tables(tmp_path)
-    of = M.count_flops(t)
+    of = count_flops(t)
     fwd = 4 * 2 * 4 * 128 * 128 * 64
     assert counted_names(t, of) == [
         "aten::_scaled_dot_product_flash_attention",
@@ -128,7 +131,7 @@ def test_convolution_chain_counts_the_outermost(tmp_path: Path) -> None:
           ["", "", "[1, 1]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"])
     tr.launch(10, kernel="sm90_xmma_fprop_implicit_gemm")
     t = tr.tables(tmp_path)
-    of = M.count_flops(t)
+    of = count_flops(t)
     assert counted_names(t, of) == ["aten::convolution"]
     assert of.total == 2 * 2 * 8 * 3 * 9 * 64
 
@@ -142,14 +145,14 @@ def test_only_ops_that_launched_gpu_work_count(tmp_path: Path) -> None:
     tr.op("aten::mm", 100, 20, MM, tid=1)
     tr.launch(105, tid=2)
     t = tr.tables(tmp_path)
-    of = M.count_flops(t)
+    of = count_flops(t)
     assert of.ts.tolist() == [30]
     assert any("launched no GPU work" in n for n in of.notes)
     # the same ops in a CPU-only trace all count
     cpu = Trace(gpu=False)
     for ts in (0, 30, 100):
         cpu.op("aten::mm", ts, 20, MM)
-    of = M.count_flops(cpu.tables(tmp_path))
+    of = count_flops(cpu.tables(tmp_path))
     assert len(of) == 3 and not of.gpu_work_required
 
 
@@ -160,7 +163,7 @@ def test_external_id_links_an_op_to_its_kernel(tmp_path: Path) -> None:
     tr.events.append({"ph": "X", "cat": "kernel", "name": "volta_sgemm", "pid": 0, "tid": 7, "ts": 50, "dur": 10,
                       "args": {"External id": e, "device": 0, "stream": 7, "correlation": 999}})
     t = tr.tables(tmp_path)
-    of = M.count_flops(t)
+    of = count_flops(t)
     assert len(of) == 1 and of.kernel_counted.all()
 
 
@@ -176,7 +179,7 @@ def test_tensor_subclass_wrapper_counts_the_local_op(tmp_path: Path) -> None:
     tr.op("aten::mm", 220, 20, MM)
     tr.launch(225)
     t = tr.tables(tmp_path)
-    of = M.count_flops(t)
+    of = count_flops(t)
     assert of.ts.tolist() == [40, 200, 220]
     assert of.total == 3 * MM_FLOPS
     assert any("DTensor" in n for n in of.notes)
@@ -204,7 +207,7 @@ def test_activation_checkpoint_recompute_is_detected(tmp_path: Path) -> None:
     tr.op("aten::mm", 415, 30, [[64, 256], [256, 128]])
     tr.launch(420)
     t = tr.tables(tmp_path)
-    of = M.count_flops(t)
+    of = count_flops(t)
     assert of.checkpoint_recompute.tolist() == [False, True, False, False, False]
     assert of.recompute_flops.sum() == MM_FLOPS
     assert of.model_flops.sum() == of.total - MM_FLOPS
@@ -217,7 +220,7 @@ def test_reentrant_checkpoint_node(tmp_path: Path) -> None:
     tr.op("aten::matmul", 10, 30, MM)
     tr.op("aten::mm", 12, 20, MM)
     tr.launch(15)
-    of = M.count_flops(tr.tables(tmp_path))
+    of = count_flops(tr.tables(tmp_path))
     assert of.checkpoint_recompute.tolist() == [True]
 
 
@@ -232,7 +235,7 @@ def test_unattributed_kernel_time_by_launching_op(tmp_path: Path) -> None:
     tr.launch(64, kernel="elementwise", gpu_ts=190, dur=5, ext=e)
     tr.launch(900, kernel="ncclKernel", gpu_ts=900, dur=30)  # no op around it
     t = tr.tables(tmp_path)
-    of = M.count_flops(t)
+    of = count_flops(t)
     un = M.unattributed_kernel_time(t, of)
     assert un.kernel_us == 105 and un.attributed_us == 40 and un.unattributed_us == 65
     assert [(x.op, x.kernel_us, x.kernels) for x in un.top] == [
@@ -253,12 +256,12 @@ def test_flops_in_windows_and_summary(tmp_path: Path) -> None:
             tr.op("aten::mm", base + 10 + 100 * k, 20, MM)
             tr.launch(base + 15 + 100 * k)
     t = tr.tables(tmp_path)
-    of = M.count_flops(t)
+    of = count_flops(t)
     c = t.cpu
     steps = np.nonzero(c.kind == ANNOTATION)[0]
-    wf = M.flops_in_windows(of, c.ts[steps], c.ts[steps] + c.dur[steps])
+    wf = flops_in_windows(of, c.ts[steps], c.ts[steps] + c.dur[steps])
     assert wf.flops.tolist() == [MM_FLOPS, 2 * MM_FLOPS, 3 * MM_FLOPS]
-    assert M.flops_in_windows(of, np.array([5000.0]), np.array([6000.0])).flops.tolist() == [0]
+    assert flops_in_windows(of, np.array([5000.0]), np.array([6000.0])).flops.tolist() == [0]
     summary = M.flops_summary(of, c.ts[steps], c.ts[steps] + c.dur[steps], M.unattributed_kernel_time(t, of))
     assert summary["flops_per_step"] == 2 * MM_FLOPS and summary["dtype"] == "bf16"
     assert summary["by_op"][0]["op"] == "aten::mm"
@@ -272,8 +275,8 @@ def test_mfu_arithmetic() -> None:
     assert M.achieved_tflops_while_busy(1e12, 1e6) == pytest.approx(1.0)
     assert M.achieved_tflops_while_busy(1e12, 0) is None
     # PaLM: 6N + 12 L H Q T per token
-    assert M.palm_flops_per_token(1e8) == 6e8
-    assert M.palm_flops_per_token(1e8, 4, 1024, 1024) == 6e8 + 12 * 4 * 1024 * 1024
+    assert palm_flops_per_token(1e8) == 6e8
+    assert palm_flops_per_token(1e8, 4, 1024, 1024) == 6e8 + 12 * 4 * 1024 * 1024
 
 
 def test_legacy_conv_output_from_backward_and_inexact_fallback(tmp_path: Path) -> None:
@@ -290,7 +293,7 @@ def test_legacy_conv_output_from_backward_and_inexact_fallback(tmp_path: Path) -
     tr.op("aten::cudnn_convolution_backward_weight", 210, 40, [[], go, x] + [[]] * 7, ["", "float", "float"] + [""] * 7)
     tr.launch(215)
     t = tr.tables(tmp_path)
-    of = M.count_flops(t)
+    of = count_flops(t)
     one = 2 * 32 * 64 * 3 * 49 * 112 * 112
     assert counted_names(t, of) == ["aten::cudnn_convolution", "aten::cudnn_convolution_backward"]
     # forward learnt 112x112; backward: no *_backward_input child -> grad_weight only
@@ -307,11 +310,11 @@ def test_legacy_resnet50_fixture_matches_flop_counter_figure() -> None:
     d = fixture_path("torch_tb_profiler_samples", "resnet50_num_workers_0")
     f = sorted(glob.glob(str(d / "*.pt.trace.json.gz")))[0]
     t = decode_trace(f, keep_inputs=F.is_flop_op)
-    of = M.count_flops(t)
+    of = count_flops(t)
     c = t.cpu
     steps = np.nonzero((c.kind == ANNOTATION) & np.isin(c.name, [i for i, n in enumerate(t.names)
                                                                    if n.startswith("ProfilerStep#")]))[0]
-    wf = M.flops_in_windows(of, c.ts[steps], c.ts[steps] + c.dur[steps])
+    wf = flops_in_windows(of, c.ts[steps], c.ts[steps] + c.dur[steps])
     # FlopCounterMode on torchvision ResNet-50 fwd+bwd at batch 64 (sample_traces/resnet50_bf16,
     # flops_by_op: convolution 523153440768 + convolution_backward 1031201095680 + addmm
     # 262144000 + mm 524288000); this 2021 V100 trace runs batch 32, without Concrete Inputs.
@@ -333,11 +336,11 @@ def test_sample_traces_within_two_percent_of_flop_counter_mode(run: Path) -> Non
         rank = int(f.name.split(".")[0].removeprefix("rank") or 0)
         want = per_rank.get(rank, gt["flops_per_step"])
         t = decode_trace(str(f), keep_inputs=F.is_flop_op)
-        of = M.count_flops(t)
+        of = count_flops(t)
         c = t.cpu
         codes = [i for i, n in enumerate(t.names) if n.startswith("ProfilerStep#")]
         steps = np.nonzero((c.kind == ANNOTATION) & np.isin(c.name, codes))[0]
-        wf = M.flops_in_windows(of, c.ts[steps], c.ts[steps] + c.dur[steps])
+        wf = flops_in_windows(of, c.ts[steps], c.ts[steps] + c.dur[steps])
         assert len(wf.flops) == gt.get("steps_profiled", len(wf.flops))
         if want == 0:  # a workload with no matmul (low_sm_efficiency): nothing to count
             assert np.all(wf.flops == 0), (f.name, wf.flops)
@@ -371,7 +374,7 @@ def test_cpu_trace_matches_flop_counter_mode(tmp_path: Path) -> None:
         step()
     path = tmp_path / "cpu.pt.trace.json"
     p.export_chrome_trace(str(path))
-    of = M.count_flops(decode_trace(str(path), keep_inputs=F.is_flop_op))
+    of = count_flops(decode_trace(str(path), keep_inputs=F.is_flop_op))
     assert of.total == fc.get_total_flops()
     assert not of.gpu_work_required
 
@@ -383,7 +386,7 @@ def test_gzip_trace_roundtrip(tmp_path: Path) -> None:
     doc = {"traceEvents": tr.events}
     p = tmp_path / "x.pt.trace.json.gz"
     p.write_bytes(gzip.compress(json.dumps(doc).encode()))
-    of = M.count_flops(decode_trace(str(p), keep_inputs=F.is_flop_op))
+    of = count_flops(decode_trace(str(p), keep_inputs=F.is_flop_op))
     assert of.total == MM_FLOPS
 
 

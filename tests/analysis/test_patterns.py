@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 from tracegen import TraceBuilder
 
+from tb_mfu_plugin.analysis import attention_chains as ac
+from tb_mfu_plugin.analysis import name_patterns as nm
 from tb_mfu_plugin.analysis import patterns as pt
 from tb_mfu_plugin.analysis.kernels import tensor_core_mask
-from tb_mfu_plugin.analysis.steps import launch_of_gpu
 from tb_mfu_plugin.trace.decode import decode_trace
 from tb_mfu_plugin.trace.tables import GpuTable, TraceTables
 
@@ -56,8 +57,8 @@ def _annotation(b: TraceBuilder, name: str, ts: float, dur: float) -> None:
     ],
 )
 def test_matmul_kernel_names(name: str, matmul: bool, tensor_core_or_simt: str | None) -> None:
-    assert bool(pt.matmul_kernel_mask([name])[0]) is matmul
-    assert bool(pt.elementwise_kernel_mask([name])[0]) is (not matmul)
+    assert bool(nm.matmul_kernel_mask([name])[0]) is matmul
+    assert bool(nm.elementwise_kernel_mask([name])[0]) is (not matmul)
     if tensor_core_or_simt is not None:  # no_tensor_cores counts the SIMT ones
         assert bool(tensor_core_mask([name])[0]) is (tensor_core_or_simt == "tc")
 
@@ -71,11 +72,11 @@ def test_other_name_classes() -> None:
         "triton_poi_fused_add_mul_0",
         ADD,
     ]
-    assert pt.fused_attention_kernel_mask(names).tolist() == [True, True, False, False, False, False]
-    assert pt.multi_tensor_kernel_mask(names).tolist() == [False, False, True, False, False, False]
-    assert pt.comm_kernel_mask(names).tolist() == [False, False, False, True, False, False]
+    assert nm.fused_attention_kernel_mask(names).tolist() == [True, True, False, False, False, False]
+    assert nm.multi_tensor_kernel_mask(names).tolist() == [False, False, True, False, False, False]
+    assert nm.comm_kernel_mask(names).tolist() == [False, False, False, True, False, False]
     # fused attention is matmul work; Inductor and NCCL kernels never join an elementwise run
-    assert pt.elementwise_kernel_mask(names).tolist() == [False, False, False, False, False, True]
+    assert nm.elementwise_kernel_mask(names).tolist() == [False, False, False, False, False, True]
 
 
 def test_windows_and_launched_in(tmp_path: Path) -> None:
@@ -88,11 +89,11 @@ def test_windows_and_launched_in(tmp_path: Path) -> None:
     t = _tables(b, tmp_path)
     rows = pt.optimizer_step_rows(t)
     assert len(rows) == 1 and t.cpu.dur[rows[0]] == 100
-    inside = pt.launched_in(t, launch_of_gpu(t), pt.Windows.of_rows(t, rows))
+    inside = pt.launched_in(t, t.launcher, pt.Windows.of_rows(t, rows))
     assert inside.tolist() == [True, False]
     # another thread's launches are not inside the window
     other = pt.Windows(np.array([b.pid]), np.array([b.tid + 1]), np.array([0.0]), np.array([1000.0]))
-    assert not pt.launched_in(t, launch_of_gpu(t), other).any()
+    assert not pt.launched_in(t, t.launcher, other).any()
 
 
 def test_dataloader_rows_from_ops_and_annotations(tmp_path: Path) -> None:
@@ -129,7 +130,7 @@ def test_attention_chain_without_shapes(tmp_path: Path) -> None:
     b = TraceBuilder()
     b.step(1, 0, 1000)
     _chain(b, 100)
-    (c,) = pt.attention_chains(_tables(b, tmp_path))
+    (c,) = ac.attention_chains(_tables(b, tmp_path))
     assert c.ops == ("aten::matmul", "aten::softmax", "aten::dropout", "aten::matmul")
     assert not c.backward and c.four_d is None and c.shapes is None
     assert c.start == 100 and c.end == 100 + 61 + 80
@@ -139,7 +140,7 @@ def test_attention_chain_shapes_and_rejections(tmp_path: Path) -> None:
     b = TraceBuilder()
     b.step(1, 0, 5000)
     _chain(b, 100, dims=[[8, 16, 1024, 64], [8, 16, 64, 1024]])
-    (c,) = pt.attention_chains(_tables(b, tmp_path))
+    (c,) = ac.attention_chains(_tables(b, tmp_path))
     assert c.four_d is True and c.shapes == "[[8, 16, 1024, 64], [8, 16, 64, 1024]]"
 
     b = TraceBuilder()
@@ -148,8 +149,8 @@ def test_attention_chain_shapes_and_rejections(tmp_path: Path) -> None:
     _chain(b, 1000, inner="aten::mm")  # aten::matmul folded to mm: a Linear
     _chain(b, 2000, gap_launches=9)  # too much work between the matmul and the softmax
     t = _tables(b, tmp_path)
-    assert pt.attention_chains(t) == []
-    assert len(pt.attention_chains(t, max_launches_between=9)) == 1
+    assert ac.attention_chains(t) == []
+    assert len(ac.attention_chains(t, max_launches_between=9)) == 1
 
 
 def test_elementwise_runs() -> None:
@@ -171,7 +172,7 @@ def test_elementwise_runs() -> None:
         block_threads=np.full(n, -1),
         bytes=np.full(n, -1),
     )
-    ew = pt.elementwise_kernel_mask(names)
+    ew = nm.elementwise_kernel_mask(names)
     (run,) = pt.elementwise_runs(gpu, ew, np.ones(n, bool), min_len=4)
     assert run.tolist() == [1, 2, 3, 4]
     eligible = np.ones(n, bool)

@@ -11,6 +11,7 @@ import pytest
 
 from tb_mfu_plugin.analysis import roofline as R
 from tb_mfu_plugin.analysis.bandwidth import BANDWIDTH, peak_bandwidth
+from tb_mfu_plugin.analysis.op_placement import place_ops
 from tb_mfu_plugin.analysis.report import Roofline, RooflineOp, WorkerReport, to_json
 from tb_mfu_plugin.pipeline import _keep_inputs, analyze_path
 from tb_mfu_plugin.trace.decode import decode_trace
@@ -35,7 +36,7 @@ def decode(tr: Trace, tmp_path: Path, extra: list[dict[str, Any]] | None = None)
 
 
 def roof_of(t: TraceTables, ceilings: R.Ceilings = H200) -> Roofline:
-    placed = R.place_ops(t)
+    placed = place_ops(t)
     everything = (np.array([0.0]), np.array([1e9]))
     return R.build_roofline(placed, t, ceilings, everything, everything, device=0)
 

@@ -11,7 +11,10 @@ from tracegen import TraceBuilder
 from tb_mfu_plugin.analysis.report import WorkerReport
 from tb_mfu_plugin.analysis.steps import Steps
 from tb_mfu_plugin.analysis.worker import DeviceView, analyze_device
-from tb_mfu_plugin.diagnosis import Thresholds, diagnose
+from tb_mfu_plugin.diagnosis import DEFAULT, RULES, Thresholds, diagnose
+from tb_mfu_plugin.diagnosis import waterfall as wf
+from tb_mfu_plugin.diagnosis.context import Context
+from tb_mfu_plugin.diagnosis.registry import SEVERITY_THRESHOLDS, Rule
 from tb_mfu_plugin.options import AnalysisOptions
 from tb_mfu_plugin.trace.decode import decode_trace
 from tb_mfu_plugin.trace.tables import TraceTables
@@ -64,6 +67,7 @@ def analyze(
         prepare(rep)
     diagnose(rep, tables, steps, view, th)
     check_report(rep)
+    check_reads_and_words(rep, tables, steps, view, th or DEFAULT, rep.findings)
     return rep, tables, steps, view
 
 
@@ -124,3 +128,56 @@ def check_waterfall_matches_summary(rep: WorkerReport) -> None:
     assert abs(w["kernels"]["us_per_step"] - s.kernel_time_share * step) <= tol
     if s.mfu is not None and w["mfu"].get("mfu") is not None and not w["mfu"].get("clamped"):
         assert abs(w["mfu"]["us_per_step"] - s.mfu * step) <= tol
+
+
+class ReadThresholds:
+    """Thresholds that remember which fields were read."""
+
+    def __init__(self, th: Thresholds) -> None:
+        self._th = th
+        self.read: set[str] = set()
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._th, name)
+        self.read.add(name)
+        return value
+
+
+def check_reads_and_words(
+    rep: WorkerReport,
+    tables: TraceTables,
+    steps: Steps,
+    view: DeviceView,
+    th: Thresholds,
+    findings: list[dict[str, Any]],
+) -> dict[str, set[str]]:
+    """Run as ``diagnose`` does, each rule on a fresh Context: it reads no threshold it does not
+    declare (so docs/diagnosis.md's table is true), every hit fills every template of its rule
+    (a fix text the trace did not choose still has its numbers), and the findings are ``findings``.
+    Returns the thresholds each rule (and the waterfall) read."""
+    if rep.error is not None or rep.summary is None or len(steps) == 0:
+        return {}
+    fired: dict[str, list[Any]] = {}
+    read: dict[str, set[str]] = {}
+    for rule in RULES:
+        reads = ReadThresholds(th)
+        ctx = Context(rep, tables, steps, view, reads)  # type: ignore[arg-type]
+        hits = rule.hits(ctx, fired)
+        fired[rule.id] = [rule.finding(ctx, h) for h in hits]
+        undeclared = reads.read - set(rule.thresholds) - set(SEVERITY_THRESHOLDS)
+        assert not undeclared, f"{rule.id} reads {sorted(undeclared)} but does not declare them"
+        for h in hits:
+            fill_every_template(rule, h.args)
+        read[rule.id] = reads.read
+    found = sorted((f.id, f.subject or "") for fs in fired.values() for f in fs)
+    assert found == sorted((f["id"], f.get("subject") or "") for f in findings), "not the engine's findings"
+    reads = ReadThresholds(th)
+    wf.waterfall(Context(rep, tables, steps, view, reads))  # type: ignore[arg-type]
+    assert reads.read <= set(wf.THRESHOLDS), f"the waterfall reads {sorted(reads.read)}"
+    read["waterfall"] = reads.read
+    return read
+
+
+def fill_every_template(rule: Rule, args: Any) -> None:
+    for text in [*rule.titles.values(), *rule.fixes.values(), *([rule.note] if rule.note else [])]:
+        assert text.format(**args), (rule.id, text)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLES, fixture_path
 
-from tb_mfu_plugin.analysis import patterns
+from tb_mfu_plugin.analysis import attention_chains
 from tb_mfu_plugin.analysis.devices import gpu_devices
 from tb_mfu_plugin.analysis.report import WorkerReport
 from tb_mfu_plugin.analysis.worker import analyze_device
@@ -263,8 +263,8 @@ def test_trace_filter_has_bmm_and_softmax_but_no_attention_chain() -> None:
     t = _decoded(str(path))
     names = {t.names[c] for c in set(t.cpu.name.tolist())}
     assert {"aten::bmm", "aten::softmax", "aten::_softmax_backward_data"} <= names
-    assert patterns.attention_chains(t) == []
-    assert patterns.attention_chains(t, max_launches_between=10**6) == []
+    assert attention_chains.attention_chains(t) == []
+    assert attention_chains.attention_chains(t, max_launches_between=10**6) == []
 
 
 def test_explicit_event_synchronize_is_named() -> None:

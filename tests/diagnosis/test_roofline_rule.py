@@ -11,7 +11,7 @@ from conftest import SAMPLES
 
 from tb_mfu_plugin.analysis.report import Roofline, RooflineOp, WorkerReport
 from tb_mfu_plugin.diagnosis import DEFAULT, RULE_IDS
-from tb_mfu_plugin.diagnosis.roofline_rule import below_roofline
+from tb_mfu_plugin.diagnosis.rules.roofline import below_roofline
 from tb_mfu_plugin.pipeline import analyze_path
 
 STEP_US = 10_000.0

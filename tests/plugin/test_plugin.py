@@ -21,6 +21,7 @@ from tb_mfu_plugin.pipeline import analyze_path
 from tb_mfu_plugin.tensorboard import cache as cache_mod
 from tb_mfu_plugin.tensorboard import runs as runs_mod
 from tb_mfu_plugin.tensorboard.entry import MfuPluginLoader
+from tb_mfu_plugin.tensorboard.env import CACHE_DIR_ENV
 from tb_mfu_plugin.tensorboard.plugin import MfuPlugin, options_from_flags
 from tb_mfu_plugin.tensorboard.runs import Source, parse_logdir_spec
 from tb_mfu_plugin.trace.decode import uncompressed_size
@@ -411,10 +412,10 @@ def test_a_changed_file_is_analysed_again(serve, two_runs, tmp_path):
 
 
 def test_cache_dir_settings(monkeypatch, tmp_path):
-    monkeypatch.delenv(cache_mod.CACHE_ENV, raising=False)
+    monkeypatch.delenv(CACHE_DIR_ENV, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert cache_mod.default_cache_dir() == str(tmp_path / "xdg" / "tb_mfu_plugin")
-    monkeypatch.setenv(cache_mod.CACHE_ENV, str(tmp_path / "env"))
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "env"))
     assert cache_mod.default_cache_dir() == str(tmp_path / "env")
     assert cache_mod.default_cache_dir("none") is None
     assert cache_mod.default_cache_dir(str(tmp_path / "flag")) == str(tmp_path / "flag")
@@ -448,12 +449,7 @@ def test_a_planted_kernel_name_comes_back_verbatim_in_json(serve, tmp_path):
 
     payload = '<img src=x onerror="window.__xss=1">'
     logdir = tmp_path / "logs"
-    b = TraceBuilder()
-    for i in range(3):
-        t0 = 1000.0 + i * 1000
-        b.step(i + 1, t0, 900)
-        b.launch_kernel(payload, t0 + 10, t0 + 50, 400)
-    b.write(logdir / f"{payload.replace('/', '_')}" / "worker0.1.pt.trace.json.gz")
+    TraceBuilder().kernel_steps(payload).write(logdir / f"{payload.replace('/', '_')}" / "worker0.1.pt.trace.json.gz")
     s = serve(logdir)
     s.settle()
     runs = s.json("/runs")["runs"]

@@ -18,14 +18,17 @@ def shown(view: PathView, obj: object) -> object:
 
 def test_paths_are_relative_to_their_logdir():
     view = PathView([Source(None, "/srv/logs"), Source("theirs", "/srv/logs/team"), Source(None, "s3://b/x")])
-    assert shown(view, {
-        "file": "/srv/logs/run/w.1.pt.trace.json",
-        "nested": "/srv/logs/team/run/w.json",  # the longer root wins
-        "root": "/srv/logs",
-        "error": "/srv/logs: no such file or directory; see '/srv/logs/a'",
-        "sibling": "/srv/logs2/run/w.json",  # another folder that merely starts alike
-        "remote": "s3://b/x/run",
-    }) == {
+    assert shown(
+        view,
+        {
+            "file": "/srv/logs/run/w.1.pt.trace.json",
+            "nested": "/srv/logs/team/run/w.json",  # the longer root wins
+            "root": "/srv/logs",
+            "error": "/srv/logs: no such file or directory; see '/srv/logs/a'",
+            "sibling": "/srv/logs2/run/w.json",  # another folder that merely starts alike
+            "remote": "s3://b/x/run",
+        },
+    ) == {
         "file": "run/w.1.pt.trace.json",
         "nested": "theirs/run/w.json",
         "root": "logs",

@@ -28,7 +28,7 @@ import pytest
 from werkzeug.test import Client
 
 from tb_mfu_plugin.analysis.report import WorkerReport, to_json
-from tb_mfu_plugin.pipeline import analyze_path
+from tb_mfu_plugin.pipeline import analyze_file, analyze_path
 from tb_mfu_plugin.tensorboard import cache as cache_mod
 
 from .conftest import RUN_A, sample_file
@@ -56,12 +56,7 @@ def build_hostile_logdir(root: Path) -> Path:
         with open(_bytes_path(logdir, b"bad\xffdir", name), "wb") as f:
             f.write(good_bytes)
     # Markup and HTML in run, worker and kernel names.
-    b = TraceBuilder()
-    for i in range(3):
-        t0 = 1000.0 + i * 1000
-        b.step(i + 1, t0, 900)
-        b.launch_kernel(KERNEL_MARKUP, t0 + 10, t0 + 50, 400)
-    b.write(logdir / "[bold]run[red]" / "w[bold]0.1.pt.trace.json.gz")
+    TraceBuilder().kernel_steps(KERNEL_MARKUP).write(logdir / "[bold]run[red]" / "w[bold]0.1.pt.trace.json.gz")
     # Control characters in names, with a corrupt file.
     (logdir / "esc\nsplit\x1b[2J").mkdir()
     (logdir / "esc\nsplit\x1b[2J" / "w\x1b]0;title\x07\r.1.pt.trace.json.gz").write_bytes(b"not gzip")
@@ -120,7 +115,13 @@ def test_every_run_is_served_and_the_good_run_is_right(serve, hostile, tmp_path)
     _assert_clean(body, tmp_path)
     runs = {run["name"]: run for run in body["runs"]}
     assert set(runs) == {
-        GOOD, "bad\\xffdir", "[bold]run[red]", "esc\nsplit\x1b[2J", "broken", "fifo_sidecar", "dangling_sidecar"
+        GOOD,
+        "bad\\xffdir",
+        "[bold]run[red]",
+        "esc\nsplit\x1b[2J",
+        "broken",
+        "fifo_sidecar",
+        "dangling_sidecar",
     }
     assert runs["fifo_sidecar"]["state"] == "error"
     assert "its sidecar tb_mfu.json is not a regular file (a FIFO)" in runs["fifo_sidecar"]["errors"][0]
@@ -130,8 +131,13 @@ def test_every_run_is_served_and_the_good_run_is_right(serve, hostile, tmp_path)
     assert {w["name"] for w in runs["bad\\xffdir"]["workers"]} == {"worker\\xff", "w\\xc3("}
     assert runs["esc\nsplit\x1b[2J"]["state"] == "error"
     broken = {sp["file"]: sp for w in runs["broken"]["workers"] for sp in w["spans"]}
-    assert set(broken) == {"fifo.1.pt.trace.json", "empty.1.pt.trace.json", "corrupt.1.pt.trace.json.gz",
-                           "deep.1.pt.trace.json", "deep_args.1.pt.trace.json"}
+    assert set(broken) == {
+        "fifo.1.pt.trace.json",
+        "empty.1.pt.trace.json",
+        "corrupt.1.pt.trace.json.gz",
+        "deep.1.pt.trace.json",
+        "deep_args.1.pt.trace.json",
+    }
     assert "not a regular file (a FIFO)" in broken["fifo.1.pt.trace.json"]["errors"][0]
     for sp in broken.values():  # each file: its own one-line error, whatever raised it
         assert sp["state"] in ("done", "error") and len(sp["errors"]) == 1 and sp["errors"][0]
@@ -165,7 +171,7 @@ def test_every_run_is_served_and_the_good_run_is_right(serve, hostile, tmp_path)
 def test_fifty_concurrent_reports_while_loading_all_succeed(serve, hostile):
     """Requests are answered (202 with progress, or 200) while the one analysis thread works."""
     release = threading.Event()
-    real = cache_mod._real_analyze_file
+    real = analyze_file
 
     def analyze(span, worker, options, progress):  # type: ignore[no-untyped-def]
         assert release.wait(60)  # hold the analyses until the requests are in flight
@@ -287,7 +293,11 @@ def test_symlinks_out_of_the_logdir_are_followed_by_default(serve, tmp_path):
     s = serve(_logdir_with_links(tmp_path))
     s.settle()
     assert {r["name"]: r["state"] for r in s.json("/runs")["runs"]} == {
-        "inner_link": "ready", "linked_dir": "ready", "linked_file": "ready", "linked_sidecar": "ready", "own": "ready"
+        "inner_link": "ready",
+        "linked_dir": "ready",
+        "linked_file": "ready",
+        "linked_sidecar": "ready",
+        "own": "ready",
     }
 
 
@@ -296,7 +306,11 @@ def test_confine_to_logdir_refuses_links_that_leave_it(serve, tmp_path):
     s.settle()
     runs = {r["name"]: r for r in s.json("/runs")["runs"]}
     assert {n: r["state"] for n, r in runs.items()} == {
-        "inner_link": "ready", "linked_dir": "error", "linked_file": "error", "linked_sidecar": "error", "own": "ready"
+        "inner_link": "ready",
+        "linked_dir": "error",
+        "linked_file": "error",
+        "linked_sidecar": "error",
+        "own": "ready",
     }
     refused = "refused: a symbolic link leads outside the logdir (--mfu_confine_to_logdir)"
     assert refused in runs["linked_file"]["errors"][0]

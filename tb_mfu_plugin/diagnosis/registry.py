@@ -1,0 +1,118 @@
+"""The rule registry: a rule registers itself with its words and the thresholds it reads.
+
+A rule is a function from the ``Context`` to ``Hit``s (the numbers it found). The ``@rule``
+decorator above it holds everything else as data: the title, fix and note templates
+(``str.format``, filled from the hit's ``args``) and the names of the ``Thresholds`` fields
+the rule reads, directly or through the Context; ``after``, the rules whose findings it reads.
+The rule's id is the function's name, so it is written once; ``RULES`` is in registration
+order, which is the evaluation order.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .context import Context
+from .finding import Finding, make_finding
+
+# rule id -> the findings it gave, for the rules that ran before (and did not fail)
+Fired = Mapping[str, list[Finding]]
+
+# Read by every rule that fires (make_finding grades the gain with them), so no rule lists them.
+SEVERITY_THRESHOLDS = ("high_share", "medium_share")
+# Read by the attribution of the GPU idle gaps (``Context.gaps``): a rule that reads the gaps lists them.
+GAP_THRESHOLDS = ("sync_gap_tolerance_us", "launch_gap_max_us")
+
+
+@dataclass(frozen=True)
+class Hit:
+    """What a rule found: the numbers. The registry turns it into a ``Finding`` with the words."""
+
+    cost_us: float
+    gain_us: float
+    evidence: dict[str, Any]
+    args: Mapping[str, Any] = field(default_factory=dict)  # fill the title, fix and note templates
+    title: str = ""  # which of the rule's titles, when it has several
+    fix: tuple[str, ...] = ("",)  # which of its fix texts, joined by spaces, in this order
+    subject: str | None = None
+
+
+Check = Callable[[Context, Fired], list[Hit]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str  # the function's name
+    module: str  # where the function is
+    check: Check
+    titles: Mapping[str, str]
+    fixes: Mapping[str, str]
+    note: str | None  # how the gain is estimated: the evidence's last key
+    thresholds: tuple[str, ...]  # the Thresholds fields it reads, besides SEVERITY_THRESHOLDS
+    after: tuple[str, ...]  # rules whose findings it reads; they are registered (and run) before it
+
+    def __call__(self, ctx: Context, fired: Fired | None = None) -> list[Finding]:
+        return [self.finding(ctx, hit) for hit in self.hits(ctx, fired)]
+
+    def hits(self, ctx: Context, fired: Fired | None = None) -> list[Hit]:
+        earlier = {id: (fired or {}).get(id, []) for id in self.after}  # only what it declared
+        return self.check(ctx, earlier)
+
+    def finding(self, ctx: Context, hit: Hit) -> Finding:
+        evidence = dict(hit.evidence)
+        if self.note is not None:
+            evidence["note"] = self.note.format(**hit.args)
+        return make_finding(
+            id=self.id,
+            subject=hit.subject,
+            title=self.titles[hit.title].format(**hit.args),
+            evidence=evidence,
+            cost_us=hit.cost_us,
+            gain_us=hit.gain_us,
+            step_us=ctx.step_us,
+            mfu=ctx.mfu,
+            recommendation=" ".join(self.fixes[k].format(**hit.args) for k in hit.fix),
+            high_share=ctx.th.high_share,
+            medium_share=ctx.th.medium_share,
+        )
+
+
+RULES: list[Rule] = []
+
+
+def _texts(text: str | Mapping[str, str]) -> Mapping[str, str]:
+    return {"": text} if isinstance(text, str) else text
+
+
+def rule(
+    *,
+    title: str | Mapping[str, str],
+    fix: str | Mapping[str, str],
+    note: str | None = None,
+    thresholds: tuple[str, ...] = (),
+    after: tuple[Rule, ...] = (),
+) -> Callable[[Callable[..., list[Hit]]], Rule]:
+    """Register ``def <id>(ctx) -> list[Hit]`` with its words and the thresholds it reads; with
+    ``after``, ``def <id>(ctx, fired) -> list[Hit]``, which reads what those rules found."""
+
+    def register(check: Callable[..., list[Hit]]) -> Rule:
+        id = check.__name__
+        if len(inspect.signature(check).parameters) != (2 if after else 1):
+            raise TypeError(f"diagnosis rule {id!r} takes (ctx, fired) with after=..., else (ctx)")
+        known = {r.id for r in RULES}
+        if id in known:
+            raise ValueError(f"diagnosis rule {id!r} is registered twice")
+        late = [r.id for r in after if r.id not in known]
+        if late:
+            raise ValueError(f"diagnosis rule {id!r} must be registered after {late}")
+        run: Check = check if after else lambda ctx, _: check(ctx)
+        found = Rule(
+            id, check.__module__, run, _texts(title), _texts(fix), note, thresholds, tuple(r.id for r in after)
+        )
+        RULES.append(found)
+        return found
+
+    return register

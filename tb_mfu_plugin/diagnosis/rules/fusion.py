@@ -1,0 +1,185 @@
+"""The fusion rules: work that a fused kernel does in fewer launches and passes over memory
+(hand-written attention, a per-parameter optimizer, chains of elementwise kernels)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from ...analysis import name_patterns as nm
+from ...analysis import patterns as pt
+from ...trace.tables import OP
+from ..context import Context
+from ..registry import Hit, rule
+from .evidence import top_kernels
+
+
+def _fused_attention_present(ctx: Context) -> bool:
+    g = ctx.view.gpu
+    fused = nm.fused_attention_kernel_mask(ctx.names)
+    if (fused[g.name] & ctx.is_kernel & ctx.in_step).any():
+        return True
+    cpu = ctx.tables.cpu
+    codes = [i for i, n in enumerate(ctx.names) if n in nm.FUSED_ATTENTION_OPS]
+    if not codes:
+        return False
+    rows = np.flatnonzero((cpu.kind == OP) & np.isin(cpu.name, codes))
+    return bool(ctx.host_in_steps(cpu.ts[rows]).any())
+
+
+@rule(
+    title="Hand-written attention: {fwd:g} forward and {bwd:g} backward "
+    "matmul-softmax-matmul chains per step, no fused attention kernel",
+    fix=(
+        "Replace the chain with `torch.nn.functional.scaled_dot_product_attention(q, k, v, "
+        "attn_mask=..., dropout_p=..., is_causal=True)`, which dispatches to FlashAttention / "
+        "memory-efficient / cuDNN kernels (or use the flash-attn package); it never materialises the "
+        "B x H x T x T scores."
+    ),
+    note="gain: the non-matmul time of the chains (scale, mask, softmax, dropout, copies of the "
+    "scores), which a fused kernel avoids; the matmuls are assumed to cost the same",
+    thresholds=("attention_max_launches_between",),
+)
+def naive_attention(ctx: Context) -> list[Hit]:
+    """matmul -> softmax -> (dropout) -> matmul on batched operands, and no fused attention kernel.
+    The gain is the non-matmul GPU time of the chains (scale, mask, softmax, dropout and copies over
+    the B x H x T x T scores), which a fused kernel does not spend; the matmul FLOPs remain."""
+    chains = ctx.attention_chains
+    if not chains or _fused_attention_present(ctx):
+        return []
+    g = ctx.view.gpu
+    rows = ctx.attention_rows
+    cost = float(g.dur[rows].sum()) / ctx.n
+    mm = rows & ctx.is_kernel & ctx.mm_code[g.name]
+    gain = cost - float(g.dur[mm].sum()) / ctx.n
+    fwd = [c for c in chains if not c.backward]
+    bwd = [c for c in chains if c.backward]
+    four = [c.four_d for c in chains if c.four_d is not None]
+    example = fwd[0] if fwd else chains[0]
+    evidence = {
+        "chains_per_step": len(chains) / ctx.n,
+        "forward_per_step": len(fwd) / ctx.n,
+        "backward_per_step": len(bwd) / ctx.n,
+        "ops": list(example.ops),
+        "backward_ops": list(bwd[0].ops) if bwd else None,
+        "matmul_input_dims": json.loads(example.shapes) if example.shapes else None,
+        "four_d": all(four) if four else None,
+        "gpu_us_per_step": cost,
+        "matmul_us_per_step": cost - gain,
+        "non_matmul_us_per_step": gain,
+        "kernels": top_kernels(ctx, rows & (ctx.is_kernel | ctx.is_memcpy)),
+    }
+    args = {"fwd": len(fwd) / ctx.n, "bwd": len(bwd) / ctx.n}
+    return [Hit(cost_us=cost, gain_us=gain, evidence=evidence, args=args)]
+
+
+# Optimizers that torch.optim offers with fused=True; the others have foreach at best.
+_FUSED_CAPABLE = {"Adam", "AdamW", "SGD", "Adagrad"}
+
+
+def _gpu_span(ctx: Context, launched: np.ndarray) -> float:
+    """Per step, from the first to the last of the ``launched`` rows, µs per step."""
+    g = ctx.view.gpu
+    span = 0.0
+    for i in range(ctx.n):
+        mine = launched & (ctx.step_of == i)
+        if mine.any():
+            span += float(g.end[mine].max() - g.ts[mine].min())
+    return span / ctx.n
+
+
+@rule(
+    title="Per-parameter optimizer: {kernels:.0f} kernels per step under Optimizer.step ({cls})",
+    fix={
+        "fused": "Use `torch.optim.{cls}(params, ..., fused=True)` (or `foreach=True`):",
+        "foreach": "Use the foreach implementation of {cls} (`foreach=True`) or a fused optimizer:",
+        "why": "one multi-tensor launch set per step instead of a few kernels per parameter. "
+        "Outside torch.optim: `apex.optimizers.FusedAdam` or DeepSpeed's `FusedAdam`.",
+        "zero_grad": "Also call `optimizer.zero_grad(set_to_none=True)` (the default since torch 2.0).",
+    },
+    note="gain: the GPU span of the optimizer step minus {ratio:g} x its "
+    "kernel busy time (what a fused/foreach version is assumed to need)",
+    thresholds=("optimizer_min_kernels_per_step", "optimizer_max_multi_tensor_share", "optimizer_fused_work_ratio"),
+)
+def unfused_optimizer(ctx: Context) -> list[Hit]:
+    """Many small per-parameter kernels under ``Optimizer.step``."""
+    th, g = ctx.th, ctx.view.gpu
+    rows = ctx.optimizer_rows
+    if not len(rows):
+        return []
+    launched = ctx.optimizer_launched & ctx.is_kernel & ~ctx.comm_code[g.name]
+    n_k = launched.sum() / ctx.n
+    if n_k < th.optimizer_min_kernels_per_step:
+        return []
+    multi = nm.multi_tensor_kernel_mask(ctx.names)[g.name] & launched
+    multi_share = float(multi.sum()) / max(1, int(launched.sum()))
+    w = pt.Windows.of_rows(ctx.tables, rows)
+    fused_ops = pt.ops_named_in(ctx.tables, w, ("aten::_fused_", "aten::_foreach_"))
+    if multi_share > th.optimizer_max_multi_tensor_share or any(k.startswith("aten::_fused_") for k in fused_ops):
+        return []
+    busy = ctx.per_step_union(launched) / ctx.n
+    span = _gpu_span(ctx, launched)
+    names = sorted({m.group(1) for r in rows if (m := nm.OPTIMIZER_STEP.match(ctx.names[ctx.tables.cpu.name[r]]))})
+    cls = names[0] if names else "Optimizer"
+    zg = ctx.zero_grad_launched & ctx.is_kernel
+    evidence = {
+        "optimizer": names,
+        "kernels_per_step": n_k,
+        "multi_tensor_kernel_share": multi_share,
+        "foreach_or_fused_ops": fused_ops,
+        "host_us_per_step": float(ctx.tables.cpu.dur[rows].sum()) / ctx.n,
+        "gpu_span_us_per_step": span,
+        "gpu_busy_us_per_step": busy,
+        "median_kernel_us": float(np.median(g.dur[launched])),
+        "kernels": top_kernels(ctx, launched),
+        "zero_grad_kernels_per_step": zg.sum() / ctx.n,
+        "zero_grad_us_per_step": float(g.dur[zg].sum()) / ctx.n,
+    }
+    fix = ("fused" if cls in _FUSED_CAPABLE else "foreach", "why") + (("zero_grad",) if zg.any() else ())
+    args = {"kernels": n_k, "cls": cls, "ratio": th.optimizer_fused_work_ratio}
+    return [
+        Hit(cost_us=span, gain_us=span - th.optimizer_fused_work_ratio * busy, evidence=evidence, args=args, fix=fix)
+    ]
+
+
+@rule(
+    title="Unfused elementwise chains: {runs:.0f} runs of >= {min_run} non-matmul kernels per step",
+    fix=(
+        "Fuse them: `torch.compile(model)` (Inductor generates fused Triton kernels), fused LayerNorm/RMSNorm "
+        "(`torch.nn.functional.layer_norm` / `rms_norm`, Apex `FusedLayerNorm`), a fused MLP/activation "
+        "kernel, or a custom Triton kernel for the hot run."
+    ),
+    note="gain: each run fused into one kernel as long as its longest member",
+    thresholds=("elementwise_min_run", "elementwise_min_share", "attention_max_launches_between"),
+)
+def unfused_elementwise(ctx: Context) -> list[Hit]:
+    """Long runs of small elementwise / normalisation kernels between matmuls; fusing a run
+    leaves about one kernel as long as its longest member."""
+    th, g = ctx.th, ctx.view.gpu
+    krows = np.flatnonzero(ctx.is_kernel & ctx.in_step)
+    claimed = ctx.optimizer_launched | ctx.zero_grad_launched | ctx.attention_rows
+    kern = g.take(krows)
+    ew = nm.elementwise_kernel_mask(ctx.names)
+    runs = pt.elementwise_runs(kern, ew, ~claimed[krows], th.elementwise_min_run)
+    if not runs:
+        return []
+    cost = sum(float(kern.dur[r].sum()) for r in runs) / ctx.n
+    gain = sum(float(kern.dur[r].sum() - kern.dur[r].max()) for r in runs) / ctx.n
+    if gain < th.elementwise_min_share * ctx.step_us:
+        return []
+    lens = np.array([len(r) for r in runs])
+    in_runs = np.zeros(len(g), bool)
+    in_runs[krows[np.concatenate(runs)]] = True
+    longest = runs[int(np.argmax([kern.dur[r].sum() for r in runs]))]
+    evidence = {
+        "runs_per_step": len(runs) / ctx.n,
+        "kernels_per_run_median": float(np.median(lens)),
+        "kernels_per_run_max": int(lens.max()),
+        "kernels_per_step": int(lens.sum()) / ctx.n,
+        "us_per_step": cost,
+        "kernels": top_kernels(ctx, in_runs),
+        "costliest_run": [ctx.names[c] for c in kern.name[longest][:12]],
+    }
+    args = {"runs": len(runs) / ctx.n, "min_run": th.elementwise_min_run}
+    return [Hit(cost_us=cost, gain_us=gain, evidence=evidence, args=args)]

@@ -1,0 +1,103 @@
+"""``gpu_idle``: GPU idle that no rule which fired claims, with what the host did meanwhile."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...analysis import patterns as pt
+from ...analysis.idle_gaps import GRAPH, HOST, LAUNCH, OTHER
+from ..context import Context
+from ..registry import GAP_THRESHOLDS, Fired, Hit, rule
+from .dataloader import dataloader_stall
+from .launches import launch_bound, tiny_kernels_in_graphs
+from .syncs import sync_point
+
+_SHORT_GAPS = (
+    "Most of it is short gaps between kernels: the host issues work just in time. Cut host overhead per kernel "
+)
+
+
+def _unclaimed(ctx: Context, fired: Fired) -> dict[str, float]:
+    """The idle time per cause, µs per step, with the causes of the rules that fired set to 0."""
+    gaps, n = ctx.gaps, ctx.n
+    parts = {
+        "short_gaps_us_per_step": gaps.total(LAUNCH) / n,
+        "host_gaps_us_per_step": gaps.total(HOST) / n,
+        "no_launch_us_per_step": gaps.total(OTHER) / n,
+        "dataloader_us_per_step": float(gaps.dataloader_us.sum()) / n,
+        "sync_us_per_step": float(gaps.sync_us.sum()) / n,
+    }
+    if fired[launch_bound.id]:
+        parts["short_gaps_us_per_step"] = parts["host_gaps_us_per_step"] = 0.0
+    parts["graph_gaps_us_per_step"] = 0.0 if fired[tiny_kernels_in_graphs.id] else gaps.total(GRAPH) / n
+    if fired[dataloader_stall.id]:
+        parts["dataloader_us_per_step"] = 0.0
+    if fired[sync_point.id]:
+        parts["sync_us_per_step"] = 0.0
+    return parts
+
+
+def _largest_gaps(ctx: Context, fired: Fired) -> list[dict[str, Any]]:
+    """The longest gaps not claimed by launch_bound or tiny_kernels_in_graphs, with the host's activity."""
+    gaps = ctx.gaps
+    free = gaps.cause != LAUNCH if fired[launch_bound.id] else np.ones(len(gaps.start), bool)
+    if fired[tiny_kernels_in_graphs.id]:
+        free &= gaps.cause != GRAPH
+    rows = np.flatnonzero(free & (gaps.rest_us > 0))
+    big = rows[np.argsort(-gaps.rest_us[rows], kind="stable")[: ctx.th.gpu_idle_top_gaps]]
+    return [
+        {
+            "start_us": float(gaps.start[k]),
+            "us": float(gaps.weight[k]),
+            "host_launched_during_gap": bool(gaps.cause[k] != OTHER),
+            "host_activity": pt.host_activity(ctx.tables, float(gaps.start[k]), float(gaps.end[k])),
+        }
+        for k in big
+    ]
+
+
+@rule(
+    after=(sync_point, launch_bound, tiny_kernels_in_graphs, dataloader_stall),
+    title="GPU idle {share:.0%} of the step with no other finding to blame",
+    fix={
+        "short_gaps_in_graphs": _SHORT_GAPS + "(capture more of the step in the CUDA graphs it already replays; "
+        "fewer, larger kernels via `torch.compile`).",
+        "short_gaps": _SHORT_GAPS + '(CUDA Graphs via `torch.compile(mode="reduce-overhead")`; '
+        "fewer, larger kernels via `torch.compile`).",
+        "graph_gaps": "Most of it is gaps between the kernels of CUDA graph replays: not host overhead, but the "
+        "cost of many small kernels. Fuse them (`torch.compile`) and give each more work.",
+        "host_work": "Look at what the host does in the largest gaps (evidence.largest_gaps) and take it off the "
+        "critical path: move CPU work (logging, metrics, checkpointing, Python bookkeeping) out of the step or "
+        "to a background thread, and keep the GPU queue ahead of the host (no syncs).",
+    },
+    note="short gaps: <= launch_gap_max_us between kernels; graph gaps: between the kernels of "
+    "one CUDA graph replay; host gaps: longer, and the host launched "
+    "work during them (the GPU waited for the host). The profiler slows the host, so host-caused idle "
+    "in a trace is an upper bound.",
+    thresholds=("gpu_idle_min_share", "gpu_idle_top_gaps", *GAP_THRESHOLDS),
+)
+def gpu_idle(ctx: Context, fired: Fired) -> list[Hit]:
+    """GPU idle that no fired rule claims: the data-loading part when dataloader_stall fired, the
+    sync part when sync_point did, the host-caused gaps when launch_bound did, the gaps inside
+    graph replays when tiny_kernels_in_graphs did."""
+    parts = _unclaimed(ctx, fired)
+    idle = sum(parts.values())
+    if idle < ctx.th.gpu_idle_min_share * ctx.step_us:
+        return []
+    evidence = {
+        "idle_us_per_step": float(ctx.gaps.weight.sum()) / ctx.n,
+        "unexplained_us_per_step": idle,
+        **parts,
+        "largest_gaps": _largest_gaps(ctx, fired),
+    }
+    fix: tuple[str, ...] = ()
+    if parts["short_gaps_us_per_step"] >= 0.5 * idle:
+        la = ctx.report.launches
+        uses_graphs = la is not None and la.graph_launches_per_step > 0
+        fix += ("short_gaps_in_graphs" if uses_graphs else "short_gaps",)
+    if parts["graph_gaps_us_per_step"] >= 0.5 * idle:
+        fix += ("graph_gaps",)
+    fix += ("host_work",)
+    return [Hit(cost_us=idle, gain_us=idle, evidence=evidence, args={"share": idle / ctx.step_us}, fix=fix)]

@@ -1,0 +1,159 @@
+"""The launch rules: many tiny kernels, launched one by one by the host (``launch_bound``) or
+replayed by CUDA graphs (``tiny_kernels_in_graphs``), with the GPU idle between them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...analysis.idle_gaps import GRAPH, HOST, LAUNCH
+from ..context import Context
+from ..registry import GAP_THRESHOLDS, Hit, rule
+from .evidence import top_kernels
+
+
+def _kernel_stats(ctx: Context, mask: np.ndarray) -> tuple[float, float | None, float]:
+    """Kernels of the steps in ``mask``: per step, their median µs, and the share under
+    ``launch_short_kernel_us``. Kernels belong to the step that launched them, as in ``LaunchStats``."""
+    dur = ctx.view.gpu.dur[mask & ctx.is_kernel & (ctx.view.step >= 0)]
+    if not len(dur):
+        return 0.0, None, 0.0
+    return len(dur) / ctx.n, float(np.median(dur)), float((dur < ctx.th.launch_short_kernel_us).mean())
+
+
+def _tiny(median_us: float | None, short_share: float, max_us: float, min_share: float) -> bool:
+    return (median_us is not None and median_us <= max_us) or short_share >= min_share
+
+
+def _launch_bound(ctx: Context) -> tuple[float, float | None, float] | None:
+    """(kernels per step, median µs, short share) of the kernels the host launched one by one, when
+    they are many and tiny and the host-caused idle (launch gaps plus longer gaps in which the host was
+    launching) is a large share of the step. Graph replays' kernels do not count (the host launched
+    the whole replay once), nor do kernels with no launch call in the trace."""
+    th = ctx.th
+    count, median, short = _kernel_stats(ctx, ctx.launched_one_by_one)
+    if count < th.launch_min_kernels_per_step:
+        return None
+    host_gaps = (ctx.gaps.total(LAUNCH) + ctx.gaps.total(HOST)) / ctx.n
+    tiny = _tiny(median, short, th.launch_short_kernel_us, th.launch_short_kernel_share)
+    return (count, median, short) if tiny and host_gaps >= th.launch_gap_min_share * ctx.step_us else None
+
+
+@rule(
+    title="Launch-bound: {count:.0f} kernels per step launched one by one (median {median:.1f} µs), "
+    "GPU idle {idle:.0%} of the step waiting for the host to launch",
+    fix={
+        "graphs": "The step already replays {graph_launches:.3g} CUDA graph(s) ({in_graphs:.0f} kernels); "
+        "capture the {count:.0f} kernels launched outside them as well (`torch.cuda.CUDAGraph` around more of "
+        "the step, or remove what breaks the capture: syncs, CPU tensors, dynamic shapes),",
+        "no_graphs": 'Cut per-kernel host overhead: capture the step with CUDA Graphs (`torch.compile(model, mode="'
+        'reduce-overhead")`, or `torch.cuda.CUDAGraph` / `torch.cuda.make_graphed_callables`),',
+        "fuse": "fuse small ops with `torch.compile`, and give each kernel more work (a larger batch).",
+    },
+    note="kernels: those the host launched one by one (a graph replay's kernels are launched once, "
+    "with the replay, and its inner gaps are not counted); gain: the GPU idle the host caused (gaps "
+    "<= gap_max_us between kernels, and longer gaps in which the host was launching), with no sync or "
+    "data loading involved; CUDA Graphs remove it. The profiler slows the host, so this is an upper "
+    "bound.",
+    thresholds=(
+        "launch_min_kernels_per_step",
+        "launch_short_kernel_us",
+        "launch_short_kernel_share",
+        "launch_gap_min_share",
+        *GAP_THRESHOLDS,
+    ),
+)
+def launch_bound(ctx: Context) -> list[Hit]:
+    """Many tiny kernels with the GPU idle between them while the host launches the next."""
+    gaps, la = ctx.gaps, ctx.report.launches
+    found = _launch_bound(ctx) if la is not None else None
+    if la is None or found is None:
+        return []
+    count, median, short_share = found
+    short = gaps.total(LAUNCH) / ctx.n
+    long = gaps.total(HOST) / ctx.n
+    sel = gaps.cause == LAUNCH
+    idle = short + long
+    evidence = {
+        "kernels_per_step": count,
+        "median_kernel_us": median,
+        "short_kernel_share": short_share,
+        "graph_kernels_per_step": la.graph_kernels_per_step,
+        "graph_launches_per_step": la.graph_launches_per_step,
+        "launch_api_us_per_step": la.launch_api_us_per_step,
+        "launch_gaps_per_step": sel.sum() / ctx.n,
+        "launch_gap_us_per_step": short,
+        "median_launch_gap_us": float(np.median(gaps.end[sel] - gaps.start[sel])) if sel.any() else None,
+        "gap_max_us": ctx.th.launch_gap_max_us,
+        "longer_host_gaps_us_per_step": long,
+    }
+    args = {
+        "count": count,
+        "median": median or 0,
+        "idle": idle / ctx.step_us,
+        "graph_launches": la.graph_launches_per_step,
+        "in_graphs": la.graph_kernels_per_step,
+    }
+    fix = ("graphs" if la.graph_kernels_per_step > 0 else "no_graphs", "fuse")
+    return [Hit(cost_us=idle, gain_us=idle, evidence=evidence, args=args, fix=fix)]
+
+
+def _tiny_graph_kernels(ctx: Context) -> tuple[float, float | None, float] | None:
+    """(kernels per step, median µs, short share) of the graph replays' kernels when they fire the rule."""
+    th = ctx.th
+    count, median, short = _kernel_stats(ctx, ctx.graph_launched)
+    if count < th.graph_min_kernels_per_step or not _tiny(
+        median, short, th.graph_short_kernel_us, th.graph_short_kernel_share
+    ):
+        return None
+    if ctx.gaps.total(GRAPH) / ctx.n < th.graph_gap_min_share * ctx.step_us:
+        return None
+    return count, median, short
+
+
+@rule(
+    title="{count:.0f} tiny kernels per step in CUDA graph replays (median {median:.1f} µs): GPU idle "
+    "{idle:.0%} of the step between them",
+    fix=(
+        "The step already runs as CUDA graph replays, so launch overhead is not the limit: the number of "
+        "kernels is. Fuse the small ops with `torch.compile` (Inductor fuses elementwise chains and "
+        'reductions into Triton kernels; `mode="reduce-overhead"` keeps the graphs), use fused kernels '
+        "(`torch.optim.AdamW(..., fused=True)`, fused norms, `F.scaled_dot_product_attention`), and give "
+        "each kernel more work (a larger batch, wider layers)."
+    ),
+    note="the host launched each replay once, so these gaps are not launch overhead and CUDA "
+    "Graphs are already in use; gain: the GPU idle between the replays' kernels, which fewer, fused "
+    "kernels remove (their own time may shrink too; not counted)",
+    thresholds=(
+        "graph_min_kernels_per_step",
+        "graph_short_kernel_us",
+        "graph_short_kernel_share",
+        "graph_gap_min_share",
+        # the short share counts kernels under launch_short_kernel_us (_kernel_stats), as it always has
+        "launch_short_kernel_us",
+        *GAP_THRESHOLDS,
+    ),
+)
+def tiny_kernels_in_graphs(ctx: Context) -> list[Hit]:
+    """Graph replays of many tiny kernels: the host launches are gone, but every kernel still costs the
+    GPU its own start-up and the idle before the next one. Fewer, larger kernels are the lever."""
+    found = _tiny_graph_kernels(ctx)
+    la = ctx.report.launches
+    if found is None or la is None:
+        return []
+    count, median, short = found
+    gap_us = ctx.gaps.total(GRAPH) / ctx.n
+    sel = ctx.gaps.cause == GRAPH
+    mask = ctx.graph_launched & ctx.is_kernel & (ctx.view.step >= 0)
+    evidence = {
+        "graph_launches_per_step": la.graph_launches_per_step,
+        "graph_kernels_per_step": count,
+        "median_kernel_us": median,
+        "short_kernel_share": short,
+        "graph_kernel_us_per_step": float(ctx.view.gpu.dur[mask].sum()) / ctx.n,
+        "gaps_in_graphs_per_step": sel.sum() / ctx.n,
+        "gap_us_per_step": gap_us,
+        "median_gap_us": float(np.median(ctx.gaps.end[sel] - ctx.gaps.start[sel])) if sel.any() else None,
+        "kernels": top_kernels(ctx, mask),
+    }
+    args = {"count": count, "median": median or 0, "idle": gap_us / ctx.step_us}
+    return [Hit(cost_us=gap_us, gain_us=gap_us, evidence=evidence, args=args)]

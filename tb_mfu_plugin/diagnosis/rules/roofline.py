@@ -1,0 +1,136 @@
+"""``below_roofline``: the ops that lose the most time below their own roof.
+
+Reads ``report.roofline`` (analysis.roofline). Ops under ``roofline_far_below`` of their
+roof are named with the likely cause for their side of the ridge:
+
+- memory-bound far below bandwidth: small launches (each call too short to stream) or
+  uncoalesced / strided access; the fix is fusion;
+- compute-bound below peak: fp32 math, GEMM dims that are not multiples of the tile, or
+  GEMMs too small to fill the GPU.
+
+Cost is the named ops' GPU time; the gain is their time minus their time at the roof (an
+upper bound: no kernel reaches 100 % of its roof). One finding per side of the ridge.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ...analysis.report import RooflineOp
+from ..context import Context
+from ..registry import Hit, rule
+
+
+def _matmul_dims(op: RooflineOp) -> list[int]:
+    """The M, N, K (and batch) sizes of a recorded matmul's operands, [] when unknown."""
+    try:
+        dims = json.loads(op.shapes)
+    except ValueError:
+        return []
+    if op.name in ("aten::addmm", "aten::baddbmm", "aten::_addmm_activation"):
+        dims = dims[1:]
+    out: list[int] = []
+    for d in dims[:2]:
+        if isinstance(d, list) and all(isinstance(x, int) for x in d):
+            out.extend(d[-2:])
+    return out
+
+
+def _cause(ctx: Context, op: RooflineOp) -> str:
+    th = ctx.th
+    if op.bound == "memory":
+        per_call = op.us_per_step / op.count_per_step if op.count_per_step else op.us_per_step
+        if per_call < th.roofline_small_launch_us:
+            kb = op.bytes_per_step / max(op.count_per_step, 1.0) / 1024
+            return f"small launches: {per_call:.1f} µs and {kb:.0f} KiB per call, too short to stream at full bandwidth"
+        if op.mean_blocks_per_sm is not None and op.mean_blocks_per_sm < 1.0:
+            return f"too few blocks: {op.mean_blocks_per_sm:.2f} per SM leave most SMs idle"
+        if op.kernels_per_call >= 2:
+            return f"{op.kernels_per_call:.0f} kernels per call: several passes over the data where one would do"
+        return "uncoalesced or strided access (transposed or non-contiguous tensors), or a slow kernel for this layout"
+    if op.dtype == "fp32":
+        return "fp32 math: no bf16/fp16 tensor-core path"
+    dims = _matmul_dims(op) if op.op_class == "matmul" else []
+    odd = sorted({d for d in dims if d % th.roofline_tile})
+    if odd:
+        return f"dims {odd} are not multiples of {th.roofline_tile}: partial tiles waste tensor-core work"
+    if op.flops_per_step / max(op.count_per_step, 1.0) < 5e9:
+        return "small GEMM: too few tiles to fill every SM"
+    return "below peak for its shape: kernel choice, clocks or a concurrent stream"
+
+
+@rule(
+    title={
+        "memory": "{count} memory-bound ops far below HBM bandwidth lose {lost:.0f} µs per step",
+        "compute": "{count} compute-bound ops far below peak lose {lost:.0f} µs per step",
+    },
+    fix={
+        "memory": (
+            "Fuse the memory-bound ops so each tensor is read and written once: `torch.compile` the model (or "
+            "the block), use fused kernels (`F.scaled_dot_product_attention`, `torch.optim.AdamW(fused=True)`, "
+            "fused LayerNorm/RMSNorm), avoid `.contiguous()`/transposed copies, use `channels_last` for convnets' "
+            "batch norm, and batch small launches (`torch._foreach_*`)."
+        ),
+        "compute": (
+            "Keep GEMMs on the tensor-core path at full tiles: bf16 autocast for fp32 matmuls, pad hidden sizes, "
+            "vocabulary and batch to multiples of 64 (e.g. vocab 50257 -> 50304), and batch small GEMMs "
+            "(`torch.bmm`, grouped GEMM) so that every SM gets tiles."
+        ),
+    },
+    note="gain: their GPU time minus their time at the roof, an upper bound (kernels reach ~80-90 % of a roof at best)",
+    thresholds=(
+        "roofline_far_below",
+        "roofline_min_op_share",
+        "roofline_min_share",
+        "roofline_small_launch_us",
+        "roofline_tile",
+        "roofline_top_ops",
+    ),
+)
+def below_roofline(ctx: Context) -> list[Hit]:
+    """The ops far below their roof, one hit per side of the ridge (``subject``: memory / compute)."""
+    r = ctx.report.roofline
+    if r is None or not r.peak_flops or not r.peak_bandwidth or ctx.step_us <= 0:
+        return []
+    hits = (_side(ctx, r.ops, bound) for bound in ("memory", "compute"))
+    return [h for h in hits if h is not None]
+
+
+def _side(ctx: Context, all_ops: list[RooflineOp], bound: str) -> Hit | None:
+    """The hit for one side of the ridge (``bound``), or None when its ops lose too little."""
+    th = ctx.th
+    ops = [
+        o
+        for o in all_ops
+        if o.bound == bound
+        and o.roof_share is not None
+        and o.roof_share < th.roofline_far_below
+        and (o.lost_us_per_step or 0.0) >= th.roofline_min_op_share * ctx.step_us
+    ]
+    lost = sum(o.lost_us_per_step or 0.0 for o in ops)
+    if not ops or lost < th.roofline_min_share * ctx.step_us:
+        return None
+    ops.sort(key=lambda o: -(o.lost_us_per_step or 0.0))
+    named: list[dict[str, Any]] = [
+        {
+            "name": o.name,
+            "class": o.op_class,
+            "shapes": o.shapes,
+            "us_per_step": o.us_per_step,
+            "roof_share": o.roof_share,
+            "lost_us_per_step": o.lost_us_per_step,
+            "cause": _cause(ctx, o),
+        }
+        for o in ops[: th.roofline_top_ops]
+    ]
+    evidence = {"ops": named, "ops_below": len(ops), "lost_us_per_step": lost, "far_below_share": th.roofline_far_below}
+    return Hit(
+        cost_us=sum(o.us_per_step for o in ops),
+        gain_us=lost,
+        evidence=evidence,
+        args={"count": len(ops), "lost": lost},
+        title=bound,
+        fix=(bound,),
+        subject=bound,
+    )

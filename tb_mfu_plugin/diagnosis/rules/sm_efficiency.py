@@ -1,0 +1,56 @@
+"""``low_sm_efficiency``: kernels launching fewer blocks than SMs, for long enough to matter."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..context import Context
+from ..registry import Hit, rule
+from .evidence import top_kernels
+
+
+@rule(
+    title="Low SM efficiency: kernels with < {blocks:g} block per SM run {us:.0f} µs per step",
+    fix=(
+        "Give these kernels more parallel work: a larger batch (or sequence), fusing them with neighbours "
+        "(`torch.compile`), or running independent work on another `torch.cuda.Stream`; for small GEMMs "
+        "batch them (`torch.bmm`, grouped GEMM)."
+    ),
+    note="gain: duration x (1 - blocks per SM), the idle SMs' share, assuming the work would "
+    "spread over all SMs and no other stream fills them",
+    thresholds=("low_blocks_per_sm", "low_sm_min_kernel_us", "low_sm_min_share"),
+)
+def low_sm_efficiency(ctx: Context) -> list[Hit]:
+    """Kernels launching fewer blocks than SMs, for long enough to matter: part of the GPU
+    sits idle while they run. Lost time: duration x (1 - blocks per SM)."""
+    th, g, bps = ctx.th, ctx.view.gpu, ctx.view.bps
+    sel = (
+        ctx.is_kernel
+        & ctx.in_step
+        & ~ctx.comm_code[g.name]  # collectives use few blocks by design
+        & ~np.isnan(bps)
+        & (bps < th.low_blocks_per_sm)
+        & (g.dur >= th.low_sm_min_kernel_us)
+    )
+    if not sel.any():
+        return []
+    lost_rows = np.where(sel, g.dur * (1.0 - np.clip(np.nan_to_num(bps), 0.0, 1.0)), 0.0)
+    lost = float(lost_rows.sum()) / ctx.n
+    if lost < th.low_sm_min_share * ctx.step_us:
+        return []
+    time = float(g.dur[sel].sum()) / ctx.n
+    top = top_kernels(ctx, sel, weights=lost_rows)
+    rows = np.flatnonzero(sel)
+    for k in top:
+        code = ctx.names.index(k["name"])
+        mine = rows[g.name[rows] == code]
+        k["mean_blocks_per_sm"] = float(np.average(bps[mine], weights=g.dur[mine]))
+        k["lost_us_per_step"] = k.pop("weighted")
+    evidence = {
+        "us_per_step": time,
+        "lost_us_per_step": lost,
+        "share_of_step": time / ctx.step_us,
+        "num_sms": ctx.report.device.num_sms if ctx.report.device else None,
+        "kernels": top,
+    }
+    return [Hit(cost_us=time, gain_us=lost, evidence=evidence, args={"blocks": th.low_blocks_per_sm, "us": time})]

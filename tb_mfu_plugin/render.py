@@ -1,0 +1,383 @@
+"""What ``tb-mfu`` prints on a terminal: a report, and two runs compared, as rich tables.
+
+Rendering only: ``cli`` runs the analysis and decides what to print. Every string
+shown comes from a report made safe by ``escape.for_rich`` (names from traces and
+file names are text, never markup), so no table or title can be restyled by a name.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+import msgspec
+from rich.console import Console
+from rich.table import Table
+
+from .analysis.report import Device, Report, RunReport, Summary, WorkerReport
+from .diagnosis.compare import FindingChange
+from .diagnosis.ranks import RankSummary
+from .escape import for_rich, markup_escape
+from .fmt import core_unit, mfu_text, nbytes, pct, tflop, us
+
+if TYPE_CHECKING:
+    from .pipeline import PathProgressFn
+
+
+def _table(title: str, columns: tuple[str, ...]) -> Table:
+    """A left-titled table of right-justified columns, the shape of most tables here."""
+    t = Table(title=title, title_justify="left")
+    for col in columns:
+        t.add_column(col, justify="right")
+    return t
+
+
+@contextmanager
+def progress_bar() -> Iterator[PathProgressFn]:
+    """A transient bar of decoded bytes on stderr, fed by ``pipeline.analyze_path``'s progress."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeElapsedColumn(),
+        transient=True,
+        console=Console(stderr=True),
+    )
+    with bar:
+        task = bar.add_task("Analysing", total=1)
+
+        def show(run: str, worker: str, done: int, total: int) -> None:
+            bar.update(task, description=markup_escape(f"{run} · {worker}"[-40:]), completed=done, total=total)
+
+        yield show
+
+
+def print_report(report: Report, top: int) -> None:
+    """Every worker of every run, then each distributed run's ranks side by side."""
+    console = Console()
+    report = for_rich(report)  # names from traces and file names are text, never markup
+    for run in report.runs:
+        for w in run.workers:
+            _print_worker(console, run.name, w, top)
+        _print_ranks(console, run)
+
+
+def _print_ranks(console: Console, run: RunReport) -> None:
+    if run.ranks is None:
+        return
+    # RunReport.ranks is typed Any (analysis does not import diagnosis), so for_rich's copy holds a dict
+    r = msgspec.convert(run.ranks, RankSummary)
+    t = _table(
+        f"{run.name}: ranks side by side (world size {r.world_size})",
+        ("rank", "worker", "median step", "GPU busy", "idle", "exposed comm / step", "MFU"),
+    )
+    for row in r.ranks:
+        t.add_row(
+            str(row.rank),
+            row.worker,
+            us(row.step_time_us),
+            pct(row.gpu_busy_share),
+            pct(row.idle_share),
+            us(row.exposed_communication_us_per_step),
+            pct(row.mfu),
+        )
+    console.print(t)
+    if r.straggler is not None:
+        console.print(f"[bold]straggler: {r.straggler.worker}[/] — {r.straggler.reason}", highlight=False)
+    console.print()
+
+
+def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int) -> None:
+    title = f"[bold]{run_name}[/] · worker {w.name}" + (f" · span {w.span}" if w.span else "")
+    if w.error:
+        console.print(f"{title}\n  [red]error:[/] {w.error}  ({w.file})\n", highlight=False)
+        return
+    s, dev = w.summary, w.device
+    assert s is not None and dev is not None
+    console.rule(title)
+    _print_device_and_steps(console, dev, s)
+    t = _table(
+        f"Where the step goes (time-weighted over the {s.steps} steps)",
+        (
+            "MFU",
+            "GPU busy",
+            "kernel time",
+            "SM efficiency",
+            "occupancy",
+            "tensor-core kernels",
+            "memcpy",
+            "sync wait",
+            "idle",
+        ),
+    )
+    t.add_row(
+        mfu_text(w),
+        pct(s.gpu_busy_share),
+        pct(s.kernel_time_share),
+        pct(s.sm_efficiency),
+        pct(s.achieved_occupancy),
+        pct(s.tensor_core_kernel_share),
+        pct(s.memcpy_time_share),
+        pct(s.sync_wait_share),
+        pct(s.idle_share),
+    )
+    console.print(t)
+    _print_flops(console, w)
+    _print_copies_and_syncs(console, w)
+    _print_launches(console, w)
+    _print_top_kernels(console, w, top)
+    _print_roofline(console, w, top)
+    _print_diagnosis(console, w)
+    for n in w.notes:
+        console.print(f"[dim]note:[/] {n}", highlight=False)
+    console.print()
+
+
+def _print_device_and_steps(console: Console, dev: Device, s: Summary) -> None:
+    peak = f"{dev.peak_flops / 1e12:.1f} TFLOP/s {dev.dtype or ''} ({dev.peak_source})" if dev.peak_flops else "unknown"
+    console.print(
+        f"device {dev.index}: {dev.name or 'unknown GPU'}"
+        + (f", {dev.num_sms} SMs, sm_{(dev.compute_capability or '').replace('.', '')}" if dev.num_sms else "")
+        + f" · peak {peak}",
+        highlight=False,
+    )
+    spread = s.distribution.get("step_time_us")
+    console.print(
+        f"{s.steps} steps, median step time {us(s.step_time_us)}"
+        + (f" (mean {us(s.step_time_mean_us)}, min {us(spread.min)}, max {us(spread.max)})" if spread else ""),
+        highlight=False,
+    )
+
+
+def _print_copies_and_syncs(console: Console, w: WorkerReport) -> None:
+    if w.copies:
+        t = _table("Copies per step", ("direction", "host memory", "count", "bytes", "time", "GB/s", "< 64 KiB"))
+        for c in w.copies:
+            t.add_row(
+                c.direction,
+                c.memory,
+                f"{c.count_per_step:.1f}",
+                nbytes(c.bytes_per_step),
+                us(c.time_us_per_step),
+                "n/a" if c.gbps is None else f"{c.gbps:.1f}",
+                f"{c.small_count_per_step:.1f}",
+            )
+        console.print(t)
+    if w.syncs:
+        t = _table("Host-device syncs per step", ("API", "issued by", "inside", "count", "blocked"))
+        for y in w.syncs:
+            t.add_row(
+                y.api,
+                y.root_op or "(no op: direct call)",
+                y.op or "",
+                f"{y.count_per_step:.1f}",
+                us(y.blocked_us_per_step),
+            )
+        console.print(t)
+
+
+def _print_launches(console: Console, w: WorkerReport) -> None:
+    ln = w.launches
+    if not ln:
+        return
+    console.print(
+        f"launches: {ln.kernels_per_step:.0f} kernels/step, median kernel {us(ln.median_kernel_us)}, "
+        f"{pct(ln.short_kernel_share)} under 10 µs, launch API {us(ln.launch_api_us_per_step)}/step; "
+        f"GPU idle gaps {ln.idle_gaps.count_per_step:.0f}/step totalling {us(ln.idle_gaps.total_us_per_step)}",
+        highlight=False,
+    )
+    if ln.graph_launches_per_step:
+        console.print(
+            f"CUDA graph replays: {ln.graph_launches_per_step:.3g}/step running {ln.graph_kernels_per_step:.0f} "
+            f"kernels (median {us(ln.graph_median_kernel_us)}); the host launched "
+            f"{ln.kernels_per_step - ln.graph_kernels_per_step:.0f} kernels/step one by one",
+            highlight=False,
+        )
+
+
+def _print_top_kernels(console: Console, w: WorkerReport, top: int) -> None:
+    if not w.top_kernels:
+        return
+    t = Table(title=f"Top {min(top, len(w.top_kernels))} kernels", title_justify="left")
+    for col, just in (
+        ("kernel", "left"),
+        ("count", "right"),
+        ("total", "right"),
+        ("share", "right"),
+        ("blocks/SM", "right"),
+        ("SM eff.", "right"),
+        ("occupancy", "right"),
+        ("unit", "center"),
+    ):
+        if col == "kernel":
+            t.add_column(col, overflow="ellipsis", no_wrap=True, max_width=48)
+        else:
+            t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
+    for k in w.top_kernels[:top]:
+        t.add_row(
+            k.name,
+            str(k.count),
+            us(k.total_us),
+            pct(k.share),
+            "n/a" if k.mean_blocks_per_sm is None else f"{k.mean_blocks_per_sm:.2f}",
+            pct(k.sm_efficiency),
+            pct(k.achieved_occupancy),
+            core_unit(k),
+        )
+    console.print(t)
+
+
+def _print_roofline(console: Console, w: WorkerReport, top: int) -> None:
+    """The ops that lose the most time below their roof (docs/roofline.md)."""
+    r = w.roofline
+    if r is None or not r.ops or not r.peak_flops or not r.peak_bandwidth:
+        return
+    ops = sorted(r.ops, key=lambda o: -(o.lost_us_per_step or 0.0))[:top]
+    t = Table(
+        title=f"Roofline: ops by time lost below their roof (peak {r.peak_flops / 1e12:.1f} TFLOP/s, HBM "
+        f"{r.peak_bandwidth / 1e12:.2f} TB/s; {pct(r.coverage)} of GPU time placed; ↑ above roof: cached)",
+        title_justify="left",
+    )
+    t.add_column("op", overflow="ellipsis", no_wrap=True, min_width=14, max_width=40)
+    for col in ("bound", "time/step", "achieved", "of roof", "lost/step"):
+        t.add_column(col, no_wrap=True, justify="left" if col == "bound" else "right")
+    for o in ops:
+        got = (
+            f"{(o.achieved_flops or 0) / 1e12:.1f} TFLOP/s"
+            if o.bound == "compute"
+            else f"{(o.achieved_bandwidth or 0) / 1e9:.0f} GB/s"
+        )
+        share = pct(o.roof_share) + (" ↑" if o.above_roof else "")
+        t.add_row(f"{o.name} {o.shapes}", o.bound or "n/a", us(o.us_per_step), got, share, us(o.lost_us_per_step))
+    console.print(t)
+
+
+def _print_flops(console: Console, w: WorkerReport) -> None:
+    s, f = w.summary, w.flops or {}
+    assert s is not None
+    line = f"FLOPs per step: {tflop(s.flops_per_step)}"
+    if f.get("headline_source"):
+        line += f" from {f['headline_source']}"
+    if f.get("achieved_tflops_while_busy") is not None:
+        line += f"; achieved {f['achieved_tflops_while_busy']:.0f} TFLOP/s while the GPU is busy"
+    console.print(line, highlight=False)
+    imp = f.get("impossible")
+    if imp:
+        console.print(
+            f"  [bold red]MFU impossible[/] (above 100 %), not shown as a figure; likely cause: "
+            f"{imp.get('explanation')}",
+            highlight=False,
+        )
+    console.print(
+        f"  matmul kernels: tensor-core {pct(s.tensor_core_kernel_share)} of kernel time, CUDA-core "
+        f"{pct(s.cuda_core_matmul_kernel_share)}, unknown unit {pct(s.unknown_core_kernel_share)}; dtype "
+        f"{f.get('kernel_dtype') or 'unknown'} by kernel names, peak dtype "
+        f"{(f.get('peak') or {}).get('dtype') or 'n/a'} from {(f.get('peak') or {}).get('dtype_source') or 'n/a'}",
+        highlight=False,
+    )
+    extra = []
+    if f.get("mfu_model") is not None and f.get("hfu") is not None and abs(f["mfu_model"] - f["hfu"]) > 1e-4:
+        extra.append(f"MFU without recompute {pct(f['mfu_model'])}, HFU {pct(f['hfu'])}")
+    if f.get("mfu_user") is not None:
+        extra.append(f"MFU from your model FLOPs ({f.get('user_flops_source')}) {pct(f['mfu_user'])}")
+    if f.get("unattributed_kernel_share"):
+        extra.append(f"{pct(f['unattributed_kernel_share'])} of kernel time is in ops with no FLOP formula")
+    for e in extra:
+        console.print(f"  {e}", highlight=False)
+    if s.mfu is not None:
+        console.print(
+            "  [dim]MFU from a trace is a lower bound: the profiler slows host-bound steps down; "
+            "the TFLOP/s while busy is the matching upper view.[/]",
+            highlight=False,
+        )
+
+
+_SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "dim"}
+
+
+def _print_diagnosis(console: Console, w: WorkerReport) -> None:
+    s = w.summary
+    if w.waterfall and s is not None:
+        t = Table(
+            title=f"GPU busy {pct(s.gpu_busy_share)} but MFU {mfu_text(w)}: where the step goes", title_justify="left"
+        )
+        t.add_column("")
+        t.add_column("per step", justify="right")
+        t.add_column("share", justify="right")
+        for row in w.waterfall:
+            kind = row.get("kind")
+            label = row.get("label", "")
+            style = "bold" if kind in ("total", "subtotal", "result") else None
+            prefix = "  − " if kind == "loss" else ""
+            t.add_row(prefix + label, us(row.get("us_per_step")), pct(row.get("share")), style=style)
+        console.print(t)
+    if w.findings:
+        t = Table(title="Findings, by estimated gain", title_justify="left", show_lines=True)
+        t.add_column("severity")
+        t.add_column("finding", ratio=3)
+        t.add_column("est. gain/step", justify="right")
+        t.add_column("fix", ratio=4)
+        for f in w.findings:
+            sev = f.get("severity", "")
+            gain = f.get("est_gain_us_per_step")
+            after = f.get("est_mfu_after")
+            gain_text = us(gain) + (f"\n→ MFU {pct(after)}" if after is not None else "")
+            t.add_row(
+                f"[{_SEVERITY_STYLE.get(sev, '')}]{sev}[/]",
+                f"[bold]{f.get('id')}[/]\n{f.get('title', '')}",
+                gain_text,
+                str(f.get("recommendation", "")),
+            )
+        console.print(t)
+
+
+def _count(digits: int) -> Callable[[float | None], str]:
+    return lambda x: "n/a" if x is None else f"{x:.{digits}f}"
+
+
+# The summary figures compared side by side: label, Summary field, format.
+_COMPARED: tuple[tuple[str, str, Callable[[float | None], str]], ...] = (
+    ("MFU", "mfu", pct),
+    ("median step time", "step_time_us", us),
+    ("GPU busy", "gpu_busy_share", pct),
+    ("kernel time", "kernel_time_share", pct),
+    ("SM efficiency", "sm_efficiency", pct),
+    ("tensor-core kernels", "tensor_core_kernel_share", pct),
+    ("idle", "idle_share", pct),
+    ("kernels / step", "kernels_per_step", _count(0)),
+    ("syncs / step", "sync_count_per_step", _count(1)),
+    ("FLOPs / step", "flops_per_step", tflop),
+)
+_CHANGE_STYLE = {"fixed": "green", "new": "red", "remains": "dim"}
+
+
+def print_comparison(a: WorkerReport, b: WorkerReport, changes: list[FindingChange]) -> None:
+    """Two workers' figures side by side, then their findings fixed, new or remaining.
+
+    ``a`` and ``b`` come from reports already made safe by ``escape.for_rich``: the
+    findings were matched on those same strings.
+    """
+    console = Console()
+    t = Table(title="Compare (first worker of each run)", title_justify="left")
+    for col in ("", "baseline", "other"):
+        t.add_column(col, justify="right" if col else "left")
+    t.add_row("file", os.path.basename(a.file), os.path.basename(b.file))
+    for label, key, show in _COMPARED:
+        if key == "mfu":  # an impossible MFU reads "impossible", not n/a
+            t.add_row(label, mfu_text(a), mfu_text(b))
+        else:
+            t.add_row(label, show(getattr(a.summary, key)), show(getattr(b.summary, key)))
+    console.print(t)
+    t = Table(title="Findings", title_justify="left")
+    for col in ("status", "finding", "gain before", "gain after"):
+        t.add_column(col)
+    for c in changes:
+        name = c.id + (f" · {c.subject}" if c.subject else "")
+        t.add_row(
+            f"[{_CHANGE_STYLE[c.status]}]{c.status}[/]", name, us(c.baseline_gain_us_per_step), us(c.gain_us_per_step)
+        )
+    console.print(t)

@@ -1,0 +1,1 @@
+"""Tests of the TensorBoard plugin (``tb_mfu_plugin.tensorboard``)."""
