@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from ..options import AnalysisOptions
@@ -258,14 +259,7 @@ def _fill_detail(
     detail.achieved_tflops_while_busy = (
         achieved_tflops_while_busy(float(np.sum(wf.flops)), float(sum(busy))) if has_shapes else None
     )
-    detail.peak = PeakFacts(
-        name=choice.name,
-        peak_flops=choice.peak_flops,
-        dtype=choice.dtype,
-        dtype_source=choice.dtype_source,
-        source=choice.source,
-        inferred=choice.inferred,
-    )
+    detail.peak = msgspec.convert(choice, PeakFacts, from_attributes=True)  # PeakChoice's fields, by name
     detail.kernel_dtype = dchoice.kernel_dtype
     detail.kernel_dtype_shares = dchoice.kernel_shares
 
