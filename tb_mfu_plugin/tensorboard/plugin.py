@@ -29,6 +29,8 @@ from ..options import AnalysisOptions
 from ..pipeline import run_report
 from ..trace.discover import RunFiles, SpanFile
 from ..trace.limits import limits_from_flags
+from ..trace.locations import basename
+from ..trace.storage import use_storage_options
 from .cache import ERROR, LOADING, QUEUED, AnalysisCache, FileState, default_cache_dir
 from .paths import FileGate, PathView
 from .runs import RunIndex, Scan, sources_from_flags
@@ -65,6 +67,8 @@ class MfuPlugin(base_plugin.TBPlugin):
     ) -> None:
         super().__init__(context)
         flags = context.flags
+        # before any listing: credentials for remote logdirs (never shown: storage.py)
+        use_storage_options(getattr(flags, "mfu_storage_options", None) or None)
         self._sources = sources_from_flags(flags, getattr(context, "logdir", None))
         self._view = PathView(self._sources, bool(getattr(flags, "mfu_show_full_paths", False)))
         gate = FileGate(self._sources, bool(getattr(flags, "mfu_confine_to_logdir", False)))
@@ -73,7 +77,9 @@ class MfuPlugin(base_plugin.TBPlugin):
         if cache.refuse is None:
             cache.refuse = gate.refusal
         self._cache = cache
-        self._index = RunIndex(self._sources, min_scan_interval_s, on_scan=self._queue_scan)
+        self._index = RunIndex(
+            self._sources, min_scan_interval_s, on_scan=self._queue_scan, limits=cache.options.limits
+        )
         self._index.refresh()  # start scanning now, so is_active() knows soon
 
     # -- TBPlugin --------------------------------------------------------
@@ -151,7 +157,7 @@ class MfuPlugin(base_plugin.TBPlugin):
             workers.setdefault(wname, []).append(
                 {
                     "span": span.span,
-                    "file": os.path.basename(span.path),
+                    "file": basename(span.path),
                     "size": span.size,
                     "mtime": span.mtime,
                     "state": st.state,
