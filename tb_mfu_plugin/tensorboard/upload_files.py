@@ -64,8 +64,9 @@ def kind_of(name: str) -> str:
 
 
 def safe_part(text: str, fallback: str = "upload") -> str:
-    """``text`` reduced to ``[A-Za-z0-9._-]``, no leading dots or dashes, at most MAX_NAME_CHARS."""
-    cleaned = _UNSAFE.sub("_", text).lstrip(".-_")[:MAX_NAME_CHARS].rstrip(".")
+    """``text`` reduced to ``[A-Za-z0-9._-]``, neither starting nor ending with ``.``, ``_`` or ``-``
+    (no hidden files, no option-like names), at most MAX_NAME_CHARS."""
+    cleaned = _UNSAFE.sub("_", text).strip("._-")[:MAX_NAME_CHARS].rstrip("._-")
     return cleaned or fallback
 
 
