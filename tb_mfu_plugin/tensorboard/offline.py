@@ -61,8 +61,10 @@ def offline_html(payload_json: bytes, bundle: bytes, title: str) -> bytes:
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{csp}">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{html.escape(escape_surrogates(title))}</title></head>\n<body>\n"
+        f"<title>{html.escape(escape_surrogates(title))}</title>\n"
     )
+    # Both scripts sit in <head>: the page replaces <body>, and a module script runs once the
+    # document is parsed, wherever it is.
     return b"".join(
         [
             head.encode(),
@@ -70,6 +72,6 @@ def offline_html(payload_json: bytes, bundle: bytes, title: str) -> bytes:
             script_safe_json(payload_json),
             b'</script>\n<script type="module">',
             script,
-            b"</script>\n</body></html>\n",
+            b"</script>\n</head>\n<body></body></html>\n",
         ]
     )
