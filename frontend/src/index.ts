@@ -42,11 +42,12 @@ const state: State = {
   shownSig: '',
 };
 
-// What the URL hash asked for and the runs or the report do not show yet (hashstate.ts).
-let pending: HashState = {};
+// What the URL hash asked for and the runs or the report do not show yet (hashstate.ts);
+// ``under``: the run, or else the first run below it (an uploaded archive holds several).
+let pending: HashState & { under?: boolean } = {};
 const uploader = new Uploader((run) => {
   // show the new run once a scan lists it
-  pending = { run };
+  pending = { run, under: true };
   state.view = 'overview';
   void tick(true);
 });
@@ -202,9 +203,11 @@ function resolvePending(): void {
   if (!state.runs) return;
   const names = state.runs.runs.map((r) => r.name);
   const settled = state.runs.scanned && !state.runs.scanning; // a name not listed now never will be
-  if (pending.run !== undefined) {
-    if (names.includes(pending.run)) {
-      state.run = pending.run;
+  const want = pending.run;
+  if (want !== undefined) {
+    const hit = names.includes(want) ? want : pending.under ? names.find((n) => n.startsWith(`${want}/`)) : undefined;
+    if (hit !== undefined) {
+      state.run = hit;
       pending.run = undefined;
     } else if (settled) pending = { ...pending, run: undefined, worker: undefined };
   }
