@@ -24,33 +24,24 @@ interface OfflinePayload {
 /** The links that download the run's report: the offline page (opening on worker report
  * ``worker``) and the JSON. */
 export function downloadLinks(run: string, worker: number): HTMLElement {
-  const url = (format: string) =>
-    `./download?run=${encodeURIComponent(run)}&format=${format}${format === 'html' ? `&worker=${worker}` : ''}`;
+  const link = (format: 'html' | 'json', title: string) =>
+    h(
+      'a',
+      {
+        props: { href: `./download?run=${encodeURIComponent(run)}&format=${format}&worker=${worker}` },
+        attrs: { download: '' },
+        testid: `download-${format}`,
+        title,
+      },
+      format.toUpperCase(),
+    );
   return h(
     'span',
     { class: 'downloads', testid: 'download' },
     icon(ICON_DOWNLOAD, 14),
     h('span', { class: 'dim' }, 'Download report'),
-    h(
-      'a',
-      {
-        props: { href: url('html') },
-        attrs: { download: '' },
-        testid: 'download-html',
-        title: 'One HTML file with this Overview, for anyone, offline',
-      },
-      'HTML',
-    ),
-    h(
-      'a',
-      {
-        props: { href: url('json') },
-        attrs: { download: '' },
-        testid: 'download-json',
-        title: 'The report as tb-mfu analyze --json prints it',
-      },
-      'JSON',
-    ),
+    link('html', 'One HTML file with this Overview, for anyone, offline'),
+    link('json', 'The report as tb-mfu analyze --json prints it'),
   );
 }
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 import base64
 import json
 import shutil
-import subprocess
-import sys
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +26,16 @@ import pytest
 from tb_mfu_plugin.tensorboard.uploads import ARCHIVE_PENDING, archives_readable
 
 from .conftest import ROOT, TensorBoard, _skip_without_browser
-from .test_browser import FRAME, TIMEOUT_MS, check_overview_matches_cli, first_usable, open_tab, pct_text, poll
+from .test_browser import (
+    FRAME,
+    TIMEOUT_MS,
+    check_overview_matches_cli,
+    cli_json,
+    first_usable,
+    open_tab,
+    pct_text,
+    poll,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -39,13 +46,7 @@ HOSTILE = "</script><script>window.__xss=1;alert(1)</script>"
 
 def cli_run(path: Path, name: str) -> dict[str, Any]:
     """``tb-mfu analyze PATH --json``'s one run, under the name the tab gives it."""
-    out = subprocess.run(
-        [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(path), "--json"],
-        check=True,
-        capture_output=True,
-        cwd=ROOT,
-    ).stdout
-    (run,) = json.loads(out)["runs"]
+    (run,) = cli_json(path).values()
     return {**run, "name": name}
 
 
@@ -135,14 +136,7 @@ def test_uploaded_traces_and_archives_become_runs_with_the_cli_figures(tb, page,
             z.write(f, f"team/ddp_2gpu/{f.name}")
     frame.locator("[data-testid=upload-input]").set_input_files(str(archive))
     if archives_readable():
-        expected = json.loads(
-            subprocess.run(
-                [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(archive), "--json"],
-                check=True,
-                capture_output=True,
-                cwd=ROOT,
-            ).stdout
-        )["runs"]
+        expected = list(cli_json(archive).values())
         frame.locator("[data-testid=run-title]").filter(has_text="uploads/team_traces").wait_for(timeout=TIMEOUT_MS)
         title = frame.locator("[data-testid=run-title]").text_content() or ""
         (run,) = [r for r in expected if title.endswith(r["name"].rsplit("/", 1)[-1])]
