@@ -241,7 +241,7 @@ def test_upload_is_off_when_the_cache_dir_is_inside_a_logdir(serve, two_runs):
 
 def test_an_archive_waits_alone_for_archive_support(serve, cache_dir, tmp_path):
     if archives_readable():
-        pytest.skip("the trace layer reads archives: the e2e test covers them")
+        pytest.skip("the trace layer reads archives: the next test covers them")
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
         z.write(sample_file("low_sm_efficiency"), "team/run_a/" + sample_file("low_sm_efficiency").name)
@@ -254,6 +254,23 @@ def test_an_archive_waits_alone_for_archive_support(serve, cache_dir, tmp_path):
     pending = [{"run": "uploads/team_traces", "file": "team_traces.zip", "state": ARCHIVE_PENDING}]
     s.wait_for(lambda: s.json("/runs")["uploads"]["pending"] == pending)
     assert s.json("/runs")["runs"] == []
+
+
+def test_an_uploaded_archive_is_a_logdir_once_archives_are_read(serve, cache_dir, tmp_path):
+    if not archives_readable():
+        pytest.skip("the trace layer does not read archives yet (trace/archive.py)")
+    src = sample_file("low_sm_efficiency")
+    archive = tmp_path / "team.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.write(src, f"team/run_a/{src.name}")
+    s = serve(None, cache_dir=cache_dir)
+    done = upload_files(s, "batch0016", [archive])
+    assert done == {"run": "uploads/team", "state": "ready", "files": ["team.zip"]}
+    s.wait_for(lambda: [r["name"] for r in s.json("/runs")["runs"]] == ["uploads/team/team/run_a"])
+    s.settle()
+    assert s.json("/runs")["uploads"]["pending"] == []
+    report = s.json("/report?run=uploads/team/team/run_a")
+    assert without_files(report) == without_files(cli_run(src.parent))
 
 
 def test_uploads_at_once_get_their_own_runs(serve, cache_dir):
