@@ -315,3 +315,22 @@ def test_a_cancelled_upload_leaves_nothing(serve, cache_dir):
     assert r.status_code == 200
     assert not list((Path(cache_dir) / "uploads-incoming").iterdir())
     assert not (Path(cache_dir) / "uploads").exists()
+
+
+def test_the_loader_defines_the_upload_flags_and_checks_the_cap():
+    import argparse
+
+    from tensorboard.plugins import base_plugin
+
+    from tb_mfu_plugin.tensorboard.entry import MfuPluginLoader
+
+    parser = argparse.ArgumentParser()
+    loader = MfuPluginLoader()
+    loader.define_flags(parser)
+    flags = parser.parse_args(["--mfu_disable_upload", "--mfu_upload_max_bytes", "256MiB"])
+    loader.fix_flags(flags)
+    assert flags.mfu_disable_upload is True and flags.mfu_upload_max_bytes == "256MiB"
+    assert parser.parse_args([]).mfu_disable_upload is False
+    for bad in ("lots", "0", "-1"):
+        with pytest.raises(base_plugin.FlagsError, match="--mfu_upload_max_bytes"):
+            loader.fix_flags(parser.parse_args(["--mfu_upload_max_bytes", bad]))
