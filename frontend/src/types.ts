@@ -62,6 +62,15 @@ export interface RunsBody {
   sources: { name: string | null; path: string }[];
   errors: string[];
   runs: RunStatus[];
+  uploads?: UploadsStatus;
+}
+
+/** Upload in the tab (tensorboard/share.py: uploads_status). */
+export interface UploadsStatus {
+  enabled: boolean;
+  reason: string | null;
+  max_bytes: number;
+  pending: { run: string; file: string; state: string }[]; // archives the server cannot read yet
 }
 
 export interface CompareEntry {
