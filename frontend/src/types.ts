@@ -70,7 +70,6 @@ export interface UploadsStatus {
   enabled: boolean;
   reason: string | null;
   max_bytes: number;
-  pending: { run: string; file: string; state: string }[]; // archives the server cannot read yet
 }
 
 export interface CompareEntry {

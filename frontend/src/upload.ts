@@ -254,16 +254,6 @@ export class Uploader {
         j.state === 'error' ? this.dismiss(() => (this.jobs = this.jobs.filter((x) => x !== j))) : null,
       ),
     );
-    for (const p of this.status?.pending ?? [])
-      rows.push(
-        h(
-          'div',
-          { class: 'lrow', testid: 'upload-pending' },
-          icon(ICONS.info, 12),
-          h('span', { class: 'lname mono' }, p.run),
-          h('span', { class: 'lval' }, `${p.file}: ${p.state}`),
-        ),
-      );
     if (this.notice)
       rows.push(
         h(

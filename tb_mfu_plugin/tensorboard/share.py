@@ -65,8 +65,8 @@ def upload_area(
 def uploads_status(area: UploadArea | None, reason: str | None) -> dict[str, Any]:
     """What ``/runs`` says about upload, for the tab's drop zone."""
     if area is None:
-        return {"enabled": False, "reason": reason, "max_bytes": 0, "pending": []}
-    return {"enabled": True, "reason": None, "max_bytes": area.max_bytes, "pending": area.pending()}
+        return {"enabled": False, "reason": reason, "max_bytes": 0}
+    return {"enabled": True, "reason": None, "max_bytes": area.max_bytes}
 
 
 def check_upload_request(request: wrappers.Request) -> None:

@@ -22,7 +22,6 @@ anything is written.
 from __future__ import annotations
 
 import errno
-import importlib.util
 import logging
 import os
 import re
@@ -56,7 +55,6 @@ CHUNK_BYTES = 1 * MiB
 MAX_OPEN_BATCHES = 16  # uploads arriving at once; more wait for one to finish (HTTP 429)
 MAX_FILES = 1024  # files in one upload
 INCOMING_TTL_S = 3600.0  # an upload left unfinished this long (a closed tab) is swept away
-ARCHIVE_PENDING = "archive support pending"
 _BATCH_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 
 
@@ -66,15 +64,6 @@ class UploadError(Exception):
     def __init__(self, status: int, message: str) -> None:
         self.status = status
         super().__init__(message)
-
-
-def archives_readable() -> bool:
-    """Whether the trace layer reads a ``.zip``/``.tar.gz`` as a logdir.
-
-    That is the ``trace/archive.py`` module of the remote-logdirs work; until it
-    is there, an uploaded archive is kept as it came and listed as pending.
-    """
-    return importlib.util.find_spec("tb_mfu_plugin.trace.archive") is not None
 
 
 @dataclass
@@ -97,7 +86,6 @@ class UploadArea:
         self.on_commit = on_commit
         self._lock = threading.Lock()
         self._batches: dict[str, _Batch] = {}
-        self._pending: list[dict[str, str]] = []  # archives kept until they can be read
 
     # -- receiving -------------------------------------------------------
     def receive(self, batch_id: str, name: str, body: IO[bytes], length: int | None) -> dict[str, object]:
@@ -177,8 +165,6 @@ class UploadArea:
             _rmtree(batch.path)
             raise UploadError(400, "nothing was uploaded")
         folder = self._place(batch.path, run_label(batch.names))
-        archive = bool(batch.kinds & set(ARCHIVES))
-        state = ARCHIVE_PENDING if archive and not archives_readable() else "ready"
         logger.info(
             "MFU plugin: upload of %d file(s), %s, stored as %s", len(batch.names), format_size(batch.bytes), folder
         )
@@ -186,7 +172,7 @@ class UploadArea:
             self.on_commit()
         return {
             "run": f"{UPLOADS}/{folder}",
-            "state": state,
+            "state": "ready",
             "files": sorted(os.listdir(os.path.join(self.root, folder))),
         }
 
@@ -238,28 +224,16 @@ class UploadArea:
         """The upload area as sources of the scan (called on the scan thread, never on a request).
 
         Folders of trace files are runs of the ``uploads`` source. An uploaded
-        archive is a logdir of its own, ``uploads/<run>`` -> the archive file, once
-        the trace layer reads archives (``archives_readable``): that is where the
-        remote-logdirs work's archive reader joins; until then it is listed as pending.
+        archive is a logdir of its own, ``uploads/<run>`` -> the archive file,
+        read in place by the trace layer's archive reader (nothing is extracted).
         """
         if not os.path.isdir(self.root):
-            self._pending = []
             return []
         out = [Source(UPLOADS, self.root)]
-        pending = []
-        readable = archives_readable()
         for folder in sorted(os.listdir(self.root)):
             for f in _archives_in(os.path.join(self.root, folder)):
-                if readable:
-                    out.append(Source(f"{UPLOADS}/{folder}", os.path.join(self.root, folder, f)))
-                else:
-                    pending.append({"run": f"{UPLOADS}/{folder}", "file": f, "state": ARCHIVE_PENDING})
-        self._pending = pending
+                out.append(Source(f"{UPLOADS}/{folder}", os.path.join(self.root, folder, f)))
         return out
-
-    def pending(self) -> list[dict[str, str]]:
-        """Uploaded archives that cannot be read yet, as of the last scan."""
-        return list(self._pending)
 
 
 class _Metered:

@@ -23,8 +23,6 @@ from urllib.parse import quote
 
 import pytest
 
-from tb_mfu_plugin.tensorboard.uploads import ARCHIVE_PENDING, archives_readable
-
 from .conftest import ROOT, TensorBoard, _skip_without_browser
 from .test_browser import (
     FRAME,
@@ -135,17 +133,11 @@ def test_uploaded_traces_and_archives_become_runs_with_the_cli_figures(tb, page,
         for f in ddp:
             z.write(f, f"team/ddp_2gpu/{f.name}")
     frame.locator("[data-testid=upload-input]").set_input_files(str(archive))
-    if archives_readable():
-        expected = list(cli_json(archive).values())
-        frame.locator("[data-testid=run-title]").filter(has_text="uploads/team_traces").wait_for(timeout=TIMEOUT_MS)
-        title = frame.locator("[data-testid=run-title]").text_content() or ""
-        (run,) = [r for r in expected if title.endswith(r["name"].rsplit("/", 1)[-1])]
-        check_overview_matches_cli(frame, {**run, "name": title})
-    else:
-        pending = frame.locator("[data-testid=upload-pending]")
-        pending.wait_for(timeout=TIMEOUT_MS)
-        assert ARCHIVE_PENDING in (pending.text_content() or "")
-        assert "uploads/team_traces" in (pending.text_content() or "")
+    expected = list(cli_json(archive).values())
+    frame.locator("[data-testid=run-title]").filter(has_text="uploads/team_traces").wait_for(timeout=TIMEOUT_MS)
+    title = frame.locator("[data-testid=run-title]").text_content() or ""
+    (run,) = [r for r in expected if title.endswith(r["name"].rsplit("/", 1)[-1])]
+    check_overview_matches_cli(frame, {**run, "name": title})
     page.set_viewport_size({"width": 1440, "height": 900})
     page.screenshot(path=str(output_dir / "mfu-upload.png"))
     assert not page.errors, page.errors  # type: ignore[attr-defined]

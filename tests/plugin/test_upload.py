@@ -22,7 +22,7 @@ import pytest
 from tb_mfu_plugin.analysis.report import to_json
 from tb_mfu_plugin.pipeline import analyze_path
 from tb_mfu_plugin.tensorboard import uploads as uploads_mod
-from tb_mfu_plugin.tensorboard.uploads import ARCHIVE_PENDING, UploadArea, UploadError, archives_readable
+from tb_mfu_plugin.tensorboard.uploads import UploadArea, UploadError
 
 from .conftest import PREFIX, SAMPLES, Served, sample_file
 
@@ -74,7 +74,7 @@ def test_an_uploaded_trace_is_a_run_with_the_cli_figures(serve, two_runs, cache_
     before = listing(two_runs)
     s = serve(two_runs, cache_dir=cache_dir)
     s.settle()
-    assert s.json("/runs")["uploads"] == {"enabled": True, "reason": None, "max_bytes": 1 << 30, "pending": []}
+    assert s.json("/runs")["uploads"] == {"enabled": True, "reason": None, "max_bytes": 1 << 30}
     src = sample_file("gpt_sdpa_fused")
     done = upload_files(s, "batch0001", [src])
     assert done == {"run": "uploads/rank0", "state": "ready", "files": [src.name]}
@@ -239,26 +239,7 @@ def test_upload_is_off_when_the_cache_dir_is_inside_a_logdir(serve, two_runs):
     assert [p for p in listing(two_runs) if not p[0].startswith("cache")] == before
 
 
-def test_an_archive_waits_alone_for_archive_support(serve, cache_dir, tmp_path):
-    if archives_readable():
-        pytest.skip("the trace layer reads archives: the next test covers them")
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        z.write(sample_file("low_sm_efficiency"), "team/run_a/" + sample_file("low_sm_efficiency").name)
-    s = serve(None, cache_dir=cache_dir)
-    assert upload(s, "batch0014", "team traces.zip", buf.getvalue()).status_code == 200
-    r = upload(s, "batch0014", "t.json", b"{}")  # an archive is uploaded on its own
-    assert r.status_code == 400 and "on its own" in json.loads(r.get_data())["error"]
-    done = json.loads(commit(s, "batch0014").get_data())
-    assert done == {"run": "uploads/team_traces", "state": ARCHIVE_PENDING, "files": ["team_traces.zip"]}
-    pending = [{"run": "uploads/team_traces", "file": "team_traces.zip", "state": ARCHIVE_PENDING}]
-    s.wait_for(lambda: s.json("/runs")["uploads"]["pending"] == pending)
-    assert s.json("/runs")["runs"] == []
-
-
 def test_an_uploaded_archive_is_a_logdir_once_archives_are_read(serve, cache_dir, tmp_path):
-    if not archives_readable():
-        pytest.skip("the trace layer does not read archives yet (trace/archive.py)")
     src = sample_file("low_sm_efficiency")
     archive = tmp_path / "team.zip"
     with zipfile.ZipFile(archive, "w") as z:
@@ -268,7 +249,6 @@ def test_an_uploaded_archive_is_a_logdir_once_archives_are_read(serve, cache_dir
     assert done == {"run": "uploads/team", "state": "ready", "files": ["team.zip"]}
     s.wait_for(lambda: [r["name"] for r in s.json("/runs")["runs"]] == ["uploads/team/team/run_a"])
     s.settle()
-    assert s.json("/runs")["uploads"]["pending"] == []
     report = s.json("/report?run=uploads/team/team/run_a")
     assert without_files(report) == without_files(cli_run(src.parent))
 
