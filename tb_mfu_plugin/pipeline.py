@@ -20,6 +20,7 @@ import numpy as np
 
 from . import __version__
 from .analysis.devices import gpu_devices
+from .analysis.distributed import distributed_block
 from .analysis.flops import implausible_input_ops, is_flop_op
 from .analysis.mfu import apply_to_report as apply_flops
 from .analysis.op_bytes import is_roofline_op
@@ -109,7 +110,7 @@ def analyze_tables(
         report, steps, view = analyze_device(tables, device, options)
         report.name = worker
         report.span = span
-        report.distributed = tables.meta.distributed_info
+        report.distributed = distributed_block(tables.meta.distributed_info, report.notes)
         apply_flops(report, tables, steps, view, options, sidecar)
         try:
             apply_roofline(report, tables, steps)  # after FLOPs: the roof uses MFU's peak

@@ -53,6 +53,21 @@ class MfuPluginLoader(base_plugin.TBLoader):
                 "the logdirs; for servers whose logdirs others can write into. By default links are followed."
             ),
         )
+        group.add_argument(
+            "--mfu_disable_upload",
+            action="store_true",
+            help=(
+                "Turn off uploading traces in the MFU tab (the tab then hides its drop zone). "
+                "Uploads are kept in the cache directory, never in a logdir (docs/security.md)."
+            ),
+        )
+        group.add_argument(
+            "--mfu_upload_max_bytes",
+            metavar="BYTES",
+            type=str,
+            default=None,
+            help="The most bytes one upload in the MFU tab may hold, all its files together (default 1GiB).",
+        )
 
         # storage.py imports only the standard library and our leaf modules (fsspec when used)
         from ..trace.storage import STORAGE_OPTIONS_ENV
@@ -101,6 +116,15 @@ class MfuPluginLoader(base_plugin.TBLoader):
         peak = getattr(flags, "mfu_peak_tflops", None)
         if peak is not None and not peak > 0:
             raise base_plugin.FlagsError("--mfu_peak_tflops must be a positive number")
+        cap = getattr(flags, "mfu_upload_max_bytes", None)
+        if cap is not None:
+            from ..trace.limits import parse_size
+
+            try:
+                if parse_size(cap) <= 0:
+                    raise ValueError(cap)
+            except ValueError:
+                raise base_plugin.FlagsError(f"--mfu_upload_max_bytes: {cap!r} is not a size (e.g. 512MiB)") from None
 
     def load(self, context):  # type: ignore[no-untyped-def]
         from .plugin import MfuPlugin

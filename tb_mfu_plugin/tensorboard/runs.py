@@ -158,11 +158,14 @@ class RunIndex:
         min_interval_s: float = 5.0,
         on_scan: Callable[[Scan], None] | None = None,
         limits: Limits | None = None,
+        extra_sources: Callable[[], list[Source]] | None = None,
     ) -> None:
         self.sources = list(sources)
         self.limits = limits
         self.min_interval_s = min_interval_s
         self._on_scan = on_scan
+        self._extra_sources = extra_sources  # sources that change while the server runs (uploads)
+        self._changed_at = -1.0
         self._lock = threading.Lock()
         self._scan = Scan({}, [], 0.0)
         self._thread: threading.Thread | None = None
@@ -197,6 +200,8 @@ class RunIndex:
         with self._lock:
             if self._thread is not None:
                 return
+            if self._changed_at >= self._requested_at:
+                interval = 0.0
             now = time.monotonic()
             if self._first.is_set() and now - max(self._scan.finished_at, self._requested_at) < interval:
                 return
@@ -204,9 +209,16 @@ class RunIndex:
             self._thread = threading.Thread(target=self._run, name="mfu-scan", daemon=True)
             self._thread.start()
 
+    def invalidate(self) -> None:
+        """A source changed (an upload landed): scan at once, and again after a scan under way."""
+        with self._lock:
+            self._changed_at = time.monotonic()
+        self.refresh()
+
     def _run(self) -> None:
         try:
-            scan = scan_sources(self.sources, self.limits)
+            extra = self._extra_sources() if self._extra_sources is not None else []
+            scan = scan_sources(self.sources + extra, self.limits)
         except Exception as exc:  # never let a scan kill the thread silently
             logger.exception("MFU plugin: scanning the logdir failed")
             old = self.current()
@@ -220,4 +232,7 @@ class RunIndex:
                 logger.exception("MFU plugin: handling a scan failed")
         with self._lock:
             self._thread = None
+            again = self._changed_at >= self._requested_at  # changed while this scan ran
         self._first.set()
+        if again:
+            self.refresh()
