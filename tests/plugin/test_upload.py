@@ -130,13 +130,13 @@ def _write(path: Path, data: bytes) -> Path:
     [
         ("notes.txt", b'{"traceEvents": []}', "not a trace, sidecar or archive"),
         ("trace.json", b"\x7fELF\x02\x01", "does not start like a JSON trace"),
-        ("trace.json.gz", gzip.compress(b"#!/bin/sh\nrm -rf /\n"), "does not start like a JSON trace"),
+        ("trace.json.gz", gzip.compress(b"#!/bin/sh\nrm -rf /\n", mtime=0), "does not start like a JSON trace"),
         ("trace.json.gz", b"\x1f\x8bnot really gzip", "corrupt gzip header"),
         ("trace.json", b"", "empty file"),
         ("trace.json", b"   \n\t  ", "does not start like a JSON trace"),
-        ("team.zip", gzip.compress(b"{}"), "not a zip archive"),
-        ("team.tar.gz", gzip.compress(b"{" + b" " * 600), "no tar header inside the gzip"),
-        ("tb_mfu.json", gzip.compress(b"{}"), "a sidecar is plain JSON"),
+        ("team.zip", gzip.compress(b"{}", mtime=0), "not a zip archive"),
+        ("team.tar.gz", gzip.compress(b"{" + b" " * 600, mtime=0), "no tar header inside the gzip"),
+        ("tb_mfu.json", gzip.compress(b"{}", mtime=0), "a sidecar is plain JSON"),
     ],
 )
 def test_other_files_are_refused_with_one_line_naming_them(serve, cache_dir, name, data, reason):
