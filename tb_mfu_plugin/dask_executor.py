@@ -5,10 +5,10 @@ them) and the analysis options, reads the file on its worker and returns the
 encoded reports: the client never sends or receives trace bytes. The workers need
 tb_mfu_plugin installed (the task is ``executors.run_job``, sent by reference).
 
-A relative local path is made absolute before it goes out, as a remote worker has
-another working directory; the reports then name the file as the user gave it, so
-they equal a local run's. A task that fails (its worker died more often than Dask
-allows, or it raised) becomes that file's error; the other tasks go on.
+Discovery gives local paths absolute, so a worker started in another directory
+finds them (the workers must see the same file system, or take URLs). A task that
+fails (its worker died more often than Dask allows, or it raised) becomes that
+file's error; the other tasks go on.
 
 ``dask[distributed]`` is optional: without it, asking for a scheduler is a
 ``SchedulerError`` that says how to install it.
@@ -21,7 +21,6 @@ import os
 import threading
 import uuid
 from concurrent.futures import Future
-from dataclasses import replace
 from typing import Any
 
 from .analysis.report import WorkerReport
@@ -37,15 +36,10 @@ from .executors import (
     usable_cores,
 )
 from .options import AnalysisOptions
-from .trace.discover import SpanFile
 
 INSTALL_HINT = "--scheduler needs dask.distributed: pip install 'tb_mfu_plugin[dask]'"
 CONNECT_TIMEOUT_S = 30
-
-
-def _is_url(path: str) -> bool:
-    head, sep, _ = path.partition("://")
-    return bool(sep) and head.replace("+", "").replace("-", "").replace(".", "").isalnum()
+QUIET = {"logging.distributed": "error"}
 
 
 class DaskExecutor(Executor):
@@ -55,6 +49,7 @@ class DaskExecutor(Executor):
         self, analyze: AnalyzeFn, options: AnalysisOptions, scheduler: str, local_workers: int | None = None
     ) -> None:
         try:
+            import dask
             import distributed
         except ImportError:
             raise SchedulerError(INSTALL_HINT) from None
@@ -64,13 +59,14 @@ class DaskExecutor(Executor):
         try:
             if scheduler == "local":
                 n = local_workers if local_workers and local_workers > 0 else usable_cores()
-                self._cluster = distributed.LocalCluster(
-                    n_workers=n,
-                    threads_per_worker=1,  # the analysis holds the GIL: one file per process
-                    processes=True,
-                    dashboard_address=None,  # no port to collide with another server's
-                    silence_logs=logging.ERROR,
-                )
+                with dask.config.set(QUIET):  # the workers' INFO lines would fill the CLI's stderr
+                    self._cluster = distributed.LocalCluster(
+                        n_workers=n,
+                        threads_per_worker=1,  # the analysis holds the GIL: one file per process
+                        processes=True,
+                        dashboard_address=":0",  # any free port: 8787 may be another cluster's
+                        silence_logs=logging.ERROR,
+                    )
                 self._client = distributed.Client(self._cluster)
             else:
                 self._client = distributed.Client(scheduler, timeout=CONNECT_TIMEOUT_S)
@@ -84,25 +80,17 @@ class DaskExecutor(Executor):
 
     def submit(self, job: FileJob, progress: ProgressFn | None = None) -> Future[list[WorkerReport]]:
         out: Future[list[WorkerReport]] = Future()
-        path = job.span.path
-        sent = job
-        if not os.path.isabs(path) and not _is_url(path):
-            sent = FileJob(replace(job.span, path=os.path.abspath(path)), job.worker)
-        key = f"tb-mfu-{os.path.basename(path)}-{uuid.uuid4().hex}"
-        fut = self._client.submit(run_job, self._analyze, sent, self._options, key=key, pure=False)
+        key = f"tb-mfu-{os.path.basename(job.span.path)}-{uuid.uuid4().hex}"
+        fut = self._client.submit(run_job, self._analyze, job, self._options, key=key, pure=False)
         with self._lock:
             self._inflight.add(fut)
-        fut.add_done_callback(lambda f: self._settle(f, job, sent.span, out))
+        fut.add_done_callback(lambda f: self._settle(f, job, out))
         return out
 
-    def _settle(self, fut: Any, job: FileJob, sent: SpanFile, out: Future[list[WorkerReport]]) -> None:
+    def _settle(self, fut: Any, job: FileJob, out: Future[list[WorkerReport]]) -> None:
         try:
             if fut.status == "finished":
-                reports = decode_reports(fut.result())
-                for r in reports:
-                    if r.file == sent.path:  # as the user named it, as a local run says
-                        r.file = job.span.path
-                out.set_result(reports)
+                out.set_result(decode_reports(fut.result()))
             else:
                 exc = fut.exception()
                 out.set_result(error_reports(job, f"Dask task failed: {type(exc).__name__}: {exc}"))
@@ -113,6 +101,9 @@ class DaskExecutor(Executor):
                 self._inflight.discard(fut)
 
     def close(self) -> None:
-        self._client.close()
-        if self._cluster is not None:
-            self._cluster.close()
+        import dask
+
+        with dask.config.set(QUIET):
+            self._client.close()
+            if self._cluster is not None:
+                self._cluster.close()
