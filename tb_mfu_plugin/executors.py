@@ -112,13 +112,21 @@ class Executor:
         raise NotImplementedError
 
     def close(self) -> None:
-        """Stop the processes or the cluster connection (the executor is then unusable)."""
+        """Stop the processes or the cluster connection once the running files end (the
+        executor is then unusable)."""
+
+    def terminate(self) -> None:
+        """Stop now (Ctrl-C, a server exiting): the running files are lost."""
+        self.close()
 
     def __enter__(self) -> Executor:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.terminate()
 
 
 class SerialExecutor(Executor):
@@ -200,6 +208,7 @@ class ProcessExecutor(Executor):
         self._waiting: deque[_Task] = deque()
         self._running = 0
         self._pool: ProcessPoolExecutor | None = None
+        self._isolated: set[ProcessPoolExecutor] = set()
         self._queue: Any = None
         self._drain: threading.Thread | None = None
         self._callbacks: dict[int, ProgressFn] = {}
@@ -216,15 +225,25 @@ class ProcessExecutor(Executor):
         return task.out
 
     def close(self) -> None:
+        self._stop(kill=False)
+
+    def terminate(self) -> None:
+        self._stop(kill=True)
+
+    def _stop(self, kill: bool) -> None:
         with self._lock:
             self._closed = True
-            pool, self._pool = self._pool, None
+            pools = [p for p in (self._pool, *self._isolated) if p is not None]
+            self._pool = None
             waiting = list(self._waiting)
             self._waiting.clear()
         for task in waiting:
             task.out.cancel()
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+        for pool in pools:
+            if kill:  # the pool's shutdown would wait for the running files; it has no kill of its own
+                for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                    proc.kill()
+            pool.shutdown(wait=not kill, cancel_futures=True)
         if self._queue is not None:
             self._queue.put(None)  # ends the drain thread
             if self._drain is not None:
@@ -240,6 +259,8 @@ class ProcessExecutor(Executor):
 
     def _start(self, task: _Task) -> None:
         pool = self._new_pool(1) if task.isolated else self._shared_pool()
+        if task.isolated:
+            self._isolated.add(pool)
         if task.progress is not None:
             self._callbacks[task.id] = task.progress
         try:
@@ -274,6 +295,7 @@ class ProcessExecutor(Executor):
         with self._lock:
             self._callbacks.pop(task.id, None)
             if task.isolated:
+                self._isolated.discard(pool)
                 pool.shutdown(wait=False)
             if isinstance(exc, BrokenProcessPool) and not task.isolated and not self._closed:
                 # A process died: this file may have killed it, or merely have shared the pool.
