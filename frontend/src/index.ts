@@ -6,9 +6,18 @@ import { type Child, clear, h, ICONS, icon, replace } from './dom';
 import { renderWorker } from './overview';
 import { cssVariables } from './palette';
 import { ranksCard } from './ranks';
-import { emptyPanel, errorPanel, loadingNow, loadingRows, progressPanel, stateLabel, statusLine } from './status';
+import {
+  emptyPanel,
+  errorPanel,
+  loadingNow,
+  loadingRows,
+  partialBanner,
+  progressPanel,
+  stateLabel,
+  statusLine,
+} from './status';
 import css from './style.css';
-import type { RunReport, RunStatus, RunsBody } from './types';
+import type { PendingFile, RunReport, RunStatus, RunsBody, WorkerReport } from './types';
 import { usable, workerLabel } from './workers';
 
 type View = 'overview' | 'compare';
@@ -23,8 +32,11 @@ interface State {
   view: View;
   run: string | null;
   worker: Map<string, number>; // selected worker report per run
+  // The report shown per run, by identity: a rank that arrives later moves the indices.
+  shownWorker: Map<string, string>;
   compare: string[];
-  reports: Map<string, { sig: string; report: RunReport }>;
+  // Per run, the last report and the files it still waited for (a 202's pending list).
+  reports: Map<string, { sig: string; report: RunReport; pending: PendingFile[] }>;
   shownSig: string; // what the main area shows, to re-render only on change
 }
 
@@ -34,6 +46,7 @@ const state: State = {
   view: 'overview',
   run: null,
   worker: new Map(),
+  shownWorker: new Map(),
   compare: [],
   reports: new Map(),
   shownSig: '',
@@ -176,13 +189,31 @@ function pickDefaults(): void {
 
 // ---- main area --------------------------------------------------------------
 
-async function reportFor(run: RunStatus): Promise<RunReport | null> {
+/** The run's report, fetched again whenever a file's state changed (the signature): while
+ * files are pending, each poll that sees one more done brings its report in. */
+async function reportFor(run: RunStatus): Promise<{ report: RunReport; pending: PendingFile[] }> {
   const s = sig(run);
   const hit = state.reports.get(run.name);
-  if (hit && hit.sig === s) return hit.report;
-  const { report } = await fetchReport(run.name);
-  if (report) state.reports.set(run.name, { sig: s, report });
-  return report;
+  if (hit && hit.sig === s) return hit;
+  const got = await fetchReport(run.name);
+  state.reports.set(run.name, { sig: s, ...got });
+  return got;
+}
+
+function workerKey(w: WorkerReport): string {
+  return `${w.name}\u0000${w.span}\u0000${w.device?.index ?? ''}`;
+}
+
+/** Which report to show: the one shown before (found again by identity), else the user's pick, else the first usable. */
+function pickWorker(run: string, report: RunReport): number {
+  const before = state.shownWorker.get(run);
+  const again = before === undefined ? -1 : report.workers.findIndex((w) => workerKey(w) === before);
+  let idx = again >= 0 ? again : state.worker.get(run);
+  if (idx === undefined || idx >= report.workers.length) idx = usable(report)[0] ?? 0;
+  state.worker.set(run, idx);
+  const w = report.workers[idx];
+  if (w) state.shownWorker.set(run, workerKey(w));
+  return idx;
 }
 
 let renderSeq = 0;
@@ -217,16 +248,11 @@ async function overviewContent(): Promise<Child> {
   if (!state.runs.runs.length) return emptyPanel(state.runs?.sources ?? []);
   const r = runStatus(state.run);
   if (!r) return emptyPanel(state.runs?.sources ?? []);
-  if (loadingNow(r)) return progressPanel(r);
-  const report = await reportFor(r);
-  if (!report) {
-    const fresh = runStatus(r.name);
-    return fresh ? progressPanel(fresh) : emptyPanel(state.runs?.sources ?? []);
-  }
-  const good = usable(report);
-  let idx = state.worker.get(r.name);
-  if (idx === undefined || idx >= report.workers.length) idx = good[0] ?? 0;
-  state.worker.set(r.name, idx);
+  if (loadingNow(r) && !r.workers.some((w) => w.spans.some((sp) => sp.state === 'done' || sp.state === 'error')))
+    return progressPanel(r); // nothing to show yet
+  const { report, pending } = await reportFor(r);
+  if (pending.length && !report.workers.length) return progressPanel(r);
+  const idx = pickWorker(r.name, report);
   const failed = report.workers.filter((w) => w.error);
   const w = report.workers[idx];
   const header = h(
@@ -251,7 +277,8 @@ async function overviewContent(): Promise<Child> {
           ),
         )
       : null,
-    report.ranks ? ranksCard(report.ranks) : null,
+    pending.length ? partialBanner(r, pending) : null,
+    report.ranks ? ranksCard(report.ranks, pending) : null,
     renderWorker(w),
   ];
 }
@@ -351,6 +378,7 @@ export function render(): void {
   el.workerSelect.addEventListener('change', () => {
     if (!state.run) return;
     state.worker.set(state.run, Number(el.workerSelect.value));
+    state.shownWorker.delete(state.run); // the user's pick, found by index this once
     void renderMain(true);
   });
   replace(

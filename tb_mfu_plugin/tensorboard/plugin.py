@@ -26,6 +26,7 @@ from werkzeug import wrappers
 
 from .. import __version__ as TOOL_VERSION
 from ..analysis.report import SCHEMA_VERSION, RunReport
+from ..diagnosis.ranks import compare_ranks
 from ..escape import json_bytes
 from ..options import AnalysisOptions
 from ..pipeline import run_report
@@ -153,10 +154,16 @@ class MfuPlugin(base_plugin.TBPlugin):
         return run_report(run, lambda worker, span: by_file[(worker, span.path)].worker_reports(), with_ranks)
 
     def _partial(self, run: RunFiles, states: list[SpanState]) -> dict[str, Any]:
-        """A run still loading: the reports of the files done so far (in the final order, the
-        ranks not compared yet), the files still pending, and the run's progress, so the tab
-        shows each rank as it arrives."""
+        """A run still loading: the reports of the files done so far (in the final order), the
+        ranks in so far side by side but no straggler yet (it is named against every rank), the
+        files still pending, and the run's progress, so the tab fills in rank by rank."""
         report = self._report_for(run, states, with_ranks=False)
+        try:
+            ranks = compare_ranks(report.workers)
+        except Exception:  # noqa: BLE001 - as in run_report: the side-by-side view is optional
+            ranks = None
+        if ranks is not None:
+            ranks.straggler = None
         status = self._run_status(run, states)
         pending = [
             {
@@ -174,7 +181,7 @@ class MfuPlugin(base_plugin.TBPlugin):
         return {
             "name": report.name,
             "workers": report.workers,
-            "ranks": None,
+            "ranks": ranks,
             "state": status["state"],
             "progress": status["progress"],
             "size": status["size"],

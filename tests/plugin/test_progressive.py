@@ -54,7 +54,10 @@ def test_report_grows_rank_by_rank_then_is_the_cli_json(serve, four_ranks):
     expected = cli_runs(four_ranks)[RUN]
     assert [w["name"] for w in partial["workers"]] == ["rank0", "rank2"]
     assert partial["workers"] == [expected["workers"][0], expected["workers"][2]]  # final figures, as they come
-    assert partial["ranks"] is None  # the straggler view waits for all ranks
+    # The ranks in so far side by side; the straggler waits for all ranks.
+    assert [r["worker"] for r in partial["ranks"]["ranks"]] == ["rank0", "rank2"]
+    assert partial["ranks"]["straggler"] is None
+    assert partial["ranks"]["ranks"] == [r for r in expected["ranks"]["ranks"] if r["worker"] in ("rank0", "rank2")]
     assert [p["worker"] for p in partial["pending"]] == ["rank1", "rank3"]
     assert all(p["state"] in ("queued", "loading") for p in partial["pending"])
     assert partial["state"] == "loading" and 0 < partial["progress"] < 1
