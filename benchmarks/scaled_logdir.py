@@ -20,6 +20,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+# TensorBoard's own start-up (its WSGI app pulls in grpc, markdown, bleach: about a second),
+# imported here so that no timing counts it.
+from tensorboard.backend import application
+from tensorboard.plugins import base_plugin
+from werkzeug.test import Client
+
+from tb_mfu_plugin.tensorboard.plugin import MfuPlugin
+
 ROOT = Path(__file__).resolve().parent.parent
 SCALE = ROOT.parent / "shared" / "tools" / "scale_trace.py"
 _RANK = re.compile(rb'("distributedInfo": \{[^}]*?"rank": )(\d+)([^}]*?"world_size": )(\d+)')
@@ -75,12 +83,6 @@ def size_of(path: Path) -> int:
 def plugin_client(logdir: Path, cache_dir: Path | None, workers: int, scheduler: str | None = None) -> Any:
     """(plugin, werkzeug client) of the MFU plugin over ``logdir``, as ``tensorboard`` builds it
     from its flags (processes, disk cache), served through TensorBoard's WSGI app."""
-    from tensorboard.backend import application
-    from tensorboard.plugins import base_plugin
-    from werkzeug.test import Client
-
-    from tb_mfu_plugin.tensorboard.plugin import MfuPlugin
-
     flags = argparse.Namespace(
         logdir=str(logdir),
         logdir_spec="",
