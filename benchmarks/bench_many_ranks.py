@@ -27,11 +27,10 @@ import hashlib
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from scaled_logdir import ROOT, get, load, plugin_client, rank_files, size_of
+from scaled_logdir import ROOT, get, load, plugin_client, rank_files, size_of, work_dir
 
 MODES = {
     "--jobs 1": ["--jobs", "1"],
@@ -84,8 +83,7 @@ def main() -> None:
     ap.add_argument("--skip-dask", action="store_true")
     ap.add_argument("--skip-tab", action="store_true")
     a = ap.parse_args()
-    work = a.work or Path(tempfile.mkdtemp(prefix="tb_mfu_ranks_"))
-    try:
+    with work_dir(a.work, a.keep, "tb_mfu_ranks_") as work:
         print(f"building {a.ranks} rank files of {a.total_gb / a.ranks * 1000:.0f} MB from {a.source} ({load()})")
         logdir = rank_files(a.source, work, a.ranks, a.total_gb * 1000)
         size = size_of(logdir)
@@ -110,10 +108,6 @@ def main() -> None:
         if not a.skip_tab:
             print(f"cold tab, --mfu_workers 2, empty cache ({load()})")
             cold_tab(logdir, work / "tab-cache", 2)
-    finally:
-        if not a.keep:
-            shutil.rmtree(work, ignore_errors=True)
-            print(f"removed {work}")
 
 
 if __name__ == "__main__":

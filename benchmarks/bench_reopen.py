@@ -21,14 +21,12 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from scaled_logdir import ROOT, get, load, plugin_client, scaled
+from scaled_logdir import ROOT, get, load, plugin_client, scaled, work_dir
 
 GOAL_S = 0.2
 
@@ -69,8 +67,7 @@ def main() -> None:
     if a.serve:
         serve_once(*a.serve)
         return
-    work = a.work or Path(tempfile.mkdtemp(prefix="tb_mfu_reopen_"))
-    try:
+    with work_dir(a.work, a.keep, "tb_mfu_reopen_") as work:
         source = a.source if a.source.is_file() else sorted(a.source.glob("*.pt.trace.json*"))[0]
         run = work / "logdir" / "big_run"
         run.mkdir(parents=True, exist_ok=True)
@@ -87,10 +84,6 @@ def main() -> None:
             f"  reopen {ok} the {GOAL_S} s goal; cold / reopen = {float(cold['ready_s']) / float(warm['ready_s']):.0f}x"
         )
         print(f"  same report: {cold['sha256'] == warm['sha256']}")
-    finally:
-        if not a.keep:
-            shutil.rmtree(work, ignore_errors=True)
-            print(f"removed {work}")
 
 
 if __name__ == "__main__":

@@ -10,13 +10,16 @@ ranks table holds N distinct ranks.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +34,18 @@ from tb_mfu_plugin.tensorboard.plugin import MfuPlugin
 ROOT = Path(__file__).resolve().parent.parent
 SCALE = ROOT.parent / "shared" / "tools" / "scale_trace.py"
 _RANK = re.compile(rb'("distributedInfo": \{[^}]*?"rank": )(\d+)([^}]*?"world_size": )(\d+)')
+
+
+@contextlib.contextmanager
+def work_dir(work: Path | None, keep: bool, prefix: str) -> Iterator[Path]:
+    """``work``, or a new temp dir; removed at the end (the big files with it) unless ``keep``."""
+    path = work or Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield path
+    finally:
+        if not keep:
+            shutil.rmtree(path, ignore_errors=True)
+            print(f"removed {path}")
 
 
 def load() -> str:
