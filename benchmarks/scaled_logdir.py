@@ -57,6 +57,7 @@ def load() -> str:
 def scaled(source: Path, dst: Path, target_mb: float) -> Path:
     """``source`` repeated to about ``target_mb`` MB of plain JSON (made once, then reused)."""
     if not dst.exists():
+        dst.parent.mkdir(parents=True, exist_ok=True)
         tmp = dst.with_name(dst.name + ".part")
         cmd = [sys.executable, str(SCALE), str(source), str(tmp), "--target-mb", str(target_mb)]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
