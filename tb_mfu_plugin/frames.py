@@ -136,9 +136,12 @@ def workers_rows(report: Report) -> tuple[list[Row], Schema]:
         if w.summary is not None:
             row.update(_fields(w.summary, WORKERS))
             row.update({f"breakdown_{k}": v for k, v in w.summary.breakdown.items()})
-        f = w.flops or {}
-        row.update(hfu=f.get("hfu"), achieved_tflops_while_busy=f.get("achieved_tflops_while_busy"),
-                   flops_source=f.get("headline_source"))
+        f = w.flops
+        row.update(
+            hfu=f and f.hfu,
+            achieved_tflops_while_busy=f and f.achieved_tflops_while_busy,
+            flops_source=f and f.headline_source,
+        )
         rows.append(row)
     extra = _breakdown_schema(w.summary.breakdown for _, w, _ in _workers(report) if w.summary is not None)
     return rows, extra
@@ -157,23 +160,18 @@ def syncs_rows(report: Report) -> list[Row]:
 
 
 def findings_rows(report: Report) -> list[Row]:
-    return [
-        {**ident, **{k: f.get(k) for k in FINDINGS if k not in IDENTITY}}
-        for _, w, ident in _workers(report)
-        for f in w.findings
-    ]
+    return [{**ident, **_fields(f, FINDINGS)} for _, w, ident in _workers(report) for f in w.findings]
 
 
 def ranks_rows(report: Report) -> list[Row]:
     rows = []
     for run in report.runs:
-        summary = msgspec.to_builtins(run.ranks) if run.ranks is not None else None
-        if not summary:
+        if run.ranks is None:
             continue
-        straggler = summary.get("straggler") or {}
-        for r in summary.get("ranks", []):
-            row = {"run": run.name, **{k: r.get(k) for k in RANKS if k not in ("run", "straggler")}}
-            row["straggler"] = bool(straggler) and straggler.get("worker") == r.get("worker")
+        straggler = run.ranks.straggler
+        for r in run.ranks.ranks:
+            row = {"run": run.name, **_fields(r, RANKS)}
+            row["straggler"] = straggler is not None and straggler.worker == r.worker
             rows.append(row)
     return rows
 
@@ -184,8 +182,8 @@ def collectives_rows(report: Report) -> list[Row]:
     rows = []
     for _, w, ident in _workers(report):
         for f in w.findings:
-            ev = f.get("evidence") or {}
-            if f.get("id") != "exposed_communication" or not isinstance(ev.get("collectives_us_per_step"), dict):
+            ev = f.evidence
+            if f.id != "exposed_communication" or not isinstance(ev.get("collectives_us_per_step"), dict):
                 continue
             for name, us in ev["collectives_us_per_step"].items():
                 rows.append({**ident, "rank": ev.get("rank"), "collective": name, "kernel_us_per_step": us})

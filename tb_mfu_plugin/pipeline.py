@@ -22,6 +22,7 @@ import numpy as np
 
 from . import __version__
 from .analysis.devices import gpu_devices
+from .analysis.distributed import distributed_block
 from .analysis.flops import implausible_input_ops, is_flop_op
 from .analysis.mfu import apply_to_report as apply_flops
 from .analysis.op_bytes import is_roofline_op
@@ -34,9 +35,12 @@ from .errors import TraceError, reason_line
 from .executors import Executor, FileJob, open_executor
 from .options import AnalysisOptions
 from .sidecar import Sidecar, load_sidecar
-from .trace.decode import decode_trace, uncompressed_size
-from .trace.discover import RunFiles, SpanFile, discover_runs
+from .trace.decode import decode_trace
+from .trace.discover import RunFiles, SpanFile
 from .trace.limits import Deadline
+from .trace.listing import discover
+from .trace.locations import is_local, normalize, parent
+from .trace.opener import decoded_size
 from .trace.tables import TraceTables
 
 # Uncompressed bytes of one file decoded so far.
@@ -109,7 +113,7 @@ def analyze_tables(
         report, steps, view = analyze_device(tables, device, options)
         report.name = worker
         report.span = span
-        report.distributed = tables.meta.distributed_info
+        report.distributed = distributed_block(tables.meta.distributed_info, report.notes)
         apply_flops(report, tables, steps, view, options, sidecar)
         try:
             apply_roofline(report, tables, steps)  # after FLOPs: the roof uses MFU's peak
@@ -164,7 +168,7 @@ def analyze_file(
         return [_error_report(span, worker, _unexpected("decoding", exc))]
     sidecar, sidecar_error = None, None
     try:
-        sidecar = load_sidecar(os.path.dirname(span.path) or ".", worker)
+        sidecar = load_sidecar(parent(span.path), worker)
     except TraceError as exc:  # a bad sidecar costs its figures, not the analysis
         sidecar_error = str(exc)
     except Exception as exc:  # noqa: BLE001
@@ -213,7 +217,9 @@ def analyze_path(
     jobs: int | None = 1,
     scheduler: str | None = None,
 ) -> Report:
-    """Analyse every run under ``path`` (a logdir, a run directory or one trace file).
+    """Analyse every run under ``path``: a logdir, a run directory or one trace file, local,
+    remote (a URL) or an archive (``.zip``, ``.tar.gz``). A location that cannot be listed
+    raises ``TraceError``.
 
     ``jobs`` files at once in local processes (None: the usable cores; 1, the default
     for library use: here, in turn), or on the Dask ``scheduler`` (``tcp://host:port``
@@ -232,14 +238,15 @@ def analyze_paths(
 ) -> list[Report]:
     """``analyze_path`` of each path, their files sharing one executor and one progress count.
 
-    Raises ``TraceError`` for a missing path, ``executors.SchedulerError`` when the
-    scheduler cannot be used.
+    Raises ``TraceError`` for a missing path or a location that cannot be listed,
+    ``executors.SchedulerError`` when the scheduler cannot be used.
     """
     opts = options or AnalysisOptions()
+    paths = [normalize(p) for p in paths]
     for path in paths:
-        if not os.path.exists(path):
+        if is_local(path) and not os.path.exists(path):
             raise TraceError(path, "no such file or directory")
-    found = [discover_runs(p) for p in paths]
+    found = [discover(p, limits=opts.limits) for p in paths]
     every = [r for runs in found for r in runs]
     meter = _PathMeter(every, progress) if progress is not None else None
     with open_executor(analyze_file, opts, jobs, scheduler, files=sum(len(r.files) for r in every)) as executor:
@@ -271,7 +278,7 @@ class _PathMeter:
     threads; the lock keeps the count from ever going back."""
 
     def __init__(self, runs: list[RunFiles], progress: PathProgressFn) -> None:
-        self._sizes = {s.path: uncompressed_size(s.path, s.size) for r in runs for s in r.files}
+        self._sizes = {s.path: decoded_size(s.path, s.size) for r in runs for s in r.files}
         self._total = sum(self._sizes.values()) or 1
         self._done: dict[str, int] = {}
         self._sum = 0

@@ -3,6 +3,8 @@ import { fetchCompare, fetchReport, fetchRuns, HttpError, tensorboardUrl } from 
 import { disposeCharts } from './charts';
 import { type CompareColumn, renderCompare } from './compare';
 import { type Child, clear, h, ICONS, icon, replace } from './dom';
+import { type HashState, hashWorker, onHashChange, readHash, workerKey, writeHash } from './hashstate';
+import { downloadLinks, offlinePayload, renderOffline } from './offline';
 import { renderWorker } from './overview';
 import { cssVariables } from './palette';
 import { ranksCard } from './ranks';
@@ -18,6 +20,7 @@ import {
 } from './status';
 import css from './style.css';
 import type { PendingFile, RunReport, RunStatus, RunsBody, WorkerReport } from './types';
+import { Uploader } from './upload';
 import { usable, workerLabel } from './workers';
 
 type View = 'overview' | 'compare';
@@ -51,6 +54,16 @@ const state: State = {
   reports: new Map(),
   shownSig: '',
 };
+
+// What the URL hash asked for and the runs or the report do not show yet (hashstate.ts);
+// ``under``: the run, or else the first run below it (an uploaded archive holds several).
+let pending: HashState & { under?: boolean } = {};
+const uploader = new Uploader((run) => {
+  // show the new run once a scan lists it
+  pending = { run, under: true };
+  state.view = 'overview';
+  void tick(true);
+});
 
 const el = {
   runSelect: h('select', { testid: 'run-select', title: 'Run' }),
@@ -160,6 +173,7 @@ function setView(v: View): void {
     if (i >= 0 && next && next !== state.run) state.compare = [state.run, next];
   }
   store('view', v);
+  saveHash(true);
   renderHeader();
   void renderMain(true);
 }
@@ -167,11 +181,65 @@ function setView(v: View): void {
 function setRun(name: string): void {
   state.run = name;
   store('run', name);
+  saveHash(true);
   renderHeader();
   void renderMain(true);
 }
 
+// ---- the URL hash -------------------------------------------------------------
+
+function hashSnapshot(): HashState {
+  const report = state.run ? state.reports.get(state.run)?.report : undefined;
+  const idx = state.run ? state.worker.get(state.run) : undefined;
+  return {
+    view: state.view,
+    run: state.run ?? undefined,
+    ...(state.view === 'overview' && report && idx !== undefined ? workerKey(report.workers[idx]) : {}),
+    compare: state.view === 'compare' && state.compare.length ? state.compare : undefined,
+  };
+}
+
+/** The view into the hash; not while a link's own state still waits to be shown. */
+function saveHash(push: boolean): void {
+  if (pending.run === undefined && pending.compare === undefined && pending.worker === undefined)
+    writeHash(hashSnapshot(), push);
+}
+
+/** A link's state, or back/forward's: shown now where it can be, the rest when runs and reports come. */
+function applyHash(hs: HashState): void {
+  if (hs.view) state.view = hs.view;
+  pending = { run: hs.run, worker: hs.worker, span: hs.span, device: hs.device, compare: hs.compare };
+  resolvePending();
+}
+
+function resolvePending(): void {
+  if (!state.runs) return;
+  const names = state.runs.runs.map((r) => r.name);
+  const settled = state.runs.scanned && !state.runs.scanning; // a name not listed now never will be
+  const want = pending.run;
+  if (want !== undefined) {
+    const hit = names.includes(want) ? want : pending.under ? names.find((n) => n.startsWith(`${want}/`)) : undefined;
+    if (hit !== undefined) {
+      state.run = hit;
+      pending.run = undefined;
+    } else if (settled) pending = { ...pending, run: undefined, worker: undefined };
+  }
+  if (pending.compare && (settled || pending.compare.every((n) => names.includes(n)))) {
+    state.compare = pending.compare.filter((n) => names.includes(n));
+    pending.compare = undefined;
+  }
+}
+
+/** The worker report the hash names, once the run's report is there (its index, or undefined). */
+function takeHashWorker(report: RunReport): number | undefined {
+  if (pending.worker === undefined || pending.run !== undefined) return undefined;
+  const idx = hashWorker(report, pending);
+  pending = { ...pending, worker: undefined, span: undefined, device: undefined };
+  return idx;
+}
+
 function pickDefaults(): void {
+  resolvePending();
   const runs = state.runs?.runs ?? [];
   const names = runs.map((r) => r.name);
   if (!state.run || !names.includes(state.run)) {
@@ -200,19 +268,20 @@ async function reportFor(run: RunStatus): Promise<{ report: RunReport; pending: 
   return got;
 }
 
-function workerKey(w: WorkerReport): string {
-  return `${w.name}\u0000${w.span}\u0000${w.device?.index ?? ''}`;
+/** A report's identity (worker, span, device) as one string. */
+function identity(w: WorkerReport): string {
+  return JSON.stringify(workerKey(w));
 }
 
 /** Which report to show: the one shown before (found again by identity), else the user's pick, else the first usable. */
 function pickWorker(run: string, report: RunReport): number {
   const before = state.shownWorker.get(run);
-  const again = before === undefined ? -1 : report.workers.findIndex((w) => workerKey(w) === before);
+  const again = before === undefined ? -1 : report.workers.findIndex((w) => identity(w) === before);
   let idx = again >= 0 ? again : state.worker.get(run);
   if (idx === undefined || idx >= report.workers.length) idx = usable(report)[0] ?? 0;
   state.worker.set(run, idx);
   const w = report.workers[idx];
-  if (w) state.shownWorker.set(run, workerKey(w));
+  if (w) state.shownWorker.set(run, identity(w));
   return idx;
 }
 
@@ -240,18 +309,25 @@ async function renderMain(force = false): Promise<void> {
   replace(el.main, content);
   if (!force && document.scrollingElement) document.scrollingElement.scrollTop = scroll;
   renderHeader();
+  saveHash(false); // defaults filled in (the run, its worker) complete the link in place
 }
 
 async function overviewContent(): Promise<Child> {
   if (!state.runs) return h('p', { class: 'muted' }, 'Loading…');
   if (!state.runs.scanned) return h('p', { class: 'muted' }, h('span', { class: 'spinner' }), ' Scanning the logdir…');
-  if (!state.runs.runs.length) return emptyPanel(state.runs?.sources ?? []);
+  if (!state.runs.runs.length) return [uploader.emptyHint(), emptyPanel(state.runs?.sources ?? [])];
   const r = runStatus(state.run);
   if (!r) return emptyPanel(state.runs?.sources ?? []);
   if (loadingNow(r) && !r.workers.some((w) => w.spans.some((sp) => sp.state === 'done' || sp.state === 'error')))
     return progressPanel(r); // nothing to show yet
-  const { report, pending } = await reportFor(r);
-  if (pending.length && !report.workers.length) return progressPanel(r);
+  const { report, pending: pendingFiles } = await reportFor(r);
+  if (pendingFiles.length && !report.workers.length) return progressPanel(r);
+  // The worker the URL names, once the run is whole (it may be among the files still pending).
+  const fromHash = pendingFiles.length ? undefined : takeHashWorker(report);
+  if (fromHash !== undefined) {
+    state.worker.set(r.name, fromHash);
+    state.shownWorker.delete(r.name);
+  }
   const idx = pickWorker(r.name, report);
   const failed = report.workers.filter((w) => w.error);
   const w = report.workers[idx];
@@ -260,6 +336,8 @@ async function overviewContent(): Promise<Child> {
     { class: 'runbar' },
     h('h1', { class: 'runtitle', testid: 'run-title' }, report.name),
     h('span', { class: 'dim mono small', title: r.path }, r.path),
+    h('span', { class: 'spacer' }),
+    downloadLinks(report.name, idx),
   );
   if (!w) return [header, errorPanel(`Run ${report.name} has no report`, r.errors)];
   return [
@@ -277,8 +355,8 @@ async function overviewContent(): Promise<Child> {
           ),
         )
       : null,
-    pending.length ? partialBanner(r, pending) : null,
-    report.ranks ? ranksCard(report.ranks, pending) : null,
+    pendingFiles.length ? partialBanner(r, pendingFiles) : null,
+    report.ranks ? ranksCard(report.ranks, pendingFiles) : null,
     renderWorker(w),
   ];
 }
@@ -302,6 +380,7 @@ async function compareContent(): Promise<Child> {
               const checked = (ev.target as HTMLInputElement).checked;
               state.compare = checked ? [...state.compare, r.name] : state.compare.filter((n) => n !== r.name);
               store('compare-touched', '1');
+              saveHash(true);
               void renderMain(true);
             },
           },
@@ -358,6 +437,7 @@ async function tick(refresh = false): Promise<void> {
   } catch (err) {
     state.runsError = err instanceof HttpError ? err.message : String(err);
   }
+  uploader.update(state.runs);
   pickDefaults();
   renderHeader();
   await renderMain(false);
@@ -373,12 +453,21 @@ export function render(): void {
   document.head.appendChild(style);
   const saved = stored('view');
   if (saved === 'compare' || saved === 'overview') state.view = saved;
+  applyHash(readHash()); // a link's view wins over the last one used here
+  onHashChange((hs) => {
+    const now = hashSnapshot();
+    if (JSON.stringify({ ...now, ...hs }) === JSON.stringify(now)) return; // ours, or TensorBoard's own keys
+    applyHash(hs);
+    renderHeader();
+    void renderMain(true);
+  });
 
   el.runSelect.addEventListener('change', () => setRun(el.runSelect.value));
   el.workerSelect.addEventListener('change', () => {
     if (!state.run) return;
     state.worker.set(state.run, Number(el.workerSelect.value));
     state.shownWorker.delete(state.run); // the user's pick, found by index this once
+    saveHash(true);
     void renderMain(true);
   });
   replace(
@@ -413,14 +502,21 @@ export function render(): void {
       el.pickers,
       h('div', { class: 'spacer' }),
       el.status,
+      uploader.button,
       refresh,
       el.pytorch,
     ),
     el.loading,
+    uploader.panel,
     el.main,
   );
   clear(document.body);
   document.body.appendChild(app);
+  uploader.attach(app);
   renderHeader();
   void tick();
 }
+
+// The downloaded offline report (tensorboard/offline.py) inlines this bundle: draw it there.
+const offline = offlinePayload();
+if (offline) renderOffline(offline);

@@ -1,7 +1,10 @@
 """Per-file analyses computed in the background, cached in memory and on disk.
 
-A file is identified by (path, size, mtime) plus the run and worker it belongs
-to; a trace that grows or is rewritten gets a new key and is analysed again.
+A file is identified by (location, size, mtime) plus the run and worker it belongs
+to, and for a remote object or an archive member by its store's identity (ETag or
+version id, ``SpanFile.ident``) and size instead of a date; a trace that grows or
+is rewritten gets a new key and is analysed again, and an unchanged object listed
+again is not downloaded again.
 Daemon threads take files from a priority queue, so the file the user is looking
 at jumps ahead of the rest, and hand each to an executor (``executors``): local
 processes by default (``--mfu_workers``, ``$TB_MFU_WORKERS``), or a Dask cluster
@@ -42,8 +45,9 @@ from ..escape import json_bytes, one_line
 from ..executors import AnalyzeFn, Executor, FileJob, ProcessExecutor, SchedulerError, SerialExecutor
 from ..options import AnalysisOptions
 from ..pipeline import analyze_file
-from ..trace.decode import uncompressed_size
 from ..trace.discover import SpanFile
+from ..trace.locations import is_local
+from ..trace.opener import decoded_size
 from .disk_cache import DiskCache
 from .env import CACHE_DIR_ENV, TEST_STAGGER_ENV
 from .settings import DEFAULT_CACHE_MAX_BYTES
@@ -66,7 +70,8 @@ class FileKey:
     run: str
     worker: str
     span: str
-    deps: tuple[tuple[str, int, int], ...] = ()  # other inputs of the analysis (sidecar files)
+    deps: tuple[tuple[str, int, int | str], ...] = ()  # other inputs of the analysis (sidecar files)
+    ident: str = ""  # a remote object's ETag or version id (SpanFile.ident)
 
 
 @dataclass
@@ -183,15 +188,16 @@ class AnalysisCache:
 
     # -- keys ------------------------------------------------------------
     @staticmethod
-    def key(span: SpanFile, run: str, worker: str, deps: tuple[tuple[str, int, int], ...] = ()) -> FileKey:
-        return FileKey(span.path, span.size, span.mtime, run, worker, span.span, deps)
+    def key(span: SpanFile, run: str, worker: str, deps: tuple[tuple[str, int, int | str], ...] = ()) -> FileKey:
+        return FileKey(span.path, span.size, span.mtime, run, worker, span.span, deps, span.ident)
 
     def _disk_name(self, key: FileKey) -> str:
         ident = json.dumps(
             [
-                os.path.abspath(key.path),
+                os.path.abspath(key.path) if is_local(key.path) else key.path,
                 key.size,
                 key.mtime,
+                key.ident,
                 key.run,
                 key.worker,
                 key.span,
@@ -323,12 +329,12 @@ class AnalysisCache:
         if refusal is not None:
             self._fail(st, refusal)
             return
-        st.bytes_total = uncompressed_size(key.path, key.size)
+        st.bytes_total = decoded_size(key.path, key.size)
 
         def progress(n: int) -> None:
             st.bytes_read = n  # an int store: atomic under the GIL, read without the lock
 
-        span = SpanFile(key.span, key.path, key.size, key.mtime)
+        span = SpanFile(key.span, key.path, key.size, key.mtime, key.ident)
         try:
             reports = self._executor_now().submit(FileJob(span, key.worker), progress).result()
         except SchedulerError as exc:

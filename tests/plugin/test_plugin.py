@@ -330,9 +330,9 @@ def test_the_requested_run_jumps_the_queue(serve, tmp_path):
 def test_is_active_never_blocks(serve, two_runs, monkeypatch):
     real = runs_mod.scan_sources
 
-    def slow(sources):  # type: ignore[no-untyped-def]
+    def slow(*args):  # type: ignore[no-untyped-def]
         time.sleep(1.5)
-        return real(sources)
+        return real(*args)
 
     monkeypatch.setattr(runs_mod, "scan_sources", slow)
     s = serve(two_runs)
@@ -361,11 +361,13 @@ def test_logdir_spec_puts_a_teammates_folder_beside_mine(serve, tmp_path):
     for d, run in ((mine, RUN_A), (theirs, RUN_B)):
         d.mkdir()
         shutil.copy(sample_file(run), d)
-    s = serve(None, logdir_spec=f"mine:{mine},theirs:{theirs},s3://bucket/logs")
+    # a remote source that cannot be listed (nothing listens on loopback's port 9) is one error line
+    s = serve(None, logdir_spec=f"mine:{mine},theirs:{theirs},far:http://127.0.0.1:9/logs/")
     s.settle()
     body = s.json("/runs")
     assert [r["name"] for r in body["runs"]] == ["mine", "theirs"]
-    assert any("remote logdirs are not supported yet" in e for e in body["errors"])
+    (error,) = body["errors"]
+    assert error.startswith("http://127.0.0.1:9/logs/: ") and "\n" not in error
     assert s.json("/report?run=theirs")["workers"][0]["summary"]["steps"] > 0
 
 
