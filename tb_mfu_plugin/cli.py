@@ -15,9 +15,10 @@ from . import __version__
 from .analysis.report import Report, WorkerReport
 from .errors import TraceError
 from .escape import for_rich, json_bytes, one_line
+from .executors import SchedulerError, usable_cores
 from .fmt import mfu_text
 from .options import AnalysisOptions
-from .pipeline import analyze_path, thresholds_from
+from .pipeline import analyze_paths, thresholds_from
 from .trace.limits import DEFAULT_LIMITS, FLAGS, Limits, format_limit, parse_size
 from .trace.locations import is_local, normalize
 from .trace.storage import STORAGE_OPTIONS_ENV, use_storage_options
@@ -88,6 +89,35 @@ def _add_analysis_flags(a: argparse.ArgumentParser) -> None:
         "credentials otherwise come from the environment, profiles and instance roles",
     )
     _add_limit_flags(a)
+    _add_executor_flags(a)
+
+
+def _add_executor_flags(a: argparse.ArgumentParser) -> None:
+    g = a.add_argument_group("parallelism", "trace files analysed at once (docs/scaling.md)")
+    g.add_argument(
+        "--jobs",
+        "-j",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help=f"files at once, in N local processes (default: the {usable_cores()} usable cores; 1: one after another)",
+    )
+    g.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run on Dask instead: tcp://host:8786 for an existing cluster, 'local' for a LocalCluster "
+        "of --jobs workers (needs pip install 'tb_mfu_plugin[dask]')",
+    )
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
 
 
 def _add_limit_flags(a: argparse.ArgumentParser) -> None:
@@ -151,8 +181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tb-mfu: {refusal}", file=sys.stderr)
         return 2
     try:
-        reports = [_analyse(p, options, show_progress=sys.stderr.isatty()) for p in paths]
-    except TraceError as exc:  # a remote location or an archive that cannot be listed
+        reports = _analyse(paths, options, args.jobs, args.scheduler, show_progress=sys.stderr.isatty())
+    except (TraceError, SchedulerError) as exc:  # a location that cannot be listed; Dask missing or unreachable
         print(f"tb-mfu: {one_line(exc)}", file=sys.stderr)
         return 2
     for path, report in zip(paths, reports, strict=True):
@@ -183,14 +213,17 @@ def _refusal(paths: list[str], options: AnalysisOptions, storage_options: str | 
     return None
 
 
-def _analyse(path: str, options: AnalysisOptions, show_progress: bool) -> Report:
-    """The pipeline's report of ``path``, with a progress bar on a terminal's stderr."""
+def _analyse(
+    paths: list[str], options: AnalysisOptions, jobs: int | None, scheduler: str | None, show_progress: bool
+) -> list[Report]:
+    """The pipeline's reports of ``paths``, their files run ``jobs`` at once or on Dask, with
+    one progress bar over all of them on a terminal's stderr."""
     if not show_progress:
-        return analyze_path(path, options)
+        return analyze_paths(paths, options, jobs=jobs, scheduler=scheduler)
     from .render import progress_bar
 
     with progress_bar() as show:
-        return analyze_path(path, options, show)
+        return analyze_paths(paths, options, show, jobs, scheduler)
 
 
 def _analyze(report: Report, as_json: bool, top: int, min_mfu: float | None) -> int:

@@ -13,7 +13,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -30,6 +32,7 @@ from .analysis.worker import analyze_device
 from .diagnosis import DEFAULT, Thresholds, diagnose
 from .diagnosis.ranks import compare_ranks
 from .errors import TraceError, reason_line
+from .executors import Executor, FileJob, open_executor
 from .options import AnalysisOptions
 from .sidecar import Sidecar, load_sidecar
 from .trace.decode import decode_trace
@@ -186,61 +189,121 @@ def analyze_file(
 FileReportsFn = Callable[[str, SpanFile], list[WorkerReport]]
 
 
-def run_report(run: RunFiles, reports_of: FileReportsFn) -> RunReport:
+def run_report(run: RunFiles, reports_of: FileReportsFn, with_ranks: bool = True) -> RunReport:
     """A run's report, the one way every face puts it together: the reports of its files
     (workers in discovery order, each worker's spans in time order, each file's devices),
-    with the ranks compared for distributed runs."""
+    with the ranks compared for distributed runs. ``with_ranks=False`` leaves the ranks out
+    (the tab's partial report: a comparison of the ranks in so far would mislead)."""
     workers = [r for w in run.workers for span in w.spans for r in reports_of(w.name, span)]
-    try:
-        ranks = compare_ranks(workers)
-    except Exception:  # noqa: BLE001 - the side-by-side view is optional; the workers' reports are not
-        ranks = None
+    ranks = None
+    if with_ranks:
+        try:
+            ranks = compare_ranks(workers)
+        except Exception:  # noqa: BLE001 - the side-by-side view is optional; the workers' reports are not
+            ranks = None
     return RunReport(name=run.name, workers=workers, ranks=ranks)
 
 
 def analyze_run(run: RunFiles, options: AnalysisOptions | None = None, progress: ProgressFn | None = None) -> RunReport:
-    """Analyse every file of ``run``; ``progress`` gets each file's decoded bytes in turn."""
+    """Analyse every file of ``run`` here, in turn; ``progress`` gets each file's decoded bytes."""
     opts = options or AnalysisOptions()
     return run_report(run, lambda worker, span: analyze_file(span, worker, opts, progress))
 
 
-def analyze_path(path: str, options: AnalysisOptions | None = None, progress: PathProgressFn | None = None) -> Report:
+def analyze_path(
+    path: str,
+    options: AnalysisOptions | None = None,
+    progress: PathProgressFn | None = None,
+    jobs: int | None = 1,
+    scheduler: str | None = None,
+) -> Report:
     """Analyse every run under ``path``: a logdir, a run directory or one trace file, local,
     remote (a URL) or an archive (``.zip``, ``.tar.gz``). A location that cannot be listed
     raises ``TraceError``.
 
-    ``progress(run, worker, done, total)`` follows the bytes decoded over all the files.
+    ``jobs`` files at once in local processes (None: the usable cores; 1, the default
+    for library use: here, in turn), or on the Dask ``scheduler`` (``tcp://host:port``
+    or ``local``). ``progress(run, worker, done, total)`` follows the bytes decoded over
+    all the files. The report is the same whichever way the files were run.
     """
-    path = normalize(path)
-    if is_local(path) and not os.path.exists(path):
-        raise TraceError(path, "no such file or directory")
-    runs = discover(path, limits=(options or AnalysisOptions()).limits)
-    if progress is None:
-        return Report(tool_version=__version__, runs=[analyze_run(r, options) for r in runs])
-    meter = _PathMeter(runs, options or AnalysisOptions(), progress)
-    reports = [run_report(r, functools.partial(meter.analyze, r.name)) for r in runs]
-    return Report(tool_version=__version__, runs=reports)
+    return analyze_paths([path], options, progress, jobs, scheduler)[0]
+
+
+def analyze_paths(
+    paths: list[str],
+    options: AnalysisOptions | None = None,
+    progress: PathProgressFn | None = None,
+    jobs: int | None = 1,
+    scheduler: str | None = None,
+) -> list[Report]:
+    """``analyze_path`` of each path, their files sharing one executor and one progress count.
+
+    Raises ``TraceError`` for a missing path or a location that cannot be listed,
+    ``executors.SchedulerError`` when the scheduler cannot be used.
+    """
+    opts = options or AnalysisOptions()
+    paths = [normalize(p) for p in paths]
+    for path in paths:
+        if is_local(path) and not os.path.exists(path):
+            raise TraceError(path, "no such file or directory")
+    found = [discover(p, limits=opts.limits) for p in paths]
+    every = [r for runs in found for r in runs]
+    meter = _PathMeter(every, progress) if progress is not None else None
+    with open_executor(analyze_file, opts, jobs, scheduler, files=sum(len(r.files) for r in every)) as executor:
+        # Every file goes in first (the executor runs them as it can), then each run takes its reports in order.
+        futures = [
+            {(w.name, s.path): _submit(executor, meter, r.name, w.name, s) for w in r.workers for s in w.spans}
+            for r in every
+        ]
+        reports = iter([run_report(r, _results(files)) for r, files in zip(every, futures, strict=True)])
+    return [Report(tool_version=__version__, runs=[next(reports) for _ in runs]) for runs in found]
+
+
+def _submit(
+    executor: Executor, meter: _PathMeter | None, run: str, worker: str, span: SpanFile
+) -> Future[list[WorkerReport]]:
+    fut = executor.submit(FileJob(span, worker), meter.follow(run, worker, span.path) if meter else None)
+    if meter is not None:
+        fut.add_done_callback(functools.partial(meter.finish, run, worker, span.path))
+    return fut
+
+
+def _results(files: dict[tuple[str, str], Future[list[WorkerReport]]]) -> FileReportsFn:
+    return lambda worker, span: files[(worker, span.path)].result()
 
 
 class _PathMeter:
     """Decoded bytes over all the files of a path, for one progress bar: gzip's trailer
-    tells each file's decoded size up front."""
+    tells each file's decoded size up front. Files run at once report from several
+    threads; the lock keeps the count from ever going back."""
 
-    def __init__(self, runs: list[RunFiles], options: AnalysisOptions, progress: PathProgressFn) -> None:
+    def __init__(self, runs: list[RunFiles], progress: PathProgressFn) -> None:
         self._sizes = {s.path: decoded_size(s.path, s.size) for r in runs for s in r.files}
         self._total = sum(self._sizes.values()) or 1
-        self._done = 0
-        self._options = options
+        self._done: dict[str, int] = {}
+        self._sum = 0
+        self._lock = threading.Lock()
         self._progress = progress
 
-    def analyze(self, run: str, worker: str, span: SpanFile) -> list[WorkerReport]:
-        base = self._done
-        self._progress(run, worker, base, self._total)
+    def follow(self, run: str, worker: str, path: str) -> ProgressFn:
+        """The progress callback of one file; the bar names it from now on (it is about to start)."""
+        with self._lock:
+            self._progress(run, worker, self._sum, self._total)
 
         def advance(n: int) -> None:
-            self._progress(run, worker, base + n, self._total)
+            self._advance(run, worker, path, n)
 
-        reports = analyze_file(span, worker, self._options, advance)
-        self._done = base + self._sizes[span.path]
-        self._progress(run, worker, self._done, self._total)
-        return reports
+        return advance
+
+    def finish(self, run: str, worker: str, path: str, _: object) -> None:
+        self._advance(run, worker, path, self._sizes[path])
+
+    def _advance(self, run: str, worker: str, path: str, n: int) -> None:
+        with self._lock:
+            n = min(n, self._sizes[path])
+            before = self._done.get(path, 0)
+            if n <= before:
+                return
+            self._done[path] = n
+            self._sum += n - before
+            self._progress(run, worker, self._sum, self._total)

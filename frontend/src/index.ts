@@ -8,9 +8,18 @@ import { downloadLinks, offlinePayload, renderOffline } from './offline';
 import { renderWorker } from './overview';
 import { cssVariables } from './palette';
 import { ranksCard } from './ranks';
-import { emptyPanel, errorPanel, loadingNow, loadingRows, progressPanel, stateLabel, statusLine } from './status';
+import {
+  emptyPanel,
+  errorPanel,
+  loadingNow,
+  loadingRows,
+  partialBanner,
+  progressPanel,
+  stateLabel,
+  statusLine,
+} from './status';
 import css from './style.css';
-import type { RunReport, RunStatus, RunsBody } from './types';
+import type { PendingFile, RunReport, RunStatus, RunsBody, WorkerReport } from './types';
 import { Uploader } from './upload';
 import { usable, workerLabel } from './workers';
 
@@ -26,8 +35,11 @@ interface State {
   view: View;
   run: string | null;
   worker: Map<string, number>; // selected worker report per run
+  // The report shown per run, by identity: a rank that arrives later moves the indices.
+  shownWorker: Map<string, string>;
   compare: string[];
-  reports: Map<string, { sig: string; report: RunReport }>;
+  // Per run, the last report and the files it still waited for (a 202's pending list).
+  reports: Map<string, { sig: string; report: RunReport; pending: PendingFile[] }>;
   shownSig: string; // what the main area shows, to re-render only on change
 }
 
@@ -37,6 +49,7 @@ const state: State = {
   view: 'overview',
   run: null,
   worker: new Map(),
+  shownWorker: new Map(),
   compare: [],
   reports: new Map(),
   shownSig: '',
@@ -244,13 +257,32 @@ function pickDefaults(): void {
 
 // ---- main area --------------------------------------------------------------
 
-async function reportFor(run: RunStatus): Promise<RunReport | null> {
+/** The run's report, fetched again whenever a file's state changed (the signature): while
+ * files are pending, each poll that sees one more done brings its report in. */
+async function reportFor(run: RunStatus): Promise<{ report: RunReport; pending: PendingFile[] }> {
   const s = sig(run);
   const hit = state.reports.get(run.name);
-  if (hit && hit.sig === s) return hit.report;
-  const { report } = await fetchReport(run.name);
-  if (report) state.reports.set(run.name, { sig: s, report });
-  return report;
+  if (hit && hit.sig === s) return hit;
+  const got = await fetchReport(run.name);
+  state.reports.set(run.name, { sig: s, ...got });
+  return got;
+}
+
+/** A report's identity (worker, span, device) as one string. */
+function identity(w: WorkerReport): string {
+  return JSON.stringify(workerKey(w));
+}
+
+/** Which report to show: the one shown before (found again by identity), else the user's pick, else the first usable. */
+function pickWorker(run: string, report: RunReport): number {
+  const before = state.shownWorker.get(run);
+  const again = before === undefined ? -1 : report.workers.findIndex((w) => identity(w) === before);
+  let idx = again >= 0 ? again : state.worker.get(run);
+  if (idx === undefined || idx >= report.workers.length) idx = usable(report)[0] ?? 0;
+  state.worker.set(run, idx);
+  const w = report.workers[idx];
+  if (w) state.shownWorker.set(run, identity(w));
+  return idx;
 }
 
 let renderSeq = 0;
@@ -286,18 +318,17 @@ async function overviewContent(): Promise<Child> {
   if (!state.runs.runs.length) return [uploader.emptyHint(), emptyPanel(state.runs?.sources ?? [])];
   const r = runStatus(state.run);
   if (!r) return emptyPanel(state.runs?.sources ?? []);
-  if (loadingNow(r)) return progressPanel(r);
-  const report = await reportFor(r);
-  if (!report) {
-    const fresh = runStatus(r.name);
-    return fresh ? progressPanel(fresh) : emptyPanel(state.runs?.sources ?? []);
+  if (loadingNow(r) && !r.workers.some((w) => w.spans.some((sp) => sp.state === 'done' || sp.state === 'error')))
+    return progressPanel(r); // nothing to show yet
+  const { report, pending: pendingFiles } = await reportFor(r);
+  if (pendingFiles.length && !report.workers.length) return progressPanel(r);
+  // The worker the URL names, once the run is whole (it may be among the files still pending).
+  const fromHash = pendingFiles.length ? undefined : takeHashWorker(report);
+  if (fromHash !== undefined) {
+    state.worker.set(r.name, fromHash);
+    state.shownWorker.delete(r.name);
   }
-  const good = usable(report);
-  const fromHash = takeHashWorker(report);
-  if (fromHash !== undefined) state.worker.set(r.name, fromHash);
-  let idx = state.worker.get(r.name);
-  if (idx === undefined || idx >= report.workers.length) idx = good[0] ?? 0;
-  state.worker.set(r.name, idx);
+  const idx = pickWorker(r.name, report);
   const failed = report.workers.filter((w) => w.error);
   const w = report.workers[idx];
   const header = h(
@@ -324,7 +355,8 @@ async function overviewContent(): Promise<Child> {
           ),
         )
       : null,
-    report.ranks ? ranksCard(report.ranks) : null,
+    pendingFiles.length ? partialBanner(r, pendingFiles) : null,
+    report.ranks ? ranksCard(report.ranks, pendingFiles) : null,
     renderWorker(w),
   ];
 }
@@ -434,6 +466,7 @@ export function render(): void {
   el.workerSelect.addEventListener('change', () => {
     if (!state.run) return;
     state.worker.set(state.run, Number(el.workerSelect.value));
+    state.shownWorker.delete(state.run); // the user's pick, found by index this once
     saveHash(true);
     void renderMain(true);
   });

@@ -2,11 +2,13 @@
 import { card } from './card';
 import { h, ICONS, icon } from './dom';
 import * as f from './format';
+import { pendingLabel } from './status';
 import { table } from './table';
-import type { RankRow, RankSummary } from './types';
+import type { PendingFile, RankRow, RankSummary } from './types';
 
-/** A distributed run's ranks side by side, with the straggler the others wait for. */
-export function ranksCard(r: RankSummary): HTMLElement {
+/** A distributed run's ranks side by side, with the straggler the others wait for; while
+ * files are `pending`, the ranks in so far and a line naming the others (no straggler yet). */
+export function ranksCard(r: RankSummary, pending: PendingFile[] = []): HTMLElement {
   const straggler = r.straggler
     ? h(
         'div',
@@ -57,6 +59,14 @@ export function ranksCard(r: RankSummary): HTMLElement {
         ],
         { testid: 'ranks-table', sortKey: 'rank', sortDesc: false },
       ),
+      pending.length
+        ? h(
+            'p',
+            { class: 'dim small', testid: 'ranks-pending' },
+            `Still analysing: ${pending.map((p) => `${p.worker} (${pendingLabel(p)})`).join(', ')}. `,
+            'The straggler is named once every rank is in.',
+          )
+        : null,
     ],
     {
       help: 'Every rank of this run. A collective runs until all ranks join it, so the ranks that wait show it as exposed communication; the rank with the least is the one they wait for.',

@@ -72,6 +72,27 @@ export interface UploadsStatus {
   max_bytes: number;
 }
 
+/** A file of a run still being analysed, in /report's 202 body. */
+export interface PendingFile {
+  worker: string;
+  span: string;
+  file: string;
+  state: LoadState;
+  progress: number;
+  bytes_read: number;
+  bytes_total: number;
+}
+
+/** /report while a run's files are analysed (HTTP 202): the reports in so far in the run's
+ * order, the ranks in so far side by side (no straggler until every rank is in), the files
+ * still pending and the run's progress. A complete report (200) has no `pending`. */
+export interface PartialReport extends RunReport {
+  state: LoadState;
+  progress: number;
+  size: number;
+  pending: PendingFile[];
+}
+
 export interface CompareEntry {
   name: string;
   state: LoadState;

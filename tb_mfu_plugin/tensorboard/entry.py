@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from tensorboard.plugins import base_plugin
 
-from .env import CACHE_DIR_ENV
+from .env import CACHE_DIR_ENV, CACHE_MAX_BYTES_ENV, SCHEDULER_ENV, WORKERS_ENV
 
 
 class MfuPluginLoader(base_plugin.TBLoader):
@@ -28,6 +28,37 @@ class MfuPluginLoader(base_plugin.TBLoader):
                 "Where the MFU tab keeps analysed traces between restarts "
                 f"(default: ${CACHE_DIR_ENV}, else ~/.cache/tb_mfu_plugin; 'none' turns it off). "
                 "Nothing is ever written into the logdir."
+            ),
+        )
+        group.add_argument(
+            "--mfu_cache_max_bytes",
+            metavar="BYTES",
+            type=str,
+            default=None,
+            help=(
+                f"Cap of the MFU tab's disk cache (K, M, G suffixes; default: ${CACHE_MAX_BYTES_ENV}, else 2G); "
+                "the least recently used analyses go first."
+            ),
+        )
+        group.add_argument(
+            "--mfu_workers",
+            metavar="N",
+            type=str,
+            default=None,
+            help=(
+                f"Processes that analyse trace files at once (default: ${WORKERS_ENV}, else the usable cores, "
+                "at most 8). Each holds one decoded trace, about its size in memory."
+            ),
+        )
+        group.add_argument(
+            "--mfu_scheduler",
+            metavar="ADDRESS",
+            type=str,
+            default=None,
+            help=(
+                f"Analyse on a Dask cluster instead (default: ${SCHEDULER_ENV}): tcp://host:8786, or 'local' "
+                "for a LocalCluster. Its workers read the trace files by path: they must see them. "
+                "Needs pip install 'tb_mfu_plugin[dask]'."
             ),
         )
         group.add_argument(
@@ -100,9 +131,11 @@ class MfuPluginLoader(base_plugin.TBLoader):
 
     def fix_flags(self, flags):  # type: ignore[no-untyped-def]
         from ..trace.limits import limits_from_flags
+        from .settings import settings_from_flags
 
         try:
             limits_from_flags(flags)
+            settings_from_flags(flags)
         except ValueError as exc:
             raise base_plugin.FlagsError(str(exc)) from None
         options_file = getattr(flags, "mfu_storage_options", None)
