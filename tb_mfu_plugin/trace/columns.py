@@ -23,7 +23,20 @@ import numpy as np
 
 from . import schema
 from .schema import Event
-from .tables import ANNOTATION, DRIVER, KERNEL, MEMCPY, MEMSET, OP, RUNTIME, CpuTable, GpuTable, OpInputs, TraceMeta
+from .tables import (
+    ANNOTATION,
+    DRIVER,
+    KERNEL,
+    MEMCPY,
+    MEMSET,
+    OP,
+    RUNTIME,
+    CommArgs,
+    CpuTable,
+    GpuTable,
+    OpInputs,
+    TraceMeta,
+)
 from .tables import TraceTables as TraceTables
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -42,6 +55,7 @@ _arg = {
     for k in (
         "external_id", "external_id_legacy", "correlation", "device", "stream", "blocks_per_sm",
         "warps_per_sm", "occupancy", "bytes", "flops", "grid", "block", "input_dims",
+        "collective",
     )
 }
 
@@ -118,6 +132,7 @@ class Columns:
         self.cpu_parts: list[dict[str, np.ndarray]] = []
         self.gpu_parts: list[dict[str, np.ndarray]] = []
         self.inputs: dict[int, OpInputs] = {}
+        self.comm_args: dict[CommArgs, int] = {}  # distinct records -> index (insertion order)
         self.cpu_rows = 0
         self.gpu_rows = 0
         self.problems: Counter[str] = Counter()
@@ -302,9 +317,20 @@ class Columns:
             grid_blocks=self._launch_dims(self._args(args, "grid")),
             block_threads=self._launch_dims(self._args(args, "block")),
             bytes=self._bytes(self._args(args, "bytes")),
+            comm=self._comm(args),
         )
         self.gpu_parts.append(cols)
         self.gpu_rows += len(evs)
+
+    def _comm(self, args: list[schema.Args]) -> np.ndarray:
+        """Per GPU event, the index of its collective's record (-1 for none); only NCCL kernels
+        carry a "Collective name", so the loop runs over a few events per step."""
+        names = self._args(args, "collective")
+        out = np.full(len(args), -1, np.int32)
+        for i in [i for i, n in enumerate(names) if n is not None]:
+            rec = _comm_args(args[i], self.max_name_chars)
+            out[i] = self.comm_args.setdefault(rec, len(self.comm_args))
+        return out
 
     def tables(self, meta: TraceMeta) -> TraceTables:
         cpu = _concat(self.cpu_parts, _CPU_EMPTY)
@@ -318,7 +344,9 @@ class Columns:
         gpu_order = np.argsort(gpu["ts"], kind="stable")
         gpu_table = GpuTable(**{k: v[gpu_order] for k, v in gpu.items()})
         meta.notes.extend(self.notes())
-        return TraceTables(meta=meta, names=self.names, cpu=cpu_table, gpu=gpu_table)
+        return TraceTables(
+            meta=meta, names=self.names, cpu=cpu_table, gpu=gpu_table, comm_args=list(self.comm_args)
+        )
 
 
 _CPU_EMPTY: dict[str, Any] = {
@@ -329,7 +357,7 @@ _GPU_EMPTY: dict[str, Any] = {
     "kind": np.int8, "name": np.int32, "ts": np.float64, "dur": np.float64, "device": np.int64,
     "stream": np.int64, "correlation": np.int64, "external_id": np.int64, "blocks_per_sm": np.float32,
     "warps_per_sm": np.float32, "occupancy_pct": np.float32, "grid_blocks": np.int64, "block_threads": np.int64,
-    "bytes": np.int64,
+    "bytes": np.int64, "comm": np.int32,
 }
 
 
@@ -339,6 +367,30 @@ def _concat(parts: list[dict[str, np.ndarray]], dtypes: dict[str, Any]) -> dict[
     if len(parts) == 1:
         return parts[0]
     return {k: np.concatenate([p[k] for p in parts]) for k in dtypes}
+
+
+def _count(v: Any) -> int:
+    return v if type(v) is int and 0 <= v <= INT64_MAX else -1
+
+
+def _text(v: Any, cap: int) -> str | None:
+    """A label as a string cut to the name cap; a process group name may be written as a number."""
+    if type(v) is int:
+        v = str(v)
+    return v[:cap] if isinstance(v, str) else None
+
+
+def _comm_args(a: schema.Args, cap: int) -> CommArgs:
+    return CommArgs(
+        collective=_text(a.collective, cap) or "",
+        in_nelems=_count(a.in_nelems),
+        out_nelems=_count(a.out_nelems),
+        group_size=_count(a.group_size),
+        dtype=_text(a.comm_dtype, cap),
+        group=_text(a.pg_name, cap),
+        group_desc=_text(a.pg_desc, cap),
+        group_ranks=_text(a.pg_ranks, cap),
+    )
 
 
 def _is_id(v: Any) -> bool:

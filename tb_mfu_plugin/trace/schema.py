@@ -41,6 +41,16 @@ class Args(msgspec.Struct, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input type")
     concrete_inputs: msgspec.Raw = msgspec.field(default=NO_RAW, name="Concrete Inputs")
+    # What a collective moved, on NCCL kernels (torch >= 2.2) and ``record_param_comms`` ops.
+    # Strings where torch writes strings; a wrong type leaves the field unknown (decode.py).
+    collective: str | None = msgspec.field(default=None, name="Collective name")
+    in_nelems: int | str | None = msgspec.field(default=-1, name="In msg nelems")
+    out_nelems: int | str | None = msgspec.field(default=-1, name="Out msg nelems")
+    group_size: int | str | None = msgspec.field(default=-1, name="Group size")
+    comm_dtype: str | None = msgspec.field(default=None, name="dtype")
+    pg_name: str | int | None = msgspec.field(default=None, name="Process Group Name")
+    pg_desc: str | None = msgspec.field(default=None, name="Process Group Description")
+    pg_ranks: str | None = msgspec.field(default=None, name="Process Group Ranks")
 
 
 class EventFields(msgspec.Struct, gc=False):
