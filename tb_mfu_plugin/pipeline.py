@@ -19,13 +19,16 @@ from typing import Any
 import numpy as np
 
 from . import __version__
+from .analysis.communication import analyze_communication
 from .analysis.devices import gpu_devices
 from .analysis.flops import implausible_input_ops, is_flop_op
 from .analysis.mfu import apply_to_report as apply_flops
 from .analysis.op_bytes import is_roofline_op
+from .analysis.pipeline_bubble import analyze_pipeline
 from .analysis.report import Report, RunReport, WorkerReport
 from .analysis.roofline import apply_to_report as apply_roofline
-from .analysis.worker import analyze_device
+from .analysis.steps import Steps
+from .analysis.worker import DeviceView, analyze_device
 from .diagnosis import DEFAULT, Thresholds, diagnose
 from .diagnosis.ranks import compare_ranks
 from .errors import TraceError, reason_line
@@ -108,6 +111,7 @@ def analyze_tables(
         report.span = span
         report.distributed = tables.meta.distributed_info
         apply_flops(report, tables, steps, view, options, sidecar)
+        _apply_distributed(report, tables, steps, view, options)
         try:
             apply_roofline(report, tables, steps)  # after FLOPs: the roof uses MFU's peak
         except Exception as exc:  # a roofline bug must not cost the rest of the report
@@ -123,6 +127,23 @@ def analyze_tables(
         report.notes.extend(notes)
         reports.append(report)
     return reports
+
+
+def _apply_distributed(
+    report: WorkerReport, tables: TraceTables, steps: Steps, view: DeviceView, options: AnalysisOptions
+) -> None:
+    """The communication and pipeline blocks; before the diagnosis, whose rules read them."""
+    if report.error is not None or len(steps) == 0:
+        return
+    try:
+        name = report.device.name if report.device else None
+        launched = tables.launcher[tables.gpu.device == view.gpu.device[0]] >= 0 if len(view.gpu) else None
+        report.communication = analyze_communication(
+            tables, view.gpu, view.step, steps, name, options.interconnect, launched
+        )
+        report.pipeline = analyze_pipeline(tables, view.gpu, view.step, steps, report.communication)
+    except Exception as exc:  # a bug here must not cost the rest of the report
+        report.notes.append(f"communication analysis failed: {type(exc).__name__}: {exc}")
 
 
 def _capped_devices(tables: TraceTables, cap: int) -> tuple[list[int], str | None]:

@@ -12,6 +12,8 @@ from typing import Any
 
 import msgspec
 
+from .dist_report import Communication, Pipeline
+
 SCHEMA_VERSION = 1
 
 
@@ -230,6 +232,11 @@ class WorkerReport(msgspec.Struct, kw_only=True):
     notes: list[str] = []  # human-readable caveats
     distributed: dict[str, Any] | None = None
     trace_bytes: int = 0
+    # Distributed runs (analysis.communication, analysis.pipeline_bubble; docs/distributed.md):
+    # collectives and their overlap with compute, None without collective kernels; the pipeline
+    # bubble, None unless the rank is a pipeline stage.
+    communication: Communication | None = None
+    pipeline: Pipeline | None = None
 
 
 class RunReport(msgspec.Struct, kw_only=True):
@@ -237,6 +244,9 @@ class RunReport(msgspec.Struct, kw_only=True):
     workers: list[WorkerReport] = []
     # Distributed runs: the ranks side by side and the straggler (diagnosis.ranks), else None.
     ranks: Any = None
+    # The parallelism of the run, from its ranks' collectives (analysis.strategy): DP, DDP, FSDP,
+    # TP, PP, EP in that order, e.g. ["FSDP", "TP"]; empty on one GPU.
+    strategy: list[str] = []
 
 
 class Report(msgspec.Struct, kw_only=True):
