@@ -30,6 +30,7 @@ from .analysis.roofline import apply_to_report as apply_roofline
 from .analysis.steps import Steps
 from .analysis.worker import DeviceView, analyze_device
 from .diagnosis import DEFAULT, Thresholds, diagnose
+from .diagnosis.distributed import analyze_ranks
 from .diagnosis.ranks import compare_ranks
 from .errors import TraceError, reason_line
 from .options import AnalysisOptions
@@ -203,22 +204,26 @@ def analyze_file(
 FileReportsFn = Callable[[str, SpanFile], list[WorkerReport]]
 
 
-def run_report(run: RunFiles, reports_of: FileReportsFn) -> RunReport:
+def run_report(run: RunFiles, reports_of: FileReportsFn, thresholds: Thresholds = DEFAULT) -> RunReport:
     """A run's report, the one way every face puts it together: the reports of its files
     (workers in discovery order, each worker's spans in time order, each file's devices),
-    with the ranks compared for distributed runs."""
+    with the ranks compared, their clocks aligned and the strategy named for distributed runs
+    (``diagnosis.distributed``)."""
     workers = [r for w in run.workers for span in w.spans for r in reports_of(w.name, span)]
     try:
-        ranks = compare_ranks(workers)
-    except Exception:  # noqa: BLE001 - the side-by-side view is optional; the workers' reports are not
-        ranks = None
-    return RunReport(name=run.name, workers=workers, ranks=ranks)
+        view = analyze_ranks(workers, thresholds)
+    except Exception:  # noqa: BLE001 - the run-level view is optional; the workers' reports are not
+        try:
+            return RunReport(name=run.name, workers=workers, ranks=compare_ranks(workers))
+        except Exception:  # noqa: BLE001
+            return RunReport(name=run.name, workers=workers)
+    return RunReport(name=run.name, workers=view.workers, ranks=view.ranks, strategy=view.strategy)
 
 
 def analyze_run(run: RunFiles, options: AnalysisOptions | None = None, progress: ProgressFn | None = None) -> RunReport:
     """Analyse every file of ``run``; ``progress`` gets each file's decoded bytes in turn."""
     opts = options or AnalysisOptions()
-    return run_report(run, lambda worker, span: analyze_file(span, worker, opts, progress))
+    return run_report(run, lambda worker, span: analyze_file(span, worker, opts, progress), thresholds_from(opts))
 
 
 def analyze_path(path: str, options: AnalysisOptions | None = None, progress: PathProgressFn | None = None) -> Report:
@@ -232,7 +237,8 @@ def analyze_path(path: str, options: AnalysisOptions | None = None, progress: Pa
     if progress is None:
         return Report(tool_version=__version__, runs=[analyze_run(r, options) for r in runs])
     meter = _PathMeter(runs, options or AnalysisOptions(), progress)
-    reports = [run_report(r, functools.partial(meter.analyze, r.name)) for r in runs]
+    th = thresholds_from(options or AnalysisOptions())
+    reports = [run_report(r, functools.partial(meter.analyze, r.name), th) for r in runs]
     return Report(tool_version=__version__, runs=reports)
 
 

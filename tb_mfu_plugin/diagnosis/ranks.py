@@ -28,6 +28,15 @@ class RankRow(msgspec.Struct, kw_only=True):
     idle_share: float
     exposed_communication_us_per_step: float | None
     mfu: float | None
+    # From the communication block and the ranks' aligned clocks (diagnosis.distributed;
+    # docs/distributed.md): None on ranks without collectives.
+    communication_us_per_step: float | None = None
+    overlap_ratio: float | None = None
+    bubble_share: float | None = None  # pipeline stages only
+    # What to add to this rank's timestamps to read the reference rank's clock, µs.
+    clock_shift_us: float | None = None
+    # Time inside collectives waiting for a member that started later (clocks aligned), per step.
+    collective_wait_us_per_step: float | None = None
 
 
 class Straggler(msgspec.Struct, kw_only=True):
@@ -41,21 +50,37 @@ class RankSummary(msgspec.Struct, kw_only=True):
     world_size: int | None
     ranks: list[RankRow]
     straggler: Straggler | None = None
+    clock_reference: str | None = None  # the worker whose clock the shifts are relative to
+    clock_residual_us: float | None = None  # median spread of a call's aligned ends across ranks
+    clock_note: str | None = None  # one line: how the clocks were aligned, and by how much
+
+
+class RankClock(msgspec.Struct, kw_only=True):
+    """One rank's clock against the reference, and its waiting (analysis.clock_skew)."""
+
+    shift_us: float | None
+    wait_us_per_step: float | None
 
 
 def _exposed(w: WorkerReport) -> float | None:
     return next((float(x["us_per_step"]) for x in w.waterfall if x.get("id") == "communication"), None)
 
 
-def compare_ranks(workers: list[WorkerReport]) -> RankSummary | None:
-    """Side by side view of a run's ranks; None unless it has two or more analysed ranks."""
-    ok = [w for w in workers if w.error is None and w.summary is not None and w.distributed]
+def compare_ranks(workers: list[WorkerReport], clocks: list[RankClock | None] | None = None) -> RankSummary | None:
+    """Side by side view of a run's ranks; None unless it has two or more analysed ranks.
+    ``clocks``, one per worker when given, holds the aligned clocks (diagnosis.distributed)."""
+    ok = [
+        (w, clocks[i] if clocks else None)
+        for i, w in enumerate(workers)
+        if w.error is None and w.summary is not None and w.distributed
+    ]
     if len(ok) < 2:
         return None
     rows = []
-    for w in ok:
+    for w, clock in ok:
         s = w.summary
         assert s is not None and w.distributed is not None
+        comm = w.communication
         rows.append(
             RankRow(
                 worker=w.name,
@@ -66,10 +91,16 @@ def compare_ranks(workers: list[WorkerReport]) -> RankSummary | None:
                 idle_share=s.idle_share,
                 exposed_communication_us_per_step=_exposed(w),
                 mfu=s.mfu,
+                communication_us_per_step=comm.communication_us_per_step if comm else None,
+                overlap_ratio=comm.overlap_ratio if comm else None,
+                bubble_share=w.pipeline.bubble_share if w.pipeline else None,
+                clock_shift_us=clock.shift_us if clock else None,
+                collective_wait_us_per_step=clock.wait_us_per_step if clock else None,
             )
         )
     rows.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.worker))
-    world: Any = ok[0].distributed.get("world_size") if ok[0].distributed else None
+    first = ok[0][0].distributed
+    world: Any = first.get("world_size") if first else None
     return RankSummary(world_size=world, ranks=rows, straggler=_straggler(rows))
 
 
