@@ -51,7 +51,8 @@ def analyze_ranks(workers: list[WorkerReport], th: Thresholds = DEFAULT) -> RunV
     clocks: list[RankClock | None] = [None] * len(workers)
     for j, i in enumerate(order):
         out[i] = _with_arrivals(workers[i], arr.transfers[j], th)
-        steps = workers[i].summary.steps if workers[i].summary else 0
+        summary = workers[i].summary
+        steps = summary.steps if summary is not None else 0
         clocks[i] = RankClock(
             shift_us=al.shift_us[j],
             wait_us_per_step=arr.wait_us[j] / steps if steps and arr.complete[j] else None,
