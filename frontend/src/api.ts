@@ -2,7 +2,10 @@
 import type { CompareBody, RunReport, RunStatus, RunsBody } from './types';
 
 export class HttpError extends Error {
-  constructor(public status: number, message: string) {
+  constructor(
+    public status: number,
+    message: string,
+  ) {
     super(message);
   }
 }

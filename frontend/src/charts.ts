@@ -6,33 +6,22 @@ import * as echarts from 'echarts/core';
 import { CanvasRenderer } from 'echarts/renderers';
 
 import { h } from './dom';
+import { UI } from './palette';
 
 echarts.use([BarChart, GridComponent, LegendComponent, TooltipComponent, MarkLineComponent, CanvasRenderer]);
 
 export type EChartsOption = echarts.EChartsCoreOption;
 
-export const COLORS = {
-  kernel: '#4e79a7',
-  memcpy: '#f28e2b',
-  memset: '#edc948',
-  idle: '#c9c9c9',
-  sync: '#e15759',
-  busy: '#4e79a7',
-  kernelShare: '#76b7b2',
-  smEff: '#59a14f',
-  mfu: '#b07aa1',
-  runs: ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2', '#b07aa1', '#edc948', '#9c755f'],
-};
-
 export const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif';
 
 const live = new Set<echarts.ECharts>();
 const observed = new WeakMap<HTMLElement, echarts.ECharts>();
-const resizer = typeof ResizeObserver !== 'undefined'
-  ? new ResizeObserver((entries) => {
-    for (const e of entries) observed.get(e.target as HTMLElement)?.resize();
-  })
-  : null;
+const resizer =
+  typeof ResizeObserver !== 'undefined'
+    ? new ResizeObserver((entries) => {
+        for (const e of entries) observed.get(e.target as HTMLElement)?.resize();
+      })
+    : null;
 
 /** Draws ``option`` into ``el``, which must already be in the document. */
 export function chart(el: HTMLElement, option: EChartsOption): echarts.ECharts {
@@ -69,17 +58,30 @@ export function tooltipNode(title: string, rows: [string, string, string][], foo
         h('span', { class: 'tt-dot', style: { background: color } }),
         h('span', { class: 'tt-label' }, label),
         h('span', { class: 'tt-value' }, value),
-      )),
+      ),
+    ),
     footer ? h('div', { class: 'tt-foot' }, footer) : null,
   );
 }
 
 export const tooltipBase = {
   confine: true,
-  backgroundColor: '#fff',
-  borderColor: '#d0d4da',
+  backgroundColor: UI.surface,
+  borderColor: UI.lineStrong,
   borderWidth: 1,
   padding: 8,
-  textStyle: { color: '#1f2328', fontSize: 12 },
-  extraCssText: 'box-shadow: 0 2px 8px rgba(0,0,0,.12); border-radius: 6px;',
+  textStyle: { color: UI.text, fontSize: 12 },
+  extraCssText: `box-shadow: 0 2px 8px ${UI.shadowStrong}; border-radius: 6px;`,
 };
+
+/** A tooltip for the whole category under the pointer (a step, a run, a waterfall bar). */
+export const axisTooltip = { ...tooltipBase, trigger: 'axis', axisPointer: { type: 'shadow' } };
+
+/** Labels and grid lines of a value axis, in the page's dim colours. */
+export const valueAxisStyle = { axisLabel: { color: UI.dim }, splitLine: { lineStyle: { color: UI.lineSoft } } };
+
+/** The x axis of the charts in milliseconds per step, named below it (a fresh object per
+ * chart: ECharts keeps the option objects it is given). */
+export function msPerStepAxis(): EChartsOption {
+  return { type: 'value', name: 'ms / step', nameLocation: 'middle', nameGap: 22, ...valueAxisStyle };
+}

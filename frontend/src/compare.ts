@@ -1,53 +1,14 @@
 // Compare: two or more runs side by side, deltas against the first (the baseline).
-import { COLORS, chart, tooltipBase, tooltipNode } from './charts';
+import { card } from './card';
+import { axisTooltip, chart, msPerStepAxis, tooltipNode } from './charts';
 import { type Child, h } from './dom';
 import * as f from './format';
-import { BREAKDOWN, card, meanStep } from './overview';
+import { deltaNode, impossible, METRICS } from './metrics';
+import { COLORS, UI } from './palette';
+import { BREAKDOWN, meanStep } from './steps';
 import { table } from './table';
-import type { RunReport, WorkerReport } from './types';
-
-type Better = 'higher' | 'lower' | 'neutral';
-
-interface MetricRow {
-  label: string;
-  title: string;
-  value: (w: WorkerReport) => number | null | undefined;
-  fmt: (x: number | null | undefined) => string;
-  delta: 'pp' | 'rel';
-  better: Better;
-}
-
-// analysis/plausibility.py withheld an MFU above 100 %: no figure, nor a FLOP/s derived from it
-const impossible = (w: WorkerReport) => (w.flags ?? []).includes('impossible_mfu');
-
-const achieved = (w: WorkerReport) => {
-  const s = w.summary!;
-  if (impossible(w)) return null;
-  return f.isNumber(s.flops_per_step) && meanStep(s) > 0 ? s.flops_per_step / (meanStep(s) / 1e6) : null;
-};
-
-export const METRICS: MetricRow[] = [
-  { label: 'MFU', title: 'Model FLOPs utilisation: all FLOPs of the analysed steps over all their time', value: (w) => w.summary!.mfu, fmt: (x) => f.pct(x), delta: 'pp', better: 'higher' },
-  { label: 'Achieved', title: 'Useful FLOP/s over the step', value: achieved, fmt: f.tflops, delta: 'rel', better: 'higher' },
-  { label: 'Median step time', title: 'Median step time (the shares are time-weighted over all steps)', value: (w) => w.summary!.step_time_us, fmt: (x) => f.ms(x), delta: 'rel', better: 'lower' },
-  { label: 'GPU busy', title: 'Any GPU activity', value: (w) => w.summary!.gpu_busy_share, fmt: (x) => f.pct(x), delta: 'pp', better: 'higher' },
-  { label: 'Kernel time', title: 'Any kernel running', value: (w) => w.summary!.kernel_time_share, fmt: (x) => f.pct(x), delta: 'pp', better: 'higher' },
-  { label: 'SM efficiency', title: 'SMs filled by the kernels, time-weighted', value: (w) => w.summary!.sm_efficiency, fmt: (x) => f.pct(x), delta: 'pp', better: 'higher' },
-  { label: 'Occupancy', title: 'Estimated achieved occupancy, kernel-time weighted', value: (w) => w.summary!.achieved_occupancy, fmt: (x) => f.pct(x), delta: 'pp', better: 'higher' },
-  { label: 'Tensor-core kernels', title: 'Share of kernel time on tensor cores', value: (w) => w.summary!.tensor_core_kernel_share, fmt: (x) => f.pct(x), delta: 'pp', better: 'higher' },
-  { label: 'Memcpy only', title: 'Step share copying with no kernel running', value: (w) => w.summary!.breakdown?.['memcpy'], fmt: (x) => f.pct(x), delta: 'pp', better: 'lower' },
-  { label: 'Sync wait', title: 'Step share with the GPU idle while the host waits in a sync', value: (w) => w.summary!.breakdown?.['sync_wait'] ?? w.summary!.sync_wait_share, fmt: (x) => f.pct(x), delta: 'pp', better: 'lower' },
-  { label: 'Idle', title: 'Step share with the GPU idle', value: (w) => w.summary!.idle_share, fmt: (x) => f.pct(x), delta: 'pp', better: 'lower' },
-  { label: 'FLOPs / step', title: 'Useful FLOPs per step', value: (w) => w.summary!.flops_per_step, fmt: f.flops, delta: 'rel', better: 'neutral' },
-  { label: 'Kernels / step', title: 'Kernel launches per step', value: (w) => w.summary!.kernels_per_step, fmt: (x) => f.count(x, 0), delta: 'rel', better: 'lower' },
-  { label: 'Short kernels', title: 'Share of kernels under 10 µs', value: (w) => w.launches?.short_kernel_share, fmt: (x) => f.pct(x), delta: 'pp', better: 'lower' },
-  { label: 'Launch API / step', title: 'Host time in launch calls', value: (w) => w.launches?.launch_api_us_per_step, fmt: f.dur, delta: 'rel', better: 'lower' },
-  { label: 'Graph replays / step', title: 'CUDA/HIP graph launches per step: each replays a whole captured graph', value: (w) => w.launches?.graph_launches_per_step, fmt: (x) => f.count(x, 1), delta: 'rel', better: 'neutral' },
-  { label: 'Kernels in graphs', title: 'Kernels per step run by graph replays, not launched one by one by the host', value: (w) => w.launches?.graph_kernels_per_step, fmt: (x) => f.count(x, 0), delta: 'rel', better: 'neutral' },
-  { label: 'Syncs / step', title: 'Host-device synchronisations per step', value: (w) => w.summary!.sync_count_per_step, fmt: (x) => f.count(x), delta: 'rel', better: 'lower' },
-  { label: 'H2D / step', title: 'Host to device bytes per step', value: (w) => w.summary!.h2d_bytes_per_step, fmt: f.bytes, delta: 'rel', better: 'neutral' },
-  { label: 'D2H / step', title: 'Device to host bytes per step', value: (w) => w.summary!.d2h_bytes_per_step, fmt: f.bytes, delta: 'rel', better: 'lower' },
-];
+import type { RunReport, Summary, WorkerReport } from './types';
+import { usable, workerLabel } from './workers';
 
 export interface CompareColumn {
   run: string;
@@ -57,84 +18,140 @@ export interface CompareColumn {
   workerIndex: number;
 }
 
-export function usable(r: RunReport): number[] {
-  return r.workers.map((w, i) => (w.summary && !w.error ? i : -1)).filter((i) => i >= 0);
-}
-
-function workerLabel(w: WorkerReport, r: RunReport): string {
-  const sameName = r.workers.filter((x) => x.name === w.name);
-  const spanIdx = Array.from(new Set(sameName.map((x) => x.span))).indexOf(w.span);
-  const dev = w.device?.index !== null && w.device?.index !== undefined ? ` · GPU ${w.device.index}` : '';
-  return `${w.name}${dev}${sameName.length > 1 ? ` · span ${spanIdx + 1}` : ''}`;
-}
-
-function deltaNode(m: MetricRow, base: number | null | undefined, v: number | null | undefined): Child {
-  if (!f.isNumber(base) || !f.isNumber(v)) return null;
-  const text = m.delta === 'pp' ? f.ppDelta(base, v) : f.relDelta(base, v);
-  if (!text) return null;
-  const diff = v - base;
-  const tiny = m.delta === 'pp' ? Math.abs(diff) < 0.005 : Math.abs(diff) / Math.max(Math.abs(base), 1e-12) < 0.02; // noise
-  let cls = 'neutral';
-  if (!tiny && m.better !== 'neutral') cls = (diff > 0) === (m.better === 'higher') ? 'good' : 'bad';
-  return h('span', { class: `delta ${tiny ? 'neutral' : cls}` }, text);
-}
-
-export function renderCompare(cols: CompareColumn[], onWorker: (run: string, idx: number) => void): HTMLElement {
-  const ready = cols.filter((c) => c.report && usable(c.report).length);
-  const header = h('tr', null, h('th', null, 'Metric'), cols.map((c, i) => {
-    const r = c.report;
-    const opts = r ? usable(r) : [];
-    return h(
-      'th',
-      { class: 'num runcol' },
-      h('div', { class: 'runhead' },
-        h('span', { class: 'swatch', style: { background: COLORS.runs[i % COLORS.runs.length] } }),
-        h('span', { class: 'runname', title: c.run }, c.run),
-        i === 0 ? h('span', { class: 'pill base' }, 'baseline') : null),
-      opts.length > 1
-        ? h('select', {
-          class: 'mini',
-          title: 'Worker / device / span of this run',
-          on: { change: (ev) => onWorker(c.run, Number((ev.target as HTMLSelectElement).value)) },
-        }, opts.map((wi) => h('option', { props: { value: String(wi), selected: wi === c.workerIndex } }, workerLabel(r!.workers[wi], r!))))
-        : r && opts.length === 1 ? h('div', { class: 'dim small' }, workerLabel(r.workers[opts[0]], r)) : null,
-    );
-  }));
-
-  const body = METRICS.map((m) => {
-    const baseCol = cols[0];
-    const baseW = baseCol.report && baseCol.report.workers[baseCol.workerIndex];
-    const base = baseW && baseW.summary ? m.value(baseW) : null;
-    return h('tr', null, h('th', { class: 'metric', title: m.title }, m.label), cols.map((c, i) => {
-      if (!c.report) return h('td', { class: 'num dim' }, `loading ${f.pct(c.progress, 0)}`);
-      const w = c.report.workers[c.workerIndex];
-      if (!w || !w.summary) return h('td', { class: 'num dim', title: w?.error ?? '' }, 'error');
-      const v = m.value(w);
-      const shown = v == null && impossible(w) && (m.label === 'MFU' || m.label === 'Achieved') ? 'impossible' : m.fmt(v);
-      return h('td', { class: 'num' }, h('span', { class: 'val' }, shown), i > 0 ? deltaNode(m, base, v) : null);
-    }));
-  });
-
-  const errors = cols.flatMap((c) => (c.report ? c.report.workers.filter((w) => w.error).map((w) => `${c.run} · ${w.name}: ${w.error}`) : []));
+/** The table's head: a column per run, with its worker picker when it has several. */
+function headerRow(cols: CompareColumn[], onWorker: (run: string, idx: number) => void): HTMLElement {
   return h(
-    'div',
-    { class: 'compare', testid: 'compare' },
-    card('Side by side', h('div', { class: 'table-wrap' }, h('table', { class: 'grid compare-table', testid: 'compare-table' }, h('thead', null, header), h('tbody', null, body))), {
-      help: 'Shares time-weighted over the profiled steps (their total time), counts per mean step, step time the median. Deltas are against the first run: percentage points (pp) for shares, relative change otherwise. Green is better.',
-      cls: 'wide',
+    'tr',
+    null,
+    h('th', null, 'Metric'),
+    cols.map((c, i) => {
+      const r = c.report;
+      const opts = r ? usable(r) : [];
+      return h(
+        'th',
+        { class: 'num runcol' },
+        h(
+          'div',
+          { class: 'runhead' },
+          h('span', { class: 'swatch', style: { background: COLORS.runs[i % COLORS.runs.length] } }),
+          h('span', { class: 'runname', title: c.run }, c.run),
+          i === 0 ? h('span', { class: 'pill base' }, 'baseline') : null,
+        ),
+        r && opts.length > 1
+          ? h(
+              'select',
+              {
+                class: 'mini',
+                title: 'Worker / device / span of this run',
+                on: { change: (ev) => onWorker(c.run, Number((ev.target as HTMLSelectElement).value)) },
+              },
+              opts.map((wi) =>
+                h(
+                  'option',
+                  { props: { value: String(wi), selected: wi === c.workerIndex } },
+                  workerLabel(r.workers[wi], r),
+                ),
+              ),
+            )
+          : r && opts.length === 1
+            ? h('div', { class: 'dim small' }, workerLabel(r.workers[opts[0]], r))
+            : null,
+      );
     }),
-    ready.length ? compositionChart(ready) : null,
-    ready.length >= 2 ? findingsDiff(ready) : null,
-    ready.length >= 2 ? kernelDiff(ready) : null,
-    errors.length ? h('div', { class: 'banner warn' }, h('ul', null, errors.map((e) => h('li', { class: 'mono' }, e)))) : null,
   );
 }
 
-function compositionChart(cols: CompareColumn[]): HTMLElement {
-  const el = h('div', { class: 'chart chart-compare', testid: 'compare-chart', style: { height: `${Math.max(140, 60 + cols.length * 44)}px` } });
-  const ws = cols.map((c) => c.report!.workers[c.workerIndex]);
+/** A row per metric: each run's figure, and its delta against the first run. */
+function metricRows(cols: CompareColumn[]): HTMLElement[] {
+  return METRICS.map((m) => {
+    const baseCol = cols[0];
+    const baseW = baseCol.report?.workers[baseCol.workerIndex];
+    const base = baseW?.summary ? m.value(baseW.summary, baseW) : null;
+    return h(
+      'tr',
+      null,
+      h('th', { class: 'metric', title: m.title }, m.label),
+      cols.map((c, i) => {
+        if (!c.report) return h('td', { class: 'num dim' }, `loading ${f.pct(c.progress, 0)}`);
+        const w = c.report.workers[c.workerIndex];
+        if (!w?.summary) return h('td', { class: 'num dim', title: w?.error ?? '' }, 'error');
+        const v = m.value(w.summary, w);
+        const shown =
+          v == null && impossible(w) && (m.label === 'MFU' || m.label === 'Achieved') ? 'impossible' : m.fmt(v);
+        return h('td', { class: 'num' }, h('span', { class: 'val' }, shown), i > 0 ? deltaNode(m, base, v) : null);
+      }),
+    );
+  });
+}
+
+export function renderCompare(cols: CompareColumn[], onWorker: (run: string, idx: number) => void): HTMLElement {
+  const ready = drawable(cols);
+  const header = headerRow(cols, onWorker);
+  const body = metricRows(cols);
+  const errors = cols.flatMap((c) =>
+    c.report ? c.report.workers.filter((w) => w.error).map((w) => `${c.run} · ${w.name}: ${w.error}`) : [],
+  );
+  return h(
+    'div',
+    { class: 'compare', testid: 'compare' },
+    card(
+      'Side by side',
+      h(
+        'div',
+        { class: 'table-wrap' },
+        h(
+          'table',
+          { class: 'grid compare-table', testid: 'compare-table' },
+          h('thead', null, header),
+          h('tbody', null, body),
+        ),
+      ),
+      {
+        help: 'Shares time-weighted over the profiled steps (their total time), counts per mean step, step time the median. Deltas are against the first run: percentage points (pp) for shares, relative change otherwise. Green is better.',
+        cls: 'wide',
+      },
+    ),
+    ready.length ? compositionChart(ready) : null,
+    ready.length >= 2 ? findingsDiff(ready) : null,
+    ready.length >= 2 ? kernelDiff(ready) : null,
+    errors.length
+      ? h(
+          'div',
+          { class: 'banner warn' },
+          h(
+            'ul',
+            null,
+            errors.map((e) => h('li', { class: 'mono' }, e)),
+          ),
+        )
+      : null,
+  );
+}
+
+/** A column whose chosen worker report has a summary: what the chart and the diffs draw. */
+interface Drawn {
+  run: string;
+  worker: WorkerReport;
+  summary: Summary;
+}
+
+function drawable(cols: CompareColumn[]): Drawn[] {
+  const out: Drawn[] = [];
+  for (const c of cols) {
+    const w = c.report && usable(c.report).length ? c.report.workers[c.workerIndex] : undefined;
+    if (w?.summary) out.push({ run: c.run, worker: w, summary: w.summary });
+  }
+  return out;
+}
+
+function compositionChart(cols: Drawn[]): HTMLElement {
+  const el = h('div', {
+    class: 'chart chart-compare',
+    testid: 'compare-chart',
+    style: { height: `${Math.max(140, 60 + cols.length * 44)}px` },
+  });
   const names = cols.map((c) => c.run);
-  const part = (w: WorkerReport, key: string) => ((w.summary!.breakdown?.[key] ?? 0) * meanStep(w.summary!)) / 1000;
+  const part = (s: Summary, key: string) => ((s.breakdown?.[key] ?? 0) * meanStep(s)) / 1000;
   queueMicrotask(() =>
     chart(el, {
       color: BREAKDOWN.map((b) => b.color),
@@ -151,18 +168,19 @@ function compositionChart(cols: CompareColumn[]): HTMLElement {
             const n = names[Number(v)];
             return n.length > 28 ? `${n.slice(0, 27)}…` : n;
           },
-          color: '#1f2328',
+          color: UI.text,
         },
       },
-      xAxis: { type: 'value', name: 'ms / step', nameLocation: 'middle', nameGap: 22, axisLabel: { color: '#57606a' }, splitLine: { lineStyle: { color: '#eef0f2' } } },
+      xAxis: msPerStepAxis(),
       tooltip: {
-        ...tooltipBase,
-        trigger: 'axis',
-        axisPointer: { type: 'shadow' },
+        ...axisTooltip,
         formatter: (ps: { dataIndex: number }[]) => {
           const i = ps[0].dataIndex;
-          const w = ws[i];
-          return tooltipNode(`${names[i]} · mean step ${f.ms(meanStep(w.summary!))}`, BREAKDOWN.map((b) => [b.color, b.label, `${f.ms(part(w, b.key) * 1000)} · ${f.pct(w.summary!.breakdown?.[b.key])}`]));
+          const s = cols[i].summary;
+          return tooltipNode(
+            `${names[i]} · mean step ${f.ms(meanStep(s))}`,
+            BREAKDOWN.map((b) => [b.color, b.label, `${f.ms(part(s, b.key) * 1000)} · ${f.pct(s.breakdown?.[b.key])}`]),
+          );
         },
       },
       series: BREAKDOWN.map((b) => ({
@@ -170,10 +188,14 @@ function compositionChart(cols: CompareColumn[]): HTMLElement {
         type: 'bar',
         stack: 'step',
         barMaxWidth: 26,
-        data: ws.map((w) => +part(w, b.key).toFixed(3)),
+        data: cols.map((c) => +part(c.summary, b.key).toFixed(3)),
       })),
-    }));
-  return card('Mean step, composed', el, { help: 'Where the mean step of each run goes (time-weighted over its profiled steps). The same colours as the Overview.', cls: 'wide' });
+    }),
+  );
+  return card('Mean step, composed', el, {
+    help: 'Where the mean step of each run goes (time-weighted over its profiled steps). The same colours as the Overview.',
+    cls: 'wide',
+  });
 }
 
 interface KernelDiffRow {
@@ -182,55 +204,90 @@ interface KernelDiffRow {
   other: number;
 }
 
-function kernelDiff(cols: CompareColumn[]): HTMLElement {
-  const [a, b] = [cols[0], cols[1]].map((c) => c.report!.workers[c.workerIndex]);
-  const perStep = (w: WorkerReport) => {
+function kernelDiff(cols: Drawn[]): HTMLElement {
+  const perStep = (c: Drawn) => {
     const m = new Map<string, number>();
-    const n = Math.max(1, w.summary!.steps);
-    for (const k of w.top_kernels ?? []) m.set(k.name, k.total_us / n);
+    const n = Math.max(1, c.summary.steps);
+    for (const k of c.worker.top_kernels ?? []) m.set(k.name, k.total_us / n);
     return m;
   };
-  const ma = perStep(a);
-  const mb = perStep(b);
+  const ma = perStep(cols[0]);
+  const mb = perStep(cols[1]);
   const names = new Set<string>([...ma.keys(), ...mb.keys()]);
-  const rows: KernelDiffRow[] = Array.from(names, (name) => ({ name, base: ma.get(name) ?? 0, other: mb.get(name) ?? 0 }));
+  const rows: KernelDiffRow[] = Array.from(names, (name) => ({
+    name,
+    base: ma.get(name) ?? 0,
+    other: mb.get(name) ?? 0,
+  }));
   rows.sort((x, y) => Math.abs(y.other - y.base) - Math.abs(x.other - x.base));
   return card(
     `Kernels that changed: ${cols[1].run} vs ${cols[0].run}`,
-    table<KernelDiffRow>(rows, [
-      { key: 'name', label: 'Kernel', value: (r) => r.name, cell: (r) => h('span', { class: 'kname mono', title: r.name }, r.name), cls: 'kcell' },
-      { key: 'base', label: 'Baseline / step', num: true, value: (r) => r.base, cell: (r) => (r.base ? f.dur(r.base) : '—') },
-      { key: 'other', label: `${cols[1].run} / step`, num: true, value: (r) => r.other, cell: (r) => (r.other ? f.dur(r.other) : '—') },
+    table<KernelDiffRow>(
+      rows,
+      [
+        {
+          key: 'name',
+          label: 'Kernel',
+          value: (r) => r.name,
+          cell: (r) => h('span', { class: 'kname mono', title: r.name }, r.name),
+          cls: 'kcell',
+        },
+        {
+          key: 'base',
+          label: 'Baseline / step',
+          num: true,
+          value: (r) => r.base,
+          cell: (r) => (r.base ? f.dur(r.base) : '—'),
+        },
+        {
+          key: 'other',
+          label: `${cols[1].run} / step`,
+          num: true,
+          value: (r) => r.other,
+          cell: (r) => (r.other ? f.dur(r.other) : '—'),
+        },
+        {
+          key: 'diff',
+          label: 'Δ / step',
+          num: true,
+          value: (r) => r.other - r.base,
+          cell: (r) =>
+            h(
+              'span',
+              { class: `delta ${r.other - r.base > 0 ? 'bad' : r.other - r.base < 0 ? 'good' : 'neutral'}` },
+              `${r.other - r.base > 0 ? '+' : r.other - r.base < 0 ? '−' : '±'}${f.dur(Math.abs(r.other - r.base))}`,
+            ),
+        },
+      ],
       {
-        key: 'diff', label: 'Δ / step', num: true, value: (r) => r.other - r.base,
-        cell: (r) => h('span', { class: `delta ${r.other - r.base > 0 ? 'bad' : r.other - r.base < 0 ? 'good' : 'neutral'}` }, `${r.other - r.base > 0 ? '+' : r.other - r.base < 0 ? '−' : '±'}${f.dur(Math.abs(r.other - r.base))}`),
+        testid: 'kernel-diff',
+        maxRows: 12,
+        filter: (r, q) => r.name.toLowerCase().includes(q),
+        filterPlaceholder: 'Filter kernels by name',
       },
-    ], {
-      testid: 'kernel-diff',
-      maxRows: 12,
-      filter: (r, q) => r.name.toLowerCase().includes(q),
-      filterPlaceholder: 'Filter kernels by name',
-    }),
-    { help: 'Time per step of the top kernels of both runs; — means the kernel is not in that run\'s top list.', cls: 'wide' },
+    ),
+    {
+      help: "Time per step of the top kernels of both runs; — means the kernel is not in that run's top list.",
+      cls: 'wide',
+    },
   );
 }
 
-
 /** A finding's identity across runs: (id, subject), as in diagnosis/compare.py. */
 function findingKey(fd: Record<string, unknown>): string {
-  const id = String(fd['id'] ?? fd['title'] ?? '?');
-  return typeof fd['subject'] === 'string' && fd['subject'] ? `${id} · ${fd['subject']}` : id;
+  const id = String(fd.id ?? fd.title ?? '?');
+  return typeof fd.subject === 'string' && fd.subject ? `${id} · ${fd.subject}` : id;
 }
 
-function findingsDiff(cols: CompareColumn[]): HTMLElement | null {
-  const ws = cols.map((c) => c.report!.workers[c.workerIndex]);
+function findingsDiff(cols: Drawn[]): HTMLElement | null {
+  const ws = cols.map((c) => c.worker);
   const keys: string[] = [];
   const titles = new Map<string, string>();
   for (const w of ws) {
     for (const fd of w.findings ?? []) {
       const key = findingKey(fd);
       if (!keys.includes(key)) keys.push(key);
-      if (!titles.has(key) && typeof fd['title'] === 'string') titles.set(key, fd['title']);
+      if (!titles.has(key) && typeof fd.title === 'string') titles.set(key, fd.title);
     }
   }
   if (!keys.length) return null;
@@ -239,22 +296,58 @@ function findingsDiff(cols: CompareColumn[]): HTMLElement | null {
     const fd = find(w, key);
     const inBase = index > 0 && find(ws[0], key) !== undefined;
     // against the baseline (first column): gone = fixed, only here = new
-    if (!fd) return inBase ? h('span', { class: 'change change-fixed', testid: 'finding-fixed' }, 'fixed') : h('span', { class: 'dim' }, '—');
-    const sev = String(fd['severity'] ?? '').toLowerCase().replace(/[^a-z]/g, '');
-    const gain = typeof fd['est_gain_us_per_step'] === 'number' ? f.dur(fd['est_gain_us_per_step'] as number) : '';
-    const share = typeof fd['est_gain_share'] === 'number' ? f.pct(fd['est_gain_share'] as number) : '';
-    return h('span', { class: 'fcell', title: typeof fd['title'] === 'string' ? fd['title'] : '' },
+    if (!fd)
+      return inBase
+        ? h('span', { class: 'change change-fixed', testid: 'finding-fixed' }, 'fixed')
+        : h('span', { class: 'dim' }, '—');
+    const sev = String(fd.severity ?? '')
+      .toLowerCase()
+      .replace(/[^a-z]/g, '');
+    const gain = typeof fd.est_gain_us_per_step === 'number' ? f.dur(fd.est_gain_us_per_step as number) : '';
+    const share = typeof fd.est_gain_share === 'number' ? f.pct(fd.est_gain_share as number) : '';
+    return h(
+      'span',
+      { class: 'fcell', title: typeof fd.title === 'string' ? fd.title : '' },
       index > 0 && !inBase ? h('span', { class: 'change change-new', testid: 'finding-new' }, 'new') : null,
       h('span', { class: `sev sev-${sev}` }, sev || 'found'),
-      gain || share ? h('span', { class: 'small dim' }, ` ${[gain, share].filter(Boolean).join(' · ')}`) : null);
+      gain || share ? h('span', { class: 'small dim' }, ` ${[gain, share].filter(Boolean).join(' · ')}`) : null,
+    );
   };
   return card(
     'Findings by run',
-    h('div', { class: 'table-wrap' }, h('table', { class: 'grid', testid: 'findings-diff' },
-      h('thead', null, h('tr', null, h('th', null, 'Finding'), cols.map((c) => h('th', { class: 'num' }, h('span', { class: 'runname', title: c.run }, c.run))))),
-      h('tbody', null, keys.map((key) => h('tr', null,
-        h('td', { title: titles.get(key) ?? '' }, h('code', { class: 'finding-id' }, key)),
-        ws.map((w, i) => h('td', { class: 'num' }, cell(w, key, i)))))))),
-    { help: 'Which diagnosis findings each run has, with the estimated gain per step. Against the baseline (first column): "fixed" = gone in this run, "new" = only in this run.', cls: 'wide' },
+    h(
+      'div',
+      { class: 'table-wrap' },
+      h(
+        'table',
+        { class: 'grid', testid: 'findings-diff' },
+        h(
+          'thead',
+          null,
+          h(
+            'tr',
+            null,
+            h('th', null, 'Finding'),
+            cols.map((c) => h('th', { class: 'num' }, h('span', { class: 'runname', title: c.run }, c.run))),
+          ),
+        ),
+        h(
+          'tbody',
+          null,
+          keys.map((key) =>
+            h(
+              'tr',
+              null,
+              h('td', { title: titles.get(key) ?? '' }, h('code', { class: 'finding-id' }, key)),
+              ws.map((w, i) => h('td', { class: 'num' }, cell(w, key, i))),
+            ),
+          ),
+        ),
+      ),
+    ),
+    {
+      help: 'Which diagnosis findings each run has, with the estimated gain per step. Against the baseline (first column): "fixed" = gone in this run, "new" = only in this run.',
+      cls: 'wide',
+    },
   );
 }

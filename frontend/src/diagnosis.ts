@@ -1,20 +1,10 @@
-// The diagnosis panel: findings (id, severity, title, evidence, estimated gain, fix) and the
-// step-time waterfall, from WorkerReport.findings / .waterfall. Everything is text.
-import { chart, tooltipBase, tooltipNode } from './charts';
+// The findings of the diagnosis rules (WorkerReport.findings): id, severity, title, evidence,
+// estimated gain and fix. Everything is text; evidence is formatted by what its keys say.
+import { card } from './card';
 import { type Child, h } from './dom';
 import * as f from './format';
+import { num, str } from './json';
 import type { Json, JsonObject, WorkerReport } from './types';
-
-export function str(x: Json | undefined): string | null {
-  if (x === null || x === undefined) return null;
-  if (typeof x === 'string') return x;
-  if (typeof x === 'number' || typeof x === 'boolean') return String(x);
-  return JSON.stringify(x);
-}
-
-export function num(x: Json | undefined): number | null {
-  return typeof x === 'number' && Number.isFinite(x) ? x : null;
-}
 
 export function prettyKey(k: string): string {
   if (k === 'us_per_step' || k === 'us') return 'Time / step';
@@ -47,7 +37,12 @@ export function fmtByKey(k: string, v: number): string {
 
 /** Text with `code` spans (as in the recommendations) turned into <code> elements, safely. */
 export function richText(text: string): Child[] {
-  return text.split(/(`[^`]+`)/).filter(Boolean).map((part) => (part.startsWith('`') && part.endsWith('`') && part.length > 2 ? h('code', null, part.slice(1, -1)) : part));
+  return text
+    .split(/(`[^`]+`)/)
+    .filter(Boolean)
+    .map((part) =>
+      part.startsWith('`') && part.endsWith('`') && part.length > 2 ? h('code', null, part.slice(1, -1)) : part,
+    );
 }
 
 function valueNode(k: string, v: Json, parent = ''): Child {
@@ -60,9 +55,34 @@ function valueNode(k: string, v: Json, parent = ''): Child {
       const rows = v as JsonObject[];
       const keys: string[] = [];
       for (const r of rows) for (const key of Object.keys(r)) if (!keys.includes(key)) keys.push(key);
-      return h('table', { class: 'grid compact ev-table' },
-        h('thead', null, h('tr', null, keys.map((key) => h('th', { class: rows.some((r) => typeof r[key] === 'number') ? 'num' : '' }, prettyKey(key))))),
-        h('tbody', null, rows.map((r) => h('tr', null, keys.map((key) => h('td', { class: typeof r[key] === 'number' ? 'num' : 'mono' }, valueNode(key, r[key] ?? null)))))));
+      return h(
+        'table',
+        { class: 'grid compact ev-table' },
+        h(
+          'thead',
+          null,
+          h(
+            'tr',
+            null,
+            keys.map((key) =>
+              h('th', { class: rows.some((r) => typeof r[key] === 'number') ? 'num' : '' }, prettyKey(key)),
+            ),
+          ),
+        ),
+        h(
+          'tbody',
+          null,
+          rows.map((r) =>
+            h(
+              'tr',
+              null,
+              keys.map((key) =>
+                h('td', { class: typeof r[key] === 'number' ? 'num' : 'mono' }, valueNode(key, r[key] ?? null)),
+              ),
+            ),
+          ),
+        ),
+      );
     }
     return v.map((x) => str(x)).join(', ');
   }
@@ -71,10 +91,20 @@ function valueNode(k: string, v: Json, parent = ''): Child {
 
 function evidenceList(ev: JsonObject, parent = ''): HTMLElement {
   const entries = Object.entries(ev).filter(([k, v]) => v !== null && k !== 'note');
-  const note = typeof ev['note'] === 'string' ? (ev['note'] as string) : null;
-  return h('div', { class: 'evidence' },
-    h('dl', { class: 'facts' }, entries.map(([k, v]) => [h('dt', null, prettyKey(k)), h('dd', { class: typeof v === 'string' ? 'mono' : '' }, valueNode(k, v, parent))])),
-    note ? h('p', { class: 'dim small' }, note) : null);
+  const note = typeof ev.note === 'string' ? (ev.note as string) : null;
+  return h(
+    'div',
+    { class: 'evidence' },
+    h(
+      'dl',
+      { class: 'facts' },
+      entries.map(([k, v]) => [
+        h('dt', null, prettyKey(k)),
+        h('dd', { class: typeof v === 'string' ? 'mono' : '' }, valueNode(k, v, parent)),
+      ]),
+    ),
+    note ? h('p', { class: 'dim small' }, note) : null,
+  );
 }
 
 function evidenceNode(ev: Json | undefined): Child {
@@ -86,9 +116,9 @@ function evidenceNode(ev: Json | undefined): Child {
 }
 
 function gainNode(fd: JsonObject): Child {
-  const us = num(fd['est_gain_us_per_step']);
-  const share = num(fd['est_gain_share']);
-  const after = num(fd['est_mfu_after']);
+  const us = num(fd.est_gain_us_per_step);
+  const share = num(fd.est_gain_share);
+  const after = num(fd.est_mfu_after);
   const bits: string[] = [];
   if (us !== null) bits.push(`${f.dur(us)} / step`);
   if (share !== null) bits.push(`${f.pct(share)} of step`);
@@ -96,142 +126,48 @@ function gainNode(fd: JsonObject): Child {
     for (const [k, v] of Object.entries(fd)) if (/gain/.test(k) && typeof v === 'number') bits.push(fmtByKey(k, v));
   }
   if (!bits.length && after === null) return null;
-  return h('span', { class: 'gain', title: 'Estimated gain if fixed' },
+  return h(
+    'span',
+    { class: 'gain', title: 'Estimated gain if fixed' },
     bits.length ? `saves ≈ ${bits.join(' · ')}` : null,
-    after !== null ? h('span', { class: 'after' }, ` → MFU ${f.pct(after)}`) : null);
+    after !== null ? h('span', { class: 'after' }, ` → MFU ${f.pct(after)}`) : null,
+  );
 }
 
 const SEVERITY_ORDER: Record<string, number> = { critical: 0, high: 1, medium: 2, low: 3, info: 4 };
 
-export function findingsCard(w: WorkerReport, card: (title: string, body: Child, opts?: { testid?: string; help?: string }) => HTMLElement): HTMLElement {
+export function findingsCard(w: WorkerReport): HTMLElement {
   const fs = w.findings ?? [];
   if (!fs.length) {
-    return card('Findings', h('p', { class: 'muted' }, 'The diagnosis rules found nothing to flag in this span.'), { testid: 'findings' });
+    return card('Findings', h('p', { class: 'muted' }, 'The diagnosis rules found nothing to flag in this span.'), {
+      testid: 'findings',
+    });
   }
   const items = fs.map((fd, i) => {
-    const sev = String(fd['severity'] ?? 'info').toLowerCase().replace(/[^a-z]/g, '');
-    const reco = str(fd['recommendation'] as Json) ?? str(fd['fix'] as Json);
-    const subject = str(fd['subject'] as Json);
+    const sev = String(fd.severity ?? 'info')
+      .toLowerCase()
+      .replace(/[^a-z]/g, '');
+    const reco = str(fd.recommendation as Json) ?? str(fd.fix as Json);
+    const subject = str(fd.subject as Json);
     return h(
       'li',
       { class: `finding sev-${sev}`, data: { order: String(SEVERITY_ORDER[sev] ?? 5), index: String(i) } },
-      h('div', { class: 'finding-head' },
+      h(
+        'div',
+        { class: 'finding-head' },
         h('span', { class: `sev sev-${sev}` }, sev),
-        h('span', { class: 'finding-title' }, str(fd['title'] as Json) ?? str(fd['id'] as Json) ?? 'Finding'),
-        fd['id'] ? h('code', { class: 'finding-id' }, String(fd['id'])) : null),
+        h('span', { class: 'finding-title' }, str(fd.title as Json) ?? str(fd.id as Json) ?? 'Finding'),
+        fd.id ? h('code', { class: 'finding-id' }, String(fd.id)) : null,
+      ),
       h('div', { class: 'finding-meta' }, gainNode(fd), subject ? h('span', { class: 'dim mono' }, subject) : null),
       reco ? h('p', { class: 'reco' }, h('strong', null, 'Fix: '), ...richText(reco)) : null,
-      fd['evidence'] !== undefined && fd['evidence'] !== null ? h('details', null, h('summary', null, 'Evidence'), evidenceNode(fd['evidence'] as Json)) : null,
+      fd.evidence !== undefined && fd.evidence !== null
+        ? h('details', null, h('summary', null, 'Evidence'), evidenceNode(fd.evidence as Json))
+        : null,
     );
   });
-  return card(`Findings (${fs.length})`, h('ul', { class: 'findings' }, items), { testid: 'findings', help: 'What the diagnosis rules found, by estimated gain. Gains of different findings can overlap.' });
-}
-
-// ---- waterfall ----------------------------------------------------------------
-
-const WF_COLORS: Record<string, string> = {
-  total: '#6e7781',
-  subtotal: '#4e79a7',
-  result: '#b07aa1',
-  idle: '#bab0ac',
-  loss: '#e15759',
-};
-
-interface WfBar {
-  label: string;
-  kind: string;
-  base: number; // ms
-  value: number; // ms
-  us: number;
-  share: number | null;
-  color: string;
-  row: JsonObject;
-}
-
-export function waterfallBars(rows: JsonObject[]): WfBar[] {
-  const bars: WfBar[] = [];
-  let running = 0;
-  for (const r of rows) {
-    const kind = str(r['kind'] as Json) ?? 'loss';
-    const us = num(r['us_per_step']) ?? 0;
-    const label = str(r['label'] as Json) ?? str(r['id'] as Json) ?? '?';
-    const share = num(r['share']);
-    const color = kind === 'loss' ? (r['group'] === 'idle' ? WF_COLORS.idle : WF_COLORS.loss) : WF_COLORS[kind] ?? WF_COLORS.subtotal;
-    if (kind === 'loss') {
-      if (us <= 0) continue; // nothing lost there: leave it to the table
-      running = Math.max(0, running - us);
-      bars.push({ label, kind, base: running / 1000, value: us / 1000, us, share, color, row: r });
-    } else {
-      running = us;
-      bars.push({ label, kind, base: 0, value: us / 1000, us, share, color, row: r });
-    }
-  }
-  return bars;
-}
-
-export function waterfallCard(w: WorkerReport, card: (title: string, body: Child, opts?: { testid?: string; help?: string; cls?: string }) => HTMLElement): HTMLElement | null {
-  const rows = (w.waterfall ?? []).filter((r) => r && typeof r === 'object');
-  if (!rows.length) return null;
-  const bars = waterfallBars(rows);
-  if (!bars.length) return null;
-  const el = h('div', { class: 'chart', testid: 'waterfall-chart', style: { height: `${Math.max(200, 40 + bars.length * 26)}px` } });
-  queueMicrotask(() =>
-    chart(el, {
-      grid: { left: 12, right: 96, top: 8, bottom: 28, containLabel: true },
-      xAxis: { type: 'value', name: 'ms / step', nameLocation: 'middle', nameGap: 22, axisLabel: { color: '#57606a' }, splitLine: { lineStyle: { color: '#eef0f2' } } },
-      yAxis: {
-        type: 'category',
-        inverse: true,
-        data: bars.map((b) => b.label),
-        axisTick: { show: false },
-        axisLabel: {
-          color: '#1f2328',
-          fontSize: 11,
-          formatter: (v: string) => (v.length > 44 ? `${v.slice(0, 43)}…` : v),
-        },
-      },
-      tooltip: {
-        ...tooltipBase,
-        trigger: 'axis',
-        axisPointer: { type: 'shadow' },
-        formatter: (ps: { dataIndex: number }[]) => {
-          const b = bars[ps[0].dataIndex];
-          const mfu = num(b.row['mfu']);
-          return tooltipNode(b.label, [[b.color, b.kind === 'loss' ? 'lost per step' : 'per step', `${f.dur(b.us)} · ${f.pct(b.share)}`]], mfu !== null ? `MFU ${f.pct(mfu)}` : undefined);
-        },
-      },
-      series: [
-        { type: 'bar', stack: 'wf', silent: true, itemStyle: { color: 'transparent' }, data: bars.map((b) => +b.base.toFixed(4)) },
-        {
-          type: 'bar',
-          stack: 'wf',
-          barMaxWidth: 16,
-          data: bars.map((b) => ({ value: +b.value.toFixed(4), itemStyle: { color: b.color, borderRadius: 2 } })),
-          label: {
-            show: true,
-            position: 'right',
-            fontSize: 11,
-            color: '#57606a',
-            formatter: (p: { dataIndex: number }) => {
-              const b = bars[p.dataIndex];
-              return `${b.kind === 'loss' ? '−' : ''}${f.pct(b.share)}`;
-            },
-          },
-        },
-      ],
-    }));
-  const table = h('table', { class: 'grid compact wf-table', testid: 'waterfall' },
-    h('thead', null, h('tr', null, h('th', null, 'Step time, split'), h('th', { class: 'num' }, 'Per step'), h('th', { class: 'num' }, 'Share'))),
-    h('tbody', null, rows.map((r) => {
-      const kind = str(r['kind'] as Json) ?? 'loss';
-      return h('tr', { class: `wf-${kind}` },
-        h('td', null, kind === 'loss' ? '− ' : '', str(r['label'] as Json) ?? str(r['id'] as Json) ?? '?'),
-        h('td', { class: 'num' }, f.dur(num(r['us_per_step']))),
-        h('td', { class: 'num' }, f.pct(num(r['share']))));
-    })));
-  return card('Where the step time goes, down to MFU', [el, h('details', null, h('summary', null, 'As a table'), table)], {
-    testid: 'waterfall-card',
-    help: 'From the mean step time down to the time the model FLOPs would take at peak: each red bar is time lost to one cause, each blue bar what is left. Aggregated over the analysed steps like the summary and MFU, so the bars add up to the step and match the GPU busy, kernel time and MFU figures above.',
-    cls: 'wide',
+  return card(`Findings (${fs.length})`, h('ul', { class: 'findings' }, items), {
+    testid: 'findings',
+    help: 'What the diagnosis rules found, by estimated gain. Gains of different findings can overlap.',
   });
 }

@@ -16,8 +16,26 @@ export interface Attrs {
 }
 
 const SAFE_PROPS = new Set([
-  'href', 'target', 'rel', 'type', 'value', 'checked', 'disabled', 'selected', 'colSpan', 'rowSpan',
-  'open', 'placeholder', 'htmlFor', 'tabIndex', 'id', 'name', 'multiple', 'min', 'max', 'step',
+  'href',
+  'target',
+  'rel',
+  'type',
+  'value',
+  'checked',
+  'disabled',
+  'selected',
+  'colSpan',
+  'rowSpan',
+  'open',
+  'placeholder',
+  'htmlFor',
+  'tabIndex',
+  'id',
+  'name',
+  'multiple',
+  'min',
+  'max',
+  'step',
 ]);
 
 export function h<K extends keyof HTMLElementTagNameMap>(
@@ -39,10 +57,11 @@ export function h<K extends keyof HTMLElementTagNameMap>(
         (el as unknown as Record<string, unknown>)[k] = v;
       }
     }
-    if (attrs.attrs) for (const [k, v] of Object.entries(attrs.attrs)) {
-      if (/^on/i.test(k)) throw new Error('event handler attributes are not allowed');
-      el.setAttribute(k, v);
-    }
+    if (attrs.attrs)
+      for (const [k, v] of Object.entries(attrs.attrs)) {
+        if (/^on/i.test(k)) throw new Error('event handler attributes are not allowed');
+        el.setAttribute(k, v);
+      }
     if (attrs.on) for (const [k, fn] of Object.entries(attrs.on)) if (fn) el.addEventListener(k, fn);
   }
   append(el, children);
@@ -84,10 +103,12 @@ export function icon(d: string, size = 14): SVGSVGElement {
 }
 
 export const ICONS = {
-  external: 'M14 3h7v7h-2V6.41l-9.29 9.3-1.42-1.42L17.59 5H14V3zM5 5h6v2H5v12h12v-6h2v6a2 2 0 0 1-2 2H5a2 2 0 0 1-2-2V7a2 2 0 0 1 2-2z',
+  external:
+    'M14 3h7v7h-2V6.41l-9.29 9.3-1.42-1.42L17.59 5H14V3zM5 5h6v2H5v12h12v-6h2v6a2 2 0 0 1-2 2H5a2 2 0 0 1-2-2V7a2 2 0 0 1 2-2z',
   warn: 'M1 21h22L12 2 1 21zm12-3h-2v-2h2v2zm0-4h-2v-4h2v4z',
   error: 'M12 2a10 10 0 1 0 0 20 10 10 0 0 0 0-20zm1 15h-2v-2h2v2zm0-4h-2V7h2v6z',
   info: 'M11 7h2v2h-2V7zm0 4h2v6h-2v-6zm1-9a10 10 0 1 0 0 20 10 10 0 0 0 0-20z',
-  refresh: 'M17.65 6.35A7.96 7.96 0 0 0 12 4a8 8 0 1 0 7.75 10h-2.08A6 6 0 1 1 12 6c1.66 0 3.14.69 4.22 1.78L13 11h7V4l-2.35 2.35z',
+  refresh:
+    'M17.65 6.35A7.96 7.96 0 0 0 12 4a8 8 0 1 0 7.75 10h-2.08A6 6 0 1 1 12 6c1.66 0 3.14.69 4.22 1.78L13 11h7V4l-2.35 2.35z',
   check: 'M9 16.17 4.83 12l-1.42 1.41L9 19 21 7l-1.41-1.41z',
 };

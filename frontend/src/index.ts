@@ -1,12 +1,15 @@
 // The MFU tab: TensorBoard loads this ES module into the plugin iframe and calls render().
 import { fetchCompare, fetchReport, fetchRuns, HttpError, tensorboardUrl } from './api';
 import { disposeCharts } from './charts';
-import { type CompareColumn, renderCompare, usable } from './compare';
+import { type CompareColumn, renderCompare } from './compare';
 import { type Child, clear, h, ICONS, icon, replace } from './dom';
-import * as f from './format';
-import { ranksCard, renderWorker } from './overview';
+import { renderWorker } from './overview';
+import { cssVariables } from './palette';
+import { ranksCard } from './ranks';
+import { emptyPanel, errorPanel, loadingNow, loadingRows, progressPanel, stateLabel, statusLine } from './status';
 import css from './style.css';
-import type { RunReport, RunStatus, RunsBody, WorkerReport } from './types';
+import type { RunReport, RunStatus, RunsBody } from './types';
+import { usable, workerLabel } from './workers';
 
 type View = 'overview' | 'compare';
 
@@ -43,7 +46,12 @@ const el = {
   status: h('span', { class: 'status', testid: 'load-status' }),
   loading: h('div', { class: 'loading-strip', testid: 'loading' }),
   main: h('main', { testid: 'main' }),
-  pytorch: h('a', { class: 'ext', testid: 'pytorch-link', props: { target: '_top', rel: 'noopener' } }, 'PyTorch Profiler', icon(ICONS.external, 12)),
+  pytorch: h(
+    'a',
+    { class: 'ext', testid: 'pytorch-link', props: { target: '_top', rel: 'noopener' } },
+    'PyTorch Profiler',
+    icon(ICONS.external, 12),
+  ),
   pickers: h('div', { class: 'pickers' }),
 };
 
@@ -73,20 +81,6 @@ function sig(r: RunStatus | undefined): string {
   return `${r.state}|${r.size}|${r.workers.map((w) => w.spans.map((s) => `${s.span}:${s.mtime}:${s.state}`).join(',')).join(';')}`;
 }
 
-function loadingNow(r: RunStatus): boolean {
-  return r.state === 'queued' || r.state === 'loading';
-}
-
-function stateLabel(r: RunStatus): string {
-  switch (r.state) {
-    case 'queued': return 'queued';
-    case 'loading': return `loading ${f.pct(r.progress, 0)}`;
-    case 'error': return 'error';
-    case 'partial': return 'some files failed';
-    default: return '';
-  }
-}
-
 // ---- header -----------------------------------------------------------------
 
 function renderHeader(): void {
@@ -95,28 +89,41 @@ function renderHeader(): void {
   replace(
     el.tabs,
     (['overview', 'compare'] as View[]).map((v) =>
-      h('button', {
-        class: `tab ${state.view === v ? 'active' : ''}`,
-        testid: `tab-${v}`,
-        attrs: { role: 'tab', 'aria-selected': String(state.view === v) },
-        on: { click: () => setView(v) },
-      }, v === 'overview' ? 'Overview' : 'Compare')),
+      h(
+        'button',
+        {
+          class: `tab ${state.view === v ? 'active' : ''}`,
+          testid: `tab-${v}`,
+          attrs: { role: 'tab', 'aria-selected': String(state.view === v) },
+          on: { click: () => setView(v) },
+        },
+        v === 'overview' ? 'Overview' : 'Compare',
+      ),
+    ),
   );
   // run select
   replace(
     el.runSelect,
     runs.map((r) => {
       const label = stateLabel(r);
-      return h('option', { props: { value: r.name, selected: r.name === state.run } }, label ? `${r.name} — ${label}` : r.name);
+      return h(
+        'option',
+        { props: { value: r.name, selected: r.name === state.run } },
+        label ? `${r.name} — ${label}` : r.name,
+      );
     }),
   );
   el.runSelect.disabled = !runs.length;
   // worker select: filled from the report when there is one
   const report = state.run ? state.reports.get(state.run)?.report : undefined;
-  const ws = report?.workers ?? [];
-  const cur = state.run ? state.worker.get(state.run) ?? 0 : 0;
-  replace(el.workerSelect, ws.map((w, i) => h('option', { props: { value: String(i), selected: i === cur } }, workerOption(w, report!))));
-  el.workerSelect.disabled = ws.length < 2;
+  const cur = state.run ? (state.worker.get(state.run) ?? 0) : 0;
+  const options = report
+    ? report.workers.map((w, i) =>
+        h('option', { props: { value: String(i), selected: i === cur } }, workerLabel(w, report)),
+      )
+    : [];
+  replace(el.workerSelect, options);
+  el.workerSelect.disabled = options.length < 2;
 
   el.pickers.classList.toggle('hidden', state.view !== 'overview');
   el.pytorch.href = tensorboardUrl('pytorch_profiler');
@@ -124,44 +131,11 @@ function renderHeader(): void {
     ? `Open the stock PyTorch Profiler tab (choose run "${state.run}" there): traces, operators, memory.`
     : 'Open the stock PyTorch Profiler tab';
 
-  // status
-  const loading = runs.filter(loadingNow);
-  const failed = runs.filter((r) => r.state === 'error' || r.state === 'partial');
-  if (state.runsError) replace(el.status, h('span', { class: 'st st-err' }, icon(ICONS.error, 12), ' server unreachable'));
-  else if (!state.runs?.scanned) replace(el.status, h('span', { class: 'st' }, h('span', { class: 'spinner' }), ' scanning logdir…'));
-  else if (loading.length) {
-    const p = loading.reduce((a, r) => a + r.progress, 0) / loading.length;
-    replace(el.status, h('span', { class: 'st' }, h('span', { class: 'spinner' }), ` analysing ${loading.length} run${loading.length > 1 ? 's' : ''} · ${f.pct(p, 0)}`));
-  } else replace(el.status, h('span', { class: 'st st-ok' }, `${runs.length} run${runs.length === 1 ? '' : 's'}`, failed.length ? ` · ${failed.length} with errors` : ''));
-
-  // loading strip: progress of runs still analysing, and errors of runs that failed
-  const items: Child[] = [];
-  const MAX_ROWS = 4;
-  const shown = loading.length > MAX_ROWS ? loading.slice(0, MAX_ROWS - 1) : loading;
-  for (const r of shown) {
-    items.push(h('div', { class: 'lrow' },
-      h('span', { class: 'lname' }, r.name),
-      h('span', { class: 'progress' }, h('span', { class: 'bar', style: { width: `${(r.progress * 100).toFixed(1)}%` } })),
-      h('span', { class: 'lval' }, `${f.pct(r.progress, 0)} of ${f.bytes(r.size)}`)));
-  }
-  if (shown.length < loading.length) {
-    const rest = loading.slice(shown.length);
-    const bytesLeft = rest.reduce((a, r) => a + r.size * (1 - r.progress), 0);
-    items.push(h('div', { class: 'lrow dim' }, `… and ${rest.length} more runs waiting (${f.bytes(bytesLeft)} of traces)`));
-  }
-  for (const e of state.runs?.errors ?? []) items.push(h('div', { class: 'lrow err' }, icon(ICONS.warn, 12), h('span', { class: 'mono' }, e)));
+  replace(el.status, statusLine(state.runs, state.runsError));
+  const items = loadingRows(state.runs);
   replace(el.loading, items);
   el.loading.classList.toggle('hidden', !items.length);
 }
-
-function workerOption(w: WorkerReport, r: RunReport): string {
-  const spans = Array.from(new Set(r.workers.filter((x) => x.name === w.name).map((x) => x.span)));
-  const dev = w.device?.index !== null && w.device?.index !== undefined ? ` · GPU ${w.device.index}` : '';
-  const span = spans.length > 1 ? ` · span ${spans.indexOf(w.span) + 1}/${spans.length} (${f.spanLabel(w.span)})` : '';
-  return `${w.name}${dev}${span}${w.error ? ' — error' : ''}`;
-}
-
-// ---- state changes ----------------------------------------------------------
 
 function setView(v: View): void {
   state.view = v;
@@ -190,12 +164,13 @@ function pickDefaults(): void {
   if (!state.run || !names.includes(state.run)) {
     const saved = stored('run');
     const firstGood = runs.find((r) => r.state === 'ready' || r.state === 'partial');
-    state.run = saved && names.includes(saved) ? saved : firstGood?.name ?? names[0] ?? null;
+    state.run = saved && names.includes(saved) ? saved : (firstGood?.name ?? names[0] ?? null);
   }
   state.compare = state.compare.filter((n) => names.includes(n));
-  if (state.compare.length < 2 && names.length >= 2 && !stored('compare-touched')) {
-    const rest = names.filter((n) => n !== state.run);
-    state.compare = [state.run!, ...rest].slice(0, 2);
+  const run = state.run;
+  if (run && state.compare.length < 2 && names.length >= 2 && !stored('compare-touched')) {
+    const rest = names.filter((n) => n !== run);
+    state.compare = [run, ...rest].slice(0, 2);
   }
 }
 
@@ -210,59 +185,15 @@ async function reportFor(run: RunStatus): Promise<RunReport | null> {
   return report;
 }
 
-function progressPanel(r: RunStatus): HTMLElement {
-  return h(
-    'section',
-    { class: 'card progress-card', testid: 'run-progress' },
-    h('header', { class: 'card-head' }, h('h2', null, `Analysing ${r.name}`), h('span', { class: 'spinner' })),
-    h('div', { class: 'card-body' },
-      h('div', { class: 'progress big' }, h('span', { class: 'bar', style: { width: `${(r.progress * 100).toFixed(1)}%` } })),
-      h('p', { class: 'dim' }, `${f.pct(r.progress, 0)} of ${f.bytes(r.size)} of traces. Other runs stay usable meanwhile.`),
-      h('table', { class: 'grid files' }, h('tbody', null, r.workers.flatMap((w) => w.spans.map((s) =>
-        h('tr', null,
-          h('td', { class: 'mono' }, s.file),
-          h('td', { class: 'num' }, f.bytes(s.size)),
-          h('td', null, h('span', { class: 'progress' }, h('span', { class: 'bar', style: { width: `${(s.progress * 100).toFixed(1)}%` } }))),
-          h('td', { class: 'num' }, s.state === 'done' ? (s.cached ? 'cached' : 'done') : s.state === 'loading' ? f.pct(s.progress, 0) : s.state)))))),
-    ),
-  );
-}
-
-function emptyPanel(): HTMLElement {
-  const sources = state.runs?.sources ?? [];
-  return h(
-    'section',
-    { class: 'card empty-card', testid: 'empty' },
-    h('header', { class: 'card-head' }, h('h2', null, 'No profiler traces found')),
-    h('div', { class: 'card-body' },
-      h('p', null, 'The MFU tab reads torch.profiler traces (*.pt.trace.json or *.pt.trace.json.gz) under:'),
-      h('ul', null, sources.length ? sources.map((s) => h('li', { class: 'mono' }, s.name ? `${s.name}: ${s.path}` : s.path)) : h('li', null, 'no --logdir given')),
-      h('p', null, 'Record one with the profiler\'s TensorBoard handler, then reload:'),
-      h('pre', null, [
-        'with torch.profiler.profile(',
-        '        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],',
-        '        schedule=torch.profiler.schedule(wait=1, warmup=1, active=3),',
-        '        on_trace_ready=torch.profiler.tensorboard_trace_handler("./logs/run_a"),',
-        '        record_shapes=True) as prof:',
-        '    for batch in loader:',
-        '        train_step(batch); prof.step()',
-      ].join('\n')),
-    ),
-  );
-}
-
-function errorPanel(title: string, lines: string[]): HTMLElement {
-  return h('div', { class: 'banner error', testid: 'run-error' }, icon(ICONS.error, 16), h('div', null, h('strong', null, title), lines.map((l) => h('div', { class: 'mono' }, l))));
-}
-
 let renderSeq = 0;
 
 async function renderMain(force = false): Promise<void> {
   const seq = ++renderSeq;
   const runs = state.runs?.runs ?? [];
-  const wanted = state.view === 'overview'
-    ? `o|${state.run}|${state.worker.get(state.run ?? '') ?? 0}|${sig(runStatus(state.run))}|${state.runs?.scanned}`
-    : `c|${state.compare.join('\u0000')}|${state.compare.map((n) => `${sig(runStatus(n))}:${state.worker.get(n) ?? -1}`).join(';')}|${runs.map((r) => r.name).join('\u0000')}`;
+  const wanted =
+    state.view === 'overview'
+      ? `o|${state.run}|${state.worker.get(state.run ?? '') ?? 0}|${sig(runStatus(state.run))}|${state.runs?.scanned}`
+      : `c|${state.compare.join('\u0000')}|${state.compare.map((n) => `${sig(runStatus(n))}:${state.worker.get(n) ?? -1}`).join(';')}|${runs.map((r) => r.name).join('\u0000')}`;
   if (!force && wanted === state.shownSig) return;
 
   let content: Child;
@@ -283,14 +214,14 @@ async function renderMain(force = false): Promise<void> {
 async function overviewContent(): Promise<Child> {
   if (!state.runs) return h('p', { class: 'muted' }, 'Loading…');
   if (!state.runs.scanned) return h('p', { class: 'muted' }, h('span', { class: 'spinner' }), ' Scanning the logdir…');
-  if (!state.runs.runs.length) return emptyPanel();
+  if (!state.runs.runs.length) return emptyPanel(state.runs?.sources ?? []);
   const r = runStatus(state.run);
-  if (!r) return emptyPanel();
+  if (!r) return emptyPanel(state.runs?.sources ?? []);
   if (loadingNow(r)) return progressPanel(r);
   const report = await reportFor(r);
   if (!report) {
     const fresh = runStatus(r.name);
-    return fresh ? progressPanel(fresh) : emptyPanel();
+    return fresh ? progressPanel(fresh) : emptyPanel(state.runs?.sources ?? []);
   }
   const good = usable(report);
   let idx = state.worker.get(r.name);
@@ -298,7 +229,9 @@ async function overviewContent(): Promise<Child> {
   state.worker.set(r.name, idx);
   const failed = report.workers.filter((w) => w.error);
   const w = report.workers[idx];
-  const header = h('div', { class: 'runbar' },
+  const header = h(
+    'div',
+    { class: 'runbar' },
     h('h1', { class: 'runtitle', testid: 'run-title' }, report.name),
     h('span', { class: 'dim mono small', title: r.path }, r.path),
   );
@@ -306,9 +239,17 @@ async function overviewContent(): Promise<Child> {
   return [
     header,
     failed.length && !(failed.length === 1 && failed[0] === w)
-      ? h('div', { class: 'banner warn', testid: 'partial-errors' }, icon(ICONS.warn, 16), h('div', null,
-        h('strong', null, `${failed.length} of ${report.workers.length} reports in this run could not be made`),
-        failed.map((fw) => h('div', { class: 'mono' }, `${fw.name}${fw.span ? ` (${fw.span})` : ''}: ${fw.error}`))))
+      ? h(
+          'div',
+          { class: 'banner warn', testid: 'partial-errors' },
+          icon(ICONS.warn, 16),
+          h(
+            'div',
+            null,
+            h('strong', null, `${failed.length} of ${report.workers.length} reports in this run could not be made`),
+            failed.map((fw) => h('div', { class: 'mono' }, `${fw.name}${fw.span ? ` (${fw.span})` : ''}: ${fw.error}`)),
+          ),
+        )
       : null,
     report.ranks ? ranksCard(report.ranks) : null,
     renderWorker(w),
@@ -317,12 +258,16 @@ async function overviewContent(): Promise<Child> {
 
 async function compareContent(): Promise<Child> {
   const runs = state.runs?.runs ?? [];
-  const chips = h('div', { class: 'chips', testid: 'compare-picker' },
+  const chips = h(
+    'div',
+    { class: 'chips', testid: 'compare-picker' },
     h('span', { class: 'dim' }, 'Runs to compare:'),
     runs.map((r) => {
       const on = state.compare.includes(r.name);
       const idx = state.compare.indexOf(r.name);
-      return h('label', { class: `chip ${on ? 'on' : ''} ${r.state === 'error' ? 'bad' : ''}`, title: r.path },
+      return h(
+        'label',
+        { class: `chip ${on ? 'on' : ''} ${r.state === 'error' ? 'bad' : ''}`, title: r.path },
         h('input', {
           props: { type: 'checkbox', checked: on },
           on: {
@@ -336,10 +281,28 @@ async function compareContent(): Promise<Child> {
         }),
         on ? h('span', { class: 'chip-n' }, idx === 0 ? 'base' : String(idx + 1)) : null,
         h('span', null, r.name),
-        stateLabel(r) ? h('span', { class: 'dim small' }, ` ${stateLabel(r)}`) : null);
-    }));
-  if (runs.length < 2) return [chips, h('p', { class: 'muted' }, 'Compare needs at least two runs. Point --logdir at a folder with several runs, or use --logdir_spec mine:./logs/a,theirs:/path/to/colleague/logs.')];
-  if (state.compare.length < 2) return [chips, h('p', { class: 'muted', testid: 'compare-hint' }, 'Pick two or more runs. The first one picked is the baseline.')];
+        stateLabel(r) ? h('span', { class: 'dim small' }, ` ${stateLabel(r)}`) : null,
+      );
+    }),
+  );
+  if (runs.length < 2)
+    return [
+      chips,
+      h(
+        'p',
+        { class: 'muted' },
+        'Compare needs at least two runs. Point --logdir at a folder with several runs, or use --logdir_spec mine:./logs/a,theirs:/path/to/colleague/logs.',
+      ),
+    ];
+  if (state.compare.length < 2)
+    return [
+      chips,
+      h(
+        'p',
+        { class: 'muted', testid: 'compare-hint' },
+        'Pick two or more runs. The first one picked is the baseline.',
+      ),
+    ];
   const body = await fetchCompare(state.compare);
   const cols: CompareColumn[] = body.runs.map((e) => {
     const good = e.report ? usable(e.report) : [];
@@ -347,10 +310,13 @@ async function compareContent(): Promise<Child> {
     if (wi === undefined || !good.includes(wi)) wi = good[0] ?? 0;
     return { run: e.name, report: e.report, progress: e.progress, state: e.state, workerIndex: wi };
   });
-  return [chips, renderCompare(cols, (run, idx) => {
-    state.worker.set(run, idx);
-    void renderMain(true);
-  })];
+  return [
+    chips,
+    renderCompare(cols, (run, idx) => {
+      state.worker.set(run, idx);
+      void renderMain(true);
+    }),
+  ];
 }
 
 // ---- polling ----------------------------------------------------------------
@@ -376,7 +342,7 @@ async function tick(refresh = false): Promise<void> {
 
 export function render(): void {
   const style = document.createElement('style');
-  style.textContent = css;
+  style.textContent = cssVariables() + css;
   document.head.appendChild(style);
   const saved = stored('view');
   if (saved === 'compare' || saved === 'overview') state.view = saved;
@@ -387,22 +353,41 @@ export function render(): void {
     state.worker.set(state.run, Number(el.workerSelect.value));
     void renderMain(true);
   });
-  replace(el.pickers,
+  replace(
+    el.pickers,
     h('label', { class: 'picker' }, h('span', null, 'Run'), el.runSelect),
-    h('label', { class: 'picker' }, h('span', null, 'Worker'), el.workerSelect));
+    h('label', { class: 'picker' }, h('span', null, 'Worker'), el.workerSelect),
+  );
 
-  const refresh = h('button', { class: 'iconbtn', title: 'Look for new runs and spans now', testid: 'refresh', on: { click: () => void tick(true) } }, icon(ICONS.refresh, 16));
+  const refresh = h(
+    'button',
+    {
+      class: 'iconbtn',
+      title: 'Look for new runs and spans now',
+      testid: 'refresh',
+      on: { click: () => void tick(true) },
+    },
+    icon(ICONS.refresh, 16),
+  );
   const app = h(
     'div',
     { class: 'app' },
-    h('header', { class: 'topbar' },
-      h('div', { class: 'brand' }, h('span', { class: 'logo' }, 'MFU'), h('span', { class: 'tagline' }, 'why a busy GPU is slow')),
+    h(
+      'header',
+      { class: 'topbar' },
+      h(
+        'div',
+        { class: 'brand' },
+        h('span', { class: 'logo' }, 'MFU'),
+        h('span', { class: 'tagline' }, 'why a busy GPU is slow'),
+      ),
       el.tabs,
       el.pickers,
       h('div', { class: 'spacer' }),
       el.status,
       refresh,
-      el.pytorch),
+      el.pytorch,
+    ),
     el.loading,
     el.main,
   );

@@ -3,28 +3,28 @@
 import { LineChart, ScatterChart } from 'echarts/charts';
 import * as echarts from 'echarts/core';
 
-import { COLORS, chart, tooltipBase, tooltipNode } from './charts';
-import { type Child, h } from './dom';
+import { card, cardNotes } from './card';
+import { chart, tooltipBase, tooltipNode, valueAxisStyle } from './charts';
+import { h } from './dom';
 import * as f from './format';
+import { COLORS, SERIES, UI } from './palette';
 import { table } from './table';
 import type { Roofline, RooflineClass, RooflineOp, WorkerReport } from './types';
 
 echarts.use([ScatterChart, LineChart]);
 
-type CardFn = (title: string, body: Child, opts?: { testid?: string; cls?: string; help?: string; extra?: Child }) => HTMLElement;
-
 const CLASS_COLORS: Record<string, string> = {
-  matmul: '#4e79a7',
-  conv: '#59a14f',
-  attention: '#b07aa1',
-  elementwise: '#f28e2b',
-  norm: '#e15759',
-  softmax: '#76b7b2',
-  reduction: '#edc948',
-  embedding: '#9c755f',
-  copy: '#bab0ac',
-  pooling: '#ff9da7',
-  optimizer: '#86bc86',
+  matmul: SERIES.blue,
+  conv: SERIES.green,
+  attention: SERIES.purple,
+  elementwise: SERIES.orange,
+  norm: SERIES.red,
+  softmax: SERIES.teal,
+  reduction: SERIES.yellow,
+  embedding: SERIES.brown,
+  copy: SERIES.grey,
+  pooling: SERIES.pink,
+  optimizer: SERIES.lightGreen,
 };
 
 function classColor(c: string): string {
@@ -55,7 +55,11 @@ function opTooltip(o: RooflineOp): HTMLElement {
       [c, 'Class', `${o.class}${o.dtype ? ` · ${o.dtype}` : ''}${o.bound ? ` · ${o.bound}-bound` : ''}`],
       [c, 'Time / step', `${f.dur(o.us_per_step)} · ${f.count(o.count_per_step)} × per step`],
       [c, 'Intensity', intensityText(o.intensity)],
-      [c, 'Achieved', `${f.tflops(o.achieved_flops)} · ${f.isNumber(o.achieved_bandwidth) ? f.gbps(o.achieved_bandwidth / 1e9) : f.NA}`],
+      [
+        c,
+        'Achieved',
+        `${f.tflops(o.achieved_flops)} · ${f.isNumber(o.achieved_bandwidth) ? f.gbps(o.achieved_bandwidth / 1e9) : f.NA}`,
+      ],
       [c, 'Roof here', f.tflops(o.roof_flops)],
       [c, 'Share of roof', shareText(o)],
       [c, 'Lost / step', f.dur(o.lost_us_per_step)],
@@ -65,63 +69,88 @@ function opTooltip(o: RooflineOp): HTMLElement {
   );
 }
 
-function rooflineChart(r: Roofline, plotted: RooflineOp[]): HTMLElement {
+/** An op a log-log chart can place: some arithmetic, and some FLOP/s achieved. */
+type Placed = RooflineOp & { intensity: number; achieved_flops: number };
+
+function placed(o: RooflineOp): o is Placed {
+  return f.isNumber(o.intensity) && o.intensity > 0 && f.isNumber(o.achieved_flops) && o.achieved_flops > 0;
+}
+
+/** The roofline of ``peak`` FLOP/s and ``bw`` bytes/s, with the ops on it. */
+function rooflineChart(peak: number, bw: number, plotted: Placed[]): HTMLElement {
   const el = h('div', { class: 'chart tall', testid: 'roofline-chart' });
-  const peak = r.peak_flops!;
-  const bw = r.peak_bandwidth!;
   const ridge = peak / bw;
-  const xs = plotted.map((o) => o.intensity!);
-  const ys = plotted.map((o) => o.achieved_flops! / 1e12);
+  const xs = plotted.map((o) => o.intensity);
+  const ys = plotted.map((o) => o.achieved_flops / 1e12);
   const xmin = 10 ** Math.floor(Math.log10(Math.min(0.1, ...xs) / 2));
   const xmax = 10 ** Math.ceil(Math.log10(Math.max(ridge * 10, ...xs) * 2));
-  const ymin = 10 ** Math.floor(Math.log10(Math.max(1e-6, Math.min(bw * xmin / 1e12, ...ys) / 2)));
+  const ymin = 10 ** Math.floor(Math.log10(Math.max(1e-6, Math.min((bw * xmin) / 1e12, ...ys) / 2)));
   const ymax = 10 ** Math.ceil(Math.log10((peak / 1e12) * 2));
   const maxUs = Math.max(1e-9, ...plotted.map((o) => o.us_per_step));
   const classes = Array.from(new Set(plotted.map((o) => o.class)));
-  const axisStyle = { nameTextStyle: { color: '#57606a' }, axisLabel: { color: '#57606a' }, splitLine: { lineStyle: { color: '#eef0f2' } } };
+  const axisStyle = {
+    nameTextStyle: { color: UI.dim },
+    ...valueAxisStyle,
+  };
   queueMicrotask(() =>
     chart(el, {
       grid: { left: 72, right: 24, top: 48, bottom: 48 },
-      legend: { top: 0, textStyle: { color: '#1f2328' }, type: 'scroll' },
-      xAxis: { type: 'log', min: xmin, max: xmax, interval: 1, name: 'arithmetic intensity (FLOP / byte)', nameLocation: 'middle', nameGap: 28, ...axisStyle },
+      legend: { top: 0, textStyle: { color: UI.text }, type: 'scroll' },
+      xAxis: {
+        type: 'log',
+        min: xmin,
+        max: xmax,
+        interval: 1,
+        name: 'arithmetic intensity (FLOP / byte)',
+        nameLocation: 'middle',
+        nameGap: 28,
+        ...axisStyle,
+      },
       yAxis: { type: 'log', min: ymin, max: ymax, interval: 1, name: 'TFLOP/s', ...axisStyle },
       tooltip: {
         ...tooltipBase,
         trigger: 'item',
         formatter: (p: { seriesType: string; data: number[]; seriesName: string }) => {
           if (p.seriesType === 'scatter') return opTooltip(plotted[p.data[2]]);
-          return tooltipNode(p.seriesName, [['#1f2328', 'Ridge', intensityText(ridge)]]);
+          return tooltipNode(p.seriesName, [[UI.text, 'Ridge', intensityText(ridge)]]);
         },
       },
       series: [
         {
           name: `Memory roof (${f.gbps(bw / 1e9)})`,
           type: 'line',
-          data: [[xmin, (bw * xmin) / 1e12], [ridge, peak / 1e12]],
+          data: [
+            [xmin, (bw * xmin) / 1e12],
+            [ridge, peak / 1e12],
+          ],
           showSymbol: false,
-          lineStyle: { color: '#57606a', width: 2 },
-          itemStyle: { color: '#57606a' },
+          lineStyle: { color: UI.dim, width: 2 },
+          itemStyle: { color: UI.dim },
           z: 1,
         },
         {
           name: `Compute roof (${f.tflops(peak)})`,
           type: 'line',
-          data: [[ridge, peak / 1e12], [xmax, peak / 1e12]],
+          data: [
+            [ridge, peak / 1e12],
+            [xmax, peak / 1e12],
+          ],
           showSymbol: false,
-          lineStyle: { color: '#1f2328', width: 2, type: 'dashed' },
-          itemStyle: { color: '#1f2328' },
+          lineStyle: { color: UI.text, width: 2, type: 'dashed' },
+          itemStyle: { color: UI.text },
           z: 1,
         },
         ...classes.map((c) => ({
           name: c,
           type: 'scatter',
-          itemStyle: { color: classColor(c), opacity: 0.8, borderColor: '#fff', borderWidth: 0.5 },
+          itemStyle: { color: classColor(c), opacity: 0.8, borderColor: UI.surface, borderWidth: 0.5 },
           symbolSize: (d: number[]) => 6 + 34 * Math.sqrt(plotted[d[2]].us_per_step / maxUs),
           data: plotted.map((_, i) => [xs[i], ys[i], i] as number[]).filter((d) => plotted[d[2]].class === c),
           z: 2,
         })),
       ],
-    }));
+    }),
+  );
   return el;
 }
 
@@ -129,74 +158,181 @@ function facts(r: Roofline): HTMLElement {
   const rows: [string, string, string][] = [
     ['Peak', f.tflops(r.peak_flops), r.peak_source ?? ''],
     ['HBM bandwidth', f.isNumber(r.peak_bandwidth) ? f.gbps(r.peak_bandwidth / 1e9) : f.NA, r.bandwidth_source ?? ''],
-    ['Ridge', intensityText(r.ridge_intensity), 'Ops with a lower intensity cannot reach the peak: their roof is bandwidth x intensity'],
-    ['GPU time on the chart', `${f.pct(r.coverage)} · ${f.dur(r.modelled_us_per_step)} / step`, 'Share of the GPU time of the analysed steps launched by ops with a byte formula and recorded shapes'],
+    [
+      'Ridge',
+      intensityText(r.ridge_intensity),
+      'Ops with a lower intensity cannot reach the peak: their roof is bandwidth x intensity',
+    ],
+    [
+      'GPU time on the chart',
+      `${f.pct(r.coverage)} · ${f.dur(r.modelled_us_per_step)} / step`,
+      'Share of the GPU time of the analysed steps launched by ops with a byte formula and recorded shapes',
+    ],
   ];
-  return h('dl', { class: 'facts', testid: 'roofline-facts' }, rows.map(([k, v, t]) => [h('dt', { title: t }, k), h('dd', { title: t }, v)]));
+  return h(
+    'dl',
+    { class: 'facts', testid: 'roofline-facts' },
+    rows.map(([k, v, t]) => [h('dt', { title: t }, k), h('dd', { title: t }, v)]),
+  );
 }
 
 function opsTable(ops: RooflineOp[]): HTMLElement {
-  return table<RooflineOp>(ops, [
+  return table<RooflineOp>(
+    ops,
+    [
+      {
+        key: 'name',
+        label: 'Op',
+        value: (o) => o.name,
+        cls: 'kcell',
+        cell: (o) =>
+          h(
+            'span',
+            { class: 'kname mono', title: `${o.name} ${o.shapes}` },
+            o.name,
+            h('span', { class: 'dim' }, ` ${o.shapes}`),
+          ),
+      },
+      {
+        key: 'class',
+        label: 'Class',
+        value: (o) => o.class,
+        cell: (o) => `${o.class}${o.dtype ? ` · ${o.dtype}` : ''}`,
+      },
+      { key: 'bound', label: 'Bound', value: (o) => o.bound ?? '', cell: (o) => o.bound ?? f.NA },
+      { key: 'time', label: 'Time / step', num: true, value: (o) => o.us_per_step, cell: (o) => f.dur(o.us_per_step) },
+      {
+        key: 'intensity',
+        label: 'Intensity',
+        num: true,
+        value: (o) => o.intensity,
+        cell: (o) => intensityText(o.intensity),
+        title: 'FLOPs per byte of minimum HBM traffic',
+      },
+      {
+        key: 'achieved',
+        label: 'Achieved',
+        num: true,
+        value: (o) => (o.bound === 'compute' ? o.achieved_flops : o.achieved_bandwidth),
+        cell: achievedText,
+        title: "FLOP/s for compute-bound ops, HBM bytes/s for memory-bound ones, over the op's GPU time",
+      },
+      {
+        key: 'share',
+        label: 'Share of roof',
+        num: true,
+        value: (o) => o.roof_share,
+        cell: (o) => h('span', { class: o.above_roof ? 'warn-text' : '' }, shareText(o)),
+        title: 'Time at the roof / GPU time. Above 100 %: cached data or a byte model that over-counts',
+      },
+      {
+        key: 'lost',
+        label: 'Lost / step',
+        num: true,
+        value: (o) => o.lost_us_per_step,
+        cell: (o) => f.dur(o.lost_us_per_step),
+        title: 'GPU time minus the time at the roof',
+      },
+    ],
     {
-      key: 'name', label: 'Op', value: (o) => o.name, cls: 'kcell',
-      cell: (o) => h('span', { class: 'kname mono', title: `${o.name} ${o.shapes}` }, o.name, h('span', { class: 'dim' }, ` ${o.shapes}`)),
+      testid: 'roofline-table',
+      sortKey: 'lost',
+      maxRows: 12,
+      filter: (o, q) => `${o.name} ${o.class} ${o.shapes}`.toLowerCase().includes(q),
+      filterPlaceholder: 'Filter ops by name, class or shape',
+      empty: 'No ops on the roofline.',
     },
-    { key: 'class', label: 'Class', value: (o) => o.class, cell: (o) => `${o.class}${o.dtype ? ` · ${o.dtype}` : ''}` },
-    { key: 'bound', label: 'Bound', value: (o) => o.bound ?? '', cell: (o) => o.bound ?? f.NA },
-    { key: 'time', label: 'Time / step', num: true, value: (o) => o.us_per_step, cell: (o) => f.dur(o.us_per_step) },
-    { key: 'intensity', label: 'Intensity', num: true, value: (o) => o.intensity, cell: (o) => intensityText(o.intensity), title: 'FLOPs per byte of minimum HBM traffic' },
-    { key: 'achieved', label: 'Achieved', num: true, value: (o) => (o.bound === 'compute' ? o.achieved_flops : o.achieved_bandwidth), cell: achievedText, title: 'FLOP/s for compute-bound ops, HBM bytes/s for memory-bound ones, over the op\'s GPU time' },
-    { key: 'share', label: 'Share of roof', num: true, value: (o) => o.roof_share, cell: (o) => h('span', { class: o.above_roof ? 'warn-text' : '' }, shareText(o)), title: 'Time at the roof / GPU time. Above 100 %: cached data or a byte model that over-counts' },
-    { key: 'lost', label: 'Lost / step', num: true, value: (o) => o.lost_us_per_step, cell: (o) => f.dur(o.lost_us_per_step), title: 'GPU time minus the time at the roof' },
-  ], {
-    testid: 'roofline-table',
-    sortKey: 'lost',
-    maxRows: 12,
-    filter: (o, q) => `${o.name} ${o.class} ${o.shapes}`.toLowerCase().includes(q),
-    filterPlaceholder: 'Filter ops by name, class or shape',
-    empty: 'No ops on the roofline.',
-  });
+  );
 }
 
 function classesTable(cs: RooflineClass[]): HTMLElement {
-  return h('table', { class: 'grid compact', testid: 'roofline-classes' },
-    h('thead', null, h('tr', null, ['Class', 'Time / step', 'Bound', 'Achieved', 'Share of roof', 'Lost / step'].map((t, i) => h('th', { class: i ? 'num' : '' }, t)))),
-    h('tbody', null, cs.map((c) => h('tr', null,
-      h('td', null, h('span', { class: 'tt-dot', style: { background: classColor(c.class) } }), ' ', c.class),
-      h('td', { class: 'num' }, f.dur(c.us_per_step)),
-      h('td', { class: 'num' }, c.bound ?? f.NA),
-      h('td', { class: 'num' }, achievedText(c)),
-      h('td', { class: 'num' }, shareText(c)),
-      h('td', { class: 'num' }, f.dur(c.lost_us_per_step))))));
+  return h(
+    'table',
+    { class: 'grid compact', testid: 'roofline-classes' },
+    h(
+      'thead',
+      null,
+      h(
+        'tr',
+        null,
+        ['Class', 'Time / step', 'Bound', 'Achieved', 'Share of roof', 'Lost / step'].map((t, i) =>
+          h('th', { class: i ? 'num' : '' }, t),
+        ),
+      ),
+    ),
+    h(
+      'tbody',
+      null,
+      cs.map((c) =>
+        h(
+          'tr',
+          null,
+          h('td', null, h('span', { class: 'tt-dot', style: { background: classColor(c.class) } }), ' ', c.class),
+          h('td', { class: 'num' }, f.dur(c.us_per_step)),
+          h('td', { class: 'num' }, c.bound ?? f.NA),
+          h('td', { class: 'num' }, achievedText(c)),
+          h('td', { class: 'num' }, shareText(c)),
+          h('td', { class: 'num' }, f.dur(c.lost_us_per_step)),
+        ),
+      ),
+    ),
+  );
 }
 
-export function rooflineCard(w: WorkerReport, card: CardFn): HTMLElement | null {
+export function rooflineCard(w: WorkerReport): HTMLElement | null {
   const r = w.roofline;
   if (!r) return null;
-  const help = 'Each op (outermost, counted once, as for MFU) placed by its arithmetic intensity (FLOPs per byte of minimum HBM traffic: inputs read and outputs written once) and its achieved FLOP/s over its GPU time. The roof is min(peak, bandwidth x intensity). Point size: GPU time per step. Elementwise FLOPs are counted here to place the ops; MFU does not count them.';
+  const help =
+    'Each op (outermost, counted once, as for MFU) placed by its arithmetic intensity (FLOPs per byte of minimum HBM traffic: inputs read and outputs written once) and its achieved FLOP/s over its GPU time. The roof is min(peak, bandwidth x intensity). Point size: GPU time per step. Elementwise FLOPs are counted here to place the ops; MFU does not count them.';
   if (!r.ops.length) {
-    return card('Roofline', h('p', { class: 'muted', testid: 'roofline-empty' }, r.notes[0] ?? 'No op with recorded shapes launched GPU work (record with record_shapes=True).'), { testid: 'roofline-card', cls: 'wide', help });
+    return card(
+      'Roofline',
+      h(
+        'p',
+        { class: 'muted', testid: 'roofline-empty' },
+        r.notes[0] ?? 'No op with recorded shapes launched GPU work (record with record_shapes=True).',
+      ),
+      { testid: 'roofline-card', cls: 'wide', help },
+    );
   }
-  const hasRoof = f.isNumber(r.peak_flops) && f.isNumber(r.peak_bandwidth);
-  const plotted = hasRoof ? r.ops.filter((o) => f.isNumber(o.intensity) && o.intensity > 0 && f.isNumber(o.achieved_flops) && o.achieved_flops > 0) : [];
+  const peak = f.isNumber(r.peak_flops) ? r.peak_flops : null;
+  const bw = f.isNumber(r.peak_bandwidth) ? r.peak_bandwidth : null;
+  const hasRoof = peak !== null && bw !== null;
+  const plotted = hasRoof ? r.ops.filter(placed) : [];
   const offChart = r.ops.length - plotted.length;
   const notes = [...r.notes];
-  if (offChart && hasRoof) notes.push(`${offChart} ops without arithmetic (copies, gathers, fills) are in the table only: a log chart cannot place 0 FLOP/s.`);
-  if (r.ops_left_out) notes.push(`${r.ops_left_out} smaller ops (${f.dur(r.ops_left_out_us_per_step)} per step) are left out of the report.`);
+  if (offChart && hasRoof)
+    notes.push(
+      `${offChart} ops without arithmetic (copies, gathers, fills) are in the table only: a log chart cannot place 0 FLOP/s.`,
+    );
+  if (r.ops_left_out)
+    notes.push(
+      `${r.ops_left_out} smaller ops (${f.dur(r.ops_left_out_us_per_step)} per step) are left out of the report.`,
+    );
   return card(
     'Roofline',
     [
       facts(r),
-      hasRoof ? rooflineChart(r, plotted) : null,
+      hasRoof ? rooflineChart(peak, bw, plotted) : null,
       h('h3', null, 'Top ops by time lost below their roof'),
       opsTable(r.ops),
       r.classes.length ? h('h3', null, 'By op class') : null,
       r.classes.length ? classesTable(r.classes) : null,
       r.unmodelled.length
-        ? h('details', { testid: 'roofline-unmodelled' }, h('summary', null, `GPU time not on the roofline: ${f.dur(r.unmodelled_us_per_step)} per step`),
-          h('ul', { class: 'plain' }, r.unmodelled.map((u) => h('li', null, h('span', { class: 'mono' }, u.name), ` — ${f.dur(u.us_per_step)} per step, ${u.reason}`))))
+        ? h(
+            'details',
+            { testid: 'roofline-unmodelled' },
+            h('summary', null, `GPU time not on the roofline: ${f.dur(r.unmodelled_us_per_step)} per step`),
+            h(
+              'ul',
+              { class: 'plain' },
+              r.unmodelled.map((u) =>
+                h('li', null, h('span', { class: 'mono' }, u.name), ` — ${f.dur(u.us_per_step)} per step, ${u.reason}`),
+              ),
+            ),
+          )
         : null,
-      notes.length ? h('ul', { class: 'plain dim' }, notes.map((n) => h('li', null, n))) : null,
+      cardNotes(notes),
     ],
     { testid: 'roofline-card', cls: 'wide', help },
   );

@@ -1,5 +1,6 @@
 // A small sortable table. Cells are text (or nodes built with h()), never HTML.
 import { type Child, h, replace } from './dom';
+import * as f from './format';
 
 export interface Column<T> {
   key: string;
@@ -81,7 +82,8 @@ export function table<T>(rows: T[], columns: Column<T>[], opts: TableOptions<T> 
 
   const renderBody = () => {
     let data = rows.slice();
-    if (query && opts.filter) data = data.filter((r) => opts.filter!(r, query));
+    const keep = opts.filter;
+    if (query && keep) data = data.filter((r) => keep(r, query));
     const col = columns.find((c) => c.key === sortKey);
     if (col) {
       data.sort((a, b) => {
@@ -99,20 +101,41 @@ export function table<T>(rows: T[], columns: Column<T>[], opts: TableOptions<T> 
       tbody,
       shown.length
         ? shown.map((r) =>
-          h(
+            h(
+              'tr',
+              opts.rowTitle ? { title: opts.rowTitle(r) } : null,
+              columns.map((c) => {
+                const v = c.cell ? c.cell(r) : c.value(r);
+                return h(
+                  'td',
+                  { class: `${c.num ? 'num' : ''} ${c.cls ?? ''}` },
+                  v === null || v === undefined ? '—' : (v as Child),
+                );
+              }),
+            ),
+          )
+        : h(
             'tr',
-            opts.rowTitle ? { title: opts.rowTitle(r) } : null,
-            columns.map((c) => {
-              const v = c.cell ? c.cell(r) : c.value(r);
-              return h('td', { class: `${c.num ? 'num' : ''} ${c.cls ?? ''}` }, v === null || v === undefined ? '—' : (v as Child));
-            }),
-          ))
-        : h('tr', null, h('td', { class: 'empty', props: { colSpan: columns.length } }, opts.empty ?? 'Nothing to show')),
+            null,
+            h('td', { class: 'empty', props: { colSpan: columns.length } }, opts.empty ?? 'Nothing to show'),
+          ),
     );
     replace(
       more,
       data.length > limit
-        ? h('button', { class: 'link', on: { click: () => { showAll = true; renderBody(); } } }, `Show all ${data.length} rows`)
+        ? h(
+            'button',
+            {
+              class: 'link',
+              on: {
+                click: () => {
+                  showAll = true;
+                  renderBody();
+                },
+              },
+            },
+            `Show all ${data.length} rows`,
+          )
         : null,
     );
   };
@@ -121,16 +144,28 @@ export function table<T>(rows: T[], columns: Column<T>[], opts: TableOptions<T> 
   renderBody();
   const filterBox = opts.filter
     ? h('input', {
-      class: 'filter',
-      props: { type: 'search', placeholder: opts.filterPlaceholder ?? 'Filter' },
-      on: {
-        input: (ev) => {
-          query = (ev.target as HTMLInputElement).value.trim().toLowerCase();
-          renderBody();
+        class: 'filter',
+        props: { type: 'search', placeholder: opts.filterPlaceholder ?? 'Filter' },
+        on: {
+          input: (ev) => {
+            query = (ev.target as HTMLInputElement).value.trim().toLowerCase();
+            renderBody();
+          },
         },
-      },
-    })
+      })
     : null;
-  wrap.append(...[filterBox, h('table', { class: 'grid' }, h('thead', null, headRow), tbody), more].filter(Boolean) as Node[]);
+  wrap.append(
+    ...([filterBox, h('table', { class: 'grid' }, h('thead', null, headRow), tbody), more].filter(Boolean) as Node[]),
+  );
   return wrap;
+}
+
+/** A share as text over a bar as long as its part of ``max``. */
+export function shareCell(x: number, max: number): HTMLElement {
+  return h(
+    'span',
+    { class: 'sharecell' },
+    h('span', { class: 'sharebar', style: { width: `${Math.min(100, (x / max) * 100).toFixed(1)}%` } }),
+    h('span', { class: 'shareval' }, f.pct(x)),
+  );
 }

@@ -1,0 +1,66 @@
+// The ranks of a distributed run side by side (RunReport.ranks, diagnosis.ranks).
+import { card } from './card';
+import { h, ICONS, icon } from './dom';
+import * as f from './format';
+import { table } from './table';
+import type { RankRow, RankSummary } from './types';
+
+/** A distributed run's ranks side by side, with the straggler the others wait for. */
+export function ranksCard(r: RankSummary): HTMLElement {
+  const straggler = r.straggler
+    ? h(
+        'div',
+        { class: 'banner warn', testid: 'straggler' },
+        icon(ICONS.warn, 16),
+        h('div', null, h('strong', null, `Straggler: ${r.straggler.worker}`), h('div', null, r.straggler.reason)),
+      )
+    : null;
+  return card(
+    `Ranks side by side${r.world_size ? ` (world size ${r.world_size})` : ''}`,
+    [
+      straggler,
+      table<RankRow>(
+        r.ranks,
+        [
+          { key: 'rank', label: 'Rank', num: true, value: (x) => x.rank, cell: (x) => f.count(x.rank, 0) },
+          {
+            key: 'worker',
+            label: 'Worker',
+            value: (x) => x.worker,
+            cell: (x) => h('span', { class: 'mono' }, x.worker),
+          },
+          {
+            key: 'step',
+            label: 'Median step',
+            num: true,
+            value: (x) => x.step_time_us,
+            cell: (x) => f.dur(x.step_time_us),
+            title: 'Median step time of the rank',
+          },
+          {
+            key: 'busy',
+            label: 'GPU busy',
+            num: true,
+            value: (x) => x.gpu_busy_share,
+            cell: (x) => f.pct(x.gpu_busy_share),
+          },
+          { key: 'idle', label: 'Idle', num: true, value: (x) => x.idle_share, cell: (x) => f.pct(x.idle_share) },
+          {
+            key: 'comm',
+            label: 'Exposed comm / step',
+            num: true,
+            value: (x) => x.exposed_communication_us_per_step,
+            cell: (x) => f.dur(x.exposed_communication_us_per_step),
+            title: 'Collective kernels running with no compute alongside, which includes waiting for the slowest rank',
+          },
+          { key: 'mfu', label: 'MFU', num: true, value: (x) => x.mfu, cell: (x) => f.pct(x.mfu) },
+        ],
+        { testid: 'ranks-table', sortKey: 'rank', sortDesc: false },
+      ),
+    ],
+    {
+      help: 'Every rank of this run. A collective runs until all ranks join it, so the ranks that wait show it as exposed communication; the rank with the least is the one they wait for.',
+      cls: 'wide',
+    },
+  );
+}

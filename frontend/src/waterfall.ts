@@ -1,0 +1,167 @@
+// The step-time waterfall (WorkerReport.waterfall, diagnosis): from the mean step down to
+// the time the model FLOPs would take at peak, one bar per cause of lost time.
+import { card } from './card';
+import { axisTooltip, chart, msPerStepAxis, tooltipNode } from './charts';
+import { h } from './dom';
+import * as f from './format';
+import { num, str } from './json';
+import { SERIES, UI } from './palette';
+import type { Json, JsonObject, WorkerReport } from './types';
+
+const WF_COLORS: Record<string, string> = {
+  total: SERIES.slate,
+  subtotal: SERIES.blue,
+  result: SERIES.purple,
+  idle: SERIES.grey,
+  loss: SERIES.red,
+};
+
+interface WfBar {
+  label: string;
+  kind: string;
+  base: number; // ms
+  value: number; // ms
+  us: number;
+  share: number | null;
+  color: string;
+  row: JsonObject;
+}
+
+export function waterfallBars(rows: JsonObject[]): WfBar[] {
+  const bars: WfBar[] = [];
+  let running = 0;
+  for (const r of rows) {
+    const kind = str(r.kind as Json) ?? 'loss';
+    const us = num(r.us_per_step) ?? 0;
+    const label = str(r.label as Json) ?? str(r.id as Json) ?? '?';
+    const share = num(r.share);
+    const color =
+      kind === 'loss'
+        ? r.group === 'idle'
+          ? WF_COLORS.idle
+          : WF_COLORS.loss
+        : (WF_COLORS[kind] ?? WF_COLORS.subtotal);
+    if (kind === 'loss') {
+      if (us <= 0) continue; // nothing lost there: leave it to the table
+      running = Math.max(0, running - us);
+      bars.push({ label, kind, base: running / 1000, value: us / 1000, us, share, color, row: r });
+    } else {
+      running = us;
+      bars.push({ label, kind, base: 0, value: us / 1000, us, share, color, row: r });
+    }
+  }
+  return bars;
+}
+
+/** The bars drawn from the step down to MFU: each loss hangs from what is left before it. */
+function waterfallChart(bars: WfBar[]): HTMLElement {
+  const el = h('div', {
+    class: 'chart',
+    testid: 'waterfall-chart',
+    style: { height: `${Math.max(200, 40 + bars.length * 26)}px` },
+  });
+  queueMicrotask(() =>
+    chart(el, {
+      grid: { left: 12, right: 96, top: 8, bottom: 28, containLabel: true },
+      xAxis: msPerStepAxis(),
+      yAxis: {
+        type: 'category',
+        inverse: true,
+        data: bars.map((b) => b.label),
+        axisTick: { show: false },
+        axisLabel: {
+          color: UI.text,
+          fontSize: 11,
+          formatter: (v: string) => (v.length > 44 ? `${v.slice(0, 43)}…` : v),
+        },
+      },
+      tooltip: {
+        ...axisTooltip,
+        formatter: (ps: { dataIndex: number }[]) => {
+          const b = bars[ps[0].dataIndex];
+          const mfu = num(b.row.mfu);
+          return tooltipNode(
+            b.label,
+            [[b.color, b.kind === 'loss' ? 'lost per step' : 'per step', `${f.dur(b.us)} · ${f.pct(b.share)}`]],
+            mfu !== null ? `MFU ${f.pct(mfu)}` : undefined,
+          );
+        },
+      },
+      series: [
+        {
+          type: 'bar',
+          stack: 'wf',
+          silent: true,
+          itemStyle: { color: 'transparent' },
+          data: bars.map((b) => +b.base.toFixed(4)),
+        },
+        {
+          type: 'bar',
+          stack: 'wf',
+          barMaxWidth: 16,
+          data: bars.map((b) => ({ value: +b.value.toFixed(4), itemStyle: { color: b.color, borderRadius: 2 } })),
+          label: {
+            show: true,
+            position: 'right',
+            fontSize: 11,
+            color: UI.dim,
+            formatter: (p: { dataIndex: number }) => {
+              const b = bars[p.dataIndex];
+              return `${b.kind === 'loss' ? '−' : ''}${f.pct(b.share)}`;
+            },
+          },
+        },
+      ],
+    }),
+  );
+  return el;
+}
+
+/** The same rows as a table, losses of nothing included. */
+function waterfallTable(rows: JsonObject[]): HTMLElement {
+  return h(
+    'table',
+    { class: 'grid compact wf-table', testid: 'waterfall' },
+    h(
+      'thead',
+      null,
+      h(
+        'tr',
+        null,
+        h('th', null, 'Step time, split'),
+        h('th', { class: 'num' }, 'Per step'),
+        h('th', { class: 'num' }, 'Share'),
+      ),
+    ),
+    h(
+      'tbody',
+      null,
+      rows.map((r) => {
+        const kind = str(r.kind as Json) ?? 'loss';
+        return h(
+          'tr',
+          { class: `wf-${kind}` },
+          h('td', null, kind === 'loss' ? '− ' : '', str(r.label as Json) ?? str(r.id as Json) ?? '?'),
+          h('td', { class: 'num' }, f.dur(num(r.us_per_step))),
+          h('td', { class: 'num' }, f.pct(num(r.share))),
+        );
+      }),
+    ),
+  );
+}
+
+export function waterfallCard(w: WorkerReport): HTMLElement | null {
+  const rows = (w.waterfall ?? []).filter((r) => r && typeof r === 'object');
+  if (!rows.length) return null;
+  const bars = waterfallBars(rows);
+  if (!bars.length) return null;
+  return card(
+    'Where the step time goes, down to MFU',
+    [waterfallChart(bars), h('details', null, h('summary', null, 'As a table'), waterfallTable(rows))],
+    {
+      testid: 'waterfall-card',
+      help: 'From the mean step time down to the time the model FLOPs would take at peak: each red bar is time lost to one cause, each blue bar what is left. Aggregated over the analysed steps like the summary and MFU, so the bars add up to the step and match the GPU busy, kernel time and MFU figures above.',
+      cls: 'wide',
+    },
+  );
+}
