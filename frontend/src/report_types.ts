@@ -15,6 +15,7 @@ export interface RunReport {
   name: string;
   workers: WorkerReport[];
   ranks: unknown;
+  strategy: string[];
 }
 
 export interface WorkerReport {
@@ -37,6 +38,8 @@ export interface WorkerReport {
   notes: string[];
   distributed: Record<string, unknown> | null;
   trace_bytes: number;
+  communication: Communication | null;
+  pipeline: Pipeline | null;
 }
 
 export interface Device {
@@ -236,10 +239,87 @@ export interface RooflineUnmodelled {
   us_per_step: number;
 }
 
+/**
+ * Collective communication of one rank, per mean analysed step (Holistic Trace Analysis's
+ * comm/comp overlap, restricted to the steps): see docs/distributed.md.
+ */
+export interface Communication {
+  communication_us_per_step: number;
+  exposed_us_per_step: number;
+  overlapped_us_per_step: number;
+  overlap_ratio: number | null;
+  collectives: Collective[];
+  steps: CommStep[];
+  strategy: string[];
+  strategy_evidence: string[];
+  link: string | null;
+  link_gbps: number | null;
+  link_source: string | null;
+  sync_points: SyncPoint[];
+}
+
+/** One kind of collective on one process group, over the analysed steps. */
+export interface Collective {
+  kind: string;
+  group: string | null;
+  group_id: string | null;
+  group_size: number | null;
+  role: string | null;
+  dtype: string | null;
+  count_per_step: number;
+  bytes_per_step: number | null;
+  us_per_step: number;
+  exposed_us_per_step: number;
+  mean_message_bytes: number | null;
+  algbw_gbps: number | null;
+  busbw_gbps: number | null;
+  link_peak_share: number | null;
+  link: string | null;
+  bandwidth_basis: string;
+  kernel_busbw_gbps: number | null;
+  link_gbps: number | null;
+  transfer_us_per_step: number | null;
+  wait_share: number | null;
+  kernel_protocol: string | null;
+}
+
+/** Communication of one analysed step (the step window on the GPU). */
+export interface CommStep {
+  step: number;
+  communication_us: number;
+  overlapped_us: number;
+  exposed_us: number;
+  overlap_ratio: number | null;
+}
+
+/**
+ * One collective call, to match across ranks (``analysis.clock_skew``): the ``index``-th call
+ * on ``group`` launched in profiler step ``step``. Written as an array to keep the JSON small:
+ * [group, step, index, kind, dtype, bytes, start_us, end_us].
+ */
+export type SyncPoint = [string, number, number, string, string | null, number, number, number];
+
+/** Pipeline parallelism seen from one stage: the bubble per mean analysed step. */
+export interface Pipeline {
+  stage: number | null;
+  stages: number[];
+  pipeline_size: number | null;
+  bubble_us_per_step: number;
+  bubble_share: number;
+  analytic_bubble_share: number | null;
+  microbatches: number | null;
+  microbatches_source: string | null;
+  schedule: string | null;
+  p2p_us_per_step: number;
+}
+
 export interface RankSummary {
   world_size: number | null;
   ranks: RankRow[];
   straggler: Straggler | null;
+  clock_reference: string | null;
+  clock_residual_us: number | null;
+  clock_note: string | null;
 }
 
 export interface RankRow {
@@ -251,6 +331,11 @@ export interface RankRow {
   idle_share: number;
   exposed_communication_us_per_step: number | null;
   mfu: number | null;
+  communication_us_per_step: number | null;
+  overlap_ratio: number | null;
+  bubble_share: number | null;
+  clock_shift_us: number | null;
+  collective_wait_us_per_step: number | null;
 }
 
 export interface Straggler {
