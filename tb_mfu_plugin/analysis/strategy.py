@@ -74,8 +74,10 @@ def group_role(desc: str | None, kinds: set[str], markers: set[str]) -> tuple[st
         if dim in _MESH_ROLE:
             return _MESH_ROLE[dim], f"the mesh dimension {dim!r}"
         return None, f"the mesh dimension {dim!r} (context parallelism, not one of {', '.join(ORDER)})"
-    if co.ALLTOALL in kinds or (kinds <= co.P2P and EP in markers and PP not in markers):
+    if co.ALLTOALL in kinds:
         return EP, "all-to-all (expert parallelism's token exchange)"
+    if kinds and kinds <= co.P2P and EP in markers and PP not in markers:
+        return EP, "send/recv kernels beside c10d::alltoall ops (NCCL runs an all-to-all as send/recv)"
     if kinds and kinds <= co.P2P:
         return PP, "send/recv only (pipeline stages passing activations)"
     if co.REDUCESCATTER in kinds or (co.ALLGATHER in kinds and FSDP in markers):
