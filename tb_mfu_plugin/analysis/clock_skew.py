@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import intervals
 from .dist_report import SyncPoint
 
 Instance = tuple[str, int, int]  # (group, step, index)
@@ -109,7 +110,9 @@ class Transfer:
 
 @dataclass
 class Arrivals:
-    wait_us: list[float]  # per worker: time inside collectives waiting for a later member, summed
+    # per worker: time inside collectives waiting for a later member (the union of the waits, so
+    # two collectives waiting at once on two streams count once)
+    wait_us: list[float]
     complete: list[int]  # per worker: calls whose every member was found
     transfers: list[dict[tuple[str, str, str | None], Transfer]] = field(default_factory=list)
 
@@ -118,6 +121,7 @@ def arrivals(points: Sequence[Sequence[SyncPoint]], shift: Sequence[float | None
     """Who waited for whom, over the calls that every member of their group recorded."""
     k = len(points)
     out = Arrivals(wait_us=[0.0] * k, complete=[0] * k, transfers=[defaultdict(Transfer) for _ in range(k)])
+    waits: list[list[tuple[float, float]]] = [[] for _ in range(k)]
     for (group, _, _), members in _instances(points).items():
         offset = {w: s for w in members if (s := shift[w]) is not None}
         need = group_members(group)
@@ -126,7 +130,7 @@ def arrivals(points: Sequence[Sequence[SyncPoint]], shift: Sequence[float | None
         last = max(members[w].start_us + s for w, s in offset.items())
         for w, s in offset.items():
             p = members[w]
-            out.wait_us[w] += last - (p.start_us + s)
+            waits[w].append((p.start_us + s, last))
             out.complete[w] += 1
             t = out.transfers[w][(p.kind, group, p.dtype)]
             took = max(0.0, p.end_us + s - last)
@@ -136,4 +140,8 @@ def arrivals(points: Sequence[Sequence[SyncPoint]], shift: Sequence[float | None
             if p.nbytes >= 0:
                 t.bytes += p.nbytes
                 t.bytes_us += took
+    for w, spans in enumerate(waits):
+        if spans:
+            lo, hi = np.array(spans).T
+            out.wait_us[w] = intervals.union_length(lo, hi)
     return out
