@@ -94,6 +94,7 @@ class Pipeline(msgspec.Struct, kw_only=True):
     bubble_share: float  # of the mean step
     analytic_bubble_share: float | None  # (p-1)/(v·m+p-1), v stages per rank
     microbatches: int | None  # m, per step
-    microbatches_source: str | None = None  # "annotations" (the schedule's record_function names) or None
+    # "annotations" (the schedule's record_function names), "send/recv count" (the host's p2p ops), None
+    microbatches_source: str | None = None
     schedule: str | None = None  # "GPipe", "1F1B", "interleaved" when the annotations say
     p2p_us_per_step: float = 0.0  # all send/recv kernel time

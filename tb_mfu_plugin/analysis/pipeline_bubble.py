@@ -9,7 +9,9 @@ interleaved stages; a measured bubble well above it points to unbalanced stages 
 
 Micro-batches and stages come from the annotations torch.distributed.pipelining records:
 ``Forward i`` / ``Backward i`` (GPipe) and ``PP:<stage><F|B|I|W><micro-batch>`` (the schedules
-of the runtime: 1F1B, interleaved, zero bubble).
+of the runtime: interleaved, zero bubble). ``Schedule1F1B`` records none; there the micro-batches
+are counted from the host's ``c10d::send`` / ``c10d::recv_`` ops, and the stage is the rank's
+place in its send/recv group.
 """
 
 from __future__ import annotations
@@ -53,17 +55,20 @@ def analyze_pipeline(
     size = _pipeline_size(p2p_args)
     stages = sorted(actions.stages)
     v = max(1, len(stages))
-    m = actions.microbatches
+    stage = stages[0] if stages else _rank_in_group(tables, p2p_args)
+    m, source = actions.microbatches, "annotations"
+    if m is None:
+        m, source = _microbatches_from_p2p(tables, steps, stage, size), "send/recv count"
     analytic = (size - 1) / (v * m + size - 1) if size and m else None
     return Pipeline(
-        stage=stages[0] if stages else _rank_in_group(tables, p2p_args),
+        stage=stage,
         stages=stages,
         pipeline_size=size,
         bubble_us_per_step=bubble,
         bubble_share=bubble / step_us if step_us > 0 else 0.0,
         analytic_bubble_share=analytic,
         microbatches=m,
-        microbatches_source="annotations" if m else None,
+        microbatches_source=source if m else None,
         schedule=actions.schedule,
         p2p_us_per_step=p2p_us / n,
     )
@@ -116,6 +121,27 @@ def _actions(tables: TraceTables, steps: Steps) -> _Actions:
     else:
         out.schedule = "interleaved 1F1B" if len(out.stages) > 1 else "1F1B"
     return out
+
+
+_P2P_OPS = ("c10d::send", "c10d::recv_")
+
+
+def _microbatches_from_p2p(tables: TraceTables, steps: Steps, stage: int | None, size: int | None) -> int | None:
+    """Micro-batches from the host's send/recv ops when no annotation names them (torch's
+    Schedule1F1B records none): a stage with one stage per rank sends and receives one
+    activation and one gradient per micro-batch across each of its boundaries (one at either
+    end of the pipeline, two in the middle)."""
+    if stage is None or not size or size < 2:
+        return None
+    codes = [tables.names.index(n) for n in _P2P_OPS if n in tables.names]
+    if not codes:
+        return None
+    cpu = tables.cpu
+    rows = np.flatnonzero(np.isin(cpu.name, codes) & (cpu.kind == OP))
+    inside = intervals.window_of(cpu.ts[rows], steps.cpu_start, steps.cpu_end, closed=True) >= 0
+    boundaries = (stage > 0) + (stage < size - 1)
+    per_step = int(inside.sum()) / len(steps) / (2 * boundaries)
+    return round(per_step) if per_step >= 1 and abs(per_step - round(per_step)) < 0.01 else None
 
 
 def _pipeline_size(p2p_args: list[CommArgs]) -> int | None:

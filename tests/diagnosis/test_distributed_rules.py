@@ -126,7 +126,7 @@ def test_align_chains_offsets_through_shared_groups() -> None:
 # ------------------------------------------------------------------------------- pipelines
 
 
-def _stage0(tmp_path: Path, annotations: list[str]) -> WorkerReport:
+def _stage0(tmp_path: Path, annotations: list[str], host_p2p: bool = False) -> WorkerReport:
     """Stage 0 of 2 over one 2000 µs step with 4 micro-batches: four 100 µs forwards [0, 400),
     each followed by a 20 µs activation send (the first three overlap the next forward, the last
     runs alone [400, 420)); a gradient receive waiting [420, 1000) with nothing to compute; four
@@ -138,6 +138,9 @@ def _stage0(tmp_path: Path, annotations: list[str]) -> WorkerReport:
     for i in range(4):
         b.launch_kernel(GEMM, 10 + i, i * 100, 100)
         b.collective(20 + i, i * 100 + 100, 20, nccl_args("send", 1 << 16, ranks=(0, 1)))
+        if host_p2p:  # the ops torch's send/recv record on the host, one per activation and gradient
+            b.op("c10d::send", 50 + i, 1)
+            b.op("c10d::recv_", 60 + i, 1)
     b.collective(30, 420, 580, nccl_args("recv", 1 << 16, ranks=(0, 1)))
     for i in range(4):
         b.launch_kernel(GEMM, 40 + i, 1000 + i * 200, 200)
@@ -171,6 +174,17 @@ def test_pipeline_bubble_of_an_interleaved_stage(tmp_path: Path) -> None:
     pp = _stage0(tmp_path, actions).pipeline
     assert pp is not None and pp.stages == [0, 2] and pp.schedule == "interleaved 1F1B"
     assert pp.analytic_bubble_share == pytest.approx(1 / (2 * 4 + 1))
+
+
+def test_microbatches_of_a_1f1b_stage_from_its_send_recv_ops(tmp_path: Path) -> None:
+    """torch's Schedule1F1B records no annotation: 4 sends and 4 receives a step at the end of a
+    2-stage pipeline are 4 micro-batches."""
+    pp = _stage0(tmp_path, [], host_p2p=True).pipeline
+    assert pp is not None and pp.stage == 0 and pp.stages == [] and pp.schedule is None
+    assert (pp.microbatches, pp.microbatches_source) == (4, "send/recv count")
+    assert pp.analytic_bubble_share == pytest.approx(1 / 5)
+    bare = _stage0(tmp_path, []).pipeline
+    assert bare is not None and bare.microbatches is None and bare.analytic_bubble_share is None
 
 
 def test_no_pipeline_block_without_pipeline_parallelism() -> None:
