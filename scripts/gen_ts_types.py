@@ -55,12 +55,14 @@ def roots() -> list[type]:
     """The types whose schemas (and everything they reference) become declarations.
 
     ``RankSummary`` is listed because ``RunReport.ranks`` is typed ``Any`` (analysis
-    cannot import diagnosis); once it is typed, listing it here is harmless.
+    cannot import diagnosis); once it is typed, listing it here is harmless. ``StrategyRow``
+    is the plugin's ``/compare`` body's ``strategies`` (diagnosis.strategies).
     """
     from tb_mfu_plugin.analysis.report import Report
     from tb_mfu_plugin.diagnosis.ranks import RankSummary
+    from tb_mfu_plugin.diagnosis.strategies import StrategyRow
 
-    return [Report, RankSummary]
+    return [Report, RankSummary, StrategyRow]
 
 
 def _walk(t: mi.Type, found: dict[str, mi.Type]) -> None:

@@ -7,12 +7,14 @@ import { renderWorker } from './overview';
 import { cssVariables } from './palette';
 import { ranksCard } from './ranks';
 import { emptyPanel, errorPanel, loadingNow, loadingRows, progressPanel, stateLabel, statusLine } from './status';
+import { strategiesCard } from './strategies';
 import css from './style.css';
 import type { RunReport, RunStatus, RunsBody } from './types';
 import { usable, workerLabel } from './workers';
 
-type View = 'overview' | 'compare';
+type View = 'overview' | 'compare' | 'strategies';
 
+const VIEW_LABEL: Record<View, string> = { overview: 'Overview', compare: 'Compare', strategies: 'Strategies' };
 const POLL_LOADING_MS = 1000;
 const POLL_IDLE_MS = 15000;
 const STORE = 'tb-mfu:';
@@ -88,7 +90,7 @@ function renderHeader(): void {
   // tabs
   replace(
     el.tabs,
-    (['overview', 'compare'] as View[]).map((v) =>
+    (['overview', 'compare', 'strategies'] as View[]).map((v) =>
       h(
         'button',
         {
@@ -97,7 +99,7 @@ function renderHeader(): void {
           attrs: { role: 'tab', 'aria-selected': String(state.view === v) },
           on: { click: () => setView(v) },
         },
-        v === 'overview' ? 'Overview' : 'Compare',
+        VIEW_LABEL[v],
       ),
     ),
   );
@@ -139,7 +141,7 @@ function renderHeader(): void {
 
 function setView(v: View): void {
   state.view = v;
-  if (v === 'compare' && !stored('compare-touched') && state.run) {
+  if (v !== 'overview' && !stored('compare-touched') && state.run) {
     // Until the user picks, compare the run on screen with the next one.
     const names = (state.runs?.runs ?? []).map((r) => r.name);
     const i = names.indexOf(state.run);
@@ -193,12 +195,12 @@ async function renderMain(force = false): Promise<void> {
   const wanted =
     state.view === 'overview'
       ? `o|${state.run}|${state.worker.get(state.run ?? '') ?? 0}|${sig(runStatus(state.run))}|${state.runs?.scanned}`
-      : `c|${state.compare.join('\u0000')}|${state.compare.map((n) => `${sig(runStatus(n))}:${state.worker.get(n) ?? -1}`).join(';')}|${runs.map((r) => r.name).join('\u0000')}`;
+      : `${state.view}|${state.compare.join('\u0000')}|${state.compare.map((n) => `${sig(runStatus(n))}:${state.worker.get(n) ?? -1}`).join(';')}|${runs.map((r) => r.name).join('\u0000')}`;
   if (!force && wanted === state.shownSig) return;
 
   let content: Child;
   try {
-    content = state.view === 'overview' ? await overviewContent() : await compareContent();
+    content = state.view === 'overview' ? await overviewContent() : await compareContent(state.view);
   } catch (err) {
     content = errorPanel('Could not load the report', [err instanceof Error ? err.message : String(err)]);
   }
@@ -251,12 +253,12 @@ async function overviewContent(): Promise<Child> {
           ),
         )
       : null,
-    report.ranks ? ranksCard(report.ranks) : null,
+    report.ranks ? ranksCard(report.ranks, report.strategy) : null,
     renderWorker(w),
   ];
 }
 
-async function compareContent(): Promise<Child> {
+async function compareContent(view: View): Promise<Child> {
   const runs = state.runs?.runs ?? [];
   const chips = h(
     'div',
@@ -304,6 +306,7 @@ async function compareContent(): Promise<Child> {
       ),
     ];
   const body = await fetchCompare(state.compare);
+  if (view === 'strategies') return [chips, strategiesCard(body.strategies ?? [])];
   const cols: CompareColumn[] = body.runs.map((e) => {
     const good = e.report ? usable(e.report) : [];
     let wi = state.worker.get(e.name);
@@ -345,7 +348,7 @@ export function render(): void {
   style.textContent = cssVariables() + css;
   document.head.appendChild(style);
   const saved = stored('view');
-  if (saved === 'compare' || saved === 'overview') state.view = saved;
+  if (saved === 'compare' || saved === 'overview' || saved === 'strategies') state.view = saved;
 
   el.runSelect.addEventListener('change', () => setRun(el.runSelect.value));
   el.workerSelect.addEventListener('change', () => {

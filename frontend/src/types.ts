@@ -5,10 +5,14 @@
 import type * as generated from './report_types';
 
 export type {
+  Collective,
+  CommStep,
+  Communication,
   CopyStats,
   Device,
   KernelStats,
   LaunchStats,
+  Pipeline,
   RankRow,
   RankSummary,
   Roofline,
@@ -16,6 +20,7 @@ export type {
   RooflineOp,
   Spread,
   Step,
+  StrategyRow,
   Summary,
   SyncStats,
 } from './report_types';
@@ -92,4 +97,5 @@ export interface CompareEntry {
 export interface CompareBody {
   schema_version: number;
   runs: CompareEntry[];
+  strategies: generated.StrategyRow[]; // the loaded runs side by side by strategy (diagnosis/strategies.py)
 }

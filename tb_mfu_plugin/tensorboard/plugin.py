@@ -24,6 +24,7 @@ from werkzeug import wrappers
 
 from .. import __version__ as TOOL_VERSION
 from ..analysis.report import SCHEMA_VERSION, RunReport
+from ..diagnosis.strategies import strategy_table
 from ..escape import json_bytes
 from ..options import AnalysisOptions
 from ..pipeline import run_report
@@ -237,5 +238,7 @@ class MfuPlugin(base_plugin.TBPlugin):
                     "report": None if loading else self._report_for(run, states),
                 }
             )
-        body = {"schema_version": SCHEMA_VERSION, "runs": out}
+        # the loaded runs side by side by parallel strategy (the CLI's `compare` table)
+        loaded = [e["report"] for e in out if e["report"] is not None]
+        body = {"schema_version": SCHEMA_VERSION, "runs": out, "strategies": strategy_table(loaded)}
         return self._respond(request, body)

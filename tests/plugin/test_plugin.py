@@ -78,6 +78,13 @@ def test_compare_returns_each_runs_report(serve, two_runs):
     for e in body["runs"]:
         assert e["state"] == "ready"
         assert e["report"] == expected[e["name"]]
+    # the Strategies view's table: one row per run, in the order asked, as `tb-mfu compare` computes it
+    rows = body["strategies"]
+    assert [r["run"] for r in rows] == [RUN_B, RUN_A]
+    for r in rows:
+        summary = expected[r["run"]]["workers"][0]["summary"]
+        assert r["ranks"] == 1 and r["strategy"] == [] and r["mfu_mean"] == summary["mfu"]
+        assert r["step_time_us"] == summary["step_time_us"] and r["exposed_communication_us_per_step"] is None
 
 
 def test_static_bundle_is_served_with_its_type(serve, two_runs):
