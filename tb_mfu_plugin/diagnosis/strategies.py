@@ -3,8 +3,9 @@ which strategy gives the best MFU on these GPUs (``tb-mfu compare`` with several
 Strategies view; docs/distributed.md).
 
 One row per run, its ranks summed up: the slowest rank's median step (every rank waits for it),
-per-rank MFU (the lowest, the mean and the highest), and the mean over ranks of the exposed
-communication, the overlap and the pipeline bubble. Memory is left out: the traces hold it only
+per-rank MFU at each rank's median step (the lowest, the mean and the highest: the steady state,
+which the first profiled step, still draining the warm-up's GPU work, does not disturb), and the
+mean over ranks of the exposed communication, the overlap and the pipeline bubble. Memory is left out: the traces hold it only
 with ``profile_memory=True``, as instant events the decoder does not read.
 """
 
@@ -24,7 +25,7 @@ class StrategyRow(msgspec.Struct, kw_only=True):
     ranks: int  # workers analysed
     device: str | None
     step_time_us: float | None  # the slowest rank's median step
-    mfu_min: float | None  # per-rank MFU (FLOPs each rank executes / its step / peak)
+    mfu_min: float | None  # per-rank MFU: FLOPs the rank executes / its median step / peak
     mfu_mean: float | None
     mfu_max: float | None
     flops_per_step: float | None  # per rank, mean
@@ -49,6 +50,16 @@ def _ranks(run: RunReport) -> RankSummary | None:
     return msgspec.convert(run.ranks, RankSummary)
 
 
+def _median_mfu(w: WorkerReport) -> float | None:
+    """MFU at the rank's median step; its headline (time-weighted) MFU when the peak is unknown."""
+    s, peak = w.summary, w.device.peak_flops if w.device is not None else None
+    if s is None:
+        return None
+    if s.flops_per_step is None or not peak or s.step_time_us <= 0 or s.mfu is None:
+        return s.mfu
+    return s.flops_per_step / (s.step_time_us * 1e-6) / peak
+
+
 def strategy_row(run: RunReport) -> StrategyRow:
     ok: list[WorkerReport] = [w for w in run.workers if w.error is None and w.summary is not None]
     summaries = [w.summary for w in ok if w.summary is not None]
@@ -57,7 +68,7 @@ def strategy_row(run: RunReport) -> StrategyRow:
         for w, s in zip(ok, summaries, strict=True)
         if w.communication is not None
     ]
-    mfu = [s.mfu for s in summaries if s.mfu is not None]
+    mfu = [m for w in ok if (m := _median_mfu(w)) is not None]
     ranks = _ranks(run)
     main = [max(c.collectives, key=lambda x: x.us_per_step) for c, _ in comm if c.collectives]
     return StrategyRow(
