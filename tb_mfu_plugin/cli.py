@@ -64,6 +64,12 @@ def _add_analysis_flags(a: argparse.ArgumentParser) -> None:
     a.add_argument("--flops-per-step", type=float, help="model FLOPs per step (overrides the sidecar file)")
     a.add_argument("--tf32", action="store_true", help="fp32 matmuls ran as TF32 on tensor cores")
     a.add_argument(
+        "--interconnect",
+        metavar="LINK",
+        help="the link collectives run over, for bus-bandwidth shares: 'NVLink 4', 'PCIe 5 x16', ... or a "
+        "GB/s figure (default: inferred from the GPU model; docs/distributed.md)",
+    )
+    a.add_argument(
         "--tensor-core-pattern",
         action="append",
         default=[],
@@ -127,6 +133,7 @@ def _options(args: argparse.Namespace) -> AnalysisOptions:
         device_name=args.device_name,
         flops_per_step=args.flops_per_step,
         tf32=args.tf32,
+        interconnect=args.interconnect,
         tensor_core_patterns=tuple(args.tensor_core_pattern),
         thresholds=tuple(args.threshold),
         limits=Limits(**{f: type(getattr(DEFAULT_LIMITS, f))(getattr(args, f)) for f, _ in FLAGS.values()}),

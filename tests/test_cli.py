@@ -113,6 +113,17 @@ def test_table_output_of_a_distributed_run_shows_its_ranks(capsys: pytest.Captur
     assert "clock shift" in out and "Clocks aligned on the ends of 24 collective calls" in out
 
 
+def test_interconnect_flag_sets_the_link(capsys: pytest.CaptureFixture[str]) -> None:
+    run = SAMPLES / "ddp_2gpu"
+    assert main(["analyze", str(run), "--json", "--interconnect", "PCIe 5 x16"]) == 0
+    workers = json.loads(capsys.readouterr().out)["runs"][0]["workers"]
+    for w in workers:
+        c = w["communication"]
+        assert c["link"] == "PCIe 5 x16" and c["link_gbps"] == 63.0 and c["link_source"] == "given (--interconnect)"
+        (x,) = c["collectives"]
+        assert x["link_peak_share"] == pytest.approx(x["busbw_gbps"] / 63.0)
+
+
 def test_compare_puts_runs_side_by_side_by_strategy(capsys: pytest.CaptureFixture[str]) -> None:
     runs = [SAMPLES / r for r in ("ddp_2gpu", "fsdp2_2gpu", "tp_2gpu")]
     if not all(r.is_dir() for r in runs):

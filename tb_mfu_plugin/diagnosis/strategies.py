@@ -5,8 +5,9 @@ Strategies view; docs/distributed.md).
 One row per run, its ranks summed up: the slowest rank's median step (every rank waits for it),
 per-rank MFU at each rank's median step (the lowest, the mean and the highest: the steady state,
 which the first profiled step, still draining the warm-up's GPU work, does not disturb), and the
-mean over ranks of the exposed communication, the overlap and the pipeline bubble. Memory is left out: the traces hold it only
-with ``profile_memory=True``, as instant events the decoder does not read.
+mean over ranks of the exposed communication, the overlap and the pipeline bubble. Memory is left
+out: the traces hold it only with ``profile_memory=True``, as instant events the decoder does not
+read.
 """
 
 from __future__ import annotations
