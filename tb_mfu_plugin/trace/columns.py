@@ -327,7 +327,7 @@ class Columns:
         carry a "Collective name", so the loop runs over a few events per step."""
         names = self._args(args, "collective")
         out = np.full(len(args), -1, np.int32)
-        for i in [i for i, n in enumerate(names) if n is not None]:
+        for i in [i for i, n in enumerate(names) if isinstance(n, str)]:
             rec = _comm_args(args[i], self.max_name_chars)
             out[i] = self.comm_args.setdefault(rec, len(self.comm_args))
         return out
