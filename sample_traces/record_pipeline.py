@@ -31,9 +31,7 @@ installed torch takes them.
 from __future__ import annotations
 
 import argparse
-import datetime
 import inspect
-import json
 import os
 import sys
 import time
@@ -110,27 +108,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--schedule", required=True, choices=sorted(SCHEDULES))
     ap.add_argument("--microbatches", type=int, default=8)
-    ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--tiny", action="store_true")
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--timed-steps", type=int, default=20)
-    ap.add_argument("--trace-limit", type=int, default=sc.TRACE_LIMIT_BYTES)
-    ap.add_argument("--compile-backend", default="inductor", help="unused (accepted for record_all.sh's shared args)")
+    sc.add_run_args(ap, os.path.dirname(os.path.abspath(__file__)))
     args = ap.parse_args()
 
-    rank = int(os.environ["RANK"])
-    ws = int(os.environ["WORLD_SIZE"])
-    local_rank = int(os.environ.get("LOCAL_RANK", rank))
-    if args.device == "cuda":
-        dev = torch.device("cuda", local_rank)
-        torch.cuda.set_device(dev)
-        backend = "nccl"
-    else:
-        dev = torch.device("cpu")
-        backend = "gloo"
-    dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=180),
-                            **({"device_id": dev} if dev.type == "cuda" else {}))
+    rank, ws, _, dev = sc.init_distributed(args.device)
     m = args.microbatches
     run_name = f"pp_{args.schedule}_{ws}gpu"
     run_dir = os.path.join(args.out, run_name)
@@ -195,17 +176,7 @@ def main():
     if rank == 0:
         print(f"[{run_name}] unprofiled median {timing['step_time_us_unprofiled']:.1f} us", flush=True)
 
-    prof, tried = None, []
-    for active in (3, 2, 1):
-        prof = sc.profile_steps(step, dev, run_dir, worker, active)
-        biggest = max(prof["trace_bytes"]) if prof["trace_bytes"] else 0
-        sizes = [None] * ws
-        dist.all_gather_object(sizes, biggest)
-        tried.append({"active": active, "max_trace_bytes_per_rank": sizes})
-        if max(sizes) <= args.trace_limit:
-            break
-        sc.remove_traces(run_dir, worker)
-        dist.barrier()
+    prof, tried = sc.profile_under_limit(step, dev, run_dir, worker, ws, args.trace_limit)
 
     per_rank_stages = len(my_stages)
     analytic = (ws - 1) / (per_rank_stages * m + ws - 1)
@@ -218,14 +189,7 @@ def main():
         "flops_per_step": fc["flops_per_step"],
         "flops_by_op": fc["flops_by_op"],
         "flops_source": "FlopCounterMode over one training step of this rank (its stages, every micro-batch)",
-        "step_time_us_unprofiled": timing["step_time_us_unprofiled"],
-        "step_time_us_unprofiled_steps": timing["step_time_us_unprofiled_steps"],
-        "step_time_us_profiled_wall": prof["step_time_us_profiled_wall"],
-        "step_time_us_profiled_steps": prof["step_time_us_profiled_steps"],
-        "mfu": sc.mfu(fc["flops_per_step"], timing["step_time_us_unprofiled"]),
-        "mfu_profiled": sc.mfu(fc["flops_per_step"], prof["step_time_us_profiled_wall"]),
-        "trace_files": prof["trace_files"],
-        "trace_bytes": prof["trace_bytes"],
+        **sc.rank_timing(fc["flops_per_step"], timing, prof),
     }
     per_rank = [None] * ws
     dist.all_gather_object(per_rank, mine)
@@ -289,14 +253,8 @@ def main():
                 },
                 "input_bytes_per_step": in_bytes,
             },
-            "per_rank": per_rank,
-            "notes": ([f"trace size retries: {tried}"] if len(tried) > 1 else []),
-            "warmup_steps": args.warmup,
-            "warmup_seconds_rank0": round(warm_s, 2),
-            "recorded_at_unix": int(time.time()),
         }
-        with open(os.path.join(run_dir, "ground_truth.json"), "w") as f:
-            json.dump(gt, f, indent=2)
+        sc.write_ground_truth(run_dir, gt, per_rank, [], tried, args.warmup, warm_s)
         print(f"[{run_name}] per-rank step us unprof {[round(r['step_time_us_unprofiled']) for r in per_rank]} "
               f"prof {[round(r['step_time_us_profiled_wall']) for r in per_rank]} "
               f"flops/rank {[round(r['flops_per_step'] / 1e12, 3) for r in per_rank]} TF "

@@ -30,63 +30,36 @@ class TraceBuilder:
 
     def step(self, n: int, ts: float, dur: float) -> None:
         self.events.append(
-            {
-                "ph": "X",
-                "cat": "user_annotation",
-                "name": f"ProfilerStep#{n}",
-                "pid": self.pid,
-                "tid": self.tid,
-                "ts": ts,
-                "dur": dur,
-                "args": {"External id": self._next_ext()},
-            }
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": self.pid, "tid": self.tid,
+             "ts": ts, "dur": dur, "args": {"External id": self._next_ext()}}
+        )
+
+    def annotation(self, name: str, ts: float, dur: float) -> None:
+        """A ``record_function`` range on the host (``user_annotation``)."""
+        self.events.append(
+            {"ph": "X", "cat": "user_annotation", "name": name, "pid": self.pid, "tid": self.tid, "ts": ts,
+             "dur": dur, "args": {"External id": self._next_ext()}}
         )
 
     def op(self, name: str, ts: float, dur: float, **args: Any) -> int:
         ext = self._next_ext()
         self.events.append(
-            {
-                "ph": "X",
-                "cat": "cpu_op",
-                "name": name,
-                "pid": self.pid,
-                "tid": self.tid,
-                "ts": ts,
-                "dur": dur,
-                "args": {"External id": ext, **args},
-            }
+            {"ph": "X", "cat": "cpu_op", "name": name, "pid": self.pid, "tid": self.tid, "ts": ts, "dur": dur,
+             "args": {"External id": ext, **args}}
         )
         return ext
 
     def runtime(self, name: str, ts: float, dur: float, ext: int = 0, corr: int | None = None) -> int:
         corr = self._next_corr() if corr is None else corr
         self.events.append(
-            {
-                "ph": "X",
-                "cat": "cuda_runtime",
-                "name": name,
-                "pid": self.pid,
-                "tid": self.tid,
-                "ts": ts,
-                "dur": dur,
-                "args": {"External id": ext, "correlation": corr},
-            }
+            {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": self.pid, "tid": self.tid, "ts": ts, "dur": dur,
+             "args": {"External id": ext, "correlation": corr}}
         )
         return corr
 
-    def kernel(
-        self,
-        name: str,
-        ts: float,
-        dur: float,
-        corr: int,
-        device: int = 0,
-        stream: int = 7,
-        blocks_per_sm: float | None = 2.0,
-        occupancy: float | None = 50,
-        grid: list[int] | None = None,
-        ext: int = 0,
-    ) -> None:
+    def kernel(self, name: str, ts: float, dur: float, corr: int, device: int = 0, stream: int = 7,
+               blocks_per_sm: float | None = 2.0, occupancy: float | None = 50, grid: list[int] | None = None,
+               ext: int = 0) -> None:
         args: dict[str, Any] = {"External id": ext, "device": device, "stream": stream, "correlation": corr}
         if blocks_per_sm is not None:
             args["blocks per SM"] = blocks_per_sm
@@ -95,28 +68,14 @@ class TraceBuilder:
         if grid is not None:
             args["grid"] = grid
             args["block"] = [128, 1, 1]
-        self.events.append(
-            {"ph": "X", "cat": "kernel", "name": name, "pid": device, "tid": stream, "ts": ts, "dur": dur, "args": args}
-        )
+        self.events.append({"ph": "X", "cat": "kernel", "name": name, "pid": device, "tid": stream, "ts": ts,
+                            "dur": dur, "args": args})
 
     def memcpy(self, kind: str, ts: float, dur: float, nbytes: int, corr: int, device: int = 0) -> None:
         self.events.append(
-            {
-                "ph": "X",
-                "cat": "gpu_memcpy",
-                "name": f"Memcpy {kind}",
-                "pid": device,
-                "tid": 7,
-                "ts": ts,
-                "dur": dur,
-                "args": {
-                    "device": device,
-                    "stream": 7,
-                    "correlation": corr,
-                    "bytes": nbytes,
-                    "memory bandwidth (GB/s)": nbytes / dur / 1e3,
-                },
-            }
+            {"ph": "X", "cat": "gpu_memcpy", "name": f"Memcpy {kind}", "pid": device, "tid": 7, "ts": ts, "dur": dur,
+             "args": {"device": device, "stream": 7, "correlation": corr, "bytes": nbytes,
+                      "memory bandwidth (GB/s)": nbytes / dur / 1e3}}
         )
 
     def launch_kernel(self, name: str, cpu_ts: float, gpu_ts: float, dur: float, **kw: Any) -> None:
@@ -132,9 +91,8 @@ class TraceBuilder:
             self.launch_kernel(kernel, ts + 10, ts + 50, 400)
         return self
 
-    def graph_launch(
-        self, cpu_ts: float, kernels: list[tuple[str, float, float]], api: str = "cudaGraphLaunch", **kw: Any
-    ) -> int:
+    def graph_launch(self, cpu_ts: float, kernels: list[tuple[str, float, float]], api: str = "cudaGraphLaunch",
+                     **kw: Any) -> int:
         """One graph replay as CUPTI records it: one launch call, and every kernel of the replay
         carrying that call's correlation id. ``kernels``: (name, gpu start, duration)."""
         corr = self.runtime(api, cpu_ts, 10.0)
@@ -151,13 +109,8 @@ class TraceBuilder:
         return self._ext
 
     def document(self) -> dict[str, Any]:
-        return {
-            "schemaVersion": 1,
-            "deviceProperties": self.devices,
-            **self.extra,
-            "traceEvents": self.events,
-            "traceName": "test",
-        }
+        return {"schemaVersion": 1, "deviceProperties": self.devices, **self.extra,
+                "traceEvents": self.events, "traceName": "test"}
 
     def text(self) -> str:
         """Kineto's own layout: one event per indented block."""
@@ -210,25 +163,11 @@ def nccl_args(
 
 
 class DistBuilder(TraceBuilder):
-    """A rank of a distributed run: ``distributedInfo``, annotations and NCCL kernels with their args."""
+    """A rank of a distributed run: ``distributedInfo`` and NCCL kernels with their args."""
 
     def __init__(self, rank: int = 0, world_size: int = 2, **kw: Any) -> None:
         super().__init__(**kw)
         self.extra["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world_size}
-
-    def annotation(self, name: str, ts: float, dur: float) -> None:
-        self.events.append(
-            {
-                "ph": "X",
-                "cat": "user_annotation",
-                "name": name,
-                "pid": self.pid,
-                "tid": self.tid,
-                "ts": ts,
-                "dur": dur,
-                "args": {"External id": self._next_ext()},
-            }
-        )
 
     def collective(self, cpu_ts: float, gpu_ts: float, dur: float, args: dict[str, Any], stream: int = 20) -> None:
         """One NCCL kernel, launched at ``cpu_ts``, running ``[gpu_ts, gpu_ts + dur)`` on ``stream``."""

@@ -8,12 +8,11 @@ that has it already.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SAMPLES, SHARED
+from conftest import ROOT, SAMPLES, SHARED, load_module
 
 VENV = os.environ.get("TB_MFU_HTA_VENV")
 pytestmark = pytest.mark.skipif(
@@ -22,16 +21,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _bench():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("bench_hta_overlap", ROOT / "benchmarks" / "bench_hta_overlap.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_overlap_agrees_with_hta_within_two_points(tmp_path: Path) -> None:
-    bench = _bench()
+    bench = load_module(ROOT / "benchmarks" / "bench_hta_overlap.py")
     runs = [SAMPLES / "ddp_2gpu", SAMPLES / "fsdp2_2gpu", SAMPLES / "tpdp_4gpu"]
     runs += [p for p in [SHARED / "hta_test_data" / "nccl_parser_config"] if p.is_dir()]
     runs = [r for r in runs if r.is_dir()]
