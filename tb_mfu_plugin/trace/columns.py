@@ -22,21 +22,9 @@ from typing import Any
 import numpy as np
 
 from . import schema
+from .comm_args import CommArgs, comm_record
 from .schema import Event
-from .tables import (
-    ANNOTATION,
-    DRIVER,
-    KERNEL,
-    MEMCPY,
-    MEMSET,
-    OP,
-    RUNTIME,
-    CommArgs,
-    CpuTable,
-    GpuTable,
-    OpInputs,
-    TraceMeta,
-)
+from .tables import ANNOTATION, DRIVER, KERNEL, MEMCPY, MEMSET, OP, RUNTIME, CpuTable, GpuTable, OpInputs, TraceMeta
 from .tables import TraceTables as TraceTables
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -328,7 +316,7 @@ class Columns:
         names = self._args(args, "collective")
         out = np.full(len(args), -1, np.int32)
         for i in [i for i, n in enumerate(names) if isinstance(n, str)]:
-            rec = _comm_args(args[i], self.max_name_chars)
+            rec = comm_record(args[i], self.max_name_chars)
             out[i] = self.comm_args.setdefault(rec, len(self.comm_args))
         return out
 
@@ -367,30 +355,6 @@ def _concat(parts: list[dict[str, np.ndarray]], dtypes: dict[str, Any]) -> dict[
     if len(parts) == 1:
         return parts[0]
     return {k: np.concatenate([p[k] for p in parts]) for k in dtypes}
-
-
-def _count(v: Any) -> int:
-    return v if type(v) is int and 0 <= v <= INT64_MAX else -1
-
-
-def _text(v: Any, cap: int) -> str | None:
-    """A label as a string cut to the name cap; a process group name may be written as a number."""
-    if type(v) is int:
-        v = str(v)
-    return v[:cap] if isinstance(v, str) else None
-
-
-def _comm_args(a: schema.Args, cap: int) -> CommArgs:
-    return CommArgs(
-        collective=_text(a.collective, cap) or "",
-        in_nelems=_count(a.in_nelems),
-        out_nelems=_count(a.out_nelems),
-        group_size=_count(a.group_size),
-        dtype=_text(a.comm_dtype, cap),
-        group=_text(a.pg_name, cap),
-        group_desc=_text(a.pg_desc, cap),
-        group_ranks=_text(a.pg_ranks, cap),
-    )
 
 
 def _is_id(v: Any) -> bool:
