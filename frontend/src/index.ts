@@ -1,6 +1,7 @@
 // The MFU tab: TensorBoard loads this ES module into the plugin iframe and calls render().
 import { fetchCompare, fetchReport, fetchRuns, HttpError, tensorboardUrl } from './api';
 import { disposeCharts } from './charts';
+import { strategyText } from './communication';
 import { type CompareColumn, renderCompare } from './compare';
 import { type Child, clear, h, ICONS, icon, replace } from './dom';
 import { renderWorker } from './overview';
@@ -235,6 +236,17 @@ async function overviewContent(): Promise<Child> {
     'div',
     { class: 'runbar' },
     h('h1', { class: 'runtitle', testid: 'run-title' }, report.name),
+    report.strategy?.length
+      ? h(
+          'span',
+          {
+            class: 'pill',
+            testid: 'run-strategy',
+            title: 'Parallelism detected from the collectives (docs/distributed.md)',
+          },
+          strategyText(report.strategy),
+        )
+      : null,
     h('span', { class: 'dim mono small', title: r.path }, r.path),
   );
   if (!w) return [header, errorPanel(`Run ${report.name} has no report`, r.errors)];

@@ -50,6 +50,7 @@ def test_communication_ranks_and_strategies(start_tensorboard, page, logdir, out
     run_select.wait_for(timeout=TIMEOUT_MS)
     run_select.select_option("ddp_2gpu")
 
+    poll(lambda: frame.locator("[data-testid=run-strategy]").text_content() == "DDP")
     card = frame.locator("[data-testid=communication-card]")
     card.wait_for(timeout=TIMEOUT_MS)
     kpis = frame.locator("[data-testid=comm-kpis]")
