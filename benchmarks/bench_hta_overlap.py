@@ -109,7 +109,7 @@ def ours_by_rank(run: Path) -> dict[str, tuple[float | None, float | None]]:
     for w in (w for f in files for r in analyze_path(str(f)).runs for w in r.workers):
         if w.error is not None or w.device is None or w.device.index is None:
             continue
-        rank = str((w.distributed or {}).get("rank"))
+        rank = str(w.distributed.rank if w.distributed is not None else None)
         steps = w.communication.overlap_ratio if w.communication else None
         out[rank] = (our_overlap(w.file, w.device.index), 100.0 * steps if steps is not None else None)
     return out

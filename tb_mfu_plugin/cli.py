@@ -19,6 +19,13 @@ from .fmt import mfu_text
 from .options import AnalysisOptions
 from .pipeline import analyze_path, thresholds_from
 from .trace.limits import DEFAULT_LIMITS, FLAGS, Limits, format_limit, parse_size
+from .trace.locations import is_local, normalize
+from .trace.storage import STORAGE_OPTIONS_ENV, use_storage_options
+
+_WHERE = (
+    "a logdir, run directory or trace file: a local path, a URL (s3://, gs://, az://, http(s)://, ...) "
+    "or a .zip/.tar.gz of a logdir"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"tb-mfu {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     a = sub.add_parser("analyze", help="analyse a logdir, a run directory or one trace file")
-    a.add_argument("path", help="logdir, run directory, or a single trace file (.json or .json.gz)")
+    a.add_argument("path", help=_WHERE)
     a.add_argument("--json", action="store_true", help="print the versioned JSON report on stdout")
     a.add_argument("--top", type=int, default=10, help="kernels to list in the table view (default 10)")
     a.add_argument(
@@ -41,12 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="compare runs: metric deltas and findings fixed or new; distributed runs or more than two "
         "runs also side by side by parallel strategy",
     )
-    c.add_argument("baseline", help="the run before (a run directory or a trace file)")
+    c.add_argument("baseline", help="the run before (a run directory or a trace file; local, URL or archive)")
     c.add_argument("other", nargs="+", help="the run after; more runs (e.g. one per strategy) may follow")
     c.add_argument("--json", action="store_true", help="print the comparison as JSON on stdout")
     _add_analysis_flags(c)
     e = sub.add_parser("export-scalars", help="write the per-step figures as TensorBoard scalars (Scalars, HParams)")
-    e.add_argument("path", help="logdir, run directory, or a single trace file (.json or .json.gz)")
+    e.add_argument("path", help=_WHERE)
     e.add_argument(
         "--out",
         required=True,
@@ -83,6 +90,12 @@ def _add_analysis_flags(a: argparse.ArgumentParser) -> None:
         metavar="NAME=VALUE",
         type=_threshold,
         help="change a diagnosis threshold, e.g. memcpy_bound_share=0.1 (repeatable; names in docs/diagnosis.md)",
+    )
+    a.add_argument(
+        "--storage-options",
+        metavar="FILE",
+        help=f"JSON or TOML file of fsspec storage options keyed by URL prefix (default: ${STORAGE_OPTIONS_ENV}); "
+        "credentials otherwise come from the environment, profiles and instance roles",
     )
     _add_limit_flags(a)
 
@@ -144,11 +157,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     paths = [args.baseline, *args.other] if args.command == "compare" else [args.path]
     options = _options(args)
-    refusal = _refusal(paths, options)
+    refusal = _refusal(paths, options, args.storage_options)
     if refusal is not None:
         print(f"tb-mfu: {refusal}", file=sys.stderr)
         return 2
-    reports = [_analyse(p, options, show_progress=sys.stderr.isatty()) for p in paths]
+    try:
+        reports = [_analyse(p, options, show_progress=sys.stderr.isatty()) for p in paths]
+    except TraceError as exc:  # a remote location or an archive that cannot be listed
+        print(f"tb-mfu: {one_line(exc)}", file=sys.stderr)
+        return 2
     for path, report in zip(paths, reports, strict=True):
         if not any(r.workers for r in report.runs):
             print(f"tb-mfu: {one_line(path)}: no trace files (*.pt.trace.json[.gz]) found", file=sys.stderr)
@@ -163,14 +180,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _analyze(reports[0], args.json, args.top, args.min_mfu)
 
 
-def _refusal(paths: list[str], options: AnalysisOptions) -> str | None:
-    """Why the command cannot start (a missing path, an unknown threshold) as one line, or None."""
-    for path in paths:
-        if not os.path.exists(path):
-            return one_line(TraceError(path, "no such file or directory"))
+def _refusal(paths: list[str], options: AnalysisOptions, storage_options: str | None) -> str | None:
+    """Why the command cannot start (a missing path, an unknown threshold, an unreadable
+    storage options file) as one line, or None."""
     try:
+        use_storage_options(storage_options)
+        for path in paths:
+            if is_local(normalize(path)) and not os.path.exists(normalize(path)):
+                return one_line(TraceError(path, "no such file or directory"))
         thresholds_from(options)
-    except ValueError as exc:
+    except (ValueError, TraceError) as exc:
         return one_line(exc)
     return None
 

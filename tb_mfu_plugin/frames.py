@@ -142,9 +142,12 @@ def workers_rows(report: Report) -> tuple[list[Row], Schema]:
         if w.summary is not None:
             row.update(_fields(w.summary, WORKERS))
             row.update({f"breakdown_{k}": v for k, v in w.summary.breakdown.items()})
-        f = w.flops or {}
-        row.update(hfu=f.get("hfu"), achieved_tflops_while_busy=f.get("achieved_tflops_while_busy"),
-                   flops_source=f.get("headline_source"))
+        f = w.flops
+        row.update(
+            hfu=f and f.hfu,
+            achieved_tflops_while_busy=f and f.achieved_tflops_while_busy,
+            flops_source=f and f.headline_source,
+        )
         rows.append(row)
     extra = _breakdown_schema(w.summary.breakdown for _, w, _ in _workers(report) if w.summary is not None)
     return rows, extra
@@ -163,23 +166,18 @@ def syncs_rows(report: Report) -> list[Row]:
 
 
 def findings_rows(report: Report) -> list[Row]:
-    return [
-        {**ident, **{k: f.get(k) for k in FINDINGS if k not in IDENTITY}}
-        for _, w, ident in _workers(report)
-        for f in w.findings
-    ]
+    return [{**ident, **_fields(f, FINDINGS)} for _, w, ident in _workers(report) for f in w.findings]
 
 
 def ranks_rows(report: Report) -> list[Row]:
     rows = []
     for run in report.runs:
-        summary = msgspec.to_builtins(run.ranks) if run.ranks is not None else None
-        if not summary:
+        if run.ranks is None:
             continue
-        straggler = summary.get("straggler") or {}
-        for r in summary.get("ranks", []):
-            row = {"run": run.name, **{k: r.get(k) for k in RANKS if k not in ("run", "straggler")}}
-            row["straggler"] = bool(straggler) and straggler.get("worker") == r.get("worker")
+        straggler = run.ranks.straggler
+        for r in run.ranks.ranks:
+            row = {"run": run.name, **_fields(r, RANKS)}
+            row["straggler"] = straggler is not None and straggler.worker == r.worker
             rows.append(row)
     return rows
 
@@ -191,7 +189,7 @@ def collectives_rows(report: Report) -> list[Row]:
     for _, w, ident in _workers(report):
         if w.communication is None:
             continue
-        rank = (w.distributed or {}).get("rank")
+        rank = w.distributed.rank if w.distributed is not None else None
         for c in w.communication.collectives:
             rows.append({**ident, "rank": rank, "collective": c.kind, "kernel_us_per_step": c.us_per_step,
                          **_fields(c, COLLECTIVES)})

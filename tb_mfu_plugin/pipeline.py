@@ -21,6 +21,7 @@ import numpy as np
 from . import __version__
 from .analysis.communication import analyze_communication
 from .analysis.devices import gpu_devices
+from .analysis.distributed import distributed_block
 from .analysis.flops import implausible_input_ops, is_flop_op
 from .analysis.mfu import apply_to_report as apply_flops
 from .analysis.op_bytes import is_roofline_op
@@ -35,9 +36,12 @@ from .diagnosis.ranks import compare_ranks
 from .errors import TraceError, reason_line
 from .options import AnalysisOptions
 from .sidecar import Sidecar, load_sidecar
-from .trace.decode import decode_trace, uncompressed_size
-from .trace.discover import RunFiles, SpanFile, discover_runs
+from .trace.decode import decode_trace
+from .trace.discover import RunFiles, SpanFile
 from .trace.limits import Deadline
+from .trace.listing import discover
+from .trace.locations import is_local, normalize, parent
+from .trace.opener import decoded_size
 from .trace.tables import TraceTables
 
 # Uncompressed bytes of one file decoded so far.
@@ -110,7 +114,7 @@ def analyze_tables(
         report, steps, view = analyze_device(tables, device, options)
         report.name = worker
         report.span = span
-        report.distributed = tables.meta.distributed_info
+        report.distributed = distributed_block(tables.meta.distributed_info, report.notes)
         apply_flops(report, tables, steps, view, options, sidecar)
         _apply_distributed(report, tables, steps, view, options)
         try:
@@ -183,7 +187,7 @@ def analyze_file(
         return [_error_report(span, worker, _unexpected("decoding", exc))]
     sidecar, sidecar_error = None, None
     try:
-        sidecar = load_sidecar(os.path.dirname(span.path) or ".", worker)
+        sidecar = load_sidecar(parent(span.path), worker)
     except TraceError as exc:  # a bad sidecar costs its figures, not the analysis
         sidecar_error = str(exc)
     except Exception as exc:  # noqa: BLE001
@@ -227,13 +231,16 @@ def analyze_run(run: RunFiles, options: AnalysisOptions | None = None, progress:
 
 
 def analyze_path(path: str, options: AnalysisOptions | None = None, progress: PathProgressFn | None = None) -> Report:
-    """Analyse every run under ``path`` (a logdir, a run directory or one trace file).
+    """Analyse every run under ``path``: a logdir, a run directory or one trace file, local,
+    remote (a URL) or an archive (``.zip``, ``.tar.gz``). A location that cannot be listed
+    raises ``TraceError``.
 
     ``progress(run, worker, done, total)`` follows the bytes decoded over all the files.
     """
-    if not os.path.exists(path):
+    path = normalize(path)
+    if is_local(path) and not os.path.exists(path):
         raise TraceError(path, "no such file or directory")
-    runs = discover_runs(path)
+    runs = discover(path, limits=(options or AnalysisOptions()).limits)
     if progress is None:
         return Report(tool_version=__version__, runs=[analyze_run(r, options) for r in runs])
     meter = _PathMeter(runs, options or AnalysisOptions(), progress)
@@ -247,7 +254,7 @@ class _PathMeter:
     tells each file's decoded size up front."""
 
     def __init__(self, runs: list[RunFiles], options: AnalysisOptions, progress: PathProgressFn) -> None:
-        self._sizes = {s.path: uncompressed_size(s.path, s.size) for r in runs for s in r.files}
+        self._sizes = {s.path: decoded_size(s.path, s.size) for r in runs for s in r.files}
         self._total = sum(self._sizes.values()) or 1
         self._done = 0
         self._options = options

@@ -6,12 +6,10 @@ Rendering only, from reports already made safe by ``escape.for_rich``.
 
 from __future__ import annotations
 
-import msgspec
 from rich.console import Console
 from rich.table import Table
 
 from .analysis.report import RunReport, WorkerReport
-from .diagnosis.ranks import RankSummary
 from .diagnosis.strategies import StrategyRow
 from .fmt import nbytes, pct, us
 
@@ -80,10 +78,9 @@ def print_communication(console: Console, w: WorkerReport) -> None:
 
 
 def print_ranks(console: Console, run: RunReport) -> None:
-    if run.ranks is None:
+    r = run.ranks
+    if r is None:
         return
-    # RunReport.ranks is typed Any (analysis does not import diagnosis), so for_rich's copy holds a dict
-    r = msgspec.convert(run.ranks, RankSummary)
     t = _table(
         f"{run.name}: ranks side by side (world size {r.world_size}), {strategy_text(run.strategy)}",
         (

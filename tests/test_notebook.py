@@ -121,6 +121,7 @@ def test_from_json_gives_the_same_frames(naive: tm.Report, tmp_path: Path) -> No
 def test_from_json_roundtrip_of_a_distributed_run(ddp: tm.Report, tmp_path: Path) -> None:
     ddp.to_json(tmp_path / "ddp.json")
     again = tm.Report.from_json(tmp_path / "ddp.json")
+    assert again.report == ddp.report  # every typed block, its optional keys included, comes back as it was
     for name in ACCESSORS:
         pd.testing.assert_frame_equal(getattr(ddp, name)(), getattr(again, name)(), obj=name)
 

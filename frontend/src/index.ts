@@ -4,6 +4,8 @@ import { disposeCharts } from './charts';
 import { strategyText } from './communication';
 import { type CompareColumn, renderCompare } from './compare';
 import { type Child, clear, h, ICONS, icon, replace } from './dom';
+import { type HashState, hashWorker, onHashChange, readHash, workerKey, writeHash } from './hashstate';
+import { downloadLinks, offlinePayload, renderOffline } from './offline';
 import { renderWorker } from './overview';
 import { cssVariables } from './palette';
 import { ranksCard } from './ranks';
@@ -11,6 +13,7 @@ import { emptyPanel, errorPanel, loadingNow, loadingRows, progressPanel, stateLa
 import { strategiesCard } from './strategies';
 import css from './style.css';
 import type { RunReport, RunStatus, RunsBody } from './types';
+import { Uploader } from './upload';
 import { usable, workerLabel } from './workers';
 
 type View = 'overview' | 'compare' | 'strategies';
@@ -41,6 +44,16 @@ const state: State = {
   reports: new Map(),
   shownSig: '',
 };
+
+// What the URL hash asked for and the runs or the report do not show yet (hashstate.ts);
+// ``under``: the run, or else the first run below it (an uploaded archive holds several).
+let pending: HashState & { under?: boolean } = {};
+const uploader = new Uploader((run) => {
+  // show the new run once a scan lists it
+  pending = { run, under: true };
+  state.view = 'overview';
+  void tick(true);
+});
 
 const el = {
   runSelect: h('select', { testid: 'run-select', title: 'Run' }),
@@ -150,6 +163,7 @@ function setView(v: View): void {
     if (i >= 0 && next && next !== state.run) state.compare = [state.run, next];
   }
   store('view', v);
+  saveHash(true);
   renderHeader();
   void renderMain(true);
 }
@@ -157,11 +171,65 @@ function setView(v: View): void {
 function setRun(name: string): void {
   state.run = name;
   store('run', name);
+  saveHash(true);
   renderHeader();
   void renderMain(true);
 }
 
+// ---- the URL hash -------------------------------------------------------------
+
+function hashSnapshot(): HashState {
+  const report = state.run ? state.reports.get(state.run)?.report : undefined;
+  const idx = state.run ? state.worker.get(state.run) : undefined;
+  return {
+    view: state.view,
+    run: state.run ?? undefined,
+    ...(state.view === 'overview' && report && idx !== undefined ? workerKey(report.workers[idx]) : {}),
+    compare: state.view !== 'overview' && state.compare.length ? state.compare : undefined,
+  };
+}
+
+/** The view into the hash; not while a link's own state still waits to be shown. */
+function saveHash(push: boolean): void {
+  if (pending.run === undefined && pending.compare === undefined && pending.worker === undefined)
+    writeHash(hashSnapshot(), push);
+}
+
+/** A link's state, or back/forward's: shown now where it can be, the rest when runs and reports come. */
+function applyHash(hs: HashState): void {
+  if (hs.view) state.view = hs.view;
+  pending = { run: hs.run, worker: hs.worker, span: hs.span, device: hs.device, compare: hs.compare };
+  resolvePending();
+}
+
+function resolvePending(): void {
+  if (!state.runs) return;
+  const names = state.runs.runs.map((r) => r.name);
+  const settled = state.runs.scanned && !state.runs.scanning; // a name not listed now never will be
+  const want = pending.run;
+  if (want !== undefined) {
+    const hit = names.includes(want) ? want : pending.under ? names.find((n) => n.startsWith(`${want}/`)) : undefined;
+    if (hit !== undefined) {
+      state.run = hit;
+      pending.run = undefined;
+    } else if (settled) pending = { ...pending, run: undefined, worker: undefined };
+  }
+  if (pending.compare && (settled || pending.compare.every((n) => names.includes(n)))) {
+    state.compare = pending.compare.filter((n) => names.includes(n));
+    pending.compare = undefined;
+  }
+}
+
+/** The worker report the hash names, once the run's report is there (its index, or undefined). */
+function takeHashWorker(report: RunReport): number | undefined {
+  if (pending.worker === undefined || pending.run !== undefined) return undefined;
+  const idx = hashWorker(report, pending);
+  pending = { ...pending, worker: undefined, span: undefined, device: undefined };
+  return idx;
+}
+
 function pickDefaults(): void {
+  resolvePending();
   const runs = state.runs?.runs ?? [];
   const names = runs.map((r) => r.name);
   if (!state.run || !names.includes(state.run)) {
@@ -212,12 +280,13 @@ async function renderMain(force = false): Promise<void> {
   replace(el.main, content);
   if (!force && document.scrollingElement) document.scrollingElement.scrollTop = scroll;
   renderHeader();
+  saveHash(false); // defaults filled in (the run, its worker) complete the link in place
 }
 
 async function overviewContent(): Promise<Child> {
   if (!state.runs) return h('p', { class: 'muted' }, 'Loading…');
   if (!state.runs.scanned) return h('p', { class: 'muted' }, h('span', { class: 'spinner' }), ' Scanning the logdir…');
-  if (!state.runs.runs.length) return emptyPanel(state.runs?.sources ?? []);
+  if (!state.runs.runs.length) return [uploader.emptyHint(), emptyPanel(state.runs?.sources ?? [])];
   const r = runStatus(state.run);
   if (!r) return emptyPanel(state.runs?.sources ?? []);
   if (loadingNow(r)) return progressPanel(r);
@@ -227,6 +296,8 @@ async function overviewContent(): Promise<Child> {
     return fresh ? progressPanel(fresh) : emptyPanel(state.runs?.sources ?? []);
   }
   const good = usable(report);
+  const fromHash = takeHashWorker(report);
+  if (fromHash !== undefined) state.worker.set(r.name, fromHash);
   let idx = state.worker.get(r.name);
   if (idx === undefined || idx >= report.workers.length) idx = good[0] ?? 0;
   state.worker.set(r.name, idx);
@@ -248,6 +319,8 @@ async function overviewContent(): Promise<Child> {
         )
       : null,
     h('span', { class: 'dim mono small', title: r.path }, r.path),
+    h('span', { class: 'spacer' }),
+    downloadLinks(report.name, idx),
   );
   if (!w) return [header, errorPanel(`Run ${report.name} has no report`, r.errors)];
   return [
@@ -289,6 +362,7 @@ async function compareContent(view: View): Promise<Child> {
               const checked = (ev.target as HTMLInputElement).checked;
               state.compare = checked ? [...state.compare, r.name] : state.compare.filter((n) => n !== r.name);
               store('compare-touched', '1');
+              saveHash(true);
               void renderMain(true);
             },
           },
@@ -346,6 +420,7 @@ async function tick(refresh = false): Promise<void> {
   } catch (err) {
     state.runsError = err instanceof HttpError ? err.message : String(err);
   }
+  uploader.update(state.runs);
   pickDefaults();
   renderHeader();
   await renderMain(false);
@@ -361,11 +436,20 @@ export function render(): void {
   document.head.appendChild(style);
   const saved = stored('view');
   if (saved === 'compare' || saved === 'overview' || saved === 'strategies') state.view = saved;
+  applyHash(readHash()); // a link's view wins over the last one used here
+  onHashChange((hs) => {
+    const now = hashSnapshot();
+    if (JSON.stringify({ ...now, ...hs }) === JSON.stringify(now)) return; // ours, or TensorBoard's own keys
+    applyHash(hs);
+    renderHeader();
+    void renderMain(true);
+  });
 
   el.runSelect.addEventListener('change', () => setRun(el.runSelect.value));
   el.workerSelect.addEventListener('change', () => {
     if (!state.run) return;
     state.worker.set(state.run, Number(el.workerSelect.value));
+    saveHash(true);
     void renderMain(true);
   });
   replace(
@@ -400,14 +484,21 @@ export function render(): void {
       el.pickers,
       h('div', { class: 'spacer' }),
       el.status,
+      uploader.button,
       refresh,
       el.pytorch,
     ),
     el.loading,
+    uploader.panel,
     el.main,
   );
   clear(document.body);
   document.body.appendChild(app);
+  uploader.attach(app);
   renderHeader();
   void tick();
 }
+
+// The downloaded offline report (tensorboard/offline.py) inlines this bundle: draw it there.
+const offline = offlinePayload();
+if (offline) renderOffline(offline);

@@ -1,8 +1,8 @@
 // The tab's types. The report's come from report_types.ts, which scripts/gen_ts_types.py
-// generates from the msgspec schema of tb_mfu_plugin/analysis/report.py; this file only
-// adds what that schema cannot say yet, and the plugin's own /runs and /compare bodies.
+// generates from the msgspec schema of tb_mfu_plugin/analysis/report.py; this file adds
+// the plugin's own /runs and /compare bodies.
 // Units: time in µs, shares as fractions 0-1, bytes, FLOPs and FLOP/s as numbers.
-import type * as generated from './report_types';
+import type { RunReport, StrategyRow } from './report_types';
 
 export type {
   Collective,
@@ -10,6 +10,9 @@ export type {
   Communication,
   CopyStats,
   Device,
+  Distributed,
+  Finding,
+  FlopsDetail,
   KernelStats,
   LaunchStats,
   Pipeline,
@@ -18,36 +21,15 @@ export type {
   Roofline,
   RooflineClass,
   RooflineOp,
+  RunReport,
   Spread,
   Step,
   StrategyRow,
   Summary,
   SyncStats,
+  WaterfallBar,
+  WorkerReport,
 } from './report_types';
-
-export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-export type JsonObject = { [key: string]: Json };
-
-// ---- awaiting generation -------------------------------------------------------
-// WorkerReport.flops, .findings, .waterfall and .distributed are dict[str, Any] in
-// analysis/report.py, so the schema says nothing of their keys and the panels read them
-// as JSON (with `as Json` casts). Once they are Structs, rerun scripts/gen_ts_types.py
-// and delete these overrides and the casts.
-
-/** A WorkerReport with its untyped blocks as JSON. */
-export interface WorkerReport extends Omit<generated.WorkerReport, 'flops' | 'findings' | 'waterfall' | 'distributed'> {
-  flops: JsonObject | null;
-  findings: JsonObject[];
-  waterfall: JsonObject[];
-  distributed: JsonObject | null;
-}
-
-/** RunReport.ranks is Any in analysis/report.py (analysis cannot import diagnosis): it
- * holds a diagnosis.ranks.RankSummary, whose type is generated too. */
-export interface RunReport extends Omit<generated.RunReport, 'workers' | 'ranks'> {
-  workers: WorkerReport[];
-  ranks: generated.RankSummary | null;
-}
 
 // ---- the plugin's bodies (tensorboard/plugin.py, tensorboard/runs.py: plain dicts) ----
 export type LoadState = 'queued' | 'loading' | 'done' | 'error' | 'ready' | 'partial';
@@ -85,6 +67,14 @@ export interface RunsBody {
   sources: { name: string | null; path: string }[];
   errors: string[];
   runs: RunStatus[];
+  uploads?: UploadsStatus;
+}
+
+/** Upload in the tab (tensorboard/share.py: uploads_status). */
+export interface UploadsStatus {
+  enabled: boolean;
+  reason: string | null;
+  max_bytes: number;
 }
 
 export interface CompareEntry {
@@ -97,5 +87,5 @@ export interface CompareEntry {
 export interface CompareBody {
   schema_version: number;
   runs: CompareEntry[];
-  strategies: generated.StrategyRow[]; // the loaded runs side by side by strategy (diagnosis/strategies.py)
+  strategies: StrategyRow[]; // the loaded runs side by side by strategy (diagnosis/strategies.py)
 }

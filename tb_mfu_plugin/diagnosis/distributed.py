@@ -9,7 +9,7 @@ the ranks that gain figures or findings are new copies.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import msgspec
 
@@ -19,7 +19,7 @@ from ..analysis.dist_report import Collective, Communication
 from ..analysis.report import WorkerReport
 from ..analysis.strategy import run_strategy
 from .context import Context
-from .finding import SEVERITIES
+from .finding import SEVERITIES, Finding
 from .ranks import RankClock, RankSummary, compare_ranks
 from .rules.bandwidth import low_bus_bandwidth
 from .thresholds import DEFAULT, Thresholds
@@ -33,8 +33,8 @@ class RunView:
 
 
 def _rank_key(w: WorkerReport) -> tuple[bool, int, str, str]:
-    rank = (w.distributed or {}).get("rank")
-    return (not isinstance(rank, int), rank if isinstance(rank, int) else 0, w.name, w.span)
+    rank = w.distributed.rank if w.distributed is not None else None
+    return (rank is None, rank if rank is not None else 0, w.name, w.span)
 
 
 def analyze_ranks(workers: list[WorkerReport], th: Thresholds = DEFAULT) -> RunView:
@@ -92,8 +92,8 @@ def _with_arrivals(
     out = msgspec.structs.replace(w, communication=msgspec.structs.replace(comm, collectives=colls))
     if out.summary is None:
         return out
-    found = [msgspec.to_builtins(f) for f in low_bus_bandwidth(cast(Context, _ReportContext(out, th)))]
-    kept = [f for f in w.findings if f.get("id") != low_bus_bandwidth.id]
+    found = low_bus_bandwidth(cast(Context, _ReportContext(out, th)))
+    kept = [f for f in w.findings if f.id != low_bus_bandwidth.id]
     findings = sorted(kept + found, key=_finding_order)
     return msgspec.structs.replace(out, findings=findings)
 
@@ -116,15 +116,9 @@ def _arrival_bandwidth(c: Collective, t: Transfer | None) -> Collective:
     )
 
 
-def _finding_order(f: dict[str, Any]) -> tuple[float, int, str, str]:
+def _finding_order(f: Finding) -> tuple[float, int, str, str]:
     """The engine's order: largest gain first, then severity, id and subject."""
-    sev = f.get("severity")
-    return (
-        -float(f.get("est_gain_us_per_step") or 0.0),
-        SEVERITIES.index(sev) if sev in SEVERITIES else len(SEVERITIES),
-        str(f.get("id")),
-        str(f.get("subject") or ""),
-    )
+    return (-f.est_gain_us_per_step, SEVERITIES.index(f.severity), f.id, f.subject or "")
 
 
 class _ReportContext:

@@ -1,7 +1,10 @@
 """Per-file analyses computed in the background, cached in memory and on disk.
 
-A file is identified by (path, size, mtime) plus the run and worker it belongs
-to; a trace that grows or is rewritten gets a new key and is analysed again.
+A file is identified by (location, size, mtime) plus the run and worker it belongs
+to, and for a remote object or an archive member by its store's identity (ETag or
+version id, ``SpanFile.ident``) and size instead of a date; a trace that grows or
+is rewritten gets a new key and is analysed again, and an unchanged object listed
+again is not downloaded again.
 Work happens in daemon threads fed by a priority queue, so the file the user
 is looking at jumps ahead of the rest. Requests only read the state.
 
@@ -36,8 +39,9 @@ from ..analysis.report import SCHEMA_VERSION, WorkerReport
 from ..escape import json_bytes, one_line
 from ..options import AnalysisOptions
 from ..pipeline import ProgressFn, analyze_file
-from ..trace.decode import uncompressed_size
 from ..trace.discover import SpanFile
+from ..trace.locations import is_local
+from ..trace.opener import decoded_size
 from .env import CACHE_DIR_ENV, WORKERS_ENV
 
 logger = logging.getLogger(__name__)
@@ -60,7 +64,8 @@ class FileKey:
     run: str
     worker: str
     span: str
-    deps: tuple[tuple[str, int, int], ...] = ()  # other inputs of the analysis (sidecar files)
+    deps: tuple[tuple[str, int, int | str], ...] = ()  # other inputs of the analysis (sidecar files)
+    ident: str = ""  # a remote object's ETag or version id (SpanFile.ident)
 
 
 @dataclass
@@ -167,17 +172,18 @@ class AnalysisCache:
 
     # -- keys ------------------------------------------------------------
     @staticmethod
-    def key(span: SpanFile, run: str, worker: str, deps: tuple[tuple[str, int, int], ...] = ()) -> FileKey:
-        return FileKey(span.path, span.size, span.mtime, run, worker, span.span, deps)
+    def key(span: SpanFile, run: str, worker: str, deps: tuple[tuple[str, int, int | str], ...] = ()) -> FileKey:
+        return FileKey(span.path, span.size, span.mtime, run, worker, span.span, deps, span.ident)
 
     def _disk_path(self, key: FileKey) -> str | None:
         if not self.cache_dir:
             return None
         ident = json.dumps(
             [
-                os.path.abspath(key.path),
+                os.path.abspath(key.path) if is_local(key.path) else key.path,
                 key.size,
                 key.mtime,
+                key.ident,
                 key.run,
                 key.worker,
                 key.span,
@@ -274,12 +280,12 @@ class AnalysisCache:
                 st.reports, st.state, st.from_disk = reports, DONE, True
                 st.seconds = time.monotonic() - st.started
             return
-        st.bytes_total = uncompressed_size(key.path, key.size)
+        st.bytes_total = decoded_size(key.path, key.size)
 
         def progress(n: int) -> None:
             st.bytes_read = n  # an int store: atomic under the GIL, read without the lock
 
-        span = SpanFile(key.span, key.path, key.size, key.mtime)
+        span = SpanFile(key.span, key.path, key.size, key.mtime, key.ident)
         try:
             reports = self._analyze(span, key.worker, self.options, progress)
         except Exception as exc:  # the pipeline should not raise; one bad file must not stop the rest

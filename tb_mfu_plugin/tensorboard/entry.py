@@ -53,6 +53,36 @@ class MfuPluginLoader(base_plugin.TBLoader):
                 "the logdirs; for servers whose logdirs others can write into. By default links are followed."
             ),
         )
+        group.add_argument(
+            "--mfu_disable_upload",
+            action="store_true",
+            help=(
+                "Turn off uploading traces in the MFU tab (the tab then hides its drop zone). "
+                "Uploads are kept in the cache directory, never in a logdir (docs/security.md)."
+            ),
+        )
+        group.add_argument(
+            "--mfu_upload_max_bytes",
+            metavar="BYTES",
+            type=str,
+            default=None,
+            help="The most bytes one upload in the MFU tab may hold, all its files together (default 1GiB).",
+        )
+
+        # storage.py imports only the standard library and our leaf modules (fsspec when used)
+        from ..trace.storage import STORAGE_OPTIONS_ENV
+
+        group.add_argument(
+            "--mfu_storage_options",
+            metavar="FILE",
+            type=str,
+            default=None,
+            help=(
+                "JSON or TOML file of fsspec storage options keyed by URL prefix, for remote logdirs "
+                f"(s3://, gs://, az://, http://; default: ${STORAGE_OPTIONS_ENV}). Its values are never "
+                "shown, logged or cached. Credentials otherwise come from the environment, profiles and roles."
+            ),
+        )
 
         # The caps of docs/limits.md, one flag each (the CLI's --max-* under an mfu_ prefix).
         # limits.py is a leaf module (dataclasses and re only), so importing it here is safe.
@@ -75,9 +105,26 @@ class MfuPluginLoader(base_plugin.TBLoader):
             limits_from_flags(flags)
         except ValueError as exc:
             raise base_plugin.FlagsError(str(exc)) from None
+        options_file = getattr(flags, "mfu_storage_options", None)
+        if options_file:
+            from ..trace.storage import use_storage_options
+
+            try:
+                use_storage_options(options_file)
+            except Exception as exc:  # a TraceError naming the file; never its content
+                raise base_plugin.FlagsError(f"--mfu_storage_options: {exc}") from None
         peak = getattr(flags, "mfu_peak_tflops", None)
         if peak is not None and not peak > 0:
             raise base_plugin.FlagsError("--mfu_peak_tflops must be a positive number")
+        cap = getattr(flags, "mfu_upload_max_bytes", None)
+        if cap is not None:
+            from ..trace.limits import parse_size
+
+            try:
+                if parse_size(cap) <= 0:
+                    raise ValueError(cap)
+            except ValueError:
+                raise base_plugin.FlagsError(f"--mfu_upload_max_bytes: {cap!r} is not a size (e.g. 512MiB)") from None
 
     def load(self, context):  # type: ignore[no-untyped-def]
         from .plugin import MfuPlugin

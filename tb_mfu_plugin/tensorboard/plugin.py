@@ -30,9 +30,13 @@ from ..options import AnalysisOptions
 from ..pipeline import run_report
 from ..trace.discover import RunFiles, SpanFile
 from ..trace.limits import limits_from_flags
+from ..trace.locations import basename
+from ..trace.storage import use_storage_options
 from .cache import ERROR, LOADING, QUEUED, AnalysisCache, FileState, default_cache_dir
 from .paths import FileGate, PathView
-from .runs import RunIndex, Scan, sources_from_flags
+from .runs import RunIndex, Scan, Source, sources_from_flags
+from .share import serve_download, serve_upload, serve_upload_done, upload_area, uploads_status
+from .uploads import UPLOADS
 
 logger = logging.getLogger(__name__)
 
@@ -66,15 +70,28 @@ class MfuPlugin(base_plugin.TBPlugin):
     ) -> None:
         super().__init__(context)
         flags = context.flags
+        # before any listing: credentials for remote logdirs (never shown: storage.py)
+        use_storage_options(getattr(flags, "mfu_storage_options", None) or None)
         self._sources = sources_from_flags(flags, getattr(context, "logdir", None))
-        self._view = PathView(self._sources, bool(getattr(flags, "mfu_show_full_paths", False)))
-        gate = FileGate(self._sources, bool(getattr(flags, "mfu_confine_to_logdir", False)))
+        cache_dir = default_cache_dir(getattr(flags, "mfu_cache_dir", None))
+        # The upload area (under the cache directory) is scanned and shown like one more logdir.
+        self._uploads, self._upload_off = upload_area(flags, cache_dir, self._sources, self._uploaded)
+        shown = self._sources + ([Source(UPLOADS, self._uploads.root)] if self._uploads else [])
+        self._view = PathView(shown, bool(getattr(flags, "mfu_show_full_paths", False)))
+        gate = FileGate(shown, bool(getattr(flags, "mfu_confine_to_logdir", False)))
         if cache is None:
-            cache = AnalysisCache(options_from_flags(flags), default_cache_dir(getattr(flags, "mfu_cache_dir", None)))
+            cache = AnalysisCache(options_from_flags(flags), cache_dir)
         if cache.refuse is None:
             cache.refuse = gate.refusal
         self._cache = cache
-        self._index = RunIndex(self._sources, min_scan_interval_s, on_scan=self._queue_scan)
+        extra = self._uploads.sources if self._uploads else None
+        self._index = RunIndex(
+            self._sources,
+            min_scan_interval_s,
+            on_scan=self._queue_scan,
+            limits=cache.options.limits,
+            extra_sources=extra,
+        )
         self._index.refresh()  # start scanning now, so is_active() knows soon
 
     # -- TBPlugin --------------------------------------------------------
@@ -86,6 +103,9 @@ class MfuPlugin(base_plugin.TBPlugin):
                 "/runs": app(self._serve_runs),
                 "/report": app(self._serve_report),
                 "/compare": app(self._serve_compare),
+                "/download": app(self._serve_download),
+                "/upload": app(lambda r: serve_upload(r, self._uploads, self._upload_off)),
+                "/upload_done": app(lambda r: serve_upload_done(r, self._uploads, self._upload_off)),
             }
         )
         return apps
@@ -99,6 +119,10 @@ class MfuPlugin(base_plugin.TBPlugin):
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="MFU")
 
     # -- state -----------------------------------------------------------
+    def _uploaded(self) -> None:
+        """An upload became a run: scan now, so the tab's next poll lists it."""
+        self._index.invalidate()
+
     def _queue_scan(self, scan: Scan) -> None:
         """Queue every file of a new scan: the user will most likely look at all runs."""
         for run in scan.runs.values():
@@ -152,7 +176,7 @@ class MfuPlugin(base_plugin.TBPlugin):
             workers.setdefault(wname, []).append(
                 {
                     "span": span.span,
-                    "file": os.path.basename(span.path),
+                    "file": basename(span.path),
                     "size": span.size,
                     "mtime": span.mtime,
                     "state": st.state,
@@ -205,6 +229,7 @@ class MfuPlugin(base_plugin.TBPlugin):
             "sources": [{"name": s.name, "path": self._view.source_path(s)} for s in self._sources],
             "errors": scan.errors,
             "runs": runs,
+            "uploads": uploads_status(self._uploads, self._upload_off),
         }
         return self._respond(request, body)
 
@@ -216,6 +241,14 @@ class MfuPlugin(base_plugin.TBPlugin):
             status = self._run_status(run, states)
             return self._respond(request, status, code=202)
         return self._respond(request, self._report_for(run, states))
+
+    def _serve_download(self, request: wrappers.Request) -> wrappers.Response:
+        """The run's report as a file to keep or send: JSON, or the offline HTML page."""
+        run = self._lookup(request.args.get("run"))
+        states = self._states(run, priority=0)
+        if any(st.state in (QUEUED, LOADING) for _, _, st in states):
+            raise errors.NotFoundError(f"run {run.name!r} is still being analysed: download it when it is ready")
+        return serve_download(request, self._report_for(run, states), self._view.json, STATIC_DIR)
 
     def _serve_compare(self, request: wrappers.Request) -> wrappers.Response:
         names = request.args.getlist("run")

@@ -16,33 +16,34 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
 from . import schema
-from .comm_args import CommArgs, comm_record
+from .comm_args import CommArgs, comm_column, renumber
 from .schema import Event
 from .tables import ANNOTATION, DRIVER, KERNEL, MEMCPY, MEMSET, OP, RUNTIME, CpuTable, GpuTable, OpInputs, TraceMeta
 from .tables import TraceTables as TraceTables
-
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-# Bounds of the plausible, with room to spare: |ts| in µs since the epoch (or ns in
-# ns-resolution traces) is ~1.8e18 today; one event longer than 1e13 µs (116 days),
-# a copy above 16 TiB, or a grid/block product above 2^62 is no real measurement.
-MAX_ABS_TS = 1e19
-MAX_DUR = 1e13
-MAX_COPY_BYTES = 1 << 44
-MAX_PER_SM = 1e9
-MAX_PRODUCT = 1 << 62
+from .values import INT64_MAX, MAX_ABS_TS, MAX_COPY_BYTES, MAX_DUR, MAX_PER_SM, floats, in_int64, products
 
 _get = {k: attrgetter(k) for k in ("ph", "cat", "name", "ts", "dur", "pid", "tid", "args")}
 _arg = {
     k: attrgetter(k)
     for k in (
-        "external_id", "external_id_legacy", "correlation", "device", "stream", "blocks_per_sm",
-        "warps_per_sm", "occupancy", "bytes", "flops", "grid", "block", "input_dims",
+        "external_id",
+        "external_id_legacy",
+        "correlation",
+        "device",
+        "stream",
+        "blocks_per_sm",
+        "occupancy",
+        "bytes",
+        "flops",
+        "grid",
+        "block",
         "collective",
     )
 }
@@ -65,7 +66,7 @@ NOTES = {
     "dur": "events with a negative, non-finite or absurd duration were given duration 0",
     "bytes": "copies with a negative or absurd byte count have unknown bytes",
     "occupancy": "kernels with an achieved occupancy outside 0-100 % have unknown occupancy",
-    "per_sm": "kernels with negative or absurd blocks/warps per SM have them unknown",
+    "per_sm": "kernels with negative or absurd blocks per SM have them unknown",
     "launch_dims": "kernels with negative or absurd grid/block sizes have them unknown",
     "ids": "ids (device, stream, correlation, pid, tid) beyond 64 bits were treated as unknown",
     "flops": "events with a negative or non-finite 'flops' arg have it unknown",
@@ -73,38 +74,26 @@ NOTES = {
 }
 
 
-def _in_int64(v: Any) -> bool:
-    return type(v) is int and INT64_MIN <= v <= INT64_MAX
+InputsKey = tuple[bytes, bytes | None, bytes | None]
 
 
-def _as_float(v: Any) -> float:
-    if isinstance(v, int | float):
-        try:
-            return float(v)
-        except OverflowError:  # an int beyond float range
-            return np.nan
-    return np.nan
+@dataclass
+class Part:
+    """The columns of one byte range of a trace, decoded in a worker process (see parallel.py).
 
+    Codes and labels are the worker's own; ``Columns.absorb`` renumbers them. ``names``
+    are the names as written (before the max_name_chars cut), in code order.
+    """
 
-def floats(values: list[Any]) -> np.ndarray:
-    try:
-        return np.fromiter(values, np.float64, len(values))
-    except (TypeError, ValueError, OverflowError):  # None (JSON null), a string, a huge int
-        return np.fromiter(map(_as_float, values), np.float64, len(values))
-
-
-def _product(v: Any) -> int:
-    """Product of a grid/block list; -1 when missing, not a list of sane ints, or absurd."""
-    if type(v) is not list or not v:
-        return -1
-    p = 1
-    for x in v:
-        if type(x) is not int or x < 0 or x > MAX_PRODUCT:
-            return -2
-        p *= x
-        if p > MAX_PRODUCT:
-            return -2
-    return p
+    names: list[str]
+    labels: list[str]
+    cpu: dict[str, np.ndarray] | None
+    gpu: dict[str, np.ndarray] | None
+    cpu_rows: int
+    gpu_rows: int
+    inputs: dict[int, OpInputs] = field(default_factory=dict)
+    problems: Counter[str] = field(default_factory=Counter)
+    comm_args: list[CommArgs] = field(default_factory=list)  # the gpu "comm" column indexes it
 
 
 class Columns:
@@ -120,7 +109,10 @@ class Columns:
         self.cpu_parts: list[dict[str, np.ndarray]] = []
         self.gpu_parts: list[dict[str, np.ndarray]] = []
         self.inputs: dict[int, OpInputs] = {}
-        self.comm_args: dict[CommArgs, int] = {}  # distinct records -> index (insertion order)
+        self.comm_args: dict[CommArgs, int] = {}  # distinct collective records -> index (insertion order)
+        # One record per distinct (dims, types, concrete): a step repeats the same few hundred
+        # shapes thousands of times, and a 1 GB trace would otherwise hold ~400k copies.
+        self._records: dict[InputsKey, OpInputs] = {}
         self.cpu_rows = 0
         self.gpu_rows = 0
         self.problems: Counter[str] = Counter()
@@ -142,8 +134,8 @@ class Columns:
         try:
             return np.fromiter(values, np.int64, len(values))
         except (TypeError, ValueError, OverflowError):
-            out = np.fromiter((v if _in_int64(v) else -1 for v in values), np.int64, len(values))
-            self.problems["ids"] += sum(1 for v in values if type(v) is int and not _in_int64(v))
+            out = np.fromiter((v if in_int64(v) else -1 for v in values), np.int64, len(values))
+            self.problems["ids"] += sum(1 for v in values if type(v) is int and not in_int64(v))
             return out
 
     def int_ids(self, values: list[Any]) -> np.ndarray:
@@ -155,7 +147,7 @@ class Columns:
     def _int_id(self, v: Any) -> int:
         """pid/tid as an int: 2021 traces write thread ids as strings ("25738", "stream 7")."""
         if type(v) is int:
-            if _in_int64(v):
+            if in_int64(v):
                 return v
             self.problems["ids"] += 1
             return -1
@@ -164,6 +156,9 @@ class Columns:
         # ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
         if v.isascii() and v.isdigit() and len(v) <= 18:
             return int(v)
+        return self._label(v)
+
+    def _label(self, v: str) -> int:
         got = self._labels.get(v)
         if got is None:
             got = self._labels[v] = -2 - len(self._labels)
@@ -209,21 +204,23 @@ class Columns:
         keep = np.abs(ts) <= MAX_ABS_TS  # False for NaN (no ts) and inf
         bad_ts = ~keep & ~np.isnan(ts) & (which > 0)
         self.problems["ts"] += int(bad_ts.sum())
+        rows = np.flatnonzero(keep & (which > 0))
+        kept = [events[i] for i in rows.tolist()]
+        # Codes in file order, CPU and GPU rows together: the order then does not depend on
+        # where chunks (or the ranges of a parallel decode) happen to be cut.
+        codes = self.name_codes(list(map(_get["name"], kept)))
+        which, kind, ts = which[rows], kind[rows], ts[rows]
         for table, add in ((CPU, self._add_cpu), (GPU, self._add_gpu)):
-            rows = np.flatnonzero(keep & (which == table))
-            if len(rows):
-                evs = [events[i] for i in rows]
-                add(kind[rows], evs, list(map(_get["args"], evs)), ts[rows])
+            sel = np.flatnonzero(which == table)
+            if len(sel):
+                evs = [kept[i] for i in sel.tolist()] if len(sel) < len(kept) else kept
+                add(kind[sel], evs, list(map(_get["args"], evs)), ts[sel], codes[sel])
 
-    def _common(self, evs: list[Event], ts: np.ndarray) -> dict[str, np.ndarray]:
+    def _common(self, evs: list[Event], ts: np.ndarray, codes: np.ndarray) -> dict[str, np.ndarray]:
         dur = floats(list(map(_get["dur"], evs)))
         bad = ~np.isnan(dur) & ~((dur >= 0) & (dur <= MAX_DUR))
         self.problems["dur"] += int(bad.sum())
-        return {
-            "name": self.name_codes(list(map(_get["name"], evs))),
-            "ts": ts,
-            "dur": np.where(bad | np.isnan(dur), 0.0, dur),
-        }
+        return {"name": codes, "ts": ts, "dur": np.where(bad | np.isnan(dur), 0.0, dur)}
 
     @staticmethod
     def _args(args: list[schema.Args], key: str) -> list[Any]:
@@ -242,12 +239,13 @@ class Columns:
         x[bad] = np.nan
         return x
 
-    def _add_cpu(self, kind: np.ndarray, evs: list[Event], args: list[schema.Args], ts: np.ndarray) -> None:
-        cols = self._common(evs, ts)
-        names = cols["name"]
+    def _add_cpu(
+        self, kind: np.ndarray, evs: list[Event], args: list[schema.Args], ts: np.ndarray, codes: np.ndarray
+    ) -> None:
+        cols = self._common(evs, ts, codes)
         # ProfilerStep#N is an annotation even where the 2021 schema files it as an operator
         is_step = np.array(self._is_step, bool)
-        kind = np.where(is_step[names], ANNOTATION, kind).astype(np.int8)
+        kind = np.where(is_step[codes], ANNOTATION, kind).astype(np.int8)
         cols.update(
             kind=kind,
             pid=self.int_ids(list(map(_get["pid"], evs))),
@@ -257,23 +255,28 @@ class Columns:
             flops=self._measure(self._args(args, "flops"), 0.0, 1e30, "flops"),
         )
         if self.keep_inputs is not None:
-            self._keep_inputs(evs, names)
+            self._keep_inputs(args, codes)
         self.cpu_parts.append(cols)
         self.cpu_rows += len(evs)
 
-    def _keep_inputs(self, evs: list[Event], names: np.ndarray) -> None:
+    def _keep_inputs(self, args: list[schema.Args], codes: np.ndarray) -> None:
         wanted = np.array(self._wanted, bool)
-        for i in np.flatnonzero(wanted[names]):
-            a = evs[i].args
+        records, base = self._records, self.cpu_rows
+        for i in np.flatnonzero(wanted[codes]).tolist():
+            a = args[i]
             if a.input_dims:
-                self.inputs[self.cpu_rows + int(i)] = OpInputs(
+                key = (
                     bytes(a.input_dims),
                     bytes(a.input_type) if a.input_type else None,
                     bytes(a.concrete_inputs) if a.concrete_inputs else None,
                 )
+                rec = records.get(key)
+                if rec is None:
+                    rec = records[key] = OpInputs(*key)
+                self.inputs[base + i] = rec
 
     def _launch_dims(self, values: list[Any]) -> np.ndarray:
-        out = np.fromiter(map(_product, values), np.int64, len(values))
+        out = products(values)
         bad = out == -2
         self.problems["launch_dims"] += int(bad.sum())
         out[bad] = -1
@@ -286,66 +289,122 @@ class Columns:
         b[bad] = -1
         return b
 
-    def _add_gpu(self, kind: np.ndarray, evs: list[Event], args: list[schema.Args], ts: np.ndarray) -> None:
-        cols = self._common(evs, ts)
+    def _add_gpu(
+        self, kind: np.ndarray, evs: list[Event], args: list[schema.Args], ts: np.ndarray, codes: np.ndarray
+    ) -> None:
+        cols = self._common(evs, ts, codes)
         device = self.ints(self._args(args, "device"))
         missing = device < 0
         if missing.any():  # Kineto's GPU rows use the device as pid
             device[missing] = self.int_ids([evs[i].pid for i in np.flatnonzero(missing)])
-        per_sm = (0.0, MAX_PER_SM, "per_sm")
         cols.update(
             kind=kind,
             device=device,
             stream=self.ints(self._args(args, "stream")),
             correlation=self.ints(self._args(args, "correlation")),
             external_id=self._external_ids(args),
-            blocks_per_sm=self._measure(self._args(args, "blocks_per_sm"), *per_sm).astype(np.float32),
-            warps_per_sm=self._measure(self._args(args, "warps_per_sm"), *per_sm).astype(np.float32),
+            blocks_per_sm=self._measure(self._args(args, "blocks_per_sm"), 0.0, MAX_PER_SM, "per_sm").astype(
+                np.float32
+            ),
             occupancy_pct=self._measure(self._args(args, "occupancy"), 0.0, 100.0, "occupancy").astype(np.float32),
             grid_blocks=self._launch_dims(self._args(args, "grid")),
             block_threads=self._launch_dims(self._args(args, "block")),
             bytes=self._bytes(self._args(args, "bytes")),
-            comm=self._comm(args),
+            comm=comm_column(args, self._args(args, "collective"), self.comm_args, self.max_name_chars),
         )
         self.gpu_parts.append(cols)
         self.gpu_rows += len(evs)
 
-    def _comm(self, args: list[schema.Args]) -> np.ndarray:
-        """Per GPU event, the index of its collective's record (-1 for none); only NCCL kernels
-        carry a "Collective name", so the loop runs over a few events per step."""
-        names = self._args(args, "collective")
-        out = np.full(len(args), -1, np.int32)
-        for i in [i for i, n in enumerate(names) if isinstance(n, str)]:
-            rec = comm_record(args[i], self.max_name_chars)
-            out[i] = self.comm_args.setdefault(rec, len(self.comm_args))
-        return out
+    # -- parallel decoding ---------------------------------------------------------------
+
+    def part(self) -> Part:
+        """Everything decoded so far, for a worker to send back: one array per column."""
+        problems = Counter({k: n for k, n in self.problems.items() if k != "names"})  # absorb counts names again
+        return Part(
+            names=list(self.codes),
+            labels=list(self._labels),
+            cpu=_concat(self.cpu_parts, _CPU_EMPTY) if self.cpu_parts else None,
+            gpu=_concat(self.gpu_parts, _GPU_EMPTY) if self.gpu_parts else None,
+            cpu_rows=self.cpu_rows,
+            gpu_rows=self.gpu_rows,
+            inputs=self.inputs,
+            comm_args=list(self.comm_args),
+            problems=problems,
+        )
+
+    def absorb(self, part: Part) -> None:
+        """Append a worker's columns (the range after everything added so far), renumbering
+        its name codes, pid/tid labels and input rows into this file's."""
+        codes = self.name_codes(part.names)
+        labels = np.array([self._label(v) for v in part.labels], np.int64)
+        for rec_row, rec in part.inputs.items():
+            key = (rec.dims, rec.types, rec.concrete)
+            self.inputs[self.cpu_rows + rec_row] = self._records.setdefault(key, rec)  # type: ignore[arg-type]
+        if part.cpu is not None:
+            part.cpu["name"] = codes[part.cpu["name"]]
+            for k in ("pid", "tid"):
+                _relabel(part.cpu[k], labels)
+            self.cpu_parts.append(part.cpu)
+        if part.gpu is not None:
+            part.gpu["name"] = codes[part.gpu["name"]]
+            _relabel(part.gpu["device"], labels)
+            renumber(part.gpu["comm"], part.comm_args, self.comm_args)
+            self.gpu_parts.append(part.gpu)
+        self.cpu_rows += part.cpu_rows
+        self.gpu_rows += part.gpu_rows
+        self.problems.update(part.problems)
 
     def tables(self, meta: TraceMeta) -> TraceTables:
         cpu = _concat(self.cpu_parts, _CPU_EMPTY)
         gpu = _concat(self.gpu_parts, _GPU_EMPTY)
+        self.cpu_parts, self.gpu_parts = [], []  # the parts go as soon as the concatenation exists
         # Sort by start time: queries (unions, nesting, step windows) assume it.
         cpu_order = np.argsort(cpu["ts"], kind="stable")
         remap = np.empty_like(cpu_order)
         remap[cpu_order] = np.arange(len(cpu_order))
         inputs = {int(remap[i]): v for i, v in self.inputs.items()}
-        cpu_table = CpuTable(**{k: v[cpu_order] for k, v in cpu.items()}, inputs=inputs)
+        cpu_table = CpuTable(**{k: cpu.pop(k)[cpu_order] for k in list(cpu)}, inputs=inputs)
         gpu_order = np.argsort(gpu["ts"], kind="stable")
-        gpu_table = GpuTable(**{k: v[gpu_order] for k, v in gpu.items()})
+        gpu_table = GpuTable(**{k: gpu.pop(k)[gpu_order] for k in list(gpu)})
         meta.notes.extend(self.notes())
-        return TraceTables(
-            meta=meta, names=self.names, cpu=cpu_table, gpu=gpu_table, comm_args=list(self.comm_args)
-        )
+        comm = list(self.comm_args)
+        return TraceTables(meta=meta, names=self.names, cpu=cpu_table, gpu=gpu_table, comm_args=comm)
+
+
+def _relabel(ids: np.ndarray, labels: np.ndarray) -> None:
+    """Worker label ids (-2, -3, ...) -> this file's, in place."""
+    if len(labels):
+        at = ids <= -2
+        if at.any():
+            ids[at] = labels[-2 - ids[at]]
 
 
 _CPU_EMPTY: dict[str, Any] = {
-    "kind": np.int8, "name": np.int32, "ts": np.float64, "dur": np.float64, "pid": np.int64, "tid": np.int64,
-    "external_id": np.int64, "correlation": np.int64, "flops": np.float64,
+    "kind": np.int8,
+    "name": np.int32,
+    "ts": np.float64,
+    "dur": np.float64,
+    "pid": np.int64,
+    "tid": np.int64,
+    "external_id": np.int64,
+    "correlation": np.int64,
+    "flops": np.float64,
 }
 _GPU_EMPTY: dict[str, Any] = {
-    "kind": np.int8, "name": np.int32, "ts": np.float64, "dur": np.float64, "device": np.int64,
-    "stream": np.int64, "correlation": np.int64, "external_id": np.int64, "blocks_per_sm": np.float32,
-    "warps_per_sm": np.float32, "occupancy_pct": np.float32, "grid_blocks": np.int64, "block_threads": np.int64,
-    "bytes": np.int64, "comm": np.int32,
+    "kind": np.int8,
+    "name": np.int32,
+    "ts": np.float64,
+    "dur": np.float64,
+    "device": np.int64,
+    "stream": np.int64,
+    "correlation": np.int64,
+    "external_id": np.int64,
+    "blocks_per_sm": np.float32,
+    "occupancy_pct": np.float32,
+    "grid_blocks": np.int64,
+    "block_threads": np.int64,
+    "bytes": np.int64,
+    "comm": np.int32,
 }
 
 
@@ -353,7 +412,7 @@ def _concat(parts: list[dict[str, np.ndarray]], dtypes: dict[str, Any]) -> dict[
     if not parts:
         return {k: np.empty(0, dt) for k, dt in dtypes.items()}
     if len(parts) == 1:
-        return parts[0]
+        return dict(parts[0])
     return {k: np.concatenate([p[k] for p in parts]) for k in dtypes}
 
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from . import schema
 from .tables import CommArgs
 
 INT64_MAX = 2**63 - 1
 
-__all__ = ["CommArgs", "comm_record"]
+__all__ = ["CommArgs", "comm_column", "comm_record", "renumber"]
 
 
 def _count(v: Any) -> int:
@@ -42,3 +44,21 @@ def comm_record(a: schema.Args, cap: int) -> CommArgs:
         group_desc=_text(a.pg_desc, cap),
         group_ranks=_text(a.pg_ranks, cap),
     )
+
+
+def comm_column(args: list[schema.Args], names: list[Any], records: dict[CommArgs, int], cap: int) -> np.ndarray:
+    """Per GPU event, the index of its record in ``records`` (added there when new; -1 for none).
+    ``names`` is each event's "Collective name": only NCCL kernels carry one, so the loop runs over
+    a few events per step."""
+    out = np.full(len(args), -1, np.int32)
+    for i in [i for i, n in enumerate(names) if isinstance(n, str)]:
+        out[i] = records.setdefault(comm_record(args[i], cap), len(records))
+    return out
+
+
+def renumber(column: np.ndarray, theirs: list[CommArgs], records: dict[CommArgs, int]) -> None:
+    """A worker's ``comm`` column (indexes into ``theirs``) -> indexes into ``records``, in place."""
+    if theirs:
+        mine = np.array([records.setdefault(r, len(records)) for r in theirs], np.int32)
+        at = column >= 0
+        column[at] = mine[column[at]]

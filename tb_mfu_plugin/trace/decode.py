@@ -3,11 +3,15 @@
 Kineto writes one event per indented block: ``\\n  {`` opens each event of the
 ``traceEvents`` array (other writers use ``\\n{``; we learn the indentation from
 the first event). We stream the decompressed bytes in chunks, cut the buffer at
-the last event start and decode the complete events with msgspec typed structs.
-Peak memory is then one chunk plus the compact columns, not the whole document.
-A file laid out any other way (one line, other indentation, a bare array) is
-decoded in one piece, which is slower but equally correct, up to the
-``max_line_bytes`` cap.
+the last event start and decode the complete events in place with msgspec typed
+structs (stream.py). Peak memory is then one chunk plus the compact columns, not
+the whole document. A file laid out any other way (one line, other indentation,
+a bare array) is decoded in one piece, which is slower but equally correct, up
+to the ``max_line_bytes`` cap.
+
+A large plain file can be decoded by several processes at once, each taking a
+range of it between event boundaries (parallel.py): ``processes`` or
+``$TB_MFU_DECODE_PROCESSES``, 1 by default. The tables are the same either way.
 
 Every file is read under ``trace.limits.Limits``: only regular files are opened
 (never blocking on a FIFO), decompressed bytes and the gzip ratio are checked as
@@ -23,76 +27,29 @@ import os
 import re
 import struct
 import zlib
-from collections.abc import Callable, Iterator
-from typing import IO, Any
+from collections.abc import Callable
+from typing import IO
 
 import msgspec
 
 from ..errors import TraceError
-from . import schema
+from . import parallel, schema
 from .columns import Columns
 from .files import open_regular
 from .header import trace_meta
-from .limits import DEFAULT_LIMITS, RATIO_GRACE_BYTES, Deadline, Limits, cap_error, format_size
-from .schema import Event
+from .limits import DEFAULT_LIMITS, Deadline, Limits
+from .stream import EventStream, ProgressFn, Source, event_cap, line_cap, only_complete
 from .tables import TraceTables
 
-CHUNK_BYTES = 8 << 20
-_SEPARATORS = frozenset(b" \t\r\n,")
 _FIRST_EVENT = re.compile(rb"\[(\s*?\n([ \t]*))\{")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _LEADING_BLANKS = re.compile(rb"\s*")
 _KEY_OVERLAP = 256  # bytes of the previous chunk searched again for a key cut in two
+PROCESSES_ENV = "TB_MFU_DECODE_PROCESSES"
 
-_event_list = msgspec.json.Decoder(list[Event])
-_tagged_list = msgspec.json.Decoder(list[schema.TaggedEvent])
+_event_list = msgspec.json.Decoder(list[schema.Event])
 _header = msgspec.json.Decoder(schema.Header)
 _document = msgspec.json.Decoder(schema.Document)
-
-ProgressFn = Callable[[int], None]
-
-
-class _Source:
-    """A file's decompressed bytes in chunks, checked against the caps as they come."""
-
-    def __init__(self, path: str, limits: Limits, deadline: Deadline) -> None:
-        self.path, self.limits, self.deadline = path, limits, deadline
-        self.raw = open_regular(path)
-        self.gzipped = self.raw.read(2) == b"\x1f\x8b"
-        self.raw.seek(0)
-        self.stream: IO[bytes] = (
-            gzip.GzipFile(fileobj=self.raw, mode="rb") if self.gzipped else self.raw  # type: ignore[assignment]
-        )
-        self.read = 0
-
-    def __enter__(self) -> _Source:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stream.close()
-        self.raw.close()
-
-    def chunks(self) -> Iterator[bytes]:
-        while True:
-            block = self.stream.read(CHUNK_BYTES)
-            if not block:
-                return
-            self.read += len(block)
-            self._check()
-            yield block
-
-    def _check(self) -> None:
-        lim = self.limits
-        if self.read > lim.max_trace_bytes:
-            raise cap_error(self.path, "max_trace_bytes", f"more than {format_size(lim.max_trace_bytes)} decompressed")
-        if self.gzipped and self.read > RATIO_GRACE_BYTES:
-            ratio = self.read / max(1, self.raw.tell())
-            if ratio > lim.max_compression_ratio:
-                raise cap_error(
-                    self.path, "max_compression_ratio",
-                    f"gzip expands {ratio:.0f}:1 (a gzip bomb?); real traces compress 10-30:1",
-                )
-        self.deadline.check()
 
 
 def uncompressed_size(path: str, size: int) -> int:
@@ -105,7 +62,7 @@ def uncompressed_size(path: str, size: int) -> int:
             if f.read(2) != b"\x1f\x8b" or size < 18:
                 return size
             f.seek(-4, os.SEEK_END)
-            isize = struct.unpack("<I", f.read(4))[0]
+            isize: int = struct.unpack("<I", f.read(4))[0]
     except (OSError, TraceError, struct.error):
         return size
     # ISIZE is the size mod 4 GiB: a trace is never smaller than its gzip file.
@@ -114,19 +71,33 @@ def uncompressed_size(path: str, size: int) -> int:
     return isize
 
 
+def decode_processes() -> int:
+    """Processes one file's decode may use: ``$TB_MFU_DECODE_PROCESSES`` (a positive integer), else 1."""
+    text = os.environ.get(PROCESSES_ENV, "").strip()
+    return int(text) if text.isdigit() and int(text) > 0 else 1
+
+
 def decode_trace(
     path: str,
     keep_inputs: Callable[[str], bool] | None = None,
     progress: ProgressFn | None = None,
     limits: Limits | None = None,
     deadline: Deadline | None = None,
+    processes: int | None = None,
+    fileobj: IO[bytes] | None = None,
 ) -> TraceTables:
     """Decode ``path`` into columnar tables.
 
+    ``path`` is a location (``locations.py``): a local path, a URL or an archive member,
+    streamed while it downloads. ``fileobj``, when given, is read instead (``path`` then
+    only names it in errors and reports); it is left open, and read once unless the
+    trace must be decoded whole after all, which needs it seekable.
+
     ``keep_inputs(op_name)`` selects the ops whose recorded shapes are kept (for
-    FLOP formulas); ``progress(n)`` is called with uncompressed bytes read so far.
-    Raises ``TraceError`` with a one-line reason on any unreadable input, and on
-    any input over one of the ``limits``.
+    FLOP formulas); ``progress(n)`` is called with uncompressed bytes read so far;
+    ``processes`` (default: ``decode_processes()``) may decode ranges of a large
+    plain file in parallel. Raises ``TraceError`` with a one-line reason on any
+    unreadable input, and on any input over one of the ``limits``.
     """
     limits = limits or DEFAULT_LIMITS
     deadline = deadline or Deadline(path, limits.max_seconds)
@@ -135,7 +106,7 @@ def decode_trace(
     # would walk them over and over for nothing.
     gc.disable()
     try:
-        return _decode(path, keep_inputs, progress, limits, deadline)
+        return _decode(path, keep_inputs, progress, limits, deadline, processes or decode_processes(), fileobj)
     except TraceError:
         raise
     except FileNotFoundError:
@@ -163,138 +134,105 @@ def decode_trace(
             gc.enable()
 
 
-def _line_cap(path: str, n: int, limits: Limits) -> None:
-    if n > limits.max_line_bytes:
-        raise cap_error(
-            path, "max_line_bytes",
-            f"more than {format_size(limits.max_line_bytes)} without an event boundary "
-            "(one event, or a one-line document)",
-        )
+def _read_head(src: Source) -> tuple[bytearray, re.Match[bytes] | None]:
+    """The bytes up to the ``"traceEvents": [`` key (and a chunk past it), and the key's match."""
+    head = bytearray()
+    while block := src.block():
+        start = max(0, len(head) - _KEY_OVERLAP)
+        head += block
+        m = _EVENTS_KEY.search(head, start)
+        if m:
+            if not head[m.end() :].strip():  # the first event is in the next chunk
+                head += src.block()
+            return head, m
+        line_cap(src.path, len(head), src.limits)
+    return head, None
 
 
 def _decode(
-    path: str, keep_inputs: Callable[[str], bool] | None, progress: ProgressFn | None, limits: Limits,
+    path: str,
+    keep_inputs: Callable[[str], bool] | None,
+    progress: ProgressFn | None,
+    limits: Limits,
     deadline: Deadline,
+    processes: int,
+    fileobj: IO[bytes] | None = None,
 ) -> TraceTables:
     cols = Columns(keep_inputs, limits.max_name_chars)
-    with _Source(path, limits, deadline) as src:
-        chunks = src.chunks()
-        head = bytearray()
-        m = None
-        for block in chunks:
-            start = max(0, len(head) - _KEY_OVERLAP)
-            head += block
-            m = _EVENTS_KEY.search(head, start)
-            if m:
-                break
-            _line_cap(path, len(head), limits)
+    with Source(path, limits, deadline, inflate_apart=processes > 1, fileobj=fileobj) as src:
+        head, m = _read_head(src)
         if not _first_byte(head):
             raise TraceError(path, "empty file")
         if m is None:
             # Not the Kineto layout (bare array, or no traceEvents key): decode whole.
-            _line_cap(path, len(head), limits)
+            line_cap(path, len(head), limits)
             return _decode_whole(path, head, cols, src.read, limits)
-        if not head[m.end():].strip():  # the first event is in the next chunk
-            head += next(chunks, b"")
         header = _header.decode(bytes(head[: m.start()]) + b'"traceEvents":[]}')
         # Learn how events open ("\n  {" for Kineto) from the first one; a document
         # with the first event on the "[" line has no such boundary and decodes whole.
         first = _FIRST_EVENT.match(head, m.end() - 1)
         if first is None:
-            for block in chunks:
+            while block := src.block():
+                line_cap(path, len(head), limits)
                 head += block
-            _line_cap(path, len(head), limits)
+            line_cap(path, len(head), limits)
             return _decode_whole(path, head, cols, src.read, limits)
         event_start = b"\n" + first.group(2) + b"{"
-        pending = head[m.end():]
+        if processes > 1 and not src.gzipped and src.local:
+            job = parallel.Job(path, m.end(), event_start, keep_inputs, limits)
+            done = parallel.decode_ranges(job, processes, cols, deadline, progress)
+            if done is not None:
+                if done.failed:  # a range did not decode on its own: decode the document in one piece
+                    return _decode_file_whole(path, keep_inputs, limits, deadline, None)
+                return _finish(path, cols, header, done.tail, done.size, progress, limits)
+        stream = EventStream(src, head[m.end() :], event_start, progress)
         del head
-        if not _stream_events(path, pending, chunks, event_start, cols, limits, progress, src):
-            # a chunk did not decode on its own: decode the document in one piece
-            return _decode_file_whole(path, keep_inputs, limits, deadline)
-        tail = _document.decode(b'{"traceEvents":[' + pending)
-        cols.add(_only_complete(tail.traceEvents))
-        _event_cap(path, cols, limits)
-        read = src.read
-    if progress is not None:
-        progress(read)
-    return cols.tables(trace_meta(path, header, tail, read))
-
-
-def _stream_events(
-    path: str, pending: bytearray, chunks: Iterator[bytes], event_start: bytes, cols: Columns, limits: Limits,
-    progress: ProgressFn | None, src: _Source,
-) -> bool:
-    """Decode every complete event of the stream; ``pending`` keeps the unfinished tail.
-
-    The buffer grows by appending and is searched only where it grew, so a file
-    with no boundary costs linear time up to the line cap. False when a chunk of
-    events does not decode on its own.
-    """
-    scan_from = 0
-    for block in _chain_first(b"", chunks):
-        if block:
-            scan_from = max(0, len(pending) - len(event_start) + 1)
-            pending += block
-        cut = pending.rfind(event_start, scan_from)
-        if cut <= 0:
-            _line_cap(path, len(pending), limits)
-            continue
-        end = cut
-        while end > 0 and pending[end - 1] in _SEPARATORS:  # the "," (and blanks) before the cut
-            end -= 1
-        if end > 0:
-            # one copy: "[" + the complete events + "]"
-            piece = bytearray(end + 2)
-            piece[0] = 0x5B
-            piece[1 : end + 1] = memoryview(pending)[:end]
-            piece[end + 1] = 0x5D
-            try:
-                events = _complete_events(piece)
-            except msgspec.DecodeError:
-                return False
-            del piece
+        for events in stream:
             cols.add(events)
             del events
-            _event_cap(path, cols, limits)
-        del pending[:cut]
-        if progress is not None:
-            progress(src.read)
-    return True
+            event_cap(path, cols.rows, limits)
+        if stream.failed:  # a chunk did not decode on its own: decode the document in one piece
+            return _decode_file_whole(path, keep_inputs, limits, deadline, fileobj)
+        read = src.read
+    return _finish(path, cols, header, stream.tail, read, progress, limits)
 
 
-def _event_cap(path: str, cols: Columns, limits: Limits) -> None:
-    if cols.rows > limits.max_events:
-        raise cap_error(path, "max_events", f"more than {limits.max_events:,} complete events")
-
-
-def _complete_events(piece: bytes | bytearray) -> list[Any]:
-    """The complete events of a JSON array of events."""
-    try:
-        events = _tagged_list.decode(piece)
-    except msgspec.ValidationError:
-        # an event without "ph", or an unknown phase: the untagged schema takes anything
-        return _only_complete(_event_list.decode(piece))
-    complete = schema.Complete
-    return [e for e in events if type(e) is complete]
-
-
-def _only_complete(events: list[Event]) -> list[Event]:
-    return [e for e in events if e.ph == "X"]
-
-
-def _chain_first(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
-    yield first
-    yield from rest
+def _finish(
+    path: str,
+    cols: Columns,
+    header: schema.Header,
+    tail_text: bytes,
+    size: int,
+    progress: ProgressFn | None,
+    limits: Limits,
+) -> TraceTables:
+    """Add the last event(s) and the keys after ``traceEvents``, and build the tables."""
+    tail = _document.decode(b'{"traceEvents":[' + tail_text)
+    cols.add(only_complete(tail.traceEvents))
+    event_cap(path, cols.rows, limits)
+    if progress is not None:
+        progress(size)
+    return cols.tables(trace_meta(path, header, tail, size))
 
 
 def _decode_file_whole(
-    path: str, keep_inputs: Callable[[str], bool] | None, limits: Limits, deadline: Deadline
+    path: str,
+    keep_inputs: Callable[[str], bool] | None,
+    limits: Limits,
+    deadline: Deadline,
+    fileobj: IO[bytes] | None,
 ) -> TraceTables:
-    with _Source(path, limits, deadline) as src:
+    """The file read again and decoded in one piece (a location is opened again; a caller's
+    stream is rewound, if it can be)."""
+    if fileobj is not None:
+        if not fileobj.seekable():
+            raise TraceError(path, "must be decoded whole, and the stream given cannot be read a second time")
+        fileobj.seek(0)
+    with Source(path, limits, deadline, fileobj=fileobj) as src:
         data = bytearray()
-        for block in src.chunks():
+        while block := src.block():
             data += block
-            _line_cap(path, len(data), limits)
+            line_cap(path, len(data), limits)
         return _decode_whole(path, data, Columns(keep_inputs, limits.max_name_chars), src.read, limits)
 
 
@@ -306,20 +244,21 @@ def _first_byte(data: bytes | bytearray) -> bytes:
 
 def _decode_whole(path: str, data: bytes | bytearray, cols: Columns, size: int, limits: Limits) -> TraceTables:
     first = _first_byte(data)
+    header: schema.Header
     if first == b"[":
-        cols.add(_only_complete(_event_list.decode(data)))
+        cols.add(only_complete(_event_list.decode(data)))
         header = schema.Header()
     elif first == b"{":
         doc = _document.decode(data)
         if not doc.traceEvents and b"traceEvents" not in data:
             raise TraceError(path, "JSON has no 'traceEvents': not a profiler trace")
-        cols.add(_only_complete(doc.traceEvents))
+        cols.add(only_complete(doc.traceEvents))
         header = doc
     elif not first:
         raise TraceError(path, "empty file")
     else:
         raise TraceError(path, "not a JSON trace (does not start with '{' or '[')")
-    _event_cap(path, cols, limits)
+    event_cap(path, cols.rows, limits)
     return cols.tables(trace_meta(path, header, None, max(size, len(data))))
 
 
@@ -330,5 +269,5 @@ def decode_bytes(data: bytes, name: str = "<memory>", limits: Limits | None = No
         data = gzip.decompress(data)
     if not data.strip():
         raise TraceError(name, "empty file")
-    _line_cap(name, len(data), limits)
+    line_cap(name, len(data), limits)
     return _decode_whole(name, data, Columns(None, limits.max_name_chars), len(data), limits)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import IO
+from io import BufferedReader
 
 from ..errors import TraceError
 
@@ -32,7 +32,7 @@ def _refuse(path: str, mode: int, what: str) -> TraceError:
     return TraceError(path, f"{what} is {_kind(mode)}, not a regular file: not read")
 
 
-def open_regular(path: str, what: str = "trace") -> IO[bytes]:
+def open_regular(path: str, what: str = "trace") -> BufferedReader:
     """``path`` opened for binary reading if it is a regular file; TraceError otherwise.
 
     OSErrors other than the refusals (missing file, permissions) propagate for the
@@ -48,7 +48,8 @@ def open_regular(path: str, what: str = "trace") -> IO[bytes]:
             raise _refuse(path, st.st_mode, what)
         # Regular files ignore O_NONBLOCK; clearing it keeps later reads ordinary.
         os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
+        f: BufferedReader = os.fdopen(fd, "rb")
+        return f
     except BaseException:
         os.close(fd)
         raise

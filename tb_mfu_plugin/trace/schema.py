@@ -29,7 +29,6 @@ class Args(msgspec.Struct, gc=False):
     device: int | str | None = -1
     stream: int | str | None = -1
     blocks_per_sm: float | str | None = msgspec.field(default=NAN, name="blocks per SM")
-    warps_per_sm: float | str | None = msgspec.field(default=NAN, name="warps per SM")
     occupancy: float | str | None = msgspec.field(default=NAN, name="est. achieved occupancy %")
     bytes: int | str | None = -1
     flops: float | str | None = NAN

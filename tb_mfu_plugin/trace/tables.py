@@ -32,7 +32,6 @@ class GpuTable:
     correlation: np.ndarray  # int64, -1 unknown
     external_id: np.ndarray  # int64, -1 unknown
     blocks_per_sm: np.ndarray  # float32, NaN unknown
-    warps_per_sm: np.ndarray  # float32, NaN unknown
     occupancy_pct: np.ndarray  # float32, NaN unknown
     grid_blocks: np.ndarray  # int64 (product of grid dims), -1 unknown
     block_threads: np.ndarray  # int64 (product of block dims), -1 unknown
@@ -45,7 +44,8 @@ class GpuTable:
     @cached_property
     def end(self) -> np.ndarray:
         # computed once: queries ask for it in loops
-        return self.ts + self.dur
+        end: np.ndarray = self.ts + self.dur
+        return end
 
     def take(self, index: np.ndarray) -> GpuTable:
         return GpuTable(**{k: getattr(self, k)[index] for k in self.__dataclass_fields__})
@@ -97,7 +97,8 @@ class CpuTable:
 
     @cached_property
     def end(self) -> np.ndarray:
-        return self.ts + self.dur
+        end: np.ndarray = self.ts + self.dur
+        return end
 
 
 @dataclass(frozen=True)

@@ -167,7 +167,6 @@ def test_elementwise_runs() -> None:
         correlation=np.arange(n),
         external_id=np.full(n, -1),
         blocks_per_sm=np.full(n, np.nan, np.float32),
-        warps_per_sm=np.full(n, np.nan, np.float32),
         occupancy_pct=np.full(n, np.nan, np.float32),
         grid_blocks=np.full(n, -1),
         block_threads=np.full(n, -1),

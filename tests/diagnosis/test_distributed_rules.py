@@ -72,15 +72,15 @@ def test_bandwidth_from_the_last_arrival_and_low_bus_bandwidth(tmp_path: Path) -
         # rank 0's own kernels take 300 µs: its kernel-time bandwidth is a third lower
         own = mib4 / (300e-6 if w.name == "rank0" else 200e-6) / 1e9
         assert c.kernel_busbw_gbps == pytest.approx(own)
-        (f,) = [f for f in w.findings if f["id"] == "low_bus_bandwidth"]
-        assert f["subject"] == "allreduce default_pg Float"
-        assert f["evidence"]["link_peak_share"] == pytest.approx(c.busbw_gbps / 450.0, rel=1e-3)
-        assert "small messages" in f["evidence"]["causes"][0]
-        assert "bucket_cap_mb" in f["recommendation"] and "bf16_compress_hook" in f["recommendation"]
+        (f,) = [f for f in w.findings if f.id == "low_bus_bandwidth"]
+        assert f.subject == "allreduce default_pg Float"
+        assert f.evidence["link_peak_share"] == pytest.approx(c.busbw_gbps / 450.0, rel=1e-3)
+        assert "small messages" in f.evidence["causes"][0]
+        assert "bucket_cap_mb" in f.recommendation and "bf16_compress_hook" in f.recommendation
         # all of the transfer is exposed; at 70 % of 450 GB/s it would take 4 MiB / 315 GB/s
         target = mib4 / (0.7 * 450e9) * 1e6
-        assert f["est_gain_us_per_step"] == pytest.approx(200.0 - target, abs=0.1)
-        gains = [g["est_gain_us_per_step"] for g in w.findings]
+        assert f.est_gain_us_per_step == pytest.approx(200.0 - target, abs=0.1)
+        gains = [g.est_gain_us_per_step for g in w.findings]
         assert gains == sorted(gains, reverse=True)
 
 
@@ -90,7 +90,7 @@ def test_one_rank_alone_never_has_low_bus_bandwidth(tmp_path: Path) -> None:
     (w,) = analyze_tables(tables, "rank0", "", AnalysisOptions())
     assert w.communication is not None
     assert [c.bandwidth_basis for c in w.communication.collectives] == ["kernel time"]
-    assert "low_bus_bandwidth" not in {f["id"] for f in w.findings}
+    assert "low_bus_bandwidth" not in {f.id for f in w.findings}
 
 
 def test_the_run_level_pass_leaves_the_reports_it_is_given_unchanged(tmp_path: Path) -> None:
@@ -161,10 +161,10 @@ def test_pipeline_bubble_of_a_gpipe_stage(tmp_path: Path) -> None:
     assert pp.bubble_us_per_step == pytest.approx(600.0) and pp.bubble_share == pytest.approx(0.3)
     assert pp.analytic_bubble_share == pytest.approx(1 / 5)  # (p-1)/(m+p-1)
     assert pp.p2p_us_per_step == pytest.approx(660.0)  # 4 x 20 + 580: the sends overlap only compute
-    (f,) = [f for f in w.findings if f["id"] == "pipeline_bubble"]
+    (f,) = [f for f in w.findings if f.id == "pipeline_bubble"]
     # the excess over the analytic bubble (0.1 x 2000) plus its drop at m = 8 ((1/5 - 1/9) x 2000)
-    assert f["est_gain_us_per_step"] == pytest.approx(200 + (1 / 5 - 1 / 9) * 2000, abs=0.1)
-    text = f["recommendation"]
+    assert f.est_gain_us_per_step == pytest.approx(200 + (1 / 5 - 1 / 9) * 2000, abs=0.1)
+    text = f.recommendation
     assert "n_microbatches" in text and "ScheduleInterleaved1F1B" in text and "Balance the stages" in text
 
 

@@ -10,7 +10,6 @@ import string
 import sys
 from typing import Any
 
-import msgspec
 import pytest
 from conftest import ROOT, SAMPLES
 
@@ -115,8 +114,7 @@ def test_on_real_traces_rules_read_only_what_they_declare(monkeypatch: pytest.Mo
 
     def checked(ctx: Context, report: Any) -> Any:
         found = real(ctx, report)
-        builtins = [msgspec.to_builtins(f) for f in found]
-        for k, v in check_reads_and_words(report, ctx.tables, ctx.steps, ctx.view, ctx.th, builtins).items():
+        for k, v in check_reads_and_words(report, ctx.tables, ctx.steps, ctx.view, ctx.th, found).items():
             read.setdefault(k, set()).update(v)
         return found
 
@@ -127,7 +125,7 @@ def test_on_real_traces_rules_read_only_what_they_declare(monkeypatch: pytest.Mo
             pytest.skip(f"sample trace not recorded: {SAMPLES / run}")
         for w in analyze_path(str(SAMPLES / run)).runs[0].workers:
             assert w.error is None and not [n for n in w.notes if n.startswith("diagnosis")], (run, w.notes)
-            fired |= {f["id"] for f in w.findings}
+            fired |= {f.id for f in w.findings}
     assert fired == set(RULE_IDS) - SHOWN_BY_HAND_MADE
     assert set(read) == {*RULE_IDS, "waterfall"}
     assert read["waterfall"] == set(wf.THRESHOLDS)

@@ -35,7 +35,8 @@ def test_strategy_row_against_the_ground_truth(run: str) -> None:
     assert row.strategy == RUNS[run] and row.ranks == gt["world_size"] == len(report.workers)
     mfus, steps = [], []
     for w in report.workers:
-        t = truth[(w.distributed or {})["rank"]]
+        assert w.distributed is not None
+        t = truth[w.distributed.rank]
         s = w.summary
         assert s is not None and s.flops_per_step is not None
         assert s.flops_per_step == pytest.approx(t["flops_per_step"], rel=1e-3)  # from the recorded shapes

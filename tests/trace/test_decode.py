@@ -9,7 +9,7 @@ import pytest
 from tracegen import TraceBuilder
 
 from tb_mfu_plugin.errors import TraceError
-from tb_mfu_plugin.trace import decode
+from tb_mfu_plugin.trace import stream
 from tb_mfu_plugin.trace.decode import decode_bytes, decode_trace
 from tb_mfu_plugin.trace.tables import ANNOTATION, KERNEL, MEMCPY, OP, RUNTIME
 
@@ -45,7 +45,7 @@ def test_chunked_decoding_equals_whole_document(tmp_path: Path, monkeypatch: pyt
         c = b.runtime("cudaLaunchKernel", i * 10.0, 1)
         b.kernel(f"k{i % 7}", i * 10.0 + 2, 5, c)
     path = b.write(tmp_path / "x.pt.trace.json", gz=False)
-    monkeypatch.setattr(decode, "CHUNK_BYTES", 1000)  # many chunks, cuts inside events
+    monkeypatch.setattr(stream, "CHUNK_BYTES", 1000)  # many chunks, cuts inside events
     chunked = decode_trace(str(path))
     whole = decode_bytes(path.read_bytes())
     assert len(chunked.gpu) == len(whole.gpu) == 300
@@ -66,13 +66,36 @@ def test_one_line_documents_and_bare_arrays(tmp_path: Path) -> None:
 def test_legacy_schema_missing_cat_and_float_ns_timestamps(tmp_path: Path) -> None:
     events = [
         {"ph": "X", "cat": "Operator", "name": "ProfilerStep#3", "pid": 1, "tid": "25738", "ts": 1.5, "dur": 100},
-        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": "25738", "ts": 2.25, "dur": 1,
-         "args": {"correlation": 5, "external id": 9}},
-        {"ph": "X", "cat": "Kernel", "name": "k", "pid": 0, "tid": "stream 7", "ts": 10.125, "dur": 2.5,
-         "args": {"device": 0, "stream": 7, "correlation": 5, "external id": 9}},
+        {
+            "ph": "X",
+            "cat": "Runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": "25738",
+            "ts": 2.25,
+            "dur": 1,
+            "args": {"correlation": 5, "external id": 9},
+        },
+        {
+            "ph": "X",
+            "cat": "Kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": "stream 7",
+            "ts": 10.125,
+            "dur": 2.5,
+            "args": {"device": 0, "stream": 7, "correlation": 5, "external id": 9},
+        },
         # no cat at all: classified from its args
-        {"ph": "X", "name": "Memcpy DtoH (Device -> Pinned)", "pid": 0, "tid": 7, "ts": 20.0, "dur": 1.0,
-         "args": {"device": 0, "stream": 7, "correlation": 6, "bytes": 8}},
+        {
+            "ph": "X",
+            "name": "Memcpy DtoH (Device -> Pinned)",
+            "pid": 0,
+            "tid": 7,
+            "ts": 20.0,
+            "dur": 1.0,
+            "args": {"device": 0, "stream": 7, "correlation": 6, "bytes": 8},
+        },
         {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "GPU 0"}},
     ]
     p = tmp_path / "legacy.json.gz"

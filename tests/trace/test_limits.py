@@ -20,7 +20,7 @@ from tb_mfu_plugin.errors import TraceError
 from tb_mfu_plugin.options import AnalysisOptions
 from tb_mfu_plugin.pipeline import analyze_file
 from tb_mfu_plugin.sidecar import load_sidecar
-from tb_mfu_plugin.trace import decode, limits
+from tb_mfu_plugin.trace import limits, stream
 from tb_mfu_plugin.trace.decode import decode_trace, uncompressed_size
 from tb_mfu_plugin.trace.discover import single_file_run
 from tb_mfu_plugin.trace.limits import Limits, parse_size
@@ -49,8 +49,8 @@ def test_decompressed_size_cap(tmp_path: Path) -> None:
 
 
 def test_compression_ratio_cap_stops_a_bomb_early(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(decode, "RATIO_GRACE_BYTES", 1 << 20)
-    monkeypatch.setattr(decode, "CHUNK_BYTES", 1 << 20)
+    monkeypatch.setattr(stream, "RATIO_GRACE_BYTES", 1 << 20)
+    monkeypatch.setattr(stream, "CHUNK_BYTES", 1 << 20)
     bomb = tmp_path / "bomb.pt.trace.json.gz"
     bomb.write_bytes(gzip.compress(b" " * (64 << 20)))
     err = _cap_error(bomb, "max_compression_ratio")
@@ -63,7 +63,7 @@ def test_line_cap_bounds_a_document_without_event_boundaries(tmp_path: Path, mon
     _cap_error(p, "max_line_bytes", max_line_bytes=10_000)
     assert len(decode_trace(str(p)).gpu) == 2000
     # Kineto layout: one huge event cannot grow the buffer past the cap either
-    monkeypatch.setattr(decode, "CHUNK_BYTES", 4096)  # (the cap is checked between chunks)
+    monkeypatch.setattr(stream, "CHUNK_BYTES", 4096)  # (the cap is checked between chunks)
     b = _trace(5)
     b.kernel("k" * 50_000, 1.0, 1.0, 1)
     _cap_error(b.write(tmp_path / "big_event.json", gz=False), "max_line_bytes", max_line_bytes=20_000)

@@ -49,8 +49,17 @@ def _note(notes: list[str], word: str) -> None:
 
 def test_integers_beyond_int64_become_unknown_ids(tmp_path: Path) -> None:
     big = 2**64 + 5
-    t = decode_trace(str(_write(tmp_path, [_kernel(device=big, stream=2**70, correlation=-(2**65)),
-                                           {**_kernel(ts=9.0), "pid": big, "tid": 2**63}])))
+    t = decode_trace(
+        str(
+            _write(
+                tmp_path,
+                [
+                    _kernel(device=big, stream=2**70, correlation=-(2**65)),
+                    {**_kernel(ts=9.0), "pid": big, "tid": 2**63},
+                ],
+            )
+        )
+    )
     assert t.gpu.stream.tolist() == [-1, 7] and t.gpu.correlation.tolist() == [-1, 1]
     assert t.gpu.device.tolist() == [0, 0]  # unknown device -> Kineto's pid; the huge pid -> unknown
     _note(t.meta.notes, "beyond 64 bits")
@@ -58,8 +67,10 @@ def test_integers_beyond_int64_become_unknown_ids(tmp_path: Path) -> None:
 
 def test_unicode_digits_are_labels_not_numbers(tmp_path: Path) -> None:
     """ "²".isdigit() is True but int("²") raises: such ids are labels."""
-    ev = [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": "²", "tid": "١٢", "ts": 1.0, "dur": 1.0},
-          {"ph": "X", "cat": "cpu_op", "name": "op", "pid": "12", "tid": "²", "ts": 2.0, "dur": 1.0}]
+    ev = [
+        {"ph": "X", "cat": "cpu_op", "name": "op", "pid": "²", "tid": "١٢", "ts": 1.0, "dur": 1.0},
+        {"ph": "X", "cat": "cpu_op", "name": "op", "pid": "12", "tid": "²", "ts": 2.0, "dur": 1.0},
+    ]
     t = decode_trace(str(_write(tmp_path, [*ev, _kernel()])))
     assert t.cpu.pid.tolist() == [t.cpu.pid[0], 12] and t.cpu.pid[0] < -1
     assert t.cpu.tid[0] != t.cpu.tid[1] and t.cpu.tid[1] == t.cpu.pid[0]  # one label, one id
@@ -94,8 +105,7 @@ def test_impossible_measures_are_clamped_with_notes(tmp_path: Path) -> None:
 
 def test_byte_sums_cannot_overflow(tmp_path: Path) -> None:
     """Eight 16 TiB copies: an int64 sum would be fine, but the cap keeps any count safe."""
-    events = [_kernel("Memcpy HtoD (Pageable -> Device)", ts=10.0 * i, cat="gpu_memcpy", bytes=2**44)
-              for i in range(8)]
+    events = [_kernel("Memcpy HtoD (Pageable -> Device)", ts=10.0 * i, cat="gpu_memcpy", bytes=2**44) for i in range(8)]
     (r,) = analyze_file(single_file_run(str(_write(tmp_path, events))).files[0], "w")
     assert r.error is None and r.summary is not None
     assert r.summary.h2d_bytes_per_step == 8 * 2**44
@@ -138,8 +148,17 @@ def test_json_nested_1000_deep_is_a_one_line_error(tmp_path: Path, where: str) -
 
 def test_step_numbers_too_large_are_not_markers(tmp_path: Path) -> None:
     b = TraceBuilder()
-    b.events.append({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#99999999999999999999999",
-                     "pid": 100, "tid": 100, "ts": 0.0, "dur": 100.0})
+    b.events.append(
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#99999999999999999999999",
+            "pid": 100,
+            "tid": 100,
+            "ts": 0.0,
+            "dur": 100.0,
+        }
+    )
     b.launch_kernel("k", 1.0, 2.0, 5.0)
     (r,) = analyze_file(single_file_run(str(b.write(tmp_path / "a.json"))).files[0], "w")
     assert r.error is None and "no_step_markers" in r.flags
@@ -206,8 +225,9 @@ def test_any_exception_in_one_file_stays_in_that_file(tmp_path: Path, monkeypatc
     assert r.error == "decoding failed: OverflowError: x"
 
 
-def test_cli_reports_the_good_runs_of_a_logdir_with_bad_ones(tmp_path: Path, capsys: pytest.CaptureFixture[str]
-                                                            ) -> None:
+def test_cli_reports_the_good_runs_of_a_logdir_with_bad_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     b = TraceBuilder()
     b.step(1, 0, 100)
     b.launch_kernel("k", 1.0, 2.0, 5.0)

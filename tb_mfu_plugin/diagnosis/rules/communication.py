@@ -7,6 +7,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from ...analysis.report import Distributed
 from ..context import Context
 from ..registry import Hit, rule
 from .evidence import top_kernels
@@ -113,15 +114,15 @@ def exposed_communication(ctx: Context) -> list[Hit]:
         by_kind[m.group(1).lower() if m else "other"] += float(g.dur[r]) / ctx.n
     fix = _fix_keys(ctx, by_kind)
     comm_block = ctx.report.communication
-    dist = ctx.report.distributed or {}
+    dist = ctx.report.distributed or Distributed()
     evidence = {
         "exposed_us_per_step": exposed,
         "communication_us_per_step": comm_us,
         "overlapped_share": 1.0 - exposed / comm_us if comm_us > 0 else None,
         "collectives_us_per_step": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
         "kernels": top_kernels(ctx, comm),
-        "rank": dist.get("rank"),
-        "world_size": dist.get("world_size"),
+        "rank": dist.rank,
+        "world_size": dist.world_size,
         "strategy_guess": fix[0],
         "strategy": comm_block.strategy if comm_block is not None else [],
     }
