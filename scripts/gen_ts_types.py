@@ -53,10 +53,14 @@ Schema = dict[str, Any]
 
 
 def roots() -> list[type]:
-    """The types whose schemas (and everything they reference) become declarations."""
-    from tb_mfu_plugin.analysis.report import Report
+    """The types whose schemas (and everything they reference) become declarations.
 
-    return [Report]
+    ``StrategyRow`` is the plugin's ``/compare`` body's ``strategies`` (diagnosis.strategies).
+    """
+    from tb_mfu_plugin.analysis.report import Report
+    from tb_mfu_plugin.diagnosis.strategies import StrategyRow
+
+    return [Report, StrategyRow]
 
 
 def _walk(t: mi.Type, found: dict[str, mi.Type]) -> None:

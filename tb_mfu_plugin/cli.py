@@ -44,9 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit with status 3 when any analysed worker's MFU is below PCT percent (for CI)",
     )
     _add_analysis_flags(a)
-    c = sub.add_parser("compare", help="compare two runs: metric deltas and findings fixed or new")
+    c = sub.add_parser(
+        "compare",
+        help="compare runs: metric deltas and findings fixed or new; distributed runs or more than two "
+        "runs also side by side by parallel strategy",
+    )
     c.add_argument("baseline", help="the run before (a run directory or a trace file; local, URL or archive)")
-    c.add_argument("other", help="the run after")
+    c.add_argument("other", nargs="+", help="the run after; more runs (e.g. one per strategy) may follow")
     c.add_argument("--json", action="store_true", help="print the comparison as JSON on stdout")
     _add_analysis_flags(c)
     e = sub.add_parser("export-scalars", help="write the per-step figures as TensorBoard scalars (Scalars, HParams)")
@@ -67,6 +71,12 @@ def _add_analysis_flags(a: argparse.ArgumentParser) -> None:
     a.add_argument("--device-name", help="GPU model to take the peak from, e.g. 'H100 SXM' (overrides the trace)")
     a.add_argument("--flops-per-step", type=float, help="model FLOPs per step (overrides the sidecar file)")
     a.add_argument("--tf32", action="store_true", help="fp32 matmuls ran as TF32 on tensor cores")
+    a.add_argument(
+        "--interconnect",
+        metavar="LINK",
+        help="the link collectives run over, for bus-bandwidth shares: 'NVLink 4', 'PCIe 5 x16', ... or a "
+        "GB/s figure (default: inferred from the GPU model; docs/distributed.md)",
+    )
     a.add_argument(
         "--tensor-core-pattern",
         action="append",
@@ -166,6 +176,7 @@ def _options(args: argparse.Namespace) -> AnalysisOptions:
         device_name=args.device_name,
         flops_per_step=args.flops_per_step,
         tf32=args.tf32,
+        interconnect=args.interconnect,
         tensor_core_patterns=tuple(args.tensor_core_pattern),
         thresholds=tuple(args.threshold),
         limits=Limits(**{f: type(getattr(DEFAULT_LIMITS, f))(getattr(args, f)) for f, _ in FLAGS.values()}),
@@ -174,7 +185,7 @@ def _options(args: argparse.Namespace) -> AnalysisOptions:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    paths = [args.baseline, args.other] if args.command == "compare" else [args.path]
+    paths = [args.baseline, *args.other] if args.command == "compare" else [args.path]
     options = _options(args)
     refusal = _refusal(paths, options, args.storage_options)
     if refusal is not None:
@@ -193,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if w.error:
                 print(f"tb-mfu: {one_line(w.file)}: {one_line(w.error)}", file=sys.stderr)
     if args.command == "compare":
-        return _compare(reports[0], reports[1], args.json)
+        return _compare(reports, args.json)
     if args.command == "export-scalars":
         return _export_scalars(reports[0], args.out, args.replace)
     return _analyze(reports[0], args.json, args.top, args.min_mfu)
@@ -269,30 +280,40 @@ def _first_worker(report: Report) -> WorkerReport | None:
     return next((w for r in report.runs for w in r.workers if w.error is None and w.summary is not None), None)
 
 
-def _compare(baseline: Report, other: Report, as_json: bool) -> int:
-    """``tb-mfu compare``: the first analysed worker of each run, figures and findings."""
+def _compare(reports: list[Report], as_json: bool) -> int:
+    """``tb-mfu compare``: the first analysed worker of the first two paths, figures and findings;
+    with a distributed run or more than two paths, every run side by side by strategy."""
     from .diagnosis.compare import compare_findings
+    from .diagnosis.strategies import strategy_table
 
     if not as_json:  # text in the tables, never markup; the findings are matched as shown
-        baseline, other = for_rich(baseline), for_rich(other)
+        reports = [for_rich(r) for r in reports]
+    baseline, other = reports[0], reports[1]
     a, b = _first_worker(baseline), _first_worker(other)
     if a is None or b is None:
         print("tb-mfu: compare needs one analysable worker in each run", file=sys.stderr)
         return 1
     assert a.summary is not None and b.summary is not None
     changes = compare_findings(a.findings, b.findings)
+    runs = [run for r in reports for run in r.runs]
+    strategies = strategy_table(runs) if len(reports) > 2 or any(run.strategy for run in runs) else []
     if as_json:
         body = {
             "schema_version": 1,
             "baseline": {"file": a.file, "summary": a.summary},
             "other": {"file": b.file, "summary": b.summary},
             "findings": changes,
+            "strategies": strategies,
         }
         sys.stdout.buffer.write(json_bytes(body) + b"\n")
         return 0
     from .render import print_comparison
 
     print_comparison(a, b, changes)
+    if strategies:
+        from .render_dist import print_strategies
+
+        print_strategies(strategies)
     return 0
 
 

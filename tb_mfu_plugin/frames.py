@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from .analysis.dist_report import Collective
 from .analysis.report import CopyStats, KernelStats, Report, Step, Summary, SyncStats, WorkerReport
 
 if TYPE_CHECKING:
@@ -76,8 +77,13 @@ FINDINGS: Schema = {**IDENTITY, "id": "string", "severity": "string", "title": "
                     "recommendation": "string", "evidence": "object"}
 RANKS: Schema = {"run": "string", "rank": "Int64", "worker": "string", "span": "string",
                  "step_time_us": "float64", "gpu_busy_share": "float64", "idle_share": "float64",
-                 "exposed_communication_us_per_step": "float64", "mfu": "float64", "straggler": "bool"}
-COLLECTIVES: Schema = {**IDENTITY, "rank": "Int64", "collective": "string", "kernel_us_per_step": "float64"}
+                 "exposed_communication_us_per_step": "float64", "mfu": "float64", "straggler": "bool",
+                 "communication_us_per_step": "float64", "overlap_ratio": "float64", "bubble_share": "float64",
+                 "clock_shift_us": "float64", "collective_wait_us_per_step": "float64"}
+# ``collective`` and ``kernel_us_per_step`` are the Collective's ``kind`` and ``us_per_step``, under
+# the names the frame had before the report carried a per-collective table.
+COLLECTIVES: Schema = {**IDENTITY, "rank": "Int64", "collective": "string", "kernel_us_per_step": "float64",
+                       **struct_schema(Collective, skip=("kind", "us_per_step"))}
 
 
 def frame(rows: list[Row], schema: Schema, extra: Schema | None = None) -> pd.DataFrame:
@@ -177,14 +183,14 @@ def ranks_rows(report: Report) -> list[Row]:
 
 
 def collectives_rows(report: Report) -> list[Row]:
-    """Collective kernel time by collective, from the ``exposed_communication`` finding's evidence:
-    only workers where that finding fired (exposed communication over its threshold) have rows."""
+    """One row per collective kind, process group and dtype of every worker that ran collectives
+    (``WorkerReport.communication``, docs/distributed.md)."""
     rows = []
     for _, w, ident in _workers(report):
-        for f in w.findings:
-            ev = f.evidence
-            if f.id != "exposed_communication" or not isinstance(ev.get("collectives_us_per_step"), dict):
-                continue
-            for name, us in ev["collectives_us_per_step"].items():
-                rows.append({**ident, "rank": ev.get("rank"), "collective": name, "kernel_us_per_step": us})
+        if w.communication is None:
+            continue
+        rank = w.distributed.rank if w.distributed is not None else None
+        for c in w.communication.collectives:
+            rows.append({**ident, "rank": rank, "collective": c.kind, "kernel_us_per_step": c.us_per_step,
+                         **_fields(c, COLLECTIVES)})
     return rows

@@ -21,15 +21,19 @@ from typing import Any
 import numpy as np
 
 from . import __version__
+from .analysis.communication import analyze_communication
 from .analysis.devices import gpu_devices
 from .analysis.distributed import distributed_block
 from .analysis.flops import implausible_input_ops, is_flop_op
 from .analysis.mfu import apply_to_report as apply_flops
 from .analysis.op_bytes import is_roofline_op
+from .analysis.pipeline_bubble import analyze_pipeline
 from .analysis.report import Report, RunReport, WorkerReport
 from .analysis.roofline import apply_to_report as apply_roofline
-from .analysis.worker import analyze_device
+from .analysis.steps import Steps
+from .analysis.worker import DeviceView, analyze_device
 from .diagnosis import DEFAULT, Thresholds, diagnose
+from .diagnosis.distributed import analyze_ranks
 from .diagnosis.ranks import compare_ranks
 from .errors import TraceError, reason_line
 from .executors import Executor, FileJob, open_executor
@@ -115,6 +119,7 @@ def analyze_tables(
         report.span = span
         report.distributed = distributed_block(tables.meta.distributed_info, report.notes)
         apply_flops(report, tables, steps, view, options, sidecar)
+        _apply_distributed(report, tables, steps, view, options)
         try:
             apply_roofline(report, tables, steps)  # after FLOPs: the roof uses MFU's peak
         except Exception as exc:  # a roofline bug must not cost the rest of the report
@@ -130,6 +135,23 @@ def analyze_tables(
         report.notes.extend(notes)
         reports.append(report)
     return reports
+
+
+def _apply_distributed(
+    report: WorkerReport, tables: TraceTables, steps: Steps, view: DeviceView, options: AnalysisOptions
+) -> None:
+    """The communication and pipeline blocks; before the diagnosis, whose rules read them."""
+    if report.error is not None or len(steps) == 0:
+        return
+    try:
+        name = report.device.name if report.device else None
+        launched = tables.launcher[tables.gpu.device == view.gpu.device[0]] >= 0 if len(view.gpu) else None
+        report.communication = analyze_communication(
+            tables, view.gpu, view.step, steps, name, options.interconnect, launched
+        )
+        report.pipeline = analyze_pipeline(tables, view.gpu, view.step, steps, report.communication)
+    except Exception as exc:  # a bug here must not cost the rest of the report
+        report.notes.append(f"communication analysis failed: {type(exc).__name__}: {exc}")
 
 
 def _capped_devices(tables: TraceTables, cap: int) -> tuple[list[int], str | None]:
@@ -189,25 +211,31 @@ def analyze_file(
 FileReportsFn = Callable[[str, SpanFile], list[WorkerReport]]
 
 
-def run_report(run: RunFiles, reports_of: FileReportsFn, with_ranks: bool = True) -> RunReport:
+def run_report(
+    run: RunFiles, reports_of: FileReportsFn, thresholds: Thresholds = DEFAULT, with_ranks: bool = True
+) -> RunReport:
     """A run's report, the one way every face puts it together: the reports of its files
     (workers in discovery order, each worker's spans in time order, each file's devices),
-    with the ranks compared for distributed runs. ``with_ranks=False`` leaves the ranks out
-    (the tab's partial report: a comparison of the ranks in so far would mislead)."""
+    with the ranks compared, their clocks aligned and the strategy named for distributed runs
+    (``diagnosis.distributed``). ``with_ranks=False`` leaves the run-level view out (the
+    tab's partial report: a comparison of the ranks in so far would mislead)."""
     workers = [r for w in run.workers for span in w.spans for r in reports_of(w.name, span)]
-    ranks = None
-    if with_ranks:
+    if not with_ranks:
+        return RunReport(name=run.name, workers=workers)
+    try:
+        view = analyze_ranks(workers, thresholds)
+    except Exception:  # noqa: BLE001 - the run-level view is optional; the workers' reports are not
         try:
-            ranks = compare_ranks(workers)
-        except Exception:  # noqa: BLE001 - the side-by-side view is optional; the workers' reports are not
-            ranks = None
-    return RunReport(name=run.name, workers=workers, ranks=ranks)
+            return RunReport(name=run.name, workers=workers, ranks=compare_ranks(workers))
+        except Exception:  # noqa: BLE001
+            return RunReport(name=run.name, workers=workers)
+    return RunReport(name=run.name, workers=view.workers, ranks=view.ranks, strategy=view.strategy)
 
 
 def analyze_run(run: RunFiles, options: AnalysisOptions | None = None, progress: ProgressFn | None = None) -> RunReport:
     """Analyse every file of ``run`` here, in turn; ``progress`` gets each file's decoded bytes."""
     opts = options or AnalysisOptions()
-    return run_report(run, lambda worker, span: analyze_file(span, worker, opts, progress))
+    return run_report(run, lambda worker, span: analyze_file(span, worker, opts, progress), thresholds_from(opts))
 
 
 def analyze_path(
@@ -255,7 +283,7 @@ def analyze_paths(
             {(w.name, s.path): _submit(executor, meter, r.name, w.name, s) for w in r.workers for s in w.spans}
             for r in every
         ]
-        reports = iter([run_report(r, _results(files)) for r, files in zip(every, futures, strict=True)])
+        reports = iter([run_report(r, _results(files), thresholds_from(opts)) for r, files in zip(every, futures, strict=True)])
     return [Report(tool_version=__version__, runs=[next(reports) for _ in runs]) for runs in found]
 
 

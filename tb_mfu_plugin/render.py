@@ -16,10 +16,11 @@ from rich.console import Console
 from rich.table import Table
 
 from .analysis.flops_detail import FlopsDetail
-from .analysis.report import Device, Report, RunReport, Summary, WorkerReport
+from .analysis.report import Device, Report, Summary, WorkerReport
 from .diagnosis.compare import FindingChange
 from .escape import for_rich, markup_escape
 from .fmt import core_unit, mfu_text, nbytes, pct, tflop, us
+from .render_dist import print_communication, print_ranks
 
 if TYPE_CHECKING:
     from .pipeline import PathProgressFn
@@ -62,31 +63,7 @@ def print_report(report: Report, top: int) -> None:
     for run in report.runs:
         for w in run.workers:
             _print_worker(console, run.name, w, top)
-        _print_ranks(console, run)
-
-
-def _print_ranks(console: Console, run: RunReport) -> None:
-    r = run.ranks
-    if r is None:
-        return
-    t = _table(
-        f"{run.name}: ranks side by side (world size {r.world_size})",
-        ("rank", "worker", "median step", "GPU busy", "idle", "exposed comm / step", "MFU"),
-    )
-    for row in r.ranks:
-        t.add_row(
-            str(row.rank),
-            row.worker,
-            us(row.step_time_us),
-            pct(row.gpu_busy_share),
-            pct(row.idle_share),
-            us(row.exposed_communication_us_per_step),
-            pct(row.mfu),
-        )
-    console.print(t)
-    if r.straggler is not None:
-        console.print(f"[bold]straggler: {r.straggler.worker}[/] — {r.straggler.reason}", highlight=False)
-    console.print()
+        print_ranks(console, run)
 
 
 def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int) -> None:
@@ -127,6 +104,7 @@ def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int) ->
     _print_flops(console, w)
     _print_copies_and_syncs(console, w)
     _print_launches(console, w)
+    print_communication(console, w)
     _print_top_kernels(console, w, top)
     _print_roofline(console, w, top)
     _print_diagnosis(console, w)

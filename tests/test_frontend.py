@@ -8,7 +8,6 @@ skipped without it, like the committed-bundle check in tests/plugin/test_plugin.
 from __future__ import annotations
 
 import enum
-import importlib.util
 import json
 import re
 import shutil
@@ -19,6 +18,7 @@ from typing import Annotated, Any, Literal, TypedDict
 
 import msgspec
 import pytest
+from conftest import load_module
 
 ROOT = Path(__file__).resolve().parent.parent
 FRONTEND = ROOT / "frontend"
@@ -27,11 +27,7 @@ SRC = FRONTEND / "src"
 
 def _gen() -> ModuleType:
     """scripts/gen_ts_types.py as a module (scripts/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("gen_ts_types", ROOT / "scripts" / "gen_ts_types.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(ROOT / "scripts" / "gen_ts_types.py")
 
 
 def _node_tool(name: str) -> Path:

@@ -8,7 +8,7 @@
 // Keys it does not know, TensorBoard keeps. Invalid values fall back to the defaults.
 import type { RunReport, WorkerReport } from './types';
 
-export type View = 'overview' | 'compare';
+export type View = 'overview' | 'compare' | 'strategies';
 
 export interface HashState {
   view?: View;
@@ -78,7 +78,7 @@ export function readHash(): HashState {
   const view = get('view');
   const device = get('device');
   return {
-    view: view === 'overview' || view === 'compare' ? view : undefined,
+    view: view === 'overview' || view === 'compare' || view === 'strategies' ? view : undefined,
     run: text(get('run')),
     worker: text(get('worker')),
     span: get('span') !== undefined && (get('span') ?? '').length <= MAX_VALUE ? get('span') : undefined,

@@ -1,6 +1,7 @@
 // The MFU tab: TensorBoard loads this ES module into the plugin iframe and calls render().
 import { fetchCompare, fetchReport, fetchRuns, HttpError, tensorboardUrl } from './api';
 import { disposeCharts } from './charts';
+import { strategyText } from './communication';
 import { type CompareColumn, renderCompare } from './compare';
 import { type Child, clear, h, ICONS, icon, replace } from './dom';
 import { type HashState, hashWorker, onHashChange, readHash, workerKey, writeHash } from './hashstate';
@@ -18,13 +19,15 @@ import {
   stateLabel,
   statusLine,
 } from './status';
+import { strategiesCard } from './strategies';
 import css from './style.css';
 import type { PendingFile, RunReport, RunStatus, RunsBody, WorkerReport } from './types';
 import { Uploader } from './upload';
 import { usable, workerLabel } from './workers';
 
-type View = 'overview' | 'compare';
+type View = 'overview' | 'compare' | 'strategies';
 
+const VIEW_LABEL: Record<View, string> = { overview: 'Overview', compare: 'Compare', strategies: 'Strategies' };
 const POLL_LOADING_MS = 1000;
 const POLL_IDLE_MS = 15000;
 const STORE = 'tb-mfu:';
@@ -114,7 +117,7 @@ function renderHeader(): void {
   // tabs
   replace(
     el.tabs,
-    (['overview', 'compare'] as View[]).map((v) =>
+    (['overview', 'compare', 'strategies'] as View[]).map((v) =>
       h(
         'button',
         {
@@ -123,7 +126,7 @@ function renderHeader(): void {
           attrs: { role: 'tab', 'aria-selected': String(state.view === v) },
           on: { click: () => setView(v) },
         },
-        v === 'overview' ? 'Overview' : 'Compare',
+        VIEW_LABEL[v],
       ),
     ),
   );
@@ -165,7 +168,7 @@ function renderHeader(): void {
 
 function setView(v: View): void {
   state.view = v;
-  if (v === 'compare' && !stored('compare-touched') && state.run) {
+  if (v !== 'overview' && !stored('compare-touched') && state.run) {
     // Until the user picks, compare the run on screen with the next one.
     const names = (state.runs?.runs ?? []).map((r) => r.name);
     const i = names.indexOf(state.run);
@@ -195,7 +198,7 @@ function hashSnapshot(): HashState {
     view: state.view,
     run: state.run ?? undefined,
     ...(state.view === 'overview' && report && idx !== undefined ? workerKey(report.workers[idx]) : {}),
-    compare: state.view === 'compare' && state.compare.length ? state.compare : undefined,
+    compare: state.view !== 'overview' && state.compare.length ? state.compare : undefined,
   };
 }
 
@@ -293,12 +296,12 @@ async function renderMain(force = false): Promise<void> {
   const wanted =
     state.view === 'overview'
       ? `o|${state.run}|${state.worker.get(state.run ?? '') ?? 0}|${sig(runStatus(state.run))}|${state.runs?.scanned}`
-      : `c|${state.compare.join('\u0000')}|${state.compare.map((n) => `${sig(runStatus(n))}:${state.worker.get(n) ?? -1}`).join(';')}|${runs.map((r) => r.name).join('\u0000')}`;
+      : `${state.view}|${state.compare.join('\u0000')}|${state.compare.map((n) => `${sig(runStatus(n))}:${state.worker.get(n) ?? -1}`).join(';')}|${runs.map((r) => r.name).join('\u0000')}`;
   if (!force && wanted === state.shownSig) return;
 
   let content: Child;
   try {
-    content = state.view === 'overview' ? await overviewContent() : await compareContent();
+    content = state.view === 'overview' ? await overviewContent() : await compareContent(state.view);
   } catch (err) {
     content = errorPanel('Could not load the report', [err instanceof Error ? err.message : String(err)]);
   }
@@ -335,6 +338,17 @@ async function overviewContent(): Promise<Child> {
     'div',
     { class: 'runbar' },
     h('h1', { class: 'runtitle', testid: 'run-title' }, report.name),
+    report.strategy?.length
+      ? h(
+          'span',
+          {
+            class: 'pill',
+            testid: 'run-strategy',
+            title: 'Parallelism detected from the collectives (docs/distributed.md)',
+          },
+          strategyText(report.strategy),
+        )
+      : null,
     h('span', { class: 'dim mono small', title: r.path }, r.path),
     h('span', { class: 'spacer' }),
     downloadLinks(report.name, idx),
@@ -356,12 +370,12 @@ async function overviewContent(): Promise<Child> {
         )
       : null,
     pendingFiles.length ? partialBanner(r, pendingFiles) : null,
-    report.ranks ? ranksCard(report.ranks, pendingFiles) : null,
+    report.ranks ? ranksCard(report.ranks, report.strategy, pendingFiles) : null,
     renderWorker(w),
   ];
 }
 
-async function compareContent(): Promise<Child> {
+async function compareContent(view: View): Promise<Child> {
   const runs = state.runs?.runs ?? [];
   const chips = h(
     'div',
@@ -410,6 +424,7 @@ async function compareContent(): Promise<Child> {
       ),
     ];
   const body = await fetchCompare(state.compare);
+  if (view === 'strategies') return [chips, strategiesCard(body.strategies ?? [])];
   const cols: CompareColumn[] = body.runs.map((e) => {
     const good = e.report ? usable(e.report) : [];
     let wi = state.worker.get(e.name);
@@ -452,7 +467,7 @@ export function render(): void {
   style.textContent = cssVariables() + css;
   document.head.appendChild(style);
   const saved = stored('view');
-  if (saved === 'compare' || saved === 'overview') state.view = saved;
+  if (saved === 'compare' || saved === 'overview' || saved === 'strategies') state.view = saved;
   applyHash(readHash()); // a link's view wins over the last one used here
   onHashChange((hs) => {
     const now = hashSnapshot();

@@ -3,6 +3,7 @@
 import { copiesCard, kernelsCard, launchesCard, syncsCard } from './activity';
 import { card } from './card';
 import { chart, tooltipBase, tooltipNode } from './charts';
+import { communicationCard } from './communication';
 import { findingsCard } from './diagnosis';
 import { type Child, h, ICONS, icon } from './dom';
 import { flopsCard, mfuReason, peakInfo } from './flops';
@@ -281,6 +282,7 @@ export function renderWorker(w: WorkerReport): HTMLElement {
     h('div', { class: 'row two' }, busyVsFast(s), deviceCard(w, s)),
     h('div', { class: 'row two' }, findingsCard(w), waterfallCard(w)),
     stepsChart(w, s),
+    communicationCard(w),
     h('div', { class: 'row two' }, flopsCard(w), launchesCard(w), copiesCard(w), syncsCard(w)),
     rooflineCard(w),
     kernelsCard(w),

@@ -2,9 +2,12 @@
 // generates from the msgspec schema of tb_mfu_plugin/analysis/report.py; this file adds
 // the plugin's own /runs and /compare bodies.
 // Units: time in µs, shares as fractions 0-1, bytes, FLOPs and FLOP/s as numbers.
-import type { RunReport } from './report_types';
+import type { RunReport, StrategyRow } from './report_types';
 
 export type {
+  Collective,
+  CommStep,
+  Communication,
   CopyStats,
   Device,
   Distributed,
@@ -12,6 +15,7 @@ export type {
   FlopsDetail,
   KernelStats,
   LaunchStats,
+  Pipeline,
   RankRow,
   RankSummary,
   Roofline,
@@ -20,6 +24,7 @@ export type {
   RunReport,
   Spread,
   Step,
+  StrategyRow,
   Summary,
   SyncStats,
   WaterfallBar,
@@ -103,4 +108,5 @@ export interface CompareEntry {
 export interface CompareBody {
   schema_version: number;
   runs: CompareEntry[];
+  strategies: StrategyRow[]; // the loaded runs side by side by strategy (diagnosis/strategies.py)
 }

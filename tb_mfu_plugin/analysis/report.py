@@ -13,6 +13,7 @@ from typing import Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from .dist_report import Communication, Pipeline
 from .flops_detail import FlopsDetail
 
 SCHEMA_VERSION = 1
@@ -294,6 +295,11 @@ class WorkerReport(msgspec.Struct, kw_only=True):
     notes: list[str] = []  # human-readable caveats
     distributed: Distributed | None = None
     trace_bytes: int = 0
+    # Distributed runs (analysis.communication, analysis.pipeline_bubble; docs/distributed.md):
+    # collectives and their overlap with compute, None without collective kernels; the pipeline
+    # bubble, None unless the rank is a pipeline stage.
+    communication: Communication | None = None
+    pipeline: Pipeline | None = None
 
 
 class RankRow(msgspec.Struct, kw_only=True):
@@ -305,6 +311,15 @@ class RankRow(msgspec.Struct, kw_only=True):
     idle_share: float
     exposed_communication_us_per_step: float | None
     mfu: float | None
+    # From the communication block and the ranks' aligned clocks (diagnosis.distributed;
+    # docs/distributed.md): None on ranks without collectives.
+    communication_us_per_step: float | None = None
+    overlap_ratio: float | None = None
+    bubble_share: float | None = None  # pipeline stages only
+    # What to add to this rank's timestamps to read the reference rank's clock, µs.
+    clock_shift_us: float | None = None
+    # Time inside collectives waiting for a member that started later (clocks aligned), per step.
+    collective_wait_us_per_step: float | None = None
 
 
 class Straggler(msgspec.Struct, kw_only=True):
@@ -321,6 +336,9 @@ class RankSummary(msgspec.Struct, kw_only=True):
     world_size: int | None
     ranks: list[RankRow]
     straggler: Straggler | None = None
+    clock_reference: str | None = None  # the worker whose clock the shifts are relative to
+    clock_residual_us: float | None = None  # median spread of a call's aligned ends across ranks
+    clock_note: str | None = None  # one line: how the clocks were aligned, and by how much
 
 
 class RunReport(msgspec.Struct, kw_only=True):
@@ -328,6 +346,9 @@ class RunReport(msgspec.Struct, kw_only=True):
     workers: list[WorkerReport] = []
     # Distributed runs: the ranks side by side and the straggler (diagnosis.ranks), else None.
     ranks: RankSummary | None = None
+    # The parallelism of the run, from its ranks' collectives (analysis.strategy): DP, DDP, FSDP,
+    # TP, PP, EP in that order, e.g. ["FSDP", "TP"]; empty on one GPU.
+    strategy: list[str] = []
 
 
 class Report(msgspec.Struct, kw_only=True):

@@ -8,13 +8,22 @@ have much more, is the one they wait for.
 
 from __future__ import annotations
 
+import msgspec
+
 from ..analysis.report import Distributed, RankRow, RankSummary, Straggler, WorkerReport
 
-__all__ = ["RankRow", "RankSummary", "Straggler", "compare_ranks"]
+__all__ = ["RankClock", "RankRow", "RankSummary", "Straggler", "compare_ranks"]
 
 # The spread of exposed communication between ranks that names a straggler, as a share
 # of the median step time.
 STRAGGLER_MIN_SPREAD = 0.10
+
+
+class RankClock(msgspec.Struct, kw_only=True):
+    """One rank's clock against the reference, and its waiting (analysis.clock_skew)."""
+
+    shift_us: float | None
+    wait_us_per_step: float | None
 
 
 def _exposed(w: WorkerReport) -> float | None:
@@ -27,14 +36,15 @@ def _has_rank(w: WorkerReport) -> bool:
     return w.error is None and w.summary is not None and w.distributed not in (None, Distributed())
 
 
-def compare_ranks(workers: list[WorkerReport]) -> RankSummary | None:
-    """Side by side view of a run's ranks; None unless it has two or more analysed ranks."""
-    ok = [w for w in workers if _has_rank(w)]
+def compare_ranks(workers: list[WorkerReport], clocks: list[RankClock | None] | None = None) -> RankSummary | None:
+    """Side by side view of a run's ranks; None unless it has two or more analysed ranks.
+    ``clocks``, one per worker when given, holds the aligned clocks (diagnosis.distributed)."""
+    ok = [(w, clocks[i] if clocks else None) for i, w in enumerate(workers) if _has_rank(w)]
     if len(ok) < 2:
         return None
     rows = []
-    for w in ok:
-        s, dist = w.summary, w.distributed
+    for w, clock in ok:
+        s, dist, comm = w.summary, w.distributed, w.communication
         assert s is not None and dist is not None
         rows.append(
             RankRow(
@@ -46,10 +56,15 @@ def compare_ranks(workers: list[WorkerReport]) -> RankSummary | None:
                 idle_share=s.idle_share,
                 exposed_communication_us_per_step=_exposed(w),
                 mfu=s.mfu,
+                communication_us_per_step=comm.communication_us_per_step if comm else None,
+                overlap_ratio=comm.overlap_ratio if comm else None,
+                bubble_share=w.pipeline.bubble_share if w.pipeline else None,
+                clock_shift_us=clock.shift_us if clock else None,
+                collective_wait_us_per_step=clock.wait_us_per_step if clock else None,
             )
         )
     rows.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.worker))
-    first = ok[0].distributed
+    first = ok[0][0].distributed
     return RankSummary(world_size=first.world_size if first else None, ranks=rows, straggler=_straggler(rows))
 
 

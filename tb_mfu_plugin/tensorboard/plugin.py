@@ -27,6 +27,7 @@ from werkzeug import wrappers
 from .. import __version__ as TOOL_VERSION
 from ..analysis.report import SCHEMA_VERSION, RunReport
 from ..diagnosis.ranks import compare_ranks
+from ..diagnosis.strategies import strategy_table
 from ..escape import json_bytes
 from ..options import AnalysisOptions
 from ..pipeline import run_report
@@ -175,7 +176,7 @@ class MfuPlugin(base_plugin.TBPlugin):
         """The run's ``RunReport``, put together by ``pipeline.run_report`` as the CLI's is,
         so the route and ``--json`` agree. Files not analysed yet have no reports in it."""
         by_file = {(worker, span.path): st for worker, span, st in states}
-        return run_report(run, lambda worker, span: by_file[(worker, span.path)].worker_reports(), with_ranks)
+        return run_report(run, lambda worker, span: by_file[(worker, span.path)].worker_reports(), with_ranks=with_ranks)
 
     def _partial(self, run: RunFiles, states: list[SpanState]) -> dict[str, Any]:
         """A run still loading: the reports of the files done so far (in the final order), the
@@ -315,5 +316,7 @@ class MfuPlugin(base_plugin.TBPlugin):
                     "report": None if loading else self._report_for(run, states),
                 }
             )
-        body = {"schema_version": SCHEMA_VERSION, "runs": out}
+        # the loaded runs side by side by parallel strategy (the CLI's `compare` table)
+        loaded = [e["report"] for e in out if e["report"] is not None]
+        body = {"schema_version": SCHEMA_VERSION, "runs": out, "strategies": strategy_table(loaded)}
         return self._respond(request, body)

@@ -23,21 +23,7 @@ KEEP = ("aten::matmul", "aten::bmm", "aten::mm", "aten::addmm", "aten::linear", 
 
 
 class Builder(TraceBuilder):
-    """TraceBuilder plus the pieces the rules look at: annotations, nested ops, copies, syncs."""
-
-    def annotation(self, name: str, ts: float, dur: float) -> None:
-        self.events.append(
-            {
-                "ph": "X",
-                "cat": "user_annotation",
-                "name": name,
-                "pid": self.pid,
-                "tid": self.tid,
-                "ts": ts,
-                "dur": dur,
-                "args": {"External id": self._next_ext()},
-            }
-        )
+    """TraceBuilder plus the pieces the rules look at: launches, copies, syncs."""
 
     def launch(self, name: str, cpu_ts: float, gpu_ts: float, dur: float, **kw: Any) -> int:
         corr = self.runtime("cudaLaunchKernel", cpu_ts, 1.0)

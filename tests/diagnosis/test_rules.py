@@ -34,6 +34,8 @@ def test_rule_ids_are_the_fixed_ones() -> None:
         "no_tensor_cores",
         "dataloader_stall",
         "exposed_communication",
+        "low_bus_bandwidth",
+        "pipeline_bubble",
         "gpu_idle",
         "below_roofline",
     )

@@ -78,6 +78,20 @@ def test_compare_returns_each_runs_report(serve, two_runs):
     for e in body["runs"]:
         assert e["state"] == "ready"
         assert e["report"] == expected[e["name"]]
+    # the Strategies view's table: one row per run, in the order asked, as `tb-mfu compare` computes it
+    rows = body["strategies"]
+    assert [r["run"] for r in rows] == [RUN_B, RUN_A]
+    for r in rows:
+        w = expected[r["run"]]["workers"][0]
+        summary, peak = w["summary"], w["device"]["peak_flops"]
+        assert r["ranks"] == 1 and r["strategy"] == [] and r["exposed_communication_us_per_step"] is None
+        assert r["step_time_us"] == summary["step_time_us"]
+        # MFU at the median step (the steady state, diagnosis/strategies.py), where FLOPs and peak are known
+        if summary["flops_per_step"] is None or summary["mfu"] is None or not peak:
+            assert r["mfu_mean"] == summary["mfu"]
+        else:
+            median_mfu = summary["flops_per_step"] / (summary["step_time_us"] * 1e-6) / peak
+            assert r["mfu_mean"] == pytest.approx(median_mfu)
 
 
 def test_static_bundle_is_served_with_its_type(serve, two_runs):
