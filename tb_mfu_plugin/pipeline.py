@@ -283,7 +283,8 @@ def analyze_paths(
             {(w.name, s.path): _submit(executor, meter, r.name, w.name, s) for w in r.workers for s in w.spans}
             for r in every
         ]
-        reports = iter([run_report(r, _results(files), thresholds_from(opts)) for r, files in zip(every, futures, strict=True)])
+        th = thresholds_from(opts)
+        reports = iter([run_report(r, _results(files), th) for r, files in zip(every, futures, strict=True)])
     return [Report(tool_version=__version__, runs=[next(reports) for _ in runs]) for runs in found]
 
 

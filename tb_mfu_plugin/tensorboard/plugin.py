@@ -176,7 +176,8 @@ class MfuPlugin(base_plugin.TBPlugin):
         """The run's ``RunReport``, put together by ``pipeline.run_report`` as the CLI's is,
         so the route and ``--json`` agree. Files not analysed yet have no reports in it."""
         by_file = {(worker, span.path): st for worker, span, st in states}
-        return run_report(run, lambda worker, span: by_file[(worker, span.path)].worker_reports(), with_ranks=with_ranks)
+        reports_of = lambda worker, span: by_file[(worker, span.path)].worker_reports()  # noqa: E731
+        return run_report(run, reports_of, with_ranks=with_ranks)
 
     def _partial(self, run: RunFiles, states: list[SpanState]) -> dict[str, Any]:
         """A run still loading: the reports of the files done so far (in the final order), the
