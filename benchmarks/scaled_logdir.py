@@ -32,7 +32,8 @@ from werkzeug.test import Client
 from tb_mfu_plugin.tensorboard.plugin import MfuPlugin
 
 ROOT = Path(__file__).resolve().parent.parent
-SCALE = ROOT.parent / "shared" / "tools" / "scale_trace.py"
+# $TB_MFU_SCALE_TRACE: the tool elsewhere than ../shared (another machine, a copy of it).
+SCALE = Path(os.environ.get("TB_MFU_SCALE_TRACE") or ROOT.parent / "shared" / "tools" / "scale_trace.py")
 _RANK = re.compile(rb'("distributedInfo": \{[^}]*?"rank": )(\d+)([^}]*?"world_size": )(\d+)')
 
 
@@ -114,9 +115,10 @@ def plugin_client(logdir: Path, cache_dir: Path | None, workers: int, scheduler:
     return plugin, Client(application.TensorBoardWSGI([plugin]))
 
 
-def get(client: Any, route: str) -> tuple[int, Any, float]:
-    """(status, JSON body, seconds) of one request to the plugin."""
+def get(client: Any, route: str, parse: bool = True) -> tuple[int, Any, float]:
+    """(status, JSON body or {"workers": []} unparsed, seconds of the request) of one request to the plugin."""
     t0 = time.perf_counter()
     r = client.get("/data/plugin/mfu" + route)
-    body = json.loads(r.get_data())
-    return r.status_code, body, time.perf_counter() - t0
+    data = r.get_data()
+    seconds = time.perf_counter() - t0
+    return r.status_code, json.loads(data) if parse else {"workers": []}, seconds
