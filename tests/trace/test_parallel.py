@@ -37,6 +37,7 @@ def _assert_same(a: TraceTables, b: TraceTables) -> None:
                 assert a.cpu.inputs == b.cpu.inputs
             else:
                 np.testing.assert_array_equal(getattr(ta, k), getattr(tb, k), err_msg=k)
+    assert a.comm_args == b.comm_args  # the NCCL kernels' records, in the order the gpu "comm" column indexes
     assert a.meta == b.meta
 
 
@@ -87,6 +88,7 @@ def test_parallel_reports_equal_serial_on_a_real_trace(
     serial = decode_trace(str(plain), keep_inputs=_keep_inputs, processes=1)
     split = decode_trace(str(plain), keep_inputs=_keep_inputs, processes=4)
     _assert_same(split, serial)
+    assert len(serial.comm_args) == 2 and (serial.gpu.comm >= 0).sum() == 72  # records from several ranges
     options = AnalysisOptions()
     a = [msgspec.json.encode(r) for r in analyze_tables(serial, "w", "", options)]
     b = [msgspec.json.encode(r) for r in analyze_tables(split, "w", "", options)]
