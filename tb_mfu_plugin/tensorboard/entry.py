@@ -19,115 +19,8 @@ class MfuPluginLoader(base_plugin.TBLoader):
 
     def define_flags(self, parser):  # type: ignore[no-untyped-def]
         group = parser.add_argument_group("mfu plugin")
-        group.add_argument(
-            "--mfu_cache_dir",
-            metavar="DIR",
-            type=str,
-            default=None,
-            help=(
-                "Where the MFU tab keeps analysed traces between restarts "
-                f"(default: ${CACHE_DIR_ENV}, else ~/.cache/tb_mfu_plugin; 'none' turns it off). "
-                "Nothing is ever written into the logdir."
-            ),
-        )
-        group.add_argument(
-            "--mfu_cache_max_bytes",
-            metavar="BYTES",
-            type=str,
-            default=None,
-            help=(
-                f"Cap of the MFU tab's disk cache (K, M, G suffixes; default: ${CACHE_MAX_BYTES_ENV}, else 2G); "
-                "the least recently used analyses go first."
-            ),
-        )
-        group.add_argument(
-            "--mfu_workers",
-            metavar="N",
-            type=str,
-            default=None,
-            help=(
-                f"Processes that analyse trace files at once (default: ${WORKERS_ENV}, else the usable cores, "
-                "at most 8). Each holds one decoded trace, about its size in memory."
-            ),
-        )
-        group.add_argument(
-            "--mfu_scheduler",
-            metavar="ADDRESS",
-            type=str,
-            default=None,
-            help=(
-                f"Analyse on a Dask cluster instead (default: ${SCHEDULER_ENV}): tcp://host:8786, or 'local' "
-                "for a LocalCluster. Its workers read the trace files by path: they must see them. "
-                "Needs pip install 'tb_mfu_plugin[dask]'."
-            ),
-        )
-        group.add_argument(
-            "--mfu_peak_tflops",
-            metavar="TFLOPS",
-            type=float,
-            default=None,
-            help="Peak TFLOP/s used for MFU, instead of the peak looked up from the trace's device.",
-        )
-        group.add_argument(
-            "--mfu_show_full_paths",
-            action="store_true",
-            help=(
-                "Show absolute server paths in the MFU tab. By default paths are shown relative to "
-                "the logdir (or the --logdir_spec name), as every user of the server sees them."
-            ),
-        )
-        group.add_argument(
-            "--mfu_confine_to_logdir",
-            action="store_true",
-            help=(
-                "Refuse trace and sidecar files whose real path (symbolic links resolved) is outside "
-                "the logdirs; for servers whose logdirs others can write into. By default links are followed."
-            ),
-        )
-        group.add_argument(
-            "--mfu_disable_upload",
-            action="store_true",
-            help=(
-                "Turn off uploading traces in the MFU tab (the tab then hides its drop zone). "
-                "Uploads are kept in the cache directory, never in a logdir (docs/security.md)."
-            ),
-        )
-        group.add_argument(
-            "--mfu_upload_max_bytes",
-            metavar="BYTES",
-            type=str,
-            default=None,
-            help="The most bytes one upload in the MFU tab may hold, all its files together (default 1GiB).",
-        )
-
-        # storage.py imports only the standard library and our leaf modules (fsspec when used)
-        from ..trace.storage import STORAGE_OPTIONS_ENV
-
-        group.add_argument(
-            "--mfu_storage_options",
-            metavar="FILE",
-            type=str,
-            default=None,
-            help=(
-                "JSON or TOML file of fsspec storage options keyed by URL prefix, for remote logdirs "
-                f"(s3://, gs://, az://, http://; default: ${STORAGE_OPTIONS_ENV}). Its values are never "
-                "shown, logged or cached. Credentials otherwise come from the environment, profiles and roles."
-            ),
-        )
-
-        # The caps of docs/limits.md, one flag each (the CLI's --max-* under an mfu_ prefix).
-        # limits.py is a leaf module (dataclasses and re only), so importing it here is safe.
-        from ..trace.limits import DEFAULT_LIMITS, FLAGS, format_limit, plugin_flag
-
-        for flag, (field, unit) in FLAGS.items():
-            group.add_argument(
-                f"--{plugin_flag(flag)}",
-                metavar=unit.upper(),
-                type=str,
-                default=None,
-                help=f"Cap of the MFU tab on one trace file (docs/limits.md); default "
-                f"{format_limit(getattr(DEFAULT_LIMITS, field), unit)}.",
-            )
+        for add in (_cache_and_worker_flags, _analysis_flags, _access_flags, _limit_flags):
+            add(group)
 
     def fix_flags(self, flags):  # type: ignore[no-untyped-def]
         from ..trace.limits import limits_from_flags
@@ -163,3 +56,125 @@ class MfuPluginLoader(base_plugin.TBLoader):
         from .plugin import MfuPlugin
 
         return MfuPlugin(context)
+
+
+def _cache_and_worker_flags(group):  # type: ignore[no-untyped-def]
+    """Where analyses are kept and what runs them."""
+    group.add_argument(
+        "--mfu_cache_dir",
+        metavar="DIR",
+        type=str,
+        default=None,
+        help=(
+            "Where the MFU tab keeps analysed traces between restarts "
+            f"(default: ${CACHE_DIR_ENV}, else ~/.cache/tb_mfu_plugin; 'none' turns it off). "
+            "Nothing is ever written into the logdir."
+        ),
+    )
+    group.add_argument(
+        "--mfu_cache_max_bytes",
+        metavar="BYTES",
+        type=str,
+        default=None,
+        help=(
+            f"Cap of the MFU tab's disk cache (K, M, G suffixes; default: ${CACHE_MAX_BYTES_ENV}, else 2G); "
+            "the least recently used analyses go first."
+        ),
+    )
+    group.add_argument(
+        "--mfu_workers",
+        metavar="N",
+        type=str,
+        default=None,
+        help=(
+            f"Processes that analyse trace files at once (default: ${WORKERS_ENV}, else the usable cores, "
+            "at most 8). Each holds one decoded trace, about its size in memory."
+        ),
+    )
+    group.add_argument(
+        "--mfu_scheduler",
+        metavar="ADDRESS",
+        type=str,
+        default=None,
+        help=(
+            f"Analyse on a Dask cluster instead (default: ${SCHEDULER_ENV}): tcp://host:8786, or 'local' "
+            "for a LocalCluster. Its workers read the trace files by path: they must see them. "
+            "Needs pip install 'tb_mfu_plugin[dask]'."
+        ),
+    )
+
+
+def _analysis_flags(group):  # type: ignore[no-untyped-def]
+    group.add_argument(
+        "--mfu_peak_tflops",
+        metavar="TFLOPS",
+        type=float,
+        default=None,
+        help="Peak TFLOP/s used for MFU, instead of the peak looked up from the trace's device.",
+    )
+
+
+def _access_flags(group):  # type: ignore[no-untyped-def]
+    """What users of the server see and may send: paths, uploads, remote credentials."""
+    group.add_argument(
+        "--mfu_show_full_paths",
+        action="store_true",
+        help=(
+            "Show absolute server paths in the MFU tab. By default paths are shown relative to "
+            "the logdir (or the --logdir_spec name), as every user of the server sees them."
+        ),
+    )
+    group.add_argument(
+        "--mfu_confine_to_logdir",
+        action="store_true",
+        help=(
+            "Refuse trace and sidecar files whose real path (symbolic links resolved) is outside "
+            "the logdirs; for servers whose logdirs others can write into. By default links are followed."
+        ),
+    )
+    group.add_argument(
+        "--mfu_disable_upload",
+        action="store_true",
+        help=(
+            "Turn off uploading traces in the MFU tab (the tab then hides its drop zone). "
+            "Uploads are kept in the cache directory, never in a logdir (docs/security.md)."
+        ),
+    )
+    group.add_argument(
+        "--mfu_upload_max_bytes",
+        metavar="BYTES",
+        type=str,
+        default=None,
+        help="The most bytes one upload in the MFU tab may hold, all its files together (default 1GiB).",
+    )
+
+    # storage.py imports only the standard library and our leaf modules (fsspec when used)
+    from ..trace.storage import STORAGE_OPTIONS_ENV
+
+    group.add_argument(
+        "--mfu_storage_options",
+        metavar="FILE",
+        type=str,
+        default=None,
+        help=(
+            "JSON or TOML file of fsspec storage options keyed by URL prefix, for remote logdirs "
+            f"(s3://, gs://, az://, http://; default: ${STORAGE_OPTIONS_ENV}). Its values are never "
+            "shown, logged or cached. Credentials otherwise come from the environment, profiles and roles."
+        ),
+    )
+
+
+def _limit_flags(group):  # type: ignore[no-untyped-def]
+    # The caps of docs/limits.md, one flag each (the CLI's --max-* under an mfu_ prefix).
+    # limits.py is a leaf module (dataclasses and re only), so importing it here is safe.
+    from ..trace.limits import DEFAULT_LIMITS, FLAGS, format_limit, plugin_flag
+
+    for flag, (field, unit) in FLAGS.items():
+        group.add_argument(
+            f"--{plugin_flag(flag)}",
+            metavar=unit.upper(),
+            type=str,
+            default=None,
+            help=f"Cap of the MFU tab on one trace file (docs/limits.md); default "
+            f"{format_limit(getattr(DEFAULT_LIMITS, field), unit)}.",
+        )
