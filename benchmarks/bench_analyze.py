@@ -48,19 +48,23 @@ def _uncompressed_size(path: Path) -> int:
     return n
 
 
+def big_trace(src: Path, target_mb: int, gzipped: bool) -> Path:
+    """A trace of about ``target_mb`` MB made by repeating ``src`` (built once, kept in the temp dir)."""
+    suffix = ".pt.trace.json.gz" if gzipped else ".pt.trace.json"
+    big = Path(tempfile.gettempdir()) / f"tb_mfu_bench_{src.parent.name}_{target_mb}mb{suffix}"
+    if not big.exists():
+        print(f"building {big} from {src} ...", file=sys.stderr)
+        subprocess.run([sys.executable, str(SCALE), str(src), str(big), "--target-mb", str(target_mb)], check=True)
+    return big
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("source", nargs="?")
     ap.add_argument("--target-mb", type=int, default=250)
     ap.add_argument("--gzip", action="store_true", help="benchmark a gzipped copy (as traces are usually stored)")
     args = ap.parse_args()
-    src = _source(args.source)
-    suffix = ".pt.trace.json.gz" if args.gzip else ".pt.trace.json"
-    big = Path(tempfile.gettempdir()) / f"tb_mfu_bench_{src.parent.name}_{args.target_mb}mb{suffix}"
-    if not big.exists():
-        print(f"building {big} from {src} ...", file=sys.stderr)
-        subprocess.run([sys.executable, str(SCALE), str(src), str(big), "--target-mb", str(args.target_mb)],
-                       check=True)
+    big = big_trace(_source(args.source), args.target_mb, args.gzip)
     size = _uncompressed_size(big)
     cmd = [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(big), "--json"]
     if hasattr(os, "sched_setaffinity"):

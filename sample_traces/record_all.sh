@@ -9,8 +9,8 @@ TAR=${2:-}
 # extra arguments for every recorder, e.g. SAMPLE_ARGS="--device cpu --tiny --compile-backend aot_eager"
 # for a CPU dry run (torchrun then uses gloo)
 read -r -a XA <<< "${SAMPLE_ARGS:-}"
-# PHASES: any of single multi compile (default all); NGPU: ranks for the multi-GPU runs
-PHASES=" ${PHASES:-single multi compile} "
+# PHASES: any of single multi pp compile (default all); NGPU: ranks for the multi-GPU runs
+PHASES=" ${PHASES:-single multi pp compile} "
 NGPU=${NGPU:-2}
 HERE=$(cd "$(dirname "$0")" && pwd)
 # NVLink multicast stays off (shared hosts)
@@ -34,6 +34,14 @@ STRATS="ddp fsdp2 tp"; if [ "$NGPU" -ge 4 ] && [ $((NGPU % 2)) -eq 0 ]; then STR
 for s in $STRATS; do
   timeout "${T_MULTI:-80}" torchrun --standalone --nproc_per_node "$NGPU" "$HERE/record_multi_gpu.py" --strategy "$s" --out "$WORK" "${XA[@]}"
   echo "phase $s rc=$? t=$((SECONDS - t0))s"; pack
+done
+fi
+
+if [[ $PHASES == *" pp "* ]]; then
+# pipeline parallelism over 2 ranks (record_pipeline.py): GPipe, 1F1B, interleaved 1F1B
+for s in gpipe 1f1b interleaved; do
+  timeout "${T_PP:-120}" torchrun --standalone --nproc_per_node 2 "$HERE/record_pipeline.py" --schedule "$s" --out "$WORK" "${XA[@]}"
+  echo "phase pp $s rc=$? t=$((SECONDS - t0))s"; pack
 done
 fi
 

@@ -21,8 +21,6 @@ Writes <out>/<strategy>_<N>gpu/rank<r>.<ns>.pt.trace.json.gz for every rank and
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
 import sys
 import time
@@ -117,27 +115,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--strategy", required=True, choices=["ddp", "fsdp2", "tp", "tpdp"])
     ap.add_argument("--tp", type=int, default=2, help="TP degree for --strategy tpdp (DP degree = world_size / tp)")
-    ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--tiny", action="store_true")
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--timed-steps", type=int, default=20)
-    ap.add_argument("--trace-limit", type=int, default=sc.TRACE_LIMIT_BYTES)
-    ap.add_argument("--compile-backend", default="inductor", help="unused (accepted for a shared arg list)")
+    sc.add_run_args(ap, os.path.dirname(os.path.abspath(__file__)))
     args = ap.parse_args()
 
-    rank = int(os.environ["RANK"])
-    ws = int(os.environ["WORLD_SIZE"])
-    local_rank = int(os.environ.get("LOCAL_RANK", rank))
-    if args.device == "cuda":
-        dev = torch.device("cuda", local_rank)
-        torch.cuda.set_device(dev)
-        backend = "nccl"
-    else:
-        dev = torch.device("cpu")
-        backend = "gloo"
-    dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=180),
-                            **({"device_id": dev} if dev.type == "cuda" else {}))
+    rank, ws, local_rank, dev = sc.init_distributed(args.device)
     strategy = args.strategy
     run_name = f"{strategy}_{ws}gpu"
     # TP degree (ranks that share one batch and split the block weights) and DP degree
@@ -229,20 +210,8 @@ def main():
     if rank == 0:
         print(f"[{run_name}] unprofiled median {timing['step_time_us_unprofiled']:.1f} us", flush=True)
 
-    prof, tried = None, []
-    for active in (3, 2, 1):
-        prof = sc.profile_steps(step, dev, run_dir, worker, active)
-        biggest = max(prof["trace_bytes"]) if prof["trace_bytes"] else 0
-        sizes = [None] * ws
-        dist.all_gather_object(sizes, biggest)
-        tried.append({"active": active, "max_trace_bytes_per_rank": sizes})
-        if max(sizes) <= args.trace_limit:
-            break
-        sc.remove_traces(run_dir, worker)
-        dist.barrier()
+    prof, tried = sc.profile_under_limit(step, dev, run_dir, worker, ws, args.trace_limit)
 
-    t_unprof = timing["step_time_us_unprofiled"]
-    t_prof = prof["step_time_us_profiled_wall"]
     mine = {
         "rank": rank,
         "flops_per_step": flops_rank,
@@ -250,14 +219,7 @@ def main():
         "flops_counter_on_wrapped_model": counter_on_wrapped,
         "flops_plain_model_local_batch": flops_plain,
         "flops_by_op_plain_model": fc_plain["flops_by_op"],
-        "step_time_us_unprofiled": t_unprof,
-        "step_time_us_unprofiled_steps": timing["step_time_us_unprofiled_steps"],
-        "step_time_us_profiled_wall": t_prof,
-        "step_time_us_profiled_steps": prof["step_time_us_profiled_steps"],
-        "mfu": sc.mfu(flops_rank, t_unprof),
-        "mfu_profiled": sc.mfu(flops_rank, t_prof),
-        "trace_files": prof["trace_files"],
-        "trace_bytes": prof["trace_bytes"],
+        **sc.rank_timing(flops_rank, timing, prof),
         "optimizers": opt_info,
     }
     per_rank = [None] * ws
@@ -388,14 +350,8 @@ def main():
                                      "the ranks share; for TP x DP the FLOPs that one TP group shares"),
             "analytic_flops_per_step_global": sc.gpt_analytic_flops(info, tokens_global)["analytic_flops_per_step"],
             "expected": expected,
-            "per_rank": per_rank,
-            "notes": notes + ([f"trace size retries: {tried}"] if len(tried) > 1 else []),
-            "warmup_steps": args.warmup,
-            "warmup_seconds_rank0": round(warm_s, 2),
-            "recorded_at_unix": int(time.time()),
         }
-        with open(os.path.join(run_dir, "ground_truth.json"), "w") as f:
-            json.dump(gt, f, indent=2)
+        sc.write_ground_truth(run_dir, gt, per_rank, notes, tried, args.warmup, warm_s)
         print(f"[{run_name}] per-rank step us unprof {[round(r['step_time_us_unprofiled']) for r in per_rank]} "
               f"prof {[round(r['step_time_us_profiled_wall']) for r in per_rank]} "
               f"flops/rank {per_rank[0]['flops_per_step'] / 1e12:.3f} TF "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import glob
+import json
 import math
 import os
 import statistics
@@ -340,6 +341,90 @@ def env_info(dev) -> dict:
                                            "method, profiler running"),
         },
     }
+
+
+# --------------------------------------------------------------------------- torchrun recorders
+
+
+def add_run_args(ap, out_default: str) -> None:
+    """The arguments every torchrun recorder (record_multi_gpu.py, record_pipeline.py) takes."""
+    ap.add_argument("--out", default=out_default)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--tiny", action="store_true")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--timed-steps", type=int, default=20)
+    ap.add_argument("--trace-limit", type=int, default=TRACE_LIMIT_BYTES)
+    ap.add_argument("--compile-backend", default="inductor", help="unused (accepted for a shared arg list)")
+
+
+def init_distributed(device: str):
+    """(rank, world size, local rank, device) of this torchrun process, its process group
+    initialised: NCCL on CUDA, gloo on CPU (the dry run)."""
+    import datetime
+
+    import torch.distributed as dist
+
+    rank = int(os.environ["RANK"])
+    ws = int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    if device == "cuda":
+        dev = torch.device("cuda", local_rank)
+        torch.cuda.set_device(dev)
+        backend = "nccl"
+    else:
+        dev = torch.device("cpu")
+        backend = "gloo"
+    dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=180),
+                            **({"device_id": dev} if dev.type == "cuda" else {}))
+    return rank, ws, local_rank, dev
+
+
+def profile_under_limit(step, dev, run_dir: str, worker: str, ws: int, limit: int):
+    """profile_steps with 3, then 2, then 1 active steps until every rank's trace fits ``limit``
+    bytes; returns the last profile and the sizes tried."""
+    import torch.distributed as dist
+
+    prof, tried = None, []
+    for active in (3, 2, 1):
+        prof = profile_steps(step, dev, run_dir, worker, active)
+        biggest = max(prof["trace_bytes"]) if prof["trace_bytes"] else 0
+        sizes = [None] * ws
+        dist.all_gather_object(sizes, biggest)
+        tried.append({"active": active, "max_trace_bytes_per_rank": sizes})
+        if max(sizes) <= limit:
+            break
+        remove_traces(run_dir, worker)
+        dist.barrier()
+    return prof, tried
+
+
+def rank_timing(flops: float, timing: dict, prof: dict) -> dict:
+    """A rank's step times (unprofiled and profiled), MFU and trace files, for ground_truth.json's per_rank."""
+    t_unprof, t_prof = timing["step_time_us_unprofiled"], prof["step_time_us_profiled_wall"]
+    return {
+        "step_time_us_unprofiled": t_unprof,
+        "step_time_us_unprofiled_steps": timing["step_time_us_unprofiled_steps"],
+        "step_time_us_profiled_wall": t_prof,
+        "step_time_us_profiled_steps": prof["step_time_us_profiled_steps"],
+        "mfu": mfu(flops, t_unprof),
+        "mfu_profiled": mfu(flops, t_prof),
+        "trace_files": prof["trace_files"],
+        "trace_bytes": prof["trace_bytes"],
+    }
+
+
+def write_ground_truth(run_dir: str, gt: dict, per_rank: list, notes: list, tried: list, warmup: int,
+                       warm_s: float) -> None:
+    """ground_truth.json: ``gt`` and what every recorder adds (per_rank, notes, warm-up, time)."""
+    gt.update({
+        "per_rank": per_rank,
+        "notes": notes + ([f"trace size retries: {tried}"] if len(tried) > 1 else []),
+        "warmup_steps": warmup,
+        "warmup_seconds_rank0": round(warm_s, 2),
+        "recorded_at_unix": int(time.time()),
+    })
+    with open(os.path.join(run_dir, "ground_truth.json"), "w") as f:
+        json.dump(gt, f, indent=2)
 
 
 def cleanup(dev):

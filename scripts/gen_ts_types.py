@@ -16,10 +16,11 @@ rerunning the script: ``$ref`` -> the named declaration, ``anyOf`` -> a union,
 tuple, dicts -> ``Record<string, T>``, ``Any`` -> ``unknown``.
 
 A field with a default is still always in the encoded JSON: msgspec writes every
-field unless the Struct sets ``omit_defaults`` (and a TypedDict leaves out keys it
-was not given). So a field is optional (``?``) only where the schema does not
-require it *and* the declaration can leave it out; the schema's ``required`` alone
-describes what decoding accepts, not what the tab receives.
+field unless the Struct sets ``omit_defaults``, or the field's value is ``UNSET``
+(and a TypedDict leaves out keys it was not given). So a field is optional (``?``)
+only where the encoded JSON can lack it: a defaulted field of an ``omit_defaults``
+Struct, a field whose default is ``UNSET``, a key a TypedDict does not require. The
+schema's ``required`` alone describes what decoding accepts, not what the tab receives.
 """
 
 from __future__ import annotations
@@ -54,13 +55,12 @@ Schema = dict[str, Any]
 def roots() -> list[type]:
     """The types whose schemas (and everything they reference) become declarations.
 
-    ``RankSummary`` is listed because ``RunReport.ranks`` is typed ``Any`` (analysis
-    cannot import diagnosis); once it is typed, listing it here is harmless.
+    ``StrategyRow`` is the plugin's ``/compare`` body's ``strategies`` (diagnosis.strategies).
     """
     from tb_mfu_plugin.analysis.report import Report
-    from tb_mfu_plugin.diagnosis.ranks import RankSummary
+    from tb_mfu_plugin.diagnosis.strategies import StrategyRow
 
-    return [Report, RankSummary]
+    return [Report, StrategyRow]
 
 
 def _walk(t: mi.Type, found: dict[str, mi.Type]) -> None:
@@ -87,16 +87,23 @@ def _walk(t: mi.Type, found: dict[str, mi.Type]) -> None:
         _walk(x, found)
 
 
-def may_omit(types: list[type]) -> set[str]:
-    """Names of the declarations whose encoded JSON can lack a field that has a default."""
+def may_omit(types: list[type]) -> dict[str, set[str]]:
+    """By declaration name, the JSON keys its encoded value can lack (see the module's doc)."""
     found: dict[str, mi.Type] = {}
     for t in mi.multi_type_info(types):
         _walk(t, found)
-    return {
-        name
-        for name, t in found.items()
-        if isinstance(t, mi.TypedDictType) or (isinstance(t, mi.StructType) and t.cls.__struct_config__.omit_defaults)
-    }
+    out: dict[str, set[str]] = {}
+    for name, t in found.items():
+        if isinstance(t, mi.TypedDictType):
+            out[name] = {f.encode_name for f in t.fields if not f.required}
+        elif isinstance(t, mi.StructType):
+            omits = t.cls.__struct_config__.omit_defaults
+            out[name] = {
+                f.encode_name
+                for f, info in zip(t.fields, msgspec.structs.fields(t.cls), strict=True)
+                if not f.required and (omits or info.default is msgspec.UNSET)
+            }
+    return {name: keys for name, keys in out.items() if keys}
 
 
 def literal(value: Any) -> str:
@@ -151,7 +158,7 @@ def ts_type(s: Schema | bool) -> str:
         return _element(ts_type(s.get("items", True))) + "[]"
     if kind == "object":
         if "properties" in s:
-            return "{ " + " ".join(line.strip() for line in _fields(s, optional_ok=True, docs=False)) + " }"
+            return "{ " + " ".join(line.strip() for line in _fields(s, None, docs=False)) + " }"
         return f"Record<string, {ts_type(s.get('additionalProperties', True))}>"
     return "unknown"
 
@@ -176,22 +183,25 @@ def _wrapped(head: str, ts: str, indent: str) -> list[str]:
     return [head, *(f"{indent}  | {m}" for m in members[:-1]), f"{indent}  | {members[-1]};"]
 
 
-def _fields(s: Schema, optional_ok: bool, docs: bool = True) -> list[str]:
+def _fields(s: Schema, omitted: set[str] | None, docs: bool = True) -> list[str]:
+    """One line per property; ``omitted``: the keys that get ``?`` (None: every key the schema
+    does not require, for an inline object)."""
     required = set(s.get("required", []))
     lines: list[str] = []
     for name, prop in s["properties"].items():
         if docs and isinstance(prop, dict) and prop.get("description"):
             lines += _doc(prop["description"], "  ")
-        mark = "?" if optional_ok and name not in required else ""
+        optional = name not in required if omitted is None else name in omitted
+        mark = "?" if optional else ""
         lines += _wrapped(f"  {_key(name)}{mark}:", ts_type(prop), "  ")
     return lines
 
 
-def declaration(name: str, s: Schema, omits: bool) -> list[str]:
+def declaration(name: str, s: Schema, omitted: set[str]) -> list[str]:
     """One ``$defs`` entry: an interface for an object with properties, else a type alias."""
     lines = _doc(s["description"], "") if s.get("description") else []
     if s.get("type") == "object" and "properties" in s:
-        return [*lines, f"export interface {name} {{", *_fields(s, optional_ok=omits), "}"]
+        return [*lines, f"export interface {name} {{", *_fields(s, omitted), "}"]
     return [*lines, *_wrapped(f"export type {name} =", ts_type(s), "")]
 
 
@@ -203,7 +213,7 @@ def render(types: list[type] | None = None) -> str:
     names = "\n".join(f"//   {t.__module__}.{t.__qualname__}" for t in types)
     out = [HEADER.format(roots=names).rstrip("\n")]
     for name, s in defs.items():
-        out += ["", *declaration(name, s, name in omit)]
+        out += ["", *declaration(name, s, omit.get(name, set()))]
     return "\n".join(out) + "\n"
 
 

@@ -15,10 +15,18 @@ from . import __version__
 from .analysis.report import Report, WorkerReport
 from .errors import TraceError
 from .escape import for_rich, json_bytes, one_line
+from .executors import SchedulerError, usable_cores
 from .fmt import mfu_text
 from .options import AnalysisOptions
-from .pipeline import analyze_path, thresholds_from
+from .pipeline import analyze_paths, thresholds_from
 from .trace.limits import DEFAULT_LIMITS, FLAGS, Limits, format_limit, parse_size
+from .trace.locations import is_local, normalize
+from .trace.storage import STORAGE_OPTIONS_ENV, use_storage_options
+
+_WHERE = (
+    "a logdir, run directory or trace file: a local path, a URL (s3://, gs://, az://, http(s)://, ...) "
+    "or a .zip/.tar.gz of a logdir"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"tb-mfu {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     a = sub.add_parser("analyze", help="analyse a logdir, a run directory or one trace file")
-    a.add_argument("path", help="logdir, run directory, or a single trace file (.json or .json.gz)")
+    a.add_argument("path", help=_WHERE)
     a.add_argument("--json", action="store_true", help="print the versioned JSON report on stdout")
     a.add_argument("--top", type=int, default=10, help="kernels to list in the table view (default 10)")
     a.add_argument(
@@ -36,13 +44,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit with status 3 when any analysed worker's MFU is below PCT percent (for CI)",
     )
     _add_analysis_flags(a)
-    c = sub.add_parser("compare", help="compare two runs: metric deltas and findings fixed or new")
-    c.add_argument("baseline", help="the run before (a run directory or a trace file)")
-    c.add_argument("other", help="the run after")
+    c = sub.add_parser(
+        "compare",
+        help="compare runs: metric deltas and findings fixed or new; distributed runs or more than two "
+        "runs also side by side by parallel strategy",
+    )
+    c.add_argument("baseline", help="the run before (a run directory or a trace file; local, URL or archive)")
+    c.add_argument("other", nargs="+", help="the run after; more runs (e.g. one per strategy) may follow")
     c.add_argument("--json", action="store_true", help="print the comparison as JSON on stdout")
     _add_analysis_flags(c)
     e = sub.add_parser("export-scalars", help="write the per-step figures as TensorBoard scalars (Scalars, HParams)")
-    e.add_argument("path", help="logdir, run directory, or a single trace file (.json or .json.gz)")
+    e.add_argument("path", help=_WHERE)
     e.add_argument(
         "--out",
         required=True,
@@ -60,6 +72,12 @@ def _add_analysis_flags(a: argparse.ArgumentParser) -> None:
     a.add_argument("--flops-per-step", type=float, help="model FLOPs per step (overrides the sidecar file)")
     a.add_argument("--tf32", action="store_true", help="fp32 matmuls ran as TF32 on tensor cores")
     a.add_argument(
+        "--interconnect",
+        metavar="LINK",
+        help="the link collectives run over, for bus-bandwidth shares: 'NVLink 4', 'PCIe 5 x16', ... or a "
+        "GB/s figure (default: inferred from the GPU model; docs/distributed.md)",
+    )
+    a.add_argument(
         "--tensor-core-pattern",
         action="append",
         default=[],
@@ -74,7 +92,42 @@ def _add_analysis_flags(a: argparse.ArgumentParser) -> None:
         type=_threshold,
         help="change a diagnosis threshold, e.g. memcpy_bound_share=0.1 (repeatable; names in docs/diagnosis.md)",
     )
+    a.add_argument(
+        "--storage-options",
+        metavar="FILE",
+        help=f"JSON or TOML file of fsspec storage options keyed by URL prefix (default: ${STORAGE_OPTIONS_ENV}); "
+        "credentials otherwise come from the environment, profiles and instance roles",
+    )
     _add_limit_flags(a)
+    _add_executor_flags(a)
+
+
+def _add_executor_flags(a: argparse.ArgumentParser) -> None:
+    g = a.add_argument_group("parallelism", "trace files analysed at once (docs/scaling.md)")
+    g.add_argument(
+        "--jobs",
+        "-j",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help=f"files at once, in N local processes (default: the {usable_cores()} usable cores; 1: one after another)",
+    )
+    g.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run on Dask instead: tcp://host:8786 for an existing cluster, 'local' for a LocalCluster "
+        "of --jobs workers (needs pip install 'tb_mfu_plugin[dask]')",
+    )
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
 
 
 def _add_limit_flags(a: argparse.ArgumentParser) -> None:
@@ -123,6 +176,7 @@ def _options(args: argparse.Namespace) -> AnalysisOptions:
         device_name=args.device_name,
         flops_per_step=args.flops_per_step,
         tf32=args.tf32,
+        interconnect=args.interconnect,
         tensor_core_patterns=tuple(args.tensor_core_pattern),
         thresholds=tuple(args.threshold),
         limits=Limits(**{f: type(getattr(DEFAULT_LIMITS, f))(getattr(args, f)) for f, _ in FLAGS.values()}),
@@ -131,13 +185,17 @@ def _options(args: argparse.Namespace) -> AnalysisOptions:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    paths = [args.baseline, args.other] if args.command == "compare" else [args.path]
+    paths = [args.baseline, *args.other] if args.command == "compare" else [args.path]
     options = _options(args)
-    refusal = _refusal(paths, options)
+    refusal = _refusal(paths, options, args.storage_options)
     if refusal is not None:
         print(f"tb-mfu: {refusal}", file=sys.stderr)
         return 2
-    reports = [_analyse(p, options, show_progress=sys.stderr.isatty()) for p in paths]
+    try:
+        reports = _analyse(paths, options, args.jobs, args.scheduler, show_progress=sys.stderr.isatty())
+    except (TraceError, SchedulerError) as exc:  # a location that cannot be listed; Dask missing or unreachable
+        print(f"tb-mfu: {one_line(exc)}", file=sys.stderr)
+        return 2
     for path, report in zip(paths, reports, strict=True):
         if not any(r.workers for r in report.runs):
             print(f"tb-mfu: {one_line(path)}: no trace files (*.pt.trace.json[.gz]) found", file=sys.stderr)
@@ -146,32 +204,37 @@ def main(argv: Sequence[str] | None = None) -> int:
             if w.error:
                 print(f"tb-mfu: {one_line(w.file)}: {one_line(w.error)}", file=sys.stderr)
     if args.command == "compare":
-        return _compare(reports[0], reports[1], args.json)
+        return _compare(reports, args.json)
     if args.command == "export-scalars":
         return _export_scalars(reports[0], args.out, args.replace)
     return _analyze(reports[0], args.json, args.top, args.min_mfu)
 
 
-def _refusal(paths: list[str], options: AnalysisOptions) -> str | None:
-    """Why the command cannot start (a missing path, an unknown threshold) as one line, or None."""
-    for path in paths:
-        if not os.path.exists(path):
-            return one_line(TraceError(path, "no such file or directory"))
+def _refusal(paths: list[str], options: AnalysisOptions, storage_options: str | None) -> str | None:
+    """Why the command cannot start (a missing path, an unknown threshold, an unreadable
+    storage options file) as one line, or None."""
     try:
+        use_storage_options(storage_options)
+        for path in paths:
+            if is_local(normalize(path)) and not os.path.exists(normalize(path)):
+                return one_line(TraceError(path, "no such file or directory"))
         thresholds_from(options)
-    except ValueError as exc:
+    except (ValueError, TraceError) as exc:
         return one_line(exc)
     return None
 
 
-def _analyse(path: str, options: AnalysisOptions, show_progress: bool) -> Report:
-    """The pipeline's report of ``path``, with a progress bar on a terminal's stderr."""
+def _analyse(
+    paths: list[str], options: AnalysisOptions, jobs: int | None, scheduler: str | None, show_progress: bool
+) -> list[Report]:
+    """The pipeline's reports of ``paths``, their files run ``jobs`` at once or on Dask, with
+    one progress bar over all of them on a terminal's stderr."""
     if not show_progress:
-        return analyze_path(path, options)
+        return analyze_paths(paths, options, jobs=jobs, scheduler=scheduler)
     from .render import progress_bar
 
     with progress_bar() as show:
-        return analyze_path(path, options, show)
+        return analyze_paths(paths, options, show, jobs, scheduler)
 
 
 def _analyze(report: Report, as_json: bool, top: int, min_mfu: float | None) -> int:
@@ -217,30 +280,40 @@ def _first_worker(report: Report) -> WorkerReport | None:
     return next((w for r in report.runs for w in r.workers if w.error is None and w.summary is not None), None)
 
 
-def _compare(baseline: Report, other: Report, as_json: bool) -> int:
-    """``tb-mfu compare``: the first analysed worker of each run, figures and findings."""
+def _compare(reports: list[Report], as_json: bool) -> int:
+    """``tb-mfu compare``: the first analysed worker of the first two paths, figures and findings;
+    with a distributed run or more than two paths, every run side by side by strategy."""
     from .diagnosis.compare import compare_findings
+    from .diagnosis.strategies import strategy_table
 
     if not as_json:  # text in the tables, never markup; the findings are matched as shown
-        baseline, other = for_rich(baseline), for_rich(other)
+        reports = [for_rich(r) for r in reports]
+    baseline, other = reports[0], reports[1]
     a, b = _first_worker(baseline), _first_worker(other)
     if a is None or b is None:
         print("tb-mfu: compare needs one analysable worker in each run", file=sys.stderr)
         return 1
     assert a.summary is not None and b.summary is not None
     changes = compare_findings(a.findings, b.findings)
+    runs = [run for r in reports for run in r.runs]
+    strategies = strategy_table(runs) if len(reports) > 2 or any(run.strategy for run in runs) else []
     if as_json:
         body = {
             "schema_version": 1,
             "baseline": {"file": a.file, "summary": a.summary},
             "other": {"file": b.file, "summary": b.summary},
             "findings": changes,
+            "strategies": strategies,
         }
         sys.stdout.buffer.write(json_bytes(body) + b"\n")
         return 0
     from .render import print_comparison
 
     print_comparison(a, b, changes)
+    if strategies:
+        from .render_dist import print_strategies
+
+        print_strategies(strategies)
     return 0
 
 

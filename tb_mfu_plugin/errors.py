@@ -21,3 +21,8 @@ class TraceError(Exception):
         self.path = path
         self.reason = reason_line(reason)
         super().__init__(f"{path}: {self.reason}")
+
+
+class TraceNotFound(TraceError, FileNotFoundError):
+    """A file that is not there: a remote object, an archive member. Also a ``FileNotFoundError``,
+    so that code that looks for an optional file (the sidecar) treats every location alike."""

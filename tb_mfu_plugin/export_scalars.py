@@ -56,11 +56,10 @@ class ExportError(Exception):
 
 
 def _executed_flops(w: WorkerReport) -> float | None:
-    f = w.flops or {}
-    if f.get("hfu") is None:  # HFU needs the trace's shapes
+    f = w.flops
+    if f is None or f.hfu is None:  # HFU needs the trace's shapes
         return None
-    value = f.get("executed_flops_per_step")
-    return float(value) if value else None
+    return f.executed_flops_per_step or None
 
 
 def step_figures(w: WorkerReport, st: Step) -> dict[str, float]:
@@ -99,10 +98,11 @@ def summary_figures(w: WorkerReport) -> dict[str, float]:
             value = getattr(w.summary, name)
             if not isinstance(value, bool) and isinstance(value, int | float):
                 out[name] = float(value)
-    for key in ("hfu", "achieved_tflops_while_busy"):
-        value = (w.flops or {}).get(key)
-        if isinstance(value, int | float):
-            out[key] = float(value)
+    f = w.flops
+    if f is not None and f.hfu is not None:
+        out["hfu"] = f.hfu
+    if f is not None and f.achieved_tflops_while_busy is not None:
+        out["achieved_tflops_while_busy"] = f.achieved_tflops_while_busy
     return out
 
 
@@ -118,9 +118,9 @@ def _hparams(run: str, w: WorkerReport) -> dict[str, HParamValue]:
             hp["dtype"] = dev.dtype
         if dev.peak_flops:
             hp["peak_tflops"] = dev.peak_flops / 1e12
-    source = (w.flops or {}).get("headline_source")
+    source = w.flops.headline_source if w.flops is not None else None
     if source:
-        hp["flops_source"] = str(source)
+        hp["flops_source"] = source
     return hp
 
 

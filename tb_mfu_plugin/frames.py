@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from .analysis.dist_report import Collective
 from .analysis.report import CopyStats, KernelStats, Report, Step, Summary, SyncStats, WorkerReport
 
 if TYPE_CHECKING:
@@ -76,8 +77,13 @@ FINDINGS: Schema = {**IDENTITY, "id": "string", "severity": "string", "title": "
                     "recommendation": "string", "evidence": "object"}
 RANKS: Schema = {"run": "string", "rank": "Int64", "worker": "string", "span": "string",
                  "step_time_us": "float64", "gpu_busy_share": "float64", "idle_share": "float64",
-                 "exposed_communication_us_per_step": "float64", "mfu": "float64", "straggler": "bool"}
-COLLECTIVES: Schema = {**IDENTITY, "rank": "Int64", "collective": "string", "kernel_us_per_step": "float64"}
+                 "exposed_communication_us_per_step": "float64", "mfu": "float64", "straggler": "bool",
+                 "communication_us_per_step": "float64", "overlap_ratio": "float64", "bubble_share": "float64",
+                 "clock_shift_us": "float64", "collective_wait_us_per_step": "float64"}
+# ``collective`` and ``kernel_us_per_step`` are the Collective's ``kind`` and ``us_per_step``, under
+# the names the frame had before the report carried a per-collective table.
+COLLECTIVES: Schema = {**IDENTITY, "rank": "Int64", "collective": "string", "kernel_us_per_step": "float64",
+                       **struct_schema(Collective, skip=("kind", "us_per_step"))}
 
 
 def frame(rows: list[Row], schema: Schema, extra: Schema | None = None) -> pd.DataFrame:
@@ -136,9 +142,12 @@ def workers_rows(report: Report) -> tuple[list[Row], Schema]:
         if w.summary is not None:
             row.update(_fields(w.summary, WORKERS))
             row.update({f"breakdown_{k}": v for k, v in w.summary.breakdown.items()})
-        f = w.flops or {}
-        row.update(hfu=f.get("hfu"), achieved_tflops_while_busy=f.get("achieved_tflops_while_busy"),
-                   flops_source=f.get("headline_source"))
+        f = w.flops
+        row.update(
+            hfu=f and f.hfu,
+            achieved_tflops_while_busy=f and f.achieved_tflops_while_busy,
+            flops_source=f and f.headline_source,
+        )
         rows.append(row)
     extra = _breakdown_schema(w.summary.breakdown for _, w, _ in _workers(report) if w.summary is not None)
     return rows, extra
@@ -157,36 +166,31 @@ def syncs_rows(report: Report) -> list[Row]:
 
 
 def findings_rows(report: Report) -> list[Row]:
-    return [
-        {**ident, **{k: f.get(k) for k in FINDINGS if k not in IDENTITY}}
-        for _, w, ident in _workers(report)
-        for f in w.findings
-    ]
+    return [{**ident, **_fields(f, FINDINGS)} for _, w, ident in _workers(report) for f in w.findings]
 
 
 def ranks_rows(report: Report) -> list[Row]:
     rows = []
     for run in report.runs:
-        summary = msgspec.to_builtins(run.ranks) if run.ranks is not None else None
-        if not summary:
+        if run.ranks is None:
             continue
-        straggler = summary.get("straggler") or {}
-        for r in summary.get("ranks", []):
-            row = {"run": run.name, **{k: r.get(k) for k in RANKS if k not in ("run", "straggler")}}
-            row["straggler"] = bool(straggler) and straggler.get("worker") == r.get("worker")
+        straggler = run.ranks.straggler
+        for r in run.ranks.ranks:
+            row = {"run": run.name, **_fields(r, RANKS)}
+            row["straggler"] = straggler is not None and straggler.worker == r.worker
             rows.append(row)
     return rows
 
 
 def collectives_rows(report: Report) -> list[Row]:
-    """Collective kernel time by collective, from the ``exposed_communication`` finding's evidence:
-    only workers where that finding fired (exposed communication over its threshold) have rows."""
+    """One row per collective kind, process group and dtype of every worker that ran collectives
+    (``WorkerReport.communication``, docs/distributed.md)."""
     rows = []
     for _, w, ident in _workers(report):
-        for f in w.findings:
-            ev = f.get("evidence") or {}
-            if f.get("id") != "exposed_communication" or not isinstance(ev.get("collectives_us_per_step"), dict):
-                continue
-            for name, us in ev["collectives_us_per_step"].items():
-                rows.append({**ident, "rank": ev.get("rank"), "collective": name, "kernel_us_per_step": us})
+        if w.communication is None:
+            continue
+        rank = w.distributed.rank if w.distributed is not None else None
+        for c in w.communication.collectives:
+            rows.append({**ident, "rank": rank, "collective": c.kind, "kernel_us_per_step": c.us_per_step,
+                         **_fields(c, COLLECTIVES)})
     return rows

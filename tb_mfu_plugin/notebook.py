@@ -102,13 +102,12 @@ class Report:
 
     def ranks(self) -> pd.DataFrame:
         """Distributed runs' ranks side by side, ``straggler`` marking the one the others wait
-        for; empty for single-GPU runs."""
+        for, with each rank's overlap, pipeline bubble and clock shift; empty for single-GPU runs."""
         return frames.frame(frames.ranks_rows(self.report), frames.RANKS)
 
     def collectives(self) -> pd.DataFrame:
-        """Collective kernel time per step by collective (allreduce, allgather, …), for the
-        workers whose ``exposed_communication`` finding fired; the report has no per-collective
-        table for the others, so they have no rows here."""
+        """Every worker's collectives by kind, process group and dtype: count, bytes and kernel time
+        per step, exposed time, and the nccl-tests bandwidths against the link's peak."""
         return frames.frame(frames.collectives_rows(self.report), frames.COLLECTIVES)
 
 

@@ -25,3 +25,6 @@ class AnalysisOptions:
     # Caps on what one file may cost (size, gzip ratio, event size, names, events,
     # devices, wall time): see trace/limits.py and docs/limits.md.
     limits: Limits = DEFAULT_LIMITS
+    # The link collectives run over, for bus-bandwidth shares: a key of analysis.interconnects.LINKS
+    # ("NVLink 4", "PCIe 5 x16") or a figure in GB/s; None infers it from the GPU model.
+    interconnect: str | None = None

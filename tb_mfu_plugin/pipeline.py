@@ -13,27 +13,38 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
 
 from . import __version__
+from .analysis.communication import analyze_communication
 from .analysis.devices import gpu_devices
+from .analysis.distributed import distributed_block
 from .analysis.flops import implausible_input_ops, is_flop_op
 from .analysis.mfu import apply_to_report as apply_flops
 from .analysis.op_bytes import is_roofline_op
+from .analysis.pipeline_bubble import analyze_pipeline
 from .analysis.report import Report, RunReport, WorkerReport
 from .analysis.roofline import apply_to_report as apply_roofline
-from .analysis.worker import analyze_device
+from .analysis.steps import Steps
+from .analysis.worker import DeviceView, analyze_device
 from .diagnosis import DEFAULT, Thresholds, diagnose
+from .diagnosis.distributed import analyze_ranks
 from .diagnosis.ranks import compare_ranks
 from .errors import TraceError, reason_line
+from .executors import Executor, FileJob, open_executor
 from .options import AnalysisOptions
 from .sidecar import Sidecar, load_sidecar
-from .trace.decode import decode_trace, uncompressed_size
-from .trace.discover import RunFiles, SpanFile, discover_runs
+from .trace.decode import decode_trace
+from .trace.discover import RunFiles, SpanFile
 from .trace.limits import Deadline
+from .trace.listing import discover
+from .trace.locations import is_local, normalize, parent
+from .trace.opener import decoded_size
 from .trace.tables import TraceTables
 
 # Uncompressed bytes of one file decoded so far.
@@ -106,8 +117,9 @@ def analyze_tables(
         report, steps, view = analyze_device(tables, device, options)
         report.name = worker
         report.span = span
-        report.distributed = tables.meta.distributed_info
+        report.distributed = distributed_block(tables.meta.distributed_info, report.notes)
         apply_flops(report, tables, steps, view, options, sidecar)
+        _apply_distributed(report, tables, steps, view, options)
         try:
             apply_roofline(report, tables, steps)  # after FLOPs: the roof uses MFU's peak
         except Exception as exc:  # a roofline bug must not cost the rest of the report
@@ -123,6 +135,23 @@ def analyze_tables(
         report.notes.extend(notes)
         reports.append(report)
     return reports
+
+
+def _apply_distributed(
+    report: WorkerReport, tables: TraceTables, steps: Steps, view: DeviceView, options: AnalysisOptions
+) -> None:
+    """The communication and pipeline blocks; before the diagnosis, whose rules read them."""
+    if report.error is not None or len(steps) == 0:
+        return
+    try:
+        name = report.device.name if report.device else None
+        launched = tables.launcher[tables.gpu.device == view.gpu.device[0]] >= 0 if len(view.gpu) else None
+        report.communication = analyze_communication(
+            tables, view.gpu, view.step, steps, name, options.interconnect, launched
+        )
+        report.pipeline = analyze_pipeline(tables, view.gpu, view.step, steps, report.communication)
+    except Exception as exc:  # a bug here must not cost the rest of the report
+        report.notes.append(f"communication analysis failed: {type(exc).__name__}: {exc}")
 
 
 def _capped_devices(tables: TraceTables, cap: int) -> tuple[list[int], str | None]:
@@ -161,7 +190,7 @@ def analyze_file(
         return [_error_report(span, worker, _unexpected("decoding", exc))]
     sidecar, sidecar_error = None, None
     try:
-        sidecar = load_sidecar(os.path.dirname(span.path) or ".", worker)
+        sidecar = load_sidecar(parent(span.path), worker)
     except TraceError as exc:  # a bad sidecar costs its figures, not the analysis
         sidecar_error = str(exc)
     except Exception as exc:  # noqa: BLE001
@@ -182,58 +211,127 @@ def analyze_file(
 FileReportsFn = Callable[[str, SpanFile], list[WorkerReport]]
 
 
-def run_report(run: RunFiles, reports_of: FileReportsFn) -> RunReport:
+def run_report(
+    run: RunFiles, reports_of: FileReportsFn, thresholds: Thresholds = DEFAULT, with_ranks: bool = True
+) -> RunReport:
     """A run's report, the one way every face puts it together: the reports of its files
     (workers in discovery order, each worker's spans in time order, each file's devices),
-    with the ranks compared for distributed runs."""
+    with the ranks compared, their clocks aligned and the strategy named for distributed runs
+    (``diagnosis.distributed``). ``with_ranks=False`` leaves the run-level view out (the
+    tab's partial report: a comparison of the ranks in so far would mislead)."""
     workers = [r for w in run.workers for span in w.spans for r in reports_of(w.name, span)]
+    if not with_ranks:
+        return RunReport(name=run.name, workers=workers)
     try:
-        ranks = compare_ranks(workers)
-    except Exception:  # noqa: BLE001 - the side-by-side view is optional; the workers' reports are not
-        ranks = None
-    return RunReport(name=run.name, workers=workers, ranks=ranks)
+        view = analyze_ranks(workers, thresholds)
+    except Exception:  # noqa: BLE001 - the run-level view is optional; the workers' reports are not
+        try:
+            return RunReport(name=run.name, workers=workers, ranks=compare_ranks(workers))
+        except Exception:  # noqa: BLE001
+            return RunReport(name=run.name, workers=workers)
+    return RunReport(name=run.name, workers=view.workers, ranks=view.ranks, strategy=view.strategy)
 
 
 def analyze_run(run: RunFiles, options: AnalysisOptions | None = None, progress: ProgressFn | None = None) -> RunReport:
-    """Analyse every file of ``run``; ``progress`` gets each file's decoded bytes in turn."""
+    """Analyse every file of ``run`` here, in turn; ``progress`` gets each file's decoded bytes."""
     opts = options or AnalysisOptions()
-    return run_report(run, lambda worker, span: analyze_file(span, worker, opts, progress))
+    return run_report(run, lambda worker, span: analyze_file(span, worker, opts, progress), thresholds_from(opts))
 
 
-def analyze_path(path: str, options: AnalysisOptions | None = None, progress: PathProgressFn | None = None) -> Report:
-    """Analyse every run under ``path`` (a logdir, a run directory or one trace file).
+def analyze_path(
+    path: str,
+    options: AnalysisOptions | None = None,
+    progress: PathProgressFn | None = None,
+    jobs: int | None = 1,
+    scheduler: str | None = None,
+) -> Report:
+    """Analyse every run under ``path``: a logdir, a run directory or one trace file, local,
+    remote (a URL) or an archive (``.zip``, ``.tar.gz``). A location that cannot be listed
+    raises ``TraceError``.
 
-    ``progress(run, worker, done, total)`` follows the bytes decoded over all the files.
+    ``jobs`` files at once in local processes (None: the usable cores; 1, the default
+    for library use: here, in turn), or on the Dask ``scheduler`` (``tcp://host:port``
+    or ``local``). ``progress(run, worker, done, total)`` follows the bytes decoded over
+    all the files. The report is the same whichever way the files were run.
     """
-    if not os.path.exists(path):
-        raise TraceError(path, "no such file or directory")
-    runs = discover_runs(path)
-    if progress is None:
-        return Report(tool_version=__version__, runs=[analyze_run(r, options) for r in runs])
-    meter = _PathMeter(runs, options or AnalysisOptions(), progress)
-    reports = [run_report(r, functools.partial(meter.analyze, r.name)) for r in runs]
-    return Report(tool_version=__version__, runs=reports)
+    return analyze_paths([path], options, progress, jobs, scheduler)[0]
+
+
+def analyze_paths(
+    paths: list[str],
+    options: AnalysisOptions | None = None,
+    progress: PathProgressFn | None = None,
+    jobs: int | None = 1,
+    scheduler: str | None = None,
+) -> list[Report]:
+    """``analyze_path`` of each path, their files sharing one executor and one progress count.
+
+    Raises ``TraceError`` for a missing path or a location that cannot be listed,
+    ``executors.SchedulerError`` when the scheduler cannot be used.
+    """
+    opts = options or AnalysisOptions()
+    paths = [normalize(p) for p in paths]
+    for path in paths:
+        if is_local(path) and not os.path.exists(path):
+            raise TraceError(path, "no such file or directory")
+    found = [discover(p, limits=opts.limits) for p in paths]
+    every = [r for runs in found for r in runs]
+    meter = _PathMeter(every, progress) if progress is not None else None
+    with open_executor(analyze_file, opts, jobs, scheduler, files=sum(len(r.files) for r in every)) as executor:
+        # Every file goes in first (the executor runs them as it can), then each run takes its reports in order.
+        futures = [
+            {(w.name, s.path): _submit(executor, meter, r.name, w.name, s) for w in r.workers for s in w.spans}
+            for r in every
+        ]
+        reports = iter([run_report(r, _results(files), thresholds_from(opts)) for r, files in zip(every, futures, strict=True)])
+    return [Report(tool_version=__version__, runs=[next(reports) for _ in runs]) for runs in found]
+
+
+def _submit(
+    executor: Executor, meter: _PathMeter | None, run: str, worker: str, span: SpanFile
+) -> Future[list[WorkerReport]]:
+    fut = executor.submit(FileJob(span, worker), meter.follow(run, worker, span.path) if meter else None)
+    if meter is not None:
+        fut.add_done_callback(functools.partial(meter.finish, run, worker, span.path))
+    return fut
+
+
+def _results(files: dict[tuple[str, str], Future[list[WorkerReport]]]) -> FileReportsFn:
+    return lambda worker, span: files[(worker, span.path)].result()
 
 
 class _PathMeter:
     """Decoded bytes over all the files of a path, for one progress bar: gzip's trailer
-    tells each file's decoded size up front."""
+    tells each file's decoded size up front. Files run at once report from several
+    threads; the lock keeps the count from ever going back."""
 
-    def __init__(self, runs: list[RunFiles], options: AnalysisOptions, progress: PathProgressFn) -> None:
-        self._sizes = {s.path: uncompressed_size(s.path, s.size) for r in runs for s in r.files}
+    def __init__(self, runs: list[RunFiles], progress: PathProgressFn) -> None:
+        self._sizes = {s.path: decoded_size(s.path, s.size) for r in runs for s in r.files}
         self._total = sum(self._sizes.values()) or 1
-        self._done = 0
-        self._options = options
+        self._done: dict[str, int] = {}
+        self._sum = 0
+        self._lock = threading.Lock()
         self._progress = progress
 
-    def analyze(self, run: str, worker: str, span: SpanFile) -> list[WorkerReport]:
-        base = self._done
-        self._progress(run, worker, base, self._total)
+    def follow(self, run: str, worker: str, path: str) -> ProgressFn:
+        """The progress callback of one file; the bar names it from now on (it is about to start)."""
+        with self._lock:
+            self._progress(run, worker, self._sum, self._total)
 
         def advance(n: int) -> None:
-            self._progress(run, worker, base + n, self._total)
+            self._advance(run, worker, path, n)
 
-        reports = analyze_file(span, worker, self._options, advance)
-        self._done = base + self._sizes[span.path]
-        self._progress(run, worker, self._done, self._total)
-        return reports
+        return advance
+
+    def finish(self, run: str, worker: str, path: str, _: object) -> None:
+        self._advance(run, worker, path, self._sizes[path])
+
+    def _advance(self, run: str, worker: str, path: str, n: int) -> None:
+        with self._lock:
+            n = min(n, self._sizes[path])
+            before = self._done.get(path, 0)
+            if n <= before:
+                return
+            self._done[path] = n
+            self._sum += n - before
+            self._progress(run, worker, self._sum, self._total)

@@ -12,15 +12,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from .analysis.report import Device, Report, RunReport, Summary, WorkerReport
+from .analysis.flops_detail import FlopsDetail
+from .analysis.report import Device, Report, Summary, WorkerReport
 from .diagnosis.compare import FindingChange
-from .diagnosis.ranks import RankSummary
 from .escape import for_rich, markup_escape
 from .fmt import core_unit, mfu_text, nbytes, pct, tflop, us
+from .render_dist import print_communication, print_ranks
 
 if TYPE_CHECKING:
     from .pipeline import PathProgressFn
@@ -63,32 +63,7 @@ def print_report(report: Report, top: int) -> None:
     for run in report.runs:
         for w in run.workers:
             _print_worker(console, run.name, w, top)
-        _print_ranks(console, run)
-
-
-def _print_ranks(console: Console, run: RunReport) -> None:
-    if run.ranks is None:
-        return
-    # RunReport.ranks is typed Any (analysis does not import diagnosis), so for_rich's copy holds a dict
-    r = msgspec.convert(run.ranks, RankSummary)
-    t = _table(
-        f"{run.name}: ranks side by side (world size {r.world_size})",
-        ("rank", "worker", "median step", "GPU busy", "idle", "exposed comm / step", "MFU"),
-    )
-    for row in r.ranks:
-        t.add_row(
-            str(row.rank),
-            row.worker,
-            us(row.step_time_us),
-            pct(row.gpu_busy_share),
-            pct(row.idle_share),
-            us(row.exposed_communication_us_per_step),
-            pct(row.mfu),
-        )
-    console.print(t)
-    if r.straggler is not None:
-        console.print(f"[bold]straggler: {r.straggler.worker}[/] — {r.straggler.reason}", highlight=False)
-    console.print()
+        print_ranks(console, run)
 
 
 def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int) -> None:
@@ -129,6 +104,7 @@ def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int) ->
     _print_flops(console, w)
     _print_copies_and_syncs(console, w)
     _print_launches(console, w)
+    print_communication(console, w)
     _print_top_kernels(console, w, top)
     _print_roofline(console, w, top)
     _print_diagnosis(console, w)
@@ -257,36 +233,28 @@ def _print_roofline(console: Console, w: WorkerReport, top: int) -> None:
 
 
 def _print_flops(console: Console, w: WorkerReport) -> None:
-    s, f = w.summary, w.flops or {}
+    s, f = w.summary, w.flops
     assert s is not None
     line = f"FLOPs per step: {tflop(s.flops_per_step)}"
-    if f.get("headline_source"):
-        line += f" from {f['headline_source']}"
-    if f.get("achieved_tflops_while_busy") is not None:
-        line += f"; achieved {f['achieved_tflops_while_busy']:.0f} TFLOP/s while the GPU is busy"
+    if f is not None and f.headline_source:
+        line += f" from {f.headline_source}"
+    if f is not None and f.achieved_tflops_while_busy is not None:
+        line += f"; achieved {f.achieved_tflops_while_busy:.0f} TFLOP/s while the GPU is busy"
     console.print(line, highlight=False)
-    imp = f.get("impossible")
-    if imp:
+    if f is not None and f.impossible:
         console.print(
             f"  [bold red]MFU impossible[/] (above 100 %), not shown as a figure; likely cause: "
-            f"{imp.get('explanation')}",
+            f"{f.impossible.explanation}",
             highlight=False,
         )
     console.print(
         f"  matmul kernels: tensor-core {pct(s.tensor_core_kernel_share)} of kernel time, CUDA-core "
         f"{pct(s.cuda_core_matmul_kernel_share)}, unknown unit {pct(s.unknown_core_kernel_share)}; dtype "
-        f"{f.get('kernel_dtype') or 'unknown'} by kernel names, peak dtype "
-        f"{(f.get('peak') or {}).get('dtype') or 'n/a'} from {(f.get('peak') or {}).get('dtype_source') or 'n/a'}",
+        f"{(f and f.kernel_dtype) or 'unknown'} by kernel names, peak dtype "
+        f"{(f and f.peak.dtype) or 'n/a'} from {(f and f.peak.dtype_source) or 'n/a'}",
         highlight=False,
     )
-    extra = []
-    if f.get("mfu_model") is not None and f.get("hfu") is not None and abs(f["mfu_model"] - f["hfu"]) > 1e-4:
-        extra.append(f"MFU without recompute {pct(f['mfu_model'])}, HFU {pct(f['hfu'])}")
-    if f.get("mfu_user") is not None:
-        extra.append(f"MFU from your model FLOPs ({f.get('user_flops_source')}) {pct(f['mfu_user'])}")
-    if f.get("unattributed_kernel_share"):
-        extra.append(f"{pct(f['unattributed_kernel_share'])} of kernel time is in ops with no FLOP formula")
-    for e in extra:
+    for e in _other_utilisations(f):
         console.print(f"  {e}", highlight=False)
     if s.mfu is not None:
         console.print(
@@ -294,6 +262,20 @@ def _print_flops(console: Console, w: WorkerReport) -> None:
             "the TFLOP/s while busy is the matching upper view.[/]",
             highlight=False,
         )
+
+
+def _other_utilisations(f: FlopsDetail | None) -> list[str]:
+    """HFU and the MFUs of the other FLOP counts where they differ, and what the count missed."""
+    if f is None:
+        return []
+    extra = []
+    if f.mfu_model is not None and f.hfu is not None and abs(f.mfu_model - f.hfu) > 1e-4:
+        extra.append(f"MFU without recompute {pct(f.mfu_model)}, HFU {pct(f.hfu)}")
+    if f.mfu_user is not None:
+        extra.append(f"MFU from your model FLOPs ({f.user_flops_source}) {pct(f.mfu_user)}")
+    if f.unattributed_kernel_share:
+        extra.append(f"{pct(f.unattributed_kernel_share)} of kernel time is in ops with no FLOP formula")
+    return extra
 
 
 _SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "dim"}
@@ -309,11 +291,9 @@ def _print_diagnosis(console: Console, w: WorkerReport) -> None:
         t.add_column("per step", justify="right")
         t.add_column("share", justify="right")
         for row in w.waterfall:
-            kind = row.get("kind")
-            label = row.get("label", "")
-            style = "bold" if kind in ("total", "subtotal", "result") else None
-            prefix = "  − " if kind == "loss" else ""
-            t.add_row(prefix + label, us(row.get("us_per_step")), pct(row.get("share")), style=style)
+            style = "bold" if row.kind in ("total", "subtotal", "result") else None
+            prefix = "  − " if row.kind == "loss" else ""
+            t.add_row(prefix + row.label, us(row.us_per_step), pct(row.share), style=style)
         console.print(t)
     if w.findings:
         t = Table(title="Findings, by estimated gain", title_justify="left", show_lines=True)
@@ -322,15 +302,13 @@ def _print_diagnosis(console: Console, w: WorkerReport) -> None:
         t.add_column("est. gain/step", justify="right")
         t.add_column("fix", ratio=4)
         for f in w.findings:
-            sev = f.get("severity", "")
-            gain = f.get("est_gain_us_per_step")
-            after = f.get("est_mfu_after")
-            gain_text = us(gain) + (f"\n→ MFU {pct(after)}" if after is not None else "")
+            after = f.est_mfu_after
+            gain_text = us(f.est_gain_us_per_step) + (f"\n→ MFU {pct(after)}" if after is not None else "")
             t.add_row(
-                f"[{_SEVERITY_STYLE.get(sev, '')}]{sev}[/]",
-                f"[bold]{f.get('id')}[/]\n{f.get('title', '')}",
+                f"[{_SEVERITY_STYLE[f.severity]}]{f.severity}[/]",
+                f"[bold]{f.id}[/]\n{f.title}",
                 gain_text,
-                str(f.get("recommendation", "")),
+                f.recommendation,
             )
         console.print(t)
 

@@ -29,15 +29,15 @@ reads; it never writes. ``tb_mfu_plugin.profiling`` writes this file.
 from __future__ import annotations
 
 import math
-import os
 
 import msgspec
 
 from .analysis.palm import palm_flops_per_token
 from .errors import TraceError
-from .trace.files import open_regular
+from .trace.discover import SIDECAR_NAME
+from .trace.locations import join
+from .trace.opener import open_location
 
-SIDECAR_NAME = "tb_mfu.json"
 SIDECAR_VERSION = 1
 _MAX_BYTES = 1 << 20
 # 1e24 FLOPs in one step is ~30 minutes of a 1,000-GPU H100 cluster per step: beyond
@@ -147,8 +147,8 @@ def sidecar_paths(run_dir: str, worker: str | None = None) -> list[str]:
     """Candidate files in priority order: ``<worker>.tb_mfu.json``, then ``tb_mfu.json``."""
     out = []
     if worker:
-        out.append(os.path.join(run_dir, f"{worker}.{SIDECAR_NAME}"))
-    out.append(os.path.join(run_dir, SIDECAR_NAME))
+        out.append(join(run_dir, f"{worker}.{SIDECAR_NAME}"))
+    out.append(join(run_dir, SIDECAR_NAME))
     return out
 
 
@@ -156,9 +156,9 @@ def _read(path: str) -> bytes | None:
     """File bytes, or None when it does not exist."""
     try:
         # a FIFO or device named tb_mfu.json must not block the analysis
-        with open_regular(path, "MFU sidecar") as f:
+        with open_location(path, "MFU sidecar") as f:
             data = f.read(_MAX_BYTES + 1)
-    except (FileNotFoundError, NotADirectoryError):
+    except (FileNotFoundError, NotADirectoryError):  # a remote one too (errors.TraceNotFound)
         return None
     except OSError as exc:
         raise TraceError(path, f"cannot read MFU sidecar ({exc.strerror or exc})") from None

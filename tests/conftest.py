@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -13,6 +15,15 @@ SAMPLES = ROOT / "sample_traces"
 # tests/ itself, so that tests import the helpers beside them (conftest, tracegen) by name;
 # appended, so that a folder of tests/ can never shadow an installed package
 sys.path.append(str(Path(__file__).resolve().parent))
+
+
+def load_module(path: Path) -> ModuleType:
+    """A script outside the package (scripts/, benchmarks/) as a module: those folders are not packages."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def fixture_path(*parts: str) -> Path:

@@ -108,6 +108,40 @@ def test_table_output_of_a_distributed_run_shows_its_ranks(capsys: pytest.Captur
     assert f"straggler: {report.ranks.straggler.worker}" in out
     for row in report.ranks.ranks:
         assert row.worker in out
+    # the rank's communication and the clocks the ranks were aligned on
+    assert "Communication (DDP)" in out and "Collectives per step" in out and "default_pg (2)" in out
+    assert "clock shift" in out and "Clocks aligned on the ends of 24 collective calls" in out
+
+
+def test_interconnect_flag_sets_the_link(capsys: pytest.CaptureFixture[str]) -> None:
+    run = SAMPLES / "ddp_2gpu"
+    assert main(["analyze", str(run), "--json", "--interconnect", "PCIe 5 x16"]) == 0
+    workers = json.loads(capsys.readouterr().out)["runs"][0]["workers"]
+    for w in workers:
+        c = w["communication"]
+        assert c["link"] == "PCIe 5 x16" and c["link_gbps"] == 63.0 and c["link_source"] == "given (--interconnect)"
+        (x,) = c["collectives"]
+        assert x["link_peak_share"] == pytest.approx(x["busbw_gbps"] / 63.0)
+
+
+def test_compare_puts_runs_side_by_side_by_strategy(capsys: pytest.CaptureFixture[str]) -> None:
+    runs = [SAMPLES / r for r in ("ddp_2gpu", "fsdp2_2gpu", "tp_2gpu")]
+    if not all(r.is_dir() for r in runs):
+        pytest.skip("sample traces not available")
+    assert main(["compare", *map(str, runs), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["strategies"]
+    assert [(r["run"], r["strategy"], r["ranks"]) for r in rows] == [
+        ("ddp_2gpu", ["DDP"], 2),
+        ("fsdp2_2gpu", ["FSDP"], 2),
+        ("tp_2gpu", ["TP"], 2),
+    ]
+    for r in rows:
+        assert 0 < r["mfu_min"] <= r["mfu_mean"] <= r["mfu_max"] < 1 and r["step_time_us"] > 0
+        assert 0 < r["exposed_communication_share"] < 1 and r["link"] == "NVLink 4"
+    assert rows[2]["overlap_ratio"] == 0.0 < rows[0]["overlap_ratio"]  # TP's all-reduces never overlap
+    assert main(["compare", *map(str, runs)]) == 0
+    out = capsys.readouterr().out
+    assert "Strategies side by side" in out and "FSDP" in out and "tp_2gpu" in out
 
 
 def _digest(root: Path) -> dict[str, str]:

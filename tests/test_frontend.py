@@ -8,7 +8,6 @@ skipped without it, like the committed-bundle check in tests/plugin/test_plugin.
 from __future__ import annotations
 
 import enum
-import importlib.util
 import json
 import re
 import shutil
@@ -19,8 +18,7 @@ from typing import Annotated, Any, Literal, TypedDict
 
 import msgspec
 import pytest
-
-from tb_mfu_plugin.analysis.report import WorkerReport
+from conftest import load_module
 
 ROOT = Path(__file__).resolve().parent.parent
 FRONTEND = ROOT / "frontend"
@@ -29,11 +27,7 @@ SRC = FRONTEND / "src"
 
 def _gen() -> ModuleType:
     """scripts/gen_ts_types.py as a module (scripts/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("gen_ts_types", ROOT / "scripts" / "gen_ts_types.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(ROOT / "scripts" / "gen_ts_types.py")
 
 
 def _node_tool(name: str) -> Path:
@@ -190,33 +184,42 @@ def test_generator_translates_each_kind_of_field() -> None:
     assert decls["Extra"].splitlines()[1:-1] == ["  note?: string;"]
 
 
-class FindingLike(msgspec.Struct, kw_only=True):
-    """A stand-in for a finding once it is a Struct (diagnosis/finding.py may move meanwhile)."""
+class Bar(msgspec.Struct, kw_only=True):
+    """Keys only some values have: UNSET is left out of the JSON, None is written."""
 
-    id: str
-    severity: Literal["high", "medium", "low"]
-    evidence: dict[str, Any]
-    est_mfu_after: float | None
-    subject: str | None = None
+    always: float
+    sometimes: bool | msgspec.UnsetType = msgspec.UNSET
+    sometimes_null: float | None | msgspec.UnsetType = msgspec.UNSET
+    defaulted: int = 0
 
 
-def test_generator_covers_a_block_once_it_becomes_a_struct() -> None:
-    """The blocks still dict[str, Any] (findings, flops, waterfall, distributed) need no
-    generator change once typed: a WorkerReport whose findings are Structs."""
-
-    class TypedWorker(WorkerReport, kw_only=True):
-        findings: list[FindingLike] = []
-
-    decls = _decls(_gen().render([TypedWorker]))
-    assert "  findings: FindingLike[];" in decls["TypedWorker"].splitlines()
-    assert decls["FindingLike"].splitlines()[-6:] == [
-        "  id: string;",
-        "  severity: 'high' | 'low' | 'medium';",
-        "  evidence: Record<string, unknown>;",
-        "  est_mfu_after: number | null;",
-        "  subject: string | null;",
+def test_generator_marks_unset_fields_optional_and_only_them() -> None:
+    assert msgspec.json.encode(Bar(always=1.0)) == b'{"always":1.0,"defaulted":0}'  # what the tab receives
+    assert _decls(_gen().render([Bar]))["Bar"].splitlines()[-5:] == [
+        "  always: number;",
+        "  sometimes?: boolean;",
+        "  sometimes_null?: number | null;",
+        "  defaulted: number;",
         "}",
     ]
+
+
+def test_report_blocks_are_typed_in_the_generated_file() -> None:
+    """flops, findings, waterfall, distributed and ranks are Structs: the tab gets their keys."""
+    decls = _decls((SRC / "report_types.ts").read_text(encoding="utf-8"))
+    worker = decls["WorkerReport"].splitlines()
+    for line in (
+        "  flops: FlopsDetail | null;",
+        "  findings: Finding[];",
+        "  waterfall: WaterfallBar[];",
+        "  distributed: Distributed | null;",
+    ):
+        assert line in worker
+    assert "  ranks: RankSummary | null;" in decls["RunReport"].splitlines()
+    assert "  mfu?: number | null;" in decls["WaterfallBar"].splitlines()
+    # What stays free-form JSON: a finding's evidence, whose keys are each rule's own.
+    untyped = [line for d in decls.values() for line in d.splitlines() if re.search(r":.*\bunknown\b", line)]
+    assert untyped == ["  evidence: Record<string, unknown>;"]
 
 
 def test_generated_types_compile(tmp_path: Path) -> None:

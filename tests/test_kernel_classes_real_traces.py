@@ -55,7 +55,7 @@ def test_tracelens_inference_twins_are_tensor_core_bf16(gpu: str, model: str) ->
 def test_tracelens_no_tensor_cores_stays_silent(gpu: str) -> None:
     run = single_file_run(str(fixture_path("tracelens_hf_inference", gpu, f"{MODELS[4]}.json.gz")))
     for w in analyze_file(run.files[0], "r", AnalysisOptions()):
-        assert "no_tensor_cores" not in {f["id"] for f in w.findings}
+        assert "no_tensor_cores" not in {f.id for f in w.findings}
         assert w.summary is None or w.summary.unknown_core_kernel_share == 0
 
 

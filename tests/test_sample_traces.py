@@ -50,7 +50,7 @@ def test_layout_device_and_step_count(run: str, analysed: dict[str, list[WorkerR
         assert w.device is not None and w.device.name == "NVIDIA H200" and w.device.num_sms == 132
         assert w.summary is not None and w.summary.steps == truth["steps_profiled"]
         if world > 1:
-            assert w.distributed is not None and w.distributed["world_size"] == world
+            assert w.distributed is not None and w.distributed.world_size == world
             assert any("nccl" in k.name.lower() for k in w.top_kernels)
 
 
@@ -130,5 +130,5 @@ def test_fp32_mfu_says_what_it_is_against(analysed: dict[str, list[WorkerReport]
     (w,) = analysed["fp32_no_tensor_cores"]
     assert w.summary is not None and w.summary.mfu is not None and w.flops is not None
     # 67 vs 989.4 TFLOP/s: the same work scores about 15x lower against the bf16 peak
-    assert w.flops["mfu_at_bf16_peak"] == pytest.approx(w.summary.mfu * 67.0 / 989.4)
+    assert w.flops.mfu_at_bf16_peak == pytest.approx(w.summary.mfu * 67.0 / 989.4)
     assert any("fp32 CUDA-core peak" in n for n in w.notes)

@@ -34,6 +34,13 @@ class TraceBuilder:
              "ts": ts, "dur": dur, "args": {"External id": self._next_ext()}}
         )
 
+    def annotation(self, name: str, ts: float, dur: float) -> None:
+        """A ``record_function`` range on the host (``user_annotation``)."""
+        self.events.append(
+            {"ph": "X", "cat": "user_annotation", "name": name, "pid": self.pid, "tid": self.tid, "ts": ts,
+             "dur": dur, "args": {"External id": self._next_ext()}}
+        )
+
     def op(self, name: str, ts: float, dur: float, **args: Any) -> int:
         ext = self._next_ext()
         self.events.append(
@@ -117,3 +124,53 @@ class TraceBuilder:
         data = self.text().encode()
         path.write_bytes(gzip.compress(data) if gz else data)
         return path
+
+
+# NCCL kernel names by collective, as NCCL >= 2.19 names its entry points.
+NCCL_KERNELS = {
+    "allreduce": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+    "_allgather_base": "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+    "_reduce_scatter_base": "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+    "send": "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)",
+    "recv": "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)",
+    "alltoall_base": "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)",
+}
+
+
+def nccl_args(
+    collective: str,
+    in_nelems: int,
+    out_nelems: int | None = None,
+    *,
+    dtype: str = "Float",
+    ranks: tuple[int, ...] = (0, 1),
+    group: str = "0",
+    desc: str = "default_pg",
+) -> dict[str, Any]:
+    """The args torch 2.x writes on an NCCL kernel."""
+    return {
+        "Collective name": collective,
+        "In msg nelems": in_nelems,
+        "Out msg nelems": in_nelems if out_nelems is None else out_nelems,
+        "Group size": len(ranks),
+        "dtype": dtype,
+        "In split size": "[]",
+        "Out split size": "[]",
+        "Process Group Name": group,
+        "Process Group Description": desc,
+        "Process Group Ranks": str(list(ranks)),
+    }
+
+
+class DistBuilder(TraceBuilder):
+    """A rank of a distributed run: ``distributedInfo`` and NCCL kernels with their args."""
+
+    def __init__(self, rank: int = 0, world_size: int = 2, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.extra["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world_size}
+
+    def collective(self, cpu_ts: float, gpu_ts: float, dur: float, args: dict[str, Any], stream: int = 20) -> None:
+        """One NCCL kernel, launched at ``cpu_ts``, running ``[gpu_ts, gpu_ts + dur)`` on ``stream``."""
+        corr = self.runtime("cudaLaunchKernel", cpu_ts, 2.0)
+        self.kernel(NCCL_KERNELS[args["Collective name"]], gpu_ts, dur, corr, stream=stream, blocks_per_sm=0.2)
+        self.events[-1]["args"].update(args)

@@ -1,5 +1,5 @@
 // The plugin's routes, by relative URL: the iframe's <base> is data/plugin/mfu/.
-import type { CompareBody, RunReport, RunStatus, RunsBody } from './types';
+import type { CompareBody, PartialReport, PendingFile, RunReport, RunsBody } from './types';
 
 export class HttpError extends Error {
   constructor(
@@ -28,11 +28,12 @@ export async function fetchRuns(refresh = false): Promise<RunsBody> {
   return (await getJson<RunsBody>(`./runs${refresh ? '?refresh=1' : ''}`)).body;
 }
 
-/** The run's report, or its load status while analyses run (HTTP 202). */
-export async function fetchReport(run: string): Promise<{ report: RunReport | null; status: RunStatus | null }> {
-  const { status, body } = await getJson<RunReport | RunStatus>(`./report?run=${encodeURIComponent(run)}`);
-  if (status === 202) return { report: null, status: body as RunStatus };
-  return { report: body as RunReport, status: null };
+/** The run's report; while its files are analysed (HTTP 202), the reports in so far and the
+ * files still pending (the tab polls until none are). */
+export async function fetchReport(run: string): Promise<{ report: RunReport; pending: PendingFile[] }> {
+  const { status, body } = await getJson<RunReport | PartialReport>(`./report?run=${encodeURIComponent(run)}`);
+  if (status === 202) return { report: body, pending: (body as PartialReport).pending ?? [] };
+  return { report: body, pending: [] };
 }
 
 export async function fetchCompare(runs: string[]): Promise<CompareBody> {

@@ -7,7 +7,7 @@ import { deltaNode, impossible, METRICS } from './metrics';
 import { COLORS, UI } from './palette';
 import { BREAKDOWN, meanStep } from './steps';
 import { table } from './table';
-import type { RunReport, Summary, WorkerReport } from './types';
+import type { Finding, RunReport, Summary, WorkerReport } from './types';
 import { usable, workerLabel } from './workers';
 
 export interface CompareColumn {
@@ -274,9 +274,8 @@ function kernelDiff(cols: Drawn[]): HTMLElement {
 }
 
 /** A finding's identity across runs: (id, subject), as in diagnosis/compare.py. */
-function findingKey(fd: Record<string, unknown>): string {
-  const id = String(fd.id ?? fd.title ?? '?');
-  return typeof fd.subject === 'string' && fd.subject ? `${id} · ${fd.subject}` : id;
+function findingKey(fd: Finding): string {
+  return fd.subject ? `${fd.id} · ${fd.subject}` : fd.id;
 }
 
 function findingsDiff(cols: Drawn[]): HTMLElement | null {
@@ -284,14 +283,14 @@ function findingsDiff(cols: Drawn[]): HTMLElement | null {
   const keys: string[] = [];
   const titles = new Map<string, string>();
   for (const w of ws) {
-    for (const fd of w.findings ?? []) {
+    for (const fd of w.findings) {
       const key = findingKey(fd);
       if (!keys.includes(key)) keys.push(key);
-      if (!titles.has(key) && typeof fd.title === 'string') titles.set(key, fd.title);
+      if (!titles.has(key)) titles.set(key, fd.title);
     }
   }
   if (!keys.length) return null;
-  const find = (w: WorkerReport, key: string) => (w.findings ?? []).find((x) => findingKey(x) === key);
+  const find = (w: WorkerReport, key: string) => w.findings.find((x) => findingKey(x) === key);
   const cell = (w: WorkerReport, key: string, index: number): Child => {
     const fd = find(w, key);
     const inBase = index > 0 && find(ws[0], key) !== undefined;
@@ -300,17 +299,12 @@ function findingsDiff(cols: Drawn[]): HTMLElement | null {
       return inBase
         ? h('span', { class: 'change change-fixed', testid: 'finding-fixed' }, 'fixed')
         : h('span', { class: 'dim' }, '—');
-    const sev = String(fd.severity ?? '')
-      .toLowerCase()
-      .replace(/[^a-z]/g, '');
-    const gain = typeof fd.est_gain_us_per_step === 'number' ? f.dur(fd.est_gain_us_per_step as number) : '';
-    const share = typeof fd.est_gain_share === 'number' ? f.pct(fd.est_gain_share as number) : '';
     return h(
       'span',
-      { class: 'fcell', title: typeof fd.title === 'string' ? fd.title : '' },
+      { class: 'fcell', title: fd.title },
       index > 0 && !inBase ? h('span', { class: 'change change-new', testid: 'finding-new' }, 'new') : null,
-      h('span', { class: `sev sev-${sev}` }, sev || 'found'),
-      gain || share ? h('span', { class: 'small dim' }, ` ${[gain, share].filter(Boolean).join(' · ')}`) : null,
+      h('span', { class: `sev sev-${fd.severity}` }, fd.severity),
+      h('span', { class: 'small dim' }, ` ${f.dur(fd.est_gain_us_per_step)} · ${f.pct(fd.est_gain_share)}`),
     );
   };
   return card(

@@ -1,10 +1,24 @@
 // The findings of the diagnosis rules (WorkerReport.findings): id, severity, title, evidence,
-// estimated gain and fix. Everything is text; evidence is formatted by what its keys say.
+// estimated gain and fix. Everything is text. The evidence is each rule's own JSON (typed
+// Record<string, unknown>), so it is formatted by what its keys say and its values are.
 import { card } from './card';
 import { type Child, h } from './dom';
 import * as f from './format';
-import { num, str } from './json';
-import type { Json, JsonObject, WorkerReport } from './types';
+import type { Finding, WorkerReport } from './types';
+
+type Evidence = Record<string, unknown>;
+
+function isRecord(x: unknown): x is Evidence {
+  return typeof x === 'object' && x !== null && !Array.isArray(x);
+}
+
+/** A value as display text: strings as they are, numbers and booleans spelled, others as JSON. */
+function text(x: unknown): string {
+  if (x === null || x === undefined) return '';
+  if (typeof x === 'string') return x;
+  if (typeof x === 'number' || typeof x === 'boolean') return String(x);
+  return JSON.stringify(x);
+}
 
 export function prettyKey(k: string): string {
   if (k === 'us_per_step' || k === 'us') return 'Time / step';
@@ -45,14 +59,14 @@ export function richText(text: string): Child[] {
     );
 }
 
-function valueNode(k: string, v: Json, parent = ''): Child {
+function valueNode(k: string, v: unknown, parent = ''): Child {
   if (!hasUnit(k) && parent && hasUnit(parent)) k = parent; // {"bytes_per_step": {"H2D": ...}}
   if (v === null || v === undefined) return h('span', { class: 'dim' }, '—');
   if (typeof v === 'number') return fmtByKey(k, v);
   if (typeof v === 'string' || typeof v === 'boolean') return String(v);
   if (Array.isArray(v)) {
-    if (v.length && v.every((x) => x && typeof x === 'object' && !Array.isArray(x))) {
-      const rows = v as JsonObject[];
+    const rows = v.filter(isRecord);
+    if (v.length && rows.length === v.length) {
       const keys: string[] = [];
       for (const r of rows) for (const key of Object.keys(r)) if (!keys.includes(key)) keys.push(key);
       return h(
@@ -84,14 +98,14 @@ function valueNode(k: string, v: Json, parent = ''): Child {
         ),
       );
     }
-    return v.map((x) => str(x)).join(', ');
+    return v.map(text).join(', ');
   }
-  return evidenceList(v as JsonObject, k);
+  return isRecord(v) ? evidenceList(v, k) : text(v);
 }
 
-function evidenceList(ev: JsonObject, parent = ''): HTMLElement {
+function evidenceList(ev: Evidence, parent = ''): HTMLElement {
   const entries = Object.entries(ev).filter(([k, v]) => v !== null && k !== 'note');
-  const note = typeof ev.note === 'string' ? (ev.note as string) : null;
+  const note = typeof ev.note === 'string' ? ev.note : null;
   return h(
     'div',
     { class: 'evidence' },
@@ -107,63 +121,45 @@ function evidenceList(ev: JsonObject, parent = ''): HTMLElement {
   );
 }
 
-function evidenceNode(ev: Json | undefined): Child {
-  if (ev === undefined || ev === null) return null;
-  if (typeof ev === 'string') return h('p', null, ev);
-  if (Array.isArray(ev)) return valueNode('evidence', ev);
-  if (typeof ev === 'object') return evidenceList(ev);
-  return h('p', null, String(ev));
-}
-
-function gainNode(fd: JsonObject): Child {
-  const us = num(fd.est_gain_us_per_step);
-  const share = num(fd.est_gain_share);
-  const after = num(fd.est_mfu_after);
-  const bits: string[] = [];
-  if (us !== null) bits.push(`${f.dur(us)} / step`);
-  if (share !== null) bits.push(`${f.pct(share)} of step`);
-  if (!bits.length) {
-    for (const [k, v] of Object.entries(fd)) if (/gain/.test(k) && typeof v === 'number') bits.push(fmtByKey(k, v));
-  }
-  if (!bits.length && after === null) return null;
+function gainNode(fd: Finding): Child {
+  const after = fd.est_mfu_after;
   return h(
     'span',
     { class: 'gain', title: 'Estimated gain if fixed' },
-    bits.length ? `saves ≈ ${bits.join(' · ')}` : null,
+    `saves ≈ ${f.dur(fd.est_gain_us_per_step)} / step · ${f.pct(fd.est_gain_share)} of step`,
     after !== null ? h('span', { class: 'after' }, ` → MFU ${f.pct(after)}`) : null,
   );
 }
 
-const SEVERITY_ORDER: Record<string, number> = { critical: 0, high: 1, medium: 2, low: 3, info: 4 };
+const SEVERITY_ORDER: Record<Finding['severity'], number> = { high: 1, medium: 2, low: 3 };
 
 export function findingsCard(w: WorkerReport): HTMLElement {
-  const fs = w.findings ?? [];
+  const fs = w.findings;
   if (!fs.length) {
     return card('Findings', h('p', { class: 'muted' }, 'The diagnosis rules found nothing to flag in this span.'), {
       testid: 'findings',
     });
   }
   const items = fs.map((fd, i) => {
-    const sev = String(fd.severity ?? 'info')
-      .toLowerCase()
-      .replace(/[^a-z]/g, '');
-    const reco = str(fd.recommendation as Json) ?? str(fd.fix as Json);
-    const subject = str(fd.subject as Json);
+    const sev = fd.severity;
     return h(
       'li',
-      { class: `finding sev-${sev}`, data: { order: String(SEVERITY_ORDER[sev] ?? 5), index: String(i) } },
+      { class: `finding sev-${sev}`, data: { order: String(SEVERITY_ORDER[sev]), index: String(i) } },
       h(
         'div',
         { class: 'finding-head' },
         h('span', { class: `sev sev-${sev}` }, sev),
-        h('span', { class: 'finding-title' }, str(fd.title as Json) ?? str(fd.id as Json) ?? 'Finding'),
-        fd.id ? h('code', { class: 'finding-id' }, String(fd.id)) : null,
+        h('span', { class: 'finding-title' }, fd.title),
+        h('code', { class: 'finding-id' }, fd.id),
       ),
-      h('div', { class: 'finding-meta' }, gainNode(fd), subject ? h('span', { class: 'dim mono' }, subject) : null),
-      reco ? h('p', { class: 'reco' }, h('strong', null, 'Fix: '), ...richText(reco)) : null,
-      fd.evidence !== undefined && fd.evidence !== null
-        ? h('details', null, h('summary', null, 'Evidence'), evidenceNode(fd.evidence as Json))
-        : null,
+      h(
+        'div',
+        { class: 'finding-meta' },
+        gainNode(fd),
+        fd.subject ? h('span', { class: 'dim mono' }, fd.subject) : null,
+      ),
+      fd.recommendation ? h('p', { class: 'reco' }, h('strong', null, 'Fix: '), ...richText(fd.recommendation)) : null,
+      h('details', null, h('summary', null, 'Evidence'), evidenceList(fd.evidence)),
     );
   });
   return card(`Findings (${fs.length})`, h('ul', { class: 'findings' }, items), {

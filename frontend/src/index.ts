@@ -1,18 +1,33 @@
 // The MFU tab: TensorBoard loads this ES module into the plugin iframe and calls render().
 import { fetchCompare, fetchReport, fetchRuns, HttpError, tensorboardUrl } from './api';
 import { disposeCharts } from './charts';
+import { strategyText } from './communication';
 import { type CompareColumn, renderCompare } from './compare';
 import { type Child, clear, h, ICONS, icon, replace } from './dom';
+import { type HashState, hashWorker, onHashChange, readHash, workerKey, writeHash } from './hashstate';
+import { downloadLinks, offlinePayload, renderOffline } from './offline';
 import { renderWorker } from './overview';
 import { cssVariables } from './palette';
 import { ranksCard } from './ranks';
-import { emptyPanel, errorPanel, loadingNow, loadingRows, progressPanel, stateLabel, statusLine } from './status';
+import {
+  emptyPanel,
+  errorPanel,
+  loadingNow,
+  loadingRows,
+  partialBanner,
+  progressPanel,
+  stateLabel,
+  statusLine,
+} from './status';
+import { strategiesCard } from './strategies';
 import css from './style.css';
-import type { RunReport, RunStatus, RunsBody } from './types';
+import type { PendingFile, RunReport, RunStatus, RunsBody, WorkerReport } from './types';
+import { Uploader } from './upload';
 import { usable, workerLabel } from './workers';
 
-type View = 'overview' | 'compare';
+type View = 'overview' | 'compare' | 'strategies';
 
+const VIEW_LABEL: Record<View, string> = { overview: 'Overview', compare: 'Compare', strategies: 'Strategies' };
 const POLL_LOADING_MS = 1000;
 const POLL_IDLE_MS = 15000;
 const STORE = 'tb-mfu:';
@@ -23,8 +38,11 @@ interface State {
   view: View;
   run: string | null;
   worker: Map<string, number>; // selected worker report per run
+  // The report shown per run, by identity: a rank that arrives later moves the indices.
+  shownWorker: Map<string, string>;
   compare: string[];
-  reports: Map<string, { sig: string; report: RunReport }>;
+  // Per run, the last report and the files it still waited for (a 202's pending list).
+  reports: Map<string, { sig: string; report: RunReport; pending: PendingFile[] }>;
   shownSig: string; // what the main area shows, to re-render only on change
 }
 
@@ -34,10 +52,21 @@ const state: State = {
   view: 'overview',
   run: null,
   worker: new Map(),
+  shownWorker: new Map(),
   compare: [],
   reports: new Map(),
   shownSig: '',
 };
+
+// What the URL hash asked for and the runs or the report do not show yet (hashstate.ts);
+// ``under``: the run, or else the first run below it (an uploaded archive holds several).
+let pending: HashState & { under?: boolean } = {};
+const uploader = new Uploader((run) => {
+  // show the new run once a scan lists it
+  pending = { run, under: true };
+  state.view = 'overview';
+  void tick(true);
+});
 
 const el = {
   runSelect: h('select', { testid: 'run-select', title: 'Run' }),
@@ -88,7 +117,7 @@ function renderHeader(): void {
   // tabs
   replace(
     el.tabs,
-    (['overview', 'compare'] as View[]).map((v) =>
+    (['overview', 'compare', 'strategies'] as View[]).map((v) =>
       h(
         'button',
         {
@@ -97,7 +126,7 @@ function renderHeader(): void {
           attrs: { role: 'tab', 'aria-selected': String(state.view === v) },
           on: { click: () => setView(v) },
         },
-        v === 'overview' ? 'Overview' : 'Compare',
+        VIEW_LABEL[v],
       ),
     ),
   );
@@ -139,7 +168,7 @@ function renderHeader(): void {
 
 function setView(v: View): void {
   state.view = v;
-  if (v === 'compare' && !stored('compare-touched') && state.run) {
+  if (v !== 'overview' && !stored('compare-touched') && state.run) {
     // Until the user picks, compare the run on screen with the next one.
     const names = (state.runs?.runs ?? []).map((r) => r.name);
     const i = names.indexOf(state.run);
@@ -147,6 +176,7 @@ function setView(v: View): void {
     if (i >= 0 && next && next !== state.run) state.compare = [state.run, next];
   }
   store('view', v);
+  saveHash(true);
   renderHeader();
   void renderMain(true);
 }
@@ -154,11 +184,65 @@ function setView(v: View): void {
 function setRun(name: string): void {
   state.run = name;
   store('run', name);
+  saveHash(true);
   renderHeader();
   void renderMain(true);
 }
 
+// ---- the URL hash -------------------------------------------------------------
+
+function hashSnapshot(): HashState {
+  const report = state.run ? state.reports.get(state.run)?.report : undefined;
+  const idx = state.run ? state.worker.get(state.run) : undefined;
+  return {
+    view: state.view,
+    run: state.run ?? undefined,
+    ...(state.view === 'overview' && report && idx !== undefined ? workerKey(report.workers[idx]) : {}),
+    compare: state.view !== 'overview' && state.compare.length ? state.compare : undefined,
+  };
+}
+
+/** The view into the hash; not while a link's own state still waits to be shown. */
+function saveHash(push: boolean): void {
+  if (pending.run === undefined && pending.compare === undefined && pending.worker === undefined)
+    writeHash(hashSnapshot(), push);
+}
+
+/** A link's state, or back/forward's: shown now where it can be, the rest when runs and reports come. */
+function applyHash(hs: HashState): void {
+  if (hs.view) state.view = hs.view;
+  pending = { run: hs.run, worker: hs.worker, span: hs.span, device: hs.device, compare: hs.compare };
+  resolvePending();
+}
+
+function resolvePending(): void {
+  if (!state.runs) return;
+  const names = state.runs.runs.map((r) => r.name);
+  const settled = state.runs.scanned && !state.runs.scanning; // a name not listed now never will be
+  const want = pending.run;
+  if (want !== undefined) {
+    const hit = names.includes(want) ? want : pending.under ? names.find((n) => n.startsWith(`${want}/`)) : undefined;
+    if (hit !== undefined) {
+      state.run = hit;
+      pending.run = undefined;
+    } else if (settled) pending = { ...pending, run: undefined, worker: undefined };
+  }
+  if (pending.compare && (settled || pending.compare.every((n) => names.includes(n)))) {
+    state.compare = pending.compare.filter((n) => names.includes(n));
+    pending.compare = undefined;
+  }
+}
+
+/** The worker report the hash names, once the run's report is there (its index, or undefined). */
+function takeHashWorker(report: RunReport): number | undefined {
+  if (pending.worker === undefined || pending.run !== undefined) return undefined;
+  const idx = hashWorker(report, pending);
+  pending = { ...pending, worker: undefined, span: undefined, device: undefined };
+  return idx;
+}
+
 function pickDefaults(): void {
+  resolvePending();
   const runs = state.runs?.runs ?? [];
   const names = runs.map((r) => r.name);
   if (!state.run || !names.includes(state.run)) {
@@ -176,13 +260,32 @@ function pickDefaults(): void {
 
 // ---- main area --------------------------------------------------------------
 
-async function reportFor(run: RunStatus): Promise<RunReport | null> {
+/** The run's report, fetched again whenever a file's state changed (the signature): while
+ * files are pending, each poll that sees one more done brings its report in. */
+async function reportFor(run: RunStatus): Promise<{ report: RunReport; pending: PendingFile[] }> {
   const s = sig(run);
   const hit = state.reports.get(run.name);
-  if (hit && hit.sig === s) return hit.report;
-  const { report } = await fetchReport(run.name);
-  if (report) state.reports.set(run.name, { sig: s, report });
-  return report;
+  if (hit && hit.sig === s) return hit;
+  const got = await fetchReport(run.name);
+  state.reports.set(run.name, { sig: s, ...got });
+  return got;
+}
+
+/** A report's identity (worker, span, device) as one string. */
+function identity(w: WorkerReport): string {
+  return JSON.stringify(workerKey(w));
+}
+
+/** Which report to show: the one shown before (found again by identity), else the user's pick, else the first usable. */
+function pickWorker(run: string, report: RunReport): number {
+  const before = state.shownWorker.get(run);
+  const again = before === undefined ? -1 : report.workers.findIndex((w) => identity(w) === before);
+  let idx = again >= 0 ? again : state.worker.get(run);
+  if (idx === undefined || idx >= report.workers.length) idx = usable(report)[0] ?? 0;
+  state.worker.set(run, idx);
+  const w = report.workers[idx];
+  if (w) state.shownWorker.set(run, identity(w));
+  return idx;
 }
 
 let renderSeq = 0;
@@ -193,12 +296,12 @@ async function renderMain(force = false): Promise<void> {
   const wanted =
     state.view === 'overview'
       ? `o|${state.run}|${state.worker.get(state.run ?? '') ?? 0}|${sig(runStatus(state.run))}|${state.runs?.scanned}`
-      : `c|${state.compare.join('\u0000')}|${state.compare.map((n) => `${sig(runStatus(n))}:${state.worker.get(n) ?? -1}`).join(';')}|${runs.map((r) => r.name).join('\u0000')}`;
+      : `${state.view}|${state.compare.join('\u0000')}|${state.compare.map((n) => `${sig(runStatus(n))}:${state.worker.get(n) ?? -1}`).join(';')}|${runs.map((r) => r.name).join('\u0000')}`;
   if (!force && wanted === state.shownSig) return;
 
   let content: Child;
   try {
-    content = state.view === 'overview' ? await overviewContent() : await compareContent();
+    content = state.view === 'overview' ? await overviewContent() : await compareContent(state.view);
   } catch (err) {
     content = errorPanel('Could not load the report', [err instanceof Error ? err.message : String(err)]);
   }
@@ -209,31 +312,46 @@ async function renderMain(force = false): Promise<void> {
   replace(el.main, content);
   if (!force && document.scrollingElement) document.scrollingElement.scrollTop = scroll;
   renderHeader();
+  saveHash(false); // defaults filled in (the run, its worker) complete the link in place
 }
 
 async function overviewContent(): Promise<Child> {
   if (!state.runs) return h('p', { class: 'muted' }, 'Loading…');
   if (!state.runs.scanned) return h('p', { class: 'muted' }, h('span', { class: 'spinner' }), ' Scanning the logdir…');
-  if (!state.runs.runs.length) return emptyPanel(state.runs?.sources ?? []);
+  if (!state.runs.runs.length) return [uploader.emptyHint(), emptyPanel(state.runs?.sources ?? [])];
   const r = runStatus(state.run);
   if (!r) return emptyPanel(state.runs?.sources ?? []);
-  if (loadingNow(r)) return progressPanel(r);
-  const report = await reportFor(r);
-  if (!report) {
-    const fresh = runStatus(r.name);
-    return fresh ? progressPanel(fresh) : emptyPanel(state.runs?.sources ?? []);
+  if (loadingNow(r) && !r.workers.some((w) => w.spans.some((sp) => sp.state === 'done' || sp.state === 'error')))
+    return progressPanel(r); // nothing to show yet
+  const { report, pending: pendingFiles } = await reportFor(r);
+  if (pendingFiles.length && !report.workers.length) return progressPanel(r);
+  // The worker the URL names, once the run is whole (it may be among the files still pending).
+  const fromHash = pendingFiles.length ? undefined : takeHashWorker(report);
+  if (fromHash !== undefined) {
+    state.worker.set(r.name, fromHash);
+    state.shownWorker.delete(r.name);
   }
-  const good = usable(report);
-  let idx = state.worker.get(r.name);
-  if (idx === undefined || idx >= report.workers.length) idx = good[0] ?? 0;
-  state.worker.set(r.name, idx);
+  const idx = pickWorker(r.name, report);
   const failed = report.workers.filter((w) => w.error);
   const w = report.workers[idx];
   const header = h(
     'div',
     { class: 'runbar' },
     h('h1', { class: 'runtitle', testid: 'run-title' }, report.name),
+    report.strategy?.length
+      ? h(
+          'span',
+          {
+            class: 'pill',
+            testid: 'run-strategy',
+            title: 'Parallelism detected from the collectives (docs/distributed.md)',
+          },
+          strategyText(report.strategy),
+        )
+      : null,
     h('span', { class: 'dim mono small', title: r.path }, r.path),
+    h('span', { class: 'spacer' }),
+    downloadLinks(report.name, idx),
   );
   if (!w) return [header, errorPanel(`Run ${report.name} has no report`, r.errors)];
   return [
@@ -251,12 +369,13 @@ async function overviewContent(): Promise<Child> {
           ),
         )
       : null,
-    report.ranks ? ranksCard(report.ranks) : null,
+    pendingFiles.length ? partialBanner(r, pendingFiles) : null,
+    report.ranks ? ranksCard(report.ranks, report.strategy, pendingFiles) : null,
     renderWorker(w),
   ];
 }
 
-async function compareContent(): Promise<Child> {
+async function compareContent(view: View): Promise<Child> {
   const runs = state.runs?.runs ?? [];
   const chips = h(
     'div',
@@ -275,6 +394,7 @@ async function compareContent(): Promise<Child> {
               const checked = (ev.target as HTMLInputElement).checked;
               state.compare = checked ? [...state.compare, r.name] : state.compare.filter((n) => n !== r.name);
               store('compare-touched', '1');
+              saveHash(true);
               void renderMain(true);
             },
           },
@@ -304,6 +424,7 @@ async function compareContent(): Promise<Child> {
       ),
     ];
   const body = await fetchCompare(state.compare);
+  if (view === 'strategies') return [chips, strategiesCard(body.strategies ?? [])];
   const cols: CompareColumn[] = body.runs.map((e) => {
     const good = e.report ? usable(e.report) : [];
     let wi = state.worker.get(e.name);
@@ -331,6 +452,7 @@ async function tick(refresh = false): Promise<void> {
   } catch (err) {
     state.runsError = err instanceof HttpError ? err.message : String(err);
   }
+  uploader.update(state.runs);
   pickDefaults();
   renderHeader();
   await renderMain(false);
@@ -345,12 +467,22 @@ export function render(): void {
   style.textContent = cssVariables() + css;
   document.head.appendChild(style);
   const saved = stored('view');
-  if (saved === 'compare' || saved === 'overview') state.view = saved;
+  if (saved === 'compare' || saved === 'overview' || saved === 'strategies') state.view = saved;
+  applyHash(readHash()); // a link's view wins over the last one used here
+  onHashChange((hs) => {
+    const now = hashSnapshot();
+    if (JSON.stringify({ ...now, ...hs }) === JSON.stringify(now)) return; // ours, or TensorBoard's own keys
+    applyHash(hs);
+    renderHeader();
+    void renderMain(true);
+  });
 
   el.runSelect.addEventListener('change', () => setRun(el.runSelect.value));
   el.workerSelect.addEventListener('change', () => {
     if (!state.run) return;
     state.worker.set(state.run, Number(el.workerSelect.value));
+    state.shownWorker.delete(state.run); // the user's pick, found by index this once
+    saveHash(true);
     void renderMain(true);
   });
   replace(
@@ -385,14 +517,21 @@ export function render(): void {
       el.pickers,
       h('div', { class: 'spacer' }),
       el.status,
+      uploader.button,
       refresh,
       el.pytorch,
     ),
     el.loading,
+    uploader.panel,
     el.main,
   );
   clear(document.body);
   document.body.appendChild(app);
+  uploader.attach(app);
   renderHeader();
   void tick();
 }
+
+// The downloaded offline report (tensorboard/offline.py) inlines this bundle: draw it there.
+const offline = offlinePayload();
+if (offline) renderOffline(offline);

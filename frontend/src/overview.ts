@@ -3,15 +3,15 @@
 import { copiesCard, kernelsCard, launchesCard, syncsCard } from './activity';
 import { card } from './card';
 import { chart, tooltipBase, tooltipNode } from './charts';
+import { communicationCard } from './communication';
 import { findingsCard } from './diagnosis';
 import { type Child, h, ICONS, icon } from './dom';
 import { flopsCard, mfuReason, peakInfo } from './flops';
 import * as f from './format';
-import { num, str } from './json';
 import { COLORS, UI } from './palette';
 import { rooflineCard } from './roofline';
 import { meanStep, stepBreakdownSummary, stepsChart } from './steps';
-import type { Json, Summary, WorkerReport } from './types';
+import type { Summary, WorkerReport } from './types';
 import { waterfallCard } from './waterfall';
 
 /** "346.3 TFLOP/s" -> number, then the unit in a smaller span (the text stays "346.3 TFLOP/s"). */
@@ -44,7 +44,7 @@ function kpi(
 }
 
 function kpis(w: WorkerReport, s: Summary): HTMLElement {
-  const fl = w.flops ?? {};
+  const fl = w.flops;
   const mfu = f.isNumber(s.mfu) ? s.mfu : null;
   const hasMfu = mfu !== null;
   const impossible = !hasMfu && (w.flags ?? []).includes('impossible_mfu');
@@ -57,7 +57,7 @@ function kpis(w: WorkerReport, s: Summary): HTMLElement {
       : f.isNumber(s.flops_per_step) && meanStep(s) > 0
         ? s.flops_per_step / (meanStep(s) / 1e6)
         : null;
-  const busyT = num(fl.achieved_tflops_while_busy as Json);
+  const busyT = fl?.achieved_tflops_while_busy ?? null;
   const whileBusy = impossible
     ? null
     : busyT !== null
@@ -65,7 +65,7 @@ function kpis(w: WorkerReport, s: Summary): HTMLElement {
       : achieved !== null && s.gpu_busy_share > 0
         ? achieved / s.gpu_busy_share
         : null;
-  const src = str(fl.headline_source as Json) ?? str(fl.source as Json);
+  const src = fl?.headline_source ?? fl?.source ?? null;
   const peak = peakInfo(w);
   const mfuSub = hasMfu
     ? [
@@ -216,10 +216,7 @@ function deviceCard(w: WorkerReport, s: Summary): HTMLElement {
   ];
   if (w.distributed) {
     const dist = w.distributed;
-    rows.push([
-      'Distributed',
-      `${str(dist.backend as Json) ?? '?'} · rank ${str(dist.rank as Json) ?? '?'} of ${str(dist.world_size as Json) ?? '?'}`,
-    ]);
+    rows.push(['Distributed', `${dist.backend ?? '?'} · rank ${dist.rank ?? '?'} of ${dist.world_size ?? '?'}`]);
   }
   if (w.trace_bytes) rows.push(['Trace', `${f.bytes(w.trace_bytes)} decoded`]);
   return card(
@@ -285,6 +282,7 @@ export function renderWorker(w: WorkerReport): HTMLElement {
     h('div', { class: 'row two' }, busyVsFast(s), deviceCard(w, s)),
     h('div', { class: 'row two' }, findingsCard(w), waterfallCard(w)),
     stepsChart(w, s),
+    communicationCard(w),
     h('div', { class: 'row two' }, flopsCard(w), launchesCard(w), copiesCard(w), syncsCard(w)),
     rooflineCard(w),
     kernelsCard(w),

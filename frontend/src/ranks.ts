@@ -1,12 +1,52 @@
 // The ranks of a distributed run side by side (RunReport.ranks, diagnosis.ranks).
 import { card } from './card';
+import { strategyText } from './communication';
 import { h, ICONS, icon } from './dom';
 import * as f from './format';
-import { table } from './table';
-import type { RankRow, RankSummary } from './types';
+import { pendingLabel } from './status';
+import { type Column, table } from './table';
+import type { PendingFile, RankRow, RankSummary } from './types';
 
-/** A distributed run's ranks side by side, with the straggler the others wait for. */
-export function ranksCard(r: RankSummary): HTMLElement {
+// Each rank's overlap, waiting, bubble and clock (diagnosis/distributed.py; docs/distributed.md).
+const distributedColumns: Column<RankRow>[] = [
+  {
+    key: 'overlap',
+    label: 'Overlap',
+    num: true,
+    value: (x) => x.overlap_ratio,
+    cell: (x) => f.pct(x.overlap_ratio),
+    title: 'Share of its communication running beside compute',
+  },
+  {
+    key: 'wait',
+    label: 'Waits / step',
+    num: true,
+    value: (x) => x.collective_wait_us_per_step,
+    cell: (x) => f.dur(x.collective_wait_us_per_step),
+    title: 'Time inside collectives waiting for a rank that started later, clocks aligned',
+  },
+  {
+    key: 'bubble',
+    label: 'Bubble',
+    num: true,
+    value: (x) => x.bubble_share,
+    cell: (x) => (x.bubble_share === null ? '—' : f.pct(x.bubble_share)),
+    title: 'Pipeline stages: send/recv with nothing to compute, share of the step',
+  },
+  {
+    key: 'clock',
+    label: 'Clock shift',
+    num: true,
+    value: (x) => x.clock_shift_us,
+    cell: (x) => f.dur(x.clock_shift_us),
+    title: "Added to this rank's timestamps to read the reference rank's clock (matched collective ends)",
+  },
+];
+
+/** A distributed run's ranks side by side, with the straggler the others wait for, each rank's
+ * overlap, waits and bubble, and how its clock was aligned with the others'; while files are
+ * `pending`, the ranks in so far and a line naming the others (no straggler yet). */
+export function ranksCard(r: RankSummary, strategy: string[] = [], pending: PendingFile[] = []): HTMLElement {
   const straggler = r.straggler
     ? h(
         'div',
@@ -16,7 +56,7 @@ export function ranksCard(r: RankSummary): HTMLElement {
       )
     : null;
   return card(
-    `Ranks side by side${r.world_size ? ` (world size ${r.world_size})` : ''}`,
+    `Ranks side by side${r.world_size ? ` (world size ${r.world_size})` : ''} · ${strategyText(strategy)}`,
     [
       straggler,
       table<RankRow>(
@@ -53,10 +93,20 @@ export function ranksCard(r: RankSummary): HTMLElement {
             cell: (x) => f.dur(x.exposed_communication_us_per_step),
             title: 'Collective kernels running with no compute alongside, which includes waiting for the slowest rank',
           },
+          ...distributedColumns,
           { key: 'mfu', label: 'MFU', num: true, value: (x) => x.mfu, cell: (x) => f.pct(x.mfu) },
         ],
         { testid: 'ranks-table', sortKey: 'rank', sortDesc: false },
       ),
+      pending.length
+        ? h(
+            'p',
+            { class: 'dim small', testid: 'ranks-pending' },
+            `Still analysing: ${pending.map((p) => `${p.worker} (${pendingLabel(p)})`).join(', ')}. `,
+            'The straggler is named once every rank is in.',
+          )
+        : null,
+      r.clock_note ? h('p', { class: 'dim small', testid: 'clock-note' }, r.clock_note) : null,
     ],
     {
       help: 'Every rank of this run. A collective runs until all ranks join it, so the ranks that wait show it as exposed communication; the rank with the least is the one they wait for.',

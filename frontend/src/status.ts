@@ -3,7 +3,7 @@
 import { card } from './card';
 import { type Child, h, ICONS, icon } from './dom';
 import * as f from './format';
-import type { RunStatus, RunsBody } from './types';
+import type { PendingFile, RunStatus, RunsBody } from './types';
 
 export function loadingNow(r: RunStatus): boolean {
   return r.state === 'queued' || r.state === 'loading';
@@ -136,6 +136,31 @@ export function progressPanel(r: RunStatus): HTMLElement {
     ],
     { cls: 'progress-card', testid: 'run-progress', extra: h('span', { class: 'spinner' }) },
   );
+}
+
+/** A run whose first files are in: how many, the progress, and what still comes. */
+export function partialBanner(r: RunStatus, pending: PendingFile[]): HTMLElement {
+  const files = r.workers.reduce((n, w) => n + w.spans.length, 0);
+  return h(
+    'div',
+    { class: 'banner info', testid: 'partial-banner' },
+    h('span', { class: 'spinner' }),
+    h(
+      'div',
+      null,
+      h('strong', null, `${files - pending.length} of ${files} files analysed · ${f.pct(r.progress, 0)}`),
+      h(
+        'div',
+        null,
+        'The ranks fill in as their files are analysed; the straggler and Compare come when all are in. Still analysing: ',
+        pending.map((p, i) => [i ? ', ' : '', h('span', { class: 'mono' }, p.worker), ` (${pendingLabel(p)})`]),
+      ),
+    ),
+  );
+}
+
+export function pendingLabel(p: PendingFile): string {
+  return p.state === 'loading' ? f.pct(p.progress, 0) : p.state;
 }
 
 export function emptyPanel(sources: RunsBody['sources']): HTMLElement {

@@ -1,48 +1,35 @@
 // The tab's types. The report's come from report_types.ts, which scripts/gen_ts_types.py
-// generates from the msgspec schema of tb_mfu_plugin/analysis/report.py; this file only
-// adds what that schema cannot say yet, and the plugin's own /runs and /compare bodies.
+// generates from the msgspec schema of tb_mfu_plugin/analysis/report.py; this file adds
+// the plugin's own /runs and /compare bodies.
 // Units: time in µs, shares as fractions 0-1, bytes, FLOPs and FLOP/s as numbers.
-import type * as generated from './report_types';
+import type { RunReport, StrategyRow } from './report_types';
 
 export type {
+  Collective,
+  CommStep,
+  Communication,
   CopyStats,
   Device,
+  Distributed,
+  Finding,
+  FlopsDetail,
   KernelStats,
   LaunchStats,
+  Pipeline,
   RankRow,
   RankSummary,
   Roofline,
   RooflineClass,
   RooflineOp,
+  RunReport,
   Spread,
   Step,
+  StrategyRow,
   Summary,
   SyncStats,
+  WaterfallBar,
+  WorkerReport,
 } from './report_types';
-
-export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-export type JsonObject = { [key: string]: Json };
-
-// ---- awaiting generation -------------------------------------------------------
-// WorkerReport.flops, .findings, .waterfall and .distributed are dict[str, Any] in
-// analysis/report.py, so the schema says nothing of their keys and the panels read them
-// as JSON (with `as Json` casts). Once they are Structs, rerun scripts/gen_ts_types.py
-// and delete these overrides and the casts.
-
-/** A WorkerReport with its untyped blocks as JSON. */
-export interface WorkerReport extends Omit<generated.WorkerReport, 'flops' | 'findings' | 'waterfall' | 'distributed'> {
-  flops: JsonObject | null;
-  findings: JsonObject[];
-  waterfall: JsonObject[];
-  distributed: JsonObject | null;
-}
-
-/** RunReport.ranks is Any in analysis/report.py (analysis cannot import diagnosis): it
- * holds a diagnosis.ranks.RankSummary, whose type is generated too. */
-export interface RunReport extends Omit<generated.RunReport, 'workers' | 'ranks'> {
-  workers: WorkerReport[];
-  ranks: generated.RankSummary | null;
-}
 
 // ---- the plugin's bodies (tensorboard/plugin.py, tensorboard/runs.py: plain dicts) ----
 export type LoadState = 'queued' | 'loading' | 'done' | 'error' | 'ready' | 'partial';
@@ -80,6 +67,35 @@ export interface RunsBody {
   sources: { name: string | null; path: string }[];
   errors: string[];
   runs: RunStatus[];
+  uploads?: UploadsStatus;
+}
+
+/** Upload in the tab (tensorboard/share.py: uploads_status). */
+export interface UploadsStatus {
+  enabled: boolean;
+  reason: string | null;
+  max_bytes: number;
+}
+
+/** A file of a run still being analysed, in /report's 202 body. */
+export interface PendingFile {
+  worker: string;
+  span: string;
+  file: string;
+  state: LoadState;
+  progress: number;
+  bytes_read: number;
+  bytes_total: number;
+}
+
+/** /report while a run's files are analysed (HTTP 202): the reports in so far in the run's
+ * order, the ranks in so far side by side (no straggler until every rank is in), the files
+ * still pending and the run's progress. A complete report (200) has no `pending`. */
+export interface PartialReport extends RunReport {
+  state: LoadState;
+  progress: number;
+  size: number;
+  pending: PendingFile[];
 }
 
 export interface CompareEntry {
@@ -92,4 +108,5 @@ export interface CompareEntry {
 export interface CompareBody {
   schema_version: number;
   runs: CompareEntry[];
+  strategies: StrategyRow[]; // the loaded runs side by side by strategy (diagnosis/strategies.py)
 }

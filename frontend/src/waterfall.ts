@@ -4,9 +4,8 @@ import { card } from './card';
 import { axisTooltip, chart, msPerStepAxis, tooltipNode } from './charts';
 import { h } from './dom';
 import * as f from './format';
-import { num, str } from './json';
 import { SERIES, UI } from './palette';
-import type { Json, JsonObject, WorkerReport } from './types';
+import type { WaterfallBar, WorkerReport } from './types';
 
 const WF_COLORS: Record<string, string> = {
   total: SERIES.slate,
@@ -18,23 +17,21 @@ const WF_COLORS: Record<string, string> = {
 
 interface WfBar {
   label: string;
-  kind: string;
+  kind: WaterfallBar['kind'];
   base: number; // ms
   value: number; // ms
   us: number;
-  share: number | null;
+  share: number;
   color: string;
-  row: JsonObject;
+  row: WaterfallBar;
 }
 
-export function waterfallBars(rows: JsonObject[]): WfBar[] {
+export function waterfallBars(rows: WaterfallBar[]): WfBar[] {
   const bars: WfBar[] = [];
   let running = 0;
   for (const r of rows) {
-    const kind = str(r.kind as Json) ?? 'loss';
-    const us = num(r.us_per_step) ?? 0;
-    const label = str(r.label as Json) ?? str(r.id as Json) ?? '?';
-    const share = num(r.share);
+    const { kind, label, share } = r;
+    const us = r.us_per_step;
     const color =
       kind === 'loss'
         ? r.group === 'idle'
@@ -79,7 +76,7 @@ function waterfallChart(bars: WfBar[]): HTMLElement {
         ...axisTooltip,
         formatter: (ps: { dataIndex: number }[]) => {
           const b = bars[ps[0].dataIndex];
-          const mfu = num(b.row.mfu);
+          const mfu = b.row.mfu ?? null;
           return tooltipNode(
             b.label,
             [[b.color, b.kind === 'loss' ? 'lost per step' : 'per step', `${f.dur(b.us)} · ${f.pct(b.share)}`]],
@@ -118,7 +115,7 @@ function waterfallChart(bars: WfBar[]): HTMLElement {
 }
 
 /** The same rows as a table, losses of nothing included. */
-function waterfallTable(rows: JsonObject[]): HTMLElement {
+function waterfallTable(rows: WaterfallBar[]): HTMLElement {
   return h(
     'table',
     { class: 'grid compact wf-table', testid: 'waterfall' },
@@ -137,13 +134,12 @@ function waterfallTable(rows: JsonObject[]): HTMLElement {
       'tbody',
       null,
       rows.map((r) => {
-        const kind = str(r.kind as Json) ?? 'loss';
         return h(
           'tr',
-          { class: `wf-${kind}` },
-          h('td', null, kind === 'loss' ? '− ' : '', str(r.label as Json) ?? str(r.id as Json) ?? '?'),
-          h('td', { class: 'num' }, f.dur(num(r.us_per_step))),
-          h('td', { class: 'num' }, f.pct(num(r.share))),
+          { class: `wf-${r.kind}` },
+          h('td', null, r.kind === 'loss' ? '− ' : '', r.label),
+          h('td', { class: 'num' }, f.dur(r.us_per_step)),
+          h('td', { class: 'num' }, f.pct(r.share)),
         );
       }),
     ),
@@ -151,7 +147,7 @@ function waterfallTable(rows: JsonObject[]): HTMLElement {
 }
 
 export function waterfallCard(w: WorkerReport): HTMLElement | null {
-  const rows = (w.waterfall ?? []).filter((r) => r && typeof r === 'object');
+  const rows = w.waterfall;
   if (!rows.length) return null;
   const bars = waterfallBars(rows);
   if (!bars.length) return null;

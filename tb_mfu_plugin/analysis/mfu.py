@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from ..options import AnalysisOptions
@@ -27,6 +28,7 @@ from .aggregate import spread
 from .devices import props_of
 from .dtype_choice import DtypeChoice
 from .flop_count import count_flops
+from .flops_detail import FlopsDetail, OpFlopsShare, PeakFacts, UnattributedOp
 from .op_flops import OpFlops, WindowFlops, flops_in_windows
 from .peaks import PeakChoice, resolve_peak
 from .per_trace import once_per_trace
@@ -119,39 +121,35 @@ def flops_summary(
     of: OpFlops,
     start_us: np.ndarray,
     end_us: np.ndarray,
-    unattributed: UnattributedTime | None = None,
+    unattributed: UnattributedTime,
     top_ops: int = 10,
-) -> dict[str, Any]:
-    """A JSON-friendly detail block for ``WorkerReport.flops`` (per-step figures are means over
-    the windows ``[start, end)``, as the summary's: total / windows)."""
+) -> FlopsDetail:
+    """The counted part of ``WorkerReport.flops`` (per-step figures are means over the windows
+    ``[start, end)``, as the summary's: total / windows); ``apply_to_report`` adds the rest."""
     wf = flops_in_windows(of, start_us, end_us)
     in_win = intervals.window_of_unsorted(of.ts, start_us, end_us) >= 0
     nwin = max(len(wf.flops), 1)
     total = of.total
-    out: dict[str, Any] = {
-        "source": "shapes",
-        "convention": "FlopCounterMode",
-        "flops_per_step": _mean(wf.mfu_flops),
-        "executed_flops_per_step": _mean(wf.flops),
-        "model_flops_per_step": _mean(wf.model_flops),
-        "attention_recompute_flops_per_step": float(of.recompute_flops[in_win & ~of.checkpoint_recompute].sum())
-        / nwin,
-        "checkpoint_recompute_flops_per_step": float(of.recompute_flops[in_win & of.checkpoint_recompute].sum())
-        / nwin,
-        "ops_counted": int(in_win.sum()),
-        "dtype": of.dominant_dtype(),
-        "dtype_shares": of.dtype_shares(),
-        "by_op": [{"op": k, "flops_share": v / total if total else 0.0} for k, v in list(of.by_op().items())[:top_ops]],
-        "approximate_share": float(of.flops[~of.exact].sum() / total) if total else 0.0,
-        "notes": list(of.notes),
-    }
-    if unattributed is not None:
-        out["unattributed_kernel_us"] = unattributed.unattributed_us
-        out["unattributed_kernel_share"] = unattributed.unattributed_share
-        out["unattributed_top"] = [
-            {"op": e.op, "kernel_us": e.kernel_us, "kernels": e.kernels} for e in unattributed.top
-        ]
-    return out
+    return FlopsDetail(
+        source="shapes",
+        convention="FlopCounterMode",
+        flops_per_step=_mean(wf.mfu_flops),
+        executed_flops_per_step=_mean(wf.flops),
+        model_flops_per_step=_mean(wf.model_flops),
+        attention_recompute_flops_per_step=float(of.recompute_flops[in_win & ~of.checkpoint_recompute].sum()) / nwin,
+        checkpoint_recompute_flops_per_step=float(of.recompute_flops[in_win & of.checkpoint_recompute].sum()) / nwin,
+        ops_counted=int(in_win.sum()),
+        dtype=of.dominant_dtype(),
+        dtype_shares=of.dtype_shares(),
+        by_op=[
+            OpFlopsShare(op=k, flops_share=v / total if total else 0.0) for k, v in list(of.by_op().items())[:top_ops]
+        ],
+        approximate_share=float(of.flops[~of.exact].sum() / total) if total else 0.0,
+        notes=list(of.notes),
+        unattributed_kernel_us=unattributed.unattributed_us,
+        unattributed_kernel_share=unattributed.unattributed_share,
+        unattributed_top=[UnattributedOp(op=e.op, kernel_us=e.kernel_us, kernels=e.kernels) for e in unattributed.top],
+    )
 
 
 def _mean(values: np.ndarray) -> float | None:
@@ -239,7 +237,8 @@ def _fill_mfu(report: WorkerReport, head: np.ndarray | None, dur: np.ndarray, pe
         report.summary.distribution["mfu"] = mfu_spread
 
 
-def _mfu_detail(
+def _fill_detail(
+    detail: FlopsDetail,
     report: WorkerReport,
     wf: WindowFlops,
     dur: np.ndarray,
@@ -247,31 +246,22 @@ def _mfu_detail(
     user: _UserFlops,
     choice: PeakChoice,
     dchoice: DtypeChoice,
-) -> dict[str, Any]:
+) -> None:
     """Every MFU that can be computed besides the headline, the achieved rate and the peak."""
     peak = choice.peak_flops
     busy = [s.gpu_busy_share * s.dur_us for s in report.steps[: len(dur)]]
-    return {
-        "hfu": overall_mfu(wf.flops, dur, peak) if has_shapes else None,
-        "mfu_model": overall_mfu(wf.model_flops, dur, peak) if has_shapes else None,
-        "user_flops_per_step": user.flops,
-        "user_flops_source": user.source,
-        "mfu_user": overall_mfu(np.full(len(dur), user.flops), dur, peak) if user.flops else None,
-        # all FLOPs over all busy time, aggregated as MFU (not a median of the steps' rates)
-        "achieved_tflops_while_busy": achieved_tflops_while_busy(float(np.sum(wf.flops)), float(sum(busy)))
-        if has_shapes
-        else None,
-        "peak": {
-            "name": choice.name,
-            "peak_flops": choice.peak_flops,
-            "dtype": choice.dtype,
-            "dtype_source": choice.dtype_source,
-            "source": choice.source,
-            "inferred": choice.inferred,
-        },
-        "kernel_dtype": dchoice.kernel_dtype,
-        "kernel_dtype_shares": dchoice.kernel_shares,
-    }
+    detail.hfu = overall_mfu(wf.flops, dur, peak) if has_shapes else None
+    detail.mfu_model = overall_mfu(wf.model_flops, dur, peak) if has_shapes else None
+    detail.user_flops_per_step = user.flops
+    detail.user_flops_source = user.source
+    detail.mfu_user = overall_mfu(np.full(len(dur), user.flops), dur, peak) if user.flops else None
+    # all FLOPs over all busy time, aggregated as MFU (not a median of the steps' rates)
+    detail.achieved_tflops_while_busy = (
+        achieved_tflops_while_busy(float(np.sum(wf.flops)), float(sum(busy))) if has_shapes else None
+    )
+    detail.peak = msgspec.convert(choice, PeakFacts, from_attributes=True)  # PeakChoice's fields, by name
+    detail.kernel_dtype = dchoice.kernel_dtype
+    detail.kernel_dtype_shares = dchoice.kernel_shares
 
 
 def apply_to_report(
@@ -320,13 +310,13 @@ def apply_to_report(
     _fill_mfu(report, head, dur, choice.peak_flops)
     unattributed = unattributed_kernel_time(tables, of, np.asarray(steps.start), np.asarray(steps.end), device=device)
     detail = flops_summary(of, cpu_start, cpu_end, unattributed)
-    detail["headline_source"] = head_source
-    detail.update(_mfu_detail(report, wf, dur, has_shapes, user, choice, dchoice))
+    detail.headline_source = head_source
+    _fill_detail(detail, report, wf, dur, has_shapes, user, choice, dchoice)
     if choice.dtype_source == "assumed" and head is not None:
         report.notes.append(f"MFU peak: {choice.source}")
     if not has_shapes:
-        detail["source"] = None
-        detail["notes"].append(
+        detail.source = None
+        detail.notes.append(
             "no FLOPs from shapes: record with record_shapes=True, or give --flops-per-step / a tb_mfu.json sidecar"
         )
     plausibility.guard_mfu(report, detail, choice, head_source)
@@ -336,7 +326,7 @@ def apply_to_report(
 
 def _note_fp32_peak(
     report: WorkerReport,
-    detail: dict[str, Any],
+    detail: FlopsDetail,
     props: dict[str, Any] | None,
     kernel_names: set[str],
     choice: PeakChoice,
@@ -351,7 +341,7 @@ def _note_fp32_peak(
     if not bf16.peak_flops or not choice.peak_flops or bf16.peak_flops <= choice.peak_flops:
         return
     at_bf16 = mfu * choice.peak_flops / bf16.peak_flops
-    detail["mfu_at_bf16_peak"] = at_bf16
+    detail.mfu_at_bf16_peak = at_bf16
     report.notes.append(
         f"MFU {mfu:.1%} is against the fp32 CUDA-core peak ({choice.peak_flops / 1e12:.1f} TFLOP/s) because the "
         f"matmuls ran in fp32; against the bf16 tensor-core peak ({bf16.peak_flops / 1e12:.0f} TFLOP/s) the same "

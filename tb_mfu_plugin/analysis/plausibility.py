@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .flops_detail import FlopsDetail, Impossible, ImpossibleValues
 from .peaks import PEAKS, PeakChoice
+from .report import WorkerReport
 
 IMPOSSIBLE_MFU = "impossible_mfu"
 IMPOSSIBLE_SHARE = "impossible_share"
@@ -50,32 +52,31 @@ def _likely_cause(raw: float, choice: PeakChoice, flops_source: str | None, flag
     )
 
 
-def guard_mfu(report: Any, detail: dict[str, Any], choice: PeakChoice, flops_source: str | None) -> None:
+def guard_mfu(report: WorkerReport, detail: FlopsDetail, choice: PeakChoice, flops_source: str | None) -> None:
     """Null every MFU-like fraction above 1 in ``report``/``detail``, keep the raw values, flag, explain."""
-    raw: dict[str, Any] = {}
+    raw = ImpossibleValues()
     s = report.summary
     if s is not None and s.mfu is not None and s.mfu > 1.0:
-        raw["mfu"] = s.mfu
+        raw.mfu = s.mfu
         s.mfu = None
-    steps = [(st.step, st.mfu) for st in report.steps if st.mfu is not None and st.mfu > 1.0]
+    steps = {str(st.step): st.mfu for st in report.steps if st.mfu is not None and st.mfu > 1.0}
     for st in report.steps:
         if st.mfu is not None and st.mfu > 1.0:
             st.mfu = None
     if steps:
-        raw["steps"] = {str(n): v for n, v in steps}
+        raw.steps = steps
     for key in MFU_KEYS:
-        v = detail.get(key)
-        if isinstance(v, (int, float)) and v > 1.0:
-            raw[key] = float(v)
-            detail[key] = None
-    if not raw:
+        v = getattr(detail, key)
+        if isinstance(v, int | float) and v > 1.0:
+            setattr(raw, key, float(v))
+            setattr(detail, key, None)
+    figures = [v for v in (getattr(raw, k) for k in ("mfu", *MFU_KEYS)) if v is not None]
+    if not figures and not steps:
         return
-    worst = max(v for k, v in raw.items() if k != "steps") if any(k != "steps" for k in raw) else max(
-        raw["steps"].values()
-    )
+    worst = max(figures) if figures else max(steps.values())
     cause, why = _likely_cause(worst, choice, flops_source, report.flags)
     report.flags.append(IMPOSSIBLE_MFU)
-    detail["impossible"] = {"values": raw, "likely_cause": cause, "explanation": why}
+    detail.impossible = Impossible(values=raw, likely_cause=cause, explanation=why)
     # the raw value stays in the JSON (``flops.impossible.values``) for debugging, never in a sentence
     report.notes.append(f"MFU came out above 100 %, which is impossible, so it is not reported. Likely cause: {why}.")
 
@@ -90,7 +91,7 @@ def _metric_shares(obj: Any) -> dict[str, float]:
     return out
 
 
-def guard_shares(report: Any) -> None:
+def guard_shares(report: WorkerReport) -> None:
     """Clamp float rounding above 1 to 1; flag and explain any real excess (a bug or a broken trace)."""
     bad: set[str] = set()
     for obj in [report.summary, *report.steps]:

@@ -8,11 +8,18 @@ or removed; adding keys is free.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
+
+from .dist_report import Communication, Pipeline
+from .flops_detail import FlopsDetail
 
 SCHEMA_VERSION = 1
+
+Severity = Literal["high", "medium", "low"]  # a finding's, from its estimated gain's share of the step
+BarKind = Literal["total", "loss", "subtotal", "result"]  # a waterfall bar's
 
 
 class Metrics(msgspec.Struct, kw_only=True):
@@ -210,6 +217,64 @@ class Roofline(msgspec.Struct, kw_only=True):
     notes: list[str] = []
 
 
+class Finding(msgspec.Struct, kw_only=True):
+    """A named bottleneck with its evidence, estimated gain and fix (``diagnosis``)."""
+
+    id: str  # fixed rule id (sync_point, naive_attention, ...): scripts match on it
+    severity: Severity
+    title: str
+    # Numbers, ops and kernels involved, by rule: free-form JSON the tab and the CLI show as
+    # they find it. Always has ``cost_us_per_step`` (the time the cause takes, which bounds
+    # the gain) and ``cost_share`` (of the step).
+    evidence: dict[str, Any]
+    est_gain_us_per_step: float  # what removing the cause would save, µs per step
+    est_gain_share: float  # the same, as a share of the (mean) step time
+    est_mfu_after: float | None  # mfu * step / (step - gain), when MFU is known
+    recommendation: str  # the concrete fix, with the PyTorch API
+    # What the finding is about when a rule can fire more than once (one sync_point per
+    # cause): (id, subject) is unique in a report, for "fixed" / "new" in Compare.
+    subject: str | None = None
+
+
+class WaterfallBar(msgspec.Struct, kw_only=True):
+    """One bar of the step-time waterfall (``diagnosis.waterfall``), µs per mean step."""
+
+    id: str
+    label: str
+    kind: BarKind
+    us_per_step: float
+    share: float  # of the step
+    # Keys only some bars have (UNSET is left out of the JSON):
+    group: str | UnsetType = UNSET  # "idle" on the idle losses
+    known: bool | UnsetType = UNSET  # low_sm_efficiency: some matmul kernel reported its blocks
+    clamped: bool | UnsetType = UNSET  # the result bar: FLOPs at peak exceed the matmul time
+    mfu: float | None | UnsetType = UNSET  # the result bar; None when unknown or impossible
+
+
+class ProcessGroup(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One entry of the trace's ``distributedInfo.pg_config``; each key only where the
+    trace has it (PyTorch versions write different ones)."""
+
+    pg_name: str | None = None
+    pg_desc: str | None = None
+    backend_config: str | None = None  # "cuda:nccl"
+    pg_size: int | None = None
+    ranks: list[int] | None = None
+    uid: int | None = None
+
+
+class Distributed(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The trace's ``distributedInfo`` (``analysis.distributed``); each key only where the
+    trace has it."""
+
+    backend: str | None = None  # nccl, gloo...
+    rank: int | None = None
+    world_size: int | None = None
+    pg_count: int | None = None
+    pg_config: list[ProcessGroup] | None = None
+    nccl_version: str | None = None
+
+
 class WorkerReport(msgspec.Struct, kw_only=True):
     name: str
     span: str
@@ -222,21 +287,68 @@ class WorkerReport(msgspec.Struct, kw_only=True):
     syncs: list[SyncStats] = []
     launches: LaunchStats | None = None
     top_kernels: list[KernelStats] = []
-    flops: dict[str, Any] | None = None  # FLOPs detail, filled by analysis.mfu
+    flops: FlopsDetail | None = None  # FLOPs detail, filled by analysis.mfu
     roofline: Roofline | None = None  # each op against its roof, filled by analysis.roofline
-    findings: list[dict[str, Any]] = []
-    waterfall: list[dict[str, Any]] = []
+    findings: list[Finding] = []  # by estimated gain, largest first (diagnosis.engine)
+    waterfall: list[WaterfallBar] = []
     flags: list[str] = []  # e.g. "no_step_markers"
     notes: list[str] = []  # human-readable caveats
-    distributed: dict[str, Any] | None = None
+    distributed: Distributed | None = None
     trace_bytes: int = 0
+    # Distributed runs (analysis.communication, analysis.pipeline_bubble; docs/distributed.md):
+    # collectives and their overlap with compute, None without collective kernels; the pipeline
+    # bubble, None unless the rank is a pipeline stage.
+    communication: Communication | None = None
+    pipeline: Pipeline | None = None
+
+
+class RankRow(msgspec.Struct, kw_only=True):
+    worker: str
+    span: str
+    rank: int | None
+    step_time_us: float  # the rank's median step (summary.step_time_us); its shares are time-weighted
+    gpu_busy_share: float
+    idle_share: float
+    exposed_communication_us_per_step: float | None
+    mfu: float | None
+    # From the communication block and the ranks' aligned clocks (diagnosis.distributed;
+    # docs/distributed.md): None on ranks without collectives.
+    communication_us_per_step: float | None = None
+    overlap_ratio: float | None = None
+    bubble_share: float | None = None  # pipeline stages only
+    # What to add to this rank's timestamps to read the reference rank's clock, µs.
+    clock_shift_us: float | None = None
+    # Time inside collectives waiting for a member that started later (clocks aligned), per step.
+    collective_wait_us_per_step: float | None = None
+
+
+class Straggler(msgspec.Struct, kw_only=True):
+    worker: str
+    rank: int | None
+    others_wait_us_per_step: float  # mean exposed communication of the other ranks, minus its own
+    reason: str
+
+
+class RankSummary(msgspec.Struct, kw_only=True):
+    """The ranks of a distributed run side by side, and the one the others wait for
+    (``diagnosis.ranks``)."""
+
+    world_size: int | None
+    ranks: list[RankRow]
+    straggler: Straggler | None = None
+    clock_reference: str | None = None  # the worker whose clock the shifts are relative to
+    clock_residual_us: float | None = None  # median spread of a call's aligned ends across ranks
+    clock_note: str | None = None  # one line: how the clocks were aligned, and by how much
 
 
 class RunReport(msgspec.Struct, kw_only=True):
     name: str
     workers: list[WorkerReport] = []
     # Distributed runs: the ranks side by side and the straggler (diagnosis.ranks), else None.
-    ranks: Any = None
+    ranks: RankSummary | None = None
+    # The parallelism of the run, from its ranks' collectives (analysis.strategy): DP, DDP, FSDP,
+    # TP, PP, EP in that order, e.g. ["FSDP", "TP"]; empty on one GPU.
+    strategy: list[str] = []
 
 
 class Report(msgspec.Struct, kw_only=True):

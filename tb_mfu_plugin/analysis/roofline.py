@@ -306,7 +306,7 @@ def apply_to_report(report: WorkerReport, tables: TraceTables, steps: Steps | No
         return
     device = report.device.index if report.device is not None else None
     peak = report.device.peak_flops if report.device is not None else None
-    peak_name = (report.flops or {}).get("peak", {}).get("name") if isinstance(report.flops, dict) else None
+    peak_name = report.flops.peak.name if report.flops is not None else None
     bw = peak_bandwidth(peak_name, props_of(tables, device))
     ceilings = Ceilings(peak, bw.bytes_per_s)
     cpu_w = (np.asarray(steps.cpu_start, np.float64), np.asarray(steps.cpu_end, np.float64))

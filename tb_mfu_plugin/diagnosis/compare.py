@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
+
+from ..analysis.report import Finding
 
 FIXED, NEW, REMAINS = "fixed", "new", "remains"
 
@@ -18,12 +18,12 @@ class FindingChange(msgspec.Struct, kw_only=True):
     gain_us_per_step: float | None
 
 
-def _key(f: dict[str, Any]) -> tuple[str, str | None]:
+def _key(f: Finding) -> tuple[str, str | None]:
     # (id, subject) is unique within a report: sync_point fires once per cause
-    return (str(f.get("id")), f.get("subject"))
+    return (f.id, f.subject)
 
 
-def compare_findings(baseline: list[dict[str, Any]], other: list[dict[str, Any]]) -> list[FindingChange]:
+def compare_findings(baseline: list[Finding], other: list[Finding]) -> list[FindingChange]:
     """How ``other``'s findings differ from ``baseline``'s: new first, then fixed, then the rest."""
     base = {_key(f): f for f in baseline}
     then = {_key(f): f for f in other}
@@ -31,14 +31,16 @@ def compare_findings(baseline: list[dict[str, Any]], other: list[dict[str, Any]]
     for key in list(base) + [k for k in then if k not in base]:
         b, o = base.get(key), then.get(key)
         status = REMAINS if b is not None and o is not None else (FIXED if o is None else NEW)
+        shown = o or b
+        assert shown is not None  # the key came from one of the two
         out.append(
             FindingChange(
                 id=key[0],
                 subject=key[1],
-                title=str((o or b or {}).get("title", "")),
+                title=shown.title,
                 status=status,
-                baseline_gain_us_per_step=b.get("est_gain_us_per_step") if b else None,
-                gain_us_per_step=o.get("est_gain_us_per_step") if o else None,
+                baseline_gain_us_per_step=b.est_gain_us_per_step if b else None,
+                gain_us_per_step=o.est_gain_us_per_step if o else None,
             )
         )
     order = {NEW: 0, FIXED: 1, REMAINS: 2}

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import msgspec
-
 from ..analysis.report import WorkerReport
 from ..analysis.steps import Steps
 from ..analysis.worker import DeviceView
@@ -46,7 +44,7 @@ def diagnose(
     if report.error is not None or report.summary is None or len(steps) == 0:
         return
     ctx = Context(report, tables, steps, view, thresholds or DEFAULT)
-    report.findings = [msgspec.to_builtins(f) for f in run_rules(ctx, report)]
+    report.findings = run_rules(ctx, report)
     try:
         report.waterfall = waterfall(ctx)
     except Exception as exc:

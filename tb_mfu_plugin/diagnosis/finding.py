@@ -1,28 +1,18 @@
-"""The finding: a named bottleneck with its evidence, estimated gain and fix."""
+"""The finding: a named bottleneck with its evidence, estimated gain and fix.
+
+``Finding`` itself is a report type (``analysis.report``: the report holds the findings);
+this module makes one from what a rule measured.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-import msgspec
+from ..analysis.report import Finding, Severity
 
-SEVERITIES = ("high", "medium", "low")
+__all__ = ["SEVERITIES", "Finding", "make_finding"]
 
-
-class Finding(msgspec.Struct, kw_only=True):
-    id: str  # fixed rule id (sync_point, naive_attention, ...): scripts match on it
-    severity: str  # high | medium | low, from the estimated gain's share of the step
-    title: str
-    # Numbers, ops and kernels involved. Always has ``cost_us_per_step`` (the time the cause
-    # takes, which bounds the gain) and ``cost_share`` (of the step).
-    evidence: dict[str, Any]
-    est_gain_us_per_step: float  # what removing the cause would save, µs per step
-    est_gain_share: float  # the same, as a share of the (mean) step time
-    est_mfu_after: float | None  # mfu * step / (step - gain), when MFU is known
-    recommendation: str  # the concrete fix, with the PyTorch API
-    # What the finding is about when a rule can fire more than once (one sync_point per
-    # cause): (id, subject) is unique in a report, for "fixed" / "new" in Compare.
-    subject: str | None = None
+SEVERITIES: tuple[Severity, ...] = ("high", "medium", "low")
 
 
 def _clean(v: Any) -> Any:
@@ -69,7 +59,7 @@ def make_finding(
     cost = max(0.0, float(cost_us))
     gain = min(max(0.0, float(gain_us)), cost)
     share = gain / step_us if step_us > 0 else 0.0
-    severity = "high" if share >= high_share else "medium" if share >= medium_share else "low"
+    severity: Severity = "high" if share >= high_share else "medium" if share >= medium_share else "low"
     after = None
     if mfu is not None and step_us > gain:
         after = round(float(mfu) * step_us / (step_us - gain), 4)

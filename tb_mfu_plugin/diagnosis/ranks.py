@@ -8,69 +8,64 @@ have much more, is the one they wait for.
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
-from ..analysis.report import WorkerReport
+from ..analysis.report import Distributed, RankRow, RankSummary, Straggler, WorkerReport
+
+__all__ = ["RankClock", "RankRow", "RankSummary", "Straggler", "compare_ranks"]
 
 # The spread of exposed communication between ranks that names a straggler, as a share
 # of the median step time.
 STRAGGLER_MIN_SPREAD = 0.10
 
 
-class RankRow(msgspec.Struct, kw_only=True):
-    worker: str
-    span: str
-    rank: int | None
-    step_time_us: float  # the rank's median step (summary.step_time_us); its shares are time-weighted
-    gpu_busy_share: float
-    idle_share: float
-    exposed_communication_us_per_step: float | None
-    mfu: float | None
+class RankClock(msgspec.Struct, kw_only=True):
+    """One rank's clock against the reference, and its waiting (analysis.clock_skew)."""
 
-
-class Straggler(msgspec.Struct, kw_only=True):
-    worker: str
-    rank: int | None
-    others_wait_us_per_step: float  # mean exposed communication of the other ranks, minus its own
-    reason: str
-
-
-class RankSummary(msgspec.Struct, kw_only=True):
-    world_size: int | None
-    ranks: list[RankRow]
-    straggler: Straggler | None = None
+    shift_us: float | None
+    wait_us_per_step: float | None
 
 
 def _exposed(w: WorkerReport) -> float | None:
-    return next((float(x["us_per_step"]) for x in w.waterfall if x.get("id") == "communication"), None)
+    return next((bar.us_per_step for bar in w.waterfall if bar.id == "communication"), None)
 
 
-def compare_ranks(workers: list[WorkerReport]) -> RankSummary | None:
-    """Side by side view of a run's ranks; None unless it has two or more analysed ranks."""
-    ok = [w for w in workers if w.error is None and w.summary is not None and w.distributed]
+def _has_rank(w: WorkerReport) -> bool:
+    """Analysed, and its trace says it is part of a distributed run (a ``distributedInfo``
+    with at least one key)."""
+    return w.error is None and w.summary is not None and w.distributed not in (None, Distributed())
+
+
+def compare_ranks(workers: list[WorkerReport], clocks: list[RankClock | None] | None = None) -> RankSummary | None:
+    """Side by side view of a run's ranks; None unless it has two or more analysed ranks.
+    ``clocks``, one per worker when given, holds the aligned clocks (diagnosis.distributed)."""
+    ok = [(w, clocks[i] if clocks else None) for i, w in enumerate(workers) if _has_rank(w)]
     if len(ok) < 2:
         return None
     rows = []
-    for w in ok:
-        s = w.summary
-        assert s is not None and w.distributed is not None
+    for w, clock in ok:
+        s, dist, comm = w.summary, w.distributed, w.communication
+        assert s is not None and dist is not None
         rows.append(
             RankRow(
                 worker=w.name,
                 span=w.span,
-                rank=w.distributed.get("rank"),
+                rank=dist.rank,
                 step_time_us=s.step_time_us,
                 gpu_busy_share=s.gpu_busy_share,
                 idle_share=s.idle_share,
                 exposed_communication_us_per_step=_exposed(w),
                 mfu=s.mfu,
+                communication_us_per_step=comm.communication_us_per_step if comm else None,
+                overlap_ratio=comm.overlap_ratio if comm else None,
+                bubble_share=w.pipeline.bubble_share if w.pipeline else None,
+                clock_shift_us=clock.shift_us if clock else None,
+                collective_wait_us_per_step=clock.wait_us_per_step if clock else None,
             )
         )
     rows.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.worker))
-    world: Any = ok[0].distributed.get("world_size") if ok[0].distributed else None
-    return RankSummary(world_size=world, ranks=rows, straggler=_straggler(rows))
+    first = ok[0][0].distributed
+    return RankSummary(world_size=first.world_size if first else None, ranks=rows, straggler=_straggler(rows))
 
 
 def _straggler(rows: list[RankRow]) -> Straggler | None:

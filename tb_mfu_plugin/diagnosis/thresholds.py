@@ -86,6 +86,15 @@ class Thresholds:
 
     # --- communication
     comm_exposed_min_share: float = 0.10  # collective kernels with no compute alongside, share of step
+    # Bus bandwidth (nccl-tests convention) far below the link's peak, measured from the last member's
+    # arrival (only when the group's other traces were analysed too: diagnosis.distributed).
+    busbw_low_share: float = 0.30  # busbw under this share of the link's peak ...
+    busbw_min_exposed_share: float = 0.03  # ... on a collective whose exposed time is this share of the step
+    busbw_target_share: float = 0.70  # the share of the peak a well-sized collective reaches (gain estimate)
+    busbw_small_message_bytes: float = 8 << 20  # mean message under this: latency-bound (NVLink needs ~10 MB)
+
+    # --- pipeline parallelism
+    bubble_min_share: float = 0.10  # send/recv with no compute alongside, share of step
 
     # --- GPU idle no other finding claims
     gpu_idle_min_share: float = 0.10  # idle with no other cause, share of step

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis.idle_gaps import GRAPH, HOST, LAUNCH, OTHER, SYNC
+from ..analysis.report import BarKind, WaterfallBar
 from .context import Context
 from .registry import GAP_THRESHOLDS
 
@@ -58,11 +59,12 @@ class _Bars:
     def __init__(self, step: float) -> None:
         self.step = step
         self.remaining = step
-        self.out: list[dict[str, Any]] = []
+        self.out: list[WaterfallBar] = []
 
-    def entry(self, id: str, label: str, kind: str, us: float, **extra: Any) -> None:
+    def entry(self, id: str, label: str, kind: BarKind, us: float, **extra: Any) -> None:
+        """``extra``: the keys only some bars have (``WaterfallBar.group``, ``known``, ``clamped``, ``mfu``)."""
         share = round(us / self.step, 5)
-        self.out.append({"id": id, "label": label, "kind": kind, "us_per_step": round(us, 3), "share": share, **extra})
+        self.out.append(WaterfallBar(id=id, label=label, kind=kind, us_per_step=round(us, 3), share=share, **extra))
 
     def loss(self, id: str, label: str, us: float, **extra: Any) -> None:
         """A loss, clamped into what remains above it."""
@@ -74,7 +76,7 @@ class _Bars:
         self.entry(id, label, "subtotal", self.remaining)
 
 
-def waterfall(ctx: Context) -> list[dict[str, Any]]:
+def waterfall(ctx: Context) -> list[WaterfallBar]:
     if ctx.n == 0 or ctx.total_us <= 0:
         return []
     bars = _Bars(ctx.step_us)

@@ -1,15 +1,23 @@
 """Per-file analyses computed in the background, cached in memory and on disk.
 
-A file is identified by (path, size, mtime) plus the run and worker it belongs
-to; a trace that grows or is rewritten gets a new key and is analysed again.
-Work happens in daemon threads fed by a priority queue, so the file the user
-is looking at jumps ahead of the rest. Requests only read the state.
+A file is identified by (location, size, mtime) plus the run and worker it belongs
+to, and for a remote object or an archive member by its store's identity (ETag or
+version id, ``SpanFile.ident``) and size instead of a date; a trace that grows or
+is rewritten gets a new key and is analysed again, and an unchanged object listed
+again is not downloaded again.
+Daemon threads take files from a priority queue, so the file the user is looking
+at jumps ahead of the rest, and hand each to an executor (``executors``): local
+processes by default (``--mfu_workers``, ``$TB_MFU_WORKERS``), or a Dask cluster
+(``--mfu_scheduler``). The server's threads thus only wait: the analysis holds no
+GIL of theirs, and requests, which only read the state, stay quick.
 
 The optional disk cache lives in a user cache directory (``--mfu_cache_dir``,
 ``$TB_MFU_CACHE_DIR``, else ``$XDG_CACHE_HOME/tb_mfu_plugin`` or
-``~/.cache/tb_mfu_plugin``), never in the logdir. Entries are written to a
-temporary file and renamed, so a reader never sees half an entry, and their
-key includes a fingerprint of the analysis code, so an upgrade re-analyses.
+``~/.cache/tb_mfu_plugin``), never in the logdir, bounded by
+``--mfu_cache_max_bytes`` (``disk_cache``). Its key includes a fingerprint of the
+analysis code, so an upgrade re-analyses. A file found there is ready at once:
+looked up when the file is first requested (by the scan thread, for a new scan),
+not queued behind the analyses.
 
 No file can stop the others: whatever one file raises (in the analysis, in the
 checks before it, while writing its cache entry) becomes that file's error, and
@@ -24,9 +32,9 @@ import json
 import logging
 import os
 import queue
-import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -34,18 +42,20 @@ import msgspec
 
 from ..analysis.report import SCHEMA_VERSION, WorkerReport
 from ..escape import json_bytes, one_line
+from ..executors import AnalyzeFn, Executor, FileJob, ProcessExecutor, SchedulerError, SerialExecutor
 from ..options import AnalysisOptions
-from ..pipeline import ProgressFn, analyze_file
-from ..trace.decode import uncompressed_size
+from ..pipeline import analyze_file
 from ..trace.discover import SpanFile
-from .env import CACHE_DIR_ENV, WORKERS_ENV
+from ..trace.locations import is_local
+from ..trace.opener import decoded_size
+from .disk_cache import DiskCache
+from .env import CACHE_DIR_ENV, TEST_STAGGER_ENV
+from .settings import DEFAULT_CACHE_MAX_BYTES
 
 logger = logging.getLogger(__name__)
 
 QUEUED, LOADING, DONE, ERROR = "queued", "loading", "done", "error"
 
-# pipeline.analyze_file, or a stand-in of the same shape (tests)
-AnalyzeFn = Callable[[SpanFile, str, AnalysisOptions, ProgressFn], list[WorkerReport]]
 # refuse(path, worker) -> why the file must not be opened, or None (paths.FileGate.refusal)
 RefuseFn = Callable[[str, str], str | None]
 
@@ -60,7 +70,8 @@ class FileKey:
     run: str
     worker: str
     span: str
-    deps: tuple[tuple[str, int, int], ...] = ()  # other inputs of the analysis (sidecar files)
+    deps: tuple[tuple[str, int, int | str], ...] = ()  # other inputs of the analysis (sidecar files)
+    ident: str = ""  # a remote object's ETag or version id (SpanFile.ident)
 
 
 @dataclass
@@ -136,7 +147,12 @@ def code_fingerprint() -> str:
 
 
 class AnalysisCache:
-    """Analyses of trace files, computed by background threads."""
+    """Analyses of trace files, run by an executor on behalf of background threads.
+
+    ``analyze`` (a stand-in for ``pipeline.analyze_file``, in tests) runs in the
+    threads themselves, ``workers`` of them (default 1); otherwise the files go to
+    ``workers`` local processes, or to the Dask ``scheduler``.
+    """
 
     def __init__(
         self,
@@ -145,17 +161,20 @@ class AnalysisCache:
         workers: int | None = None,
         analyze: AnalyzeFn | None = None,
         refuse: RefuseFn | None = None,
+        *,
+        scheduler: str | None = None,
+        max_bytes: int = DEFAULT_CACHE_MAX_BYTES,
     ) -> None:
         self.options = options or AnalysisOptions()
         self.cache_dir = cache_dir
-        self._analyze = analyze or analyze_file
+        self._disk = DiskCache(cache_dir, max_bytes) if cache_dir else None
+        self._stand_in = analyze
+        self._scheduler = scheduler
         self.refuse = refuse
-        if workers is None:
-            try:
-                workers = int(os.environ.get(WORKERS_ENV, "1"))
-            except ValueError:
-                workers = 1
-        self._n_workers = max(1, workers)
+        self._n_workers = max(1, workers or (1 if analyze is not None or scheduler else default_workers()))
+        self._executor: Executor | None = None
+        self._executor_error: str | None = None
+        self._executor_lock = threading.Lock()
         self._lock = threading.Lock()
         self._entries: dict[FileKey, FileState] = {}
         self._queue: queue.PriorityQueue[tuple[int, int, FileKey]] = queue.PriorityQueue()
@@ -164,20 +183,21 @@ class AnalysisCache:
         self._thread_seq = itertools.count()
         self._idle = threading.Condition(self._lock)
         self._pending = 0
+        self._stagger_s = _stagger_from_env()
+        self._finished = itertools.count()
 
     # -- keys ------------------------------------------------------------
     @staticmethod
-    def key(span: SpanFile, run: str, worker: str, deps: tuple[tuple[str, int, int], ...] = ()) -> FileKey:
-        return FileKey(span.path, span.size, span.mtime, run, worker, span.span, deps)
+    def key(span: SpanFile, run: str, worker: str, deps: tuple[tuple[str, int, int | str], ...] = ()) -> FileKey:
+        return FileKey(span.path, span.size, span.mtime, run, worker, span.span, deps, span.ident)
 
-    def _disk_path(self, key: FileKey) -> str | None:
-        if not self.cache_dir:
-            return None
+    def _disk_name(self, key: FileKey) -> str:
         ident = json.dumps(
             [
-                os.path.abspath(key.path),
+                os.path.abspath(key.path) if is_local(key.path) else key.path,
                 key.size,
                 key.mtime,
+                key.ident,
                 key.run,
                 key.worker,
                 key.span,
@@ -186,25 +206,34 @@ class AnalysisCache:
                 code_fingerprint(),
             ]
         )
-        return os.path.join(self.cache_dir, hashlib.sha256(ident.encode()).hexdigest() + ".json")
+        return hashlib.sha256(ident.encode()).hexdigest()
 
     # -- requests --------------------------------------------------------
     def request(self, key: FileKey, priority: int = 1) -> FileState:
-        """The state of ``key``; queues its analysis if it is new. Never blocks on work.
+        """The state of ``key``; queues its analysis if it is new, unless the disk cache has it.
+        Never waits for an analysis (a new key costs one small file read).
 
         A lower ``priority`` runs sooner; asking again with a lower one moves a
         queued file ahead.
         """
         with self._lock:
             st = self._entries.get(key)
+            if st is not None:
+                if st.state == QUEUED and priority < st._priority:
+                    st._priority = priority
+                    self._queue.put((priority, next(self._seq), key))
+                return st
+        cached = self._from_disk(key)  # outside the lock: requests for other files go on
+        with self._lock:
+            st = self._entries.get(key)
             if st is None:
                 st = FileState(key, _priority=priority)
                 self._entries[key] = st
-                self._pending += 1
-                self._queue.put((priority, next(self._seq), key))
-            elif st.state == QUEUED and priority < st._priority:
-                st._priority = priority
-                self._queue.put((priority, next(self._seq), key))
+                if cached is not None:
+                    st.reports, st.state, st.from_disk, st.seconds = cached, DONE, True, 0.0
+                else:
+                    self._pending += 1
+                    self._queue.put((priority, next(self._seq), key))
             if self._pending:
                 self._ensure_threads()
             return st
@@ -224,6 +253,13 @@ class AnalysisCache:
                 self._idle.wait(left)
         return True
 
+    def close(self) -> None:
+        """Stop the worker processes now (the server is exiting): running analyses are lost."""
+        with self._executor_lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.terminate()
+
     # -- workers ---------------------------------------------------------
     def _ensure_threads(self) -> None:
         """Start the worker threads, and replace any that died (called under the lock)."""
@@ -235,6 +271,31 @@ class AnalysisCache:
             t = threading.Thread(target=self._work, name=f"mfu-analyse-{next(self._thread_seq)}", daemon=True)
             self._threads.append(t)
             t.start()
+
+    def _executor_now(self) -> Executor:
+        """The executor, made on first use (no process starts, no cluster is reached, for a
+        server whose files all come from the disk cache). Raises ``SchedulerError``."""
+        with self._executor_lock:
+            if self._executor is None:
+                if self._executor_error is not None:
+                    raise SchedulerError(self._executor_error)
+                if self._stand_in is not None:
+                    self._executor = SerialExecutor(self._stand_in, self.options)
+                elif self._scheduler:
+                    from ..dask_executor import DaskExecutor
+
+                    try:
+                        self._executor = DaskExecutor(analyze_file, self.options, self._scheduler)
+                    except SchedulerError as exc:
+                        self._executor_error = str(exc)  # said once per file, not retried per file
+                        raise
+                    with self._lock:  # as many files in flight as the cluster has threads
+                        self._n_workers = max(self._n_workers, self._executor.slots)
+                        self._ensure_threads()
+                else:
+                    self._executor = ProcessExecutor(analyze_file, self.options, self._n_workers)
+                _close_at_exit(self)
+            return self._executor
 
     def _work(self) -> None:
         while True:
@@ -268,24 +329,19 @@ class AnalysisCache:
         if refusal is not None:
             self._fail(st, refusal)
             return
-        reports = self._read_disk(key)
-        if reports is not None:
-            with self._lock:
-                st.reports, st.state, st.from_disk = reports, DONE, True
-                st.seconds = time.monotonic() - st.started
-            return
-        st.bytes_total = uncompressed_size(key.path, key.size)
+        st.bytes_total = decoded_size(key.path, key.size)
 
         def progress(n: int) -> None:
             st.bytes_read = n  # an int store: atomic under the GIL, read without the lock
 
-        span = SpanFile(key.span, key.path, key.size, key.mtime)
+        span = SpanFile(key.span, key.path, key.size, key.mtime, key.ident)
         try:
-            reports = self._analyze(span, key.worker, self.options, progress)
-        except Exception as exc:  # the pipeline should not raise; one bad file must not stop the rest
-            logger.exception("MFU plugin: analysing %s failed", one_line(key.path))
-            self._fail(st, str(exc) or type(exc).__name__)
+            reports = self._executor_now().submit(FileJob(span, key.worker), progress).result()
+        except SchedulerError as exc:
+            self._fail(st, str(exc))
             return
+        if self._stagger_s:  # test hook (env.TEST_STAGGER_ENV): the k-th file to finish waits k steps
+            time.sleep(self._stagger_s * next(self._finished))
         with self._lock:
             st.reports, st.state = list(reports), DONE
             st.seconds = time.monotonic() - st.started
@@ -293,36 +349,62 @@ class AnalysisCache:
             self._write_disk(key, st.reports)
 
     # -- disk ------------------------------------------------------------
-    def _read_disk(self, key: FileKey) -> list[WorkerReport] | None:
-        path = self._disk_path(key)
-        if path is None:
+    def _from_disk(self, key: FileKey) -> list[WorkerReport] | None:
+        """The file's reports from the disk cache, if it has them and the file may be opened."""
+        if self._disk is None or (self.refuse is not None and self.refuse(key.path, key.worker) is not None):
+            return None
+        data = self._disk.read(self._disk_name(key))
+        if data is None:
             return None
         try:
-            with open(path, "rb") as f:
-                return _reports_decoder.decode(f.read())
-        except FileNotFoundError:
-            return None
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError) as exc:
-            logger.info("MFU plugin: ignoring unreadable cache entry %s (%s)", path, one_line(exc))
+            return _reports_decoder.decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            logger.info("MFU plugin: ignoring unreadable cache entry for %s (%s)", one_line(key.path), one_line(exc))
             return None
 
     def _write_disk(self, key: FileKey, reports: list[WorkerReport]) -> None:
-        path = self._disk_path(key)
-        if path is None:
+        if self._disk is None:
             return
-        tmp = None
         try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=os.path.dirname(path))
-            with os.fdopen(fd, "wb") as f:
-                f.write(json_bytes(reports))  # names that are not UTF-8 are stored escaped
-            os.replace(tmp, path)
-            tmp = None
-        except Exception as exc:  # a cache that cannot be written costs speed, never the result
-            logger.warning("MFU plugin: cannot write cache entry %s (%s)", path, one_line(exc))
-        finally:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
+            data = json_bytes(reports)  # names that are not UTF-8 are stored escaped
+        except Exception as exc:  # noqa: BLE001 - a cache that cannot be written costs speed, never the result
+            logger.warning("MFU plugin: cannot encode the cache entry of %s (%s)", one_line(key.path), one_line(exc))
+            return
+        self._disk.write(self._disk_name(key), data)
+
+
+def default_workers() -> int:
+    """Processes the tab analyses with by default: the usable cores, at most 8 (each holds
+    one decoded trace, about its size in memory)."""
+    from ..executors import usable_cores
+
+    return min(usable_cores(), 8)
+
+
+def _stagger_from_env() -> float:
+    try:
+        return max(0.0, float(os.environ.get(TEST_STAGGER_ENV, "0") or 0))
+    except ValueError:
+        return 0.0
+
+
+def _close_at_exit(cache: AnalysisCache) -> None:
+    """Kill the cache's processes when the server exits, before Python's own exit hook would
+    wait for their analyses to end (threading's exit hooks run last-registered first)."""
+    ref = weakref.ref(cache)
+
+    def close() -> None:
+        c = ref()
+        if c is not None:
+            c.close()
+
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:  # not CPython: at least at the interpreter's exit
+        import atexit
+
+        atexit.register(close)
+        return
+    try:
+        register(close)
+    except RuntimeError:  # already shutting down
+        pass

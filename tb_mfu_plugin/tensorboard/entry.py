@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from tensorboard.plugins import base_plugin
 
-from .env import CACHE_DIR_ENV
+from .env import CACHE_DIR_ENV, CACHE_MAX_BYTES_ENV, SCHEDULER_ENV, WORKERS_ENV
 
 
 class MfuPluginLoader(base_plugin.TBLoader):
@@ -28,6 +28,37 @@ class MfuPluginLoader(base_plugin.TBLoader):
                 "Where the MFU tab keeps analysed traces between restarts "
                 f"(default: ${CACHE_DIR_ENV}, else ~/.cache/tb_mfu_plugin; 'none' turns it off). "
                 "Nothing is ever written into the logdir."
+            ),
+        )
+        group.add_argument(
+            "--mfu_cache_max_bytes",
+            metavar="BYTES",
+            type=str,
+            default=None,
+            help=(
+                f"Cap of the MFU tab's disk cache (K, M, G suffixes; default: ${CACHE_MAX_BYTES_ENV}, else 2G); "
+                "the least recently used analyses go first."
+            ),
+        )
+        group.add_argument(
+            "--mfu_workers",
+            metavar="N",
+            type=str,
+            default=None,
+            help=(
+                f"Processes that analyse trace files at once (default: ${WORKERS_ENV}, else the usable cores, "
+                "at most 8). Each holds one decoded trace, about its size in memory."
+            ),
+        )
+        group.add_argument(
+            "--mfu_scheduler",
+            metavar="ADDRESS",
+            type=str,
+            default=None,
+            help=(
+                f"Analyse on a Dask cluster instead (default: ${SCHEDULER_ENV}): tcp://host:8786, or 'local' "
+                "for a LocalCluster. Its workers read the trace files by path: they must see them. "
+                "Needs pip install 'tb_mfu_plugin[dask]'."
             ),
         )
         group.add_argument(
@@ -53,6 +84,36 @@ class MfuPluginLoader(base_plugin.TBLoader):
                 "the logdirs; for servers whose logdirs others can write into. By default links are followed."
             ),
         )
+        group.add_argument(
+            "--mfu_disable_upload",
+            action="store_true",
+            help=(
+                "Turn off uploading traces in the MFU tab (the tab then hides its drop zone). "
+                "Uploads are kept in the cache directory, never in a logdir (docs/security.md)."
+            ),
+        )
+        group.add_argument(
+            "--mfu_upload_max_bytes",
+            metavar="BYTES",
+            type=str,
+            default=None,
+            help="The most bytes one upload in the MFU tab may hold, all its files together (default 1GiB).",
+        )
+
+        # storage.py imports only the standard library and our leaf modules (fsspec when used)
+        from ..trace.storage import STORAGE_OPTIONS_ENV
+
+        group.add_argument(
+            "--mfu_storage_options",
+            metavar="FILE",
+            type=str,
+            default=None,
+            help=(
+                "JSON or TOML file of fsspec storage options keyed by URL prefix, for remote logdirs "
+                f"(s3://, gs://, az://, http://; default: ${STORAGE_OPTIONS_ENV}). Its values are never "
+                "shown, logged or cached. Credentials otherwise come from the environment, profiles and roles."
+            ),
+        )
 
         # The caps of docs/limits.md, one flag each (the CLI's --max-* under an mfu_ prefix).
         # limits.py is a leaf module (dataclasses and re only), so importing it here is safe.
@@ -70,14 +131,33 @@ class MfuPluginLoader(base_plugin.TBLoader):
 
     def fix_flags(self, flags):  # type: ignore[no-untyped-def]
         from ..trace.limits import limits_from_flags
+        from .settings import settings_from_flags
 
         try:
             limits_from_flags(flags)
+            settings_from_flags(flags)
         except ValueError as exc:
             raise base_plugin.FlagsError(str(exc)) from None
+        options_file = getattr(flags, "mfu_storage_options", None)
+        if options_file:
+            from ..trace.storage import use_storage_options
+
+            try:
+                use_storage_options(options_file)
+            except Exception as exc:  # a TraceError naming the file; never its content
+                raise base_plugin.FlagsError(f"--mfu_storage_options: {exc}") from None
         peak = getattr(flags, "mfu_peak_tflops", None)
         if peak is not None and not peak > 0:
             raise base_plugin.FlagsError("--mfu_peak_tflops must be a positive number")
+        cap = getattr(flags, "mfu_upload_max_bytes", None)
+        if cap is not None:
+            from ..trace.limits import parse_size
+
+            try:
+                if parse_size(cap) <= 0:
+                    raise ValueError(cap)
+            except ValueError:
+                raise base_plugin.FlagsError(f"--mfu_upload_max_bytes: {cap!r} is not a size (e.g. 512MiB)") from None
 
     def load(self, context):  # type: ignore[no-untyped-def]
         from .plugin import MfuPlugin

@@ -12,6 +12,8 @@ file (a FIFO named like a trace would block the reader forever) and, under
 symbolic links are followed by default (as torch-tb-profiler does), and
 confinement refuses any that lead out. A link swapped between the check and the
 open escapes it; confinement guards against links already in the logdir.
+Remote files (URLs) have no server path to hide or confine; a member of a local
+archive is checked through its archive's file.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Sequence
 
 from ..escape import json_bytes
 from ..sidecar import sidecar_paths
+from ..trace.locations import is_local, parse_member
 from .runs import Source, is_remote
 
 
@@ -94,6 +97,11 @@ class FileGate:
         that leads out of a confined logdir refuses the trace (the pipeline cannot
         be told to skip it); a missing or unreadable one is the pipeline's to report.
         """
+        member = parse_member(path)
+        if member is not None:  # the archive is the file opened; its members are checked as they are read
+            return self._check(member.archive, "its archive ", missing_ok=False) if is_local(member.archive) else None
+        if not is_local(path):
+            return None
         reason = self._check(path, "", missing_ok=False)
         if reason is not None:
             return reason

@@ -1,8 +1,10 @@
 """The MFU tab's backend: routes in, ``RunReport`` JSON out.
 
-Everything slow happens elsewhere: the logdir scan in ``runs.RunIndex`` and the
-analyses in ``cache.AnalysisCache``, both on daemon threads. Handlers only read
-their state. Runs are looked up by name in the server-side map; a name is
+Everything slow happens elsewhere: the logdir scan in ``runs.RunIndex`` on a
+daemon thread, and the analyses in ``cache.AnalysisCache``'s worker processes (or
+on a Dask cluster). Handlers only read their state. While a run's files are
+analysed, ``/report`` answers 202 with the reports done so far and the files
+pending, so the tab fills in rank by rank. Runs are looked up by name in the server-side map; a name is
 never joined onto a path. ``context.multiplexer`` is never touched (it is None
 under ``--load_fast``).
 
@@ -24,14 +26,21 @@ from werkzeug import wrappers
 
 from .. import __version__ as TOOL_VERSION
 from ..analysis.report import SCHEMA_VERSION, RunReport
+from ..diagnosis.ranks import compare_ranks
+from ..diagnosis.strategies import strategy_table
 from ..escape import json_bytes
 from ..options import AnalysisOptions
 from ..pipeline import run_report
 from ..trace.discover import RunFiles, SpanFile
 from ..trace.limits import limits_from_flags
+from ..trace.locations import basename
+from ..trace.storage import use_storage_options
 from .cache import ERROR, LOADING, QUEUED, AnalysisCache, FileState, default_cache_dir
 from .paths import FileGate, PathView
-from .runs import RunIndex, Scan, sources_from_flags
+from .runs import RunIndex, Scan, Source, sources_from_flags
+from .settings import settings_from_flags
+from .share import serve_download, serve_upload, serve_upload_done, upload_area, uploads_status
+from .uploads import UPLOADS
 
 logger = logging.getLogger(__name__)
 
@@ -65,15 +74,35 @@ class MfuPlugin(base_plugin.TBPlugin):
     ) -> None:
         super().__init__(context)
         flags = context.flags
+        # before any listing: credentials for remote logdirs (never shown: storage.py)
+        use_storage_options(getattr(flags, "mfu_storage_options", None) or None)
         self._sources = sources_from_flags(flags, getattr(context, "logdir", None))
-        self._view = PathView(self._sources, bool(getattr(flags, "mfu_show_full_paths", False)))
-        gate = FileGate(self._sources, bool(getattr(flags, "mfu_confine_to_logdir", False)))
+        cache_dir = default_cache_dir(getattr(flags, "mfu_cache_dir", None))
+        # The upload area (under the cache directory) is scanned and shown like one more logdir.
+        self._uploads, self._upload_off = upload_area(flags, cache_dir, self._sources, self._uploaded)
+        shown = self._sources + ([Source(UPLOADS, self._uploads.root)] if self._uploads else [])
+        self._view = PathView(shown, bool(getattr(flags, "mfu_show_full_paths", False)))
+        gate = FileGate(shown, bool(getattr(flags, "mfu_confine_to_logdir", False)))
         if cache is None:
-            cache = AnalysisCache(options_from_flags(flags), default_cache_dir(getattr(flags, "mfu_cache_dir", None)))
+            run = settings_from_flags(flags)
+            cache = AnalysisCache(
+                options_from_flags(flags),
+                cache_dir,
+                run.workers,
+                scheduler=run.scheduler,
+                max_bytes=run.cache_max_bytes,
+            )
         if cache.refuse is None:
             cache.refuse = gate.refusal
         self._cache = cache
-        self._index = RunIndex(self._sources, min_scan_interval_s, on_scan=self._queue_scan)
+        extra = self._uploads.sources if self._uploads else None
+        self._index = RunIndex(
+            self._sources,
+            min_scan_interval_s,
+            on_scan=self._queue_scan,
+            limits=cache.options.limits,
+            extra_sources=extra,
+        )
         self._index.refresh()  # start scanning now, so is_active() knows soon
 
     # -- TBPlugin --------------------------------------------------------
@@ -85,6 +114,9 @@ class MfuPlugin(base_plugin.TBPlugin):
                 "/runs": app(self._serve_runs),
                 "/report": app(self._serve_report),
                 "/compare": app(self._serve_compare),
+                "/download": app(self._serve_download),
+                "/upload": app(lambda r: serve_upload(r, self._uploads, self._upload_off)),
+                "/upload_done": app(lambda r: serve_upload_done(r, self._uploads, self._upload_off)),
             }
         )
         return apps
@@ -98,6 +130,10 @@ class MfuPlugin(base_plugin.TBPlugin):
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="MFU")
 
     # -- state -----------------------------------------------------------
+    def _uploaded(self) -> None:
+        """An upload became a run: scan now, so the tab's next poll lists it."""
+        self._index.invalidate()
+
     def _queue_scan(self, scan: Scan) -> None:
         """Queue every file of a new scan: the user will most likely look at all runs."""
         for run in scan.runs.values():
@@ -136,11 +172,46 @@ class MfuPlugin(base_plugin.TBPlugin):
         return run
 
     @staticmethod
-    def _report_for(run: RunFiles, states: list[SpanState]) -> RunReport:
+    def _report_for(run: RunFiles, states: list[SpanState], with_ranks: bool = True) -> RunReport:
         """The run's ``RunReport``, put together by ``pipeline.run_report`` as the CLI's is,
-        so the route and ``--json`` agree."""
+        so the route and ``--json`` agree. Files not analysed yet have no reports in it."""
         by_file = {(worker, span.path): st for worker, span, st in states}
-        return run_report(run, lambda worker, span: by_file[(worker, span.path)].worker_reports())
+        return run_report(run, lambda worker, span: by_file[(worker, span.path)].worker_reports(), with_ranks=with_ranks)
+
+    def _partial(self, run: RunFiles, states: list[SpanState]) -> dict[str, Any]:
+        """A run still loading: the reports of the files done so far (in the final order), the
+        ranks in so far side by side but no straggler yet (it is named against every rank), the
+        files still pending, and the run's progress, so the tab fills in rank by rank."""
+        report = self._report_for(run, states, with_ranks=False)
+        try:
+            ranks = compare_ranks(report.workers)
+        except Exception:  # noqa: BLE001 - as in run_report: the side-by-side view is optional
+            ranks = None
+        if ranks is not None:
+            ranks.straggler = None
+        status = self._run_status(run, states)
+        pending = [
+            {
+                "worker": worker,
+                "span": span.span,
+                "file": os.path.basename(span.path),
+                "state": st.state,
+                "progress": round(st.progress, 4),
+                "bytes_read": st.bytes_read,
+                "bytes_total": st.bytes_total,
+            }
+            for worker, span, st in states
+            if st.state in (QUEUED, LOADING)
+        ]
+        return {
+            "name": report.name,
+            "workers": report.workers,
+            "ranks": ranks,
+            "state": status["state"],
+            "progress": status["progress"],
+            "size": status["size"],
+            "pending": pending,
+        }
 
     def _run_status(self, run: RunFiles, states: list[SpanState]) -> dict[str, Any]:
         fstates = [st for _, _, st in states]
@@ -151,7 +222,7 @@ class MfuPlugin(base_plugin.TBPlugin):
             workers.setdefault(wname, []).append(
                 {
                     "span": span.span,
-                    "file": os.path.basename(span.path),
+                    "file": basename(span.path),
                     "size": span.size,
                     "mtime": span.mtime,
                     "state": st.state,
@@ -204,17 +275,25 @@ class MfuPlugin(base_plugin.TBPlugin):
             "sources": [{"name": s.name, "path": self._view.source_path(s)} for s in self._sources],
             "errors": scan.errors,
             "runs": runs,
+            "uploads": uploads_status(self._uploads, self._upload_off),
         }
         return self._respond(request, body)
 
     def _serve_report(self, request: wrappers.Request) -> wrappers.Response:
+        """The run's report (200), or while files are still analysed its partial report (202)."""
         run = self._lookup(request.args.get("run"))
         states = self._states(run, priority=0)
-        fstates = [st for _, _, st in states]
-        if any(st.state in (QUEUED, LOADING) for st in fstates):
-            status = self._run_status(run, states)
-            return self._respond(request, status, code=202)
+        if any(st.state in (QUEUED, LOADING) for _, _, st in states):
+            return self._respond(request, self._partial(run, states), code=202)
         return self._respond(request, self._report_for(run, states))
+
+    def _serve_download(self, request: wrappers.Request) -> wrappers.Response:
+        """The run's report as a file to keep or send: JSON, or the offline HTML page."""
+        run = self._lookup(request.args.get("run"))
+        states = self._states(run, priority=0)
+        if any(st.state in (QUEUED, LOADING) for _, _, st in states):
+            raise errors.NotFoundError(f"run {run.name!r} is still being analysed: download it when it is ready")
+        return serve_download(request, self._report_for(run, states), self._view.json, STATIC_DIR)
 
     def _serve_compare(self, request: wrappers.Request) -> wrappers.Response:
         names = request.args.getlist("run")
@@ -237,5 +316,7 @@ class MfuPlugin(base_plugin.TBPlugin):
                     "report": None if loading else self._report_for(run, states),
                 }
             )
-        body = {"schema_version": SCHEMA_VERSION, "runs": out}
+        # the loaded runs side by side by parallel strategy (the CLI's `compare` table)
+        loaded = [e["report"] for e in out if e["report"] is not None]
+        body = {"schema_version": SCHEMA_VERSION, "runs": out, "strategies": strategy_table(loaded)}
         return self._respond(request, body)

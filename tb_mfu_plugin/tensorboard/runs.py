@@ -1,6 +1,8 @@
 """The server-side map of runs: which logdirs to scan, and a cached background scan.
 
-Requests never walk the file system. They read the last finished scan, and at
+Sources are local folders, URLs (``s3://``, ``gs://``, ``http://``, ...) and
+archives, listed by ``trace.listing.discover``. Requests never walk the file
+system. They read the last finished scan, and at
 most ask for a new one, which a daemon thread runs (at most one at a time, and
 not more often than ``min_interval_s``). New runs and spans thus appear on the
 next reload of the tab, without a restart.
@@ -16,9 +18,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..escape import escape_surrogates
+from ..errors import TraceError
+from ..escape import escape_surrogates, one_line
 from ..sidecar import SIDECAR_NAME
-from ..trace.discover import RunFiles, discover_runs
+from ..trace.discover import RunFiles
+from ..trace.limits import Limits
+from ..trace.listing import discover
+from ..trace.locations import normalize
 
 logger = logging.getLogger(__name__)
 
@@ -42,8 +48,8 @@ def parse_logdir_spec(spec: str) -> list[Source]:
     """``name:path,path2,...`` as TensorBoard reads ``--logdir_spec``.
 
     A spec whose part before the first ``:`` starts with ``/`` or looks like a
-    URI or a Windows drive is a bare path. Remote URIs are kept as they are, and
-    the scan reports that they are not supported yet.
+    URI or a Windows drive is a bare path. URLs are kept as they are (``file://``
+    becomes a local path).
     """
     sources: list[Source] = []
     for part in spec.split(","):
@@ -55,9 +61,7 @@ def parse_logdir_spec(spec: str) -> list[Source]:
         if _URI.match(part) is None and ":" in part and not part.startswith("/") and not os.path.splitdrive(part)[0]:
             name, _, path = part.partition(":")
             name = name.strip() or None
-        if _URI.match(path) is None:
-            path = os.path.realpath(os.path.expanduser(path))
-        sources.append(Source(name, path))
+        sources.append(Source(name, _source_path(path)))
     return sources
 
 
@@ -65,12 +69,23 @@ def sources_from_flags(flags: object, logdir: str | None = None) -> list[Source]
     """``--logdir`` wins over ``--logdir_spec``, as in TensorBoard."""
     flag_logdir = getattr(flags, "logdir", None) or logdir
     if flag_logdir:
-        path = flag_logdir if _URI.match(flag_logdir) else os.path.realpath(os.path.expanduser(flag_logdir))
-        return [Source(None, path)]
+        return [Source(None, _source_path(flag_logdir))]
     spec = getattr(flags, "logdir_spec", None)
     if spec:
         return parse_logdir_spec(spec)
     return []
+
+
+def _source_path(path: str) -> str:
+    """A URL as given (``file://`` made local); a local path made absolute, links resolved."""
+    try:
+        path = normalize(path)
+    except TraceError:  # a password in the URL: kept, so that the scan reports it (blanked)
+        return path
+    return path if _URI.match(path) else os.path.realpath(os.path.expanduser(path))
+
+
+Sidecars = tuple[tuple[str, int, int | str], ...]
 
 
 @dataclass(frozen=True)
@@ -80,14 +95,14 @@ class Scan:
     finished_at: float  # time.monotonic(); 0.0 before the first scan
     # Per run: (name, size, mtime_ns) of the sidecar files beside its traces. They change
     # the analysis, so they are part of each file's cache key.
-    sidecars: dict[str, tuple[tuple[str, int, int], ...]] = field(default_factory=dict)
+    sidecars: dict[str, Sidecars] = field(default_factory=dict)
 
 
-def sidecar_signature(directory: str) -> tuple[tuple[str, int, int], ...]:
+def sidecar_signature(directory: str) -> Sidecars:
     """(name, size, mtime_ns) of the sidecars in ``directory``: tb_mfu.json and <worker>.tb_mfu.json."""
     if not os.path.isdir(directory):
         return ()
-    out = []
+    out: list[tuple[str, int, int | str]] = []
     try:
         names = sorted(n for n in os.listdir(directory) if n.endswith(SIDECAR_NAME))
     except OSError:
@@ -101,19 +116,19 @@ def sidecar_signature(directory: str) -> tuple[tuple[str, int, int], ...]:
     return tuple(out)
 
 
-def scan_sources(sources: list[Source]) -> Scan:
+def scan_sources(sources: list[Source], limits: Limits | None = None) -> Scan:
     runs: dict[str, RunFiles] = {}
     errors: list[str] = []
-    sidecars: dict[str, tuple[tuple[str, int, int], ...]] = {}
+    sidecars: dict[str, Sidecars] = {}
     for src in sources:
-        if _URI.match(src.path):
-            errors.append(f"{src.path}: remote logdirs are not supported yet")
-            continue
-        if not os.path.exists(src.path):
+        if not _URI.match(src.path) and not os.path.exists(src.path):
             errors.append(f"{src.path}: no such file or directory")
             continue
         try:
-            found = discover_runs(src.path, src.name)
+            found = discover(src.path, src.name, limits)
+        except TraceError as exc:  # a remote source or an archive that cannot be listed (secrets blanked)
+            errors.append(one_line(exc))
+            continue
         except OSError as exc:  # discover_runs tolerates most, but be safe on odd file systems
             errors.append(f"{src.path}: cannot scan ({exc.strerror or exc})")
             continue
@@ -130,7 +145,7 @@ def scan_sources(sources: list[Source]) -> Scan:
             if name != run.name:
                 run = RunFiles(name, run.path, run.workers)
             runs[name] = run
-            sidecars[name] = sidecar_signature(run.path)
+            sidecars[name] = run.sidecars if run.sidecars is not None else sidecar_signature(run.path)
     return Scan(runs, errors, time.monotonic(), sidecars)
 
 
@@ -142,10 +157,15 @@ class RunIndex:
         sources: list[Source],
         min_interval_s: float = 5.0,
         on_scan: Callable[[Scan], None] | None = None,
+        limits: Limits | None = None,
+        extra_sources: Callable[[], list[Source]] | None = None,
     ) -> None:
         self.sources = list(sources)
+        self.limits = limits
         self.min_interval_s = min_interval_s
         self._on_scan = on_scan
+        self._extra_sources = extra_sources  # sources that change while the server runs (uploads)
+        self._changed_at = -1.0
         self._lock = threading.Lock()
         self._scan = Scan({}, [], 0.0)
         self._thread: threading.Thread | None = None
@@ -180,6 +200,8 @@ class RunIndex:
         with self._lock:
             if self._thread is not None:
                 return
+            if self._changed_at >= self._requested_at:
+                interval = 0.0
             now = time.monotonic()
             if self._first.is_set() and now - max(self._scan.finished_at, self._requested_at) < interval:
                 return
@@ -187,9 +209,16 @@ class RunIndex:
             self._thread = threading.Thread(target=self._run, name="mfu-scan", daemon=True)
             self._thread.start()
 
+    def invalidate(self) -> None:
+        """A source changed (an upload landed): scan at once, and again after a scan under way."""
+        with self._lock:
+            self._changed_at = time.monotonic()
+        self.refresh()
+
     def _run(self) -> None:
         try:
-            scan = scan_sources(self.sources)
+            extra = self._extra_sources() if self._extra_sources is not None else []
+            scan = scan_sources(self.sources + extra, self.limits)
         except Exception as exc:  # never let a scan kill the thread silently
             logger.exception("MFU plugin: scanning the logdir failed")
             old = self.current()
@@ -203,4 +232,7 @@ class RunIndex:
                 logger.exception("MFU plugin: handling a scan failed")
         with self._lock:
             self._thread = None
+            again = self._changed_at >= self._requested_at  # changed while this scan ran
         self._first.set()
+        if again:
+            self.refresh()

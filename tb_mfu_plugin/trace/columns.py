@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from . import schema
+from .comm_args import CommArgs, comm_column, renumber
 from .schema import Event
 from .tables import ANNOTATION, DRIVER, KERNEL, MEMCPY, MEMSET, OP, RUNTIME, CpuTable, GpuTable, OpInputs, TraceMeta
 from .tables import TraceTables as TraceTables
@@ -43,6 +44,7 @@ _arg = {
         "flops",
         "grid",
         "block",
+        "collective",
     )
 }
 
@@ -91,6 +93,7 @@ class Part:
     gpu_rows: int
     inputs: dict[int, OpInputs] = field(default_factory=dict)
     problems: Counter[str] = field(default_factory=Counter)
+    comm_args: list[CommArgs] = field(default_factory=list)  # the gpu "comm" column indexes it
 
 
 class Columns:
@@ -106,6 +109,7 @@ class Columns:
         self.cpu_parts: list[dict[str, np.ndarray]] = []
         self.gpu_parts: list[dict[str, np.ndarray]] = []
         self.inputs: dict[int, OpInputs] = {}
+        self.comm_args: dict[CommArgs, int] = {}  # distinct collective records -> index (insertion order)
         # One record per distinct (dims, types, concrete): a step repeats the same few hundred
         # shapes thousands of times, and a 1 GB trace would otherwise hold ~400k copies.
         self._records: dict[InputsKey, OpInputs] = {}
@@ -306,6 +310,7 @@ class Columns:
             grid_blocks=self._launch_dims(self._args(args, "grid")),
             block_threads=self._launch_dims(self._args(args, "block")),
             bytes=self._bytes(self._args(args, "bytes")),
+            comm=comm_column(args, self._args(args, "collective"), self.comm_args, self.max_name_chars),
         )
         self.gpu_parts.append(cols)
         self.gpu_rows += len(evs)
@@ -323,6 +328,7 @@ class Columns:
             cpu_rows=self.cpu_rows,
             gpu_rows=self.gpu_rows,
             inputs=self.inputs,
+            comm_args=list(self.comm_args),
             problems=problems,
         )
 
@@ -342,6 +348,7 @@ class Columns:
         if part.gpu is not None:
             part.gpu["name"] = codes[part.gpu["name"]]
             _relabel(part.gpu["device"], labels)
+            renumber(part.gpu["comm"], part.comm_args, self.comm_args)
             self.gpu_parts.append(part.gpu)
         self.cpu_rows += part.cpu_rows
         self.gpu_rows += part.gpu_rows
@@ -360,7 +367,8 @@ class Columns:
         gpu_order = np.argsort(gpu["ts"], kind="stable")
         gpu_table = GpuTable(**{k: gpu.pop(k)[gpu_order] for k in list(gpu)})
         meta.notes.extend(self.notes())
-        return TraceTables(meta=meta, names=self.names, cpu=cpu_table, gpu=gpu_table)
+        comm = list(self.comm_args)
+        return TraceTables(meta=meta, names=self.names, cpu=cpu_table, gpu=gpu_table, comm_args=comm)
 
 
 def _relabel(ids: np.ndarray, labels: np.ndarray) -> None:
@@ -396,6 +404,7 @@ _GPU_EMPTY: dict[str, Any] = {
     "grid_blocks": np.int64,
     "block_threads": np.int64,
     "bytes": np.int64,
+    "comm": np.int32,
 }
 
 

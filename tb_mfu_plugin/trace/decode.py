@@ -28,6 +28,7 @@ import re
 import struct
 import zlib
 from collections.abc import Callable
+from typing import IO
 
 import msgspec
 
@@ -83,8 +84,14 @@ def decode_trace(
     limits: Limits | None = None,
     deadline: Deadline | None = None,
     processes: int | None = None,
+    fileobj: IO[bytes] | None = None,
 ) -> TraceTables:
     """Decode ``path`` into columnar tables.
+
+    ``path`` is a location (``locations.py``): a local path, a URL or an archive member,
+    streamed while it downloads. ``fileobj``, when given, is read instead (``path`` then
+    only names it in errors and reports); it is left open, and read once unless the
+    trace must be decoded whole after all, which needs it seekable.
 
     ``keep_inputs(op_name)`` selects the ops whose recorded shapes are kept (for
     FLOP formulas); ``progress(n)`` is called with uncompressed bytes read so far;
@@ -99,7 +106,7 @@ def decode_trace(
     # would walk them over and over for nothing.
     gc.disable()
     try:
-        return _decode(path, keep_inputs, progress, limits, deadline, processes or decode_processes())
+        return _decode(path, keep_inputs, progress, limits, deadline, processes or decode_processes(), fileobj)
     except TraceError:
         raise
     except FileNotFoundError:
@@ -149,9 +156,10 @@ def _decode(
     limits: Limits,
     deadline: Deadline,
     processes: int,
+    fileobj: IO[bytes] | None = None,
 ) -> TraceTables:
     cols = Columns(keep_inputs, limits.max_name_chars)
-    with Source(path, limits, deadline, inflate_apart=processes > 1) as src:
+    with Source(path, limits, deadline, inflate_apart=processes > 1, fileobj=fileobj) as src:
         head, m = _read_head(src)
         if not _first_byte(head):
             raise TraceError(path, "empty file")
@@ -170,12 +178,12 @@ def _decode(
             line_cap(path, len(head), limits)
             return _decode_whole(path, head, cols, src.read, limits)
         event_start = b"\n" + first.group(2) + b"{"
-        if processes > 1 and not src.gzipped:
+        if processes > 1 and not src.gzipped and src.local:
             job = parallel.Job(path, m.end(), event_start, keep_inputs, limits)
             done = parallel.decode_ranges(job, processes, cols, deadline, progress)
             if done is not None:
                 if done.failed:  # a range did not decode on its own: decode the document in one piece
-                    return _decode_file_whole(path, keep_inputs, limits, deadline)
+                    return _decode_file_whole(path, keep_inputs, limits, deadline, None)
                 return _finish(path, cols, header, done.tail, done.size, progress, limits)
         stream = EventStream(src, head[m.end() :], event_start, progress)
         del head
@@ -184,7 +192,7 @@ def _decode(
             del events
             event_cap(path, cols.rows, limits)
         if stream.failed:  # a chunk did not decode on its own: decode the document in one piece
-            return _decode_file_whole(path, keep_inputs, limits, deadline)
+            return _decode_file_whole(path, keep_inputs, limits, deadline, fileobj)
         read = src.read
     return _finish(path, cols, header, stream.tail, read, progress, limits)
 
@@ -208,9 +216,19 @@ def _finish(
 
 
 def _decode_file_whole(
-    path: str, keep_inputs: Callable[[str], bool] | None, limits: Limits, deadline: Deadline
+    path: str,
+    keep_inputs: Callable[[str], bool] | None,
+    limits: Limits,
+    deadline: Deadline,
+    fileobj: IO[bytes] | None,
 ) -> TraceTables:
-    with Source(path, limits, deadline) as src:
+    """The file read again and decoded in one piece (a location is opened again; a caller's
+    stream is rewound, if it can be)."""
+    if fileobj is not None:
+        if not fileobj.seekable():
+            raise TraceError(path, "must be decoded whole, and the stream given cannot be read a second time")
+        fileobj.seek(0)
+    with Source(path, limits, deadline, fileobj=fileobj) as src:
         data = bytearray()
         while block := src.block():
             data += block

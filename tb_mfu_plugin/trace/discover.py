@@ -5,6 +5,9 @@
 - A *worker* is the file-name prefix before ``.<timestamp>.pt.trace.json``.
 - A *span* is each timestamped file of that worker, in time order.
 - A path to a single file of any name is one run with one worker.
+
+This module walks local folders; ``listing`` lists URLs and archives and groups
+their files with :func:`run_of`, so every source names runs the same way.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import re
 from dataclasses import dataclass, field
 
 TRACE_FILE = re.compile(r"^(?P<worker>.*?)(?:\.(?P<span>\d+))?\.pt\.trace\.json(?:\.gz)?$")
+# The user's model FLOPs beside the traces (sidecar.py reads them): tb_mfu.json, <worker>.tb_mfu.json.
+SIDECAR_NAME = "tb_mfu.json"
 # Files we accept when named directly: any JSON trace, gzipped or not.
 _SINGLE_SUFFIXES = (".json", ".json.gz", ".gz")
 
@@ -21,9 +26,12 @@ _SINGLE_SUFFIXES = (".json", ".json.gz", ".gz")
 @dataclass(frozen=True)
 class SpanFile:
     span: str  # the timestamp, or "" when the file name has none
-    path: str
+    path: str  # a location (trace/locations.py): a local path, a URL or an archive member
     size: int
-    mtime: float
+    mtime: float  # 0.0 where the store gives none that is reliable: ``ident`` says instead
+    # The object's identity in a remote store (an ETag or version id), or in an archive; ""
+    # for a local file, whose size and mtime identify it.
+    ident: str = ""
 
 
 @dataclass
@@ -37,6 +45,9 @@ class RunFiles:
     name: str
     path: str  # the directory (or the single file)
     workers: list[WorkerFiles] = field(default_factory=list)
+    # (name, size, identity) of the sidecar files beside the traces, when the listing
+    # already knows them (a bucket, an archive); None for a local folder, read when needed.
+    sidecars: tuple[tuple[str, int, int | str], ...] | None = None
 
     @property
     def files(self) -> list[SpanFile]:
@@ -51,16 +62,16 @@ def _stat(path: str) -> tuple[int, float]:
     return (st.st_size, st.st_mtime)
 
 
-def _group(name: str, directory: str, file_names: list[str]) -> RunFiles | None:
+def run_of(name: str, directory: str, files: list[tuple[str, SpanFile]]) -> RunFiles | None:
+    """The run of the trace files among ``files`` ((file name, its SpanFile with no span
+    yet)), or None when none is named like a trace."""
     workers: dict[str, WorkerFiles] = {}
-    for fname in file_names:
+    for fname, f in files:
         m = TRACE_FILE.match(fname)
         if not m:
             continue
-        path = os.path.join(directory, fname)
-        size, mtime = _stat(path)
         w = workers.setdefault(m["worker"], WorkerFiles(m["worker"]))
-        w.spans.append(SpanFile(m["span"] or "", path, size, mtime))
+        w.spans.append(SpanFile(m["span"] or "", f.path, f.size, f.mtime, f.ident))
     if not workers:
         return None
     for w in workers.values():
@@ -68,13 +79,32 @@ def _group(name: str, directory: str, file_names: list[str]) -> RunFiles | None:
     return RunFiles(name, directory, [workers[k] for k in sorted(workers)])
 
 
-def single_file_run(path: str, name: str | None = None) -> RunFiles:
-    fname = os.path.basename(path)
+def _group(name: str, directory: str, file_names: list[str]) -> RunFiles | None:
+    files = []
+    for fname in file_names:
+        if TRACE_FILE.match(fname):
+            path = os.path.join(directory, fname)
+            files.append((fname, SpanFile("", path, *_stat(path))))
+    return run_of(name, directory, files)
+
+
+def single_name(fname: str) -> tuple[str, str]:
+    """(worker, span) of a trace file named directly, whatever its name."""
     m = TRACE_FILE.match(fname)
     worker = m["worker"] if m else re.sub(r"(\.pt\.trace)?\.json(\.gz)?$|\.gz$", "", fname)
-    span = (m["span"] or "") if m else ""
+    return (worker or fname, (m["span"] or "") if m else "")
+
+
+def is_trace_name(fname: str) -> bool:
+    """A file name we read when it is named directly (any JSON trace, gzipped or not)."""
+    return fname.endswith(_SINGLE_SUFFIXES)
+
+
+def single_file_run(path: str, name: str | None = None) -> RunFiles:
+    fname = os.path.basename(path)
+    worker, span = single_name(fname)
     size, mtime = _stat(path)
-    return RunFiles(name or fname, path, [WorkerFiles(worker or fname, [SpanFile(span, path, size, mtime)])])
+    return RunFiles(name or fname, path, [WorkerFiles(worker, [SpanFile(span, path, size, mtime)])])
 
 
 def discover_runs(path: str, name: str | None = None) -> list[RunFiles]:

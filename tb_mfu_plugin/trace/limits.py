@@ -38,6 +38,10 @@ class Limits:
     max_devices: int = 64
     # Wall time to decode and analyse one file, in seconds (0: no limit).
     max_seconds: float = 1800.0
+    # An archive read as a logdir (.zip, .tar.gz): the decompressed bytes of all its
+    # members, and how many members it may list. Each member is a file under the caps above.
+    max_archive_bytes: int = 64 * GiB
+    max_archive_members: int = 100_000
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -58,6 +62,8 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--max-events": ("max_events", "count"),
     "--max-devices": ("max_devices", "count"),
     "--max-seconds": ("max_seconds", "seconds"),
+    "--max-archive-bytes": ("max_archive_bytes", "bytes"),
+    "--max-archive-members": ("max_archive_members", "count"),
 }
 _FLAG_OF = {f: flag for flag, (f, _) in FLAGS.items()}
 

@@ -40,6 +40,17 @@ class Args(msgspec.Struct, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input type")
     concrete_inputs: msgspec.Raw = msgspec.field(default=NO_RAW, name="Concrete Inputs")
+    # What a collective moved, on NCCL kernels (torch >= 2.2) and ``record_param_comms`` ops.
+    # Any: these names are generic ("dtype", "Group size"), so another event may carry them with
+    # another type; columns.py keeps only the strings and counts it expects, never failing a file.
+    collective: Any = msgspec.field(default=None, name="Collective name")
+    in_nelems: Any = msgspec.field(default=-1, name="In msg nelems")
+    out_nelems: Any = msgspec.field(default=-1, name="Out msg nelems")
+    group_size: Any = msgspec.field(default=-1, name="Group size")
+    comm_dtype: Any = msgspec.field(default=None, name="dtype")
+    pg_name: Any = msgspec.field(default=None, name="Process Group Name")
+    pg_desc: Any = msgspec.field(default=None, name="Process Group Description")
+    pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
 
 
 class EventFields(msgspec.Struct, gc=False):

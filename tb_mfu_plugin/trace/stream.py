@@ -8,22 +8,27 @@ for the time of the decode, so no chunk is ever copied. What follows the last
 boundary moves to the front of the buffer and waits for the next read.
 
 ``Source`` reads a whole file (plain or gzip) or a byte range of a plain file (one
-worker's share of a parallel decode), and checks the caps as bytes arrive.
+worker's share of a parallel decode), and checks the caps as bytes arrive. The file
+is a location (locations.py): a local path, or a URL or archive member streamed by
+``opener.open_location``; or a binary file object the caller gives (an upload).
 """
 
 from __future__ import annotations
 
 import gzip
+import io
 import os
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
-from typing import Any, Protocol
+from typing import IO, Any, Protocol, cast
 
 import msgspec
 
 from . import procs, schema
 from .files import open_regular
 from .limits import RATIO_GRACE_BYTES, Deadline, Limits, cap_error, format_size
+from .locations import is_local
+from .opener import open_location
 
 CHUNK_BYTES = 8 << 20
 # Smaller gzip files inflate in about the time a child process takes to start.
@@ -38,7 +43,9 @@ ProgressFn = Callable[[int], None]
 
 
 class Source:
-    """The decompressed bytes of ``path`` (or of ``[start, stop)`` of a plain file), checked as they come."""
+    """The decompressed bytes of ``path`` (or of ``[start, stop)`` of a plain local file), checked
+    as they come. ``fileobj``, when given, is read instead of opening ``path`` (which then only
+    names it), and left open: it is the caller's."""
 
     def __init__(
         self,
@@ -48,25 +55,43 @@ class Source:
         start: int = 0,
         stop: int | None = None,
         inflate_apart: bool = False,
+        fileobj: IO[bytes] | None = None,
     ) -> None:
         self.path, self.limits, self.deadline = path, limits, deadline
-        self.raw = open_regular(path)
+        # Only a local file is read by range or by a child process: both open it again by path.
+        self.local = fileobj is None and is_local(path)
+        self._owned = fileobj is None
+        self._wrapper: io.BufferedReader | None = None  # our buffer over a caller's stream
+        self.raw: IO[bytes]
+        if self.local:
+            self.raw = open_regular(path)
+        elif fileobj is None:
+            self.raw = open_location(path, limits=limits)
+        else:
+            self.raw = fileobj
         try:
-            self.gzipped = self.raw.read(2) == b"\x1f\x8b"
-            if self.gzipped and (start or stop is not None):
-                raise ValueError("byte ranges of a gzip file cannot be decoded on their own")
-            self.raw.seek(start)
+            if self.local:
+                self.gzipped = self.raw.read(2) == b"\x1f\x8b"
+                self.raw.seek(start)
+            else:  # a stream: look at its first bytes without consuming them
+                if not hasattr(self.raw, "peek"):
+                    self._wrapper = io.BufferedReader(cast(io.RawIOBase, self.raw))
+                    self.raw = cast(IO[bytes], self._wrapper)
+                self.gzipped = cast(io.BufferedReader, self.raw).peek(2)[:2] == b"\x1f\x8b"
+            if (start or stop is not None) and (self.gzipped or not self.local):
+                raise ValueError("only byte ranges of a plain local file can be decoded on their own")
             self.stream: _Stream = self._open(inflate_apart)
         except BaseException:
-            self.raw.close()
+            if self._owned:
+                self.raw.close()
             raise
         self.left = None if stop is None else stop - start
         self.read = 0  # decompressed bytes read so far
 
     def _open(self, inflate_apart: bool) -> _Stream:
         if not self.gzipped:
-            return self.raw
-        if inflate_apart and os.fstat(self.raw.fileno()).st_size >= MIN_APART_GZIP_BYTES:
+            return cast(_Stream, self.raw)  # every binary file has readinto; typing's IO omits it
+        if inflate_apart and self.local and os.fstat(self.raw.fileno()).st_size >= MIN_APART_GZIP_BYTES:
             try:
                 return Inflater(self.path, self.limits, self.deadline)
             except procs.START_ERRORS:  # no child here: inflate in this process
@@ -77,8 +102,12 @@ class Source:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stream.close()
-        self.raw.close()
+        if self._owned or self.gzipped:
+            self.stream.close()  # (a GzipFile over a caller's file object leaves that object open)
+        if self._owned:
+            self.raw.close()
+        elif self._wrapper is not None:
+            self._wrapper.detach()  # else collecting the buffer would close the caller's stream
 
     def block(self) -> bytes:
         """The next chunk as bytes (b"" at the end)."""
@@ -109,7 +138,7 @@ class Source:
             raise cap_error(self.path, "max_trace_bytes", f"more than {format_size(lim.max_trace_bytes)} decompressed")
         # (an Inflater's child checks the ratio: it sees the compressed bytes)
         if self.gzipped and self.read > RATIO_GRACE_BYTES and not isinstance(self.stream, Inflater):
-            ratio = self.read / max(1, self.raw.tell())
+            ratio = self.read / max(1, self._raw_read())
             if ratio > lim.max_compression_ratio:
                 raise cap_error(
                     self.path,
@@ -117,6 +146,13 @@ class Source:
                     f"gzip expands {ratio:.0f}:1 (a gzip bomb?); real traces compress 10-30:1",
                 )
         self.deadline.check()
+
+    def _raw_read(self) -> int:
+        """Compressed bytes read so far (1 when the stream cannot tell: no ratio check then)."""
+        try:
+            return self.raw.tell()
+        except (OSError, AttributeError, ValueError):
+            return max(1, self.read)
 
 
 class _Stream(Protocol):

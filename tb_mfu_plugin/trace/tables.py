@@ -36,6 +36,7 @@ class GpuTable:
     grid_blocks: np.ndarray  # int64 (product of grid dims), -1 unknown
     block_threads: np.ndarray  # int64 (product of block dims), -1 unknown
     bytes: np.ndarray  # int64, -1 unknown
+    comm: np.ndarray  # int32 index into TraceTables.comm_args (collective kernels), -1 none
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -48,6 +49,22 @@ class GpuTable:
 
     def take(self, index: np.ndarray) -> GpuTable:
         return GpuTable(**{k: getattr(self, k)[index] for k in self.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class CommArgs:
+    """What one collective kernel moved, as its args say (NCCL kernels of torch >= 2.2 carry
+    them; kernels launched before the profiler started do not). Distinct records are stored once
+    per file: a trace repeats the same few bucket sizes."""
+
+    collective: str  # as torch names it: "allreduce", "_allgather_base", "send", "alltoall_base"...
+    in_nelems: int  # elements in, -1 unknown
+    out_nelems: int  # elements out, -1 unknown
+    group_size: int  # ranks in the process group, -1 unknown
+    dtype: str | None  # "Float", "BFloat16", ...
+    group: str | None  # process group name (a hash, or "0" for the default group)
+    group_desc: str | None  # "default_pg", "mesh_tp", ...
+    group_ranks: str | None  # global ranks of the group, as written: "[0, 2]"
 
 
 @dataclass(frozen=True)
@@ -104,6 +121,7 @@ class TraceTables:
     names: list[str]
     cpu: CpuTable
     gpu: GpuTable
+    comm_args: list[CommArgs] = field(default_factory=list)  # GpuTable.comm indexes it
 
     @cached_property
     def launch_rows(self) -> np.ndarray:

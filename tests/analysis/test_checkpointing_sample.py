@@ -47,23 +47,23 @@ def test_mfu_counts_the_model_and_hfu_the_recompute(worker: WorkerReport, truth:
     assert worker.summary.flops_per_step == pytest.approx(truth["model_flops_per_step"], rel=1e-6)
     # HFU's FLOPs: FlopCounterMode over the checkpointed step, the re-run block forwards included
     assert worker.flops is not None
-    assert worker.flops["executed_flops_per_step"] == pytest.approx(truth["flops_per_step"], rel=1e-6)
+    assert worker.flops.executed_flops_per_step == pytest.approx(truth["flops_per_step"], rel=1e-6)
     # both over the traced steps' time at the H200's 989.4 TFLOP/s bf16 peak
     per_flop = len(worker.steps) / (sum(s.dur_us for s in worker.steps) * 1e-6) / 989.4e12
     assert worker.summary.mfu == pytest.approx(truth["model_flops_per_step"] * per_flop)
-    assert worker.flops["hfu"] == pytest.approx(truth["flops_per_step"] * per_flop)
+    assert worker.flops.hfu == pytest.approx(truth["flops_per_step"] * per_flop)
 
 
 def test_model_flops_leave_the_recompute_out(worker: WorkerReport, truth: dict[str, Any]) -> None:
     # PaLM's model FLOPs also leave out the fused attention backward's Q.K^T recompute,
     # which FlopCounterMode counts: 1.5 % under its count of the unchecked step
     assert worker.flops is not None
-    assert worker.flops["model_flops_per_step"] == pytest.approx(truth["model_flops_per_step"], rel=0.02)
-    assert worker.flops["checkpoint_recompute_flops_per_step"] > 0
+    assert worker.flops.model_flops_per_step == pytest.approx(truth["model_flops_per_step"], rel=0.02)
+    assert worker.flops.checkpoint_recompute_flops_per_step > 0
 
 
 def test_hfu_above_model_mfu(worker: WorkerReport, truth: dict[str, Any]) -> None:
     assert worker.flops is not None
-    assert worker.flops["hfu"] is not None and worker.flops["mfu_model"] is not None
-    assert worker.flops["hfu"] > worker.flops["mfu_model"]
+    assert worker.flops.hfu is not None and worker.flops.mfu_model is not None
+    assert worker.flops.hfu > worker.flops.mfu_model
     assert truth["hfu_profiled"] > truth["mfu_profiled"]

@@ -8,14 +8,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 
 from tb_mfu_plugin.analysis import flops as F
 from tb_mfu_plugin.analysis import mfu as M
 from tb_mfu_plugin.analysis.flop_count import count_flops
+from tb_mfu_plugin.analysis.flops_detail import FlopsDetail
 from tb_mfu_plugin.analysis.op_flops import OpFlops, flops_in_windows
 from tb_mfu_plugin.analysis.palm import palm_flops_per_token
+from tb_mfu_plugin.analysis.report import to_json
 from tb_mfu_plugin.trace.decode import decode_trace
 from tb_mfu_plugin.trace.tables import ANNOTATION, TraceTables
 
@@ -263,9 +266,9 @@ def test_flops_in_windows_and_summary(tmp_path: Path) -> None:
     assert wf.flops.tolist() == [MM_FLOPS, 2 * MM_FLOPS, 3 * MM_FLOPS]
     assert flops_in_windows(of, np.array([5000.0]), np.array([6000.0])).flops.tolist() == [0]
     summary = M.flops_summary(of, c.ts[steps], c.ts[steps] + c.dur[steps], M.unattributed_kernel_time(t, of))
-    assert summary["flops_per_step"] == 2 * MM_FLOPS and summary["dtype"] == "bf16"
-    assert summary["by_op"][0]["op"] == "aten::mm"
-    json.dumps(summary)  # JSON-friendly
+    assert summary.flops_per_step == 2 * MM_FLOPS and summary.dtype == "bf16"
+    assert summary.by_op[0].op == "aten::mm"
+    assert msgspec.json.decode(to_json(summary))["flops_per_step"] == 2 * MM_FLOPS  # plain numbers, no numpy
 
 
 def test_mfu_arithmetic() -> None:
@@ -412,15 +415,16 @@ def test_report_hook_fills_mfu_and_uses_the_sidecar(tmp_path: Path) -> None:
     assert w.summary.mfu == pytest.approx(want, rel=1e-6)
     assert all(s.mfu is not None and s.flops_per_step for s in w.steps)
     f = w.flops
-    assert f["headline_source"].startswith("shapes")
-    assert f["hfu"] == pytest.approx(w.summary.mfu)
+    assert f.headline_source is not None and f.headline_source.startswith("shapes")
+    assert f.hfu == pytest.approx(w.summary.mfu)
     # PaLM model FLOPs (sidecar) vs shapes: the difference is the SDPA backward's Q.K^T recompute
-    assert f["user_flops_per_step"] == gt["analytic_flops_per_step"]
-    assert f["mfu_user"] == pytest.approx(f["mfu_model"], rel=0.002) and f["mfu_model"] < f["hfu"]
-    assert f["model_flops_per_step"] == pytest.approx(f["user_flops_per_step"], rel=0.002)
-    assert 0 < f["unattributed_kernel_share"] < 1 and f["unattributed_top"]
-    json.dumps(f)
+    assert f.user_flops_per_step == gt["analytic_flops_per_step"]
+    assert f.mfu_model is not None and f.hfu is not None and f.mfu_model < f.hfu
+    assert f.mfu_user == pytest.approx(f.mfu_model, rel=0.002)
+    assert f.model_flops_per_step == pytest.approx(f.user_flops_per_step, rel=0.002)
+    assert f.unattributed_kernel_share is not None and 0 < f.unattributed_kernel_share < 1 and f.unattributed_top
+    assert msgspec.json.decode(to_json(f), type=FlopsDetail) == f  # the typed block round-trips its JSON
     # the flag beats the trace and the sidecar for the headline
     w = analyze_path(str(tmp_path), AnalysisOptions(flops_per_step=1e12)).runs[0].workers[0]
     assert w.summary is not None and w.summary.flops_per_step == 1e12 and w.flops is not None
-    assert w.flops["headline_source"] == "--flops-per-step"
+    assert w.flops.headline_source == "--flops-per-step"

@@ -171,6 +171,7 @@ def test_elementwise_runs() -> None:
         grid_blocks=np.full(n, -1),
         block_threads=np.full(n, -1),
         bytes=np.full(n, -1),
+        comm=np.full(n, -1, np.int32),
     )
     ew = nm.elementwise_kernel_mask(names)
     (run,) = pt.elementwise_runs(gpu, ew, np.ones(n, bool), min_len=4)

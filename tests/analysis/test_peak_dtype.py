@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 from conftest import SAMPLES
+from msgspec import UNSET
 from tracegen import TraceBuilder
 
+from tb_mfu_plugin.analysis.flops_detail import Impossible
 from tb_mfu_plugin.analysis.report import WorkerReport
 from tb_mfu_plugin.options import AnalysisOptions
 from tb_mfu_plugin.pipeline import analyze_run
@@ -52,11 +54,11 @@ def _analyse(path: Path, options: AnalysisOptions) -> WorkerReport:
 def test_bf16_trace_without_shapes_takes_bf16_from_kernel_names(tmp_path: Path) -> None:
     run, truth = _gpt_without_shapes(tmp_path / "gpt_noshapes")
     w = _analyse(run, AnalysisOptions(flops_per_step=truth["flops_per_step"]))
-    peak = w.flops["peak"]
-    assert peak["dtype"] == "bf16" and peak["dtype_source"] == "kernel names"
-    assert peak["peak_flops"] == pytest.approx(truth["peak_flops_bf16_used_for_mfu"])
-    assert "dtype from kernel names" in peak["source"] and "fp32" not in peak["source"]
-    assert w.flops["kernel_dtype"] == "bf16" and w.flops["kernel_dtype_shares"]["bf16"] > 0.8
+    peak = w.flops.peak
+    assert peak.dtype == "bf16" and peak.dtype_source == "kernel names"
+    assert peak.peak_flops == pytest.approx(truth["peak_flops_bf16_used_for_mfu"])
+    assert peak.source is not None and "dtype from kernel names" in peak.source and "fp32" not in peak.source
+    assert w.flops.kernel_dtype == "bf16" and w.flops.kernel_dtype_shares["bf16"] > 0.8
     # the same FLOPs over the same steps as the recorded-shapes trace: ~24 % (ground truth: 24.1 %
     # profiled), not the 354 % the fp32 peak gave
     mfu = w.summary.mfu
@@ -71,7 +73,7 @@ def test_sidecar_flops_without_shapes_use_the_same_peak(tmp_path: Path) -> None:
     run, truth = _gpt_without_shapes(tmp_path / "gpt_sidecar")
     (run / "tb_mfu.json").write_text(json.dumps({"version": 1, "flops_per_step": truth["flops_per_step"]}))
     w = _analyse(run, AnalysisOptions())
-    assert w.flops["peak"]["dtype"] == "bf16" and w.flops["peak"]["dtype_source"] == "kernel names"
+    assert w.flops.peak.dtype == "bf16" and w.flops.peak.dtype_source == "kernel names"
     assert w.summary.mfu is not None and 0.2 < w.summary.mfu < 0.3
 
 
@@ -88,9 +90,9 @@ def _no_dtype_trace(path: Path, kernel: str, dur: float = 800.0) -> Path:
 def test_no_dtype_anywhere_assumes_the_bf16_peak_and_says_so(tmp_path: Path) -> None:
     run = _no_dtype_trace(tmp_path / "r", "triton_tem_fused_mm_0")  # a Triton mm: no dtype in the name
     w = _analyse(run, AnalysisOptions(flops_per_step=1e11))
-    peak = w.flops["peak"]
-    assert peak["dtype"] == "bf16" and peak["dtype_source"] == "assumed"
-    assert peak["peak_flops"] == pytest.approx(989.4e12) and "PaLM convention" in peak["source"]
+    peak = w.flops.peak
+    assert peak.dtype == "bf16" and peak.dtype_source == "assumed"
+    assert peak.peak_flops == pytest.approx(989.4e12) and peak.source is not None and "PaLM convention" in peak.source
     assert any("PaLM convention" in n for n in w.notes)
     assert w.summary.mfu == pytest.approx(1e11 / 1e-3 / 989.4e12)
 
@@ -103,11 +105,12 @@ def test_impossible_mfu_is_flagged_with_its_likely_cause() -> None:
     (w,) = analyze_run(found, AnalysisOptions(flops_per_step=1e15)).workers
     assert w.summary is not None and w.flops is not None
     assert w.summary.mfu is None and all(s.mfu is None for s in w.steps)
-    assert w.flops["mfu_user"] is None
+    assert w.flops.mfu_user is None
     assert "impossible_mfu" in w.flags
-    imp = w.flops["impossible"]
-    assert imp["values"]["mfu"] > 1 and len(imp["values"]["steps"]) == 3
-    assert imp["likely_cause"] == "flops" and "--flops-per-step" in imp["explanation"]
+    imp = w.flops.impossible
+    assert isinstance(imp, Impossible) and imp.values.mfu is not None and imp.values.steps is not None
+    assert imp.values.mfu > 1 and len(imp.values.steps) == 3
+    assert imp.likely_cause == "flops" and "--flops-per-step" in imp.explanation
     assert any("impossible" in n and "FLOPs" in n for n in w.notes)
 
 
@@ -115,8 +118,9 @@ def test_impossible_mfu_against_an_fp32_peak_names_the_peak(tmp_path: Path) -> N
     """fp32 by kernel names (SGEMM), yet more FLOP/s than the fp32 peak: the peak is suspect."""
     run = _no_dtype_trace(tmp_path / "r", "volta_sgemm_128x64_nn")
     w = _analyse(run, AnalysisOptions(flops_per_step=2e11))  # 200 TFLOP/s: > 67 fp32, < 989 bf16
-    assert w.flops["peak"]["dtype"] == "fp32" and w.summary.mfu is None
-    imp = w.flops["impossible"]
+    assert w.flops.peak.dtype == "fp32" and w.summary.mfu is None
+    imp = w.flops.impossible
     # 200 TFLOP/s fits under the next peak up, TF32's 494.7
-    assert imp["likely_cause"] == "peak" and "the tf32 peak (494.7 TFLOP/s)" in imp["explanation"]
-    assert "mfu_at_bf16_peak" not in w.flops  # no figure derived from an impossible one
+    assert isinstance(imp, Impossible)
+    assert imp.likely_cause == "peak" and "the tf32 peak (494.7 TFLOP/s)" in imp.explanation
+    assert w.flops.mfu_at_bf16_peak is UNSET  # no figure derived from an impossible one

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from msgspec import UNSET
 
 from tb_mfu_plugin.analysis import plausibility as P
+from tb_mfu_plugin.analysis.flops_detail import FlopsDetail, Impossible
 from tb_mfu_plugin.analysis.peaks import PeakChoice
 from tb_mfu_plugin.analysis.report import Step, Summary, WorkerReport
 
@@ -16,6 +18,15 @@ BASE: dict[str, Any] = dict(
     h2d_bytes_per_step=0.0, d2h_bytes_per_step=0.0, d2d_bytes_per_step=0.0, p2p_bytes_per_step=0.0,
     sync_count_per_step=0.0, kernels_per_step=10.0,
 )
+
+
+def _detail(**mfus: float) -> FlopsDetail:
+    """A FLOPs block with nothing counted but the MFU-like figures ``mfus``."""
+    return FlopsDetail(source=None, convention="FlopCounterMode", flops_per_step=None, executed_flops_per_step=None,
+                       model_flops_per_step=None, attention_recompute_flops_per_step=0.0,
+                       checkpoint_recompute_flops_per_step=0.0, ops_counted=0, dtype=None, dtype_shares={}, by_op=[],
+                       approximate_share=0.0, notes=[], unattributed_kernel_us=0.0, unattributed_kernel_share=None,
+                       unattributed_top=[], **mfus)
 
 
 def _report(**over: Any) -> WorkerReport:
@@ -38,19 +49,20 @@ def test_a_real_excess_is_flagged_and_named() -> None:
 
 def test_mfu_above_one_against_an_assumed_peak_names_the_peak() -> None:
     rep = _report(mfu=1.5)
-    detail: dict[str, Any] = {"hfu": 1.4, "mfu_model": 0.9}
+    detail = _detail(hfu=1.4, mfu_model=0.9)
     choice = PeakChoice("H100 SXM", 989.4e12, "bf16", "…", False, dtype_source="assumed")
     P.guard_mfu(rep, detail, choice, "--flops-per-step")
     assert rep.summary is not None and rep.summary.mfu is None and rep.steps[0].mfu is None
-    assert detail["hfu"] is None and detail["mfu_model"] == 0.9  # a possible figure stays
-    imp = detail["impossible"]
-    assert imp["values"]["mfu"] == pytest.approx(1.5) and imp["values"]["hfu"] == pytest.approx(1.4)
-    assert imp["likely_cause"] == "peak" and "fp8 peak (1978.9 TFLOP/s)" in imp["explanation"]
+    assert detail.hfu is None and detail.mfu_model == 0.9  # a possible figure stays
+    imp = detail.impossible
+    assert isinstance(imp, Impossible)
+    assert imp.values.mfu == pytest.approx(1.5) and imp.values.hfu == pytest.approx(1.4)
+    assert imp.likely_cause == "peak" and "fp8 peak (1978.9 TFLOP/s)" in imp.explanation
     assert rep.flags == [P.IMPOSSIBLE_MFU] and "150" not in rep.notes[0]  # no impossible figure in words
 
 
 def test_mfu_within_bounds_is_untouched() -> None:
     rep = _report(mfu=0.4)
-    detail: dict[str, Any] = {"hfu": 0.41}
+    detail = _detail(hfu=0.41)
     P.guard_mfu(rep, detail, PeakChoice("H100 SXM", 989.4e12, "bf16", "…", False), "shapes")
-    assert rep.summary is not None and rep.summary.mfu == 0.4 and "impossible" not in detail and rep.flags == []
+    assert rep.summary is not None and rep.summary.mfu == 0.4 and detail.impossible is UNSET and rep.flags == []

@@ -209,7 +209,7 @@ def test_matmul_and_attention_flops_equal_what_mfu_counts(reports: dict[str, Wor
     w = reports["gpt_sdpa_fused"]
     assert w.roofline is not None and w.flops is not None
     placed = sum(o.flops_per_step for o in w.roofline.ops if o.op_class in ("matmul", "conv", "attention"))
-    assert placed == pytest.approx(w.flops["executed_flops_per_step"], rel=1e-6)
+    assert placed == pytest.approx(w.flops.executed_flops_per_step, rel=1e-6)
 
 
 def test_legacy_v100_convs_use_mfus_output_size_hints() -> None:
@@ -224,6 +224,6 @@ def test_legacy_v100_convs_use_mfus_output_size_hints() -> None:
     placed = sum(o.flops_per_step for o in r.ops if o.op_class in ("matmul", "conv"))
     # legacy conv backward ops also need a per-op hint (was grad_input computed?) that the
     # roofline, estimating per distinct shape, does not use: within 2 %
-    assert placed == pytest.approx(w.flops["flops_per_step"], rel=0.02)
+    assert placed == pytest.approx(w.flops.flops_per_step, rel=0.02)
     for o in r.ops:
         assert o.above_roof == ((o.roof_share or 0) > 1.0)

@@ -8,7 +8,7 @@ from typing import Any
 
 from tracegen import TraceBuilder
 
-from tb_mfu_plugin.analysis.report import WorkerReport
+from tb_mfu_plugin.analysis.report import Finding, WaterfallBar, WorkerReport
 from tb_mfu_plugin.analysis.steps import Steps
 from tb_mfu_plugin.analysis.worker import DeviceView, analyze_device
 from tb_mfu_plugin.diagnosis import DEFAULT, RULES, Thresholds, diagnose
@@ -23,21 +23,7 @@ KEEP = ("aten::matmul", "aten::bmm", "aten::mm", "aten::addmm", "aten::linear", 
 
 
 class Builder(TraceBuilder):
-    """TraceBuilder plus the pieces the rules look at: annotations, nested ops, copies, syncs."""
-
-    def annotation(self, name: str, ts: float, dur: float) -> None:
-        self.events.append(
-            {
-                "ph": "X",
-                "cat": "user_annotation",
-                "name": name,
-                "pid": self.pid,
-                "tid": self.tid,
-                "ts": ts,
-                "dur": dur,
-                "args": {"External id": self._next_ext()},
-            }
-        )
+    """TraceBuilder plus the pieces the rules look at: launches, copies, syncs."""
 
     def launch(self, name: str, cpu_ts: float, gpu_ts: float, dur: float, **kw: Any) -> int:
         corr = self.runtime("cudaLaunchKernel", cpu_ts, 1.0)
@@ -72,62 +58,62 @@ def analyze(
 
 
 def ids(rep: WorkerReport) -> list[str]:
-    return [f["id"] for f in rep.findings]
+    return [f.id for f in rep.findings]
 
 
-def one(rep: WorkerReport, rule: str) -> dict[str, Any]:
-    (f,) = [f for f in rep.findings if f["id"] == rule]
+def one(rep: WorkerReport, rule: str) -> Finding:
+    (f,) = [f for f in rep.findings if f.id == rule]
     return f
 
 
 def check_report(rep: WorkerReport) -> None:
     """What holds for every report: sound gains, sorted findings, a waterfall that adds up."""
     assert not [n for n in rep.notes if n.startswith("diagnosis")], rep.notes
-    gains = [f["est_gain_us_per_step"] for f in rep.findings]
+    gains = [f.est_gain_us_per_step for f in rep.findings]
     assert gains == sorted(gains, reverse=True)
     for f in rep.findings:
-        assert f["severity"] in ("high", "medium", "low")
-        cost = f["evidence"]["cost_us_per_step"]
+        assert f.severity in ("high", "medium", "low")
+        cost = f.evidence["cost_us_per_step"]
         # no estimate exceeds the time it claims to remove
-        assert 0 <= f["est_gain_us_per_step"] <= cost + 1e-9, f
-        assert f["recommendation"]
-        if f["est_mfu_after"] is not None:
+        assert 0 <= f.est_gain_us_per_step <= cost + 1e-9, f
+        assert f.recommendation
+        if f.est_mfu_after is not None:
             assert rep.summary is not None and rep.summary.mfu is not None
-            assert f["est_mfu_after"] >= rep.summary.mfu - 1e-9
-    keys = {(f["id"], f.get("subject")) for f in rep.findings}
+            assert f.est_mfu_after >= rep.summary.mfu - 1e-9
+    keys = {(f.id, f.subject) for f in rep.findings}
     assert len(keys) == len(rep.findings)
     check_waterfall(rep.waterfall)
     check_waterfall_matches_summary(rep)
 
 
-def check_waterfall(w: list[dict[str, Any]]) -> None:
+def check_waterfall(w: list[WaterfallBar]) -> None:
     if not w:
         return
-    assert w[0]["kind"] == "total" and w[-1]["kind"] == "result"
-    level = w[0]["us_per_step"]
+    assert w[0].kind == "total" and w[-1].kind == "result"
+    level = w[0].us_per_step
     for e in w[1:]:
-        assert e["us_per_step"] >= 0
-        if e["kind"] == "loss":
-            level -= e["us_per_step"]
+        assert e.us_per_step >= 0
+        if e.kind == "loss":
+            level -= e.us_per_step
         else:  # a subtotal or the result is what remains after the losses above it
-            assert abs(e["us_per_step"] - level) <= 1e-6 * max(1.0, w[0]["us_per_step"]) + 0.01, (e, level)
-        assert abs(e["share"] - e["us_per_step"] / w[0]["us_per_step"]) < 1e-4
+            assert abs(e.us_per_step - level) <= 1e-6 * max(1.0, w[0].us_per_step) + 0.01, (e, level)
+        assert abs(e.share - e.us_per_step / w[0].us_per_step) < 1e-4
 
 
 def check_waterfall_matches_summary(rep: WorkerReport) -> None:
     """The waterfall and the summary aggregate the steps the same way (time-weighted, as MFU):
     its step is the mean step, its levels are the summary's shares of it and its result is
     MFU x step, so the bars and the headline figures agree."""
-    s, w = rep.summary, {e["id"]: e for e in rep.waterfall}
+    s, w = rep.summary, {e.id: e for e in rep.waterfall}
     if s is None or not w:
         return
-    step = w["step"]["us_per_step"]
+    step = w["step"].us_per_step
     tol = 1e-6 * step + 0.01  # the waterfall rounds to the nanosecond
     assert s.step_time_mean_us is not None and abs(step - s.step_time_mean_us) <= tol
-    assert abs(w["gpu_busy"]["us_per_step"] - s.gpu_busy_share * step) <= tol
-    assert abs(w["kernels"]["us_per_step"] - s.kernel_time_share * step) <= tol
-    if s.mfu is not None and w["mfu"].get("mfu") is not None and not w["mfu"].get("clamped"):
-        assert abs(w["mfu"]["us_per_step"] - s.mfu * step) <= tol
+    assert abs(w["gpu_busy"].us_per_step - s.gpu_busy_share * step) <= tol
+    assert abs(w["kernels"].us_per_step - s.kernel_time_share * step) <= tol
+    if s.mfu is not None and w["mfu"].mfu is not None and not w["mfu"].clamped:
+        assert abs(w["mfu"].us_per_step - s.mfu * step) <= tol
 
 
 class ReadThresholds:
@@ -149,7 +135,7 @@ def check_reads_and_words(
     steps: Steps,
     view: DeviceView,
     th: Thresholds,
-    findings: list[dict[str, Any]],
+    findings: list[Finding],
 ) -> dict[str, set[str]]:
     """Run as ``diagnose`` does, each rule on a fresh Context: it reads no threshold it does not
     declare (so docs/diagnosis.md's table is true), every hit fills every template of its rule
@@ -170,7 +156,7 @@ def check_reads_and_words(
             fill_every_template(rule, h.args)
         read[rule.id] = reads.read
     found = sorted((f.id, f.subject or "") for fs in fired.values() for f in fs)
-    assert found == sorted((f["id"], f.get("subject") or "") for f in findings), "not the engine's findings"
+    assert found == sorted((f.id, f.subject or "") for f in findings), "not the engine's findings"
     reads = ReadThresholds(th)
     wf.waterfall(Context(rep, tables, steps, view, reads))  # type: ignore[arg-type]
     assert reads.read <= set(wf.THRESHOLDS), f"the waterfall reads {sorted(reads.read)}"

@@ -56,14 +56,14 @@ def test_block_scaled_moe_gemms_are_tensor_core_and_no_tensor_cores_stays_silent
     kernel_us = sum(d for _, d in STEP)
     assert w.summary.tensor_core_kernel_share == pytest.approx(1000 / kernel_us)
     assert w.summary.unknown_core_kernel_share == 0 and w.summary.cuda_core_matmul_kernel_share == 0
-    assert "no_tensor_cores" not in {f["id"] for f in w.findings}
+    assert "no_tensor_cores" not in {f.id for f in w.findings}
     by_name = {k.name: k for k in w.top_kernels}
     assert {by_name[n].dtype for n in (FP4_MOE, FP8_MOE, MX_MOE, DENSE, ATTN)} == {"fp4", "fp8", "bf16"}
     assert by_name[MX_MOE].dtype == "fp8"  # MXFP4 x MXFP8 runs at the FP8 rate
     assert all(by_name[n].core == "tensor-core" for n in (FP4_MOE, FP8_MOE, MX_MOE, DENSE, ATTN))
     assert by_name[ROUTING].core == "not-a-matmul"
     # no shapes: the peak follows the kernels' dominant dtype, FP4 (440 of 1000 µs; FP8 410)
-    peak = w.flops["peak"]
-    assert peak["dtype"] == "fp4" and peak["dtype_source"] == "kernel names"
-    assert peak["peak_flops"] == pytest.approx(9000e12) and w.flops["kernel_dtype_shares"]["fp4"] == pytest.approx(0.44)
+    peak = w.flops.peak
+    assert peak.dtype == "fp4" and peak.dtype_source == "kernel names"
+    assert peak.peak_flops == pytest.approx(9000e12) and w.flops.kernel_dtype_shares["fp4"] == pytest.approx(0.44)
     assert w.summary.mfu == pytest.approx(2e12 / 1300e-6 / 9000e12)

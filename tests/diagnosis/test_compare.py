@@ -3,12 +3,14 @@ from __future__ import annotations
 import pytest
 from conftest import SAMPLES
 
+from tb_mfu_plugin.analysis.report import Finding
 from tb_mfu_plugin.diagnosis.compare import compare_findings
 from tb_mfu_plugin.pipeline import analyze_path
 
 
-def _f(id: str, gain: float, subject: str | None = None) -> dict:
-    return {"id": id, "subject": subject, "title": id.upper(), "est_gain_us_per_step": gain}
+def _f(id: str, gain: float, subject: str | None = None) -> Finding:
+    return Finding(id=id, subject=subject, title=id.upper(), est_gain_us_per_step=gain, severity="low", evidence={},
+                   est_gain_share=0.0, est_mfu_after=None, recommendation="")
 
 
 def test_fixed_new_and_remaining() -> None:

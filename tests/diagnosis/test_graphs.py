@@ -50,16 +50,16 @@ def test_graph_replays_are_counted_and_are_not_launch_bound(tmp_path: Path, api:
     assert "launch_bound" not in ids(rep)
     f = one(rep, "tiny_kernels_in_graphs")
     # 99 gaps of 6 µs inside each replay; the 206 µs between replays are not the graph's
-    assert f["evidence"]["gap_us_per_step"] == pytest.approx(99 * 6)
-    assert f["est_gain_us_per_step"] == pytest.approx(594)
-    assert f["evidence"]["graph_launches_per_step"] == 1
-    assert "torch.compile" in f["recommendation"] and "already" in f["recommendation"]
+    assert f.evidence["gap_us_per_step"] == pytest.approx(99 * 6)
+    assert f.est_gain_us_per_step == pytest.approx(594)
+    assert f.evidence["graph_launches_per_step"] == 1
+    assert "torch.compile" in f.recommendation and "already" in f.recommendation
     for g in rep.findings:  # no finding tells a graph-replaying run to start using CUDA Graphs
-        assert "capture the step with CUDA Graphs" not in g["recommendation"]
-    idle_graph = next(e for e in rep.waterfall if e["id"] == "idle_graph")
-    assert idle_graph["us_per_step"] == pytest.approx(594)
-    idle_launch = next(e for e in rep.waterfall if e["id"] == "idle_launch")
-    assert idle_launch["us_per_step"] == pytest.approx(20 / 3, abs=1e-3)  # only the first step's lead-in is short
+        assert "capture the step with CUDA Graphs" not in g.recommendation
+    idle_graph = next(e for e in rep.waterfall if e.id == "idle_graph")
+    assert idle_graph.us_per_step == pytest.approx(594)
+    idle_launch = next(e for e in rep.waterfall if e.id == "idle_launch")
+    assert idle_launch.us_per_step == pytest.approx(20 / 3, abs=1e-3)  # only the first step's lead-in is short
 
 
 def test_the_same_kernels_launched_one_by_one_are_launch_bound(tmp_path: Path) -> None:
@@ -67,8 +67,8 @@ def test_the_same_kernels_launched_one_by_one_are_launch_bound(tmp_path: Path) -
     assert rep.launches is not None and rep.launches.graph_launches_per_step == 0
     assert "tiny_kernels_in_graphs" not in ids(rep)
     f = one(rep, "launch_bound")
-    assert f["evidence"]["kernels_per_step"] == 100 and f["evidence"]["graph_kernels_per_step"] == 0
-    assert "capture the step with CUDA Graphs" in f["recommendation"]
+    assert f.evidence["kernels_per_step"] == 100 and f.evidence["graph_kernels_per_step"] == 0
+    assert "capture the step with CUDA Graphs" in f.recommendation
 
 
 def test_kernels_outside_the_graph_are_launch_bound_and_told_to_join_it(tmp_path: Path) -> None:
@@ -81,14 +81,14 @@ def test_kernels_outside_the_graph_are_launch_bound_and_told_to_join_it(tmp_path
             b.launch(ADD, t0 + 830 + 15 * i, t0 + 850 + 15 * i, 2)
     rep, *_ = analyze(b, tmp_path)
     f = one(rep, "launch_bound")
-    ev = f["evidence"]
+    ev = f.evidence
     assert (ev["kernels_per_step"], ev["graph_kernels_per_step"], ev["graph_launches_per_step"]) == (60, 100, 1)
-    assert "already replays 1 CUDA graph(s)" in f["recommendation"]
-    assert "capture the step with CUDA Graphs" not in f["recommendation"]
+    assert "already replays 1 CUDA graph(s)" in f.recommendation
+    assert "capture the step with CUDA Graphs" not in f.recommendation
     # short gaps: 59 x 13 µs between the eager kernels + 36 µs from the replay's end to the first of them,
     # + the first step's 20 µs lead-in / 3 steps; the replay's 99 inner gaps are the graph's, not the host's
     assert ev["launch_gap_us_per_step"] == pytest.approx(59 * 13 + 36 + 20 / 3, abs=0.05)
-    assert one(rep, "tiny_kernels_in_graphs")["est_gain_us_per_step"] == pytest.approx(594)
+    assert one(rep, "tiny_kernels_in_graphs").est_gain_us_per_step == pytest.approx(594)
 
 
 def test_tiny_kernels_in_graphs_threshold_edges(tmp_path: Path) -> None:
@@ -98,8 +98,8 @@ def test_tiny_kernels_in_graphs_threshold_edges(tmp_path: Path) -> None:
     assert "tiny_kernels_in_graphs" not in ids(above)
     # unclaimed, the replays' idle goes to gpu_idle, which names it without asking for CUDA Graphs
     g = one(above, "gpu_idle")
-    assert g["evidence"]["graph_gaps_us_per_step"] == pytest.approx(594)
-    assert "CUDA graph replays" in g["recommendation"] and "reduce-overhead" not in g["recommendation"]
+    assert g.evidence["graph_gaps_us_per_step"] == pytest.approx(594)
+    assert "CUDA graph replays" in g.recommendation and "reduce-overhead" not in g.recommendation
     assert "tiny_kernels_in_graphs" in ids(analyze(b, tmp_path, replace(DEFAULT, graph_gap_min_share=0.594))[0])
     assert "tiny_kernels_in_graphs" not in ids(analyze(b, tmp_path, replace(DEFAULT, graph_gap_min_share=0.595))[0])
     assert "tiny_kernels_in_graphs" not in ids(analyze(b, tmp_path, replace(DEFAULT, graph_short_kernel_us=1.9,

@@ -5,7 +5,7 @@ import json
 import pytest
 from conftest import SAMPLES
 
-from tb_mfu_plugin.analysis.report import Summary, WorkerReport, to_json
+from tb_mfu_plugin.analysis.report import Distributed, Summary, WaterfallBar, WorkerReport, to_json
 from tb_mfu_plugin.diagnosis.ranks import compare_ranks
 from tb_mfu_plugin.pipeline import analyze_path
 
@@ -19,8 +19,9 @@ def _worker(rank: int, exposed_us: float, idle: float, step_us: float = 1000.0) 
     summary = Summary(steps=3, step_time_us=step_us, idle_share=idle, sm_efficiency=None, achieved_occupancy=None,
                       **metrics)
     return WorkerReport(name=f"rank{rank}", span="", file=f"rank{rank}.json", summary=summary,
-                        distributed={"rank": rank, "world_size": 3},
-                        waterfall=[{"id": "communication", "us_per_step": exposed_us}])
+                        distributed=Distributed(rank=rank, world_size=3),
+                        waterfall=[WaterfallBar(id="communication", label="", kind="loss", us_per_step=exposed_us,
+                                                share=exposed_us / step_us)])
 
 
 def test_the_rank_the_others_wait_for_is_the_straggler() -> None:

@@ -10,7 +10,6 @@ import string
 import sys
 from typing import Any
 
-import msgspec
 import pytest
 from conftest import ROOT, SAMPLES
 
@@ -30,7 +29,7 @@ TABLE_END = "<!-- end of the thresholds table -->"
 
 
 def test_every_rule_has_a_title_a_fix_and_known_thresholds() -> None:
-    assert len(RULES) == len(set(RULE_IDS)) == 15
+    assert len(RULES) == len(set(RULE_IDS)) == 17
     for r in RULES:
         assert r.titles and all(t.strip() for t in r.titles.values()), r.id
         assert r.fixes and all(t.strip() for t in r.fixes.values()), r.id
@@ -101,6 +100,10 @@ RUNS = (
     "low_sm_efficiency",
     "ddp_2gpu",
 )
+# Rules no sample trace shows yet, each fired on hand-made traces by its own tests: the pipeline
+# samples are not recorded (tests/diagnosis/test_distributed_rules.py), and the samples' collectives
+# reach about half the link's peak once the wait for the straggler is taken out.
+SHOWN_BY_HAND_MADE = {"pipeline_bubble", "low_bus_bandwidth"}
 
 
 def test_on_real_traces_rules_read_only_what_they_declare(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -111,8 +114,7 @@ def test_on_real_traces_rules_read_only_what_they_declare(monkeypatch: pytest.Mo
 
     def checked(ctx: Context, report: Any) -> Any:
         found = real(ctx, report)
-        builtins = [msgspec.to_builtins(f) for f in found]
-        for k, v in check_reads_and_words(report, ctx.tables, ctx.steps, ctx.view, ctx.th, builtins).items():
+        for k, v in check_reads_and_words(report, ctx.tables, ctx.steps, ctx.view, ctx.th, found).items():
             read.setdefault(k, set()).update(v)
         return found
 
@@ -123,8 +125,8 @@ def test_on_real_traces_rules_read_only_what_they_declare(monkeypatch: pytest.Mo
             pytest.skip(f"sample trace not recorded: {SAMPLES / run}")
         for w in analyze_path(str(SAMPLES / run)).runs[0].workers:
             assert w.error is None and not [n for n in w.notes if n.startswith("diagnosis")], (run, w.notes)
-            fired |= {f["id"] for f in w.findings}
-    assert fired == set(RULE_IDS)
+            fired |= {f.id for f in w.findings}
+    assert fired == set(RULE_IDS) - SHOWN_BY_HAND_MADE
     assert set(read) == {*RULE_IDS, "waterfall"}
     assert read["waterfall"] == set(wf.THRESHOLDS)
 

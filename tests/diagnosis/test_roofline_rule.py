@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from conftest import SAMPLES
 
-from tb_mfu_plugin.analysis.report import Roofline, RooflineOp, WorkerReport
+from tb_mfu_plugin.analysis.report import Finding, Roofline, RooflineOp, WorkerReport
 from tb_mfu_plugin.diagnosis import DEFAULT, RULE_IDS
 from tb_mfu_plugin.diagnosis.rules.roofline import below_roofline
 from tb_mfu_plugin.pipeline import analyze_path
@@ -88,8 +88,8 @@ def _worker(run: str) -> WorkerReport:
     return w
 
 
-def _roofline_findings(run: str) -> list[dict[str, Any]]:
-    return [f for f in _worker(run).findings if f["id"] == "below_roofline"]
+def _roofline_findings(run: str) -> list[Finding]:
+    return [f for f in _worker(run).findings if f.id == "below_roofline"]
 
 
 def test_microbench_at_its_roofs_gives_no_finding() -> None:
@@ -98,10 +98,10 @@ def test_microbench_at_its_roofs_gives_no_finding() -> None:
 
 def test_real_samples_name_the_slow_memory_bound_ops() -> None:
     (f,) = _roofline_findings("low_sm_efficiency")
-    names = {o["name"]: o for o in f["evidence"]["ops"]}
+    names = {o["name"]: o for o in f.evidence["ops"]}
     assert names["aten::_softmax"]["cause"].startswith("too few blocks")  # 8 blocks on 132 SMs
     (f,) = _roofline_findings("resnet50_bf16")
-    assert f["subject"] == "memory" and f["evidence"]["ops"][0]["class"] == "norm"
+    assert f.subject == "memory" and f.evidence["ops"][0]["class"] == "norm"
     for run in ("low_sm_efficiency", "resnet50_bf16", "gpt_naive_attention"):
         for f in _roofline_findings(run):
-            assert 0 < f["est_gain_us_per_step"] <= f["evidence"]["cost_us_per_step"]
+            assert 0 < f.est_gain_us_per_step <= f.evidence["cost_us_per_step"]

@@ -34,6 +34,8 @@ def test_rule_ids_are_the_fixed_ones() -> None:
         "no_tensor_cores",
         "dataloader_stall",
         "exposed_communication",
+        "low_bus_bandwidth",
+        "pipeline_bubble",
         "gpu_idle",
         "below_roofline",
     )
@@ -63,24 +65,24 @@ def _sync_trace(explicit: bool) -> Builder:
 def test_sync_point_blames_item_through_nesting(tmp_path: Path) -> None:
     rep, *_ = analyze(_sync_trace(explicit=False), tmp_path)
     f = one(rep, "sync_point")
-    ev = f["evidence"]
-    assert ev["call"] == "tensor.item()" and f["subject"] == "tensor.item()"
+    ev = f.evidence
+    assert ev["call"] == "tensor.item()" and f.subject == "tensor.item()"
     assert ev["root_op"] == "aten::item" and ev["op"] == "aten::_local_scalar_dense"
     assert ev["api"] == "cudaStreamSynchronize" and ev["copy_direction"] == "D2H"
     assert ev["count_per_step"] == 1  # the CPU-tensor aten::item is not counted
     assert ev["host_blocked_us_per_step"] == 120
     # min(idle gap it returned in = 257 µs, blocked = 120 µs)
-    assert f["est_gain_us_per_step"] == pytest.approx(120)
+    assert f.est_gain_us_per_step == pytest.approx(120)
     assert not ev["explicit"]
 
 
 def test_explicit_synchronize_says_which_call(tmp_path: Path) -> None:
     rep, *_ = analyze(_sync_trace(explicit=True), tmp_path)
     f = one(rep, "sync_point")
-    assert f["evidence"]["call"] == "torch.cuda.synchronize()"
-    assert f["evidence"]["explicit"] is True and f["evidence"]["root_op"] is None
-    assert "torch.cuda.synchronize()" in f["title"]
-    assert "Event" in f["recommendation"]
+    assert f.evidence["call"] == "torch.cuda.synchronize()"
+    assert f.evidence["explicit"] is True and f.evidence["root_op"] is None
+    assert "torch.cuda.synchronize()" in f.title
+    assert "Event" in f.recommendation
 
 
 def test_sync_point_threshold_edge(tmp_path: Path) -> None:
@@ -105,15 +107,15 @@ def _copy_trace(pinned_too: bool = False) -> Builder:
 def test_pageable_memcpy_gain_is_the_faster_pinned_transfer(tmp_path: Path) -> None:
     rep, *_ = analyze(_copy_trace(), tmp_path)
     f = one(rep, "pageable_memcpy")
-    (c,) = f["evidence"]["copies"]
+    (c,) = f.evidence["copies"]
     assert c["pinned_gbps"] == 40.0 and "assumed" in c["pinned_gbps_source"]  # H100: compute capability 9.0
-    assert f["est_gain_us_per_step"] == pytest.approx(800 - (8 << 20) / 40e3, abs=0.1)
-    assert "pin_memory=True" in f["recommendation"] and "non_blocking=True" in f["recommendation"]
+    assert f.est_gain_us_per_step == pytest.approx(800 - (8 << 20) / 40e3, abs=0.1)
+    assert "pin_memory=True" in f.recommendation and "non_blocking=True" in f.recommendation
 
 
 def test_pageable_memcpy_uses_measured_pinned_bandwidth(tmp_path: Path) -> None:
     rep, *_ = analyze(_copy_trace(pinned_too=True), tmp_path)
-    (c,) = one(rep, "pageable_memcpy")["evidence"]["copies"]
+    (c,) = one(rep, "pageable_memcpy").evidence["copies"]
     assert "measured" in c["pinned_gbps_source"]
     assert c["pinned_gbps"] == pytest.approx((2 << 20) / 100 / 1e3, abs=0.05)  # evidence is rounded
 
@@ -132,11 +134,11 @@ def test_memcpy_bound(tmp_path: Path) -> None:
     b = _copy_trace()
     rep, *_ = analyze(b, tmp_path)
     f = one(rep, "memcpy_bound")
-    assert f["evidence"]["copy_only_us_per_step"] == pytest.approx(800)
-    assert f["est_gain_us_per_step"] == pytest.approx(800)
+    assert f.evidence["copy_only_us_per_step"] == pytest.approx(800)
+    assert f.est_gain_us_per_step == pytest.approx(800)
     # overlapping alone can hide the copy only behind the 200 µs that are not copies
-    assert f["evidence"]["gain_if_overlapped_us_per_step"] == pytest.approx(200)
-    assert f["severity"] == "high"
+    assert f.evidence["gain_if_overlapped_us_per_step"] == pytest.approx(200)
+    assert f.severity == "high"
     assert "memcpy_bound" in ids(analyze(b, tmp_path, replace(DEFAULT, memcpy_bound_share=0.79))[0])
     assert "memcpy_bound" not in ids(analyze(b, tmp_path, replace(DEFAULT, memcpy_bound_share=0.81))[0])
 
@@ -148,8 +150,8 @@ def test_small_copies(tmp_path: Path) -> None:
         b.copy("DtoD (Device -> Device)", 1 + i, 10 + 20 * i, 5, 1024)
     rep, *_ = analyze(b, tmp_path)
     f = one(rep, "small_copies")
-    assert f["evidence"]["small_copies_per_step"] == 40 and f["evidence"]["d2d_copies_per_step"] == 40
-    assert f["est_gain_us_per_step"] == pytest.approx(200)
+    assert f.evidence["small_copies_per_step"] == 40 and f.evidence["d2d_copies_per_step"] == 40
+    assert f.est_gain_us_per_step == pytest.approx(200)
     edge = replace(DEFAULT, small_copies_per_step=40, d2d_copies_per_step=1e9)
     assert "small_copies" in ids(analyze(b, tmp_path, edge)[0])
     above = replace(DEFAULT, small_copies_per_step=41, d2d_copies_per_step=41)
@@ -183,13 +185,13 @@ def _attention_trace(inner: str = "aten::bmm", fused: bool = False, dims: list |
 def test_naive_attention_cost_is_the_chain_and_gain_its_non_matmul_part(tmp_path: Path) -> None:
     rep, *_ = analyze(_attention_trace(dims=[[2, 4, 16, 8], [2, 4, 8, 16]]), tmp_path)
     f = one(rep, "naive_attention")
-    ev = f["evidence"]
+    ev = f.evidence
     assert ev["ops"] == ["aten::matmul", "aten::softmax", "aten::dropout", "aten::matmul"]
     assert ev["forward_per_step"] == 1 and ev["backward_per_step"] == 0
     assert ev["four_d"] is True and ev["matmul_input_dims"] == [[2, 4, 16, 8], [2, 4, 8, 16]]
     assert ev["gpu_us_per_step"] == pytest.approx(120)  # 30 + 20 + 40 + 30
-    assert f["est_gain_us_per_step"] == pytest.approx(60)  # scale + softmax; the matmuls stay
-    assert "scaled_dot_product_attention" in f["recommendation"]
+    assert f.est_gain_us_per_step == pytest.approx(60)  # scale + softmax; the matmuls stay
+    assert "scaled_dot_product_attention" in f.recommendation
 
 
 def test_naive_attention_silent_with_fused_kernel_or_unbatched_matmul(tmp_path: Path) -> None:
@@ -215,7 +217,7 @@ def test_naive_attention_backward_chain(tmp_path: Path) -> None:
         b.launch(GEMM if "bmm" in name else SOFTMAX, t + 2, t, 20)
         t += 30
     rep, *_ = analyze(b, tmp_path)
-    ev = one(rep, "naive_attention")["evidence"]
+    ev = one(rep, "naive_attention").evidence
     assert ev["backward_per_step"] == 1
     assert ev["backward_ops"] == ["aten::bmm", "aten::bmm", "aten::_softmax_backward_data", "aten::bmm", "aten::bmm"]
 
@@ -237,12 +239,12 @@ def _optimizer_trace(kernel: str = ADD, n: int = 70) -> Builder:
 def test_unfused_optimizer(tmp_path: Path) -> None:
     rep, *_ = analyze(_optimizer_trace(), tmp_path)
     f = one(rep, "unfused_optimizer")
-    ev = f["evidence"]
+    ev = f.evidence
     assert ev["optimizer"] == ["AdamW"] and ev["kernels_per_step"] == 70
     span = 20 * 69 + 2
     assert ev["gpu_span_us_per_step"] == pytest.approx(span)
-    assert f["est_gain_us_per_step"] == pytest.approx(span - 0.5 * 140)
-    assert "torch.optim.AdamW(params, ..., fused=True)" in f["recommendation"]
+    assert f.est_gain_us_per_step == pytest.approx(span - 0.5 * 140)
+    assert "torch.optim.AdamW(params, ..., fused=True)" in f.recommendation
     edge = _optimizer_trace()
     assert "unfused_optimizer" in ids(analyze(edge, tmp_path, replace(DEFAULT, optimizer_min_kernels_per_step=70))[0])
     above = replace(DEFAULT, optimizer_min_kernels_per_step=71)
@@ -271,10 +273,10 @@ def test_unfused_elementwise(tmp_path: Path) -> None:
     b = _elementwise_trace()
     rep, *_ = analyze(b, tmp_path)
     f = one(rep, "unfused_elementwise")
-    assert f["evidence"]["runs_per_step"] == 1 and f["evidence"]["kernels_per_run_max"] == 5
-    assert f["evidence"]["cost_us_per_step"] == pytest.approx(500)
-    assert f["est_gain_us_per_step"] == pytest.approx(400)  # fused: one kernel as long as the longest
-    assert "torch.compile" in f["recommendation"]
+    assert f.evidence["runs_per_step"] == 1 and f.evidence["kernels_per_run_max"] == 5
+    assert f.evidence["cost_us_per_step"] == pytest.approx(500)
+    assert f.est_gain_us_per_step == pytest.approx(400)  # fused: one kernel as long as the longest
+    assert "torch.compile" in f.recommendation
     assert "unfused_elementwise" in ids(analyze(b, tmp_path, replace(DEFAULT, elementwise_min_run=5))[0])
     assert "unfused_elementwise" not in ids(analyze(b, tmp_path, replace(DEFAULT, elementwise_min_run=6))[0])
     assert "unfused_elementwise" in ids(analyze(b, tmp_path, replace(DEFAULT, elementwise_min_share=0.4))[0])
@@ -293,13 +295,13 @@ def test_launch_bound(tmp_path: Path) -> None:
     b = _launch_trace()
     rep, *_ = analyze(b, tmp_path)
     f = one(rep, "launch_bound")
-    ev = f["evidence"]
+    ev = f.evidence
     assert ev["kernels_per_step"] == 100 and ev["median_kernel_us"] == 2
     # the gap before the first kernel, 99 gaps of 8 µs, and the 98 µs tail: all short
     assert ev["launch_gap_us_per_step"] == pytest.approx(10 + 99 * 8 + 98)
-    assert f["est_gain_us_per_step"] == pytest.approx(900)
+    assert f.est_gain_us_per_step == pytest.approx(900)
     assert "gpu_idle" not in ids(rep)  # launch_bound claims that idle
-    assert "CUDA Graphs" in f["recommendation"]
+    assert "CUDA Graphs" in f.recommendation
     assert "launch_bound" in ids(analyze(b, tmp_path, replace(DEFAULT, launch_min_kernels_per_step=100))[0])
     above, *_ = analyze(b, tmp_path, replace(DEFAULT, launch_min_kernels_per_step=101))
     assert "launch_bound" not in ids(above) and "gpu_idle" in ids(above)  # unclaimed idle is reported
@@ -314,9 +316,9 @@ def test_low_sm_efficiency_skips_collectives(tmp_path: Path) -> None:
     b.launch("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)", 2, 500, 400, blocks_per_sm=0.1, stream=9)
     rep, *_ = analyze(b, tmp_path)
     f = one(rep, "low_sm_efficiency")
-    assert f["evidence"]["us_per_step"] == pytest.approx(400)
-    assert f["est_gain_us_per_step"] == pytest.approx(300)  # 400 µs x (1 - 0.25)
-    (k,) = f["evidence"]["kernels"]
+    assert f.evidence["us_per_step"] == pytest.approx(400)
+    assert f.est_gain_us_per_step == pytest.approx(300)  # 400 µs x (1 - 0.25)
+    (k,) = f.evidence["kernels"]
     assert k["mean_blocks_per_sm"] == pytest.approx(0.25)
     assert "low_sm_efficiency" in ids(analyze(b, tmp_path, replace(DEFAULT, low_sm_min_share=0.3))[0])
     assert "low_sm_efficiency" not in ids(analyze(b, tmp_path, replace(DEFAULT, low_sm_min_share=0.31))[0])
@@ -333,8 +335,8 @@ def test_no_tensor_cores(tmp_path: Path, kernel: str, fires: bool) -> None:
     assert ("no_tensor_cores" in ids(rep)) is fires
     if fires:
         f = one(rep, "no_tensor_cores")
-        assert f["est_gain_us_per_step"] == pytest.approx(100)  # 200 µs x (1 - 1/2)
-        assert "bfloat16" in f["recommendation"]  # compute capability 9.0: bf16 / TF32
+        assert f.est_gain_us_per_step == pytest.approx(100)  # 200 µs x (1 - 1/2)
+        assert "bfloat16" in f.recommendation  # compute capability 9.0: bf16 / TF32
         assert "no_tensor_cores" in ids(analyze(b, tmp_path, replace(DEFAULT, no_tc_min_share=0.2))[0])
         assert "no_tensor_cores" not in ids(analyze(b, tmp_path, replace(DEFAULT, no_tc_min_share=0.21))[0])
 
@@ -353,7 +355,7 @@ def test_no_tensor_cores_unknown_gemms_need_fp32_inputs(tmp_path: Path, fp32_inp
     assert rep.summary is not None and rep.summary.unknown_core_kernel_share == pytest.approx(200 / 900)
     assert ("no_tensor_cores" in ids(rep)) is fp32_inputs
     if fp32_inputs:
-        ev = one(rep, "no_tensor_cores")["evidence"]
+        ev = one(rep, "no_tensor_cores").evidence
         assert ev["basis"] == ["fp32 matmul inputs (Input type) with no TF32 kernel in the run"]
         assert [k["class"] for k in ev["kernels"]] == ["unknown"]
 
@@ -383,9 +385,9 @@ def test_dataloader_stall(tmp_path: Path, as_op: bool) -> None:
     b.launch(GEMM, 310, 320, 680)
     rep, *_ = analyze(b, tmp_path)
     f = one(rep, "dataloader_stall")
-    assert f["evidence"]["gpu_idle_us_per_step"] == pytest.approx(300)
-    assert f["evidence"]["single_process"] is True
-    assert "num_workers" in f["recommendation"]
+    assert f.evidence["gpu_idle_us_per_step"] == pytest.approx(300)
+    assert f.evidence["single_process"] is True
+    assert "num_workers" in f.recommendation
     assert "dataloader_stall" in ids(analyze(b, tmp_path, replace(DEFAULT, dataloader_min_share=0.3))[0])
     assert "dataloader_stall" not in ids(analyze(b, tmp_path, replace(DEFAULT, dataloader_min_share=0.31))[0])
 
@@ -398,7 +400,7 @@ def test_gpu_idle_names_what_the_host_did(tmp_path: Path) -> None:
     b.launch(GEMM, 850, 900, 100)  # the host launches late: GPU idle [110, 900)
     rep, *_ = analyze(b, tmp_path)
     f = one(rep, "gpu_idle")
-    ev = f["evidence"]
+    ev = f.evidence
     assert ev["unexplained_us_per_step"] == pytest.approx(800)  # [0, 10) and [110, 900)
     assert ev["host_gaps_us_per_step"] == pytest.approx(790)
     (gap, *_) = ev["largest_gaps"]
@@ -418,9 +420,9 @@ def test_mfu_after_and_severity(tmp_path: Path) -> None:
 
     rep, *_ = analyze(_copy_trace(), tmp_path, prepare=with_mfu)
     f = one(rep, "memcpy_bound")
-    assert f["est_mfu_after"] == pytest.approx(0.2 * 1000 / (1000 - 800), rel=1e-3)
+    assert f.est_mfu_after == pytest.approx(0.2 * 1000 / (1000 - 800), rel=1e-3)
     low = replace(DEFAULT, high_share=0.9, medium_share=0.8)
-    assert one(analyze(_copy_trace(), tmp_path, low)[0], "memcpy_bound")["severity"] == "medium"
+    assert one(analyze(_copy_trace(), tmp_path, low)[0], "memcpy_bound").severity == "medium"
 
 
 def test_error_report_gets_no_findings(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ def _trace() -> Builder:
 
 
 def _by_id(rep: WorkerReport) -> dict[str, float]:
-    return {e["id"]: e["us_per_step"] for e in rep.waterfall}
+    return {e.id: e.us_per_step for e in rep.waterfall}
 
 
 def _flops(flops: float, peak: float = 1e15):  # type: ignore[no-untyped-def]
@@ -58,23 +58,23 @@ def test_waterfall_by_hand(tmp_path: Path) -> None:
     assert w["matmul_covered"] == pytest.approx(200)
     assert w["matmul_efficiency"] == pytest.approx(100)
     last = rep.waterfall[-1]
-    assert last["id"] == "mfu" and last["us_per_step"] == pytest.approx(100)
-    assert last["mfu"] == pytest.approx(0.1) and last["clamped"] is False
-    kinds = [e["kind"] for e in rep.waterfall]
+    assert last.id == "mfu" and last.us_per_step == pytest.approx(100)
+    assert last.mfu == pytest.approx(0.1) and last.clamped is False
+    kinds = [e.kind for e in rep.waterfall]
     assert kinds[0] == "total" and kinds[-1] == "result"
 
 
 def test_waterfall_clamps_flops_beyond_matmul_time(tmp_path: Path) -> None:
     rep, *_ = analyze(_trace(), tmp_path, prepare=_flops(5e11))  # 500 µs at peak > 200 µs covered
     last = rep.waterfall[-1]
-    assert last["clamped"] is True and last["us_per_step"] == pytest.approx(200)
+    assert last.clamped is True and last.us_per_step == pytest.approx(200)
     assert _by_id(rep)["matmul_efficiency"] == 0
 
 
 def test_waterfall_without_flops_stops_at_covered_matmul_time(tmp_path: Path) -> None:
     rep, *_ = analyze(_trace(), tmp_path)
     last = rep.waterfall[-1]
-    assert last["mfu"] is None and last["us_per_step"] == pytest.approx(200)
+    assert last.mfu is None and last.us_per_step == pytest.approx(200)
     assert "matmul_efficiency" not in _by_id(rep)
 
 
@@ -97,12 +97,12 @@ def test_waterfall_bars_add_up_to_the_step_on_real_traces(where: str, run: str) 
     (rep,) = analyze_file(span, "w", AnalysisOptions())
     s, bars = rep.summary, rep.waterfall
     assert s is not None and s.step_time_mean_us is not None and len(rep.steps) >= 3
-    step = bars[0]["us_per_step"]
+    step = bars[0].us_per_step
     assert step == pytest.approx(sum(st.dur_us for st in rep.steps) / len(rep.steps), abs=1e-3)
     # the losses and the result add up to the step, to the rounding of each bar (1 ns)
-    losses = sum(e["us_per_step"] for e in bars if e["kind"] == "loss")
-    assert losses + bars[-1]["us_per_step"] == pytest.approx(step, abs=1e-3 * len(bars))
-    assert sum(e["share"] for e in bars if e["kind"] == "loss") + bars[-1]["share"] == pytest.approx(1, abs=1e-4)
+    losses = sum(e.us_per_step for e in bars if e.kind == "loss")
+    assert losses + bars[-1].us_per_step == pytest.approx(step, abs=1e-3 * len(bars))
+    assert sum(e.share for e in bars if e.kind == "loss") + bars[-1].share == pytest.approx(1, abs=1e-4)
     check_waterfall_matches_summary(rep)  # and each level is the summary's share of that step
     # the steps really differ, so the old median shares would not have matched
     busy = [st.gpu_busy_share for st in rep.steps]

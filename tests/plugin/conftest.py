@@ -103,8 +103,9 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Served]]:
         if analyze is not None or cache_dir is not None:
             from tb_mfu_plugin.options import AnalysisOptions
 
+            workers = int(mfu_flags["workers"]) if "workers" in mfu_flags else None
             cache = AnalysisCache(
-                AnalysisOptions(), None if cache_dir in (None, "none") else cache_dir, analyze=analyze
+                AnalysisOptions(), None if cache_dir in (None, "none") else cache_dir, workers, analyze=analyze
             )
         plugin = MfuPlugin(ctx, cache=cache, min_scan_interval_s=0.0)
         return Served(plugin)

@@ -78,6 +78,20 @@ def test_compare_returns_each_runs_report(serve, two_runs):
     for e in body["runs"]:
         assert e["state"] == "ready"
         assert e["report"] == expected[e["name"]]
+    # the Strategies view's table: one row per run, in the order asked, as `tb-mfu compare` computes it
+    rows = body["strategies"]
+    assert [r["run"] for r in rows] == [RUN_B, RUN_A]
+    for r in rows:
+        w = expected[r["run"]]["workers"][0]
+        summary, peak = w["summary"], w["device"]["peak_flops"]
+        assert r["ranks"] == 1 and r["strategy"] == [] and r["exposed_communication_us_per_step"] is None
+        assert r["step_time_us"] == summary["step_time_us"]
+        # MFU at the median step (the steady state, diagnosis/strategies.py), where FLOPs and peak are known
+        if summary["flops_per_step"] is None or summary["mfu"] is None or not peak:
+            assert r["mfu_mean"] == summary["mfu"]
+        else:
+            median_mfu = summary["flops_per_step"] / (summary["step_time_us"] * 1e-6) / peak
+            assert r["mfu_mean"] == pytest.approx(median_mfu)
 
 
 def test_static_bundle_is_served_with_its_type(serve, two_runs):
@@ -330,9 +344,9 @@ def test_the_requested_run_jumps_the_queue(serve, tmp_path):
 def test_is_active_never_blocks(serve, two_runs, monkeypatch):
     real = runs_mod.scan_sources
 
-    def slow(sources):  # type: ignore[no-untyped-def]
+    def slow(*args):  # type: ignore[no-untyped-def]
         time.sleep(1.5)
-        return real(sources)
+        return real(*args)
 
     monkeypatch.setattr(runs_mod, "scan_sources", slow)
     s = serve(two_runs)
@@ -361,11 +375,13 @@ def test_logdir_spec_puts_a_teammates_folder_beside_mine(serve, tmp_path):
     for d, run in ((mine, RUN_A), (theirs, RUN_B)):
         d.mkdir()
         shutil.copy(sample_file(run), d)
-    s = serve(None, logdir_spec=f"mine:{mine},theirs:{theirs},s3://bucket/logs")
+    # a remote source that cannot be listed (nothing listens on loopback's port 9) is one error line
+    s = serve(None, logdir_spec=f"mine:{mine},theirs:{theirs},far:http://127.0.0.1:9/logs/")
     s.settle()
     body = s.json("/runs")
     assert [r["name"] for r in body["runs"]] == ["mine", "theirs"]
-    assert any("remote logdirs are not supported yet" in e for e in body["errors"])
+    (error,) = body["errors"]
+    assert error.startswith("http://127.0.0.1:9/logs/: ") and "\n" not in error
     assert s.json("/report?run=theirs")["workers"][0]["summary"]["steps"] > 0
 
 

@@ -7,6 +7,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from ...analysis.report import Distributed
 from ..context import Context
 from ..registry import Hit, rule
 from .evidence import top_kernels
@@ -22,8 +23,9 @@ def _tp_like(ctx: Context) -> bool:
     return any("_c10d_functional::all_reduce" in n or "Redistribute" in n for n in ctx.names)
 
 
-def _strategy(ctx: Context, by_kind: dict[str, float]) -> str:
-    """The parallelism the collectives point to: pp, fsdp, tp or ddp (a key of the fix texts)."""
+def _guess(ctx: Context, by_kind: dict[str, float]) -> str:
+    """The parallelism the kernel names point to, for traces whose collectives carry no group:
+    pp, fsdp, tp or ddp (a key of the fix texts)."""
     main = max(by_kind, key=by_kind.__getitem__)
     if main in ("sendrecv", "send", "recv"):
         return "pp"
@@ -34,19 +36,54 @@ def _strategy(ctx: Context, by_kind: dict[str, float]) -> str:
     return "ddp"
 
 
+# The detected strategy (analysis.strategy) -> its fix text, in the order they are given.
+_FIX_OF = {"FSDP": "fsdp", "DDP": "ddp", "DP": "dp", "TP": "tp", "PP": "pp", "EP": "ep"}
+
+
+def _fix_keys(ctx: Context, by_kind: dict[str, float]) -> tuple[str, ...]:
+    """Fix texts for every strategy the rank runs, the biggest exposure first, plus the fp32
+    levers only where the collectives do travel in fp32."""
+    comm = ctx.report.communication
+    if comm is None or not comm.strategy:
+        return (_guess(ctx, by_kind),)
+    exposed: dict[str, float] = defaultdict(float)
+    fp32: set[str] = set()
+    for c in comm.collectives:
+        if c.role is not None:
+            exposed[c.role] += c.exposed_us_per_step
+            if c.dtype == "Float" and c.kind in ("allgather", "allreduce", "reducescatter"):
+                fp32.add(c.role)
+    roles = sorted(comm.strategy, key=lambda r: -exposed.get(r, 0.0))
+    keys: list[str] = []
+    for r in roles:
+        keys.append(_FIX_OF[r])
+        if r in fp32 and r in ("FSDP", "DDP", "DP"):
+            keys.append(f"{_FIX_OF[r]}_fp32")
+    return tuple(keys)
+
+
 @rule(
     title="Exposed communication: collectives run {ms:.1f} ms per step with no compute "
     "alongside ({share:.0%} of the step)",
     fix={
         "fsdp": "Overlap the FSDP all-gathers with compute: prefetch the next blocks (FSDP2 "
         "`block.set_modules_to_forward_prefetch([...])` / `set_modules_to_backward_prefetch`, FSDP1 "
-        "`forward_prefetch=True`, `backward_prefetch=BackwardPrefetch.BACKWARD_PRE`), gather in bf16 "
-        "(`MixedPrecisionPolicy(param_dtype=torch.bfloat16)`), keep the last blocks gathered "
-        "(`reshard_after_forward=False`), or shard over fewer GPUs (HSDP) when the model fits.",
+        "`forward_prefetch=True`, `backward_prefetch=BackwardPrefetch.BACKWARD_PRE`), keep the last blocks "
+        "gathered (`reshard_after_forward=False`), or shard over fewer GPUs (HSDP) when the model fits.",
+        "fsdp_fp32": "The FSDP collectives move fp32: gather and reduce in bf16 "
+        "(`MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16)`) to halve the bytes.",
         "ddp": "Let DDP overlap the gradient all-reduce with backward: tune `bucket_cap_mb`, use "
-        "`gradient_as_bucket_view=True` and `static_graph=True`, all-reduce in bf16 "
-        "(`register_comm_hook(None, bf16_compress_hook)`), and accumulate gradients under `model.no_sync()` "
-        "to all-reduce less often.",
+        "`gradient_as_bucket_view=True` and `static_graph=True`, and accumulate gradients under "
+        "`model.no_sync()` to all-reduce less often.",
+        "ddp_fp32": "The gradients are all-reduced in fp32: `register_comm_hook(None, bf16_compress_hook)` "
+        "halves the bytes.",
+        "dp": "A gradient all-reduce with no DDP annotation runs after backward: `DistributedDataParallel` "
+        "overlaps it with backward in buckets (`bucket_cap_mb`), or all-reduce each bucket asynchronously "
+        "as its gradients are ready.",
+        "dp_fp32": "The gradients are all-reduced in fp32: reduce in bf16 to halve the bytes.",
+        "ep": "Expert-parallel all-to-alls wait on the token exchange: overlap them with the shared experts' or "
+        "the next micro-batch's compute, keep the expert group inside one NVLink domain, and lower the "
+        "capacity factor or balance the router so no rank receives many more tokens.",
         "pp": "Point-to-point transfers between pipeline stages wait on the pipeline: use more micro-batches per "
         "step, an interleaved schedule (`torch.distributed.pipelining.ScheduleInterleaved1F1B`), balance the "
         "stages' work, and overlap the send/recv with compute.",
@@ -75,17 +112,19 @@ def exposed_communication(ctx: Context) -> list[Hit]:
     for r in np.flatnonzero(comm):
         m = _COLLECTIVE.search(ctx.names[g.name[r]])
         by_kind[m.group(1).lower() if m else "other"] += float(g.dur[r]) / ctx.n
-    strategy = _strategy(ctx, by_kind)
-    dist = ctx.report.distributed or {}
+    fix = _fix_keys(ctx, by_kind)
+    comm_block = ctx.report.communication
+    dist = ctx.report.distributed or Distributed()
     evidence = {
         "exposed_us_per_step": exposed,
         "communication_us_per_step": comm_us,
         "overlapped_share": 1.0 - exposed / comm_us if comm_us > 0 else None,
         "collectives_us_per_step": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
         "kernels": top_kernels(ctx, comm),
-        "rank": dist.get("rank"),
-        "world_size": dist.get("world_size"),
-        "strategy_guess": strategy,
+        "rank": dist.rank,
+        "world_size": dist.world_size,
+        "strategy_guess": fix[0],
+        "strategy": comm_block.strategy if comm_block is not None else [],
     }
     args = {"ms": exposed / 1000, "share": exposed / ctx.step_us}
-    return [Hit(cost_us=exposed, gain_us=exposed, evidence=evidence, args=args, fix=(strategy,))]
+    return [Hit(cost_us=exposed, gain_us=exposed, evidence=evidence, args=args, fix=fix)]

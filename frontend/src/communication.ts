@@ -1,0 +1,141 @@
+// A rank's collective communication (WorkerReport.communication, .pipeline): overlap with
+// compute per step, the collectives with their bus bandwidth, the pipeline bubble.
+// docs/distributed.md defines every figure.
+import { card, cardNotes } from './card';
+import { h } from './dom';
+import * as f from './format';
+import { table } from './table';
+import type { Collective, Communication, Pipeline, WorkerReport } from './types';
+
+/** "FSDP × TP", or "single GPU". */
+export function strategyText(names: string[] | undefined): string {
+  return names?.length ? names.join(' × ') : 'single GPU';
+}
+
+function kpi(label: string, value: string, title: string): HTMLElement {
+  return h(
+    'div',
+    { class: 'kpi', title },
+    h('div', { class: 'kpi-label' }, label),
+    h('div', { class: 'kpi-value kpi-value-small' }, value),
+  );
+}
+
+function overlapKpis(c: Communication): HTMLElement {
+  return h(
+    'div',
+    { class: 'kpis comm', testid: 'comm-kpis' },
+    kpi('Strategy', strategyText(c.strategy), c.strategy_evidence.join('\n')),
+    kpi('Communication / step', f.dur(c.communication_us_per_step), 'Union of the collective kernels in the steps'),
+    kpi('Exposed / step', f.dur(c.exposed_us_per_step), 'Communication with no compute kernel running'),
+    kpi(
+      'Overlap',
+      f.pct(c.overlap_ratio),
+      "Share of communication time with a compute kernel running (Holistic Trace Analysis's comm/comp overlap)",
+    ),
+    kpi('Link', c.link ? `${c.link} · ${f.gbps(c.link_gbps)}` : 'unknown', c.link_source ?? ''),
+  );
+}
+
+function collectivesTable(rows: Collective[]): HTMLElement {
+  return table<Collective>(
+    rows,
+    [
+      { key: 'kind', label: 'Collective', value: (x) => x.kind, cell: (x) => h('span', { class: 'mono' }, x.kind) },
+      {
+        key: 'group',
+        label: 'Group',
+        value: (x) => x.group ?? '',
+        cell: (x) => `${x.group ?? '?'}${x.group_size ? ` (${x.group_size})` : ''}`,
+        title: 'Process group (its ranks)',
+      },
+      { key: 'role', label: 'Role', value: (x) => x.role ?? '', title: 'The parallelism this group serves' },
+      { key: 'dtype', label: 'dtype', value: (x) => x.dtype ?? '' },
+      {
+        key: 'calls',
+        label: 'Calls / step',
+        num: true,
+        value: (x) => x.count_per_step,
+        cell: (x) => f.count(x.count_per_step, 1),
+      },
+      {
+        key: 'bytes',
+        label: 'Bytes / step',
+        num: true,
+        value: (x) => x.bytes_per_step,
+        cell: (x) => f.bytes(x.bytes_per_step),
+      },
+      {
+        key: 'time',
+        label: 'Kernel time / step',
+        num: true,
+        value: (x) => x.us_per_step,
+        cell: (x) => f.dur(x.us_per_step),
+      },
+      {
+        key: 'exposed',
+        label: 'Exposed / step',
+        num: true,
+        value: (x) => x.exposed_us_per_step,
+        cell: (x) => f.dur(x.exposed_us_per_step),
+        title: 'Its kernel time with no compute kernel running',
+      },
+      {
+        key: 'busbw',
+        label: 'Bus bandwidth',
+        num: true,
+        value: (x) => x.busbw_gbps,
+        cell: (x) => `${f.gbps(x.busbw_gbps)}${x.bandwidth_basis === 'last arrival' ? '' : ' ¹'}`,
+        title:
+          'nccl-tests busbw: bytes / transfer time × 2(n−1)/n (all-reduce), (n−1)/n (all-gather, reduce-scatter, all-to-all), 1 (send/recv, broadcast)',
+      },
+      {
+        key: 'share',
+        label: 'Of link peak',
+        num: true,
+        value: (x) => x.link_peak_share,
+        cell: (x) => f.pct(x.link_peak_share),
+      },
+    ],
+    { testid: 'collectives-table', sortKey: 'time' },
+  );
+}
+
+function pipelineLine(p: Pipeline): HTMLElement {
+  const analytic =
+    p.analytic_bubble_share !== null ? `, analytic (p−1)/(v·m+p−1) ${f.pct(p.analytic_bubble_share)}` : '';
+  return h(
+    'p',
+    { testid: 'pipeline-bubble' },
+    h('strong', null, 'Pipeline: '),
+    `stage ${p.stage ?? '?'} of ${p.pipeline_size ?? '?'}, ${p.microbatches ?? '?'} micro-batches (${p.schedule ?? 'schedule unknown'}); `,
+    `bubble ${f.dur(p.bubble_us_per_step)} per step, ${f.pct(p.bubble_share)} of the step${analytic}`,
+  );
+}
+
+/** The card, or null on a rank without collectives. */
+export function communicationCard(w: WorkerReport): HTMLElement | null {
+  const c = w.communication;
+  if (!c) return null;
+  const kernelTime = c.collectives.some((x) => x.bandwidth_basis !== 'last arrival' && x.busbw_gbps !== null);
+  return card(
+    'Communication',
+    [
+      overlapKpis(c),
+      w.pipeline ? pipelineLine(w.pipeline) : null,
+      collectivesTable(c.collectives),
+      cardNotes(
+        kernelTime
+          ? [
+              "¹ From this rank's kernel time, which includes waiting for the other members: a lower bound. With every rank's trace in the run, the bandwidth is measured from the last member's arrival.",
+            ]
+          : [],
+      ),
+    ],
+    {
+      testid: 'communication-card',
+      cls: 'wide',
+      help: 'Collective kernels of this rank per mean step: how much runs beside compute (overlap) and how much the step waits on (exposed), and what each collective moves against the link it runs over.',
+    },
+  );
+}

@@ -1,0 +1,97 @@
+"""Runs of one model under different parallel strategies, side by side: the table that asks
+which strategy gives the best MFU on these GPUs (``tb-mfu compare`` with several runs, the tab's
+Strategies view; docs/distributed.md).
+
+One row per run, its ranks summed up: the slowest rank's median step (every rank waits for it),
+per-rank MFU at each rank's median step (the lowest, the mean and the highest: the steady state,
+which the first profiled step, still draining the warm-up's GPU work, does not disturb), and the
+mean over ranks of the exposed communication, the overlap and the pipeline bubble. Memory is left
+out: the traces hold it only with ``profile_memory=True``, as instant events the decoder does not
+read.
+"""
+
+from __future__ import annotations
+
+from statistics import fmean
+
+import msgspec
+
+from ..analysis.report import RunReport, WorkerReport
+from .ranks import RankSummary
+
+
+class StrategyRow(msgspec.Struct, kw_only=True):
+    run: str
+    strategy: list[str]  # the run's (analysis.strategy); empty on one GPU
+    ranks: int  # workers analysed
+    device: str | None
+    step_time_us: float | None  # the slowest rank's median step
+    mfu_min: float | None  # per-rank MFU: FLOPs the rank executes / its median step / peak
+    mfu_mean: float | None
+    mfu_max: float | None
+    flops_per_step: float | None  # per rank, mean
+    exposed_communication_us_per_step: float | None  # mean over ranks
+    exposed_communication_share: float | None  # of the mean step, mean over ranks
+    overlap_ratio: float | None  # mean over ranks with communication
+    collective_wait_us_per_step: float | None  # mean over ranks, clocks aligned
+    bubble_share: float | None  # mean over pipeline stages
+    busbw_gbps: float | None  # the largest collective's bus bandwidth (by time), mean over ranks
+    link: str | None
+
+
+def _mean(xs: list[float | None]) -> float | None:
+    known = [x for x in xs if x is not None]
+    return fmean(known) if known else None
+
+
+def _ranks(run: RunReport) -> RankSummary | None:
+    """``RunReport.ranks`` is typed Any (analysis does not import diagnosis): a dict once decoded."""
+    if run.ranks is None or isinstance(run.ranks, RankSummary):
+        return run.ranks
+    return msgspec.convert(run.ranks, RankSummary)
+
+
+def _median_mfu(w: WorkerReport) -> float | None:
+    """MFU at the rank's median step; its headline (time-weighted) MFU when the peak is unknown."""
+    s, peak = w.summary, w.device.peak_flops if w.device is not None else None
+    if s is None:
+        return None
+    if s.flops_per_step is None or not peak or s.step_time_us <= 0 or s.mfu is None:
+        return s.mfu
+    return s.flops_per_step / (s.step_time_us * 1e-6) / peak
+
+
+def strategy_row(run: RunReport) -> StrategyRow:
+    ok: list[WorkerReport] = [w for w in run.workers if w.error is None and w.summary is not None]
+    summaries = [w.summary for w in ok if w.summary is not None]
+    comm = [
+        (w.communication, s.step_time_mean_us or s.step_time_us)
+        for w, s in zip(ok, summaries, strict=True)
+        if w.communication is not None
+    ]
+    mfu = [m for w in ok if (m := _median_mfu(w)) is not None]
+    ranks = _ranks(run)
+    main = [max(c.collectives, key=lambda x: x.us_per_step) for c, _ in comm if c.collectives]
+    return StrategyRow(
+        run=run.name,
+        strategy=list(run.strategy),
+        ranks=len(ok),
+        device=next((w.device.name for w in ok if w.device is not None and w.device.name), None),
+        step_time_us=max((s.step_time_us for s in summaries), default=None),
+        mfu_min=min(mfu) if mfu else None,
+        mfu_mean=fmean(mfu) if mfu else None,
+        mfu_max=max(mfu) if mfu else None,
+        flops_per_step=_mean([s.flops_per_step for s in summaries]),
+        exposed_communication_us_per_step=_mean([c.exposed_us_per_step for c, _ in comm]),
+        exposed_communication_share=_mean([c.exposed_us_per_step / step for c, step in comm if step > 0]),
+        overlap_ratio=_mean([c.overlap_ratio for c, _ in comm]),
+        collective_wait_us_per_step=_mean([r.collective_wait_us_per_step for r in ranks.ranks] if ranks else []),
+        bubble_share=_mean([w.pipeline.bubble_share for w in ok if w.pipeline is not None]),
+        busbw_gbps=_mean([c.busbw_gbps for c in main]),
+        link=next((c.link for c, _ in comm if c.link), None),
+    )
+
+
+def strategy_table(runs: list[RunReport]) -> list[StrategyRow]:
+    """One row per run, in the order given."""
+    return [strategy_row(r) for r in runs]

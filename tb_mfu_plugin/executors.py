@@ -1,0 +1,367 @@
+"""Where trace files are analysed: in this process, in local processes, or on a Dask cluster.
+
+Every executor takes one file at a time (a ``FileJob``: its span and its worker's
+name) and answers with a ``concurrent.futures.Future`` of that file's reports. The
+pipeline submits the files and assembles the ``RunReport``s in discovery order, so
+the result does not depend on which executor ran them, nor on the order they ended.
+
+Only the file's *name* goes out and only its compact reports come back, encoded by
+msgspec (``encode_reports``): a worker process never sends tables or trace bytes.
+No executor raises for a file: whatever happens to one (an exception, a process
+killed for memory, a Dask task lost) becomes that file's error report, and the
+other files go on.
+
+``ProcessExecutor`` feeds at most ``slots`` files to its pool at once, so when a
+process dies the files it may have been running are known: each is run again
+alone in a fresh process, and the one that kills that process too gets the error.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+import multiprocessing as mp
+import os
+import pickle
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from .analysis.report import WorkerReport
+from .errors import reason_line
+from .options import AnalysisOptions
+from .trace.discover import SpanFile
+
+logger = logging.getLogger(__name__)
+
+# Uncompressed bytes of one file decoded so far.
+ProgressFn = Callable[[int], None]
+# pipeline.analyze_file, or a stand-in of the same shape; a process or Dask executor pickles
+# it by reference, so it must be a module-level function there.
+AnalyzeFn = Callable[[SpanFile, str, AnalysisOptions, ProgressFn | None], list[WorkerReport]]
+
+# A child sends its progress at most this often: the parent's bar needs no more.
+PROGRESS_INTERVAL_S = 0.1
+
+_MSGPACK, _PICKLE = b"M", b"P"
+_reports_decoder = msgspec.msgpack.Decoder(list[WorkerReport])
+
+
+@dataclass(frozen=True)
+class FileJob:
+    """One trace file to analyse: what a worker process or a Dask task receives."""
+
+    span: SpanFile
+    worker: str
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which containers and taskset narrow)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+def encode_reports(reports: list[WorkerReport]) -> bytes:
+    """A file's reports as the bytes that cross a process or network boundary.
+
+    msgpack by msgspec; pickle only for the rare report msgpack cannot encode: a file
+    name that is not UTF-8 (kept by Python as lone surrogates).
+    """
+    try:
+        return _MSGPACK + msgspec.msgpack.encode(reports)
+    except UnicodeEncodeError:
+        return _PICKLE + pickle.dumps(reports, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def decode_reports(data: bytes) -> list[WorkerReport]:
+    if data[:1] == _PICKLE:
+        reports: list[WorkerReport] = pickle.loads(data[1:])
+        return reports
+    return _reports_decoder.decode(data[1:])
+
+
+def error_reports(job: FileJob, reason: str) -> list[WorkerReport]:
+    """The one report of a file whose analysis failed as a whole."""
+    return [WorkerReport(name=job.worker, span=job.span.span, file=job.span.path, error=reason_line(reason))]
+
+
+def run_job(analyze: AnalyzeFn, job: FileJob, options: AnalysisOptions, progress: ProgressFn | None = None) -> bytes:
+    """What a worker process or a Dask task runs: read the file by its name, analyse it,
+    return the encoded reports."""
+    return encode_reports(analyze(job.span, job.worker, options, progress))
+
+
+class Executor:
+    """Analyses files, ``slots`` at a time; ``submit`` never blocks on the analysis."""
+
+    slots: int = 1
+    # Whether progress within a file reaches ``submit``'s callback (a Dask task reports none).
+    reports_progress: bool = True
+
+    def submit(self, job: FileJob, progress: ProgressFn | None = None) -> Future[list[WorkerReport]]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Stop the processes or the cluster connection once the running files end (the
+        executor is then unusable)."""
+
+    def terminate(self) -> None:
+        """Stop now (Ctrl-C, a server exiting): the running files are lost."""
+        self.close()
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.terminate()
+
+
+class SerialExecutor(Executor):
+    """In this process, in the submitting thread: ``--jobs 1``, one file, or a test's stand-in."""
+
+    def __init__(self, analyze: AnalyzeFn, options: AnalysisOptions) -> None:
+        self._analyze = analyze
+        self._options = options
+
+    def submit(self, job: FileJob, progress: ProgressFn | None = None) -> Future[list[WorkerReport]]:
+        out: Future[list[WorkerReport]] = Future()
+        try:
+            out.set_result(self._analyze(job.span, job.worker, self._options, progress))
+        except Exception as exc:  # noqa: BLE001 - the pipeline should not raise; if it does, it is the file's error
+            out.set_result(error_reports(job, f"analysis failed: {type(exc).__name__}: {exc}"))
+        return out
+
+
+# -- local processes ------------------------------------------------------------------
+
+_child_progress: Any = None  # the progress queue, in a worker process
+
+
+def _init_child(queue: Any) -> None:
+    global _child_progress
+    _child_progress = queue
+
+
+def _run_in_child(analyze: AnalyzeFn, task_id: int, job: FileJob, options: AnalysisOptions) -> bytes:
+    last = 0.0
+
+    def progress(n: int) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last >= PROGRESS_INTERVAL_S and _child_progress is not None:
+            last = now
+            _child_progress.put((task_id, n))
+
+    return run_job(analyze, job, options, progress)
+
+
+def process_context() -> Any:
+    """fork where it is safe (a process with one thread, as the CLI without its bar): it starts
+    at once and inherits the imported analysis. Otherwise forkserver (the TensorBoard server's
+    threads), whose server imports the main module and the analysis once for all children;
+    spawn where neither exists."""
+    methods = mp.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return mp.get_context("fork")
+    if "forkserver" in methods:
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["__main__", "tb_mfu_plugin.pipeline"])
+        return ctx
+    return mp.get_context("spawn")
+
+
+def _shareable_context() -> Any:
+    methods = mp.get_all_start_methods()
+    return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+@dataclass(eq=False)
+class _Task:
+    id: int
+    job: FileJob
+    progress: ProgressFn | None
+    out: Future[list[WorkerReport]] = field(default_factory=Future)
+    isolated: bool = False  # running alone after a process died under it
+
+
+class ProcessExecutor(Executor):
+    """A pool of ``slots`` local processes; files beyond ``slots`` wait here, in order."""
+
+    def __init__(self, analyze: AnalyzeFn, options: AnalysisOptions, slots: int) -> None:
+        self.slots = max(1, slots)
+        self._analyze = analyze
+        self._options = options
+        self._lock = threading.RLock()  # a future already done runs its callback in submit's thread
+        self._waiting: deque[_Task] = deque()
+        self._running = 0
+        self._pool: ProcessPoolExecutor | None = None
+        self._isolated: set[ProcessPoolExecutor] = set()
+        self._queue: Any = None
+        self._drain: threading.Thread | None = None
+        self._callbacks: dict[int, ProgressFn] = {}
+        self._ids = itertools.count()
+        self._closed = False
+
+    def submit(self, job: FileJob, progress: ProgressFn | None = None) -> Future[list[WorkerReport]]:
+        task = _Task(next(self._ids), job, progress)
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("executor closed")
+            self._waiting.append(task)
+            self._pump()
+        return task.out
+
+    def close(self) -> None:
+        self._stop(kill=False)
+
+    def terminate(self) -> None:
+        self._stop(kill=True)
+
+    def _stop(self, kill: bool) -> None:
+        with self._lock:
+            self._closed = True
+            pools = [p for p in (self._pool, *self._isolated) if p is not None]
+            self._pool = None
+            waiting = list(self._waiting)
+            self._waiting.clear()
+        for task in waiting:
+            task.out.cancel()
+        for pool in pools:
+            if kill:  # the pool's shutdown would wait for the running files; it has no kill of its own
+                for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                    proc.kill()
+            pool.shutdown(wait=not kill, cancel_futures=True)
+        if self._queue is not None:
+            self._queue.put(None)  # ends the drain thread
+            if self._drain is not None:
+                self._drain.join(5)
+            self._queue.close()
+
+    # -- feeding the pool (under the lock) ------------------------------------------
+    def _pump(self) -> None:
+        while self._waiting and self._running < self.slots:
+            task = self._waiting.popleft()
+            self._running += 1
+            self._start(task)
+
+    def _start(self, task: _Task) -> None:
+        pool = self._new_pool(1) if task.isolated else self._shared_pool()
+        if task.isolated:
+            self._isolated.add(pool)
+        if task.progress is not None:
+            self._callbacks[task.id] = task.progress
+        try:
+            fut = pool.submit(_run_in_child, self._analyze, task.id, task.job, self._options)
+        except (BrokenProcessPool, RuntimeError, pickle.PicklingError) as exc:
+            fut = Future()
+            fut.set_exception(exc)
+        self._relay()
+        fut.add_done_callback(functools.partial(self._done, task, pool))
+
+    def _shared_pool(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = self._new_pool(self.slots)
+        return self._pool
+
+    def _new_pool(self, n: int) -> ProcessPoolExecutor:
+        if self._queue is None:
+            # From a context that can also hand it to forkserver children (one made for fork
+            # cannot be), as a later pool may start while threads run.
+            self._queue = _shareable_context().Queue()
+        return ProcessPoolExecutor(n, mp_context=process_context(), initializer=_init_child, initargs=(self._queue,))
+
+    def _relay(self) -> None:
+        """Start relaying progress, once the first children are forked (fork copies no thread)."""
+        if self._drain is None:
+            self._drain = threading.Thread(target=self._relay_progress, name="tb-mfu-progress", daemon=True)
+            self._drain.start()
+
+    # -- results ----------------------------------------------------------------------
+    def _done(self, task: _Task, pool: ProcessPoolExecutor, fut: Future[bytes]) -> None:
+        exc = fut.exception() if not fut.cancelled() else RuntimeError("cancelled")
+        with self._lock:
+            self._callbacks.pop(task.id, None)
+            if task.isolated:
+                self._isolated.discard(pool)
+                pool.shutdown(wait=False)
+            if isinstance(exc, BrokenProcessPool) and not task.isolated and not self._closed:
+                # A process died: this file may have killed it, or merely have shared the pool.
+                # Run it alone to tell; it keeps its slot.
+                if self._pool is pool:
+                    self._pool = None
+                    pool.shutdown(wait=False)
+                task.isolated = True
+                self._start(task)
+                return
+            self._running -= 1
+            if not self._closed:
+                self._pump()
+        if task.out.done():
+            return
+        if exc is None:
+            task.out.set_result(decode_reports(fut.result()))
+        elif isinstance(exc, BrokenProcessPool):
+            task.out.set_result(error_reports(task.job, "the analysis process died (killed, e.g. for lack of memory)"))
+        else:
+            task.out.set_result(error_reports(task.job, f"analysis failed: {type(exc).__name__}: {exc}"))
+
+    def _relay_progress(self) -> None:
+        """Hands each child's progress to its file's callback (a stale one, after the file
+        finished, is dropped: its callback is gone)."""
+        while True:
+            try:
+                item = self._queue.get()
+            except (EOFError, OSError):
+                return
+            if item is None:
+                return
+            task_id, n = item
+            with self._lock:
+                callback = self._callbacks.get(task_id)
+            if callback is not None:
+                try:
+                    callback(n)
+                except Exception:  # a display's failure must not stop the relay
+                    logger.exception("progress callback failed")
+
+
+class SchedulerError(Exception):
+    """The executor asked for cannot be had (Dask missing, the scheduler unreachable)."""
+
+
+def open_executor(
+    analyze: AnalyzeFn,
+    options: AnalysisOptions,
+    jobs: int | None = None,
+    scheduler: str | None = None,
+    files: int | None = None,
+) -> Executor:
+    """The executor for ``jobs`` processes (default: the usable cores) or a Dask ``scheduler``
+    (``tcp://host:8786``, or ``local`` for a LocalCluster of ``jobs`` workers).
+
+    No more local processes than ``files``; one file or ``jobs=1`` runs here, in this process.
+    Raises ``SchedulerError`` with a one-line reason when Dask is missing or unreachable.
+    """
+    if scheduler:
+        from .dask_executor import DaskExecutor
+
+        return DaskExecutor(analyze, options, scheduler, jobs)
+    n = jobs if jobs is not None and jobs > 0 else usable_cores()
+    if files is not None:
+        n = min(n, files)
+    if n <= 1:
+        return SerialExecutor(analyze, options)
+    return ProcessExecutor(analyze, options, n)

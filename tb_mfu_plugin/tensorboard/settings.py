@@ -1,0 +1,56 @@
+"""How the tab runs its analyses, from its flags and, where a flag is not given, the environment.
+
+``--mfu_workers`` / ``$TB_MFU_WORKERS``: local processes (default: the usable cores,
+at most 8). ``--mfu_scheduler`` / ``$TB_MFU_SCHEDULER``: a Dask scheduler instead.
+``--mfu_cache_max_bytes`` / ``$TB_MFU_CACHE_MAX_BYTES``: the disk cache's cap.
+A bad value is a ``ValueError`` naming the flag or variable; ``entry.fix_flags``
+turns it into TensorBoard's flag error before the server starts.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ..trace.limits import GiB, parse_size
+from .env import CACHE_MAX_BYTES_ENV, SCHEDULER_ENV, WORKERS_ENV
+
+# A leaf module (entry.fix_flags imports it at every start): the disk cache's default cap is here.
+DEFAULT_CACHE_MAX_BYTES = 2 * GiB
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    workers: int | None  # None: the default (cache.default_workers)
+    scheduler: str | None
+    cache_max_bytes: int
+
+
+def _given(flags: object, flag: str, env: str) -> tuple[str, str] | None:
+    """(the value, where it came from) of a flag, else of its variable, else None."""
+    value = getattr(flags, flag, None)
+    if value is not None and str(value).strip() != "":
+        return str(value).strip(), f"--{flag}"
+    text = os.environ.get(env, "").strip()
+    return (text, f"${env}") if text else None
+
+
+def settings_from_flags(flags: object) -> RunSettings:
+    workers = None
+    given = _given(flags, "mfu_workers", WORKERS_ENV)
+    if given is not None:
+        text, source = given
+        if not text.isdigit() or int(text) < 1:
+            raise ValueError(f"{source} must be a positive integer, got {text!r}")
+        workers = int(text)
+    given = _given(flags, "mfu_scheduler", SCHEDULER_ENV)
+    scheduler = given[0] if given is not None else None
+    cap = DEFAULT_CACHE_MAX_BYTES
+    given = _given(flags, "mfu_cache_max_bytes", CACHE_MAX_BYTES_ENV)
+    if given is not None:
+        text, source = given
+        try:
+            cap = parse_size(text)
+        except ValueError:
+            raise ValueError(f"{source} must be a size in bytes (K, M, G suffixes), got {text!r}") from None
+    return RunSettings(workers, scheduler, cap)

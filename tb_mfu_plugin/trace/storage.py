@@ -1,0 +1,213 @@
+"""fsspec file systems for remote locations, with credentials kept out of every output.
+
+Credentials come from the standard places of each protocol's package (the
+environment, ``~/.aws`` profiles, instance roles, ``gcloud`` logins, Azure's
+environment) and, for what those cannot say (an endpoint, a profile, a key for one
+bucket), from a *storage options file*: JSON or TOML, keyed by URL prefix, the
+longest matching prefix wins::
+
+    {"s3://team-bucket/": {"endpoint_url": "http://minio:9000", "profile": "team"},
+     "gs://": {"token": "/home/me/gcs.json"}}
+
+It is named by ``--storage-options FILE`` (``--mfu_storage_options`` in
+TensorBoard) or ``$TB_MFU_STORAGE_OPTIONS``. Its values are passed to fsspec and
+nowhere else: they are not part of any location, cache key, report or log line,
+and every error text from a remote file system goes through :func:`redact`, which
+blanks the values of secret-looking options and credential variables.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import TraceError, TraceNotFound
+from .locations import scheme
+
+STORAGE_OPTIONS_ENV = "TB_MFU_STORAGE_OPTIONS"
+_MAX_CONFIG_BYTES = 1 << 20
+
+# protocol -> (the package fsspec needs, our extra that installs it)
+EXTRAS: dict[str, tuple[str, str]] = {
+    "s3": ("s3fs", "s3"),
+    "s3a": ("s3fs", "s3"),
+    "gs": ("gcsfs", "gcs"),
+    "gcs": ("gcsfs", "gcs"),
+    "az": ("adlfs", "azure"),
+    "abfs": ("adlfs", "azure"),
+    "abfss": ("adlfs", "azure"),
+    "adl": ("adlfs", "azure"),
+    "hdfs": ("pyarrow", "hdfs"),
+    "http": ("aiohttp", "http"),
+    "https": ("aiohttp", "http"),
+}
+# Option names whose values are secrets (matched anywhere in the name, any case).
+_SECRET_NAME = re.compile(r"key|secret|token|passw|credential|sas|signature|connection_string|private", re.I)
+# Credential variables of the protocols' packages, blanked from errors too.
+_SECRET_ENV = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AZURE_STORAGE_KEY",
+    "AZURE_STORAGE_ACCOUNT_KEY",
+    "AZURE_STORAGE_CONNECTION_STRING",
+    "AZURE_STORAGE_SAS_TOKEN",
+    "AZURE_CLIENT_SECRET",
+)
+_MIN_SECRET_CHARS = 4  # shorter values would blank ordinary words
+
+_lock = threading.Lock()
+_config: tuple[str | None, dict[str, dict[str, Any]]] | None = None  # (file, prefix -> options)
+
+
+def use_storage_options(path: str | None) -> None:
+    """Read the storage options from ``path`` (None: from ``$TB_MFU_STORAGE_OPTIONS``, if set).
+
+    The path is also put in the environment, so that child processes (a decode
+    helper, a Dask worker started from here) read the same file. Raises
+    ``TraceError`` naming the file on any problem with it; never quotes its content.
+    """
+    global _config
+    if path is None:
+        path = os.environ.get(STORAGE_OPTIONS_ENV) or None
+    table = _load(path) if path else {}
+    with _lock:
+        _config = (path, table)
+    if path:
+        os.environ[STORAGE_OPTIONS_ENV] = path
+
+
+def _table() -> dict[str, dict[str, Any]]:
+    with _lock:
+        config = _config
+    if config is None or config[0] != (os.environ.get(STORAGE_OPTIONS_ENV) or None):
+        use_storage_options(None)
+        with _lock:
+            assert _config is not None
+            config = _config
+    return config[1]
+
+
+def _load(path: str) -> dict[str, dict[str, Any]]:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(_MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise TraceError(path, f"cannot read the storage options file ({exc.strerror or exc})") from None
+    if len(data) > _MAX_CONFIG_BYTES:
+        raise TraceError(path, "storage options file is larger than 1 MiB")
+    try:
+        if path.lower().endswith(".toml"):
+            import tomllib  # Python 3.11+; JSON works everywhere
+
+            table: Any = tomllib.loads(data.decode("utf-8"))
+        else:
+            table = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        # the parser's message may quote the text, which may hold a secret: give only where
+        kind = "TOML" if path.lower().endswith(".toml") else "JSON"
+        where = f" (line {exc.lineno})" if hasattr(exc, "lineno") else ""
+        raise TraceError(path, f"storage options file is not valid {kind}{where}") from None
+    if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
+        raise TraceError(path, 'storage options file must map URL prefixes to tables of options ({"s3://b/": {...}})')
+    for prefix in table:
+        if scheme(prefix) is None:
+            raise TraceError(path, f"storage options key {prefix!r} is not a URL prefix like 's3://bucket/'")
+    return table
+
+
+def options_for(url: str) -> dict[str, Any]:
+    """The storage options of the longest prefix of ``url`` in the file ({} when none)."""
+    table = _table()
+    best = max((p for p in table if url.startswith(p)), key=len, default=None)
+    return dict(table[best]) if best is not None else {}
+
+
+def secrets() -> list[str]:
+    """Every secret value we know of: secret-looking options of the file, credential variables."""
+    found: list[str] = []
+
+    def walk(value: Any, secret: bool) -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(v, secret or bool(_SECRET_NAME.search(str(k))))
+        elif isinstance(value, list | tuple):
+            for v in value:
+                walk(v, secret)
+        elif secret and isinstance(value, str) and len(value) >= _MIN_SECRET_CHARS:
+            found.append(value)
+
+    try:
+        walk(_table(), False)
+    except TraceError:  # an unreadable options file holds no secret we could have used
+        pass
+    found.extend(v for k in _SECRET_ENV if len(v := os.environ.get(k, "")) >= _MIN_SECRET_CHARS)
+    return sorted(set(found), key=len, reverse=True)
+
+
+def redact(text: str) -> str:
+    """``text`` with every known secret value blanked (error texts of remote file systems)."""
+    for s in secrets():
+        text = text.replace(s, "***")
+    return text
+
+
+def filesystem(url: str) -> tuple[Any, str]:
+    """The fsspec file system of ``url`` (with its storage options) and the path inside it.
+
+    Raises ``TraceError`` with one line: the extra to install when the protocol's
+    package is missing, or why the URL cannot be used.
+    """
+    import fsspec.core
+
+    proto = scheme(url) or "file"
+    try:
+        fs, path = fsspec.core.url_to_fs(url, **options_for(url))
+        return fs, str(path)
+    except ImportError:
+        raise missing_extra(url, proto) from None
+    except ValueError as exc:
+        if "Protocol not known" in str(exc):
+            raise TraceError(url, f"unknown protocol {proto}:// (fsspec knows no such file system)") from None
+        raise storage_error(url, exc) from None
+    except Exception as exc:  # noqa: BLE001 - a file system's own setup error (bad options)
+        raise storage_error(url, exc) from None
+
+
+def missing_extra(url: str, proto: str) -> TraceError:
+    package, extra = EXTRAS.get(proto, (f"the fsspec implementation of {proto}://", ""))
+    install = f": pip install 'tb_mfu_plugin[{extra}]'" if extra else ""
+    return TraceError(url, f"{proto}:// needs {package}, which is not installed{install}")
+
+
+def storage_error(url: str, exc: BaseException) -> TraceError:
+    """A remote file system's exception as a one-line ``TraceError``, secrets blanked."""
+    if isinstance(exc, TraceError):
+        return exc
+    if isinstance(exc, ImportError):
+        return missing_extra(url, scheme(url) or "file")
+    cause = exc.__cause__
+    if isinstance(exc, FileNotFoundError) and isinstance(cause, OSError) and not isinstance(cause, FileNotFoundError):
+        # fsspec's HTTP file system says "not found" for a server it could not reach
+        exc = cause
+    name = type(exc).__name__
+    if isinstance(exc, FileNotFoundError):
+        return TraceNotFound(url, "not found")
+    if isinstance(exc, ConnectionError) or "Connect" in name:
+        return TraceError(url, f"cannot reach the server ({name}: {redact(str(exc))})")
+    if isinstance(exc, PermissionError) or name in ("AccessDenied", "ClientAuthenticationError"):
+        return TraceError(url, f"access denied ({redact(str(exc))})")
+    if name in ("NoCredentialsError", "PartialCredentialsError", "DefaultCredentialsError"):
+        return TraceError(
+            url,
+            "no credentials found (environment, profile or instance role), "
+            "or name them in a storage options file (--storage-options)",
+        )
+    if isinstance(exc, TimeoutError) or "Timeout" in name:
+        return TraceError(url, f"the storage did not answer in time ({name})")
+    text = str(exc) or name
+    return TraceError(url, f"cannot read ({name}: {redact(text)})" if name not in text else redact(text))

@@ -1,0 +1,80 @@
+"""Secrets of the storage options file never appear in reports, error messages, logs, the
+tab's responses or cache files, even when a store's own error message quotes one."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from tb_mfu_plugin.analysis.report import to_json
+from tb_mfu_plugin.errors import TraceError
+from tb_mfu_plugin.pipeline import analyze_path
+from tb_mfu_plugin.trace.listing import discover
+from tb_mfu_plugin.trace.locations import normalize
+
+from .conftest import KEY_ID, RUNS, SECRET, Bucket
+from .test_s3 import cli
+
+
+def _all_files_text(folder: Path) -> str:
+    return "".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file())
+
+
+def test_secrets_stay_out_of_reports_logs_tab_and_cache(
+    bucket: Bucket, logdir: Path, serve, tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    bucket.upload_dir(logdir, "logs")
+    caplog.set_level(logging.DEBUG, logger="tb_mfu_plugin")
+    caplog.set_level(logging.INFO)
+    seen = [to_json(analyze_path(bucket.url("logs"))).decode()]
+    out = cli("analyze", bucket.url("logs"))
+    seen += [out.stdout, out.stderr]
+    cache = tmp_path / "cache"
+    s = serve(bucket.url("logs"), cache_dir=str(cache))
+    s.settle()
+    seen.append(s.get("/runs").get_data(as_text=True))
+    seen += [s.get(f"/report?run={quote(r)}").get_data(as_text=True) for r in RUNS]
+    assert "ddp_2gpu" in seen[0] and _all_files_text(cache)
+    seen += [caplog.text, _all_files_text(cache)]
+    for text in seen:
+        assert SECRET not in text and KEY_ID not in text
+
+
+def test_a_store_error_quoting_a_secret_is_blanked(bucket: Bucket, serve, caplog: pytest.LogCaptureFixture):
+    # botocore quotes a bad region name in its error: here the region is the secret itself
+    options = json.loads(bucket.options_file.read_text())
+    options[bucket.url()]["client_kwargs"] = {"region_name": SECRET}
+    bucket.options_file.write_text(json.dumps(options))
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(TraceError) as exc:
+        discover(bucket.url("logs"))
+    assert "***" in str(exc.value) and SECRET not in str(exc.value)
+    out = cli("analyze", bucket.url("logs"))
+    assert out.returncode == 2 and "***" in out.stderr
+    s = serve(bucket.url("logs"))
+    s.settle()
+    errors = s.json("/runs")["errors"]
+    assert len(errors) == 1 and "***" in errors[0]
+    for text in (str(exc.value), out.stdout, out.stderr, json.dumps(errors), caplog.text):
+        assert SECRET not in text
+
+
+def test_a_password_in_a_url_is_refused_and_not_echoed():
+    with pytest.raises(TraceError) as exc:
+        normalize("https://alice:hunter22@files.example/logs/")
+    assert "hunter22" not in str(exc.value) and "storage options file" in str(exc.value)
+    out = cli("analyze", "https://alice:hunter22@127.0.0.1:9/logs/")
+    assert out.returncode == 2 and "hunter22" not in out.stderr + out.stdout
+
+
+def test_a_bad_options_file_is_named_and_not_quoted(tmp_path: Path):
+    bad = tmp_path / "opts.json"
+    bad.write_text('{"s3://b/": {"secret": "' + SECRET + '",}')  # a trailing comma: not JSON
+    out = cli("analyze", "s3://b/logs", "--storage-options", str(bad))
+    assert out.returncode == 2
+    assert out.stderr.strip() == f"tb-mfu: {bad}: storage options file is not valid JSON (line 1)"
+    assert SECRET not in out.stderr
