@@ -49,8 +49,8 @@ from ..trace.discover import SpanFile
 from ..trace.locations import is_local
 from ..trace.opener import decoded_size
 from .disk_cache import DiskCache
-from .env import CACHE_DIR_ENV, TEST_STAGGER_ENV
-from .settings import DEFAULT_CACHE_MAX_BYTES
+from .env import CACHE_DIR_ENV
+from .settings import DEFAULT_CACHE_MAX_BYTES, default_workers, stagger_for_tests_s
 
 logger = logging.getLogger(__name__)
 
@@ -183,7 +183,7 @@ class AnalysisCache:
         self._thread_seq = itertools.count()
         self._idle = threading.Condition(self._lock)
         self._pending = 0
-        self._stagger_s = _stagger_from_env()
+        self._stagger_s = stagger_for_tests_s()
         self._finished = itertools.count()
 
     # -- keys ------------------------------------------------------------
@@ -371,21 +371,6 @@ class AnalysisCache:
             logger.warning("MFU plugin: cannot encode the cache entry of %s (%s)", one_line(key.path), one_line(exc))
             return
         self._disk.write(self._disk_name(key), data)
-
-
-def default_workers() -> int:
-    """Processes the tab analyses with by default: the usable cores, at most 8 (each holds
-    one decoded trace, about its size in memory)."""
-    from ..executors import usable_cores
-
-    return min(usable_cores(), 8)
-
-
-def _stagger_from_env() -> float:
-    try:
-        return max(0.0, float(os.environ.get(TEST_STAGGER_ENV, "0") or 0))
-    except ValueError:
-        return 0.0
 
 
 def _close_at_exit(cache: AnalysisCache) -> None:

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 
 from ..trace.limits import GiB, parse_size
-from .env import CACHE_MAX_BYTES_ENV, SCHEDULER_ENV, WORKERS_ENV
+from .env import CACHE_MAX_BYTES_ENV, SCHEDULER_ENV, TEST_STAGGER_ENV, WORKERS_ENV
 
 # A leaf module (entry.fix_flags imports it at every start): the disk cache's default cap is here.
 DEFAULT_CACHE_MAX_BYTES = 2 * GiB
@@ -54,3 +54,19 @@ def settings_from_flags(flags: object) -> RunSettings:
         except ValueError:
             raise ValueError(f"{source} must be a size in bytes (K, M, G suffixes), got {text!r}") from None
     return RunSettings(workers, scheduler, cap)
+
+
+def default_workers() -> int:
+    """Processes the tab analyses with by default: the usable cores, at most 8 (each holds
+    one decoded trace, about its size in memory)."""
+    from ..executors import usable_cores
+
+    return min(usable_cores(), 8)
+
+
+def stagger_for_tests_s() -> float:
+    """The test-only publication delay of ``$TB_MFU_TEST_STAGGER_S`` (0: none)."""
+    try:
+        return max(0.0, float(os.environ.get(TEST_STAGGER_ENV, "0") or 0))
+    except ValueError:
+        return 0.0
