@@ -108,12 +108,9 @@ def _add_executor_flags(a: argparse.ArgumentParser) -> None:
         "--jobs",
         "-j",
         type=_positive_int,
-        # Default 1, not the usable cores: the process pool hung (a future never completed) on
-        # a logdir of the 320 hostile fuzz cases; until that is found, parallelism is opt-in.
-        default=1,
+        default=None,
         metavar="N",
-        help=f"files at once, in N local processes (default 1: one after another; this machine has "
-        f"{usable_cores()} usable cores)",
+        help=f"files at once, in N local processes (default: the {usable_cores()} usable cores; 1: one after another)",
     )
     g.add_argument(
         "--scheduler",

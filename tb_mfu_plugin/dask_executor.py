@@ -30,7 +30,7 @@ from .executors import (
     FileJob,
     ProgressFn,
     SchedulerError,
-    decode_reports,
+    decoded_or_error,
     error_reports,
     run_job,
     usable_cores,
@@ -90,7 +90,7 @@ class DaskExecutor(Executor):
     def _settle(self, fut: Any, job: FileJob, out: Future[list[WorkerReport]]) -> None:
         try:
             if fut.status == "finished":
-                out.set_result(decode_reports(fut.result()))
+                out.set_result(decoded_or_error(job, fut.result()))
             else:
                 exc = fut.exception()
                 out.set_result(error_reports(job, f"Dask task failed: {type(exc).__name__}: {exc}"))

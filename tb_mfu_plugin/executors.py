@@ -90,6 +90,15 @@ def decode_reports(data: bytes) -> list[WorkerReport]:
     return _reports_decoder.decode(data[1:])
 
 
+def decoded_or_error(job: FileJob, data: bytes) -> list[WorkerReport]:
+    """A file's reports, or its error when they fail the report's types: a result that
+    cannot be read back must become that file's error, never a future left unresolved."""
+    try:
+        return decode_reports(data)
+    except (msgspec.DecodeError, pickle.UnpicklingError, ValueError, TypeError, EOFError) as exc:
+        return error_reports(job, f"the analysis returned a report that does not decode: {exc}")
+
+
 def error_reports(job: FileJob, reason: str) -> list[WorkerReport]:
     """The one report of a file whose analysis failed as a whole."""
     return [WorkerReport(name=job.worker, span=job.span.span, file=job.span.path, error=reason_line(reason))]
@@ -150,9 +159,14 @@ class SerialExecutor(Executor):
 _child_progress: Any = None  # the progress queue, in a worker process
 
 
-def _init_child(queue: Any) -> None:
+def _init_child(queue: Any, environ: dict[str, str]) -> None:
     global _child_progress
     _child_progress = queue
+    # A forkserver child inherits the environment of the fork server, which started with the
+    # first pool of this process: storage options and credentials set since (a plugin's
+    # --mfu_storage_options, a second server in one process) would be missing.
+    os.environ.clear()
+    os.environ.update(environ)
 
 
 def _run_in_child(analyze: AnalyzeFn, task_id: int, job: FileJob, options: AnalysisOptions) -> bytes:
@@ -258,14 +272,15 @@ class ProcessExecutor(Executor):
             self._start(task)
 
     def _start(self, task: _Task) -> None:
-        pool = self._new_pool(1) if task.isolated else self._shared_pool()
-        if task.isolated:
-            self._isolated.add(pool)
-        if task.progress is not None:
-            self._callbacks[task.id] = task.progress
+        pool: ProcessPoolExecutor | None = None
         try:
-            fut = pool.submit(_run_in_child, self._analyze, task.id, task.job, self._options)
-        except (BrokenProcessPool, RuntimeError, pickle.PicklingError) as exc:
+            pool = self._new_pool(1) if task.isolated else self._shared_pool()
+            if task.isolated:
+                self._isolated.add(pool)
+            if task.progress is not None:
+                self._callbacks[task.id] = task.progress
+            fut: Future[bytes] = pool.submit(_run_in_child, self._analyze, task.id, task.job, self._options)
+        except Exception as exc:  # noqa: BLE001 - no process (limits, a broken pool): this file's error
             fut = Future()
             fut.set_exception(exc)
         self._relay()
@@ -281,7 +296,7 @@ class ProcessExecutor(Executor):
             # From a context that can also hand it to forkserver children (one made for fork
             # cannot be), as a later pool may start while threads run.
             self._queue = _shareable_context().Queue()
-        return ProcessPoolExecutor(n, mp_context=process_context(), initializer=_init_child, initargs=(self._queue,))
+        return ProcessPoolExecutor(n, mp_context=process_context(), initializer=_init_child, initargs=(self._queue, dict(os.environ)))
 
     def _relay(self) -> None:
         """Start relaying progress, once the first children are forked (fork copies no thread)."""
@@ -290,33 +305,50 @@ class ProcessExecutor(Executor):
             self._drain.start()
 
     # -- results ----------------------------------------------------------------------
-    def _done(self, task: _Task, pool: ProcessPoolExecutor, fut: Future[bytes]) -> None:
-        exc = fut.exception() if not fut.cancelled() else RuntimeError("cancelled")
+    def _done(self, task: _Task, pool: ProcessPoolExecutor | None, fut: Future[bytes]) -> None:
+        try:
+            if self._settle(task, pool, fut):
+                return
+            result = self._outcome(task, fut)
+        except Exception as exc:  # noqa: BLE001 - a callback that raises would leave the file's future pending forever
+            logger.exception("tb-mfu: settling %s failed", task.job.span.path)
+            result = error_reports(task.job, f"analysis failed: {type(exc).__name__}: {exc}")
+        if not task.out.done():
+            task.out.set_result(result)
+
+    def _settle(self, task: _Task, pool: ProcessPoolExecutor | None, fut: Future[bytes]) -> bool:
+        """Frees the task's slot and feeds the pool; True when the task was started again,
+        alone, because a process died under it."""
+        exc = fut.exception() if not fut.cancelled() else None
         with self._lock:
             self._callbacks.pop(task.id, None)
-            if task.isolated:
+            if task.isolated and pool is not None:
                 self._isolated.discard(pool)
                 pool.shutdown(wait=False)
             if isinstance(exc, BrokenProcessPool) and not task.isolated and not self._closed:
                 # A process died: this file may have killed it, or merely have shared the pool.
                 # Run it alone to tell; it keeps its slot.
-                if self._pool is pool:
+                if pool is not None and self._pool is pool:
                     self._pool = None
                     pool.shutdown(wait=False)
                 task.isolated = True
                 self._start(task)
-                return
+                return True
             self._running -= 1
             if not self._closed:
                 self._pump()
-        if task.out.done():
-            return
+        return False
+
+    @staticmethod
+    def _outcome(task: _Task, fut: Future[bytes]) -> list[WorkerReport]:
+        if fut.cancelled():
+            return error_reports(task.job, "analysis cancelled")
+        exc = fut.exception()
         if exc is None:
-            task.out.set_result(decode_reports(fut.result()))
-        elif isinstance(exc, BrokenProcessPool):
-            task.out.set_result(error_reports(task.job, "the analysis process died (killed, e.g. for lack of memory)"))
-        else:
-            task.out.set_result(error_reports(task.job, f"analysis failed: {type(exc).__name__}: {exc}"))
+            return decoded_or_error(task.job, fut.result())
+        if isinstance(exc, BrokenProcessPool):
+            return error_reports(task.job, "the analysis process died (killed, e.g. for lack of memory)")
+        return error_reports(task.job, f"analysis failed: {type(exc).__name__}: {exc}")
 
     def _relay_progress(self) -> None:
         """Hands each child's progress to its file's callback (a stale one, after the file

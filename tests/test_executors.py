@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import msgspec
@@ -107,6 +108,53 @@ def test_an_exception_in_a_process_is_its_files_error() -> None:
         out = {j.worker: f.result(timeout=120) for j, f in zip(jobs, futures, strict=True)}
     assert out["rank2"][0].error == "analysis failed: MemoryError: no room for rank2"
     assert all(out[w][0].error is None and out[w][0].summary is not None for w in ("rank0", "rank1", "rank3"))
+
+
+def _untyped_device_on_rank3(span, worker, options, progress):  # type: ignore[no-untyped-def]
+    """A stand-in whose report breaks the report's types (a ``float`` device name), as a
+    hostile ``deviceProperties`` once did: it encodes, and fails the parent's typed decode."""
+    reports = analyze_file(span, worker, options, progress)
+    if worker == "rank3":
+        for r in reports:
+            if r.device is not None:
+                r.device.name = 1.5  # type: ignore[assignment]
+    return reports
+
+
+def test_a_report_that_does_not_decode_is_its_files_error_not_a_hang() -> None:
+    # This hung `tb-mfu analyze --jobs 2` on the hostile corpus: the decode raised inside the
+    # pool's done-callback, and the file's future never completed.
+    jobs = _jobs(SAMPLES / "ddp_4gpu")
+    with ProcessExecutor(_untyped_device_on_rank3, AnalysisOptions(), 2) as ex:
+        futures = [ex.submit(j) for j in jobs]
+        out = {j.worker: f.result(timeout=120) for j, f in zip(jobs, futures, strict=True)}
+    error = out["rank3"][0].error
+    assert error is not None and error.startswith("the analysis returned a report that does not decode")
+    assert "device.name" in error
+    assert all(out[w][0].error is None for w in ("rank0", "rank1", "rank2"))
+
+
+def _report_the_mark(span, worker, options, progress):  # type: ignore[no-untyped-def]
+    return [WorkerReport(name=worker, span=span.span, file=span.path, error=os.environ.get("TB_MFU_TEST_MARK"))]
+
+
+def test_children_see_the_environment_of_their_pool_not_of_the_fork_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A live thread makes the pool use forkserver, as in TensorBoard. Its server keeps the
+    # environment it started with; credentials or storage options set later (a plugin's
+    # --mfu_storage_options) must still reach the children.
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait, daemon=True)
+    thread.start()
+    try:
+        job = _jobs(SAMPLES / "ddp_4gpu")[0]
+        for mark in ("first", "second"):
+            monkeypatch.setenv("TB_MFU_TEST_MARK", mark)
+            with ProcessExecutor(_report_the_mark, AnalysisOptions(), 2) as ex:
+                assert ex.submit(job).result(timeout=120)[0].error == mark
+    finally:
+        stop.set()
 
 
 def test_progress_over_all_files_from_processes_never_goes_back() -> None:

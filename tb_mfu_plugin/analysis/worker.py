@@ -36,14 +36,26 @@ def _device(found: devices.DeviceProps, device: int) -> Device:
     props = found.props
     if props is None:
         return Device(index=device, name=None, properties_match=found.how)
-    major, minor = props.get("computeMajor"), props.get("computeMinor")
+    major, minor = _count(props.get("computeMajor")), _count(props.get("computeMinor"))
+    name = props.get("name")
     return Device(
         index=device,
-        name=props.get("name"),
-        num_sms=props.get("numSms"),
-        compute_capability=f"{major}.{minor}" if major is not None else None,
+        name=name if isinstance(name, str) else None,
+        num_sms=_count(props.get("numSms")) or None,
+        compute_capability=f"{major}.{minor}" if major is not None and minor is not None else None,
         properties_match=found.how,
     )
+
+
+def _count(value: Any) -> int | None:
+    """A whole non-negative number from free-form trace JSON (``108`` or ``108.0``), else None:
+    the report's types are checked when it crosses a process, so a hostile ``"numSms": 1.5``
+    must not reach it."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not (value.is_integer() and 0 <= value < 2**31):
+        return None
+    return int(value) if 0 <= value < 2**31 else None
 
 
 def _share(x: float, dur: float) -> float:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 from conftest import fixture_path
@@ -15,6 +16,7 @@ from tracegen import H100, TraceBuilder
 
 from tb_mfu_plugin.analysis import devices, kernels
 from tb_mfu_plugin.analysis import peaks as P
+from tb_mfu_plugin.analysis.report import WorkerReport
 from tb_mfu_plugin.options import AnalysisOptions
 from tb_mfu_plugin.pipeline import analyze_file
 from tb_mfu_plugin.trace.decode import decode_trace
@@ -172,3 +174,31 @@ def test_mi250_hta_trace_device_and_peak() -> None:
     # four alike GCDs: which entry device 2 is does not matter
     assert w.device.properties_match == "id" and w.device.peak_source and "MI250 (per GCD)" in w.device.peak_source
     assert w.summary is not None and w.summary.sm_efficiency is None  # no grid recorded at all
+
+
+@pytest.mark.parametrize(
+    ("name", "num_sms", "major", "want_name", "want_sms", "want_cc"),
+    [
+        (1.5, 132.0, 9, None, 132, "9.0"),  # a number for the name; a whole float count is kept
+        (7, 1.5, 9, None, None, "9.0"),  # a fractional SM count is not a count
+        ("NVIDIA H100", -4, "9", "NVIDIA H100", None, None),  # negative count; a string major
+        ("NVIDIA H100", True, 9, "NVIDIA H100", None, "9.0"),  # JSON true is not 1 SM
+    ],
+)
+def test_hostile_device_properties_never_break_the_reports_types(
+    tmp_path: Path, name: Any, num_sms: Any, major: Any, want_name: str | None, want_sms: int | None,
+    want_cc: str | None,
+) -> None:
+    # The report crosses processes as typed msgpack; a float name once made the parent's
+    # decode fail and hung `tb-mfu analyze --jobs 2` on the hostile corpus.
+    props = {**H100, "name": name, "numSms": num_sms, "computeMajor": major, "computeMinor": 0}
+    b = TraceBuilder(devices=[props])
+    b.step(1, 0, 1000)
+    b.kernel("k", 100, 50, b.runtime("cudaLaunchKernel", 10, 2), blocks_per_sm=None, occupancy=None)
+    path = b.write(tmp_path / "t.pt.trace.json.gz")
+    run = single_file_run(str(path))
+    [report] = analyze_file(run.files[0], run.workers[0].name)
+    assert report.device is not None
+    assert (report.device.name, report.device.num_sms, report.device.compute_capability) == (
+        want_name, want_sms, want_cc)
+    assert msgspec.json.decode(msgspec.json.encode(report), type=WorkerReport) == report
