@@ -296,7 +296,9 @@ class ProcessExecutor(Executor):
             # From a context that can also hand it to forkserver children (one made for fork
             # cannot be), as a later pool may start while threads run.
             self._queue = _shareable_context().Queue()
-        return ProcessPoolExecutor(n, mp_context=process_context(), initializer=_init_child, initargs=(self._queue, dict(os.environ)))
+        return ProcessPoolExecutor(
+            n, mp_context=process_context(), initializer=_init_child, initargs=(self._queue, dict(os.environ))
+        )
 
     def _relay(self) -> None:
         """Start relaying progress, once the first children are forked (fork copies no thread)."""
