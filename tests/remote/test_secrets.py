@@ -9,6 +9,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from s3_server import KEY_ID, SECRET, Bucket
 
 from tb_mfu_plugin.analysis.report import to_json
 from tb_mfu_plugin.errors import TraceError
@@ -16,7 +17,7 @@ from tb_mfu_plugin.pipeline import analyze_path
 from tb_mfu_plugin.trace.listing import discover
 from tb_mfu_plugin.trace.locations import normalize
 
-from .conftest import KEY_ID, RUNS, SECRET, Bucket
+from .conftest import RUNS
 from .test_s3 import cli
 
 
