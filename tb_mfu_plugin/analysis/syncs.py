@@ -45,20 +45,57 @@ def find_syncs(cpu: CpuTable, names: Sequence[str], windows: list[tuple[float, f
         lo, hi = zip(*windows, strict=True)
         rows = rows[intervals.in_any(cpu.ts[rows], np.array(lo), np.array(hi))]
     ops = np.flatnonzero(cpu.kind == OP)
-    by_thread: dict[tuple[int, int], np.ndarray] = {}
-    inner: list[int | None] = []
-    outer: list[int | None] = []
-    for r in rows:
-        key = (int(cpu.pid[r]), int(cpu.tid[r]))
-        cand = by_thread.get(key)
-        if cand is None:
-            cand = by_thread[key] = ops[(cpu.pid[ops] == key[0]) & (cpu.tid[ops] == key[1])]
-        # ops are sorted by start: only those starting before the call can enclose it
-        before = cand[: np.searchsorted(cpu.ts[cand], cpu.ts[r], side="right")]
-        enclosing = before[cpu.end[before] >= cpu.end[r]]
-        inner.append(int(enclosing[-1]) if len(enclosing) else None)
-        outer.append(int(enclosing[0]) if len(enclosing) else None)
-    return SyncEvents(rows, inner, outer)
+    inner = np.full(len(rows), -1, np.int64)
+    outer = np.full(len(rows), -1, np.int64)
+    if len(rows) and len(ops):
+        threads = _thread_codes(cpu, ops, rows)
+        op_thread, sync_thread = threads[: len(ops)], threads[len(ops) :]
+        for code in np.unique(sync_thread):
+            mine = np.flatnonzero(sync_thread == code)
+            cand = ops[op_thread == code]
+            i, o = _callers(cpu.ts[cand], cpu.end[cand], cpu.ts[rows[mine]], cpu.end[rows[mine]])
+            inner[mine] = np.where(i >= 0, cand[i], -1)
+            outer[mine] = np.where(o >= 0, cand[o], -1)
+    return SyncEvents(rows, _rows_or_none(inner), _rows_or_none(outer))
+
+
+def _thread_codes(cpu: CpuTable, ops: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """One code per (pid, tid), for ``ops`` then ``rows``."""
+    both = np.concatenate([ops, rows])
+    pairs = np.stack([cpu.pid[both].astype(np.int64), cpu.tid[both].astype(np.int64)], axis=1)
+    return np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1)
+
+
+def _callers(ts: np.ndarray, end: np.ndarray, t: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For calls ``[t, e]`` on one thread whose ops (in start order) are ``[ts, end]``: the
+    innermost and the outermost op enclosing each call (the last and the first op that starts
+    at or before ``t`` and ends at or after ``e``), -1 for none.
+
+    The outermost is a search in the prefix maximum of the ends; the innermost is searched
+    backwards from the call in blocks, which ends within the first block for nested calls, so
+    the cost is one pass over the ops instead of one per call."""
+    k = np.searchsorted(ts, t, side="right")  # ops[:k] start at or before the call
+    # the first op whose end reaches e: the prefix maximum first reaches e on that op's own end
+    first = np.searchsorted(np.maximum.accumulate(end), e, side="left")
+    outer = np.where(first < k, first, -1)
+    inner = np.full(len(t), -1, np.int64)
+    for n in np.flatnonzero(outer >= 0):
+        lo_bound, hi, block = int(first[n]), int(k[n]), _BLOCK
+        while True:
+            lo = max(lo_bound, hi - block)
+            hits = np.flatnonzero(end[lo:hi] >= e[n])
+            if len(hits):  # never empty once lo reaches first, whose end reaches e
+                inner[n] = lo + hits[-1]
+                break
+            hi, block = lo, block * 2
+    return inner, outer
+
+
+_BLOCK = 32  # ops looked at per step of the backward search (doubling)
+
+
+def _rows_or_none(rows: np.ndarray) -> list[int | None]:
+    return [int(r) if r >= 0 else None for r in rows]
 
 
 def sync_stats(cpu: CpuTable, names: Sequence[str], syncs: SyncEvents, steps: int) -> list[SyncStats]:
