@@ -19,6 +19,7 @@ import numpy as np
 
 from ..trace.tables import TraceTables
 from . import intervals
+from .per_trace import once_per_trace
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class ThreadAxis:
     tol: float  # µs of slack on both ends of every containment test
 
 
-def thread_axis(tables: TraceTables) -> ThreadAxis:
+def _thread_axis(tables: TraceTables) -> ThreadAxis:
     """The cpu rows of ``tables`` on one axis, threads (pid, tid) side by side."""
     c = tables.cpu
     n = len(c)
@@ -49,6 +50,11 @@ def thread_axis(tables: TraceTables) -> ThreadAxis:
     integral = bool(np.all(c.ts == np.floor(c.ts)) and np.all(c.dur == np.floor(c.dur)))
     tol = 1.0 if integral else 1e-3
     return ThreadAxis(c.ts + off, end + off, tol)
+
+
+# Both FLOP counting and the roofline's op placement ask it of the same trace: its three
+# sorts of every cpu row are done once.
+thread_axis = once_per_trace(_thread_axis)
 
 
 def sorted_set(ax: ThreadAxis, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -48,22 +48,17 @@ def find_syncs(cpu: CpuTable, names: Sequence[str], windows: list[tuple[float, f
     inner = np.full(len(rows), -1, np.int64)
     outer = np.full(len(rows), -1, np.int64)
     if len(rows) and len(ops):
-        threads = _thread_codes(cpu, ops, rows)
-        op_thread, sync_thread = threads[: len(ops)], threads[len(ops) :]
-        for code in np.unique(sync_thread):
-            mine = np.flatnonzero(sync_thread == code)
-            cand = ops[op_thread == code]
+        # the syncs' threads are few (the main thread, a loader): one mask of the ops each
+        threads = np.stack([cpu.pid[rows].astype(np.int64), cpu.tid[rows].astype(np.int64)], axis=1)
+        for pid, tid in np.unique(threads, axis=0).tolist():
+            mine = np.flatnonzero((threads[:, 0] == pid) & (threads[:, 1] == tid))
+            cand = ops[(cpu.pid[ops] == pid) & (cpu.tid[ops] == tid)]
+            if not len(cand):  # a thread with no ops: its syncs have no caller
+                continue
             i, o = _callers(cpu.ts[cand], cpu.end[cand], cpu.ts[rows[mine]], cpu.end[rows[mine]])
-            inner[mine] = np.where(i >= 0, cand[i], -1)
-            outer[mine] = np.where(o >= 0, cand[o], -1)
+            inner[mine] = np.where(i >= 0, cand[np.maximum(i, 0)], -1)
+            outer[mine] = np.where(o >= 0, cand[np.maximum(o, 0)], -1)
     return SyncEvents(rows, _rows_or_none(inner), _rows_or_none(outer))
-
-
-def _thread_codes(cpu: CpuTable, ops: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """One code per (pid, tid), for ``ops`` then ``rows``."""
-    both = np.concatenate([ops, rows])
-    pairs = np.stack([cpu.pid[both].astype(np.int64), cpu.tid[both].astype(np.int64)], axis=1)
-    return np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1)
 
 
 def _callers(ts: np.ndarray, end: np.ndarray, t: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
