@@ -7,7 +7,7 @@ with one recursive ``find`` (S3, GCS and Azure list a whole prefix in pages of
 files whose listing lacks a size or an identity (an HTTP server's index pages)
 are then asked for them by up to ``INFO_THREADS`` concurrent requests under the
 same deadline. An archive is listed by ``archive.Archive``. Each file keeps its
-store's identity (ETag, version id or generation) in ``SpanFile.ident``, so an
+store's identity (ETag, version id, GCS's md5Hash or generation) in ``SpanFile.ident``, so an
 unchanged object keeps its cache entry when it is listed again.
 """
 
@@ -32,8 +32,11 @@ from .storage import filesystem, storage_error
 LIST_TIMEOUT_ENV = "TB_MFU_LIST_TIMEOUT"
 DEFAULT_LIST_TIMEOUT_S = 120.0
 INFO_THREADS = 16
-# Keys of an fsspec info dict that identify an object's content, best first.
-_IDENTITY_KEYS = ("VersionId", "version_id", "generation", "ETag", "etag", "md5Hash", "content_md5", "checksum")
+# Keys of an fsspec info dict that identify an object's content, best first. GCS's md5Hash
+# (a hash of the bytes) comes before its generation and etag, which change whenever the same
+# bytes are uploaded again (or, for etag, the metadata is patched); composite objects have
+# no md5Hash and fall back to the generation.
+_IDENTITY_KEYS = ("md5Hash", "VersionId", "version_id", "generation", "ETag", "etag", "content_md5", "checksum")
 # Keys that only date it (an HTTP server without ETags): used when there is nothing better.
 _DATE_KEYS = ("Last-Modified", "LastModified", "last_modified", "mtime", "updated")
 
@@ -116,7 +119,10 @@ def _find(fs: Any, url: str, root: str, deadline: float) -> dict[str, dict[str, 
         fs.invalidate_cache(root)  # a re-scan must see new and changed objects
     except Exception:  # noqa: BLE001 - a file system without a listing cache
         pass
-    listed = _call(url, deadline, lambda: fs.find(root, withdirs=False, detail=True, **kwargs))
+    try:
+        listed = _call(url, deadline, lambda: fs.find(root, withdirs=False, detail=True, **kwargs))
+    except TraceNotFound:  # a store whose listing itself is not found (GCS: a missing bucket)
+        raise TraceNotFound(url, "no such folder or file") from None
     if not listed:  # an empty folder, or none: ask, so that a store that cannot be reached says so
         try:
             _call(url, deadline, lambda: fs.info(root))

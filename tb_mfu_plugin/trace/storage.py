@@ -19,6 +19,7 @@ blanks the values of secret-looking options and credential variables.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import threading
@@ -165,8 +166,11 @@ def filesystem(url: str) -> tuple[Any, str]:
     import fsspec.core
 
     proto = scheme(url) or "file"
+    options = options_for(url)
     try:
-        fs, path = fsspec.core.url_to_fs(url, **options_for(url))
+        if proto in ("gs", "gcs"):
+            return _gcs(url, options)
+        fs, path = fsspec.core.url_to_fs(url, **options)
         return fs, str(path)
     except ImportError:
         raise missing_extra(url, proto) from None
@@ -176,6 +180,33 @@ def filesystem(url: str) -> tuple[Any, str]:
         raise storage_error(url, exc) from None
     except Exception as exc:  # noqa: BLE001 - a file system's own setup error (bad options)
         raise storage_error(url, exc) from None
+
+
+def _gcs(url: str, options: dict[str, Any]) -> tuple[Any, str]:
+    """gcsfs's file system of a ``gs://`` URL.
+
+    gcsfs (2025.x on) registers an extended class for ``gs://`` that asks Google's
+    Storage Control gRPC API for each bucket's layout, retrying for 60 s before it
+    falls back, and again on every call, since it does not keep a failed answer. A
+    server at another endpoint (an emulator, a gateway; ``endpoint_url`` or
+    ``$STORAGE_EMULATOR_HOST``) has no such API, so there we take the plain JSON-API class,
+    which is all that reading objects needs.
+    """
+    import fsspec.core
+    import gcsfs.core
+
+    # gcsfs logs its last retry with a traceback; without a handler of its own, Python
+    # prints that to stderr (logging.lastResort) beside our one-line error. A NullHandler,
+    # as libraries should have, keeps it out while an application's root handlers still get it.
+    gcs_log = logging.getLogger("gcsfs")
+    if not any(isinstance(h, logging.NullHandler) for h in gcs_log.handlers):
+        gcs_log.addHandler(logging.NullHandler())
+    emulator = os.environ.get("STORAGE_EMULATOR_HOST", "") not in ("", "default")
+    if options.get("endpoint_url") or emulator:
+        cls = gcsfs.core.GCSFileSystem
+        return cls(**options), str(cls._strip_protocol(url))
+    fs, path = fsspec.core.url_to_fs(url, **options)
+    return fs, str(path)
 
 
 def missing_extra(url: str, proto: str) -> TraceError:
