@@ -89,17 +89,6 @@ class AzuriteServer:
                 with self._lock:
                     self.requests.append((m["method"], path, query, int(m["status"])))
 
-    def count(self) -> int:
-        with self._lock:
-            return len(self.requests)
-
-    def since(self, start: int) -> list[tuple[str, str, str, int]]:
-        """The requests answered after the first ``start`` (the log is read a moment late:
-        a request is in it once its answer is written, so wait for the line)."""
-        time.sleep(0.3)
-        with self._lock:
-            return self.requests[start:]
-
     @property
     def blob_endpoint(self) -> str:
         return f"{self.endpoint}/{ACCOUNT}"
