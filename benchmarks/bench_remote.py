@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Reading and analysing a trace from a loopback S3 server against the local disk.
+"""Reading and analysing a trace from loopback S3 and HTTP servers against the local disk.
 
 Builds a large trace from a real one with ../shared/tools/scale_trace.py (cached under
 the system temp dir, as bench_analyze.py does), starts moto's S3 server on 127.0.0.1
-in a child process (so that it does not share our GIL), uploads the trace, and prints
-for the local file and for ``s3://``:
+in a child process (so that it does not share our GIL), uploads the trace, serves its
+folder with Python's ``http.server`` in another child process, and prints for the local
+file, ``s3://`` and ``http://``:
 
 - read: the file's bytes through ``trace.opener.open_location`` (MB/s of stored bytes);
 - analyse: ``pipeline.analyze_path`` in this process, once warm (imports done, the S3
@@ -12,7 +13,9 @@ for the local file and for ``s3://``:
 - CLI: ``tb-mfu analyze --json`` in a child process, start-up included (importing s3fs
   and its AWS client alone takes about a second);
 
-and the ratios (the goal: S3 within 1.5x of local). Best of ``--repeat`` runs.
+and the ratios (the goal: within 1.5x of local). Best of ``--repeat`` runs. moto answers
+ranged GETs at a few tens of MB/s, far below a real store; the HTTP row shows what our
+remote reading costs when the server is not the bottleneck.
 
 usage: python benchmarks/bench_remote.py [SOURCE_TRACE] [--target-mb 100] [--plain] [--repeat 2]
 """
@@ -54,6 +57,20 @@ def _start_moto(port: int) -> subprocess.Popen[bytes]:
     if proc.stdout.readline().strip() != b"ready":
         sys.exit("moto's server did not start")
     return proc
+
+
+def _start_http(port: int, directory: Path) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(directory)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return proc
+        time.sleep(0.1)
+    sys.exit("http.server did not start")
 
 
 def _best(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
@@ -103,8 +120,9 @@ def main() -> None:
     big = big_trace(_source(args.source), args.target_mb, not args.plain)
     stored, size = big.stat().st_size, _uncompressed_size(big)
 
-    port = _free_port()
+    port, http_port = _free_port(), _free_port()
     server = _start_moto(port)
+    http = _start_http(http_port, big.parent)
     try:
         endpoint = f"http://127.0.0.1:{port}"
         import boto3
@@ -127,15 +145,18 @@ def main() -> None:
             url = f"s3://{BUCKET}/run/{big.name}"
             env = {**os.environ, "PYTHONPATH": str(ROOT), "TB_MFU_CACHE_DIR": "none"}
             rows = []
-            for label, loc in (("local disk", str(big)), ("S3 (moto, 127.0.0.1)", url)):
+            http_url = f"http://127.0.0.1:{http_port}/{big.name}"
+            places = (("local disk", str(big)), ("S3 (moto, 127.0.0.1)", url), ("HTTP (http.server)", http_url))
+            for label, loc in places:
                 _analyse_here(loc)  # warm: imports, the S3 client
                 read_s = _best(lambda loc=loc: _read_all(loc), args.repeat)
                 analyse_s = _best(lambda loc=loc: _analyse_here(loc), args.repeat)
                 cli_s = _best(lambda loc=loc: _cli(loc, env), args.repeat)
                 rows.append((label, read_s, analyse_s, cli_s))
     finally:
-        server.terminate()
-        server.wait()
+        for proc in (server, http):
+            proc.terminate()
+            proc.wait()
     print(f"trace: {big.name} ({size / 1e6:.1f} MB uncompressed JSON, {stored / 1e6:.1f} MB stored)")
     for label, read_s, analyse_s, cli_s in rows:
         print(
@@ -143,8 +164,10 @@ def main() -> None:
             f"analyse {size / 1e6 / analyse_s:6.1f} MB/s ({analyse_s:.2f} s)   "
             f"CLI {size / 1e6 / cli_s:6.1f} MB/s ({cli_s:.2f} s)"
         )
-    (_, lr, la, lc), (_, rr, ra, rc) = rows
-    print(f"S3 / local time: read {rr / lr:.2f}x, analyse {ra / la:.2f}x, CLI {rc / lc:.2f}x (goal: within 1.5x)")
+    (_, lr, la, lc), *remote = rows
+    for (_label, rr, ra, rc), name in zip(remote, ("S3", "HTTP"), strict=True):
+        ratios = f"read {rr / lr:.2f}x, analyse {ra / la:.2f}x, CLI {rc / lc:.2f}x"
+        print(f"{name} / local time: {ratios} (goal: within 1.5x)")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -189,6 +191,26 @@ def test_cli_jobs_gives_the_same_json(capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["analyze", run, "--json", "--jobs", "2"]) == 0
     assert capsys.readouterr().out == serial
     assert json.loads(serial)["runs"][0]["ranks"] is not None
+
+
+@pytest.mark.parametrize("kind", ["zip", "gztar"])
+def test_forked_processes_read_one_archive_without_mixing_their_reads(tmp_path: Path, kind: str) -> None:
+    # The CLI forks its workers after listing the archive: they shared the parent's open
+    # archive, and its read offset, and read each other's members ("Bad magic number").
+    src = tmp_path / "src" / "team"
+    shutil.copytree(SAMPLES / "ddp_4gpu", src / "ddp_4gpu", ignore=shutil.ignore_patterns("*.json"))
+    archive = shutil.make_archive(str(tmp_path / "team traces"), kind, tmp_path / "src")
+    outs = []
+    for jobs in ("1", "2"):
+        out = subprocess.run(
+            [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", archive, "--json", "--jobs", jobs],
+            capture_output=True, env={**os.environ, "TB_MFU_CACHE_DIR": ""}, timeout=300,
+        )
+        assert out.returncode == 0, out.stderr.decode(errors="replace")[-2000:]
+        outs.append(out.stdout)
+    assert outs[0] == outs[1]
+    (run,) = json.loads(outs[0])["runs"]
+    assert [w["error"] for w in run["workers"]] == [None] * 4
 
 
 def test_cli_refuses_a_bad_jobs_count(capsys: pytest.CaptureFixture[str]) -> None:

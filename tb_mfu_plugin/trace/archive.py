@@ -272,6 +272,18 @@ _cache: OrderedDict[tuple[str, Limits], tuple[Any, float, Archive]] = OrderedDic
 _cache_lock = threading.Lock()
 
 
+def _forget_after_fork() -> None:
+    """A forked child (``tb-mfu --jobs``) shares its parent's open file descriptions, and so
+    their read offsets: two processes reading members of one archive would read each other's
+    bytes. The child drops the inherited archives and opens its own."""
+    global _cache_lock
+    _cache_lock = threading.Lock()
+    _cache.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 def _identity(location: str) -> Any:
     """What says an archive changed: size and mtime of a local file; remote ones expire instead."""
     if is_url(location):
