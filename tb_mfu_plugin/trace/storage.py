@@ -59,6 +59,8 @@ _SECRET_ENV = (
     "AZURE_STORAGE_SAS_TOKEN",
     "AZURE_CLIENT_SECRET",
 )
+# adlfs's words when no account is named anywhere (options, environment): no credentials.
+_ADLFS_NO_ACCOUNT = "Must provide either a connection_string or account_name"
 _MIN_SECRET_CHARS = 4  # shorter values would blank ordinary words
 
 _lock = threading.Lock()
@@ -228,11 +230,18 @@ def storage_error(url: str, exc: BaseException) -> TraceError:
     name = type(exc).__name__
     if isinstance(exc, FileNotFoundError):
         return TraceNotFound(url, "not found")
+    status = getattr(exc, "status_code", None)
     if isinstance(exc, ConnectionError) or "Connect" in name:
-        return TraceError(url, f"cannot reach the server ({name}: {redact(str(exc))})")
-    if isinstance(exc, PermissionError) or name in ("AccessDenied", "ClientAuthenticationError"):
-        return TraceError(url, f"access denied ({redact(str(exc))})")
-    if name in ("NoCredentialsError", "PartialCredentialsError", "DefaultCredentialsError"):
+        return TraceError(url, f"cannot reach the server ({name}: {redact(_message(exc))})")
+    if (
+        isinstance(exc, PermissionError)
+        or name in ("AccessDenied", "ClientAuthenticationError")
+        or status in (401, 403)
+    ):
+        return TraceError(url, f"access denied ({redact(_message(exc))})")
+    if name in ("NoCredentialsError", "PartialCredentialsError", "DefaultCredentialsError") or (
+        isinstance(exc, ValueError) and _ADLFS_NO_ACCOUNT in str(exc)
+    ):
         return TraceError(
             url,
             "no credentials found (environment, profile or instance role), "
@@ -240,5 +249,17 @@ def storage_error(url: str, exc: BaseException) -> TraceError:
         )
     if isinstance(exc, TimeoutError) or "Timeout" in name:
         return TraceError(url, f"the storage did not answer in time ({name})")
-    text = str(exc) or name
+    text = _message(exc) or name
     return TraceError(url, f"cannot read ({name}: {redact(text)})" if name not in text else redact(text))
+
+
+def _message(exc: BaseException) -> str:
+    """``str(exc)``, but of an Azure SDK error (one with an ``error_code``) only the first line
+    and the code: the lines after it are a request id, a time and the response's XML body."""
+    text = str(exc)
+    code = getattr(exc, "error_code", None)
+    if code is None or getattr(exc, "status_code", None) is None:
+        return text
+    code = str(getattr(code, "value", code))  # the SDK's enum: its value is the service's word
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return f"{first} ({code})" if code not in first else first
