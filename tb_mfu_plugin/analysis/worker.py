@@ -51,11 +51,9 @@ def _count(value: Any) -> int | None:
     """A whole non-negative number from free-form trace JSON (``108`` or ``108.0``), else None:
     the report's types are checked when it crosses a process, so a hostile ``"numSms": 1.5``
     must not reach it."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    if isinstance(value, float) and not (value.is_integer() and 0 <= value < 2**31):
-        return None
-    return int(value) if 0 <= value < 2**31 else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 2**31:
+        return None  # NaN fails the range test too
+    return None if isinstance(value, float) and not value.is_integer() else int(value)
 
 
 def _share(x: float, dur: float) -> float:

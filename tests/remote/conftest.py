@@ -20,8 +20,7 @@ from s3_server import AWS_VARS_CLEARED, Bucket, CountingMotoServer, isolated_aws
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_traces"
-# Two real one-file runs and a real 2-GPU run, committed with the repository.
-RUNS = ("low_sm_efficiency", "pageable_copy_loop", "ddp_2gpu")
+from .scenarios import RUNS  # noqa: E402
 
 
 @pytest.fixture(scope="session")

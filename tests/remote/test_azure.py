@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from azurite_server import ACCOUNT, ACCOUNT_KEY, AZURE_VARS_CLEARED, AzuriteServer, Container, azurite_path
@@ -23,7 +21,7 @@ from tb_mfu_plugin.pipeline import analyze_path
 from tb_mfu_plugin.trace.listing import discover
 
 from .conftest import RUNS
-from .test_s3 import cli
+from .scenarios import check_tab_mixes_it_with_local, cli, open_twice_unchanged, texts_a_user_sees
 
 pytest.importorskip("adlfs", reason="the Azure tests need the [azure] extra (adlfs)")
 
@@ -51,10 +49,6 @@ def container(azurite: AzuriteServer, tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setenv("TB_MFU_STORAGE_OPTIONS", str(options))
     yield c
     adlfs.AzureBlobFileSystem.clear_instance_cache()
-
-
-def _all_files_text(folder: Path) -> str:
-    return "".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file())
 
 
 @pytest.mark.parametrize("protocol", ["az", "abfs"])
@@ -109,42 +103,14 @@ def test_missing_container_and_folder_are_one_line_errors(container: Container, 
 
 
 def test_tab_reads_az_logdir_and_mixes_it_with_local(container: Container, logdir: Path, serve):
-    container.upload_dir(logdir, "logs")
-    mine = logdir.parent / "mine"
-    (mine / RUNS[0]).mkdir(parents=True)
-    for f in (logdir / RUNS[0]).iterdir():
-        (mine / RUNS[0] / f.name).write_bytes(f.read_bytes())
-    s = serve(logdir_spec=f"mine:{mine},theirs:{container.url('logs')}")
-    s.settle()
-    body = s.json("/runs")
-    assert body["errors"] == []
-    names = [r["name"] for r in body["runs"]]
-    assert names == [f"mine/{RUNS[0]}"] + [f"theirs/{r}" for r in sorted(RUNS)]
-    assert all(r["state"] == "ready" for r in body["runs"])
-    expected = reports_at(logdir)
-    for run in sorted(RUNS):
-        report = s.json(f"/report?run={quote(f'theirs/{run}')}")
-        remote = runs_by_name({"runs": [report]}, container.url("logs"))
-        assert remote[f"theirs/{run}"] == {**expected[run], "name": f"theirs/{run}"}
+    check_tab_mixes_it_with_local(container, logdir, serve)
 
 
 def test_unchanged_container_costs_no_downloads_on_the_second_open(
     container: Container, logdir: Path, serve, tmp_path: Path
 ):
-    container.upload_dir(logdir, "logs")
     cache = tmp_path / "cache"
-    first = serve(container.url("logs"), cache_dir=str(cache))
-    first.settle()
-    assert all(r["state"] == "ready" for r in first.json("/runs")["runs"])
-    got = len(container.downloads())
-    assert got >= 4  # every trace was downloaded once
-    # a restarted server over the same, unchanged container: listed again, nothing downloaded
-    second = serve(container.url("logs"), cache_dir=str(cache))
-    second.settle()
-    runs = second.json("/runs")["runs"]
-    assert all(r["state"] == "ready" for r in runs)
-    assert all(s["cached"] for r in runs for w in r["workers"] for s in w["spans"])
-    assert len(container.downloads()) == got
+    got = open_twice_unchanged(container, logdir, serve, cache)
     # a blob written again (Azure gives every write a new ETag, even of the same bytes):
     # that blob alone is downloaded again, with the sidecar its analysis reads; no other run
     f = next((logdir / RUNS[0]).glob("*.pt.trace.json.gz"))
@@ -161,19 +127,7 @@ def test_unchanged_container_costs_no_downloads_on_the_second_open(
 def test_account_key_stays_out_of_reports_logs_tab_and_cache(
     container: Container, logdir: Path, serve, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ):
-    container.upload_dir(logdir, "logs")
-    caplog.set_level(logging.DEBUG, logger="tb_mfu_plugin")
-    caplog.set_level(logging.INFO)
-    seen = [to_json(analyze_path(container.url("logs"))).decode()]
-    out = cli("analyze", container.url("logs"), "--json")
-    seen += [out.stdout, out.stderr]
-    cache = tmp_path / "cache"
-    s = serve(container.url("logs"), cache_dir=str(cache))
-    s.settle()
-    seen.append(s.get("/runs").get_data(as_text=True))
-    seen += [s.get(f"/report?run={quote(r)}").get_data(as_text=True) for r in RUNS]
-    assert "ddp_2gpu" in seen[0] and _all_files_text(cache)
-    seen += [caplog.text, _all_files_text(cache)]
+    seen = texts_a_user_sees(container, logdir, serve, tmp_path / "cache", caplog, "--json")
     for text in seen:
         assert ACCOUNT_KEY not in text and "AccountKey" not in text
 

@@ -25,7 +25,7 @@ from tb_mfu_plugin.trace.listing import discover, identity  # noqa: E402
 from tb_mfu_plugin.trace.storage import filesystem  # noqa: E402
 
 from .conftest import RUNS  # noqa: E402
-from .test_s3 import cli  # noqa: E402
+from .scenarios import check_tab_mixes_it_with_local, cli, open_twice_unchanged  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -143,40 +143,12 @@ def test_tab_reads_a_gs_logdir(gcs: GcsBucket, logdir: Path, serve):
 
 
 def test_tab_mixes_a_gs_logdir_with_a_local_one(gcs: GcsBucket, logdir: Path, serve):
-    gcs.upload_dir(logdir, "logs")
-    mine = logdir.parent / "mine"
-    (mine / RUNS[0]).mkdir(parents=True)
-    for f in (logdir / RUNS[0]).iterdir():
-        (mine / RUNS[0] / f.name).write_bytes(f.read_bytes())
-    s = serve(logdir_spec=f"mine:{mine},theirs:{gcs.url('logs')}")
-    s.settle()
-    body = s.json("/runs")
-    assert body["errors"] == []
-    names = [r["name"] for r in body["runs"]]
-    assert names == [f"mine/{RUNS[0]}"] + [f"theirs/{r}" for r in sorted(RUNS)]
-    assert all(r["state"] == "ready" for r in body["runs"])
-    expected = reports_at(logdir)
-    for run in sorted(RUNS):
-        report = s.json(f"/report?run={quote(f'theirs/{run}')}")
-        remote = runs_by_name({"runs": [report]}, gcs.url("logs"))
-        assert remote[f"theirs/{run}"] == {**expected[run], "name": f"theirs/{run}"}
+    check_tab_mixes_it_with_local(gcs, logdir, serve)
 
 
 def test_unchanged_bucket_costs_no_downloads_on_the_second_open(gcs: GcsBucket, logdir: Path, serve, tmp_path):
-    gcs.upload_dir(logdir, "logs")
     cache = tmp_path / "cache"
-    first = serve(gcs.url("logs"), cache_dir=str(cache))
-    first.settle()
-    assert all(r["state"] == "ready" for r in first.json("/runs")["runs"])
-    got = len(gcs.downloads())
-    assert got >= 4  # every trace was downloaded once
-    # a restarted server over the same, unchanged bucket: listed again, nothing downloaded
-    second = serve(gcs.url("logs"), cache_dir=str(cache))
-    second.settle()
-    runs = second.json("/runs")["runs"]
-    assert all(r["state"] == "ready" for r in runs)
-    assert all(s["cached"] for r in runs for w in r["workers"] for s in w["spans"])
-    assert len(gcs.downloads()) == got
+    got = open_twice_unchanged(gcs, logdir, serve, cache)
     # the same bytes uploaded again: a new generation, the same md5Hash: still nothing downloaded
     f = next((logdir / RUNS[0]).glob("*.pt.trace.json.gz"))
     key = f"logs/{RUNS[0]}/{f.name}"

@@ -6,11 +6,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from located import reports_at, runs_by_name
@@ -20,7 +17,8 @@ from tb_mfu_plugin.errors import TraceError
 from tb_mfu_plugin.pipeline import analyze_path
 from tb_mfu_plugin.trace.listing import discover
 
-from .conftest import ROOT, RUNS, Bucket
+from .conftest import RUNS, Bucket
+from .scenarios import check_tab_mixes_it_with_local, cli, open_twice_unchanged
 
 PLUGIN_PREFIX = "/data/plugin/mfu"
 
@@ -31,16 +29,6 @@ def by_run(doc: dict, root: str) -> dict[str, dict]:
 
 def local_reports(logdir: Path) -> dict[str, dict]:
     return reports_at(logdir)
-
-
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tb_mfu_plugin.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
-    )
 
 
 def test_cli_analyze_s3_equals_the_local_run(bucket: Bucket, logdir: Path):
@@ -163,40 +151,12 @@ def test_listing_gives_up_at_its_deadline(bucket: Bucket, monkeypatch: pytest.Mo
 
 
 def test_tab_reads_s3_logdir_and_mixes_it_with_local(bucket: Bucket, logdir: Path, serve):
-    bucket.upload_dir(logdir, "logs")
-    mine = logdir.parent / "mine"
-    (mine / RUNS[0]).mkdir(parents=True)
-    for f in (logdir / RUNS[0]).iterdir():
-        (mine / RUNS[0] / f.name).write_bytes(f.read_bytes())
-    s = serve(logdir_spec=f"mine:{mine},theirs:{bucket.url('logs')}")
-    s.settle()
-    body = s.json("/runs")
-    assert body["errors"] == []
-    names = [r["name"] for r in body["runs"]]
-    assert names == [f"mine/{RUNS[0]}"] + [f"theirs/{r}" for r in sorted(RUNS)]
-    assert all(r["state"] == "ready" for r in body["runs"])
-    expected = local_reports(logdir)
-    for run in sorted(RUNS):
-        report = s.json(f"/report?run={quote(f'theirs/{run}')}")
-        remote = by_run({"runs": [report]}, bucket.url("logs"))
-        assert remote[f"theirs/{run}"] == {**expected[run], "name": f"theirs/{run}"}
+    check_tab_mixes_it_with_local(bucket, logdir, serve)
 
 
 def test_unchanged_bucket_costs_no_downloads_on_the_second_open(bucket: Bucket, logdir: Path, serve, tmp_path):
-    bucket.upload_dir(logdir, "logs")
     cache = tmp_path / "cache"
-    first = serve(bucket.url("logs"), cache_dir=str(cache))
-    first.settle()
-    assert all(r["state"] == "ready" for r in first.json("/runs")["runs"])
-    got = len(bucket.downloads())
-    assert got >= 4  # every trace was downloaded once (sidecar probes are HEADs)
-    # a restarted server over the same, unchanged bucket: listed again, nothing downloaded
-    second = serve(bucket.url("logs"), cache_dir=str(cache))
-    second.settle()
-    runs = second.json("/runs")["runs"]
-    assert all(r["state"] == "ready" for r in runs)
-    assert all(s["cached"] for r in runs for w in r["workers"] for s in w["spans"])
-    assert len(bucket.downloads()) == got
+    got = open_twice_unchanged(bucket, logdir, serve, cache)
     # the same bytes uploaded again: a new LastModified, the same ETag: still nothing downloaded
     f = next((logdir / RUNS[0]).glob("*.pt.trace.json.gz"))
     bucket.put(f"logs/{RUNS[0]}/{f.name}", f.read_bytes())

@@ -6,41 +6,21 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from s3_server import KEY_ID, SECRET, Bucket
 
-from tb_mfu_plugin.analysis.report import to_json
 from tb_mfu_plugin.errors import TraceError
-from tb_mfu_plugin.pipeline import analyze_path
 from tb_mfu_plugin.trace.listing import discover
 from tb_mfu_plugin.trace.locations import normalize
 
-from .conftest import RUNS
-from .test_s3 import cli
-
-
-def _all_files_text(folder: Path) -> str:
-    return "".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file())
+from .scenarios import cli, texts_a_user_sees
 
 
 def test_secrets_stay_out_of_reports_logs_tab_and_cache(
     bucket: Bucket, logdir: Path, serve, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ):
-    bucket.upload_dir(logdir, "logs")
-    caplog.set_level(logging.DEBUG, logger="tb_mfu_plugin")
-    caplog.set_level(logging.INFO)
-    seen = [to_json(analyze_path(bucket.url("logs"))).decode()]
-    out = cli("analyze", bucket.url("logs"))
-    seen += [out.stdout, out.stderr]
-    cache = tmp_path / "cache"
-    s = serve(bucket.url("logs"), cache_dir=str(cache))
-    s.settle()
-    seen.append(s.get("/runs").get_data(as_text=True))
-    seen += [s.get(f"/report?run={quote(r)}").get_data(as_text=True) for r in RUNS]
-    assert "ddp_2gpu" in seen[0] and _all_files_text(cache)
-    seen += [caplog.text, _all_files_text(cache)]
+    seen = texts_a_user_sees(bucket, logdir, serve, tmp_path / "cache", caplog)
     for text in seen:
         assert SECRET not in text and KEY_ID not in text
 
