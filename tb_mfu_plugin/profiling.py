@@ -146,6 +146,34 @@ class MfuProfiler:
         return getattr(self.profiler, name)
 
 
+def _activities(cuda: bool | None) -> list[Any]:
+    """CPU always; CUDA when asked, or when ``cuda=None`` and a GPU is there."""
+    import torch
+    from torch.profiler import ProfilerActivity
+
+    if cuda is None:
+        cuda = torch.cuda.is_available()
+    return [ProfilerActivity.CPU, ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
+
+
+def _model_dims(model: ModelDims | Mapping[str, Any] | None) -> ModelDims | None:
+    if model is None:
+        return None
+    dims = model if isinstance(model, ModelDims) else ModelDims(**dict(model))
+    if dims.tokens is None:
+        raise ValueError("model dims need tokens_per_step (or batch_size and seq_len)")
+    return dims
+
+
+def _given_flops(flops_per_step: float | None, step_fn: Callable[[], Any] | None) -> tuple[float, str] | None:
+    """FLOPs per step known before profiling starts, and where they come from."""
+    if flops_per_step is not None:
+        return float(flops_per_step), "user-supplied flops_per_step"
+    if step_fn is not None:
+        return float(count_step_flops(step_fn)), "FlopCounterMode (step_fn, before profiling)"
+    return None
+
+
 @contextmanager
 def mfu_profile(
     logdir: str,
@@ -171,41 +199,24 @@ def mfu_profile(
     to do the same work), unless ``worker_name`` is given, in which case every rank
     writes ``<worker_name>.tb_mfu.json``.
     """
-    import torch
-    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+    from torch.profiler import profile, schedule, tensorboard_trace_handler
 
-    if cuda is None:
-        cuda = torch.cuda.is_available()
-    activities = [ProfilerActivity.CPU]
-    if cuda:
-        activities.append(ProfilerActivity.CUDA)
-    rank, world = _rank_info()
+    rank, _ = _rank_info()
     write = worker_name is not None or rank == 0
     os.makedirs(logdir, exist_ok=True)
-
-    dims: ModelDims | None = None
-    if model is not None:
-        dims = model if isinstance(model, ModelDims) else ModelDims(**dict(model))
-        if dims.tokens is None:
-            raise ValueError("model dims need tokens_per_step (or batch_size and seq_len)")
-
-    flops: float | None = None
-    source = ""
-    if flops_per_step is not None:
-        flops, source = float(flops_per_step), "user-supplied flops_per_step"
-    elif step_fn is not None:
-        flops, source = float(count_step_flops(step_fn)), "FlopCounterMode (step_fn, before profiling)"
+    dims = _model_dims(model)
+    known = _given_flops(flops_per_step, step_fn)
 
     profile_kwargs.setdefault("record_shapes", True)
     prof = profile(
-        activities=activities,
+        activities=_activities(cuda),
         schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=repeat),
         on_trace_ready=tensorboard_trace_handler(logdir, worker_name=worker_name, use_gzip=use_gzip),
         **profile_kwargs,
     )
     wrapper = MfuProfiler(prof, logdir, worker_name, write, _tf32_enabled())
-    if flops is not None:
-        wrapper._set(flops, source)
+    if known is not None:
+        wrapper._set(*known)
     elif dims is not None:
         wrapper._set(dims.flops_per_step(), "6N + 12·L·H·Q·T (PaLM) from model dims", model=dims)
     elif count_first_step:

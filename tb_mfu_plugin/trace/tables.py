@@ -19,8 +19,24 @@ KERNEL, MEMCPY, MEMSET = 0, 1, 2
 OP, ANNOTATION, RUNTIME, DRIVER = 0, 1, 2, 3
 
 
+class _Intervals:
+    """Rows with a start and a duration: what the GPU and CPU tables share."""
+
+    ts: np.ndarray
+    dur: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    @cached_property
+    def end(self) -> np.ndarray:
+        # computed once: queries ask for it in loops
+        end: np.ndarray = self.ts + self.dur
+        return end
+
+
 @dataclass(frozen=True)
-class GpuTable:
+class GpuTable(_Intervals):
     """Kernels, memcpys and memsets: work that ran on a device."""
 
     kind: np.ndarray  # int8
@@ -37,15 +53,6 @@ class GpuTable:
     block_threads: np.ndarray  # int64 (product of block dims), -1 unknown
     bytes: np.ndarray  # int64, -1 unknown
     comm: np.ndarray  # int32 index into TraceTables.comm_args (collective kernels), -1 none
-
-    def __len__(self) -> int:
-        return len(self.ts)
-
-    @cached_property
-    def end(self) -> np.ndarray:
-        # computed once: queries ask for it in loops
-        end: np.ndarray = self.ts + self.dur
-        return end
 
     def take(self, index: np.ndarray) -> GpuTable:
         return GpuTable(**{k: getattr(self, k)[index] for k in self.__dataclass_fields__})
@@ -77,7 +84,7 @@ class OpInputs:
 
 
 @dataclass(frozen=True)
-class CpuTable:
+class CpuTable(_Intervals):
     """Host-side events: operators, user annotations, runtime and driver calls."""
 
     kind: np.ndarray  # int8
@@ -91,14 +98,6 @@ class CpuTable:
     flops: np.ndarray  # float64, NaN unless the trace carries a ``flops`` arg
     # row index -> recorded inputs, for ops the decoder was asked to keep
     inputs: dict[int, OpInputs] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.ts)
-
-    @cached_property
-    def end(self) -> np.ndarray:
-        end: np.ndarray = self.ts + self.dur
-        return end
 
 
 @dataclass(frozen=True)
