@@ -157,7 +157,9 @@ def hta_python(tmp: Path) -> str | None:
 
 
 def ours(trace: Path, processes: int, checkout: Path, label: str) -> Run:
-    env = {**os.environ, "PYTHONPATH": str(checkout), "TB_MFU_DECODE_PROCESSES": str(processes)}
+    # the checkout first; a PYTHONPATH already set stays behind it (where dependencies were put)
+    path = os.pathsep.join(p for p in (str(checkout), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "TB_MFU_DECODE_PROCESSES": str(processes)}
     cmd = [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(trace), "--json"]
     # run from the checkout: ``python -m`` puts the working directory before PYTHONPATH
     return measure(label, cmd, env, set(range(processes)), cwd=checkout)
