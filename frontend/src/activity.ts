@@ -3,68 +3,38 @@
 import { card } from './card';
 import { h, ICONS, icon } from './dom';
 import * as f from './format';
-import { shareCell, table } from './table';
+import { type Column, kernelFilter, kernelNameColumn, numColumn, shareCell, table } from './table';
 import type { CopyStats, KernelStats, SyncStats, WorkerReport } from './types';
+
+const COPY_COLUMNS: Column<CopyStats>[] = [
+  {
+    key: 'direction',
+    label: 'Direction',
+    value: (c) => c.direction,
+    cell: (c) => h('span', { class: `pill dir-${c.direction.toLowerCase()}` }, c.direction),
+  },
+  {
+    key: 'memory',
+    label: 'Host memory',
+    value: (c) => c.memory,
+    title: 'The host side of the copy: pageable copies are slower and synchronous',
+  },
+  numColumn('count', 'Count / step', (c) => c.count_per_step, f.count),
+  numColumn('bytes', 'Bytes / step', (c) => c.bytes_per_step, f.bytes),
+  numColumn('time', 'Time / step', (c) => c.time_us_per_step, f.dur),
+  numColumn('gbps', 'Bandwidth', (c) => c.gbps, f.gbps, 'Achieved while copying, GB/s (1e9 bytes/s)'),
+  numColumn('small', '< 64 KiB', (c) => c.small_count_per_step, f.count, 'Small copies per step (latency-bound)'),
+];
 
 export function copiesCard(w: WorkerReport): HTMLElement {
   const copies = w.copies ?? [];
   return card(
     'Copies',
-    table<CopyStats>(
-      copies,
-      [
-        {
-          key: 'direction',
-          label: 'Direction',
-          value: (c) => c.direction,
-          cell: (c) => h('span', { class: `pill dir-${c.direction.toLowerCase()}` }, c.direction),
-        },
-        {
-          key: 'memory',
-          label: 'Host memory',
-          value: (c) => c.memory,
-          title: 'The host side of the copy: pageable copies are slower and synchronous',
-        },
-        {
-          key: 'count',
-          label: 'Count / step',
-          num: true,
-          value: (c) => c.count_per_step,
-          cell: (c) => f.count(c.count_per_step),
-        },
-        {
-          key: 'bytes',
-          label: 'Bytes / step',
-          num: true,
-          value: (c) => c.bytes_per_step,
-          cell: (c) => f.bytes(c.bytes_per_step),
-        },
-        {
-          key: 'time',
-          label: 'Time / step',
-          num: true,
-          value: (c) => c.time_us_per_step,
-          cell: (c) => f.dur(c.time_us_per_step),
-        },
-        {
-          key: 'gbps',
-          label: 'Bandwidth',
-          num: true,
-          value: (c) => c.gbps,
-          cell: (c) => f.gbps(c.gbps),
-          title: 'Achieved while copying, GB/s (1e9 bytes/s)',
-        },
-        {
-          key: 'small',
-          label: '< 64 KiB',
-          num: true,
-          value: (c) => c.small_count_per_step,
-          cell: (c) => f.count(c.small_count_per_step),
-          title: 'Small copies per step (latency-bound)',
-        },
-      ],
-      { testid: 'copies-table', sortKey: 'time', empty: 'No copies in the profiled steps.' },
-    ),
+    table<CopyStats>(copies, COPY_COLUMNS, {
+      testid: 'copies-table',
+      sortKey: 'time',
+      empty: 'No copies in the profiled steps.',
+    }),
     { help: 'Memcpy by direction and host memory kind, per step.' },
   );
 }
@@ -90,21 +60,14 @@ export function syncsCard(w: WorkerReport): HTMLElement {
           cell: (s) => h('span', { class: 'mono dim' }, s.op ?? '—'),
         },
         { key: 'api', label: 'API', value: (s) => s.api, cell: (s) => h('span', { class: 'mono' }, s.api) },
-        {
-          key: 'count',
-          label: 'Count / step',
-          num: true,
-          value: (s) => s.count_per_step,
-          cell: (s) => f.count(s.count_per_step),
-        },
-        {
-          key: 'blocked',
-          label: 'Blocked / step',
-          num: true,
-          value: (s) => s.blocked_us_per_step,
-          cell: (s) => f.dur(s.blocked_us_per_step),
-          title: 'Host time blocked in the call, per step',
-        },
+        numColumn('count', 'Count / step', (s) => s.count_per_step, f.count),
+        numColumn(
+          'blocked',
+          'Blocked / step',
+          (s) => s.blocked_us_per_step,
+          f.dur,
+          'Host time blocked in the call, per step',
+        ),
       ],
       { testid: 'syncs-table', sortKey: 'blocked', empty: 'No host-device synchronisation in the profiled steps.' },
     ),
@@ -166,72 +129,57 @@ export function launchesCard(w: WorkerReport): HTMLElement {
   );
 }
 
+/** The top kernels' columns; a share's bar is as long as its part of ``maxShare``. */
+function kernelColumns(maxShare: number): Column<KernelStats>[] {
+  return [
+    kernelNameColumn(),
+    numColumn('count', 'Calls', (k) => k.count, f.count),
+    numColumn('total', 'Total', (k) => k.total_us, f.dur, 'Total time in the analysed steps'),
+    {
+      key: 'share',
+      label: 'Share',
+      num: true,
+      value: (k) => k.share,
+      cell: (k) => shareCell(k.share, maxShare),
+      title: 'Share of all kernel time',
+    },
+    numColumn('mean', 'Mean', (k) => k.mean_us, f.dur),
+    numColumn(
+      'bps',
+      'Blocks / SM',
+      (k) => k.mean_blocks_per_sm,
+      f.counter(2),
+      'Mean blocks per SM: under 1 leaves SMs empty',
+    ),
+    numColumn('sm', 'SM eff.', (k) => k.sm_efficiency, f.pct),
+    numColumn(
+      'occ',
+      'Occupancy',
+      (k) => k.achieved_occupancy,
+      f.pct,
+      'Estimated achieved occupancy; n/a where the profiler could not estimate it (e.g. Hopper nvjet GEMMs)',
+    ),
+    {
+      key: 'tc',
+      label: 'Unit',
+      value: (k) => k.core ?? (k.tensor_core ? 'tensor-core' : ''),
+      cell: (k) => unitCell(k),
+    },
+  ];
+}
+
 export function kernelsCard(w: WorkerReport): HTMLElement {
   const ks = w.top_kernels ?? [];
   const maxShare = Math.max(1e-9, ...ks.map((k) => k.share));
   return card(
     `Top kernels`,
-    table<KernelStats>(
-      ks,
-      [
-        {
-          key: 'name',
-          label: 'Kernel',
-          value: (k) => k.name,
-          cell: (k) => h('span', { class: 'kname mono', title: k.name }, k.name),
-          cls: 'kcell',
-        },
-        { key: 'count', label: 'Calls', num: true, value: (k) => k.count, cell: (k) => f.count(k.count) },
-        {
-          key: 'total',
-          label: 'Total',
-          num: true,
-          value: (k) => k.total_us,
-          cell: (k) => f.dur(k.total_us),
-          title: 'Total time in the analysed steps',
-        },
-        {
-          key: 'share',
-          label: 'Share',
-          num: true,
-          value: (k) => k.share,
-          cell: (k) => shareCell(k.share, maxShare),
-          title: 'Share of all kernel time',
-        },
-        { key: 'mean', label: 'Mean', num: true, value: (k) => k.mean_us, cell: (k) => f.dur(k.mean_us) },
-        {
-          key: 'bps',
-          label: 'Blocks / SM',
-          num: true,
-          value: (k) => k.mean_blocks_per_sm,
-          cell: (k) => f.count(k.mean_blocks_per_sm, 2),
-          title: 'Mean blocks per SM: under 1 leaves SMs empty',
-        },
-        { key: 'sm', label: 'SM eff.', num: true, value: (k) => k.sm_efficiency, cell: (k) => f.pct(k.sm_efficiency) },
-        {
-          key: 'occ',
-          label: 'Occupancy',
-          num: true,
-          value: (k) => k.achieved_occupancy,
-          cell: (k) => f.pct(k.achieved_occupancy),
-          title: 'Estimated achieved occupancy; n/a where the profiler could not estimate it (e.g. Hopper nvjet GEMMs)',
-        },
-        {
-          key: 'tc',
-          label: 'Unit',
-          value: (k) => k.core ?? (k.tensor_core ? 'tensor-core' : ''),
-          cell: (k) => unitCell(k),
-        },
-      ],
-      {
-        testid: 'kernels-table',
-        sortKey: 'total',
-        maxRows: 15,
-        filter: (k, q) => k.name.toLowerCase().includes(q),
-        filterPlaceholder: 'Filter kernels by name',
-        empty: 'No kernels.',
-      },
-    ),
+    table<KernelStats>(ks, kernelColumns(maxShare), {
+      testid: 'kernels-table',
+      sortKey: 'total',
+      maxRows: 15,
+      ...kernelFilter,
+      empty: 'No kernels.',
+    }),
     { help: 'Kernels by total time in the analysed steps. Click a column to sort.', cls: 'wide' },
   );
 }

@@ -1,6 +1,7 @@
 // One titled card of the tab, shared by every panel: a <section> with a header (title,
-// a "?" whose tooltip says what the card shows, and optional extra nodes) over a body.
-import { type Child, h } from './dom';
+// a "?" whose tooltip says what the card shows, and optional extra nodes) over a body;
+// and the banner across the page that says what went wrong or is still coming.
+import { type Child, h, ICONS, icon } from './dom';
 
 export interface CardOptions {
   testid?: string;
@@ -33,4 +34,15 @@ export function cardNotes(notes: string[]): HTMLElement | null {
         notes.map((n) => h('li', null, n)),
       )
     : null;
+}
+
+/** A banner: a mark (by default the kind's icon), a bold line, and the lines under it. */
+export function banner(
+  kind: 'error' | 'warn' | 'info',
+  testid: string | undefined,
+  title: string,
+  lines: Child,
+  mark: Node = icon(ICONS[kind], 16),
+): HTMLElement {
+  return h('div', { class: `banner ${kind}`, testid }, mark, h('div', null, h('strong', null, title), lines));
 }

@@ -4,7 +4,7 @@
 import { card, cardNotes } from './card';
 import { h } from './dom';
 import * as f from './format';
-import { table } from './table';
+import { type Column, numColumn, table } from './table';
 import type { Collective, Communication, Pipeline, WorkerReport } from './types';
 
 /** "FSDP × TP", or "single GPU". */
@@ -37,67 +37,51 @@ function overlapKpis(c: Communication): HTMLElement {
   );
 }
 
+const COLLECTIVE_COLUMNS: Column<Collective>[] = [
+  { key: 'kind', label: 'Collective', value: (x) => x.kind, cell: (x) => h('span', { class: 'mono' }, x.kind) },
+  {
+    key: 'group',
+    label: 'Group',
+    value: (x) => x.group ?? '',
+    cell: (x) => `${x.group ?? '?'}${x.group_size ? ` (${x.group_size})` : ''}`,
+    title: 'Process group (its ranks)',
+  },
+  { key: 'role', label: 'Role', value: (x) => x.role ?? '', title: 'The parallelism this group serves' },
+  { key: 'dtype', label: 'dtype', value: (x) => x.dtype ?? '' },
+  numColumn('calls', 'Calls / step', (x) => x.count_per_step, f.counter(1)),
+  numColumn('bytes', 'Bytes / step', (x) => x.bytes_per_step, f.bytes),
+  numColumn('time', 'Kernel time / step', (x) => x.us_per_step, f.dur),
+  numColumn(
+    'exposed',
+    'Exposed / step',
+    (x) => x.exposed_us_per_step,
+    f.dur,
+    'Its kernel time with no compute kernel running',
+  ),
+  {
+    key: 'busbw',
+    label: 'Bus bandwidth',
+    num: true,
+    value: (x) => x.busbw_gbps,
+    cell: (x) => `${f.gbps(x.busbw_gbps)}${x.bandwidth_basis === 'last arrival' ? '' : ' ¹'}`,
+    title:
+      'nccl-tests busbw: bytes / transfer time × 2(n−1)/n (all-reduce), (n−1)/n (all-gather, reduce-scatter, all-to-all), 1 (send/recv, broadcast)',
+  },
+  numColumn('share', 'Of link peak', (x) => x.link_peak_share, f.pct),
+];
+
 function collectivesTable(rows: Collective[]): HTMLElement {
-  return table<Collective>(
-    rows,
-    [
-      { key: 'kind', label: 'Collective', value: (x) => x.kind, cell: (x) => h('span', { class: 'mono' }, x.kind) },
-      {
-        key: 'group',
-        label: 'Group',
-        value: (x) => x.group ?? '',
-        cell: (x) => `${x.group ?? '?'}${x.group_size ? ` (${x.group_size})` : ''}`,
-        title: 'Process group (its ranks)',
-      },
-      { key: 'role', label: 'Role', value: (x) => x.role ?? '', title: 'The parallelism this group serves' },
-      { key: 'dtype', label: 'dtype', value: (x) => x.dtype ?? '' },
-      {
-        key: 'calls',
-        label: 'Calls / step',
-        num: true,
-        value: (x) => x.count_per_step,
-        cell: (x) => f.count(x.count_per_step, 1),
-      },
-      {
-        key: 'bytes',
-        label: 'Bytes / step',
-        num: true,
-        value: (x) => x.bytes_per_step,
-        cell: (x) => f.bytes(x.bytes_per_step),
-      },
-      {
-        key: 'time',
-        label: 'Kernel time / step',
-        num: true,
-        value: (x) => x.us_per_step,
-        cell: (x) => f.dur(x.us_per_step),
-      },
-      {
-        key: 'exposed',
-        label: 'Exposed / step',
-        num: true,
-        value: (x) => x.exposed_us_per_step,
-        cell: (x) => f.dur(x.exposed_us_per_step),
-        title: 'Its kernel time with no compute kernel running',
-      },
-      {
-        key: 'busbw',
-        label: 'Bus bandwidth',
-        num: true,
-        value: (x) => x.busbw_gbps,
-        cell: (x) => `${f.gbps(x.busbw_gbps)}${x.bandwidth_basis === 'last arrival' ? '' : ' ¹'}`,
-        title:
-          'nccl-tests busbw: bytes / transfer time × 2(n−1)/n (all-reduce), (n−1)/n (all-gather, reduce-scatter, all-to-all), 1 (send/recv, broadcast)',
-      },
-      {
-        key: 'share',
-        label: 'Of link peak',
-        num: true,
-        value: (x) => x.link_peak_share,
-        cell: (x) => f.pct(x.link_peak_share),
-      },
-    ],
-    { testid: 'collectives-table', sortKey: 'time' },
+  return table<Collective>(rows, COLLECTIVE_COLUMNS, { testid: 'collectives-table', sortKey: 'time' });
+}
+
+/** A rank's (or a run's mean) pipeline bubble: — where it has no pipeline stages. */
+export function bubbleColumn<T extends { bubble_share: number | null }>(): Column<T> {
+  return numColumn(
+    'bubble',
+    'Bubble',
+    (x) => x.bubble_share,
+    (v) => (v === null ? '—' : f.pct(v)),
+    'Pipeline stages: send/recv with nothing to compute, share of the step',
   );
 }
 

@@ -6,7 +6,7 @@ import * as f from './format';
 import { deltaNode, impossible, METRICS } from './metrics';
 import { COLORS, UI } from './palette';
 import { BREAKDOWN, meanStep } from './steps';
-import { table } from './table';
+import { type Column, kernelFilter, kernelNameColumn, numColumn, table } from './table';
 import type { Finding, RunReport, Summary, WorkerReport } from './types';
 import { usable, workerLabel } from './workers';
 
@@ -204,7 +204,8 @@ interface KernelDiffRow {
   other: number;
 }
 
-function kernelDiff(cols: Drawn[]): HTMLElement {
+/** The top kernels of the first two runs, time per step in each, the most changed first. */
+function kernelDiffRows(cols: Drawn[]): KernelDiffRow[] {
   const perStep = (c: Drawn) => {
     const m = new Map<string, number>();
     const n = Math.max(1, c.summary.steps);
@@ -220,52 +221,39 @@ function kernelDiff(cols: Drawn[]): HTMLElement {
     other: mb.get(name) ?? 0,
   }));
   rows.sort((x, y) => Math.abs(y.other - y.base) - Math.abs(x.other - x.base));
+  return rows;
+}
+
+/** A signed change of time per step: red when it grew, green when it shrank. */
+function diffCell(r: KernelDiffRow): HTMLElement {
+  const d = r.other - r.base;
+  return h(
+    'span',
+    { class: `delta ${d > 0 ? 'bad' : d < 0 ? 'good' : 'neutral'}` },
+    `${d > 0 ? '+' : d < 0 ? '−' : '±'}${f.dur(Math.abs(d))}`,
+  );
+}
+
+function kernelDiff(cols: Drawn[]): HTMLElement {
+  const columns: Column<KernelDiffRow>[] = [
+    kernelNameColumn(),
+    numColumn(
+      'base',
+      'Baseline / step',
+      (r) => r.base,
+      (x) => (x ? f.dur(x) : '—'),
+    ),
+    numColumn(
+      'other',
+      `${cols[1].run} / step`,
+      (r) => r.other,
+      (x) => (x ? f.dur(x) : '—'),
+    ),
+    { key: 'diff', label: 'Δ / step', num: true, value: (r) => r.other - r.base, cell: diffCell },
+  ];
   return card(
     `Kernels that changed: ${cols[1].run} vs ${cols[0].run}`,
-    table<KernelDiffRow>(
-      rows,
-      [
-        {
-          key: 'name',
-          label: 'Kernel',
-          value: (r) => r.name,
-          cell: (r) => h('span', { class: 'kname mono', title: r.name }, r.name),
-          cls: 'kcell',
-        },
-        {
-          key: 'base',
-          label: 'Baseline / step',
-          num: true,
-          value: (r) => r.base,
-          cell: (r) => (r.base ? f.dur(r.base) : '—'),
-        },
-        {
-          key: 'other',
-          label: `${cols[1].run} / step`,
-          num: true,
-          value: (r) => r.other,
-          cell: (r) => (r.other ? f.dur(r.other) : '—'),
-        },
-        {
-          key: 'diff',
-          label: 'Δ / step',
-          num: true,
-          value: (r) => r.other - r.base,
-          cell: (r) =>
-            h(
-              'span',
-              { class: `delta ${r.other - r.base > 0 ? 'bad' : r.other - r.base < 0 ? 'good' : 'neutral'}` },
-              `${r.other - r.base > 0 ? '+' : r.other - r.base < 0 ? '−' : '±'}${f.dur(Math.abs(r.other - r.base))}`,
-            ),
-        },
-      ],
-      {
-        testid: 'kernel-diff',
-        maxRows: 12,
-        filter: (r, q) => r.name.toLowerCase().includes(q),
-        filterPlaceholder: 'Filter kernels by name',
-      },
-    ),
+    table<KernelDiffRow>(kernelDiffRows(cols), columns, { testid: 'kernel-diff', maxRows: 12, ...kernelFilter }),
     {
       help: "Time per step of the top kernels of both runs; — means the kernel is not in that run's top list.",
       cls: 'wide',
@@ -278,66 +266,60 @@ function findingKey(fd: Finding): string {
   return fd.subject ? `${fd.id} · ${fd.subject}` : fd.id;
 }
 
+/** The findings of the runs by identity, in the order first seen, with each one's title. */
+function findingTitles(ws: WorkerReport[]): Map<string, string> {
+  const titles = new Map<string, string>();
+  for (const w of ws)
+    for (const fd of w.findings) if (!titles.has(findingKey(fd))) titles.set(findingKey(fd), fd.title);
+  return titles;
+}
+
+function findIn(w: WorkerReport, key: string): Finding | undefined {
+  return w.findings.find((x) => findingKey(x) === key);
+}
+
+/** A run's cell of one finding, against the baseline ``base`` (the first column, ``index`` 0):
+ * gone = fixed, only here = new. */
+function findingCell(w: WorkerReport, base: WorkerReport, key: string, index: number): Child {
+  const fd = findIn(w, key);
+  const inBase = index > 0 && findIn(base, key) !== undefined;
+  if (!fd)
+    return inBase
+      ? h('span', { class: 'change change-fixed', testid: 'finding-fixed' }, 'fixed')
+      : h('span', { class: 'dim' }, '—');
+  return h(
+    'span',
+    { class: 'fcell', title: fd.title },
+    index > 0 && !inBase ? h('span', { class: 'change change-new', testid: 'finding-new' }, 'new') : null,
+    h('span', { class: `sev sev-${fd.severity}` }, fd.severity),
+    h('span', { class: 'small dim' }, ` ${f.dur(fd.est_gain_us_per_step)} · ${f.pct(fd.est_gain_share)}`),
+  );
+}
+
 function findingsDiff(cols: Drawn[]): HTMLElement | null {
   const ws = cols.map((c) => c.worker);
-  const keys: string[] = [];
-  const titles = new Map<string, string>();
-  for (const w of ws) {
-    for (const fd of w.findings) {
-      const key = findingKey(fd);
-      if (!keys.includes(key)) keys.push(key);
-      if (!titles.has(key)) titles.set(key, fd.title);
-    }
-  }
-  if (!keys.length) return null;
-  const find = (w: WorkerReport, key: string) => w.findings.find((x) => findingKey(x) === key);
-  const cell = (w: WorkerReport, key: string, index: number): Child => {
-    const fd = find(w, key);
-    const inBase = index > 0 && find(ws[0], key) !== undefined;
-    // against the baseline (first column): gone = fixed, only here = new
-    if (!fd)
-      return inBase
-        ? h('span', { class: 'change change-fixed', testid: 'finding-fixed' }, 'fixed')
-        : h('span', { class: 'dim' }, '—');
-    return h(
-      'span',
-      { class: 'fcell', title: fd.title },
-      index > 0 && !inBase ? h('span', { class: 'change change-new', testid: 'finding-new' }, 'new') : null,
-      h('span', { class: `sev sev-${fd.severity}` }, fd.severity),
-      h('span', { class: 'small dim' }, ` ${f.dur(fd.est_gain_us_per_step)} · ${f.pct(fd.est_gain_share)}`),
-    );
-  };
+  const titles = findingTitles(ws);
+  if (!titles.size) return null;
+  const head = h(
+    'tr',
+    null,
+    h('th', null, 'Finding'),
+    cols.map((c) => h('th', { class: 'num' }, h('span', { class: 'runname', title: c.run }, c.run))),
+  );
+  const rows = Array.from(titles, ([key, title]) =>
+    h(
+      'tr',
+      null,
+      h('td', { title }, h('code', { class: 'finding-id' }, key)),
+      ws.map((w, i) => h('td', { class: 'num' }, findingCell(w, ws[0], key, i))),
+    ),
+  );
   return card(
     'Findings by run',
     h(
       'div',
       { class: 'table-wrap' },
-      h(
-        'table',
-        { class: 'grid', testid: 'findings-diff' },
-        h(
-          'thead',
-          null,
-          h(
-            'tr',
-            null,
-            h('th', null, 'Finding'),
-            cols.map((c) => h('th', { class: 'num' }, h('span', { class: 'runname', title: c.run }, c.run))),
-          ),
-        ),
-        h(
-          'tbody',
-          null,
-          keys.map((key) =>
-            h(
-              'tr',
-              null,
-              h('td', { title: titles.get(key) ?? '' }, h('code', { class: 'finding-id' }, key)),
-              ws.map((w, i) => h('td', { class: 'num' }, cell(w, key, i))),
-            ),
-          ),
-        ),
-      ),
+      h('table', { class: 'grid', testid: 'findings-diff' }, h('thead', null, head), h('tbody', null, rows)),
     ),
     {
       help: 'Which diagnosis findings each run has, with the estimated gain per step. Against the baseline (first column): "fixed" = gone in this run, "new" = only in this run.',

@@ -80,6 +80,11 @@ export function count(x: number | null | undefined, digits?: number): string {
   return fixed(x, d);
 }
 
+/** count() with ``digits`` fixed: a one-argument formatter for a table column or a metric. */
+export function counter(digits?: number): (x: number | null | undefined) => string {
+  return (x) => count(x, digits);
+}
+
 /** Signed percent change, relative: +12.3 %. */
 export function relDelta(a: number, b: number): string {
   if (!isNum(a) || !isNum(b) || a === 0) return '';

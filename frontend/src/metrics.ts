@@ -24,167 +24,68 @@ const achieved = (s: Summary, w: WorkerReport) => {
   return f.isNumber(s.flops_per_step) && meanStep(s) > 0 ? s.flops_per_step / (meanStep(s) / 1e6) : null;
 };
 
+type Value = MetricRow['value'];
+
+/** A share of the step (or of kernel time): a percentage, its delta in percentage points. */
+function share(label: string, title: string, value: Value, better: Better): MetricRow {
+  return { label, title, value, fmt: (x) => f.pct(x), delta: 'pp', better };
+}
+
+/** Any other figure: shown by ``fmt``, its delta a relative change. */
+function figure(label: string, title: string, value: Value, fmt: MetricRow['fmt'], better: Better): MetricRow {
+  return { label, title, value, fmt, delta: 'rel', better };
+}
+
 export const METRICS: MetricRow[] = [
-  {
-    label: 'MFU',
-    title: 'Model FLOPs utilisation: all FLOPs of the analysed steps over all their time',
-    value: (s) => s.mfu,
-    fmt: (x) => f.pct(x),
-    delta: 'pp',
-    better: 'higher',
-  },
-  {
-    label: 'Achieved',
-    title: 'Useful FLOP/s over the step',
-    value: achieved,
-    fmt: f.tflops,
-    delta: 'rel',
-    better: 'higher',
-  },
-  {
-    label: 'Median step time',
-    title: 'Median step time (the shares are time-weighted over all steps)',
-    value: (s) => s.step_time_us,
-    fmt: (x) => f.ms(x),
-    delta: 'rel',
-    better: 'lower',
-  },
-  {
-    label: 'GPU busy',
-    title: 'Any GPU activity',
-    value: (s) => s.gpu_busy_share,
-    fmt: (x) => f.pct(x),
-    delta: 'pp',
-    better: 'higher',
-  },
-  {
-    label: 'Kernel time',
-    title: 'Any kernel running',
-    value: (s) => s.kernel_time_share,
-    fmt: (x) => f.pct(x),
-    delta: 'pp',
-    better: 'higher',
-  },
-  {
-    label: 'SM efficiency',
-    title: 'SMs filled by the kernels, time-weighted',
-    value: (s) => s.sm_efficiency,
-    fmt: (x) => f.pct(x),
-    delta: 'pp',
-    better: 'higher',
-  },
-  {
-    label: 'Occupancy',
-    title: 'Estimated achieved occupancy, kernel-time weighted',
-    value: (s) => s.achieved_occupancy,
-    fmt: (x) => f.pct(x),
-    delta: 'pp',
-    better: 'higher',
-  },
-  {
-    label: 'Tensor-core kernels',
-    title: 'Share of kernel time on tensor cores',
-    value: (s) => s.tensor_core_kernel_share,
-    fmt: (x) => f.pct(x),
-    delta: 'pp',
-    better: 'higher',
-  },
-  {
-    label: 'Memcpy only',
-    title: 'Step share copying with no kernel running',
-    value: (s) => s.breakdown?.memcpy,
-    fmt: (x) => f.pct(x),
-    delta: 'pp',
-    better: 'lower',
-  },
-  {
-    label: 'Sync wait',
-    title: 'Step share with the GPU idle while the host waits in a sync',
-    value: (s) => s.breakdown?.sync_wait ?? s.sync_wait_share,
-    fmt: (x) => f.pct(x),
-    delta: 'pp',
-    better: 'lower',
-  },
-  {
-    label: 'Idle',
-    title: 'Step share with the GPU idle',
-    value: (s) => s.idle_share,
-    fmt: (x) => f.pct(x),
-    delta: 'pp',
-    better: 'lower',
-  },
-  {
-    label: 'FLOPs / step',
-    title: 'Useful FLOPs per step',
-    value: (s) => s.flops_per_step,
-    fmt: f.flops,
-    delta: 'rel',
-    better: 'neutral',
-  },
-  {
-    label: 'Kernels / step',
-    title: 'Kernel launches per step',
-    value: (s) => s.kernels_per_step,
-    fmt: (x) => f.count(x, 0),
-    delta: 'rel',
-    better: 'lower',
-  },
-  {
-    label: 'Short kernels',
-    title: 'Share of kernels under 10 µs',
-    value: (_s, w) => w.launches?.short_kernel_share,
-    fmt: (x) => f.pct(x),
-    delta: 'pp',
-    better: 'lower',
-  },
-  {
-    label: 'Launch API / step',
-    title: 'Host time in launch calls',
-    value: (_s, w) => w.launches?.launch_api_us_per_step,
-    fmt: f.dur,
-    delta: 'rel',
-    better: 'lower',
-  },
-  {
-    label: 'Graph replays / step',
-    title: 'CUDA/HIP graph launches per step: each replays a whole captured graph',
-    value: (_s, w) => w.launches?.graph_launches_per_step,
-    fmt: (x) => f.count(x, 1),
-    delta: 'rel',
-    better: 'neutral',
-  },
-  {
-    label: 'Kernels in graphs',
-    title: 'Kernels per step run by graph replays, not launched one by one by the host',
-    value: (_s, w) => w.launches?.graph_kernels_per_step,
-    fmt: (x) => f.count(x, 0),
-    delta: 'rel',
-    better: 'neutral',
-  },
-  {
-    label: 'Syncs / step',
-    title: 'Host-device synchronisations per step',
-    value: (s) => s.sync_count_per_step,
-    fmt: (x) => f.count(x),
-    delta: 'rel',
-    better: 'lower',
-  },
-  {
-    label: 'H2D / step',
-    title: 'Host to device bytes per step',
-    value: (s) => s.h2d_bytes_per_step,
-    fmt: f.bytes,
-    delta: 'rel',
-    better: 'neutral',
-  },
-  {
-    label: 'D2H / step',
-    title: 'Device to host bytes per step',
-    value: (s) => s.d2h_bytes_per_step,
-    fmt: f.bytes,
-    delta: 'rel',
-    better: 'lower',
-  },
+  share('MFU', 'Model FLOPs utilisation: all FLOPs of the analysed steps over all their time', (s) => s.mfu, 'higher'),
+  figure('Achieved', 'Useful FLOP/s over the step', achieved, f.tflops, 'higher'),
+  figure(
+    'Median step time',
+    'Median step time (the shares are time-weighted over all steps)',
+    (s) => s.step_time_us,
+    (x) => f.ms(x),
+    'lower',
+  ),
+  share('GPU busy', 'Any GPU activity', (s) => s.gpu_busy_share, 'higher'),
+  share('Kernel time', 'Any kernel running', (s) => s.kernel_time_share, 'higher'),
+  share('SM efficiency', 'SMs filled by the kernels, time-weighted', (s) => s.sm_efficiency, 'higher'),
+  share('Occupancy', 'Estimated achieved occupancy, kernel-time weighted', (s) => s.achieved_occupancy, 'higher'),
+  share('Tensor-core kernels', 'Share of kernel time on tensor cores', (s) => s.tensor_core_kernel_share, 'higher'),
+  share('Memcpy only', 'Step share copying with no kernel running', (s) => s.breakdown?.memcpy, 'lower'),
+  share(
+    'Sync wait',
+    'Step share with the GPU idle while the host waits in a sync',
+    (s) => s.breakdown?.sync_wait ?? s.sync_wait_share,
+    'lower',
+  ),
+  share('Idle', 'Step share with the GPU idle', (s) => s.idle_share, 'lower'),
+  figure('FLOPs / step', 'Useful FLOPs per step', (s) => s.flops_per_step, f.flops, 'neutral'),
+  figure('Kernels / step', 'Kernel launches per step', (s) => s.kernels_per_step, f.counter(0), 'lower'),
+  share('Short kernels', 'Share of kernels under 10 µs', (_s, w) => w.launches?.short_kernel_share, 'lower'),
+  figure(
+    'Launch API / step',
+    'Host time in launch calls',
+    (_s, w) => w.launches?.launch_api_us_per_step,
+    f.dur,
+    'lower',
+  ),
+  figure(
+    'Graph replays / step',
+    'CUDA/HIP graph launches per step: each replays a whole captured graph',
+    (_s, w) => w.launches?.graph_launches_per_step,
+    f.counter(1),
+    'neutral',
+  ),
+  figure(
+    'Kernels in graphs',
+    'Kernels per step run by graph replays, not launched one by one by the host',
+    (_s, w) => w.launches?.graph_kernels_per_step,
+    f.counter(0),
+    'neutral',
+  ),
+  figure('Syncs / step', 'Host-device synchronisations per step', (s) => s.sync_count_per_step, f.counter(), 'lower'),
+  figure('H2D / step', 'Host to device bytes per step', (s) => s.h2d_bytes_per_step, f.bytes, 'neutral'),
+  figure('D2H / step', 'Device to host bytes per step', (s) => s.d2h_bytes_per_step, f.bytes, 'lower'),
 ];
 
 export function deltaNode(m: MetricRow, base: number | null | undefined, v: number | null | undefined): Child {

@@ -5,6 +5,7 @@
 // block, it draws the Overview from it: no routes, no network (the file's CSP allows none).
 import { disposeCharts } from './charts';
 import { type Child, clear, h, icon, replace } from './dom';
+import { brand } from './header';
 import { renderWorker } from './overview';
 import { cssVariables } from './palette';
 import { ranksCard } from './ranks';
@@ -86,12 +87,7 @@ export function renderOffline(p: OfflinePayload): void {
     h(
       'header',
       { class: 'topbar' },
-      h(
-        'div',
-        { class: 'brand' },
-        h('span', { class: 'logo' }, 'MFU'),
-        h('span', { class: 'tagline' }, 'saved report'),
-      ),
+      brand('saved report'),
       h('label', { class: 'picker' }, h('span', null, 'Worker'), select),
       h('div', { class: 'spacer' }),
       h(

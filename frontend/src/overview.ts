@@ -1,7 +1,7 @@
 // The Overview of one worker report (one device of one span of one run): the headline
 // figures, then the cards of the other modules in their order on the page.
 import { copiesCard, kernelsCard, launchesCard, syncsCard } from './activity';
-import { card } from './card';
+import { banner, card } from './card';
 import { chart, tooltipBase, tooltipNode } from './charts';
 import { communicationCard } from './communication';
 import { findingsCard } from './diagnosis';
@@ -43,28 +43,11 @@ function kpi(
   );
 }
 
-function kpis(w: WorkerReport, s: Summary): HTMLElement {
+/** The MFU, or why there is none, over the FLOPs per step and the peak it was measured against. */
+function mfuKpi(w: WorkerReport, s: Summary, impossible: boolean): HTMLElement {
   const fl = w.flops;
   const mfu = f.isNumber(s.mfu) ? s.mfu : null;
   const hasMfu = mfu !== null;
-  const impossible = !hasMfu && (w.flags ?? []).includes('impossible_mfu');
-  const peakFlops = w.device?.peak_flops;
-  // The same figure as MFU, in FLOP/s: all FLOPs of the steps over all their time.
-  const achieved = impossible
-    ? null
-    : mfu !== null && f.isNumber(peakFlops)
-      ? mfu * peakFlops
-      : f.isNumber(s.flops_per_step) && meanStep(s) > 0
-        ? s.flops_per_step / (meanStep(s) / 1e6)
-        : null;
-  const busyT = fl?.achieved_tflops_while_busy ?? null;
-  const whileBusy = impossible
-    ? null
-    : busyT !== null
-      ? busyT * 1e12
-      : achieved !== null && s.gpu_busy_share > 0
-        ? achieved / s.gpu_busy_share
-        : null;
   const src = fl?.headline_source ?? fl?.source ?? null;
   const peak = peakInfo(w);
   const mfuSub = hasMfu
@@ -76,28 +59,56 @@ function kpis(w: WorkerReport, s: Summary): HTMLElement {
         h('div', { class: 'reason', testid: 'mfu-reason' }, mfuReason(w)),
         peak ? h('div', { title: peak.long }, peak.short) : null,
       ];
+  return kpi('MFU', hasMfu ? f.pct(s.mfu) : impossible ? 'impossible' : f.NA, mfuSub, {
+    testid: 'mfu-value',
+    raw: mfu,
+    cls: `kpi-main ${hasMfu ? '' : 'kpi-na'}`,
+    title:
+      'Model FLOPs utilisation: FLOPs of the analysed steps / (their time × peak FLOP/s). A lower bound: the profiler stretches CPU-bound steps.',
+  });
+}
+
+/** The achieved FLOP/s over the step, and while the GPU was busy. */
+function achievedKpi(w: WorkerReport, s: Summary, impossible: boolean): HTMLElement {
+  const mfu = f.isNumber(s.mfu) ? s.mfu : null;
+  const peakFlops = w.device?.peak_flops;
+  // The same figure as MFU, in FLOP/s: all FLOPs of the steps over all their time.
+  const achieved = impossible
+    ? null
+    : mfu !== null && f.isNumber(peakFlops)
+      ? mfu * peakFlops
+      : f.isNumber(s.flops_per_step) && meanStep(s) > 0
+        ? s.flops_per_step / (meanStep(s) / 1e6)
+        : null;
+  const busyT = w.flops?.achieved_tflops_while_busy ?? null;
+  const whileBusy = impossible
+    ? null
+    : busyT !== null
+      ? busyT * 1e12
+      : achieved !== null && s.gpu_busy_share > 0
+        ? achieved / s.gpu_busy_share
+        : null;
+  return kpi(
+    'Achieved',
+    achieved !== null ? f.tflops(achieved) : impossible ? 'impossible' : f.NA,
+    whileBusy !== null
+      ? `${f.tflops(whileBusy)} while GPU busy`
+      : impossible
+        ? 'above the peak: see MFU'
+        : 'needs a FLOP count',
+    {
+      title: 'FLOP/s over the whole step, and over the time the GPU was busy (the matching upper view).',
+    },
+  );
+}
+
+function kpis(w: WorkerReport, s: Summary): HTMLElement {
+  const impossible = !f.isNumber(s.mfu) && (w.flags ?? []).includes('impossible_mfu');
   return h(
     'div',
     { class: 'kpis' },
-    kpi('MFU', hasMfu ? f.pct(s.mfu) : impossible ? 'impossible' : f.NA, mfuSub, {
-      testid: 'mfu-value',
-      raw: mfu,
-      cls: `kpi-main ${hasMfu ? '' : 'kpi-na'}`,
-      title:
-        'Model FLOPs utilisation: FLOPs of the analysed steps / (their time × peak FLOP/s). A lower bound: the profiler stretches CPU-bound steps.',
-    }),
-    kpi(
-      'Achieved',
-      achieved !== null ? f.tflops(achieved) : impossible ? 'impossible' : f.NA,
-      whileBusy !== null
-        ? `${f.tflops(whileBusy)} while GPU busy`
-        : impossible
-          ? 'above the peak: see MFU'
-          : 'needs a FLOP count',
-      {
-        title: 'FLOP/s over the whole step, and over the time the GPU was busy (the matching upper view).',
-      },
-    ),
+    mfuKpi(w, s, impossible),
+    achievedKpi(w, s, impossible),
     kpi(
       'Median step time',
       f.ms(s.step_time_us),
@@ -129,13 +140,11 @@ function kpis(w: WorkerReport, s: Summary): HTMLElement {
   );
 }
 
-function busyVsFast(s: Summary): HTMLElement {
-  const rows: [string, number | null | undefined, string, string][] = [
-    ['GPU busy', s.gpu_busy_share, COLORS.busy, 'any kernel, copy or memset running'],
-    ['Kernel time', s.kernel_time_share, COLORS.kernelShare, 'any kernel running'],
-    ['SM efficiency', s.sm_efficiency, COLORS.smEff, 'SMs actually filled by those kernels'],
-    ['MFU', s.mfu, COLORS.mfu, 'useful FLOPs against the peak'],
-  ];
+/** A bar of the busy chart: label, share, colour, what it counts. */
+type BusyBar = [string, number | null | undefined, string, string];
+
+/** The four shares from busy to useful as horizontal bars out of 100 %. */
+function busyChart(rows: BusyBar[]): HTMLElement {
   const el = h('div', { class: 'chart chart-short', testid: 'busy-chart' });
   queueMicrotask(() =>
     chart(el, {
@@ -181,6 +190,16 @@ function busyVsFast(s: Summary): HTMLElement {
       ],
     }),
   );
+  return el;
+}
+
+function busyVsFast(s: Summary): HTMLElement {
+  const rows: BusyBar[] = [
+    ['GPU busy', s.gpu_busy_share, COLORS.busy, 'any kernel, copy or memset running'],
+    ['Kernel time', s.kernel_time_share, COLORS.kernelShare, 'any kernel running'],
+    ['SM efficiency', s.sm_efficiency, COLORS.smEff, 'SMs actually filled by those kernels'],
+    ['MFU', s.mfu, COLORS.mfu, 'useful FLOPs against the peak'],
+  ];
   const gap = f.isNumber(s.mfu)
     ? s.gpu_busy_share - s.mfu
     : f.isNumber(s.sm_efficiency)
@@ -193,7 +212,7 @@ function busyVsFast(s: Summary): HTMLElement {
     'MFU counts only useful model FLOPs against the peak.',
     gap !== null && gap > 0.2 ? h('strong', null, ` Here ${f.pct(gap, 0)} of the step is busy but not useful.`) : null,
   );
-  return card('Busy is not fast', [el, explain], {
+  return card('Busy is not fast', [busyChart(rows), explain], {
     help: 'A GPU can be busy 100 % of the time and still slow: few SMs filled, or work that is not useful FLOPs. Compare the four bars.',
     testid: 'busy-card',
   });
@@ -262,18 +281,10 @@ function notesCard(w: WorkerReport): HTMLElement {
 export function renderWorker(w: WorkerReport): HTMLElement {
   const s = w.summary;
   if (w.error || !s) {
-    return h(
-      'div',
-      { class: 'banner error', testid: 'worker-error' },
-      icon(ICONS.error, 16),
-      h(
-        'div',
-        null,
-        h('strong', null, `Cannot analyse ${w.name}${w.span ? ` (span ${w.span})` : ''}`),
-        h('div', { class: 'mono' }, w.error ?? 'no summary'),
-        h('div', { class: 'dim mono' }, w.file),
-      ),
-    );
+    return banner('error', 'worker-error', `Cannot analyse ${w.name}${w.span ? ` (span ${w.span})` : ''}`, [
+      h('div', { class: 'mono' }, w.error ?? 'no summary'),
+      h('div', { class: 'dim mono' }, w.file),
+    ]);
   }
   return h(
     'div',

@@ -8,7 +8,7 @@ import { chart, tooltipBase, tooltipNode, valueAxisStyle } from './charts';
 import { h } from './dom';
 import * as f from './format';
 import { COLORS, SERIES, UI } from './palette';
-import { table } from './table';
+import { type Column, numColumn, plainHead, table } from './table';
 import type { Roofline, RooflineClass, RooflineOp, WorkerReport } from './types';
 
 echarts.use([ScatterChart, LineChart]);
@@ -76,9 +76,18 @@ function placed(o: RooflineOp): o is Placed {
   return f.isNumber(o.intensity) && o.intensity > 0 && f.isNumber(o.achieved_flops) && o.achieved_flops > 0;
 }
 
-/** The roofline of ``peak`` FLOP/s and ``bw`` bytes/s, with the ops on it. */
-function rooflineChart(peak: number, bw: number, plotted: Placed[]): HTMLElement {
-  const el = h('div', { class: 'chart tall', testid: 'roofline-chart' });
+/** The chart's log axes: every op and both roofs inside, with room around them. */
+interface Frame {
+  ridge: number; // the intensity where the memory roof meets the compute roof
+  xs: number[]; // the ops' intensities
+  ys: number[]; // their TFLOP/s
+  xmin: number;
+  xmax: number;
+  ymin: number;
+  ymax: number;
+}
+
+function frame(peak: number, bw: number, plotted: Placed[]): Frame {
   const ridge = peak / bw;
   const xs = plotted.map((o) => o.intensity);
   const ys = plotted.map((o) => o.achieved_flops / 1e12);
@@ -86,6 +95,43 @@ function rooflineChart(peak: number, bw: number, plotted: Placed[]): HTMLElement
   const xmax = 10 ** Math.ceil(Math.log10(Math.max(ridge * 10, ...xs) * 2));
   const ymin = 10 ** Math.floor(Math.log10(Math.max(1e-6, Math.min((bw * xmin) / 1e12, ...ys) / 2)));
   const ymax = 10 ** Math.ceil(Math.log10((peak / 1e12) * 2));
+  return { ridge, xs, ys, xmin, xmax, ymin, ymax };
+}
+
+/** The two roofs as lines: bandwidth x intensity up to the ridge, the peak after it. */
+function roofLines(peak: number, bw: number, fr: Frame): object[] {
+  return [
+    {
+      name: `Memory roof (${f.gbps(bw / 1e9)})`,
+      type: 'line',
+      data: [
+        [fr.xmin, (bw * fr.xmin) / 1e12],
+        [fr.ridge, peak / 1e12],
+      ],
+      showSymbol: false,
+      lineStyle: { color: UI.dim, width: 2 },
+      itemStyle: { color: UI.dim },
+      z: 1,
+    },
+    {
+      name: `Compute roof (${f.tflops(peak)})`,
+      type: 'line',
+      data: [
+        [fr.ridge, peak / 1e12],
+        [fr.xmax, peak / 1e12],
+      ],
+      showSymbol: false,
+      lineStyle: { color: UI.text, width: 2, type: 'dashed' },
+      itemStyle: { color: UI.text },
+      z: 1,
+    },
+  ];
+}
+
+/** The roofline of ``peak`` FLOP/s and ``bw`` bytes/s, with the ops on it. */
+function rooflineChart(peak: number, bw: number, plotted: Placed[]): HTMLElement {
+  const el = h('div', { class: 'chart tall', testid: 'roofline-chart' });
+  const fr = frame(peak, bw, plotted);
   const maxUs = Math.max(1e-9, ...plotted.map((o) => o.us_per_step));
   const classes = Array.from(new Set(plotted.map((o) => o.class)));
   const axisStyle = {
@@ -98,54 +144,31 @@ function rooflineChart(peak: number, bw: number, plotted: Placed[]): HTMLElement
       legend: { top: 0, textStyle: { color: UI.text }, type: 'scroll' },
       xAxis: {
         type: 'log',
-        min: xmin,
-        max: xmax,
+        min: fr.xmin,
+        max: fr.xmax,
         interval: 1,
         name: 'arithmetic intensity (FLOP / byte)',
         nameLocation: 'middle',
         nameGap: 28,
         ...axisStyle,
       },
-      yAxis: { type: 'log', min: ymin, max: ymax, interval: 1, name: 'TFLOP/s', ...axisStyle },
+      yAxis: { type: 'log', min: fr.ymin, max: fr.ymax, interval: 1, name: 'TFLOP/s', ...axisStyle },
       tooltip: {
         ...tooltipBase,
         trigger: 'item',
         formatter: (p: { seriesType: string; data: number[]; seriesName: string }) => {
           if (p.seriesType === 'scatter') return opTooltip(plotted[p.data[2]]);
-          return tooltipNode(p.seriesName, [[UI.text, 'Ridge', intensityText(ridge)]]);
+          return tooltipNode(p.seriesName, [[UI.text, 'Ridge', intensityText(fr.ridge)]]);
         },
       },
       series: [
-        {
-          name: `Memory roof (${f.gbps(bw / 1e9)})`,
-          type: 'line',
-          data: [
-            [xmin, (bw * xmin) / 1e12],
-            [ridge, peak / 1e12],
-          ],
-          showSymbol: false,
-          lineStyle: { color: UI.dim, width: 2 },
-          itemStyle: { color: UI.dim },
-          z: 1,
-        },
-        {
-          name: `Compute roof (${f.tflops(peak)})`,
-          type: 'line',
-          data: [
-            [ridge, peak / 1e12],
-            [xmax, peak / 1e12],
-          ],
-          showSymbol: false,
-          lineStyle: { color: UI.text, width: 2, type: 'dashed' },
-          itemStyle: { color: UI.text },
-          z: 1,
-        },
+        ...roofLines(peak, bw, fr),
         ...classes.map((c) => ({
           name: c,
           type: 'scatter',
           itemStyle: { color: classColor(c), opacity: 0.8, borderColor: UI.surface, borderWidth: 0.5 },
           symbolSize: (d: number[]) => 6 + 34 * Math.sqrt(plotted[d[2]].us_per_step / maxUs),
-          data: plotted.map((_, i) => [xs[i], ys[i], i] as number[]).filter((d) => plotted[d[2]].class === c),
+          data: plotted.map((_, i) => [fr.xs[i], fr.ys[i], i] as number[]).filter((d) => plotted[d[2]].class === c),
           z: 2,
         })),
       ],
@@ -176,90 +199,59 @@ function facts(r: Roofline): HTMLElement {
   );
 }
 
+const OP_COLUMNS: Column<RooflineOp>[] = [
+  {
+    key: 'name',
+    label: 'Op',
+    value: (o) => o.name,
+    cls: 'kcell',
+    cell: (o) =>
+      h(
+        'span',
+        { class: 'kname mono', title: `${o.name} ${o.shapes}` },
+        o.name,
+        h('span', { class: 'dim' }, ` ${o.shapes}`),
+      ),
+  },
+  { key: 'class', label: 'Class', value: (o) => o.class, cell: (o) => `${o.class}${o.dtype ? ` · ${o.dtype}` : ''}` },
+  { key: 'bound', label: 'Bound', value: (o) => o.bound ?? '', cell: (o) => o.bound ?? f.NA },
+  numColumn('time', 'Time / step', (o) => o.us_per_step, f.dur),
+  numColumn('intensity', 'Intensity', (o) => o.intensity, intensityText, 'FLOPs per byte of minimum HBM traffic'),
+  {
+    key: 'achieved',
+    label: 'Achieved',
+    num: true,
+    value: (o) => (o.bound === 'compute' ? o.achieved_flops : o.achieved_bandwidth),
+    cell: achievedText,
+    title: "FLOP/s for compute-bound ops, HBM bytes/s for memory-bound ones, over the op's GPU time",
+  },
+  {
+    key: 'share',
+    label: 'Share of roof',
+    num: true,
+    value: (o) => o.roof_share,
+    cell: (o) => h('span', { class: o.above_roof ? 'warn-text' : '' }, shareText(o)),
+    title: 'Time at the roof / GPU time. Above 100 %: cached data or a byte model that over-counts',
+  },
+  numColumn('lost', 'Lost / step', (o) => o.lost_us_per_step, f.dur, 'GPU time minus the time at the roof'),
+];
+
 function opsTable(ops: RooflineOp[]): HTMLElement {
-  return table<RooflineOp>(
-    ops,
-    [
-      {
-        key: 'name',
-        label: 'Op',
-        value: (o) => o.name,
-        cls: 'kcell',
-        cell: (o) =>
-          h(
-            'span',
-            { class: 'kname mono', title: `${o.name} ${o.shapes}` },
-            o.name,
-            h('span', { class: 'dim' }, ` ${o.shapes}`),
-          ),
-      },
-      {
-        key: 'class',
-        label: 'Class',
-        value: (o) => o.class,
-        cell: (o) => `${o.class}${o.dtype ? ` · ${o.dtype}` : ''}`,
-      },
-      { key: 'bound', label: 'Bound', value: (o) => o.bound ?? '', cell: (o) => o.bound ?? f.NA },
-      { key: 'time', label: 'Time / step', num: true, value: (o) => o.us_per_step, cell: (o) => f.dur(o.us_per_step) },
-      {
-        key: 'intensity',
-        label: 'Intensity',
-        num: true,
-        value: (o) => o.intensity,
-        cell: (o) => intensityText(o.intensity),
-        title: 'FLOPs per byte of minimum HBM traffic',
-      },
-      {
-        key: 'achieved',
-        label: 'Achieved',
-        num: true,
-        value: (o) => (o.bound === 'compute' ? o.achieved_flops : o.achieved_bandwidth),
-        cell: achievedText,
-        title: "FLOP/s for compute-bound ops, HBM bytes/s for memory-bound ones, over the op's GPU time",
-      },
-      {
-        key: 'share',
-        label: 'Share of roof',
-        num: true,
-        value: (o) => o.roof_share,
-        cell: (o) => h('span', { class: o.above_roof ? 'warn-text' : '' }, shareText(o)),
-        title: 'Time at the roof / GPU time. Above 100 %: cached data or a byte model that over-counts',
-      },
-      {
-        key: 'lost',
-        label: 'Lost / step',
-        num: true,
-        value: (o) => o.lost_us_per_step,
-        cell: (o) => f.dur(o.lost_us_per_step),
-        title: 'GPU time minus the time at the roof',
-      },
-    ],
-    {
-      testid: 'roofline-table',
-      sortKey: 'lost',
-      maxRows: 12,
-      filter: (o, q) => `${o.name} ${o.class} ${o.shapes}`.toLowerCase().includes(q),
-      filterPlaceholder: 'Filter ops by name, class or shape',
-      empty: 'No ops on the roofline.',
-    },
-  );
+  return table<RooflineOp>(ops, OP_COLUMNS, {
+    testid: 'roofline-table',
+    sortKey: 'lost',
+    maxRows: 12,
+    filter: (o, q) => `${o.name} ${o.class} ${o.shapes}`.toLowerCase().includes(q),
+    filterPlaceholder: 'Filter ops by name, class or shape',
+    empty: 'No ops on the roofline.',
+  });
 }
 
 function classesTable(cs: RooflineClass[]): HTMLElement {
   return h(
     'table',
     { class: 'grid compact', testid: 'roofline-classes' },
-    h(
-      'thead',
-      null,
-      h(
-        'tr',
-        null,
-        ['Class', 'Time / step', 'Bound', 'Achieved', 'Share of roof', 'Lost / step'].map((t, i) =>
-          h('th', { class: i ? 'num' : '' }, t),
-        ),
-      ),
-    ),
+    plainHead('Class', 'Time / step', 'Bound', 'Achieved', 'Share of roof', 'Lost / step'),
     h(
       'tbody',
       null,

@@ -1,6 +1,6 @@
 // How the tab shows where the runs are: their load-state labels, the header's status line,
 // the loading strip, and the panels shown instead of a report (progress, empty, error).
-import { card } from './card';
+import { banner, card } from './card';
 import { type Child, h, ICONS, icon } from './dom';
 import * as f from './format';
 import type { PendingFile, RunStatus, RunsBody } from './types';
@@ -141,21 +141,17 @@ export function progressPanel(r: RunStatus): HTMLElement {
 /** A run whose first files are in: how many, the progress, and what still comes. */
 export function partialBanner(r: RunStatus, pending: PendingFile[]): HTMLElement {
   const files = r.workers.reduce((n, w) => n + w.spans.length, 0);
-  return h(
-    'div',
-    { class: 'banner info', testid: 'partial-banner' },
-    h('span', { class: 'spinner' }),
+  return banner(
+    'info',
+    'partial-banner',
+    `${files - pending.length} of ${files} files analysed · ${f.pct(r.progress, 0)}`,
     h(
       'div',
       null,
-      h('strong', null, `${files - pending.length} of ${files} files analysed · ${f.pct(r.progress, 0)}`),
-      h(
-        'div',
-        null,
-        'The ranks fill in as their files are analysed; the straggler and Compare come when all are in. Still analysing: ',
-        pending.map((p, i) => [i ? ', ' : '', h('span', { class: 'mono' }, p.worker), ` (${pendingLabel(p)})`]),
-      ),
+      'The ranks fill in as their files are analysed; the straggler and Compare come when all are in. Still analysing: ',
+      pending.map((p, i) => [i ? ', ' : '', h('span', { class: 'mono' }, p.worker), ` (${pendingLabel(p)})`]),
     ),
+    h('span', { class: 'spinner' }),
   );
 }
 
@@ -195,15 +191,6 @@ export function emptyPanel(sources: RunsBody['sources']): HTMLElement {
 }
 
 export function errorPanel(title: string, lines: string[]): HTMLElement {
-  return h(
-    'div',
-    { class: 'banner error', testid: 'run-error' },
-    icon(ICONS.error, 16),
-    h(
-      'div',
-      null,
-      h('strong', null, title),
-      lines.map((l) => h('div', { class: 'mono' }, l)),
-    ),
-  );
+  const body = lines.map((l) => h('div', { class: 'mono' }, l));
+  return banner('error', 'run-error', title, body);
 }

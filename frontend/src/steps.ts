@@ -5,6 +5,7 @@ import { axisTooltip, chart, tooltipNode, valueAxisStyle } from './charts';
 import { h } from './dom';
 import * as f from './format';
 import { COLORS, UI } from './palette';
+import { plainHead } from './table';
 import type { Spread, Step, Summary, WorkerReport } from './types';
 
 export const BREAKDOWN: { key: string; label: string; color: string; help: string }[] = [
@@ -133,18 +134,7 @@ function spreadBlock(s: Summary): HTMLElement | null {
       testid: 'step-spread',
       title: 'Over the analysed steps: p10/p90 interpolate linearly between the sorted per-step values.',
     },
-    h(
-      'thead',
-      null,
-      h(
-        'tr',
-        null,
-        h('th', null, 'Per step'),
-        h('th', { class: 'num' }, 'Median'),
-        h('th', { class: 'num' }, 'p10 – p90'),
-        h('th', { class: 'num' }, 'Min – max'),
-      ),
-    ),
+    plainHead('Per step', 'Median', 'p10 – p90', 'Min – max'),
     h(
       'tbody',
       null,

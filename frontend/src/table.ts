@@ -32,6 +32,75 @@ function cmp(a: unknown, b: unknown): number {
   return String(a).localeCompare(String(b));
 }
 
+/** A column's header cell: its label and sort arrow; a click or Enter sorts by it. */
+function headCell<T>(c: Column<T>, active: boolean, desc: boolean, sortBy: (c: Column<T>) => void): HTMLElement {
+  const arrow = active ? (desc ? ' ▼' : ' ▲') : '';
+  return h(
+    'th',
+    {
+      class: `${c.num ? 'num' : ''} sortable ${active ? 'sorted' : ''}`,
+      title: c.title ?? `Sort by ${c.label}`,
+      props: { tabIndex: 0 },
+      attrs: { 'aria-sort': active ? (desc ? 'descending' : 'ascending') : 'none', role: 'columnheader' },
+      data: { key: c.key },
+      on: {
+        click: () => sortBy(c),
+        keydown: (ev) => {
+          if ((ev as KeyboardEvent).key === 'Enter') sortBy(c);
+        },
+      },
+    },
+    c.label,
+    h('span', { class: 'arrow' }, arrow),
+  );
+}
+
+/** Sorts ``data`` in place by ``col``: missing values last in either direction. */
+function sortRows<T>(data: T[], col: Column<T> | undefined, desc: boolean): void {
+  if (!col) return;
+  data.sort((a, b) => {
+    const va = col.value(a);
+    const vb = col.value(b);
+    const missingA = va === null || va === undefined;
+    const missingB = vb === null || vb === undefined;
+    if (missingA || missingB) return cmp(va, vb);
+    return desc ? -cmp(va, vb) : cmp(va, vb);
+  });
+}
+
+/** The body rows of ``shown``, or one row that says there is nothing. */
+function bodyRows<T>(shown: T[], columns: Column<T>[], opts: TableOptions<T>): Child {
+  if (!shown.length)
+    return h(
+      'tr',
+      null,
+      h('td', { class: 'empty', props: { colSpan: columns.length } }, opts.empty ?? 'Nothing to show'),
+    );
+  return shown.map((r) =>
+    h(
+      'tr',
+      opts.rowTitle ? { title: opts.rowTitle(r) } : null,
+      columns.map((c) => {
+        const v = c.cell ? c.cell(r) : c.value(r);
+        return h(
+          'td',
+          { class: `${c.num ? 'num' : ''} ${c.cls ?? ''}` },
+          v === null || v === undefined ? '—' : (v as Child),
+        );
+      }),
+    ),
+  );
+}
+
+/** The filter box; ``onQuery`` gets what is typed, trimmed and lower-cased. */
+function filterInput(placeholder: string | undefined, onQuery: (q: string) => void): HTMLElement {
+  return h('input', {
+    class: 'filter',
+    props: { type: 'search', placeholder: placeholder ?? 'Filter' },
+    on: { input: (ev) => onQuery((ev.target as HTMLInputElement).value.trim().toLowerCase()) },
+  });
+}
+
 export function table<T>(rows: T[], columns: Column<T>[], opts: TableOptions<T> = {}): HTMLElement {
   let sortKey = opts.sortKey ?? '';
   let desc = opts.sortDesc ?? true;
@@ -45,28 +114,7 @@ export function table<T>(rows: T[], columns: Column<T>[], opts: TableOptions<T> 
   const renderHead = () => {
     replace(
       headRow,
-      columns.map((c) => {
-        const active = c.key === sortKey;
-        const arrow = active ? (desc ? ' ▼' : ' ▲') : '';
-        return h(
-          'th',
-          {
-            class: `${c.num ? 'num' : ''} sortable ${active ? 'sorted' : ''}`,
-            title: c.title ?? `Sort by ${c.label}`,
-            props: { tabIndex: 0 },
-            attrs: { 'aria-sort': active ? (desc ? 'descending' : 'ascending') : 'none', role: 'columnheader' },
-            data: { key: c.key },
-            on: {
-              click: () => sortBy(c),
-              keydown: (ev) => {
-                if ((ev as KeyboardEvent).key === 'Enter') sortBy(c);
-              },
-            },
-          },
-          c.label,
-          h('span', { class: 'arrow' }, arrow),
-        );
-      }),
+      columns.map((c) => headCell(c, c.key === sortKey, desc, sortBy)),
     );
   };
 
@@ -85,57 +133,17 @@ export function table<T>(rows: T[], columns: Column<T>[], opts: TableOptions<T> 
     const keep = opts.filter;
     if (query && keep) data = data.filter((r) => keep(r, query));
     const col = columns.find((c) => c.key === sortKey);
-    if (col) {
-      data.sort((a, b) => {
-        const va = col.value(a);
-        const vb = col.value(b);
-        const missingA = va === null || va === undefined;
-        const missingB = vb === null || vb === undefined;
-        if (missingA || missingB) return cmp(va, vb);
-        return desc ? -cmp(va, vb) : cmp(va, vb);
-      });
-    }
+    sortRows(data, col, desc);
     const limit = opts.maxRows && !showAll ? opts.maxRows : data.length;
-    const shown = data.slice(0, limit);
-    replace(
-      tbody,
-      shown.length
-        ? shown.map((r) =>
-            h(
-              'tr',
-              opts.rowTitle ? { title: opts.rowTitle(r) } : null,
-              columns.map((c) => {
-                const v = c.cell ? c.cell(r) : c.value(r);
-                return h(
-                  'td',
-                  { class: `${c.num ? 'num' : ''} ${c.cls ?? ''}` },
-                  v === null || v === undefined ? '—' : (v as Child),
-                );
-              }),
-            ),
-          )
-        : h(
-            'tr',
-            null,
-            h('td', { class: 'empty', props: { colSpan: columns.length } }, opts.empty ?? 'Nothing to show'),
-          ),
-    );
+    replace(tbody, bodyRows(data.slice(0, limit), columns, opts));
+    const showMore = () => {
+      showAll = true;
+      renderBody();
+    };
     replace(
       more,
       data.length > limit
-        ? h(
-            'button',
-            {
-              class: 'link',
-              on: {
-                click: () => {
-                  showAll = true;
-                  renderBody();
-                },
-              },
-            },
-            `Show all ${data.length} rows`,
-          )
+        ? h('button', { class: 'link', on: { click: showMore } }, `Show all ${data.length} rows`)
         : null,
     );
   };
@@ -143,21 +151,57 @@ export function table<T>(rows: T[], columns: Column<T>[], opts: TableOptions<T> 
   renderHead();
   renderBody();
   const filterBox = opts.filter
-    ? h('input', {
-        class: 'filter',
-        props: { type: 'search', placeholder: opts.filterPlaceholder ?? 'Filter' },
-        on: {
-          input: (ev) => {
-            query = (ev.target as HTMLInputElement).value.trim().toLowerCase();
-            renderBody();
-          },
-        },
+    ? filterInput(opts.filterPlaceholder, (q) => {
+        query = q;
+        renderBody();
       })
     : null;
   wrap.append(
     ...([filterBox, h('table', { class: 'grid' }, h('thead', null, headRow), tbody), more].filter(Boolean) as Node[]),
   );
   return wrap;
+}
+
+/** A right-aligned number column, sorted by the number and shown through ``fmt``. */
+export function numColumn<T, V extends number | null | undefined>(
+  key: string,
+  label: string,
+  value: (row: T) => V,
+  fmt: (x: V) => Child,
+  title?: string,
+): Column<T> {
+  return { key, label, num: true, value, cell: (r) => fmt(value(r)), title };
+}
+
+/** A kernel's (or op's) name in monospace, cut to the cell with the whole name as its tooltip. */
+export function kernelNameColumn<T extends { name: string }>(): Column<T> {
+  return {
+    key: 'name',
+    label: 'Kernel',
+    value: (r) => r.name,
+    cell: (r) => h('span', { class: 'kname mono', title: r.name }, r.name),
+    cls: 'kcell',
+  };
+}
+
+/** The filter of a table of kernels: by a part of the name. */
+export const kernelFilter = {
+  filter: (r: { name: string }, q: string) => r.name.toLowerCase().includes(q),
+  filterPlaceholder: 'Filter kernels by name',
+};
+
+/** The head of a plain (unsorted) table: the first column's label, then right-aligned figures'. */
+export function plainHead(first: string, ...figures: string[]): HTMLElement {
+  return h(
+    'thead',
+    null,
+    h(
+      'tr',
+      null,
+      h('th', null, first),
+      figures.map((t) => h('th', { class: 'num' }, t)),
+    ),
+  );
 }
 
 /** A share as text over a bar as long as its part of ``max``. */

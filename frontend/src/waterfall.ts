@@ -5,6 +5,7 @@ import { axisTooltip, chart, msPerStepAxis, tooltipNode } from './charts';
 import { h } from './dom';
 import * as f from './format';
 import { SERIES, UI } from './palette';
+import { plainHead } from './table';
 import type { WaterfallBar, WorkerReport } from './types';
 
 const WF_COLORS: Record<string, string> = {
@@ -50,6 +51,35 @@ export function waterfallBars(rows: WaterfallBar[]): WfBar[] {
   return bars;
 }
 
+/** An invisible bar up to where each bar hangs, and the bar itself, labelled with its share. */
+function waterfallSeries(bars: WfBar[]): object[] {
+  return [
+    {
+      type: 'bar',
+      stack: 'wf',
+      silent: true,
+      itemStyle: { color: 'transparent' },
+      data: bars.map((b) => +b.base.toFixed(4)),
+    },
+    {
+      type: 'bar',
+      stack: 'wf',
+      barMaxWidth: 16,
+      data: bars.map((b) => ({ value: +b.value.toFixed(4), itemStyle: { color: b.color, borderRadius: 2 } })),
+      label: {
+        show: true,
+        position: 'right',
+        fontSize: 11,
+        color: UI.dim,
+        formatter: (p: { dataIndex: number }) => {
+          const b = bars[p.dataIndex];
+          return `${b.kind === 'loss' ? '−' : ''}${f.pct(b.share)}`;
+        },
+      },
+    },
+  ];
+}
+
 /** The bars drawn from the step down to MFU: each loss hangs from what is left before it. */
 function waterfallChart(bars: WfBar[]): HTMLElement {
   const el = h('div', {
@@ -84,31 +114,7 @@ function waterfallChart(bars: WfBar[]): HTMLElement {
           );
         },
       },
-      series: [
-        {
-          type: 'bar',
-          stack: 'wf',
-          silent: true,
-          itemStyle: { color: 'transparent' },
-          data: bars.map((b) => +b.base.toFixed(4)),
-        },
-        {
-          type: 'bar',
-          stack: 'wf',
-          barMaxWidth: 16,
-          data: bars.map((b) => ({ value: +b.value.toFixed(4), itemStyle: { color: b.color, borderRadius: 2 } })),
-          label: {
-            show: true,
-            position: 'right',
-            fontSize: 11,
-            color: UI.dim,
-            formatter: (p: { dataIndex: number }) => {
-              const b = bars[p.dataIndex];
-              return `${b.kind === 'loss' ? '−' : ''}${f.pct(b.share)}`;
-            },
-          },
-        },
-      ],
+      series: waterfallSeries(bars),
     }),
   );
   return el;
@@ -119,17 +125,7 @@ function waterfallTable(rows: WaterfallBar[]): HTMLElement {
   return h(
     'table',
     { class: 'grid compact wf-table', testid: 'waterfall' },
-    h(
-      'thead',
-      null,
-      h(
-        'tr',
-        null,
-        h('th', null, 'Step time, split'),
-        h('th', { class: 'num' }, 'Per step'),
-        h('th', { class: 'num' }, 'Share'),
-      ),
-    ),
+    plainHead('Step time, split', 'Per step', 'Share'),
     h(
       'tbody',
       null,
