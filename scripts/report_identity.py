@@ -9,6 +9,7 @@ because it names the code that wrote the report, not what the report says.
 
     python scripts/report_identity.py            # against HEAD
     python scripts/report_identity.py --rev 9afe34c
+    python scripts/report_identity.py /tmp/big.pt.trace.json   # and these traces too (a scaled one)
 
 Exit status 0 means identical; 1 lists the paths whose reports differ.
 """
@@ -52,9 +53,14 @@ def canonical(package_root: Path, path: Path) -> bytes:
     return json.dumps(report, sort_keys=True).encode()
 
 
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT.parent)) if path.is_relative_to(ROOT.parent) else str(path)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rev", default="HEAD", help="git revision to compare against")
+    parser.add_argument("extra", nargs="*", type=Path, help="more traces or run folders to compare")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         before = Path(tmp) / "before"
@@ -65,10 +71,10 @@ def main() -> int:
         )
         try:
             differ = []
-            paths = inputs()
+            paths = inputs() + [p.resolve() for p in args.extra]
             for number, path in enumerate(paths, 1):
                 same = canonical(before, path) == canonical(ROOT, path)
-                print(f"[{number}/{len(paths)}] {'same   ' if same else 'DIFFERS'} {path.relative_to(ROOT.parent)}")
+                print(f"[{number}/{len(paths)}] {'same   ' if same else 'DIFFERS'} {_shown(path)}")
                 if not same:
                     differ.append(path)
         finally:

@@ -102,7 +102,7 @@ def analyze_tables(
             reason += f" ({' '.join(tables.meta.notes)})"
         return [WorkerReport(name=worker, span=span, file=tables.meta.path, error=reason_line(reason))]
     notes = list(tables.meta.notes)
-    bad_shapes = implausible_input_ops(tables.names, tables.cpu.name, tables.cpu.inputs)
+    bad_shapes = implausible_input_ops(tables.names, tables.cpu)
     if bad_shapes:
         notes.append(
             f"{bad_shapes} ops have impossible recorded shapes (negative dims or absurd sizes): "

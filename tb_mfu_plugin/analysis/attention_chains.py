@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -62,11 +63,15 @@ class _Node:
 
 
 def _dims(tables: TraceTables, row: int) -> list[list[int]] | None:
-    rec = tables.cpu.inputs.get(row)
-    if rec is None or rec.dims is None:
-        return None
+    rec = tables.cpu.inputs_at(row)
+    return None if rec is None or rec.dims is None else _parsed_dims(rec.dims)
+
+
+@lru_cache(maxsize=4096)
+def _parsed_dims(dims: bytes) -> list[list[int]] | None:
+    """Recorded ``Input Dims``, parsed once per distinct record (callers only read them)."""
     try:
-        d = json.loads(rec.dims)
+        d = json.loads(dims)
     except ValueError:
         return None
     return [x for x in d if isinstance(x, list)] if isinstance(d, list) else None

@@ -29,7 +29,7 @@ def conv_out_hints(tables: TraceTables, frows: np.ndarray) -> dict[ConvKey, tupl
     seen: dict[ConvKey, tuple[int, ...] | None] = {}
     for r in frows.tolist():
         idx = F.CONV_BACKWARD_DIMS.get(names[c.name[r]])
-        inp = c.inputs.get(r)
+        inp = c.inputs_at(r)
         if idx is None or inp is None:
             continue
         p = parse_inputs(inp)
@@ -50,7 +50,7 @@ def _forward_convs_lack_concrete(tables: TraceTables, frows: np.ndarray) -> bool
     c, names = tables.cpu, tables.names
     for r in frows.tolist():
         if names[c.name[r]] in F.CONV_FORWARD:
-            inp = c.inputs.get(r)
+            inp = c.inputs_at(r)
             return inp is not None and not inp.concrete
     return False
 

@@ -125,9 +125,10 @@ def _estimate_all(tables: TraceTables, ax: ThreadAxis) -> _Estimates:
     fl, rec, exact = np.full(n, np.nan), np.zeros(n), np.ones(n, bool)
     dtype, family, direction = np.empty(n, object), np.empty(n, object), np.empty(n, object)
     missing_shapes = 0
-    for i, r in enumerate(frows.tolist()):
+    records = c.input_records
+    for i, (r, rec_id) in enumerate(zip(frows.tolist(), c.input_id[frows].tolist(), strict=True)):
         name = names[c.name[r]]
-        inp = c.inputs.get(r)
+        inp = records[rec_id] if rec_id >= 0 else None
         est = F.estimate(name, inp, _hints(name, inp, conv_out, grad_input.get(r))) if inp is not None else None
         if est is None:
             arg = c.flops[r]

@@ -24,11 +24,12 @@ since a training trace repeats the same few hundred shapes thousands of times.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
 
-from ..trace.tables import OpInputs
+import numpy as np
+
+from ..trace.tables import CpuTable, OpInputs
 from .flop_formulas import (
     FlopEstimate,
     Formula,
@@ -169,12 +170,19 @@ def _implausible(name: str, dims: bytes | None, types: bytes | None, concrete: b
     return e is not None and not _plausible_flops(e)
 
 
-def implausible_input_ops(names: Sequence[str], op_names: Any, inputs: Mapping[int, OpInputs]) -> int:
-    """How many kept ops have impossible recorded shapes (and therefore unknown FLOPs).
-
-    ``op_names`` is the cpu table's name column, ``inputs`` its recorded inputs.
-    """
-    return sum(1 for row, i in inputs.items() if _implausible(names[int(op_names[row])], i.dims, i.types, i.concrete))
+def implausible_input_ops(names: Sequence[str], cpu: CpuTable) -> int:
+    """How many kept ops of the cpu table have impossible recorded shapes (and therefore unknown
+    FLOPs); each distinct (op, inputs) pair is judged once."""
+    codes, ids, pair_of = cpu.distinct_inputs(cpu.input_rows)
+    if not len(codes):
+        return 0
+    counts = np.bincount(pair_of, minlength=len(codes))
+    records = cpu.input_records
+    return sum(
+        n
+        for code, i, n in zip(codes.tolist(), ids.tolist(), counts.tolist(), strict=True)
+        if _implausible(names[code], records[i].dims, records[i].types, records[i].concrete)
+    )
 
 
 def _plausible_flops(e: FlopEstimate) -> bool:

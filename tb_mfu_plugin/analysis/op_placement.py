@@ -86,13 +86,13 @@ def _shape_keys(tables: TraceTables, rows: np.ndarray) -> tuple[list[_Key], np.n
     """The distinct (op, recorded inputs) keys of ``rows`` and each row's key (-1: no inputs).
     A step repeats the same few hundred keys thousands of times: each is estimated once."""
     c = tables.cpu
-    keys: dict[_Key, int] = {}
-    key_of = np.full(len(rows), -1, np.int64)
-    for i, (r, code) in enumerate(zip(rows.tolist(), c.name[rows].tolist(), strict=True)):
-        inp = c.inputs.get(r)
-        if inp is not None:
-            key_of[i] = keys.setdefault((code, inp.dims, inp.types, inp.concrete), len(keys))
-    return list(keys), key_of
+    codes, ids, key_of = c.distinct_inputs(rows)
+    records = c.input_records
+    keys = [
+        (code, records[i].dims, records[i].types, records[i].concrete)
+        for code, i in zip(codes.tolist(), ids.tolist(), strict=True)
+    ]
+    return keys, key_of
 
 
 def _key_costs(tables: TraceTables, rows: np.ndarray, keys: list[_Key]) -> list[B.OpCost | None]:

@@ -23,6 +23,16 @@ from ..trace.tables import KERNEL, MEMCPY, MEMSET, OP, TraceTables
 from .thresholds import Thresholds
 
 
+def _first_type(types: bytes | None) -> str | None:
+    """The first entry of a recorded ``Input type`` list, when it is a non-empty string."""
+    try:
+        parsed = json.loads(types) if types is not None else None
+    except ValueError:
+        return None
+    first = parsed[0] if isinstance(parsed, list) and parsed else None
+    return first if isinstance(first, str) and first else None
+
+
 @dataclass(frozen=True)
 class SyncCause:
     subject: str  # what the user wrote, e.g. "tensor.item()"
@@ -63,17 +73,14 @@ class Context:
         counted. Two rules read it; computed once, since the roofline keeps many more ops' shapes."""
         out: dict[str, int] = {}
         cpu = self.tables.cpu
-        # one regex test per distinct name, not per op
+        # one regex test per distinct name, and one parse per distinct record, not per op
         matmul = self.tables.name_codes(re.compile(r"mm|matmul|conv|linear").search)
-        for row, rec in cpu.inputs.items():
-            if rec.types is None or not matmul[cpu.name[row]]:
-                continue
-            try:
-                types = json.loads(rec.types)
-            except ValueError:
-                continue
-            if types and isinstance(types[0], str) and types[0]:
-                out[types[0]] = out.get(types[0], 0) + 1
+        rows = cpu.input_rows
+        ids, counts = np.unique(cpu.input_id[rows[matmul[cpu.name[rows]]]], return_counts=True)
+        for i, n in zip(ids.tolist(), counts.tolist(), strict=True):
+            first = _first_type(cpu.input_records[i].types)
+            if first:
+                out[first] = out.get(first, 0) + n
         return out
 
     @cached_property

@@ -23,11 +23,12 @@ from typing import Any
 import numpy as np
 
 from . import schema
+from .categories import CAT_CLASS, CPU, GPU, NO_CAT, kind_without_category
 from .comm_args import CommArgs, comm_column, renumber
 from .schema import Event
-from .tables import ANNOTATION, DRIVER, KERNEL, MEMCPY, MEMSET, OP, RUNTIME, CpuTable, GpuTable, OpInputs, TraceMeta
+from .tables import ANNOTATION, CpuTable, GpuTable, OpInputs, TraceMeta
 from .tables import TraceTables as TraceTables
-from .values import INT64_MAX, MAX_ABS_TS, MAX_COPY_BYTES, MAX_DUR, MAX_PER_SM, floats, in_int64, products
+from .values import MAX_ABS_TS, MAX_COPY_BYTES, MAX_DUR, MAX_PER_SM, floats, in_int64, products
 
 _get = {k: attrgetter(k) for k in ("ph", "cat", "name", "ts", "dur", "pid", "tid", "args")}
 _arg = {
@@ -46,18 +47,6 @@ _arg = {
         "block",
         "collective",
     )
-}
-
-# cat as written -> table * 8 + kind; table 0 = skip, 1 = cpu, 2 = gpu, 3 = no cat
-CPU, GPU, NO_CAT = 1, 2, 3
-_CAT_CLASS: dict[str, int] = {
-    **{c: GPU * 8 + KERNEL for c in schema.KERNEL_CATS},
-    **{c: GPU * 8 + MEMCPY for c in schema.MEMCPY_CATS},
-    **{c: GPU * 8 + MEMSET for c in schema.MEMSET_CATS},
-    **{c: CPU * 8 + OP for c in schema.CPU_OP_CATS},
-    **{c: CPU * 8 + ANNOTATION for c in schema.ANNOTATION_CATS},
-    **{c: CPU * 8 + RUNTIME for c in schema.RUNTIME_CATS},
-    **{c: CPU * 8 + DRIVER for c in schema.DRIVER_CATS},
 }
 
 # Problem key -> the note's wording, with the count in front.
@@ -91,7 +80,7 @@ class Part:
     gpu: dict[str, np.ndarray] | None
     cpu_rows: int
     gpu_rows: int
-    inputs: dict[int, OpInputs] = field(default_factory=dict)
+    records: list[OpInputs] = field(default_factory=list)  # the cpu "input_id" column indexes it
     problems: Counter[str] = field(default_factory=Counter)
     comm_args: list[CommArgs] = field(default_factory=list)  # the gpu "comm" column indexes it
 
@@ -108,15 +97,15 @@ class Columns:
         self._wanted: list[bool] = []
         self.cpu_parts: list[dict[str, np.ndarray]] = []
         self.gpu_parts: list[dict[str, np.ndarray]] = []
-        self.inputs: dict[int, OpInputs] = {}
+        self.records: list[OpInputs] = []  # distinct recorded inputs; the cpu "input_id" column indexes it
         self.comm_args: dict[CommArgs, int] = {}  # distinct collective records -> index (insertion order)
         # One record per distinct (dims, types, concrete): a step repeats the same few hundred
         # shapes thousands of times, and a 1 GB trace would otherwise hold ~400k copies.
-        self._records: dict[InputsKey, OpInputs] = {}
+        self._record_ids: dict[InputsKey, int] = {}
         self.cpu_rows = 0
         self.gpu_rows = 0
         self.problems: Counter[str] = Counter()
-        self._cats = dict(_CAT_CLASS)
+        self._cats = dict(CAT_CLASS)
         # Non-numeric pid/tid labels ("Spans", "stream 7") -> stable negative ids, per file.
         self._labels: dict[str, int] = {}
 
@@ -191,7 +180,7 @@ class Columns:
         cls = np.fromiter(map(table.__getitem__, cats), np.int8, len(cats))
         which, kind = cls >> 3, cls & 7
         for i in np.flatnonzero(which == NO_CAT):  # decide from name and args
-            got = _kind_without_category(events[i])
+            got = kind_without_category(events[i])
             which[i], kind[i] = got if got is not None else (0, 0)
         return which, kind
 
@@ -253,27 +242,35 @@ class Columns:
             external_id=self._external_ids(args),
             correlation=self.ints(self._args(args, "correlation")),
             flops=self._measure(self._args(args, "flops"), 0.0, 1e30, "flops"),
+            input_id=self._input_ids(args, codes),
         )
-        if self.keep_inputs is not None:
-            self._keep_inputs(args, codes)
         self.cpu_parts.append(cols)
         self.cpu_rows += len(evs)
 
-    def _keep_inputs(self, args: list[schema.Args], codes: np.ndarray) -> None:
+    def _input_ids(self, args: list[schema.Args], codes: np.ndarray) -> np.ndarray:
+        """The "input_id" column: each kept op's record (-1: not kept, or no shapes recorded)."""
+        out = np.full(len(args), -1, np.int32)
+        if self.keep_inputs is None:
+            return out
         wanted = np.array(self._wanted, bool)
-        records, base = self._records, self.cpu_rows
         for i in np.flatnonzero(wanted[codes]).tolist():
             a = args[i]
             if a.input_dims:
-                key = (
-                    bytes(a.input_dims),
-                    bytes(a.input_type) if a.input_type else None,
-                    bytes(a.concrete_inputs) if a.concrete_inputs else None,
+                out[i] = self._record_id(
+                    (
+                        bytes(a.input_dims),
+                        bytes(a.input_type) if a.input_type else None,
+                        bytes(a.concrete_inputs) if a.concrete_inputs else None,
+                    )
                 )
-                rec = records.get(key)
-                if rec is None:
-                    rec = records[key] = OpInputs(*key)
-                self.inputs[base + i] = rec
+        return out
+
+    def _record_id(self, key: InputsKey) -> int:
+        got = self._record_ids.get(key)
+        if got is None:
+            got = self._record_ids[key] = len(self.records)
+            self.records.append(OpInputs(*key))
+        return got
 
     def _launch_dims(self, values: list[Any]) -> np.ndarray:
         out = products(values)
@@ -327,7 +324,7 @@ class Columns:
             gpu=_concat(self.gpu_parts, _GPU_EMPTY) if self.gpu_parts else None,
             cpu_rows=self.cpu_rows,
             gpu_rows=self.gpu_rows,
-            inputs=self.inputs,
+            records=self.records,
             comm_args=list(self.comm_args),
             problems=problems,
         )
@@ -337,11 +334,11 @@ class Columns:
         its name codes, pid/tid labels and input rows into this file's."""
         codes = self.name_codes(part.names)
         labels = np.array([self._label(v) for v in part.labels], np.int64)
-        for rec_row, rec in part.inputs.items():
-            key = (rec.dims, rec.types, rec.concrete)
-            self.inputs[self.cpu_rows + rec_row] = self._records.setdefault(key, rec)  # type: ignore[arg-type]
+        records = np.array([self._record_id((r.dims or b"", r.types, r.concrete)) for r in part.records], np.int32)
         if part.cpu is not None:
             part.cpu["name"] = codes[part.cpu["name"]]
+            kept = part.cpu["input_id"] >= 0
+            part.cpu["input_id"][kept] = records[part.cpu["input_id"][kept]]
             for k in ("pid", "tid"):
                 _relabel(part.cpu[k], labels)
             self.cpu_parts.append(part.cpu)
@@ -360,10 +357,7 @@ class Columns:
         self.cpu_parts, self.gpu_parts = [], []  # the parts go as soon as the concatenation exists
         # Sort by start time: queries (unions, nesting, step windows) assume it.
         cpu_order = np.argsort(cpu["ts"], kind="stable")
-        remap = np.empty_like(cpu_order)
-        remap[cpu_order] = np.arange(len(cpu_order))
-        inputs = {int(remap[i]): v for i, v in self.inputs.items()}
-        cpu_table = CpuTable(**{k: cpu.pop(k)[cpu_order] for k in list(cpu)}, inputs=inputs)
+        cpu_table = CpuTable(**{k: cpu.pop(k)[cpu_order] for k in list(cpu)}, input_records=self.records)
         gpu_order = np.argsort(gpu["ts"], kind="stable")
         gpu_table = GpuTable(**{k: gpu.pop(k)[gpu_order] for k in list(gpu)})
         meta.notes.extend(self.notes())
@@ -389,6 +383,7 @@ _CPU_EMPTY: dict[str, Any] = {
     "external_id": np.int64,
     "correlation": np.int64,
     "flops": np.float64,
+    "input_id": np.int32,
 }
 _GPU_EMPTY: dict[str, Any] = {
     "kind": np.int8,
@@ -414,24 +409,3 @@ def _concat(parts: list[dict[str, np.ndarray]], dtypes: dict[str, Any]) -> dict[
     if len(parts) == 1:
         return dict(parts[0])
     return {k: np.concatenate([p[k] for p in parts]) for k in dtypes}
-
-
-def _is_id(v: Any) -> bool:
-    return type(v) is int and 0 <= v <= INT64_MAX
-
-
-def _kind_without_category(e: Event) -> tuple[int, int] | None:
-    """Classify an event that carries no ``cat`` from its name and args: (table, kind)."""
-    a = e.args
-    name = e.name
-    if _is_id(a.device) and _is_id(a.correlation) and _is_id(a.stream):
-        if name.startswith("Memcpy"):
-            return (GPU, MEMCPY)
-        if name.startswith("Memset"):
-            return (GPU, MEMSET)
-        return (GPU, KERNEL)
-    if name.startswith("ProfilerStep#"):
-        return (CPU, ANNOTATION)
-    if _is_id(a.correlation):
-        return (CPU, RUNTIME)
-    return (CPU, OP)

@@ -96,8 +96,41 @@ class CpuTable(_Intervals):
     external_id: np.ndarray  # int64, -1 unknown
     correlation: np.ndarray  # int64, -1 unknown (runtime and driver calls only)
     flops: np.ndarray  # float64, NaN unless the trace carries a ``flops`` arg
-    # row index -> recorded inputs, for ops the decoder was asked to keep
-    inputs: dict[int, OpInputs] = field(default_factory=dict)
+    # int32 index into ``input_records`` for the ops the decoder was asked to keep, -1 for the
+    # others: a step repeats the same few hundred shapes thousands of times, so each distinct
+    # record is stored, and can be parsed or estimated, once
+    input_id: np.ndarray
+    input_records: list[OpInputs] = field(default_factory=list)
+
+    def inputs_at(self, row: int) -> OpInputs | None:
+        """The recorded inputs of cpu row ``row``, None when they were not kept."""
+        i = int(self.input_id[row])
+        return self.input_records[i] if i >= 0 else None
+
+    @property
+    def input_rows(self) -> np.ndarray:
+        """The rows whose recorded inputs were kept, in row order."""
+        return np.flatnonzero(self.input_id >= 0)
+
+    def distinct_inputs(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The distinct (name code, input id) pairs of ``rows``, in order of first appearance, as
+        two arrays; and for each of ``rows`` its pair's index (-1 where its inputs were not kept).
+        What depends only on an op's name and recorded inputs is then computed once per pair."""
+        ids = self.input_id[rows]
+        has = ids >= 0
+        pair_of = np.full(len(rows), -1, np.int64)
+        if not has.any():
+            empty = np.empty(0, np.int64)
+            return empty, empty, pair_of
+        n = len(self.input_records)
+        packed = self.name[rows][has].astype(np.int64) * n + ids[has]
+        uniq, first, inverse = np.unique(packed, return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        pair_of[has] = rank[inverse.reshape(-1)]
+        pairs = uniq[order]
+        return pairs // n, pairs % n, pair_of
 
 
 @dataclass(frozen=True)

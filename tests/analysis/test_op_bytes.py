@@ -165,7 +165,9 @@ def _ops(run: str, names: set[str]) -> list[tuple[str, list[Any], list[str], B.O
     (path,) = glob.glob(str(SAMPLES / run / "*.pt.trace.json.gz"))
     t = decode_trace(path, keep_inputs=B.is_roofline_op)
     out = []
-    for r, inp in t.cpu.inputs.items():
+    for r in t.cpu.input_rows.tolist():
+        inp = t.cpu.inputs_at(r)
+        assert inp is not None
         name = t.names[t.cpu.name[r]]
         if t.cpu.kind[r] != OP or name not in names:
             continue

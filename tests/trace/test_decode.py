@@ -34,9 +34,9 @@ def test_decodes_columns_and_kinds(tmp_path: Path) -> None:
     assert t.gpu.blocks_per_sm[0] == pytest.approx(2.0)
     assert np.isnan(t.gpu.blocks_per_sm[1])
     assert t.meta.device_properties[0]["numSms"] == 132
-    (row,) = t.cpu.inputs
+    (row,) = t.cpu.input_rows
     assert t.names[t.cpu.name[row]] == "aten::mm"
-    assert json.loads(t.cpu.inputs[row].dims) == [[4, 8], [8, 16]]
+    assert json.loads(t.cpu.inputs_at(row).dims) == [[4, 8], [8, 16]]  # type: ignore[union-attr,arg-type]
 
 
 def test_chunked_decoding_equals_whole_document(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -33,8 +33,8 @@ def _assert_same(a: TraceTables, b: TraceTables) -> None:
     assert a.names == b.names
     for ta, tb in ((a.cpu, b.cpu), (a.gpu, b.gpu)):
         for k in ta.__dataclass_fields__:
-            if k == "inputs":
-                assert a.cpu.inputs == b.cpu.inputs
+            if k == "input_records":
+                assert a.cpu.input_records == b.cpu.input_records  # the same records, in the same order
             else:
                 np.testing.assert_array_equal(getattr(ta, k), getattr(tb, k), err_msg=k)
     assert a.comm_args == b.comm_args  # the NCCL kernels' records, in the order the gpu "comm" column indexes
@@ -74,7 +74,8 @@ def test_parallel_tables_equal_serial(tmp_path: Path, small_ranges: None, monkey
     for n in (2, 3, 7):
         _assert_same(decode_trace(path, keep_inputs=keep, processes=n), serial)
     assert ranges == [2, 3, 7]
-    assert len(serial.cpu.inputs) == 400
+    assert len(serial.cpu.input_rows) == 400
+    assert len(serial.cpu.input_records) == 5  # one record per distinct shape
     assert (serial.cpu.tid < -1).sum() > 0  # the labels were exercised
 
 

@@ -20,7 +20,7 @@ from tb_mfu_plugin.pipeline import analyze_file, analyze_path
 from tb_mfu_plugin.sidecar import parse_sidecar
 from tb_mfu_plugin.trace.decode import decode_trace
 from tb_mfu_plugin.trace.discover import single_file_run
-from tb_mfu_plugin.trace.tables import OpInputs
+from tb_mfu_plugin.trace.tables import CpuTable, OpInputs
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 
@@ -179,9 +179,24 @@ def test_hostile_input_dims_give_unknown_flops() -> None:
     assert flops.op_flops("aten::mm", OpInputs(neg, None, None)) is None
     ok = json.dumps([[4, 8], [8, 16]]).encode()
     assert flops.op_flops("aten::mm", OpInputs(ok, None, None)) == 2 * 4 * 8 * 16
-    names, codes = ["aten::mm"], np.zeros(3, np.int32)
-    inputs = {0: OpInputs(raw, None, None), 1: OpInputs(neg, None, None), 2: OpInputs(ok, None, None)}
-    assert flops.implausible_input_ops(names, codes, inputs) == 2
+    # four ops, the first record twice: each op counts, each distinct record is judged once
+    records = [OpInputs(raw, None, None), OpInputs(neg, None, None), OpInputs(ok, None, None)]
+    n = 4
+    zeros = np.zeros(n)
+    cpu = CpuTable(
+        kind=np.zeros(n, np.int8),
+        name=np.zeros(n, np.int32),
+        ts=zeros,
+        dur=zeros,
+        pid=np.zeros(n, np.int64),
+        tid=np.zeros(n, np.int64),
+        external_id=np.full(n, -1),
+        correlation=np.full(n, -1),
+        flops=np.full(n, np.nan),
+        input_id=np.array([0, 1, 2, 0], np.int32),
+        input_records=records,
+    )
+    assert flops.implausible_input_ops(["aten::mm"], cpu) == 3
     deep = b"[" * 5000 + b"]" * 5000
     assert flops.op_flops("aten::mm", OpInputs(deep, None, None)) is None
 
