@@ -35,6 +35,7 @@ from .analysis.worker import DeviceView, analyze_device
 from .diagnosis import DEFAULT, Thresholds, diagnose
 from .diagnosis.distributed import analyze_ranks
 from .diagnosis.ranks import compare_ranks
+from .distinct import distinct_counts
 from .errors import TraceError, reason_line
 from .executors import Executor, FileJob, open_executor
 from .options import AnalysisOptions
@@ -163,7 +164,7 @@ def _capped_devices(tables: TraceTables, cap: int) -> tuple[list[int], str | Non
     devices = gpu_devices(tables)
     if len(devices) <= cap:
         return devices, None
-    ids, counts = np.unique(tables.gpu.device, return_counts=True)
+    ids, counts = distinct_counts(tables.gpu.device)
     busiest = ids[np.lexsort((ids, -counts))[:cap]]
     note = (
         f"GPU work on {len(devices)} devices: only the {cap} with the most GPU events were analysed "

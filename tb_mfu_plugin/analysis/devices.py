@@ -17,8 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from ..distinct import distinct
 from ..trace.tables import DRIVER, RUNTIME, TraceTables
 
 # The fields that tell GPU models apart; entries equal on all of them describe the same model.
@@ -35,7 +34,7 @@ class DeviceProps:
 
 def gpu_devices(tables: TraceTables) -> list[int]:
     """Devices that ran at least one kernel, memcpy or memset."""
-    return sorted(int(d) for d in np.unique(tables.gpu.device))
+    return sorted(int(d) for d in distinct(tables.gpu.device))
 
 
 def is_rocm(tables: TraceTables) -> bool:
@@ -47,7 +46,7 @@ def is_rocm(tables: TraceTables) -> bool:
         if p.get("warpSize") == 64 or "AMD" in str(p.get("name") or "").upper():
             return True
     cpu = tables.cpu
-    codes = np.unique(cpu.name[(cpu.kind == RUNTIME) | (cpu.kind == DRIVER)])
+    codes = distinct(cpu.name[(cpu.kind == RUNTIME) | (cpu.kind == DRIVER)])
     return any(tables.names[int(c)].startswith(("hip", "hsa")) for c in codes)
 
 

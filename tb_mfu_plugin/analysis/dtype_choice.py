@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..distinct import distinct_inverse
 from . import kernel_families as kf
 
 
@@ -33,7 +34,7 @@ def kernel_dtype_shares(codes: np.ndarray, durations: np.ndarray, classes: kf.Na
     """Matmul kernel time per dtype; ``codes``/``durations``: the kernel rows of the analysed steps."""
     if not len(codes):
         return {}
-    uniq, inv = np.unique(codes, return_inverse=True)
+    uniq, inv = distinct_inverse(codes)
     per_name = np.bincount(inv, weights=durations)
     return kf.dtype_shares(uniq.tolist(), per_name.tolist(), classes)
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..distinct import distinct
 from ..trace.tables import DRIVER, OP, RUNTIME, OpInputs, TraceTables
 from . import flops as F
 from . import nesting, recompute
@@ -189,8 +190,8 @@ def _launch_points(tables: TraceTables, ax: ThreadAxis) -> np.ndarray:
     correlation id a GPU event carries, and ops whose external id a GPU event carries."""
     c, g = tables.cpu, tables.gpu
     is_call = (c.kind == RUNTIME) | (c.kind == DRIVER)
-    launch_rt = is_call & _in_sorted(c.correlation, np.unique(g.correlation[g.correlation >= 0]))
-    launch_op = (c.kind == OP) & _in_sorted(c.external_id, np.unique(g.external_id[g.external_id >= 0]))
+    launch_rt = is_call & _in_sorted(c.correlation, distinct(g.correlation[g.correlation >= 0]))
+    launch_op = (c.kind == OP) & _in_sorted(c.external_id, distinct(g.external_id[g.external_id >= 0]))
     return np.sort(np.concatenate([ax.g0[launch_rt], ax.g0[launch_op]]))
 
 

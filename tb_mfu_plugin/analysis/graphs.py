@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..distinct import distinct
 from ..trace.tables import TraceTables
 
 GRAPH_LAUNCH = re.compile(r"^(?:cuda|hip|cu)GraphLaunch", re.IGNORECASE)
@@ -35,4 +36,4 @@ def graph_launched(tables: TraceTables, launcher: np.ndarray) -> np.ndarray:
 
 def replays(launcher: np.ndarray, graph: np.ndarray) -> int:
     """How many graph launches ran the rows marked ``graph``: each launch call is one replay."""
-    return int(len(np.unique(launcher[graph])))
+    return int(len(distinct(launcher[graph])))

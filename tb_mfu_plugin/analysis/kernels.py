@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..distinct import distinct_inverse
 from ..trace.tables import GpuTable
 from . import kernel_families
 from .report import KernelStats
@@ -104,7 +105,7 @@ def top_kernels(
     ``classes`` (per name code) adds each kernel's class and dtype."""
     if len(gpu) == 0:
         return []
-    codes, inv = np.unique(gpu.name, return_inverse=True)
+    codes, inv = distinct_inverse(gpu.name)
     total = np.bincount(inv, weights=gpu.dur)
     count = np.bincount(inv)
     all_time = float(gpu.dur.sum())

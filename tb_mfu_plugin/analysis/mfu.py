@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from ..distinct import distinct, distinct_inverse
 from ..options import AnalysisOptions
 from ..sidecar import Sidecar
 from ..trace.tables import KERNEL, TraceTables
@@ -82,7 +83,7 @@ def unattributed_kernel_time(
     un = sel & ~of.kernel_counted
     entries: list[UnattributedEntry] = []
     if un.any():
-        uniq, inv = np.unique(of.kernel_op_name[un], return_inverse=True)
+        uniq, inv = distinct_inverse(of.kernel_op_name[un])
         sums = np.bincount(inv, weights=dur[un])
         counts = np.bincount(inv)
         for i in np.argsort(-sums)[: max(top, 0)]:
@@ -192,7 +193,7 @@ def _kernel_dtype(tables: TraceTables, view: DeviceView | None, of: OpFlops) -> 
     the dtypes in the names of the kernels that ran in the steps."""
     gpu = view.gpu if view is not None else tables.gpu
     is_k = gpu.kind == KERNEL
-    kernel_codes = np.unique(gpu.name[is_k])
+    kernel_codes = distinct(gpu.name[is_k])
     kernel_names = {tables.names[int(c)] for c in kernel_codes}
     classes = (view.classes if view is not None else None) or kernel_families.classify_names(
         tables.names, kernel_codes

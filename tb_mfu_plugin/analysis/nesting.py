@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..distinct import distinct, distinct_inverse
 from ..trace.tables import TraceTables
 from . import intervals
 from .per_trace import once_per_trace
@@ -38,9 +39,9 @@ def _thread_axis(tables: TraceTables) -> ThreadAxis:
     if n == 0:
         z = np.empty(0)
         return ThreadAxis(z, z, 0.0)
-    _, pi = np.unique(c.pid, return_inverse=True)
-    tids, ti = np.unique(c.tid, return_inverse=True)
-    _, tidx = np.unique(pi.reshape(-1).astype(np.int64) * len(tids) + ti.reshape(-1), return_inverse=True)
+    _, pi = distinct_inverse(c.pid)
+    tids, ti = distinct_inverse(c.tid)
+    _, tidx = distinct_inverse(pi.astype(np.int64) * len(tids) + ti)
     tidx = tidx.reshape(-1)
     end = c.ts + c.dur
     t0 = float(c.ts.min())
@@ -122,7 +123,7 @@ def same_name_wrappers(tables: TraceTables, ax: ThreadAxis, rows: np.ndarray) ->
     if not len(rows):
         return out
     codes = tables.cpu.name[rows]
-    for code in np.unique(codes).tolist():
+    for code in distinct(codes).tolist():
         idx = np.nonzero(codes == code)[0]
         if len(idx) < 2:
             continue

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..distinct import distinct, distinct_inverse
 from . import intervals
 
 
@@ -44,7 +45,7 @@ class OpFlops:
         """The ops whose GPU work ran on ``device`` (ops of unknown device go to every device
         when the trace has one device, else to none)."""
         known = self.device[self.device >= 0]
-        single = len(np.unique(known)) <= 1
+        single = len(distinct(known)) <= 1
         keep = (self.device == device) | ((self.device < 0) & single)
         idx = np.flatnonzero(keep)
         per_op = {f: getattr(self, f)[idx] for f in _PER_OP_FIELDS}
@@ -93,7 +94,7 @@ class OpFlops:
         """Total FLOPs per op name, largest first."""
         if not len(self):
             return {}
-        codes, inv = np.unique(self.name, return_inverse=True)
+        codes, inv = distinct_inverse(self.name)
         sums = np.bincount(inv, weights=self.flops)
         order = np.argsort(-sums)
         return {self.names[int(codes[i])]: float(sums[i]) for i in order}

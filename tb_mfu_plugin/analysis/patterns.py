@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..distinct import distinct
 from ..trace.tables import ANNOTATION, OP, GpuTable, TraceTables
 from . import intervals
 from .name_patterns import DATALOADER, OPTIMIZER_STEP, OPTIMIZER_ZERO_GRAD, name_mask
@@ -120,7 +121,7 @@ def elementwise_runs(gpu: GpuTable, is_elementwise: np.ndarray, eligible: np.nda
     """
     runs: list[np.ndarray] = []
     ew = is_elementwise[gpu.name] & eligible
-    for s in np.unique(gpu.stream):
+    for s in distinct(gpu.stream):
         rows = np.flatnonzero(gpu.stream == s)
         rows = rows[np.argsort(gpu.ts[rows], kind="stable")]
         flag = ew[rows]

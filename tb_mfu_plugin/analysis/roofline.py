@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..distinct import distinct_inverse
 from ..trace.tables import KERNEL, MEMSET, TraceTables
 from . import intervals
 from . import op_bytes as B
@@ -268,7 +269,7 @@ def _unmodelled(
     if not sel.any():
         return []
     codes = placed.gpu_launcher_name[sel]
-    uniq, inv = np.unique(codes, return_inverse=True)
+    uniq, inv = distinct_inverse(codes)
     sums = np.bincount(inv, weights=g.dur[sel])
     counts = np.bincount(inv)
     out = []

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..distinct import distinct
 from ..options import AnalysisOptions
 from ..trace.tables import KERNEL, MEMCPY, MEMSET, RUNTIME, GpuTable, TraceTables
 from . import aggregate, copies, devices, graphs, intervals, kernel_families, kernels, syncs
@@ -197,7 +198,7 @@ def analyze_device(
 
     gpu = view.gpu
     name_classes = kernel_families.classify_names(
-        names, np.unique(gpu.name[gpu.kind == KERNEL]), options.tensor_core_patterns
+        names, distinct(gpu.name[gpu.kind == KERNEL]), options.tensor_core_patterns
     )
     classes = KernelClasses(
         name_classes.mask(kernel_families.TENSOR_CORE), copies.classify(names)[0], name_classes.core

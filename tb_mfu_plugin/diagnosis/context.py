@@ -19,6 +19,7 @@ from ..analysis.idle_gaps import Gaps, HostActivity, idle_gaps
 from ..analysis.report import WorkerReport
 from ..analysis.steps import Steps
 from ..analysis.worker import DeviceView
+from ..distinct import distinct, distinct_counts
 from ..trace.tables import KERNEL, MEMCPY, MEMSET, OP, TraceTables
 from .thresholds import Thresholds
 
@@ -62,7 +63,7 @@ class Context:
         self.mm_code = name_patterns.matmul_kernel_mask(self.names)
         self.comm_code = name_patterns.comm_kernel_mask(self.names)
         # the worker's classes (they honour --tensor-core-pattern); a bare view gets the table's
-        self.classes = view.classes or kernel_families.classify_names(self.names, np.unique(g.name[self.is_kernel]))
+        self.classes = view.classes or kernel_families.classify_names(self.names, distinct(g.name[self.is_kernel]))
         self.tc_code = self.classes.mask(kernel_families.TENSOR_CORE)
 
     # ------------------------------------------------------------------ helpers
@@ -76,7 +77,7 @@ class Context:
         # one regex test per distinct name, and one parse per distinct record, not per op
         matmul = self.tables.name_codes(re.compile(r"mm|matmul|conv|linear").search)
         rows = cpu.input_rows
-        ids, counts = np.unique(cpu.input_id[rows[matmul[cpu.name[rows]]]], return_counts=True)
+        ids, counts = distinct_counts(cpu.input_id[rows[matmul[cpu.name[rows]]]])
         for i, n in zip(ids.tolist(), counts.tolist(), strict=True):
             first = _first_type(cpu.input_records[i].types)
             if first:

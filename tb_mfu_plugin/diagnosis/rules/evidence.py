@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from ...distinct import distinct_inverse
 from ..context import Context
 
 
@@ -17,7 +18,7 @@ def top_kernels(
     rows = np.flatnonzero(mask)
     if not len(rows):
         return []
-    codes, inv = np.unique(g.name[rows], return_inverse=True)
+    codes, inv = distinct_inverse(g.name[rows])
     t = np.bincount(inv, weights=g.dur[rows])
     c = np.bincount(inv)
     extra = np.bincount(inv, weights=weights[rows]) if weights is not None else None

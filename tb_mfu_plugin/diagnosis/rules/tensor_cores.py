@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from ...analysis import kernel_families as kf
+from ...distinct import distinct
 from ..context import Context
 from ..registry import Hit, rule
 from .evidence import top_kernels
@@ -33,7 +34,7 @@ def _no_tc_evidence(ctx: Context) -> tuple[np.ndarray, list[str]]:
     basis = ["CUDA-core kernel names (FFMA/SIMT/SGEMM/scudnn/Winograd/GEMV)"] if rows.any() else []
     unknown = base & (code == kf.CODE[kf.UNKNOWN])
     types = ctx.matmul_input_dtypes
-    kernel_codes = np.unique(g.name[ctx.is_kernel])
+    kernel_codes = distinct(g.name[ctx.is_kernel])
     tf32 = any(cls.dtype[int(c)] == "tf32" for c in kernel_codes)
     if unknown.any() and types and set(types) == {"float"} and not tf32:
         rows = rows | unknown
@@ -44,7 +45,7 @@ def _no_tc_evidence(ctx: Context) -> tuple[np.ndarray, list[str]]:
 def _describe(ctx: Context, rows: np.ndarray, kernels: list[dict[str, Any]]) -> None:
     """Add each evidence kernel's class, dtype and family (the table entry that matched)."""
     g, cls = ctx.view.gpu, ctx.classes
-    by_name = {ctx.names[int(c)]: int(c) for c in np.unique(g.name[rows])}
+    by_name = {ctx.names[int(c)]: int(c) for c in distinct(g.name[rows])}
     for k in kernels:
         c = by_name.get(k["name"])
         if c is None:

@@ -1,0 +1,49 @@
+"""``tb_mfu_plugin.distinct`` returns exactly what ``np.unique`` returns."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from tb_mfu_plugin.distinct import distinct, distinct_counts, distinct_inverse
+
+INTS = hnp.arrays(
+    dtype=st.sampled_from([np.int8, np.int32, np.int64, np.uint16, np.bool_]),
+    shape=st.integers(0, 400),
+    elements=None,
+)
+
+
+def _same(a: tuple[np.ndarray, ...] | np.ndarray, b: tuple[np.ndarray, ...] | np.ndarray) -> None:
+    for x, y in zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,), strict=True):
+        assert x.dtype == y.dtype or x.dtype.kind == y.dtype.kind == "i"
+        np.testing.assert_array_equal(x, y)
+
+
+@settings(max_examples=300, deadline=None)
+@given(INTS)
+def test_integer_columns(a: np.ndarray) -> None:
+    _same(distinct(a), np.unique(a))
+    _same(distinct_counts(a), np.unique(a, return_counts=True))
+    uniq, inverse = np.unique(a, return_inverse=True)
+    _same(distinct_inverse(a), (uniq, inverse.reshape(-1)))
+
+
+def test_both_ways_to_the_inverse() -> None:
+    rng = np.random.default_rng(1)
+    few = rng.choice(np.array([7, -3, 2**40], np.int64), 10_000)  # searched in the distinct values
+    many = rng.integers(-(2**62), 2**62, 10_000)  # argsorted by np.unique
+    for a in (few, many):
+        uniq, inverse = np.unique(a, return_inverse=True)
+        _same(distinct_inverse(a), (uniq, inverse))
+        np.testing.assert_array_equal(distinct_inverse(a)[0][distinct_inverse(a)[1]], a)
+
+
+def test_other_dtypes_are_np_uniques() -> None:
+    f = np.array([2.0, np.nan, 1.0, np.nan, 2.0])
+    _same(distinct(f), np.unique(f))  # one NaN, as np.unique gives
+    s = np.array(["b", "a", "b"], object)
+    assert distinct(s).tolist() == ["a", "b"]
+    assert distinct_counts(s)[1].tolist() == [1, 2]
