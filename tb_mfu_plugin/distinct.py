@@ -6,7 +6,7 @@ columns the size of a big trace's that hashing is slow: with numpy 2.4.6 here, `
 1.9 M pids of two values, where numpy's SIMD sort takes 6 ms and 5 ms. With ``return_inverse``
 it argsorts, which is slow on a column of few values (0.22 s for those pids) where a search in
 the few sorted values takes 0.02 s. On the 1 GB trace, the analysis' np.unique calls went from
-0.96 s to a few tens of ms.
+0.96 s to about 0.25 s (cProfile).
 
 Each function returns exactly what ``np.unique`` returns for an integer (or boolean) array;
 other dtypes (NaN rules, objects) are handed to ``np.unique`` itself.
