@@ -26,7 +26,7 @@ from . import schema
 from .categories import CAT_CLASS, CPU, GPU, NO_CAT, kind_without_category
 from .comm_args import CommArgs, comm_column, renumber
 from .schema import Event
-from .tables import ANNOTATION, CpuTable, GpuTable, OpInputs, TraceMeta
+from .tables import ANNOTATION, CPU_COLUMNS, GPU_COLUMNS, CpuTable, GpuTable, OpInputs, TraceMeta, concat_columns
 from .tables import TraceTables as TraceTables
 from .values import MAX_ABS_TS, MAX_COPY_BYTES, MAX_DUR, MAX_PER_SM, floats, in_int64, products
 
@@ -322,8 +322,8 @@ class Columns:
         return Part(
             names=list(self.codes),
             labels=list(self._labels),
-            cpu=_concat(self.cpu_parts, _CPU_EMPTY) if self.cpu_parts else None,
-            gpu=_concat(self.gpu_parts, _GPU_EMPTY) if self.gpu_parts else None,
+            cpu=concat_columns(self.cpu_parts, CPU_COLUMNS) if self.cpu_parts else None,
+            gpu=concat_columns(self.gpu_parts, GPU_COLUMNS) if self.gpu_parts else None,
             cpu_rows=self.cpu_rows,
             gpu_rows=self.gpu_rows,
             records=self.records,
@@ -354,8 +354,8 @@ class Columns:
         self.problems.update(part.problems)
 
     def tables(self, meta: TraceMeta) -> TraceTables:
-        cpu = _concat(self.cpu_parts, _CPU_EMPTY)
-        gpu = _concat(self.gpu_parts, _GPU_EMPTY)
+        cpu = concat_columns(self.cpu_parts, CPU_COLUMNS)
+        gpu = concat_columns(self.gpu_parts, GPU_COLUMNS)
         self.cpu_parts, self.gpu_parts = [], []  # the parts go as soon as the concatenation exists
         # Sort by start time: queries (unions, nesting, step windows) assume it.
         cpu_order = np.argsort(cpu["ts"], kind="stable")
@@ -373,41 +373,3 @@ def _relabel(ids: np.ndarray, labels: np.ndarray) -> None:
         at = ids <= -2
         if at.any():
             ids[at] = labels[-2 - ids[at]]
-
-
-_CPU_EMPTY: dict[str, Any] = {
-    "kind": np.int8,
-    "name": np.int32,
-    "ts": np.float64,
-    "dur": np.float64,
-    "pid": np.int64,
-    "tid": np.int64,
-    "external_id": np.int64,
-    "correlation": np.int64,
-    "flops": np.float64,
-    "input_id": np.int32,
-}
-_GPU_EMPTY: dict[str, Any] = {
-    "kind": np.int8,
-    "name": np.int32,
-    "ts": np.float64,
-    "dur": np.float64,
-    "device": np.int64,
-    "stream": np.int64,
-    "correlation": np.int64,
-    "external_id": np.int64,
-    "blocks_per_sm": np.float32,
-    "occupancy_pct": np.float32,
-    "grid_blocks": np.int64,
-    "block_threads": np.int64,
-    "bytes": np.int64,
-    "comm": np.int32,
-}
-
-
-def _concat(parts: list[dict[str, np.ndarray]], dtypes: dict[str, Any]) -> dict[str, np.ndarray]:
-    if not parts:
-        return {k: np.empty(0, dt) for k, dt in dtypes.items()}
-    if len(parts) == 1:
-        return dict(parts[0])
-    return {k: np.concatenate([p[k] for p in parts]) for k in dtypes}

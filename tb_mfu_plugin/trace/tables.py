@@ -183,3 +183,44 @@ class TraceTables:
     def name_codes(self, predicate: Any) -> np.ndarray:
         """Codes of all names for which ``predicate(name)`` is true (a boolean lookup table)."""
         return np.fromiter((bool(predicate(n)) for n in self.names), dtype=bool, count=len(self.names))
+
+
+# The columns of each table and their dtypes, as the decoder builds them (the dataclass fields
+# above, but for the lists of records).
+CPU_COLUMNS: dict[str, Any] = {
+    "kind": np.int8,
+    "name": np.int32,
+    "ts": np.float64,
+    "dur": np.float64,
+    "pid": np.int64,
+    "tid": np.int64,
+    "external_id": np.int64,
+    "correlation": np.int64,
+    "flops": np.float64,
+    "input_id": np.int32,
+}
+GPU_COLUMNS: dict[str, Any] = {
+    "kind": np.int8,
+    "name": np.int32,
+    "ts": np.float64,
+    "dur": np.float64,
+    "device": np.int64,
+    "stream": np.int64,
+    "correlation": np.int64,
+    "external_id": np.int64,
+    "blocks_per_sm": np.float32,
+    "occupancy_pct": np.float32,
+    "grid_blocks": np.int64,
+    "block_threads": np.int64,
+    "bytes": np.int64,
+    "comm": np.int32,
+}
+
+
+def concat_columns(parts: list[dict[str, np.ndarray]], dtypes: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The columns of several parts of a table end to end (empty columns of ``dtypes`` for none)."""
+    if not parts:
+        return {k: np.empty(0, dt) for k, dt in dtypes.items()}
+    if len(parts) == 1:
+        return dict(parts[0])
+    return {k: np.concatenate([p[k] for p in parts]) for k in dtypes}
