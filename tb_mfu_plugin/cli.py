@@ -19,6 +19,7 @@ from .executors import SchedulerError, usable_cores
 from .fmt import mfu_text
 from .options import AnalysisOptions
 from .pipeline import analyze_paths, thresholds_from
+from .small_pages import prefer_small_pages
 from .trace.limits import DEFAULT_LIMITS, FLAGS, Limits, format_limit, parse_size
 from .trace.locations import is_local, normalize
 from .trace.storage import STORAGE_OPTIONS_ENV, use_storage_options
@@ -185,6 +186,7 @@ def _options(args: argparse.Namespace) -> AnalysisOptions:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    prefer_small_pages()
     paths = [args.baseline, *args.other] if args.command == "compare" else [args.path]
     options = _options(args)
     refusal = _refusal(paths, options, args.storage_options)

@@ -38,6 +38,7 @@ import msgspec
 from .analysis.report import WorkerReport
 from .errors import reason_line
 from .options import AnalysisOptions
+from .small_pages import prefer_small_pages
 from .trace.discover import SpanFile
 
 logger = logging.getLogger(__name__)
@@ -167,6 +168,7 @@ def _init_child(queue: Any, environ: dict[str, str]) -> None:
     # --mfu_storage_options, a second server in one process) would be missing.
     os.environ.clear()
     os.environ.update(environ)
+    prefer_small_pages()
 
 
 def _run_in_child(analyze: AnalyzeFn, task_id: int, job: FileJob, options: AnalysisOptions) -> bytes:

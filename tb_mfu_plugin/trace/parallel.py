@@ -20,6 +20,7 @@ from io import BufferedReader
 from multiprocessing.connection import Connection
 from typing import Any
 
+from ..small_pages import prefer_small_pages
 from . import procs
 from .columns import Columns, Part
 from .files import open_regular
@@ -109,6 +110,7 @@ def _decode_range(
 
 def _worker(job: Job, start: int, stop: int, last: bool, seconds: float, conn: Connection) -> None:
     """A worker process: decode one range and send back its columns, or the error."""
+    prefer_small_pages()
 
     def work() -> _Result:
         cols = Columns(job.keep_inputs, job.limits.max_name_chars)
