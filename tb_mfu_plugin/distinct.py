@@ -41,7 +41,8 @@ def distinct(a: np.ndarray) -> np.ndarray:
     if not _integral(a):
         return np.unique(a)
     s = np.sort(a)
-    return s[_heads(s)]
+    out: np.ndarray = s[_heads(s)]
+    return out
 
 
 def distinct_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
