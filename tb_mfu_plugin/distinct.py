@@ -68,3 +68,19 @@ def distinct_counts(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     s = np.sort(a)
     starts = np.flatnonzero(_heads(s))
     return s[starts], np.diff(np.append(starts, len(s))).astype(np.intp)
+
+
+def match_rows(keys: np.ndarray, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """For each of ``values``, the one of ``rows`` whose key (``keys[i]`` for ``rows[i]``)
+    equals it, -1 where none does or the value is negative (an unknown id). Of rows with
+    equal keys, the first in ``rows`` wins. A sort-merge join of an id column onto another
+    (a GPU event's correlation id onto its launch call's, its external id onto its op's)."""
+    out = np.full(len(values), -1, np.int64)
+    if not len(keys) or not len(values):
+        return out
+    order = np.argsort(keys, kind="stable")  # stable: the first of equal keys is found first
+    sorted_keys = keys[order]
+    pos = np.minimum(np.searchsorted(sorted_keys, values), len(sorted_keys) - 1)
+    hit = (sorted_keys[pos] == values) & (values >= 0)
+    out[hit] = rows[order[pos[hit]]]
+    return out

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tb_mfu_plugin.distinct import distinct, distinct_counts, distinct_inverse
+from tb_mfu_plugin.distinct import distinct, distinct_counts, distinct_inverse, match_rows
 
 INTS = hnp.arrays(
     dtype=st.sampled_from([np.int8, np.int32, np.int64, np.uint16, np.bool_]),
@@ -47,3 +47,11 @@ def test_other_dtypes_are_np_uniques() -> None:
     s = np.array(["b", "a", "b"], object)
     assert distinct(s).tolist() == ["a", "b"]
     assert distinct_counts(s)[1].tolist() == [1, 2]
+
+
+def test_match_rows_is_the_first_row_of_equal_key() -> None:
+    keys = np.array([7, 3, 7, 5], np.int64)
+    rows = np.array([10, 11, 12, 13], np.int64)
+    values = np.array([7, 5, 4, -1, 3, 7], np.int64)
+    assert match_rows(keys, rows, values).tolist() == [10, 13, -1, -1, 11, 10]
+    assert match_rows(keys[:0], rows[:0], values).tolist() == [-1] * 6

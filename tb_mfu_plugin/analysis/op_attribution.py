@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..distinct import match_rows
 from ..trace.tables import OP, TraceTables
 from . import nesting
 from .nesting import ThreadAxis
@@ -19,18 +20,9 @@ from .nesting import ThreadAxis
 def ops_by_external_id(tables: TraceTables) -> np.ndarray:
     """Per GPU row, the cpu row of the op whose external id it carries (the innermost op that
     launched it), -1 when none."""
-    c, g = tables.cpu, tables.gpu
-    out = np.full(len(g), -1, np.int64)
+    c = tables.cpu
     op_rows = np.flatnonzero((c.kind == OP) & (c.external_id >= 0))
-    if not len(op_rows) or not len(g):
-        return out
-    ext = c.external_id[op_rows]
-    order = np.argsort(ext, kind="stable")
-    se, sr = ext[order], op_rows[order]
-    k = np.clip(np.searchsorted(se, g.external_id), 0, len(se) - 1)
-    hit = (se[k] == g.external_id) & (g.external_id >= 0)
-    out[hit] = sr[k[hit]]
-    return out
+    return match_rows(c.external_id[op_rows], op_rows, tables.gpu.external_id)
 
 
 def launch_points(tables: TraceTables, ax: ThreadAxis, ext_op: np.ndarray) -> np.ndarray:

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from ..distinct import match_rows
+
 # GpuTable.kind
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
 # CpuTable.kind
@@ -168,17 +170,8 @@ class TraceTables:
         The join runtime call -> GPU event by correlation id; computed once, since the
         steps, the metrics and the diagnosis of every device all read it.
         """
-        cpu, gpu = self.cpu, self.gpu
         rows = self.launch_rows
-        corr = cpu.correlation[rows]
-        order = np.argsort(corr, kind="stable")
-        corr_sorted = corr[order]
-        out = np.full(len(gpu), -1, np.int64)
-        if len(corr_sorted):
-            pos = np.minimum(np.searchsorted(corr_sorted, gpu.correlation), len(corr_sorted) - 1)
-            hit = (corr_sorted[pos] == gpu.correlation) & (gpu.correlation >= 0)
-            out[hit] = rows[order[pos[hit]]]
-        return out
+        return match_rows(self.cpu.correlation[rows], rows, self.gpu.correlation)
 
     def name_codes(self, predicate: Any) -> np.ndarray:
         """Codes of all names for which ``predicate(name)`` is true (a boolean lookup table)."""
