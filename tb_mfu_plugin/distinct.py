@@ -70,6 +70,16 @@ def distinct_counts(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s[starts], np.diff(np.append(starts, len(s))).astype(np.intp)
 
 
+def in_distinct(values: np.ndarray, uniq: np.ndarray) -> np.ndarray:
+    """Whether each of ``values`` is among ``uniq`` (sorted distinct values, as ``distinct``
+    returns them): ``np.isin`` by binary search, without its hashing."""
+    if not len(uniq) or not len(values):
+        return np.zeros(len(values), bool)
+    k = np.minimum(np.searchsorted(uniq, values), len(uniq) - 1)
+    found: np.ndarray = uniq[k] == values
+    return found
+
+
 def match_rows(keys: np.ndarray, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
     """For each of ``values``, the one of ``rows`` whose key (``keys[i]`` for ``rows[i]``)
     equals it, -1 where none does or the value is negative (an unknown id). Of rows with

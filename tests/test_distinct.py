@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tb_mfu_plugin.distinct import distinct, distinct_counts, distinct_inverse, match_rows
+from tb_mfu_plugin.distinct import distinct, distinct_counts, distinct_inverse, in_distinct, match_rows
 
 INTS = hnp.arrays(
     dtype=st.sampled_from([np.int8, np.int32, np.int64, np.uint16, np.bool_]),
@@ -55,3 +55,11 @@ def test_match_rows_is_the_first_row_of_equal_key() -> None:
     values = np.array([7, 5, 4, -1, 3, 7], np.int64)
     assert match_rows(keys, rows, values).tolist() == [10, 13, -1, -1, 11, 10]
     assert match_rows(keys[:0], rows[:0], values).tolist() == [-1] * 6
+
+
+def test_in_distinct_is_isin() -> None:
+    rng = np.random.default_rng(2)
+    values = rng.integers(-5, 50, 1000)
+    uniq = distinct(rng.integers(0, 40, 30))
+    np.testing.assert_array_equal(in_distinct(values, uniq), np.isin(values, uniq))
+    assert in_distinct(values, uniq[:0]).tolist() == [False] * 1000

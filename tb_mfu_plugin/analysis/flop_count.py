@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..distinct import distinct
+from ..distinct import distinct, in_distinct
 from ..trace.tables import DRIVER, OP, RUNTIME, OpInputs, TraceTables
 from . import flops as F
 from . import nesting, recompute
@@ -190,17 +190,9 @@ def _launch_points(tables: TraceTables, ax: ThreadAxis) -> np.ndarray:
     correlation id a GPU event carries, and ops whose external id a GPU event carries."""
     c, g = tables.cpu, tables.gpu
     is_call = (c.kind == RUNTIME) | (c.kind == DRIVER)
-    launch_rt = is_call & _in_sorted(c.correlation, distinct(g.correlation[g.correlation >= 0]))
-    launch_op = (c.kind == OP) & _in_sorted(c.external_id, distinct(g.external_id[g.external_id >= 0]))
+    launch_rt = is_call & in_distinct(c.correlation, distinct(g.correlation[g.correlation >= 0]))
+    launch_op = (c.kind == OP) & in_distinct(c.external_id, distinct(g.external_id[g.external_id >= 0]))
     return np.sort(np.concatenate([ax.g0[launch_rt], ax.g0[launch_op]]))
-
-
-def _in_sorted(values: np.ndarray, sorted_unique: np.ndarray) -> np.ndarray:
-    """``np.isin`` for a sorted unique right-hand side, without its hashing cost."""
-    if not len(sorted_unique) or not len(values):
-        return np.zeros(len(values), bool)
-    k = np.clip(np.searchsorted(sorted_unique, values), 0, len(sorted_unique) - 1)
-    return np.asarray(sorted_unique[k] == values)
 
 
 def _approximation_notes(tables: TraceTables, rows: np.ndarray, flops: np.ndarray, exact: np.ndarray) -> list[str]:

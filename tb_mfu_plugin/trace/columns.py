@@ -63,7 +63,7 @@ NOTES = {
 }
 
 
-InputsKey = tuple[bytes, bytes | None, bytes | None]
+InputsKey = tuple[bytes | None, bytes | None, bytes | None]  # an OpInputs as a dict key
 Getter = Callable[[Any], Any]
 
 
@@ -336,7 +336,7 @@ class Columns:
         its name codes, pid/tid labels and input rows into this file's."""
         codes = self.name_codes(part.names)
         labels = np.array([self._label(v) for v in part.labels], np.int64)
-        records = np.array([self._record_id((r.dims or b"", r.types, r.concrete)) for r in part.records], np.int32)
+        records = np.array([self._record_id((r.dims, r.types, r.concrete)) for r in part.records], np.int32)
         if part.cpu is not None:
             part.cpu["name"] = codes[part.cpu["name"]]
             kept = part.cpu["input_id"] >= 0
