@@ -9,8 +9,8 @@ TAR=${2:-}
 # extra arguments for every recorder, e.g. SAMPLE_ARGS="--device cpu --tiny --compile-backend aot_eager"
 # for a CPU dry run (torchrun then uses gloo)
 read -r -a XA <<< "${SAMPLE_ARGS:-}"
-# PHASES: any of single multi pp compile (default all); NGPU: ranks for the multi-GPU runs
-PHASES=" ${PHASES:-single multi pp compile} "
+# PHASES: any of single multi pp compile memory compiled (default all); NGPU: ranks for the multi-GPU runs
+PHASES=" ${PHASES:-single multi pp compile memory compiled} "
 NGPU=${NGPU:-2}
 HERE=$(cd "$(dirname "$0")" && pwd)
 # NVLink multicast stays off (shared hosts)
@@ -48,5 +48,17 @@ fi
 if [[ $PHASES == *" compile "* ]]; then
 timeout "${T_COMPILE:-150}" python3 "$HERE/record_samples.py" --out "$WORK" --only gpt_compile "${XA[@]}"
 echo "phase compile rc=$? t=$((SECONDS - t0))s"; pack
+fi
+
+if [[ $PHASES == *" memory "* ]]; then
+# issue 25: profile_memory=True runs (gpt_memory, gpt_memory_checkpointing, gpt_memory_batch2x, memory_leak)
+timeout "${T_MEMORY:-120}" python3 "$HERE/record_memory.py" --out "$WORK" "${XA[@]}"
+echo "phase memory rc=$? t=$((SECONDS - t0))s"; pack
+fi
+
+if [[ $PHASES == *" compiled "* ]]; then
+# issue 23: gpt_compile_reduce_overhead, gpt_flex_attention, gpt_flex_attention_full
+timeout "${T_COMPILED:-240}" python3 "$HERE/record_compiled.py" --out "$WORK" "${XA[@]}"
+echo "phase compiled rc=$? t=$((SECONDS - t0))s"; pack
 fi
 ls -laR "$WORK" | grep -E 'gz|json|/' 

@@ -270,7 +270,7 @@ def trace_files(run_dir: str, worker_name: str) -> list[str]:
 
 
 def profile_steps(step, dev, run_dir: str, worker_name: str, active: int,
-                  drain_before_active: bool = False) -> dict:
+                  drain_before_active: bool = False, profile_memory: bool = False) -> dict:
     """Runs wait+warmup+active steps under torch.profiler; returns timing of the active
     steps (CUDA events at step boundaries, recorded inside the trace as cudaEventRecord,
     which is not a host sync).
@@ -279,7 +279,9 @@ def profile_steps(step, dev, run_dir: str, worker_name: str, active: int,
     the recording starts (so the sync is not in the trace). Without it, a GPU-bound loop with
     no host syncs lets the host run several steps ahead, and the GPU work launched during the
     wait/warmup steps runs inside the first recorded step with its launch calls missing from
-    the trace."""
+    the trace.
+
+    profile_memory: also record the allocator's [memory] instant events (issue 25's samples)."""
     os.makedirs(run_dir, exist_ok=True)
     acts = [ProfilerActivity.CPU]
     if dev.type == "cuda":
@@ -291,7 +293,7 @@ def profile_steps(step, dev, run_dir: str, worker_name: str, active: int,
     with profile(activities=acts,
                  schedule=schedule(wait=WAIT, warmup=WARMUP, active=active, repeat=1),
                  on_trace_ready=tensorboard_trace_handler(run_dir, worker_name=worker_name, use_gzip=True),
-                 record_shapes=True) as prof:
+                 record_shapes=True, profile_memory=profile_memory) as prof:
         for i in range(total):
             if i >= first_active:
                 clock.mark()

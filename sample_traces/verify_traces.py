@@ -112,6 +112,29 @@ def observed(doc: dict) -> dict:
     return out
 
 
+def memory_observed(doc: dict) -> dict | None:
+    """Per ProfilerStep#: the allocator's [memory] events (profile_memory=True) of the GPU inside the CPU
+    step window: allocated before the first event, the max and the last Total Allocated, the max Total
+    Reserved. None when the trace has no GPU memory events."""
+    ev = doc.get("traceEvents", [])
+    mem = sorted((e for e in ev if e.get("name") == "[memory]" and e.get("args", {}).get("Device Type") == 1),
+                 key=lambda e: e["ts"])
+    if not mem:
+        return None
+    steps = sorted((e for e in ev if e.get("cat") == "user_annotation"
+                    and str(e.get("name", "")).startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    out = {}
+    for s in steps:
+        inside = [e["args"] for e in mem if s["ts"] <= e["ts"] <= s["ts"] + s["dur"]]
+        if inside:
+            out[s["name"]] = {"events": len(inside),
+                              "allocated_before_first": inside[0]["Total Allocated"] - inside[0]["Bytes"],
+                              "allocated_max": max(a["Total Allocated"] for a in inside),
+                              "allocated_last": inside[-1]["Total Allocated"],
+                              "reserved_max": max(a["Total Reserved"] for a in inside)}
+    return out
+
+
 def annotate(root: str):
     for gt_path in sorted(glob.glob(os.path.join(root, "*", "ground_truth.json"))):
         run_dir = os.path.dirname(gt_path)
@@ -121,7 +144,11 @@ def annotate(root: str):
             with gzip.open(t, "rt") as f:
                 doc = json.load(f)
             rank = (doc.get("distributedInfo") or {}).get("rank", 0)
-            per_file.append({"rank": rank, "file": os.path.basename(t), "steps": observed(doc)})
+            entry = {"rank": rank, "file": os.path.basename(t), "steps": observed(doc)}
+            mem = memory_observed(doc)
+            if mem is not None:
+                entry["memory"] = mem
+            per_file.append(entry)
         per_file.sort(key=lambda r: r["rank"])
         gt["observed_in_trace"] = {
             "method": ("counted by sample_traces/verify_traces.py --annotate: gpu_memcpy events (bytes from args) "

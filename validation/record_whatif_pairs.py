@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Record the what-if validation pairs of issue 26 (validation/whatif_workloads.py) on one GPU.
+
+    python3 validation/record_whatif_pairs.py --out validation/whatif_pairs           # one H200
+    python3 validation/record_whatif_pairs.py --device cpu --tiny --compile-backend aot_eager --out /tmp/wp
+
+For each pair, the "before" and then the "after" variant: warm-up, FlopCounterMode over one step,
+>= 30 unprofiled steps timed with CUDA events (median, p10, p90), then 3 profiled steps
+(torch.profiler, record_shapes=True, the GPU drained before the recorded steps) written to
+<out>/<pair>/<variant>/rank0.<ns>.pt.trace.json.gz. All ground truth goes to <out>/ground_truth.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import whatif_workloads as ww  # noqa: E402
+from whatif_workloads import sc  # noqa: E402
+
+WORKER = "rank0"
+
+
+def percentiles(d: list[float]) -> dict:
+    q = statistics.quantiles(d, n=10, method="inclusive")
+    return {
+        "median_us": statistics.median(d),
+        "p10_us": q[0],
+        "p90_us": q[8],
+        "mean_us": statistics.fmean(d),
+        "min_us": min(d),
+        "max_us": max(d),
+    }
+
+
+def record_variant(pair: str, which: str, args, dev) -> dict:
+    t0 = time.time()
+    run_dir = os.path.join(args.out, pair, which)
+    os.makedirs(run_dir, exist_ok=True)
+    sc.remove_traces(run_dir, WORKER)
+    v = ww.PAIRS[pair]["build"](args, dev, fixed=which == "after")
+    try:
+        for i in range(args.warmup):
+            v.step(i)
+        sc.sync(dev)
+        warm_s = time.time() - t0
+        flops = sc.count_flops(v.flop_step or v.step, dev)
+        flops.pop("_flops_by_module", None)
+        for i in range(3):
+            v.step(i)
+        timing = sc.time_unprofiled(v.step, dev, args.timed_steps)
+        steps = timing["step_time_us_unprofiled_steps"]
+        tried = []
+        for active in (3, 2, 1):
+            prof = sc.profile_steps(v.step, dev, run_dir, WORKER, active, drain_before_active=True)
+            tried.append({"active": active, "trace_bytes": prof["trace_bytes"]})
+            if max(prof["trace_bytes"] or [0]) <= args.trace_limit:
+                break
+            sc.remove_traces(run_dir, WORKER)
+    finally:
+        if v.cleanup is not None:
+            v.cleanup()
+    out = {
+        "description": v.description,
+        "step_time_unprofiled": percentiles(steps),
+        "step_time_us_unprofiled_steps": steps,
+        "unprofiled_timed_steps": len(steps),
+        "step_time_us_unprofiled_wall_mean": timing["step_time_us_unprofiled_wall_mean"],
+        "step_time_us_profiled_wall": prof["step_time_us_profiled_wall"],
+        "step_time_us_profiled_steps": prof["step_time_us_profiled_steps"],
+        "steps_profiled": prof["steps_profiled"],
+        "flops_per_step": flops["flops_per_step"],
+        "flops_by_op": flops["flops_by_op"],
+        "mfu_unprofiled": sc.mfu(flops["flops_per_step"], statistics.median(steps)),
+        "expected": v.expected,
+        "model": v.model,
+        "notes": v.notes + ([f"trace size retries: {tried}"] if len(tried) > 1 else []),
+        "trace_dir": f"{pair}/{which}",
+        "trace_files": prof["trace_files"],
+        "trace_bytes": prof["trace_bytes"],
+        "warmup_steps": args.warmup,
+        "warmup_seconds": round(warm_s, 2),
+        **v.extra,
+    }
+    print(
+        f"[{pair}/{which}] median {out['step_time_unprofiled']['median_us']:.0f} us (p10 "
+        f"{out['step_time_unprofiled']['p10_us']:.0f}, p90 {out['step_time_unprofiled']['p90_us']:.0f}), prof "
+        f"{prof['step_time_us_profiled_wall']:.0f} us, {flops['flops_per_step']:.3e} FLOP, trace "
+        f"{prof['trace_bytes']}, {time.time() - t0:.0f} s",
+        flush=True,
+    )
+    del v
+    sc.cleanup(dev)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "whatif_pairs"))
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--tiny", action="store_true")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--timed-steps", type=int, default=40)
+    ap.add_argument("--trace-limit", type=int, default=1024 * 1024)
+    ap.add_argument("--compile-backend", default="inductor")
+    args = ap.parse_args()
+    dev = torch.device(args.device)
+    if dev.type == "cuda":
+        dev = torch.device("cuda", dev.index or 0)
+        torch.cuda.set_device(dev)
+    gt_path = os.path.join(args.out, "ground_truth.json")
+    os.makedirs(args.out, exist_ok=True)
+    doc = json.load(open(gt_path)) if os.path.exists(gt_path) else {}
+    doc.update({k: v for k, v in sc.env_info(dev).items() if k != "timing_definitions"})
+    doc["timing"] = (
+        "step_time_unprofiled: median, p10 and p90 (statistics.quantiles, inclusive) over "
+        "unprofiled_timed_steps consecutive steps after warm-up, each the time between CUDA events "
+        "recorded at step boundaries (no host sync between steps); step_time_us_profiled_wall: mean "
+        "over the recorded profiler steps, same method"
+    )
+    doc["profiler_options"] = (
+        "activities=[CPU, CUDA], record_shapes=True, schedule(wait=1, warmup=2, active=3), "
+        "tensorboard_trace_handler(worker_name='rank0', use_gzip=True); "
+        "torch.cuda.synchronize() at the end of the last warmup step (not recorded)"
+    )
+    pairs = doc.setdefault("pairs", {})
+    failed = []
+    for pair in [p for p in args.only.split(",") if p] or list(ww.PAIRS):
+        ww._CAL.clear()
+        try:
+            res = {w: record_variant(pair, w, args, dev) for w in ("before", "after")}
+        except Exception:
+            traceback.print_exc()
+            failed.append(pair)
+            sc.cleanup(dev)
+            continue
+        b, a = res["before"]["step_time_unprofiled"]["median_us"], res["after"]["step_time_unprofiled"]["median_us"]
+        pairs[pair] = {
+            "fix": ww.PAIRS[pair]["fix"],
+            **res,
+            "measured_gain_us_per_step": b - a,
+            "measured_gain_share_of_before": (b - a) / b,
+            "speedup": b / a,
+            "recorded_at_unix": int(time.time()),
+        }
+        with open(gt_path, "w") as f:  # after each pair: a later failure keeps what was measured
+            json.dump(doc, f, indent=2)
+        print(f"[{pair}] gain {b - a:.0f} us/step ({(b - a) / b:.1%} of before), speedup {b / a:.2f}x", flush=True)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
