@@ -8,7 +8,12 @@ timeout. ``--code DIR`` measures another checkout (e.g. the commit before the fi
 before/after figures. The archives are built by tests/probe/hostile_archives.py, as the
 probe builds them, at the sizes of the issue.
 
-usage: python benchmarks/bench_archives.py [--code DIR] [--timeout 300] [--only NAME]
+``--read`` measures the archive layer alone on real archives: list, then open and read
+every member once, as the CLI and the tab do (a .tar.gz of uncompressed traces, as
+``tar czf`` of a logdir written with ``use_gzip=False`` makes, shows the cost of
+re-inflating from the start).
+
+usage: python benchmarks/bench_archives.py [--code DIR] [--timeout 300] [--only NAME] [--read]
 """
 
 from __future__ import annotations
@@ -76,14 +81,51 @@ def build(out: Path) -> dict[str, Path]:
     return cases
 
 
-def run(path: Path, code: Path, timeout: float) -> tuple[str, float, float, str]:
-    """(status, wall seconds, this child's peak RSS in MB, last stderr line)."""
+def build_real(out: Path) -> dict[str, Path]:
+    """Real archives for --read: the sample traces as they are (gzipped), and 4 copies of
+    them uncompressed in a .tar.gz."""
+    import gzip
+
+    real = _real_files()
+    plain = {f"copy{k}/{n.removesuffix('.gz')}": gzip.decompress(d) for k in range(4) for n, d in real.items()}
+    cases = {"real_zip_gz": out / "real_zip_gz.zip", "real_tgz_gz": out / "real_tgz_gz.tar.gz"}
+    cases["real_tgz_json_x4"] = out / "real_tgz_json_x4.tar.gz"
+    cases["real_zip_json_x4"] = out / "real_zip_json_x4.zip"
+    for name, files in (("gz", real), ("json_x4", plain)):
+        with zipfile.ZipFile(cases[f"real_zip_{name}"], "w", zipfile.ZIP_DEFLATED) as zf:
+            for n, d in files.items():
+                zf.writestr(n, d)
+        with tarfile.open(cases[f"real_tgz_{name}"], "w:gz") as tf:
+            for n, d in files.items():
+                ti = tarfile.TarInfo(n)
+                ti.size = len(d)
+                tf.addfile(ti, io.BytesIO(d))
+    return cases
+
+
+def read_all(path: Path) -> None:
+    """In a child: list the archive, read every member once, print seconds and MB read."""
+    from tb_mfu_plugin.trace.archive import Archive
+
+    t0 = time.perf_counter()
+    total = 0
+    with Archive.open(str(path)) as arc:
+        for m in arc.members:
+            with arc.open_member(m.name) as f:
+                while chunk := f.read(1 << 20):
+                    total += len(chunk)
+    print(f"{time.perf_counter() - t0:.2f} {total / 1e6:.1f}")
+
+
+def run(path: Path, code: Path, timeout: float, read: bool = False) -> tuple[str, float, float, str]:
+    """(status, wall seconds, this child's peak RSS in MB, last stderr line, or stdout for --read)."""
     env = dict(os.environ, PYTHONPATH=str(code))
     t0 = time.perf_counter()
+    cmd = [sys.executable, __file__, "--read-one", str(path)] if read else [
+        sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(path), "--json", "--jobs", "1"]  # fmt: skip
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(path), "--json", "--jobs", "1"],
-            stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=code,
+            cmd, stdout=err if read else subprocess.DEVNULL, stderr=err, env=env, cwd=code,
         )  # fmt: skip
         while True:  # wait4 gives this child's own rusage (RUSAGE_CHILDREN would mix the runs)
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -115,16 +157,32 @@ def main() -> None:
     ap.add_argument("--code", type=Path, default=ROOT, help="checkout whose tb_mfu_plugin to measure")
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--only", default=None)
+    ap.add_argument("--read", action="store_true", help="the archive layer alone, on real archives")
     ap.add_argument("--build", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--build-real", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--read-one", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.build:
-        build(args.build)
+    if args.build or args.build_real:
+        build(args.build) if args.build else build_real(args.build_real)
+        return
+    if args.read_one:
+        read_all(args.read_one)
         return
     with tempfile.TemporaryDirectory(prefix="tb_mfu_archives_") as tmp:
         # built in a child: a child forked from a big parent would start with the parent's RSS
-        subprocess.run([sys.executable, __file__, "--build", tmp], check=True)
+        subprocess.run([sys.executable, __file__, "--build-real" if args.read else "--build", tmp], check=True)
         cases = {p.name.split(".")[0]: p for p in sorted(Path(tmp).iterdir(), key=lambda p: p.stat().st_mtime_ns)}
         print(f"code: {args.code}")
+        if args.read:
+            print(
+                f"{'case':22} {'archive MB':>10} {'status':>16} {'seconds':>8} {'MB read':>8} {'MB/s':>7} {'RSS MB':>7}"
+            )
+            for name, path in cases.items():
+                status, seconds, rss, out = run(path, args.code, args.timeout, read=True)
+                inner, mb = (float(x) for x in out.split()) if status == "exit 0" else (seconds, 0.0)
+                size = path.stat().st_size / 1e6
+                print(f"{name:22} {size:10.2f} {status:>16} {inner:8.2f} {mb:8.1f} {mb / inner:7.1f} {rss:7.0f}")
+            return
         print(f"{'case':22} {'archive MB':>10} {'status':>16} {'seconds':>8} {'MB/s':>7} {'peak RSS MB':>11}  stderr")
         for name, path in cases.items():
             if args.only and args.only != name:
