@@ -41,10 +41,10 @@ member, also inside a bucket.
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import re
-import stat
 import struct
 import tarfile
 import threading
@@ -59,6 +59,7 @@ from ..errors import TraceError, TraceNotFound
 from ..escape import escape_surrogates
 from . import archive_tar
 from .archive_streams import Checkpoints, Counted, Inflater, Locked, Slice, described, member_error
+from .archive_zip import entry_refusal, open_zip
 from .discover import TRACE_FILE
 from .files import open_regular
 from .limits import ARCHIVE_RATIO_GRACE_BYTES, DEFAULT_LIMITS, RATIO_GRACE_BYTES, Limits, cap_error, format_size
@@ -70,7 +71,6 @@ _FORMAT_ERRORS = (
     zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error, UnicodeError, ValueError, struct.error,
     NotImplementedError, RecursionError, MemoryError, io.UnsupportedOperation,
 )  # fmt: skip
-_ZIP_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
 
 
 @dataclass(frozen=True)
@@ -170,8 +170,6 @@ class Archive:
 
     # -- listing ---------------------------------------------------------
     def _list_zip(self) -> list[ArchiveMember]:
-        from .archive_zip import open_zip
-
         zf, renamed = open_zip(self._raw)
         self._zip = zf
         infos = [i for i in zf.infolist() if not i.is_dir()]
@@ -180,26 +178,14 @@ class Archive:
         names = [renamed.get(i.filename, i.filename) if not i.flag_bits & 0x800 else i.filename for i in infos]
         seen = Counter(names)
         return [
-            ArchiveMember(name, i.file_size, i.compress_size, self._zip_refusal(i, name, seen, name != i.filename))
+            ArchiveMember(
+                name,
+                i.file_size,
+                i.compress_size,
+                self._refusal(name, entry_refusal(i, name != i.filename), seen[name], i.file_size, i.compress_size),
+            )
             for i, name in zip(infos, names, strict=True)
         ]
-
-    def _zip_refusal(self, info: zipfile.ZipInfo, name: str, seen: Counter[str], lying: bool) -> str | None:
-        why = None
-        # Unix attributes say what the entry is; writers that set no type bits (Python's own
-        # zipfile.writestr) mean a regular file.
-        fmt = stat.S_IFMT(info.external_attr >> 16) if info.create_system == 3 else 0
-        if lying:
-            why = "has a name that is not UTF-8, though its entry says it is"
-        elif fmt == stat.S_IFLNK:
-            why = "is a symbolic link"
-        elif fmt not in (0, stat.S_IFREG, stat.S_IFDIR):
-            why = "is a special file"
-        elif info.flag_bits & 0x41:  # bit 0: encrypted; bit 6: strong encryption
-            why = "is encrypted"
-        elif info.compress_type not in _ZIP_METHODS:
-            why = f"is compressed by method {info.compress_type}, which we do not read"
-        return self._refusal(name, why, seen[name], info.file_size, info.compress_size)
 
     def _list_tar(self) -> list[ArchiveMember]:
         with self._lock:
@@ -221,7 +207,7 @@ class Archive:
         seen = Counter(i.name for i in infos)
         out = []
         for ti in infos:
-            why = ti.refusal or _tar_kind(ti)
+            why = archive_tar.member_refusal(ti)
             out.append(ArchiveMember(ti.name, ti.size, ti.size, self._refusal(ti.name, why, seen[ti.name], ti.size)))
             self._tar_offsets[ti.name] = (ti.offset, ti.offset_data)
         return out
@@ -272,13 +258,22 @@ class Archive:
         if m.refusal is not None:
             raise TraceError(where, m.refusal)
         what = f"member {quoted(name)} of {self._shown()}"
+
+        def error(exc: Exception) -> TraceError:
+            if self.location is not None and is_url(self.location) and not isinstance(exc, _FORMAT_ERRORS):
+                from .storage import storage_error  # a remote read's: worded as listings word them, secrets blanked
+
+                return storage_error(where, exc)
+            return member_error(where, what, exc)
+
         try:
             inner, skipped = self._open_inner(m)
         except TraceError:
             raise
         except Exception as exc:  # noqa: BLE001 - zipfile, zlib, a remote read: one line
-            raise member_error(where, what, exc) from None
-        return cast(IO[bytes], Counted(inner, m.size, where, what, lambda n: self._charge(m, n), skipped))
+            raise error(exc) from None
+        charge = functools.partial(self._charge, m)
+        return cast(IO[bytes], Counted(inner, m.size, where, what, charge, skipped, error))
 
     def _open_inner(self, m: ArchiveMember) -> tuple[IO[bytes], int]:
         if self._zip is not None:
@@ -331,16 +326,6 @@ def _name_refusal(name: str) -> str | None:
         return "climbs out of the archive with '..' (zip-slip)"
     if "::" in name:
         return "has '::' in its name"
-    return None
-
-
-def _tar_kind(ti: archive_tar.CappedTarInfo) -> str | None:
-    if ti.issym():
-        return "is a symbolic link"
-    if ti.islnk():
-        return "is a hard link"
-    if ti.issparse() or not ti.isreg():
-        return "is a special file (device, FIFO or sparse)"
     return None
 
 

@@ -225,15 +225,23 @@ class Counted(io.RawIOBase):
     """A member's stream that never yields more than the member declared, tells the bytes
     read (the decoder's gzip ratio check of a ``.json.gz`` member divides by them), reports
     what the read has cost (``charge``: bytes inflated, those skipped to reach the member
-    included), and raises nothing but a one-line ``TraceError``. ``what`` names the member
-    in errors (``member 'x' of team.zip``)."""
+    included), and raises nothing but a one-line ``TraceError`` (``error`` words it; by
+    default ``what`` names the member: ``member 'x' of team.zip cannot be read (...)``)."""
 
     def __init__(
-        self, inner: IO[bytes], size: int, where: str, what: str, charge: Callable[[int], None], skipped: int = 0
+        self,
+        inner: IO[bytes],
+        size: int,
+        where: str,
+        what: str,
+        charge: Callable[[int], None],
+        skipped: int = 0,
+        error: Callable[[Exception], TraceError] | None = None,
     ) -> None:
         super().__init__()
         self._inner, self._size, self._where, self._what = inner, size, where, what
         self._charge, self._skipped = charge, skipped
+        self._error = error or (lambda exc: member_error(where, what, exc))
         self._read = 0
 
     def readable(self) -> bool:
@@ -245,7 +253,7 @@ class Counted(io.RawIOBase):
         except TraceError:
             raise
         except Exception as exc:  # noqa: BLE001 - zlib, bz2, lzma, zipfile, a remote read: all one line
-            raise member_error(self._where, self._what, exc) from None
+            raise self._error(exc) from None
         self._read += len(data)
         if self._read > self._size:
             raise TraceError(self._where, f"{self._what} holds more bytes than it declares: refused")

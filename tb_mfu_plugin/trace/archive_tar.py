@@ -98,6 +98,19 @@ class CappedTarInfo(_TarInfo):  # type: ignore[misc]
 tarfile_mod = tarfile  # the methods above take tarfile's own parameter name, ``tarfile``
 
 
+def member_refusal(ti: CappedTarInfo) -> str | None:
+    """Why a member is never read, from its headers; None for a regular file we read."""
+    if ti.refusal:
+        return ti.refusal
+    if ti.issym():
+        return "is a symbolic link"
+    if ti.islnk():
+        return "is a hard link"
+    if ti.issparse() or not ti.isreg():
+        return "is a special file (device, FIFO or sparse)"
+    return None
+
+
 def _well_formed_pax(buf: bytes) -> bool:
     """``buf`` is pax records (``"%d %s=%s\\n"``, each length counting the whole record) then
     NUL padding, with no run of 64 digits: what 3.11's tarfile parses in linear time."""

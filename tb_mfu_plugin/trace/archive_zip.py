@@ -14,6 +14,7 @@ kept as surrogates, shown as ``\\xNN``), and every other member reads as before.
 from __future__ import annotations
 
 import io
+import stat
 import struct
 import zipfile
 from typing import IO, Any, cast
@@ -21,6 +22,27 @@ from typing import IO, Any, cast
 _CENTRAL = b"PK\x01\x02"
 _CENTRAL_SIZE = 46
 _UTF8 = 0x800
+
+
+_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
+
+
+def entry_refusal(info: zipfile.ZipInfo, lying: bool) -> str | None:
+    """Why an entry is never read, from what its headers say it is; None for a file we read."""
+    # Unix attributes say what the entry is; writers that set no type bits (Python's own
+    # zipfile.writestr) mean a regular file.
+    fmt = stat.S_IFMT(info.external_attr >> 16) if info.create_system == 3 else 0
+    if lying:
+        return "has a name that is not UTF-8, though its entry says it is"
+    if fmt == stat.S_IFLNK:
+        return "is a symbolic link"
+    if fmt not in (0, stat.S_IFREG, stat.S_IFDIR):
+        return "is a special file"
+    if info.flag_bits & 0x41:  # bit 0: encrypted; bit 6: strong encryption
+        return "is encrypted"
+    if info.compress_type not in _METHODS:
+        return f"is compressed by method {info.compress_type}, which we do not read"
+    return None
 
 
 def open_zip(raw: IO[bytes]) -> tuple[zipfile.ZipFile, dict[str, str]]:
