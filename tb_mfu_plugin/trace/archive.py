@@ -13,27 +13,39 @@ API (the CLI, the tab's run discovery and the tab's upload all use it)::
 
 An archive comes from anyone, so it is checked before any member is read. The
 whole archive is refused (``TraceError`` naming it) when it lists more members
-than ``Limits.max_archive_members`` or declares more decompressed bytes than
-``Limits.max_archive_bytes``; a ``.tar.gz`` is also held to both caps, and to
-``max_compression_ratio``, while it is inflated. A *member* is refused, with a
-one-line reason naming the archive and the member, when its name is absolute or
-climbs out of the archive (zip-slip), it is a symbolic or hard link or a special
-file, it is encrypted, its name appears twice, it declares more than
-``max_trace_bytes``, or it inflates more than ``max_compression_ratio`` to one.
-Refused members are listed (so that each shows its error) but never opened.
+than ``Limits.max_archive_members``, declares more decompressed bytes than
+``Limits.max_archive_bytes``, or its members declare more than
+``max_archive_ratio`` times its own size (past a grace of 64 MiB: a bomb of many
+members, each under the per-member grace, is still one bomb); a ``.tar.gz`` is
+also held to the first two caps, and to ``max_compression_ratio``, while it is
+inflated. A *member* is refused, with a one-line reason naming the archive and the
+member, when its name is absolute or climbs out of the archive (zip-slip), is not
+valid UTF-8 though its zip entry says so, it is a symbolic or hard link or a special
+file, it is encrypted or compressed by a method we cannot read, its name appears
+twice, its tar header is too big or malformed (archive_tar.py), it declares more
+than ``max_trace_bytes``, or it inflates more than ``max_compression_ratio`` to
+one. Refused members are listed (so that each shows its error) but never opened.
+While members are read, the bytes inflated for them (the most one read of each
+has cost, a .tar.gz's bytes skipped to reach it included) are held to
+``max_archive_ratio`` as well: a member read past it is refused.
 
-A ``.tar.gz`` has no index: listing it inflates it once, and opening a member
-inflates it again from the start up to that member. A ``.zip`` (or a plain
-``.tar``) seeks straight to the member, also inside a bucket.
+Whatever the archive holds, reading it raises nothing but ``TraceError``: an
+exception of ``zipfile``, ``tarfile``, zlib, bz2 or lzma, or of name handling,
+becomes one line naming the archive (and the member, when reading one).
+
+A ``.tar.gz`` has no index: listing it inflates it once and keeps index points
+(archive_streams.py), so that opening a member inflates it from the last point
+before that member. A ``.zip`` (or a plain ``.tar``) seeks straight to the
+member, also inside a bucket.
 """
 
 from __future__ import annotations
 
-import gzip
+import functools
 import io
 import os
 import re
-import stat
+import struct
 import tarfile
 import threading
 import time
@@ -44,18 +56,26 @@ from dataclasses import dataclass
 from typing import IO, Any, cast
 
 from ..errors import TraceError, TraceNotFound
-from .archive_streams import Counted, Inflated, Locked, Slice
+from ..escape import escape_surrogates
+from . import archive_tar
+from .archive_streams import Checkpoints, Counted, Inflater, Locked, Slice, described, member_error
+from .archive_zip import entry_refusal, open_zip
 from .discover import TRACE_FILE
 from .files import open_regular
-from .limits import DEFAULT_LIMITS, RATIO_GRACE_BYTES, Limits, cap_error, format_size
+from .limits import ARCHIVE_RATIO_GRACE_BYTES, DEFAULT_LIMITS, RATIO_GRACE_BYTES, Limits, cap_error, format_size
 from .locations import archive_kind, basename, is_url, member_location, parse_member
 
 _ABSOLUTE = re.compile(r"^([\\/]|[A-Za-z]:)")
+# What a malformed archive raises from zipfile, tarfile, gzip/zlib and name handling
+_FORMAT_ERRORS = (
+    zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error, UnicodeError, ValueError, struct.error,
+    NotImplementedError, RecursionError, MemoryError, io.UnsupportedOperation,
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
 class ArchiveMember:
-    name: str  # as stored in the archive
+    name: str  # as stored in the archive (bytes that are not UTF-8 kept as surrogates)
     size: int  # decompressed bytes, as declared
     packed: int  # bytes in the archive
     refusal: str | None = None  # why it is never read; None for a readable member
@@ -77,6 +97,11 @@ def _open_raw(location: str) -> IO[bytes]:
     return open_regular(location, "archive")
 
 
+def quoted(name: str) -> str:
+    """A member name in a message: ``repr``, with the bytes that are not UTF-8 as ``\\xNN``."""
+    return repr(name) if name == escape_surrogates(name) else f"'{escape_surrogates(name)}'"
+
+
 class Archive:
     """The members of one archive, and streams of them."""
 
@@ -85,10 +110,16 @@ class Archive:
         self._raw = raw
         self._lock = threading.Lock()  # a file object given to us is shared by every member read
         self._zip: zipfile.ZipFile | None = None
-        self._tar_offsets: dict[str, int] = {}
-        self._gzipped = False
+        self._tar_offsets: dict[str, tuple[int, int]] = {}  # member -> (first header, data)
+        self._index: Checkpoints | None = None  # a .tar.gz's index points
+        self._work: dict[str, int] = {}  # member -> the most bytes one read of it has inflated
+        self._worked = 0
+        with self._lock:
+            self.packed = raw.seek(0, io.SEEK_END)  # the archive's own bytes
+            raw.seek(0)
         self.members = self._list_zip() if kind == "zip" else self._list_tar()
         self._by_name = {m.name: m for m in self.members}
+        self._ratio_cap(sum(m.size for m in self.members if m.refusal is None), "its members declare")
 
     @classmethod
     def open(
@@ -108,9 +139,9 @@ class Archive:
         except BaseException as exc:
             if location is not None:
                 raw.close()
-            if isinstance(exc, zipfile.BadZipFile | tarfile.TarError | EOFError | gzip.BadGzipFile | zlib.error):
-                raise TraceError(label, f"not a readable {kind} archive ({type(exc).__name__}: {exc})") from None
-            raise
+            if isinstance(exc, TraceError) or not isinstance(exc, Exception):
+                raise
+            raise _unreadable(label, kind, exc) from None
 
     def __enter__(self) -> Archive:
         return self
@@ -131,69 +162,76 @@ class Archive:
     def member(self, name: str) -> ArchiveMember | None:
         return self._by_name.get(name)
 
-    # -- listing ---------------------------------------------------------
-    def _refuse_archive(self, cap: str, detail: str) -> TraceError:
-        return cap_error(self.label, cap, detail)
+    @property
+    def inflated(self) -> int:
+        """Bytes inflated to read members so far: of each member, its costliest read (for a
+        .tar.gz, the bytes skipped from the index point to the member included)."""
+        return self._worked
 
+    # -- listing ---------------------------------------------------------
     def _list_zip(self) -> list[ArchiveMember]:
-        zf = zipfile.ZipFile(self._raw)
+        zf, renamed = open_zip(self._raw)
         self._zip = zf
         infos = [i for i in zf.infolist() if not i.is_dir()]
         self._count_cap(len(infos))
         self._bytes_cap(sum(i.file_size for i in infos))
-        seen = Counter(i.filename for i in infos)
-        return [ArchiveMember(i.filename, i.file_size, i.compress_size, self._zip_refusal(i, seen)) for i in infos]
-
-    def _zip_refusal(self, info: zipfile.ZipInfo, seen: Counter[str]) -> str | None:
-        kind = None
-        # Unix attributes say what the entry is; writers that set no type bits (Python's own
-        # zipfile.writestr) mean a regular file.
-        fmt = stat.S_IFMT(info.external_attr >> 16) if info.create_system == 3 else 0
-        if fmt == stat.S_IFLNK:
-            kind = "a symbolic link"
-        elif fmt not in (0, stat.S_IFREG, stat.S_IFDIR):
-            kind = "a special file"
-        if info.flag_bits & 0x1:
-            kind = kind or "encrypted"
-        return self._refusal(info.filename, kind, seen[info.filename], info.file_size, info.compress_size)
+        names = [renamed.get(i.filename, i.filename) if not i.flag_bits & 0x800 else i.filename for i in infos]
+        seen = Counter(names)
+        return [
+            ArchiveMember(
+                name,
+                i.file_size,
+                i.compress_size,
+                self._refusal(name, entry_refusal(i, name != i.filename), seen[name], i.file_size, i.compress_size),
+            )
+            for i, name in zip(infos, names, strict=True)
+        ]
 
     def _list_tar(self) -> list[ArchiveMember]:
         with self._lock:
+            gzipped = self._raw.read(2) == b"\x1f\x8b"
             self._raw.seek(0)
-            self._gzipped = self._raw.read(2) == b"\x1f\x8b"
-            self._raw.seek(0)
-        infos: list[tarfile.TarInfo] = []
-        stream = self._stream()
-        try:
-            tf = tarfile.open(fileobj=stream, mode="r:")
-            total = 0
-            while (ti := tf.next()) is not None:
-                if not ti.isdir():
-                    infos.append(ti)
-                    total += ti.size
-                    self._count_cap(len(infos))
-                    self._bytes_cap(total)
-        finally:
-            stream.close()  # (a view of a file object given to us leaves that object open)
+        view = cast(IO[bytes], Locked(self._raw, self._lock))
+        stream: Any = Inflater(view, self.label, self.limits) if gzipped else view
+        index = self._index = Checkpoints() if gzipped else None
+        offer = (lambda: index.offer(stream)) if index is not None else (lambda: None)
+        infos: list[archive_tar.CappedTarInfo] = []
+        total = 0
+        for ti in archive_tar.members(stream, offer):
+            if ti.isdir():
+                continue
+            infos.append(ti)
+            total += ti.size
+            self._count_cap(len(infos))
+            self._bytes_cap(total)
         seen = Counter(i.name for i in infos)
         out = []
         for ti in infos:
-            kind = _tar_kind(ti)
-            out.append(ArchiveMember(ti.name, ti.size, ti.size, self._refusal(ti.name, kind, seen[ti.name], ti.size)))
-            self._tar_offsets[ti.name] = ti.offset_data
+            why = archive_tar.member_refusal(ti)
+            out.append(ArchiveMember(ti.name, ti.size, ti.size, self._refusal(ti.name, why, seen[ti.name], ti.size)))
+            self._tar_offsets[ti.name] = (ti.offset, ti.offset_data)
         return out
 
     def _count_cap(self, n: int) -> None:
         if n > self.limits.max_archive_members:
-            raise self._refuse_archive("max_archive_members", f"more than {self.limits.max_archive_members:,} members")
+            detail = f"more than {self.limits.max_archive_members:,} members"
+            raise cap_error(self.label, "max_archive_members", detail)
 
     def _bytes_cap(self, n: int) -> None:
         if n > self.limits.max_archive_bytes:
             detail = f"members of more than {format_size(self.limits.max_archive_bytes)} decompressed"
-            raise self._refuse_archive("max_archive_bytes", detail)
+            raise cap_error(self.label, "max_archive_bytes", detail)
 
-    def _refusal(self, name: str, kind: str | None, copies: int, size: int, packed: int | None = None) -> str | None:
-        reason = _name_refusal(name) or (f"is {kind}" if kind else None)
+    def _ratio_cap(self, n: int, what: str, where: str | None = None) -> None:
+        if n <= ARCHIVE_RATIO_GRACE_BYTES:
+            return
+        ratio = n / max(1, self.packed)
+        if ratio > self.limits.max_archive_ratio:
+            detail = f"{what} {format_size(n)}, {ratio:.0f}:1 of its {format_size(self.packed)} (an archive bomb?)"
+            raise cap_error(where or self.label, "max_archive_ratio", detail)
+
+    def _refusal(self, name: str, why: str | None, copies: int, size: int, packed: int | None = None) -> str | None:
+        reason = _name_refusal(name) or why
         if reason is None and copies > 1:
             reason = f"appears {copies} times"
         if reason is None and size > self.limits.max_trace_bytes:
@@ -204,40 +242,79 @@ class Archive:
                 reason = f"inflates {ratio:.0f}:1 (a zip bomb?): over the max_compression_ratio cap"
         if reason is None:
             return None
-        return f"member {name!r} of {basename(self.label) or self.label} {reason}: refused, not read"
+        return f"member {quoted(name)} of {self._shown()} {reason}: refused, not read"
+
+    def _shown(self) -> str:
+        return basename(self.label) or self.label
 
     # -- reading ---------------------------------------------------------
     def open_member(self, name: str) -> IO[bytes]:
-        """A stream of one member's bytes; ``TraceError`` when it is refused or absent."""
+        """A stream of one member's bytes; ``TraceError`` (one line) when it is refused, absent
+        or unreadable."""
         m = self._by_name.get(name)
+        where = self._where(name)
         if m is None:
-            raise TraceNotFound(self._where(name), f"no member {name!r} in {basename(self.label)}")
+            raise TraceNotFound(where, f"no member {quoted(name)} in {self._shown()}")
         if m.refusal is not None:
-            raise TraceError(self._where(name), m.refusal)
+            raise TraceError(where, m.refusal)
+        what = f"member {quoted(name)} of {self._shown()}"
+
+        def error(exc: Exception) -> TraceError:
+            if self.location is not None and is_url(self.location) and not isinstance(exc, _FORMAT_ERRORS):
+                from .storage import storage_error  # a remote read's: worded as listings word them, secrets blanked
+
+                return storage_error(where, exc)
+            return member_error(where, what, exc)
+
+        try:
+            inner, skipped = self._open_inner(m)
+        except TraceError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - zipfile, zlib, a remote read: one line
+            raise error(exc) from None
+        charge = functools.partial(self._charge, m)
+        return cast(IO[bytes], Counted(inner, m.size, where, what, charge, skipped, error))
+
+    def _open_inner(self, m: ArchiveMember) -> tuple[IO[bytes], int]:
         if self._zip is not None:
             with self._lock:
-                inner: IO[bytes] = self._zip.open(name)
-        else:
-            inner = self._tar_member(name, m.size)
-        return cast(IO[bytes], Counted(inner, m, self._where(name), self.limits))
+                return self._zip.open(m.name), 0
+        header, data = self._tar_offsets[m.name]
+        raw = _open_raw(self.location) if self.location is not None else cast(IO[bytes], Locked(self._raw, self._lock))
+        if self._index is None:
+            raw.seek(data)
+            return cast(IO[bytes], Slice(raw, m.size)), 0
+        at = self._index.before(header)
+        self._charge(m, data - at.out)  # before inflating what lies between the point and the member
+        stream = Inflater(raw, self.label, at=at)
+        stream.seek(data)
+        return cast(IO[bytes], Slice(stream, m.size)), data - at.out
+
+    def _charge(self, m: ArchiveMember, n: int) -> None:
+        """Count ``n`` bytes inflated by a read of ``m`` (the most of any of its reads) against
+        the archive's ratio cap; past the cap the read is refused, and not counted."""
+        with self._lock:
+            before = self._work.get(m.name, 0)
+            if n <= before:
+                return
+            worked = self._worked + n - before
+            self._ratio_cap(worked, "reading its members would inflate", self._where(m.name))
+            self._work[m.name] = n
+            self._worked = worked
 
     def _where(self, name: str) -> str:
         return member_location(self.kind, name, self.location or self.label)
 
-    def _stream(self) -> IO[bytes]:
-        """The archive's tar bytes (inflated from the start for a .tar.gz), under the caps."""
-        if self.location is not None:
-            raw = _open_raw(self.location)
-        else:
-            raw = cast(IO[bytes], Locked(self._raw, self._lock))
-        if not self._gzipped:
-            return raw
-        return cast(IO[bytes], Inflated(raw, self.label, self.limits))
 
-    def _tar_member(self, name: str, size: int) -> IO[bytes]:
-        stream = self._stream()
-        stream.seek(self._tar_offsets[name])
-        return cast(IO[bytes], Slice(stream, size))
+def _unreadable(label: str, kind: str, exc: Exception) -> TraceError:
+    """Any exception met while listing an archive, as one line naming it. A remote archive's
+    error that is not one of its format is a read's: worded as the storage layer words those,
+    secrets blanked."""
+    if is_url(label) and not isinstance(exc, _FORMAT_ERRORS):
+        from .storage import storage_error
+
+        return storage_error(label, exc)
+    return TraceError(label, f"not a readable {kind} archive ({described(exc)})")
 
 
 def _name_refusal(name: str) -> str | None:
@@ -249,16 +326,6 @@ def _name_refusal(name: str) -> str | None:
         return "climbs out of the archive with '..' (zip-slip)"
     if "::" in name:
         return "has '::' in its name"
-    return None
-
-
-def _tar_kind(ti: tarfile.TarInfo) -> str | None:
-    if ti.issym():
-        return "a symbolic link"
-    if ti.islnk():
-        return "a hard link"
-    if ti.issparse() or not ti.isreg():
-        return "a special file (device, FIFO or sparse)"
     return None
 
 

@@ -42,6 +42,12 @@ class Limits:
     # members, and how many members it may list. Each member is a file under the caps above.
     max_archive_bytes: int = 64 * GiB
     max_archive_members: int = 100_000
+    # The bytes an archive's members inflate to, all together, over the archive's own size:
+    # declared (a zip's sizes, a tar's after its listing) and counted as members are read
+    # (a .tar.gz member re-inflates the stream from the index point before it). Checked once
+    # ARCHIVE_RATIO_GRACE_BYTES are reached: a bomb of many members each under the per-file
+    # grace is still one bomb.
+    max_archive_ratio: float = 200.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -52,6 +58,13 @@ class Limits:
 
 DEFAULT_LIMITS = Limits()
 RATIO_GRACE_BYTES = 64 * MiB
+ARCHIVE_RATIO_GRACE_BYTES = 64 * MiB
+# A tar's GNU long-name/long-link or pax header is read whole before the member it names:
+# a bigger one is never read (its member is refused). Real names are at most 4 KiB
+# (PATH_MAX); real pax headers hold a name, times, ids and a few extended attributes. Not a
+# flag: nothing real comes near it, and Python before 3.11.10 parses a pax header in
+# quadratic time (CVE-2024-6232), so a bigger limit would be a CPU bomb.
+MAX_TAR_HEADER_BYTES = 64 * KiB
 
 # flag name -> (field, what the number counts), for the faces
 FLAGS: dict[str, tuple[str, str]] = {
@@ -64,6 +77,7 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--max-seconds": ("max_seconds", "seconds"),
     "--max-archive-bytes": ("max_archive_bytes", "bytes"),
     "--max-archive-members": ("max_archive_members", "count"),
+    "--max-archive-ratio": ("max_archive_ratio", "ratio"),
 }
 _FLAG_OF = {f: flag for flag, (f, _) in FLAGS.items()}
 
