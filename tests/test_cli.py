@@ -350,3 +350,103 @@ def test_graph_replays_are_shown(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["analyze", str(run), "--json"]) == 0
     (w,) = json.loads(capsys.readouterr().out)["runs"][0]["workers"]
     assert (w["launches"]["graph_launches_per_step"], w["launches"]["graph_kernels_per_step"]) == (1, 492)
+
+
+def test_tables_off_a_terminal_are_as_wide_as_they_need(tmp_path: Path) -> None:
+    """Written to a pipe (a CI log), no header or figure is cut to "t…" at 80 columns."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(SAMPLES / "ddp_2gpu"), "--top", "3"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    heads = [ln for ln in lines if ln.startswith("┃")]  # every table's header row
+    assert heads and not [ln for ln in heads if "…" in ln]
+    assert max(len(ln) for ln in lines) > 80
+    for word in ("tensor-core kernels", "SM efficiency", "exposed comm / step", "clock shift"):
+        assert any(word in ln for ln in heads), word
+    # one line per figure row: the step's table has its header and its one row, each on one line
+    (row,) = [ln for ln in lines if ln.startswith("│") and "%" in ln and ln.count("│") == 10][:1]
+    assert "13.1 %" in row and "98.7 %" in row
+    # and a long prose line is one line, never wrapped
+    assert any(ln.startswith("device 0: NVIDIA H200") and "sparse halved))" in ln for ln in lines)
+
+
+def test_each_bad_file_is_reported_once(tmp_path: Path) -> None:
+    """Tables: the error in its worker's place, not again on stderr; JSON: one stderr line."""
+    logdir = _logdir(tmp_path)
+
+    def run(*flags: str) -> tuple[str, str]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(logdir), *flags],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout, proc.stderr
+
+    out, err = run()
+    both = out + err
+    assert both.count("host_2.1700000000000.pt.trace.json.gz") == 1 and both.count("empty file") == 1
+    assert "error:" in out and "gzip" in out
+    out, err = run("--json")
+    assert err.count("host_2.1700000000000.pt.trace.json.gz") == 1 and err.count("empty file") == 1
+
+
+def test_html_is_the_download_page_of_every_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--html FILE``: the offline page the tab downloads, built by the same code: the report
+    ``--json`` prints and the /runs body of its runs inlined beside the tab's bundle, no network."""
+    from html.parser import HTMLParser
+
+    from tb_mfu_plugin.tensorboard.offline import BUNDLE, DATA_ID, script_safe_js
+
+    logdir = tmp_path / "logs"
+    for run in ("ddp_2gpu", "low_sm_efficiency"):
+        shutil.copytree(SAMPLES / run, logdir / run)
+    page = tmp_path / "out" / "report.html"
+    page.parent.mkdir()
+    assert main(["analyze", str(logdir), "--json", "--html", str(page)]) == 0
+    out, err = capsys.readouterr()
+    assert f"wrote {page} (2 runs)" in err
+
+    class Scripts(HTMLParser):
+        """Each <script>'s attributes and text, as the HTML tokenizer (a browser's) sees them."""
+
+        found: list[tuple[dict[str, str | None], str]] = []
+        inside = False
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            self.inside = tag == "script"
+            if self.inside:
+                self.found.append((dict(attrs), ""))
+
+        def handle_endtag(self, tag: str) -> None:
+            self.inside = False
+
+        def handle_data(self, data: str) -> None:
+            if self.inside:
+                a, t = self.found[-1]
+                self.found[-1] = (a, t + data)
+
+    parser = Scripts()
+    parser.feed(page.read_text(encoding="utf-8"))
+    (data_attrs, data), (code_attrs, code) = parser.found
+    assert data_attrs == {"type": "application/json", "id": DATA_ID} and code_attrs == {"type": "module"}
+    assert code.encode() == script_safe_js(Path(BUNDLE).read_bytes())
+    payload = json.loads(data)
+    assert payload["report"] == json.loads(out)
+    assert (payload["run"], payload["worker"]) == ("ddp_2gpu", 0)
+    runs = payload["runs"]
+    assert [r["name"] for r in runs["runs"]] == ["ddp_2gpu", "low_sm_efficiency"]
+    assert {r["state"] for r in runs["runs"]} == {"ready"} and runs["scanned"] and not runs["uploads"]["enabled"]
+    ddp = runs["runs"][0]
+    assert [w["name"] for w in ddp["workers"]] == ["rank0", "rank1"]
+    assert [s["devices"] for w in ddp["workers"] for s in w["spans"]] == [[0], [1]]
+    # a page that cannot be written: one line, status 1
+    assert main(["analyze", str(logdir / "ddp_2gpu"), "--html", str(tmp_path / "no" / "such" / "x.html")]) == 1
+    assert "cannot write the HTML report" in capsys.readouterr().err
