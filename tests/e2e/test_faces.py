@@ -433,6 +433,7 @@ def test_the_tab_and_the_saved_page_show_the_json_figures(
                     offline.context.close()
                 checked += 1
         assert "DDP" in live_ranks_title(runs["ddp_2gpu"], frame)
+        check_suggested_sets(tb, frame)
     finally:
         tb.stop()
     assert checked == sum(len(usable(r)) for r in runs.values()) >= 5
@@ -441,6 +442,24 @@ def test_the_tab_and_the_saved_page_show_the_json_figures(
     assert not unknown, unknown
     if wrong:
         pytest.xfail("; ".join(sorted({KNOWN[x.rsplit(": ", 1)[1]] for x in wrong})) + f" ({', '.join(wrong)})")
+
+
+def check_suggested_sets(tb: TensorBoard, frame: Any) -> None:
+    """Compare opens on the runs /runs suggests, saying why; Strategies, with no set that fits
+    among these runs (one distributed run), says what to pick (issue 23 §8)."""
+    body = tb.get_json("/data/plugin/mfu/runs")
+    pair = body["suggested_compare"]
+    assert pair["runs"] == ["ddp_2gpu", "gpt_naive_attention"]  # one GPT: FLOPs per step within 1.5 %
+    frame.locator("[data-testid=tab-compare]").click()
+    heads = frame.locator("[data-testid=compare-table] thead .runname")
+    heads.first.wait_for(timeout=TIMEOUT_MS)
+    poll(lambda: [t.strip() for t in heads.all_text_contents()] == pair["runs"])
+    assert frame.locator("[data-testid=compare-why]").text_content() == pair["reason"]
+    assert body["suggested_strategies"]["runs"] == []
+    frame.locator("[data-testid=tab-strategies]").click()
+    hint = frame.locator("[data-testid=compare-hint]")
+    hint.wait_for(timeout=TIMEOUT_MS)
+    assert hint.text_content() == body["suggested_strategies"]["reason"]
 
 
 def live_ranks_title(run: Json, frame: Any) -> str:
