@@ -236,12 +236,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not any(r.workers for r in report.runs):
             print(f"tb-mfu: {one_line(path)}: no trace files (*.pt.trace.json[.gz]) found", file=sys.stderr)
             return 2
-    # Each bad file once: the tables of `analyze` show its error in its worker's place; every other
-    # output (JSON, a comparison, scalars) has no place for it, so it goes to stderr.
-    if args.command != "analyze" or args.json:
-        for w in (w for report in reports for r in report.runs for w in r.workers):
-            if w.error:
-                print(f"tb-mfu: {one_line(w.file)}: {one_line(w.error)}", file=sys.stderr)
+    # Each bad file once, as one line on stderr (the tables only say that its worker failed).
+    for w in (w for report in reports for r in report.runs for w in r.workers):
+        if w.error:
+            print(f"tb-mfu: {one_line(w.file)}: {one_line(w.error)}", file=sys.stderr)
     if args.command == "compare":
         return _compare(reports, args.json)
     if args.command == "export-scalars":

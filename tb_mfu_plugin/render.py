@@ -70,8 +70,8 @@ def print_report(report: Report, top: int) -> None:
 
 def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int) -> None:
     title = f"[bold]{run_name}[/] · worker {w.name}" + (f" · span {w.span}" if w.span else "")
-    if w.error:
-        console.print(f"{title}\n  [red]error:[/] {w.error}  ({w.file})\n", highlight=False)
+    if w.error:  # its one-line error, naming the file and the reason, is on stderr (cli.main)
+        console.print(f"{title}\n  [red]not analysed[/]: the reason is on stderr\n", highlight=False)
         return
     s, dev = w.summary, w.device
     assert s is not None and dev is not None
