@@ -26,7 +26,7 @@ from werkzeug import wrappers
 
 from .. import __version__ as TOOL_VERSION
 from ..analysis.report import SCHEMA_VERSION, RunReport
-from ..diagnosis.pairing import suggest_compare, suggest_strategies
+from ..diagnosis.pairing import Suggestion, suggest_compare, suggest_strategies
 from ..diagnosis.ranks import compare_ranks
 from ..diagnosis.strategies import strategy_table
 from ..escape import json_bytes
@@ -117,6 +117,7 @@ class MfuPlugin(base_plugin.TBPlugin):
             limits=cache.options.limits,
             extra_sources=extra,
         )
+        self._suggestions: tuple[object, tuple[Suggestion, Suggestion]] | None = None
         self._index.refresh()  # start scanning now, so is_active() knows soon
 
     # -- TBPlugin --------------------------------------------------------
@@ -263,19 +264,28 @@ class MfuPlugin(base_plugin.TBPlugin):
     def _sources_info(self) -> list[SourceInfo]:
         return [SourceInfo(name=s.name, path=self._view.source_path(s)) for s in self._sources]
 
-    def _runs_body(self, refresh: bool = False) -> tuple[RunsBody, dict[str, list[SpanState]]]:
-        """``/runs``, and each run's spans with their states (for a download's page)."""
+    def _suggested(self, states: dict[str, list[SpanState]]) -> tuple[Suggestion, Suggestion]:
+        """The Compare and Strategies sets of the runs analysed in full (diagnosis.pairing), from
+        their reports without the run-level view, which the suggestions do not need. Kept until
+        a run's files change: /runs is polled every second while files load."""
+        done = {
+            name: ss for name, ss in states.items() if ss and all(st.state not in (QUEUED, LOADING) for _, _, st in ss)
+        }
+        key = tuple((name, tuple(st.key for _, _, st in ss)) for name, ss in done.items())
+        if self._suggestions is None or self._suggestions[0] != key:
+            runs = [
+                RunReport(name=n, workers=[r for _, _, st in ss for r in st.worker_reports()]) for n, ss in done.items()
+            ]
+            self._suggestions = (key, (suggest_compare(runs), suggest_strategies(runs, MAX_COMPARE)))
+        return self._suggestions[1]
+
+    def _runs_body(self, refresh: bool = False) -> RunsBody:
+        """``/runs``: the last scan and every run's state."""
         self._index.refresh(force=refresh)
         scan = self._index.current()
         states = {name: self._states(run) for name, run in scan.runs.items()}
-        # The runs analysed in full, for the suggested Compare and Strategies sets: their
-        # reports without the run-level view, which the suggestions do not need.
-        done = [
-            RunReport(name=name, workers=[r for _, _, st in ss for r in st.worker_reports()])
-            for name, ss in states.items()
-            if ss and all(st.state not in (QUEUED, LOADING) for _, _, st in ss)
-        ]
-        body = RunsBody(
+        compare, strategies = self._suggested(states)
+        return RunsBody(
             schema_version=SCHEMA_VERSION,
             tool_version=TOOL_VERSION,
             scanned=self._index.scanned,
@@ -284,10 +294,9 @@ class MfuPlugin(base_plugin.TBPlugin):
             errors=scan.errors,
             runs=[self._run_status(run, states[name]) for name, run in scan.runs.items()],
             uploads=uploads_status(self._uploads, self._upload_off),
-            suggested_compare=suggest_compare(done),
-            suggested_strategies=suggest_strategies(done, MAX_COMPARE),
+            suggested_compare=compare,
+            suggested_strategies=strategies,
         )
-        return body, states
 
     # -- routes ----------------------------------------------------------
     def _respond(self, request: wrappers.Request, body: Any, code: int = 200) -> wrappers.Response:
@@ -307,8 +316,7 @@ class MfuPlugin(base_plugin.TBPlugin):
         return http_util.Respond(request, body, mimetype)
 
     def _serve_runs(self, request: wrappers.Request) -> wrappers.Response:
-        body, _ = self._runs_body(refresh=request.args.get("refresh") == "1")
-        return self._respond(request, body)
+        return self._respond(request, self._runs_body(refresh=request.args.get("refresh") == "1"))
 
     def _serve_report(self, request: wrappers.Request) -> wrappers.Response:
         """The run's report (200), or while files are still analysed its partial report (202)."""

@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
+import msgspec
 from tensorboard import errors
 from tensorboard.backend import http_util
 from werkzeug import wrappers
@@ -31,7 +32,16 @@ from .. import __version__ as TOOL_VERSION
 from ..analysis.report import SCHEMA_VERSION, Report, RunReport
 from ..escape import json_bytes
 from ..trace.limits import parse_size
-from .bodies import RunStatus, SourceInfo, UploadsStatus, saved_listing
+from .bodies import (
+    ErrorBody,
+    RunStatus,
+    SourceInfo,
+    UploadCancelled,
+    UploadCommitted,
+    UploadedFile,
+    UploadsStatus,
+    saved_listing,
+)
 from .offline import read_bundle, report_page
 from .runs import Source, is_remote
 from .upload_files import safe_part
@@ -99,7 +109,7 @@ def serve_upload(request: wrappers.Request, area: UploadArea | None, reason: str
         )
     except UploadError as exc:
         return _error(request, exc)
-    return http_util.Respond(request, json_bytes(body), "application/json")
+    return http_util.Respond(request, json_bytes(msgspec.convert(body, UploadedFile)), "application/json")
 
 
 def serve_upload_done(request: wrappers.Request, area: UploadArea | None, reason: str | None) -> wrappers.Response:
@@ -110,16 +120,16 @@ def serve_upload_done(request: wrappers.Request, area: UploadArea | None, reason
     batch = request.args.get("batch", "")
     if request.args.get("cancel") == "1":
         area.cancel(batch)
-        return http_util.Respond(request, b'{"cancelled": true}', "application/json")
+        return http_util.Respond(request, json_bytes(UploadCancelled(cancelled=True)), "application/json")
     try:
         body = area.commit(batch)
     except UploadError as exc:
         return _error(request, exc)
-    return http_util.Respond(request, json_bytes(body), "application/json")
+    return http_util.Respond(request, json_bytes(msgspec.convert(body, UploadCommitted)), "application/json")
 
 
 def _error(request: wrappers.Request, exc: UploadError) -> wrappers.Response:
-    return http_util.Respond(request, json_bytes({"error": str(exc)}), "application/json", code=exc.status)
+    return http_util.Respond(request, json_bytes(ErrorBody(error=str(exc))), "application/json", code=exc.status)
 
 
 def serve_download(
