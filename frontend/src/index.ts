@@ -125,8 +125,8 @@ export function render(): void {
   style.textContent = cssVariables() + css;
   document.head.appendChild(style);
   if (!saved) restoreView();
-  applyHash(readHash());
-  if (saved) state.view = 'overview'; // a saved page has its Overview only // a link's view wins over the last one used here
+  applyHash(readHash()); // a link's view wins over the last one used here
+  if (saved) state.view = 'overview'; // a saved page has its Overview only
   onHashChange((hs) => {
     const now = hashSnapshot();
     if (JSON.stringify({ ...now, ...hs }) === JSON.stringify(now)) return; // ours, or TensorBoard's own keys
