@@ -1,11 +1,13 @@
-"""Write the frontend's TypeScript types of the report from its msgspec schema.
+"""Write the frontend's TypeScript types of the report and of the routes' bodies from their
+msgspec schemas.
 
-The tab reads the JSON the plugin serves, which is the report Structs encoded by
-msgspec. Hand-mirrored TypeScript drifts from them silently; types generated from
-``msgspec.json.schema`` cannot. This script turns every ``$defs`` entry of the
-schema of ``ROOTS`` into one TypeScript declaration and writes
-``frontend/src/report_types.ts``. ``tests/test_frontend.py`` regenerates the text
-in memory and fails while the committed file is stale.
+The tab reads the JSON the plugin serves, which is the report Structs and the route bodies
+(``tb_mfu_plugin/tensorboard/bodies.py``) encoded by msgspec. Hand-mirrored TypeScript drifts
+from them silently; types generated from ``msgspec.json.schema`` cannot. This script turns
+every ``$defs`` entry of the schema of ``roots()`` into one TypeScript declaration in
+``frontend/src/report_types.ts``, and those of ``route_roots()`` that the report does not
+declare into ``frontend/src/route_types.ts``, which imports the rest from the first.
+``tests/test_frontend.py`` regenerates both in memory and fails while a committed file is stale.
 
     python scripts/gen_ts_types.py           # rewrite the file
     python scripts/gen_ts_types.py --check   # exit 1 if it is stale
@@ -38,6 +40,7 @@ import msgspec.inspect as mi
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "frontend" / "src" / "report_types.ts"
+ROUTES_OUT_NAME = "route_types.ts"  # beside OUT
 # Biome's line width (frontend/biome.json): a longer union is written one member a line.
 LINE_WIDTH = 120
 
@@ -61,6 +64,23 @@ def roots() -> list[type]:
     from tb_mfu_plugin.diagnosis.strategies import StrategyRow
 
     return [Report, StrategyRow]
+
+
+def route_roots() -> list[type]:
+    """The route bodies: ``/runs``, ``/report``'s 202, ``/compare``, the upload answers, the
+    offline page's data block."""
+    from tb_mfu_plugin.tensorboard import bodies
+
+    return [
+        bodies.RunsBody,
+        bodies.PartialReport,
+        bodies.CompareBody,
+        bodies.UploadedFile,
+        bodies.UploadCommitted,
+        bodies.UploadCancelled,
+        bodies.ErrorBody,
+        bodies.OfflinePayload,
+    ]
 
 
 def _walk(t: mi.Type, found: dict[str, mi.Type]) -> None:
@@ -205,16 +225,41 @@ def declaration(name: str, s: Schema, omitted: set[str]) -> list[str]:
     return [*lines, *_wrapped(f"export type {name} =", ts_type(s), "")]
 
 
-def render(types: list[type] | None = None) -> str:
-    """The whole generated file for ``types`` (default: ``roots()``)."""
+def render(types: list[type] | None = None, imported: list[type] | None = None) -> str:
+    """The whole generated file for ``types`` (default: ``roots()``). The declarations the
+    schema of ``imported`` already has are imported from ``./report_types`` instead."""
     types = roots() if types is None else types
     _, defs = msgspec.json.schema_components(types)
+    have: dict[str, Schema] = msgspec.json.schema_components(imported)[1] if imported else {}
     omit = may_omit(types)
     names = "\n".join(f"//   {t.__module__}.{t.__qualname__}" for t in types)
     out = [HEADER.format(roots=names).rstrip("\n")]
+    shared = sorted(name for name, s in defs.items() if have.get(name) == s)
+    clash = [name for name in defs if name in have and name not in shared]
+    if clash:
+        raise ValueError(f"declared differently in the report's schema: {', '.join(clash)}")
+    body: list[str] = []
     for name, s in defs.items():
-        out += ["", *declaration(name, s, omit.get(name, set()))]
-    return "\n".join(out) + "\n"
+        if name not in shared:
+            body += ["", *declaration(name, s, omit.get(name, set()))]
+    text = "\n".join(body)
+    used = [name for name in shared if re.search(rf"\b{name}\b", text)]  # the ones named here
+    if used:
+        out += ["", *_wrapped_import(used)]
+    return "\n".join(out + body) + "\n"
+
+
+def _wrapped_import(names: list[str]) -> list[str]:
+    """``import type { ... } from './report_types';`` as Biome writes it (one name a line when long)."""
+    line = f"import type {{ {', '.join(names)} }} from './report_types';"
+    if len(line) <= LINE_WIDTH:
+        return [line]
+    return ["import type {", *(f"  {n}," for n in names), "} from './report_types';"]
+
+
+def outputs() -> list[tuple[Path, str]]:
+    """Each generated file and its text."""
+    return [(OUT, render()), (OUT.with_name(ROUTES_OUT_NAME), render(route_roots(), roots()))]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -223,16 +268,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # The Structs of this checkout, not of whichever copy of the package is installed.
     sys.path.insert(0, str(ROOT))
-    text = render()
-    if args.check:
-        current = OUT.read_text(encoding="utf-8") if OUT.exists() else ""
-        if current != text:
-            print(f"{OUT.relative_to(ROOT)}: stale, run python scripts/gen_ts_types.py", file=sys.stderr)
-            return 1
-        return 0
-    OUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUT.relative_to(ROOT)}")
-    return 0
+    stale = 0
+    for out, text in outputs():
+        if args.check:
+            current = out.read_text(encoding="utf-8") if out.exists() else ""
+            if current != text:
+                print(f"{out.relative_to(ROOT)}: stale, run python scripts/gen_ts_types.py", file=sys.stderr)
+                stale = 1
+        else:
+            out.write_text(text, encoding="utf-8")
+            print(f"wrote {out.relative_to(ROOT)}")
+    return stale
 
 
 if __name__ == "__main__":

@@ -24,6 +24,18 @@ from .trace.limits import DEFAULT_LIMITS, FLAGS, Limits, format_limit, parse_siz
 from .trace.locations import is_local, normalize
 from .trace.storage import STORAGE_OPTIONS_ENV, use_storage_options
 
+EXIT_STATUSES = """\
+exit status:
+  0  done (bad files are reported, one line each, and the others analysed)
+  1  no file could be analysed, compare found no analysable worker in a run, or a file
+     could not be written
+  2  bad usage: a missing path, a location with no trace files or that cannot be listed,
+     an unknown threshold
+  3  --min-mfu: a worker's MFU is below the threshold
+  4  --min-mfu: no worker is below the threshold, but a worker's MFU is unknown (no FLOP
+     count, no known peak) or impossible (above 100 %), so the gate could not be checked
+"""
+
 _WHERE = (
     "a logdir, run directory or trace file: a local path, a URL (s3://, gs://, az://, http(s)://, ...) "
     "or a .zip/.tar.gz of a logdir"
@@ -31,24 +43,46 @@ _WHERE = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tb-mfu", description="Why is training slow when the GPU reads 100 % busy?")
+    p = argparse.ArgumentParser(
+        prog="tb-mfu",
+        description="Why is training slow when the GPU reads 100 % busy?",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--version", action="version", version=f"tb-mfu {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    a = sub.add_parser("analyze", help="analyse a logdir, a run directory or one trace file")
+    a = sub.add_parser(
+        "analyze",
+        help="analyse a logdir, a run directory or one trace file",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     a.add_argument("path", help=_WHERE)
     a.add_argument("--json", action="store_true", help="print the versioned JSON report on stdout")
+    a.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write the report as one self-contained HTML page (the tab's Overview of every run, offline: "
+        "no server, no network), e.g. to keep as a CI artifact",
+    )
     a.add_argument("--top", type=int, default=10, help="kernels to list in the table view (default 10)")
     a.add_argument(
         "--min-mfu",
         type=float,
         metavar="PCT",
-        help="exit with status 3 when any analysed worker's MFU is below PCT percent (for CI)",
+        help="for CI: exit with status 3 when an analysed worker's MFU is below PCT percent, 4 when none is "
+        "below but an MFU is unknown or impossible",
     )
     _add_analysis_flags(a)
     c = sub.add_parser(
         "compare",
-        help="compare runs: metric deltas and findings fixed or new; distributed runs or more than two "
-        "runs also side by side by parallel strategy",
+        help="compare two runs rank by rank: each rank's figures and findings fixed or new; distributed runs "
+        "or more than two runs also side by side by parallel strategy",
+        description="Compares every rank of the baseline with the same rank of the other run (matched by the "
+        "traces' distributed rank, else by the workers' order), then puts every run given side by side by "
+        "parallel strategy.",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     c.add_argument("baseline", help="the run before (a run directory or a trace file; local, URL or archive)")
     c.add_argument("other", nargs="+", help="the run after; more runs (e.g. one per strategy) may follow")
@@ -202,14 +236,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not any(r.workers for r in report.runs):
             print(f"tb-mfu: {one_line(path)}: no trace files (*.pt.trace.json[.gz]) found", file=sys.stderr)
             return 2
-        for w in (w for r in report.runs for w in r.workers):
-            if w.error:
-                print(f"tb-mfu: {one_line(w.file)}: {one_line(w.error)}", file=sys.stderr)
+    # Each bad file once, as one line on stderr (the tables only say that its worker failed).
+    for w in (w for report in reports for r in report.runs for w in r.workers):
+        if w.error:
+            print(f"tb-mfu: {one_line(w.file)}: {one_line(w.error)}", file=sys.stderr)
     if args.command == "compare":
         return _compare(reports, args.json)
     if args.command == "export-scalars":
         return _export_scalars(reports[0], args.out, args.replace)
-    return _analyze(reports[0], args.json, args.top, args.min_mfu)
+    return _analyze(reports[0], args)
 
 
 def _refusal(paths: list[str], options: AnalysisOptions, storage_options: str | None) -> str | None:
@@ -239,29 +274,58 @@ def _analyse(
         return analyze_paths(paths, options, show, jobs, scheduler)
 
 
-def _analyze(report: Report, as_json: bool, top: int, min_mfu: float | None) -> int:
-    """``tb-mfu analyze``: the report as JSON or tables; 1 when no file was analysed."""
+def _analyze(report: Report, args: argparse.Namespace) -> int:
+    """``tb-mfu analyze``: the report as JSON or tables, and as an HTML page with ``--html``;
+    1 when no file was analysed or the page cannot be written, else the ``--min-mfu`` gate's."""
     workers = [w for r in report.runs for w in r.workers]
-    if as_json:
+    if args.json:
         sys.stdout.buffer.write(json_bytes(report) + b"\n")  # file names that are not UTF-8 come escaped
         sys.stdout.flush()
     else:
         from .render import print_report
 
-        print_report(report, top)
+        print_report(report, args.top)
+    if args.html is not None and not _write_html(report, args.path, args.html):
+        return 1
     if not any(w.error is None for w in workers):
         return 1
-    return 0 if min_mfu is None else _min_mfu_gate(workers, min_mfu)
+    return 0 if args.min_mfu is None else _min_mfu_gate(workers, args.min_mfu)
+
+
+def _write_html(report: Report, path: str, out: str) -> bool:
+    """The offline page of every run of ``report`` into ``out``; False (said on stderr) if it cannot be."""
+    from .tensorboard.offline import cli_page
+
+    try:
+        page = cli_page(report, path)
+        with open(out, "wb") as f:
+            f.write(page)
+    except OSError as exc:  # the file, or the bundle when it is not built
+        print(f"tb-mfu: {one_line(out)}: cannot write the HTML report ({one_line(exc)})", file=sys.stderr)
+        return False
+    runs = len(report.runs)
+    print(f"tb-mfu: wrote {one_line(out)} ({runs} run{'s' if runs != 1 else ''})", file=sys.stderr)
+    return True
 
 
 def _min_mfu_gate(workers: list[WorkerReport], min_mfu: float) -> int:
-    """3 (for CI) when an analysed worker's MFU is below ``min_mfu`` percent, naming each such worker."""
-    low = [w for w in workers if w.summary is not None and (w.summary.mfu or 0.0) * 100 < min_mfu]
-    if not low:
-        return 0
+    """For CI: 3 when an analysed worker's MFU is below ``min_mfu`` percent, else 4 when one's MFU
+    is unknown or impossible (the gate cannot be checked on it), else 0; each such worker named."""
+    analysed = [w for w in workers if w.error is None and w.summary is not None]
+    low = [w for w in analysed if w.summary is not None and w.summary.mfu is not None and w.summary.mfu * 100 < min_mfu]
     for w in low:
         print(f"tb-mfu: {one_line(w.file)}: MFU {mfu_text(w)} is below --min-mfu {min_mfu} %", file=sys.stderr)
-    return 3
+    if low:
+        return 3
+    unknown = [w for w in analysed if w.summary is not None and w.summary.mfu is None]
+    for w in unknown:
+        why = "impossible (above 100 %)" if mfu_text(w) == "impossible" else "unknown"
+        print(
+            f"tb-mfu: {one_line(w.file)}: MFU is {why}, so --min-mfu {min_mfu} % cannot be checked "
+            "(give --flops-per-step or --peak-tflops, or see the report's notes)",
+            file=sys.stderr,
+        )
+    return 4 if unknown else 0
 
 
 def _export_scalars(report: Report, out: str, replace: bool) -> int:
@@ -278,44 +342,31 @@ def _export_scalars(report: Report, out: str, replace: bool) -> int:
     return 0
 
 
-def _first_worker(report: Report) -> WorkerReport | None:
-    return next((w for r in report.runs for w in r.workers if w.error is None and w.summary is not None), None)
-
-
 def _compare(reports: list[Report], as_json: bool) -> int:
-    """``tb-mfu compare``: the first analysed worker of the first two paths, figures and findings;
-    with a distributed run or more than two paths, every run side by side by strategy."""
-    from .diagnosis.compare import compare_findings
+    """``tb-mfu compare``: the first two paths rank by rank, figures and findings; with a
+    distributed run or more than two paths, every run side by side by strategy."""
+    from .diagnosis.run_compare import analysed, compare_runs
     from .diagnosis.strategies import strategy_table
 
     if not as_json:  # text in the tables, never markup; the findings are matched as shown
         reports = [for_rich(r) for r in reports]
-    baseline, other = reports[0], reports[1]
-    a, b = _first_worker(baseline), _first_worker(other)
-    if a is None or b is None:
+    if not analysed(reports[0]) or not analysed(reports[1]):
         print("tb-mfu: compare needs one analysable worker in each run", file=sys.stderr)
         return 1
-    assert a.summary is not None and b.summary is not None
-    changes = compare_findings(a.findings, b.findings)
+    comparison = compare_runs(reports[0], reports[1])
     runs = [run for r in reports for run in r.runs]
-    strategies = strategy_table(runs) if len(reports) > 2 or any(run.strategy for run in runs) else []
+    if len(reports) > 2 or any(run.strategy for run in runs):
+        comparison.strategies = strategy_table(runs)
     if as_json:
-        body = {
-            "schema_version": 1,
-            "baseline": {"file": a.file, "summary": a.summary},
-            "other": {"file": b.file, "summary": b.summary},
-            "findings": changes,
-            "strategies": strategies,
-        }
-        sys.stdout.buffer.write(json_bytes(body) + b"\n")
+        sys.stdout.buffer.write(json_bytes(comparison) + b"\n")
         return 0
     from .render import print_comparison
 
-    print_comparison(a, b, changes)
-    if strategies:
+    print_comparison(comparison)
+    if comparison.strategies:
         from .render_dist import print_strategies
 
-        print_strategies(strategies)
+        print_strategies(comparison.strategies)
     return 0
 
 

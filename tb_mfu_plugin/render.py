@@ -17,9 +17,11 @@ from rich.table import Table
 
 from .analysis.flops_detail import FlopsDetail
 from .analysis.report import Device, Report, Summary, WorkerReport
+from .console import console as stdout_console
 from .diagnosis.compare import FindingChange
+from .diagnosis.run_compare import Comparison
 from .escape import for_rich, markup_escape
-from .fmt import core_unit, mfu_text, nbytes, pct, tflop, us
+from .fmt import core_unit, mfu_shown, mfu_text, ms, nbytes, pct, tflop, us
 from .render_dist import print_communication, print_ranks
 
 if TYPE_CHECKING:
@@ -58,7 +60,7 @@ def progress_bar() -> Iterator[PathProgressFn]:
 
 def print_report(report: Report, top: int) -> None:
     """Every worker of every run, then each distributed run's ranks side by side."""
-    console = Console()
+    console = stdout_console()
     report = for_rich(report)  # names from traces and file names are text, never markup
     for run in report.runs:
         for w in run.workers:
@@ -68,8 +70,8 @@ def print_report(report: Report, top: int) -> None:
 
 def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int) -> None:
     title = f"[bold]{run_name}[/] · worker {w.name}" + (f" · span {w.span}" if w.span else "")
-    if w.error:
-        console.print(f"{title}\n  [red]error:[/] {w.error}  ({w.file})\n", highlight=False)
+    if w.error:  # its one-line error, naming the file and the reason, is on stderr (cli.main)
+        console.print(f"{title}\n  [red]not analysed[/]: the reason is on stderr\n", highlight=False)
         return
     s, dev = w.summary, w.device
     assert s is not None and dev is not None
@@ -123,8 +125,8 @@ def _print_device_and_steps(console: Console, dev: Device, s: Summary) -> None:
     )
     spread = s.distribution.get("step_time_us")
     console.print(
-        f"{s.steps} steps, median step time {us(s.step_time_us)}"
-        + (f" (mean {us(s.step_time_mean_us)}, min {us(spread.min)}, max {us(spread.max)})" if spread else ""),
+        f"{s.steps} steps, median step time {ms(s.step_time_us)}"
+        + (f" (mean {ms(s.step_time_mean_us)}, min {ms(spread.min)}, max {ms(spread.max)})" if spread else ""),
         highlight=False,
     )
 
@@ -320,7 +322,7 @@ def _count(digits: int) -> Callable[[float | None], str]:
 # The summary figures compared side by side: label, Summary field, format.
 _COMPARED: tuple[tuple[str, str, Callable[[float | None], str]], ...] = (
     ("MFU", "mfu", pct),
-    ("median step time", "step_time_us", us),
+    ("median step time", "step_time_us", ms),
     ("GPU busy", "gpu_busy_share", pct),
     ("kernel time", "kernel_time_share", pct),
     ("SM efficiency", "sm_efficiency", pct),
@@ -333,24 +335,45 @@ _COMPARED: tuple[tuple[str, str, Callable[[float | None], str]], ...] = (
 _CHANGE_STYLE = {"fixed": "green", "new": "red", "remains": "dim"}
 
 
-def print_comparison(a: WorkerReport, b: WorkerReport, changes: list[FindingChange]) -> None:
-    """Two workers' figures side by side, then their findings fixed, new or remaining.
+def print_comparison(c: Comparison) -> None:
+    """Each rank's figures side by side, then its findings fixed, new or remaining.
 
-    ``a`` and ``b`` come from reports already made safe by ``escape.for_rich``: the
-    findings were matched on those same strings.
+    ``c`` comes from reports already made safe by ``escape.for_rich``: the findings were
+    matched on those same strings.
     """
-    console = Console()
-    t = Table(title="Compare (first worker of each run)", title_justify="left")
-    for col in ("", "baseline", "other"):
-        t.add_column(col, justify="right" if col else "left")
-    t.add_row("file", os.path.basename(a.file), os.path.basename(b.file))
-    for label, key, show in _COMPARED:
-        if key == "mfu":  # an impossible MFU reads "impossible", not n/a
-            t.add_row(label, mfu_text(a), mfu_text(b))
-        else:
-            t.add_row(label, show(getattr(a.summary, key)), show(getattr(b.summary, key)))
-    console.print(t)
-    t = Table(title="Findings", title_justify="left")
+    console = stdout_console()
+    how = "the same rank of each run" if c.matched_by == "rank" else "the workers of each run in order"
+    for pair in c.ranks:
+        a, b = pair.baseline, pair.other
+        label = f"rank {pair.rank}" if pair.rank is not None else f"worker {pair.position + 1} of {len(c.ranks)}"
+        title = f"Compare {label} ({how})"
+        if pair.rank is None and len(c.ranks) == 1:
+            label, title = "the runs", "Compare (the one worker of each run)"
+        t = Table(title=title, title_justify="left")
+        for col in ("", "baseline", "other"):
+            t.add_column(col, justify="right" if col else "left")
+        t.add_row("worker", *(f"{x.run} · {x.worker}" if x else "(no such rank)" for x in (a, b)))
+        t.add_row("file", *(os.path.basename(x.file) if x else "" for x in (a, b)))
+        for name, key, show in _COMPARED:
+            # an impossible MFU reads "impossible", not n/a
+            t.add_row(
+                name,
+                *(
+                    ""
+                    if x is None
+                    else mfu_shown(x.summary, x.flags)
+                    if key == "mfu"
+                    else show(getattr(x.summary, key))
+                    for x in (a, b)
+                ),
+            )
+        console.print(t)
+        if a is not None and b is not None:
+            _print_changes(console, label, pair.findings)
+
+
+def _print_changes(console: Console, label: str, changes: list[FindingChange]) -> None:
+    t = Table(title=f"Findings of {label}", title_justify="left")
     for col in ("status", "finding", "gain before", "gain after"):
         t.add_column(col)
     for c in changes:

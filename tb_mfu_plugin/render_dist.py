@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .analysis.report import RunReport, WorkerReport
+from .console import console as stdout_console
 from .diagnosis.strategies import StrategyRow
 from .fmt import nbytes, pct, us
 
@@ -121,7 +122,7 @@ def print_ranks(console: Console, run: RunReport) -> None:
 
 def print_strategies(rows: list[StrategyRow]) -> None:
     """Runs side by side by strategy: per-rank MFU, the slowest rank's step, communication, bubble."""
-    console = Console()
+    console = stdout_console()
     t = _table(
         "Strategies side by side (per-rank MFU: lowest / mean / highest; the others: mean over ranks)",
         (

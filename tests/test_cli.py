@@ -208,7 +208,41 @@ def test_min_mfu_gate_for_ci(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     flags = ["--flops-per-step", "9e7", "--peak-tflops", "1000"]  # 9e7 / 90e-6 s / 1e15 = 0.1 %
     assert main(["analyze", str(trace), "--json", *flags, "--min-mfu", "0.05"]) == 0
     assert main(["analyze", str(trace), "--json", *flags, "--min-mfu", "50"]) == 3
-    assert "below --min-mfu 50.0 %" in capsys.readouterr().err
+    assert "MFU 0.10 % is below --min-mfu 50.0 %" in capsys.readouterr().err
+
+
+def test_min_mfu_gate_says_unknown_apart_from_below(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An MFU that could not be computed is its own outcome (4), never "n/a is below" (3); one
+    worker below the gate still fails it as below (3), whatever the others."""
+    run = SAMPLES / "low_sm_efficiency"  # real H200 trace with no FLOP count: MFU unknown
+    capsys.readouterr()
+    assert main(["analyze", str(run), "--json", "--min-mfu", "1"]) == 4
+    err = capsys.readouterr().err
+    assert "MFU is unknown, so --min-mfu 1.0 % cannot be checked" in err and "below" not in err
+    impossible = _good(tmp_path / "imp" / "w.1700000000000.pt.trace.json.gz")
+    assert main(["analyze", str(impossible), "--json", "--flops-per-step", "1e15", "--min-mfu", "1"]) == 4
+    assert "MFU is impossible (above 100 %)" in capsys.readouterr().err
+    # one run at 0.1 % (its FLOPs from a sidecar), one with MFU unknown
+    both = tmp_path / "both"
+    _good(both / "a" / "w.1700000000000.pt.trace.json.gz")
+    (both / "a" / "tb_mfu.json").write_text('{"flops_per_step": 9e7}')
+    shutil.copytree(run, both / "b")
+    assert main(["analyze", str(both), "--json", "--peak-tflops", "1000", "--min-mfu", "50"]) == 3
+    assert "is below --min-mfu 50.0 %" in capsys.readouterr().err
+    assert main(["analyze", str(both), "--json", "--peak-tflops", "1000", "--min-mfu", "0.05"]) == 4
+    err = capsys.readouterr().err
+    assert "below" not in err and err.count("cannot be checked") == 1
+
+
+def test_help_lists_the_exit_statuses(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["--help"], ["analyze", "--help"], ["compare", "--help"]):
+        with pytest.raises(SystemExit) as done:
+            main(argv)
+        assert done.value.code == 0
+        out = capsys.readouterr().out
+        assert "exit status:" in out
+        assert "3  --min-mfu: a worker's MFU is below the threshold" in out
+        assert "4  --min-mfu: no worker is below the threshold, but a worker's MFU is unknown" in out
 
 
 def test_compare_reports_fixed_and_new_findings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -219,11 +253,45 @@ def test_compare_reports_fixed_and_new_findings(tmp_path: Path, capsys: pytest.C
         pytest.skip("sample traces not available")
     assert main(["compare", str(naive), str(sdpa), "--json"]) == 0
     body = json.loads(capsys.readouterr().out)
-    status = {c["id"]: c["status"] for c in body["findings"]}
+    assert body["schema_version"] == 2 and body["matched_by"] == "order"  # one GPU each: no ranks
+    (pair,) = body["ranks"]
+    status = {c["id"]: c["status"] for c in pair["findings"]}
     assert status["naive_attention"] == "fixed" and status["unfused_optimizer"] == "fixed"
-    assert body["other"]["summary"]["mfu"] > 2 * body["baseline"]["summary"]["mfu"]
+    assert pair["other"]["summary"]["mfu"] > 2 * pair["baseline"]["summary"]["mfu"]
     assert main(["compare", str(naive), str(sdpa)]) == 0
-    assert "fixed" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "fixed" in out and "Compare (the one worker of each run)" in out and "Findings of the runs" in out
+
+
+def test_compare_puts_every_rank_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:
+    """Not rank 0 alone: each rank of a 2-GPU run beside the same rank of a 4-GPU run, the ranks the
+    other run lacks listed with nothing beside them, each rank's figures its own worker's."""
+    two, four = SAMPLES / "ddp_2gpu", SAMPLES / "ddp_4gpu"
+    assert main(["compare", str(two), str(four), "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["matched_by"] == "rank"
+    assert [p["rank"] for p in body["ranks"]] == [0, 1, 2, 3]
+    expected = {
+        (run.name, w.name): w.summary.mfu
+        for path in (two, four)
+        for run in analyze_path(str(path)).runs
+        for w in run.workers
+        if w.summary is not None
+    }
+    for p in body["ranks"]:
+        b, o = p["baseline"], p["other"]
+        assert o["summary"]["mfu"] == expected[("ddp_4gpu", o["worker"])] and o["worker"] == f"rank{p['rank']}"
+        if p["rank"] < 2:
+            assert b["summary"]["mfu"] == expected[("ddp_2gpu", b["worker"])] and b["worker"] == f"rank{p['rank']}"
+            assert p["findings"]
+        else:
+            assert b is None and p["findings"] == []
+    assert [r["run"] for r in body["strategies"]] == ["ddp_2gpu", "ddp_4gpu"]
+    assert main(["compare", str(two), str(four)]) == 0
+    out = capsys.readouterr().out
+    for rank in range(4):
+        assert f"Compare rank {rank} (the same rank of each run)" in out
+    assert out.count("(no such rank)") == 2 and "Findings of rank 1" in out and "Findings of rank 2" not in out
 
 
 def test_thresholds_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -282,3 +350,103 @@ def test_graph_replays_are_shown(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["analyze", str(run), "--json"]) == 0
     (w,) = json.loads(capsys.readouterr().out)["runs"][0]["workers"]
     assert (w["launches"]["graph_launches_per_step"], w["launches"]["graph_kernels_per_step"]) == (1, 492)
+
+
+def test_tables_off_a_terminal_are_as_wide_as_they_need(tmp_path: Path) -> None:
+    """Written to a pipe (a CI log), no header or figure is cut to "t…" at 80 columns."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(SAMPLES / "ddp_2gpu"), "--top", "3"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    heads = [ln for ln in lines if ln.startswith("┃")]  # every table's header row
+    assert heads and not [ln for ln in heads if "…" in ln]
+    assert max(len(ln) for ln in lines) > 80
+    for word in ("tensor-core kernels", "SM efficiency", "exposed comm / step", "clock shift"):
+        assert any(word in ln for ln in heads), word
+    # one line per figure row: the step's table has its header and its one row, each on one line
+    (row,) = [ln for ln in lines if ln.startswith("│") and "%" in ln and ln.count("│") == 10][:1]
+    assert "13.1 %" in row and "98.7 %" in row
+    # and a long prose line is one line, never wrapped
+    assert any(ln.startswith("device 0: NVIDIA H200") and "sparse halved))" in ln for ln in lines)
+
+
+def test_each_bad_file_is_reported_once(tmp_path: Path) -> None:
+    """One line on stderr naming the file and the reason, with the tables (which only say the
+    worker was not analysed) as with --json."""
+    logdir = _logdir(tmp_path)
+
+    def run(*flags: str) -> tuple[str, str]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(logdir), *flags],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout, proc.stderr
+
+    out, err = run()
+    assert err.count("host_2.1700000000000.pt.trace.json.gz") == 1 and err.count("empty file") == 1
+    assert "gzip" not in out and "empty file" not in out and out.count("not analysed: the reason is on stderr") == 2
+    out, err = run("--json")
+    assert err.count("host_2.1700000000000.pt.trace.json.gz") == 1 and err.count("empty file") == 1
+
+
+def test_html_is_the_download_page_of_every_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--html FILE``: the offline page the tab downloads, built by the same code: the report
+    ``--json`` prints and the /runs body of its runs inlined beside the tab's bundle, no network."""
+    from html.parser import HTMLParser
+
+    from tb_mfu_plugin.tensorboard.offline import BUNDLE, DATA_ID, script_safe_js
+
+    logdir = tmp_path / "logs"
+    for run in ("ddp_2gpu", "low_sm_efficiency"):
+        shutil.copytree(SAMPLES / run, logdir / run)
+    page = tmp_path / "out" / "report.html"
+    page.parent.mkdir()
+    assert main(["analyze", str(logdir), "--json", "--html", str(page)]) == 0
+    out, err = capsys.readouterr()
+    assert f"wrote {page} (2 runs)" in err
+
+    class Scripts(HTMLParser):
+        """Each <script>'s attributes and text, as the HTML tokenizer (a browser's) sees them."""
+
+        found: list[tuple[dict[str, str | None], str]] = []
+        inside = False
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            self.inside = tag == "script"
+            if self.inside:
+                self.found.append((dict(attrs), ""))
+
+        def handle_endtag(self, tag: str) -> None:
+            self.inside = False
+
+        def handle_data(self, data: str) -> None:
+            if self.inside:
+                a, t = self.found[-1]
+                self.found[-1] = (a, t + data)
+
+    parser = Scripts()
+    parser.feed(page.read_text(encoding="utf-8"))
+    (data_attrs, data), (code_attrs, code) = parser.found
+    assert data_attrs == {"type": "application/json", "id": DATA_ID} and code_attrs == {"type": "module"}
+    assert code.encode() == script_safe_js(Path(BUNDLE).read_bytes())
+    payload = json.loads(data)
+    assert payload["report"] == json.loads(out)
+    assert (payload["run"], payload["worker"]) == ("ddp_2gpu", 0)
+    runs = payload["runs"]
+    assert [r["name"] for r in runs["runs"]] == ["ddp_2gpu", "low_sm_efficiency"]
+    assert {r["state"] for r in runs["runs"]} == {"ready"} and runs["scanned"] and not runs["uploads"]["enabled"]
+    ddp = runs["runs"][0]
+    assert [w["name"] for w in ddp["workers"]] == ["rank0", "rank1"]
+    assert [s["devices"] for w in ddp["workers"] for s in w["spans"]] == [[0], [1]]
+    # a page that cannot be written: one line, status 1
+    assert main(["analyze", str(logdir / "ddp_2gpu"), "--html", str(tmp_path / "no" / "such" / "x.html")]) == 1
+    assert "cannot write the HTML report" in capsys.readouterr().err

@@ -73,6 +73,21 @@ def test_generated_report_types_are_current() -> None:
     assert committed == _gen().render(), "stale frontend/src/report_types.ts: run python scripts/gen_ts_types.py"
 
 
+def test_generated_route_types_are_current() -> None:
+    """The routes' bodies (tensorboard/bodies.py), generated as the report's are."""
+    gen = _gen()
+    for path, text in gen.outputs():
+        assert path.read_text(encoding="utf-8") == text, f"stale {path.name}: run python scripts/gen_ts_types.py"
+    routes = (SRC / "route_types.ts").read_text(encoding="utf-8")
+    declared = set(re.findall(r"^export (?:interface|type) (\w+)", routes, re.M))
+    _, defs = msgspec.json.schema_components(gen.route_roots())
+    _, report = msgspec.json.schema_components(gen.roots())
+    assert declared == set(defs) - set(report)
+    assert {"RunsBody", "RunStatus", "PartialReport", "CompareBody", "Suggestion", "OfflinePayload"} <= declared
+    # what the routes share with the report is imported from report_types.ts, not declared twice
+    assert "import type { RankSummary, Report, RunReport, StrategyRow, WorkerReport } from './report_types';" in routes
+
+
 def test_report_types_declare_every_struct_of_the_report() -> None:
     text = (SRC / "report_types.ts").read_text(encoding="utf-8")
     declared = set(re.findall(r"^export (?:interface|type) (\w+)", text, re.M))

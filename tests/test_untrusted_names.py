@@ -102,4 +102,5 @@ def test_hostile_names_in_json_and_compare(tmp_path):
     assert r.returncode == 0 and b"Traceback" not in r.stderr, r.stderr.decode(errors="replace")
     assert "w[bold]0.1.pt.trace.json.gz" in r.stdout.decode()
     r = _cli("compare", str(a), b, "--json")
-    assert r.returncode == 0 and json.loads(r.stdout)["other"]["file"].endswith("worker\\xfe.1.pt.trace.json.gz")
+    (pair,) = json.loads(r.stdout)["ranks"]
+    assert r.returncode == 0 and pair["other"]["file"].endswith("worker\\xfe.1.pt.trace.json.gz")

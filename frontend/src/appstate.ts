@@ -3,7 +3,7 @@
 // when the user has not picked one. The main area and the header read this one state.
 import { fetchReport } from './api';
 import { type HashState, hashWorker, type View, workerKey, writeHash } from './hashstate';
-import type { PendingFile, RunReport, RunStatus, RunsBody, WorkerReport } from './types';
+import type { PendingFile, RunReport, RunStatus, RunsBody, Suggestion, WorkerReport } from './types';
 import { usable } from './workers';
 
 export type { View };
@@ -134,6 +134,7 @@ function resolvePending(): void {
   if (pending.compare && (settled || pending.compare.every((n) => names.includes(n)))) {
     state.compare = pending.compare.filter((n) => names.includes(n));
     pending.compare = undefined;
+    compareFromLink = true;
   }
 }
 
@@ -157,20 +158,31 @@ export function pickDefaults(): void {
     state.run = saved && names.includes(saved) ? saved : (firstGood?.name ?? names[0] ?? null);
   }
   state.compare = state.compare.filter((n) => names.includes(n));
-  const run = state.run;
-  if (run && state.compare.length < 2 && names.length >= 2 && !stored('compare-touched')) {
-    const rest = names.filter((n) => n !== run);
-    state.compare = [run, ...rest].slice(0, 2);
-  }
+  useSuggestion();
 }
 
-/** Until the user picks runs to compare, the run on screen and the next one. */
-export function compareWithNext(): void {
-  if (stored('compare-touched') || !state.run) return;
+// The compare set came from a link: kept as the link gave it, like a pick.
+let compareFromLink = false;
+
+/** Whether the runs compared are the user's (picked, or from a link), not the suggestion. */
+export function comparePicked(): boolean {
+  return compareFromLink || stored('compare-touched') !== null;
+}
+
+/** What Compare or Strategies start with until the user picks: the server's suggestion
+ * (/runs, diagnosis/pairing.py), runs of one model or of one GPU count. */
+export function suggestion(view: View): Suggestion | undefined {
+  const body = state.runs;
+  if (!body || view === 'overview') return undefined;
+  return view === 'strategies' ? body.suggested_strategies : body.suggested_compare;
+}
+
+/** Until the user picks, the runs the view shown starts with (none: the view says what to pick). */
+export function useSuggestion(): void {
+  const s = suggestion(state.view);
+  if (!s || comparePicked()) return;
   const names = (state.runs?.runs ?? []).map((r) => r.name);
-  const i = names.indexOf(state.run);
-  const next = names[(i + 1) % names.length];
-  if (i >= 0 && next && next !== state.run) state.compare = [state.run, next];
+  state.compare = s.runs.filter((n) => names.includes(n));
 }
 
 /** A report's identity (worker, span, device) as one string. */

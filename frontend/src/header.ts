@@ -21,6 +21,13 @@ export function brand(tagline: string): HTMLElement {
   return h('div', { class: 'brand' }, h('span', { class: 'logo' }, 'MFU'), h('span', { class: 'tagline' }, tagline));
 }
 
+/** A saved offline page's header (index.ts): its tagline, its views, no link out. */
+export interface HeaderOptions {
+  tagline?: string;
+  views?: View[];
+  external?: boolean; // the link to the PyTorch Profiler tab
+}
+
 export class Header {
   readonly runSelect = h('select', { testid: 'run-select', title: 'Run' });
   readonly workerSelect = h('select', { testid: 'worker-select', title: 'Worker · device · span' });
@@ -35,7 +42,10 @@ export class Header {
   );
   readonly pickers = h('div', { class: 'pickers' });
 
-  constructor(private readonly actions: HeaderActions) {}
+  constructor(
+    private readonly actions: HeaderActions,
+    private readonly opts: HeaderOptions = {},
+  ) {}
 
   /** The top bar, its pickers wired; ``tools`` go at its right end (upload, refresh). */
   topbar(...tools: Node[]): HTMLElement {
@@ -49,13 +59,13 @@ export class Header {
     return h(
       'header',
       { class: 'topbar' },
-      brand('why a busy GPU is slow'),
+      brand(this.opts.tagline ?? 'why a busy GPU is slow'),
       this.tabs,
       this.pickers,
       h('div', { class: 'spacer' }),
       this.status,
       ...tools,
-      this.pytorch,
+      this.opts.external === false ? null : this.pytorch,
     );
   }
 
@@ -73,9 +83,10 @@ export class Header {
   }
 
   private renderTabs(): void {
+    const views = this.opts.views ?? VIEWS;
     replace(
       this.tabs,
-      VIEWS.map((v) =>
+      (views.length > 1 ? views : []).map((v) =>
         h(
           'button',
           {

@@ -1,24 +1,25 @@
 // The MFU tab: TensorBoard loads this ES module into the plugin iframe and calls render().
 // This entry point wires the header's controls, the main area's views and the polling of
-// /runs to the one state (appstate.ts).
-import { fetchRuns, HttpError } from './api';
+// /runs to the one state (appstate.ts). A saved offline page (offline.ts) inlines this same
+// bundle and runs the same code, its route calls answered from the bodies it holds.
+import { answerFrom, fetchRuns, HttpError } from './api';
 import {
   applyHash,
   awaitRun,
-  compareWithNext,
   hashSnapshot,
   pickDefaults,
   restoreView,
   saveHash,
   state,
   store,
+  useSuggestion,
   type View,
 } from './appstate';
 import { disposeCharts } from './charts';
 import { type Child, clear, h, ICONS, icon, replace } from './dom';
 import { onHashChange, readHash } from './hashstate';
 import { Header } from './header';
-import { offlinePayload, renderOffline } from './offline';
+import { offlinePayload, savedAt } from './offline';
 import { cssVariables } from './palette';
 import { errorPanel, loadingNow } from './status';
 import css from './style.css';
@@ -35,12 +36,17 @@ const uploader = new Uploader((run) => {
   void tick(true);
 });
 
-const header = new Header({ view: setView, run: setRun, worker: setWorker });
+// The bodies a saved offline page holds, or null in the tab.
+const saved = offlinePayload();
+const header = new Header(
+  { view: setView, run: setRun, worker: setWorker },
+  saved ? { tagline: 'saved report', views: ['overview'], external: false } : {},
+);
 const main = h('main', { testid: 'main' });
 
 function setView(v: View): void {
   state.view = v;
-  if (v !== 'overview') compareWithNext();
+  useSuggestion();
   store('view', v);
   saveHash(true);
   header.render();
@@ -107,6 +113,7 @@ async function tick(refresh = false): Promise<void> {
   pickDefaults();
   header.render();
   await renderMain(false);
+  if (saved) return; // a saved page's runs never change
   const busy = !state.runs?.scanned || state.runs.scanning || (state.runs?.runs ?? []).some(loadingNow);
   timer = window.setTimeout(() => void tick(), busy ? POLL_LOADING_MS : POLL_IDLE_MS);
 }
@@ -117,8 +124,9 @@ export function render(): void {
   const style = document.createElement('style');
   style.textContent = cssVariables() + css;
   document.head.appendChild(style);
-  restoreView();
+  if (!saved) restoreView();
   applyHash(readHash()); // a link's view wins over the last one used here
+  if (saved) state.view = 'overview'; // a saved page has its Overview only
   onHashChange((hs) => {
     const now = hashSnapshot();
     if (JSON.stringify({ ...now, ...hs }) === JSON.stringify(now)) return; // ours, or TensorBoard's own keys
@@ -137,14 +145,28 @@ export function render(): void {
     },
     icon(ICONS.refresh, 16),
   );
-  const app = h('div', { class: 'app' }, header.topbar(uploader.button, refresh), header.loading, uploader.panel, main);
+  const tools = saved ? [savedAt(saved)] : [uploader.button, refresh];
+  const app = h(
+    'div',
+    { class: `app${saved ? ' offline' : ''}` },
+    header.topbar(...tools),
+    header.loading,
+    saved ? null : uploader.panel,
+    main,
+  );
   clear(document.body);
   document.body.appendChild(app);
-  uploader.attach(app);
+  if (!saved) uploader.attach(app);
   header.render();
   void tick();
 }
 
-// The downloaded offline report (tensorboard/offline.py) inlines this bundle: draw it there.
-const offline = offlinePayload();
-if (offline) renderOffline(offline);
+// The downloaded offline report (tensorboard/offline.py) inlines this bundle: draw it there,
+// opening on the run and worker report it was saved on.
+if (saved) {
+  answerFrom(saved);
+  state.view = 'overview';
+  state.run = saved.run;
+  state.worker.set(saved.run, saved.worker);
+  render();
+}

@@ -47,12 +47,13 @@ const RANK_COLUMNS: Column<RankRow>[] = [
 /** A distributed run's ranks side by side, with the straggler the others wait for, each rank's
  * overlap, waits and bubble, and how its clock was aligned with the others'; while files are
  * `pending`, the ranks in so far and a line naming the others (no straggler yet). */
-export function ranksCard(r: RankSummary, strategy: string[] = [], pending: PendingFile[] = []): HTMLElement {
+export function ranksCard(r: RankSummary, strategy: string[], pending: PendingFile[] = []): HTMLElement {
   const straggler = r.straggler
     ? banner('warn', 'straggler', `Straggler: ${r.straggler.worker}`, h('div', null, r.straggler.reason))
     : null;
   return card(
-    `Ranks side by side${r.world_size ? ` (world size ${r.world_size})` : ''} · ${strategyText(strategy)}`,
+    // Several ranks are never "single GPU": a strategy the collectives did not show is unknown.
+    `Ranks side by side${r.world_size ? ` (world size ${r.world_size})` : ''} · ${strategy.length ? strategyText(strategy) : 'strategy not detected'}`,
     [
       straggler,
       table<RankRow>(r.ranks, RANK_COLUMNS, { testid: 'ranks-table', sortKey: 'rank', sortDesc: false }),

@@ -4,7 +4,7 @@
 // bytes, the size cap while it reads); the checks here only save sending what it would refuse.
 import { type Child, h, ICONS, icon, replace } from './dom';
 import * as f from './format';
-import type { RunsBody, UploadsStatus } from './types';
+import type { ErrorBody, RunsBody, UploadCommitted, UploadsStatus } from './types';
 
 const TRACE = /\.json(\.gz)?$/i;
 const ARCHIVE = /\.(zip|tar\.gz|tgz)$/i;
@@ -51,7 +51,7 @@ function post(url: string, body: Blob | null, onSent: (n: number) => void): Prom
 }
 
 function errorOf(json: unknown, status: number): string {
-  const e = (json as { error?: unknown } | null)?.error;
+  const e = (json as Partial<ErrorBody> | null)?.error; // tensorboard/bodies.py ErrorBody
   return typeof e === 'string' ? e : `HTTP ${status}`;
 }
 
@@ -206,7 +206,7 @@ export class Uploader {
     }
     const r = await post(`./upload_done?batch=${batch}`, null, () => undefined);
     if (r.status !== 200) return this.finish(job, 'error', errorOf(r.json, r.status));
-    const done = r.json as { run: string; state: string };
+    const done = r.json as UploadCommitted;
     this.finish(job, 'done', done.state === 'ready' ? `→ ${done.run}` : `→ ${done.run}: ${done.state}`);
     this.onUploaded(done.run);
   }

@@ -1,7 +1,8 @@
 // What the main area shows in each view: the Overview of the run and worker report picked,
 // or the runs picked side by side (Compare, Strategies), with the chips that pick them.
-import { fetchCompare } from './api';
+import { fetchCompare, isOffline } from './api';
 import {
+  comparePicked,
   compareWorker,
   pickWorker,
   reportFor,
@@ -10,6 +11,7 @@ import {
   sig,
   state,
   store,
+  suggestion,
   takeHashWorker,
   type View,
 } from './appstate';
@@ -34,7 +36,7 @@ export function mainSig(): string {
 
 // ---- Overview -------------------------------------------------------------------
 
-/** The run's title line: its name, strategy, path and the download links. */
+/** The run's title line: its name, strategy, path and the download links (none in a saved page). */
 function runbar(report: RunReport, r: RunStatus, idx: number): HTMLElement {
   return h(
     'div',
@@ -53,7 +55,7 @@ function runbar(report: RunReport, r: RunStatus, idx: number): HTMLElement {
       : null,
     h('span', { class: 'dim mono small', title: r.path }, r.path),
     h('span', { class: 'spacer' }),
-    downloadLinks(report.name, idx),
+    isOffline() ? null : downloadLinks(report.name, idx),
   );
 }
 
@@ -147,17 +149,19 @@ export async function compareContent(view: View, rerender: () => void): Promise<
         'Compare needs at least two runs. Point --logdir at a folder with several runs, or use --logdir_spec mine:./logs/a,theirs:/path/to/colleague/logs.',
       ),
     ];
+  const suggested = comparePicked() ? undefined : suggestion(view);
   if (state.compare.length < 2)
     return [
       chips,
       h(
         'p',
         { class: 'muted', testid: 'compare-hint' },
-        'Pick two or more runs. The first one picked is the baseline.',
+        suggested?.reason ?? 'Pick two or more runs. The first one picked is the baseline.',
       ),
     ];
+  const why = suggested?.runs.length ? h('p', { class: 'dim small', testid: 'compare-why' }, suggested.reason) : null;
   const body = await fetchCompare(state.compare);
-  if (view === 'strategies') return [chips, strategiesCard(body.strategies ?? [])];
+  if (view === 'strategies') return [chips, why, strategiesCard(body.strategies ?? [])];
   const cols: CompareColumn[] = body.runs.map((e) => ({
     run: e.name,
     report: e.report,
@@ -167,6 +171,7 @@ export async function compareContent(view: View, rerender: () => void): Promise<
   }));
   return [
     chips,
+    why,
     renderCompare(cols, (run, idx) => {
       state.worker.set(run, idx);
       rerender();

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import Any, cast
 
 from tensorboard import errors
 from tensorboard.backend import http_util
@@ -26,6 +26,7 @@ from werkzeug import wrappers
 
 from .. import __version__ as TOOL_VERSION
 from ..analysis.report import SCHEMA_VERSION, RunReport
+from ..diagnosis.pairing import Suggestion, suggest_compare, suggest_strategies
 from ..diagnosis.ranks import compare_ranks
 from ..diagnosis.strategies import strategy_table
 from ..escape import json_bytes
@@ -35,6 +36,19 @@ from ..trace.discover import RunFiles, SpanFile
 from ..trace.limits import limits_from_flags
 from ..trace.locations import basename
 from ..trace.storage import use_storage_options
+from .bodies import (
+    CompareBody,
+    CompareEntry,
+    PartialReport,
+    PendingFile,
+    RunsBody,
+    RunState,
+    RunStatus,
+    SourceInfo,
+    SpanStatus,
+    WorkerStatus,
+)
+from .bodies import SpanState as SpanStateName
 from .cache import ERROR, LOADING, QUEUED, AnalysisCache, FileState, default_cache_dir
 from .paths import FileGate, PathView
 from .runs import RunIndex, Scan, Source, sources_from_flags
@@ -103,6 +117,7 @@ class MfuPlugin(base_plugin.TBPlugin):
             limits=cache.options.limits,
             extra_sources=extra,
         )
+        self._suggestions: tuple[object, tuple[Suggestion, Suggestion]] | None = None
         self._index.refresh()  # start scanning now, so is_active() knows soon
 
     # -- TBPlugin --------------------------------------------------------
@@ -179,7 +194,7 @@ class MfuPlugin(base_plugin.TBPlugin):
         reports_of = lambda worker, span: by_file[(worker, span.path)].worker_reports()  # noqa: E731
         return run_report(run, reports_of, with_ranks=with_ranks)
 
-    def _partial(self, run: RunFiles, states: list[SpanState]) -> dict[str, Any]:
+    def _partial(self, run: RunFiles, states: list[SpanState]) -> PartialReport:
         """A run still loading: the reports of the files done so far (in the final order), the
         ranks in so far side by side but no straggler yet (it is named against every rank), the
         files still pending, and the run's progress, so the tab fills in rank by rank."""
@@ -192,60 +207,96 @@ class MfuPlugin(base_plugin.TBPlugin):
             ranks.straggler = None
         status = self._run_status(run, states)
         pending = [
-            {
-                "worker": worker,
-                "span": span.span,
-                "file": os.path.basename(span.path),
-                "state": st.state,
-                "progress": round(st.progress, 4),
-                "bytes_read": st.bytes_read,
-                "bytes_total": st.bytes_total,
-            }
+            PendingFile(
+                worker=worker,
+                span=span.span,
+                file=os.path.basename(span.path),
+                state=cast(SpanStateName, st.state),
+                progress=round(st.progress, 4),
+                bytes_read=st.bytes_read,
+                bytes_total=st.bytes_total,
+            )
             for worker, span, st in states
             if st.state in (QUEUED, LOADING)
         ]
-        return {
-            "name": report.name,
-            "workers": report.workers,
-            "ranks": ranks,
-            "state": status["state"],
-            "progress": status["progress"],
-            "size": status["size"],
-            "pending": pending,
-        }
+        return PartialReport(
+            name=report.name,
+            workers=report.workers,
+            ranks=ranks,
+            state=status.state,
+            progress=status.progress,
+            size=status.size,
+            pending=pending,
+        )
 
-    def _run_status(self, run: RunFiles, states: list[SpanState]) -> dict[str, Any]:
+    def _run_status(self, run: RunFiles, states: list[SpanState]) -> RunStatus:
         fstates = [st for _, _, st in states]
         total = sum(max(st.bytes_total, st.key.size) for st in fstates) or 1
         done = sum(max(st.bytes_total, st.key.size) * st.progress for st in fstates)
-        workers: dict[str, list[dict[str, Any]]] = {}
+        workers: dict[str, list[SpanStatus]] = {}
         for wname, span, st in states:
             workers.setdefault(wname, []).append(
-                {
-                    "span": span.span,
-                    "file": basename(span.path),
-                    "size": span.size,
-                    "mtime": span.mtime,
-                    "state": st.state,
-                    "progress": round(st.progress, 4),
-                    "bytes_read": st.bytes_read,
-                    "bytes_total": st.bytes_total,
-                    "seconds": st.seconds,
-                    "cached": st.from_disk,
-                    "devices": [r.device.index for r in st.reports or [] if r.device is not None],
-                    "errors": st.errors(),
-                }
+                SpanStatus(
+                    span=span.span,
+                    file=basename(span.path),
+                    size=span.size,
+                    mtime=span.mtime,
+                    state=cast(SpanStateName, st.state),
+                    progress=round(st.progress, 4),
+                    bytes_read=st.bytes_read,
+                    bytes_total=st.bytes_total,
+                    seconds=st.seconds,
+                    cached=st.from_disk,
+                    devices=[r.device.index for r in st.reports or [] if r.device is not None],
+                    errors=st.errors(),
+                )
             )
-        errs = [e for st in fstates for e in st.errors()]
-        return {
-            "name": run.name,
-            "path": run.path,
-            "state": self._run_state(fstates),
-            "progress": round(min(1.0, done / total), 4),
-            "size": sum(st.key.size for st in fstates),
-            "errors": errs,
-            "workers": [{"name": k, "spans": v} for k, v in workers.items()],
+        return RunStatus(
+            name=run.name,
+            path=run.path,
+            state=cast(RunState, self._run_state(fstates)),
+            progress=round(min(1.0, done / total), 4),
+            size=sum(st.key.size for st in fstates),
+            errors=[e for st in fstates for e in st.errors()],
+            workers=[WorkerStatus(name=k, spans=v) for k, v in workers.items()],
+        )
+
+    def _sources_info(self) -> list[SourceInfo]:
+        return [SourceInfo(name=s.name, path=self._view.source_path(s)) for s in self._sources]
+
+    def _suggested(self, states: dict[str, list[SpanState]]) -> tuple[Suggestion, Suggestion]:
+        """The Compare and Strategies sets of the runs analysed in full (diagnosis.pairing), from
+        their reports without the run-level view, which the suggestions do not need. Kept until
+        a run's files change: /runs is polled every second while files load."""
+        done = {
+            name: ss for name, ss in states.items() if ss and all(st.state not in (QUEUED, LOADING) for _, _, st in ss)
         }
+        key = tuple((name, tuple(st.key for _, _, st in ss)) for name, ss in done.items())
+        if self._suggestions is None or self._suggestions[0] != key:
+            runs = [
+                RunReport(name=n, workers=[r for _, _, st in ss for r in st.worker_reports()]) for n, ss in done.items()
+            ]
+            self._suggestions = (key, (suggest_compare(runs), suggest_strategies(runs, MAX_COMPARE)))
+        return self._suggestions[1]
+
+    def _runs_body(self, refresh: bool = False) -> RunsBody:
+        """``/runs``: the last scan and every run's state."""
+        self._index.refresh(force=refresh)
+        scan = self._index.current()
+        states = {name: self._states(run) for name, run in scan.runs.items()}
+        compare, strategies = self._suggested(states)
+        return RunsBody(
+            schema_version=SCHEMA_VERSION,
+            tool_version=TOOL_VERSION,
+            scanned=self._index.scanned,
+            scanning=self._index.scanning,
+            sources=self._sources_info(),
+            errors=scan.errors,
+            runs=[self._run_status(run, states[name]) for name, run in scan.runs.items()],
+            uploads=uploads_status(self._uploads, self._upload_off),
+            suggested_compare=compare,
+            suggested_strategies=strategies,
+        )
 
     # -- routes ----------------------------------------------------------
     def _respond(self, request: wrappers.Request, body: Any, code: int = 200) -> wrappers.Response:
@@ -265,20 +316,7 @@ class MfuPlugin(base_plugin.TBPlugin):
         return http_util.Respond(request, body, mimetype)
 
     def _serve_runs(self, request: wrappers.Request) -> wrappers.Response:
-        self._index.refresh(force=request.args.get("refresh") == "1")
-        scan = self._index.current()
-        runs = [self._run_status(run, self._states(run)) for run in scan.runs.values()]
-        body = {
-            "schema_version": SCHEMA_VERSION,
-            "tool_version": TOOL_VERSION,
-            "scanned": self._index.scanned,
-            "scanning": self._index.scanning,
-            "sources": [{"name": s.name, "path": self._view.source_path(s)} for s in self._sources],
-            "errors": scan.errors,
-            "runs": runs,
-            "uploads": uploads_status(self._uploads, self._upload_off),
-        }
-        return self._respond(request, body)
+        return self._respond(request, self._runs_body(refresh=request.args.get("refresh") == "1"))
 
     def _serve_report(self, request: wrappers.Request) -> wrappers.Response:
         """The run's report (200), or while files are still analysed its partial report (202)."""
@@ -294,7 +332,9 @@ class MfuPlugin(base_plugin.TBPlugin):
         states = self._states(run, priority=0)
         if any(st.state in (QUEUED, LOADING) for _, _, st in states):
             raise errors.NotFoundError(f"run {run.name!r} is still being analysed: download it when it is ready")
-        return serve_download(request, self._report_for(run, states), self._view.json, STATIC_DIR)
+        return serve_download(
+            request, self._report_for(run, states), self._run_status(run, states), self._sources_info(), self._view.json
+        )
 
     def _serve_compare(self, request: wrappers.Request) -> wrappers.Response:
         names = request.args.getlist("run")
@@ -306,18 +346,17 @@ class MfuPlugin(base_plugin.TBPlugin):
         out = []
         for run in runs:
             states = self._states(run, priority=0)
-            fstates = [st for _, _, st in states]
-            loading = any(st.state in (QUEUED, LOADING) for st in fstates)
+            loading = any(st.state in (QUEUED, LOADING) for _, _, st in states)
             status = self._run_status(run, states)
             out.append(
-                {
-                    "name": run.name,
-                    "state": status["state"],
-                    "progress": status["progress"],
-                    "report": None if loading else self._report_for(run, states),
-                }
+                CompareEntry(
+                    name=run.name,
+                    state=status.state,
+                    progress=status.progress,
+                    report=None if loading else self._report_for(run, states),
+                )
             )
         # the loaded runs side by side by parallel strategy (the CLI's `compare` table)
-        loaded = [e["report"] for e in out if e["report"] is not None]
-        body = {"schema_version": SCHEMA_VERSION, "runs": out, "strategies": strategy_table(loaded)}
+        loaded = [e.report for e in out if e.report is not None]
+        body = CompareBody(schema_version=SCHEMA_VERSION, runs=out, strategies=strategy_table(loaded))
         return self._respond(request, body)

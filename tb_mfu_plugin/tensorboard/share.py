@@ -18,13 +18,12 @@ routes off (403) and the tab hides its drop zone.
 
 from __future__ import annotations
 
-import datetime
 import os
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
 from urllib.parse import urlsplit
 
+import msgspec
 from tensorboard import errors
 from tensorboard.backend import http_util
 from werkzeug import wrappers
@@ -33,7 +32,17 @@ from .. import __version__ as TOOL_VERSION
 from ..analysis.report import SCHEMA_VERSION, Report, RunReport
 from ..escape import json_bytes
 from ..trace.limits import parse_size
-from .offline import offline_html
+from .bodies import (
+    ErrorBody,
+    RunStatus,
+    SourceInfo,
+    UploadCancelled,
+    UploadCommitted,
+    UploadedFile,
+    UploadsStatus,
+    saved_listing,
+)
+from .offline import read_bundle, report_page
 from .runs import Source, is_remote
 from .upload_files import safe_part
 from .uploads import DEFAULT_MAX_BYTES, UploadArea, UploadError
@@ -62,11 +71,11 @@ def upload_area(
     return area, None
 
 
-def uploads_status(area: UploadArea | None, reason: str | None) -> dict[str, Any]:
+def uploads_status(area: UploadArea | None, reason: str | None) -> UploadsStatus:
     """What ``/runs`` says about upload, for the tab's drop zone."""
     if area is None:
-        return {"enabled": False, "reason": reason, "max_bytes": 0}
-    return {"enabled": True, "reason": None, "max_bytes": area.max_bytes}
+        return UploadsStatus(enabled=False, reason=reason, max_bytes=0)
+    return UploadsStatus(enabled=True, reason=None, max_bytes=area.max_bytes)
 
 
 def check_upload_request(request: wrappers.Request) -> None:
@@ -100,7 +109,7 @@ def serve_upload(request: wrappers.Request, area: UploadArea | None, reason: str
         )
     except UploadError as exc:
         return _error(request, exc)
-    return http_util.Respond(request, json_bytes(body), "application/json")
+    return http_util.Respond(request, json_bytes(msgspec.convert(body, UploadedFile)), "application/json")
 
 
 def serve_upload_done(request: wrappers.Request, area: UploadArea | None, reason: str | None) -> wrappers.Response:
@@ -111,21 +120,24 @@ def serve_upload_done(request: wrappers.Request, area: UploadArea | None, reason
     batch = request.args.get("batch", "")
     if request.args.get("cancel") == "1":
         area.cancel(batch)
-        return http_util.Respond(request, b'{"cancelled": true}', "application/json")
+        return http_util.Respond(request, json_bytes(UploadCancelled(cancelled=True)), "application/json")
     try:
         body = area.commit(batch)
     except UploadError as exc:
         return _error(request, exc)
-    return http_util.Respond(request, json_bytes(body), "application/json")
+    return http_util.Respond(request, json_bytes(msgspec.convert(body, UploadCommitted)), "application/json")
 
 
 def _error(request: wrappers.Request, exc: UploadError) -> wrappers.Response:
-    return http_util.Respond(request, json_bytes({"error": str(exc)}), "application/json", code=exc.status)
+    return http_util.Respond(request, json_bytes(ErrorBody(error=str(exc))), "application/json", code=exc.status)
 
 
-def serve_download(request: wrappers.Request, run: RunReport, view: ViewFn, static_dir: str) -> wrappers.Response:
+def serve_download(
+    request: wrappers.Request, run: RunReport, status: RunStatus, sources: list[SourceInfo], view: ViewFn
+) -> wrappers.Response:
     """The run's report as a file: ``format=json`` (what ``tb-mfu analyze --json`` prints for
-    it) or ``format=html`` (the offline page, opening on worker report ``worker``)."""
+    it) or ``format=html`` (the offline page, opening on worker report ``worker``; ``status``
+    is what ``/runs`` says of the run, so the page draws it as the tab does)."""
     fmt = request.args.get("format", "html")
     if fmt not in ("html", "json"):
         raise errors.InvalidArgumentError("format is html or json")
@@ -135,18 +147,11 @@ def serve_download(request: wrappers.Request, run: RunReport, view: ViewFn, stat
     if fmt == "json":
         return http_util.Respond(request, view(json_bytes(report)), "application/json", headers=headers)
     worker = request.args.get("worker", "0")
-    payload = {
-        "report": report,
-        "worker": int(worker) if re.fullmatch(r"\d{1,6}", worker) else 0,
-        "saved_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    }
-    page = offline_html(view(json_bytes(payload)), _bundle(static_dir), f"MFU report: {run.name}")
-    return http_util.Respond(request, page, "text/html", headers=headers)
-
-
-def _bundle(static_dir: str) -> bytes:
     try:
-        with open(os.path.join(static_dir, "index.js"), "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        raise errors.NotFoundError("index.js is not built: run 'npm ci && npm run build' in frontend/") from None
+        bundle = read_bundle()
+    except FileNotFoundError as exc:
+        raise errors.NotFoundError(str(exc)) from None
+    index = int(worker) if re.fullmatch(r"\d{1,6}", worker) else 0
+    listing = saved_listing(report, [status], sources)
+    page = report_page(report, listing, run.name, index, bundle, view)
+    return http_util.Respond(request, page, "text/html", headers=headers)

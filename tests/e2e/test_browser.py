@@ -249,6 +249,10 @@ def test_untrusted_names_render_as_text_and_a_corrupt_run_shows_its_error(
     # Compare puts the run name in chips, headers and chart labels: still text, and the
     # corrupt run's column says error while the good one shows its figures.
     frame.locator("[data-testid=tab-compare]").click()
+    # One run is analysable: no pair is suggested, and the view says what to pick; pick both.
+    assert "pick two or more runs" in (frame.locator("[data-testid=compare-hint]").text_content() or "")
+    for label in frame.locator("[data-testid=compare-picker] label.chip").all():
+        label.locator("input").click()
     table = frame.locator("[data-testid=compare-table]")
     table.wait_for(timeout=TIMEOUT_MS)
     heads = [t.strip() for t in table.locator("thead .runname").all_text_contents()]

@@ -74,8 +74,12 @@ def test_html_download_inlines_the_report_and_the_bundle_under_a_strict_csp(serv
     scripts = [(a, t) for tag, a, t in els if tag == "script"]
     assert [a.get("type") for a, _ in scripts] == ["application/json", "module"]
     data = json.loads(scripts[0][1])
-    assert scripts[0][0]["id"] == DATA_ID and data["worker"] == 0
+    assert scripts[0][0]["id"] == DATA_ID and (data["run"], data["worker"]) == (RUN_A, 0)
     assert data["report"]["runs"] == [s.json(f"/report?run={RUN_A}")]
+    # and what /runs says of the run, so the page's own code draws it as the tab does
+    listing = s.json("/runs")
+    assert data["runs"]["runs"] == [r for r in listing["runs"] if r["name"] == RUN_A]
+    assert data["runs"]["sources"] == listing["sources"] and not data["runs"]["uploads"]["enabled"]
     bundle = (Path(STATIC_DIR) / "index.js").read_bytes()
     assert scripts[1][1].encode() == script_safe_js(bundle)
     # no source but that one script: nothing is fetched, so the page works offline
@@ -127,6 +131,25 @@ def test_script_safe_js_leaves_no_end_tag_or_comment_opener():
     out = script_safe_js(code)
     assert not re.search(rb"</script|<!--", out, re.IGNORECASE)
     assert out == b'const a="\\x3C/script>",b=/<\\/script/,c=`\\x3C!--${a}`;// \\x3C/SCRIPT >'
+
+
+def test_the_page_of_a_distributed_run_holds_its_strategy_and_ranks(serve, tmp_path):
+    """ddp_2gpu's saved page once said "single GPU" in its ranks card: it holds the run report
+    the tab gets, strategy and ranks included, and opens on the worker asked for."""
+    import shutil
+
+    from .conftest import SAMPLES
+
+    logdir = tmp_path / "logs"
+    shutil.copytree(SAMPLES / "ddp_2gpu", logdir / "ddp_2gpu")
+    s = serve(logdir)
+    s.settle()
+    page = s.get("/download?run=ddp_2gpu&format=html&worker=1").get_data()
+    data = json.loads(next(t for tag, a, t in parse(page) if tag == "script" and a.get("id") == DATA_ID))
+    (run,) = data["report"]["runs"]
+    assert run == s.json("/report?run=ddp_2gpu") and run["strategy"] == ["DDP"]
+    assert [r["worker"] for r in run["ranks"]["ranks"]] == ["rank0", "rank1"]
+    assert (data["run"], data["worker"]) == ("ddp_2gpu", 1)
 
 
 def test_download_of_an_unknown_run_or_format_is_refused(serve, two_runs):

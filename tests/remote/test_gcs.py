@@ -69,7 +69,7 @@ def test_cli_compare_gs_run_with_a_local_run(gcs: GcsBucket, logdir: Path):
     local = cli("compare", str(logdir / a), str(logdir / b), "--json")
     assert remote.returncode == local.returncode == 0, remote.stderr
     r = json.loads(remote.stdout.replace(gcs.url("logs"), "<root>").replace(str(logdir), "<root>"))
-    assert r["baseline"]["file"].startswith(f"<root>/{a}/")
+    assert r["ranks"][0]["baseline"]["file"].startswith(f"<root>/{a}/")
     assert r == json.loads(local.stdout.replace(str(logdir), "<root>"))
 
 

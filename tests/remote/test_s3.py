@@ -51,7 +51,7 @@ def test_cli_compare_two_urls_equals_the_local_compare(bucket: Bucket, logdir: P
     local = cli("compare", str(logdir / a), str(logdir / b), "--json")
     assert remote.returncode == local.returncode == 0, remote.stderr
     r = json.loads(remote.stdout.replace(bucket.url("logs"), "<root>"))
-    assert r["baseline"]["file"].startswith(f"<root>/{a}/")
+    assert r["ranks"][0]["baseline"]["file"].startswith(f"<root>/{a}/")
     assert r == json.loads(local.stdout.replace(str(logdir), "<root>"))
 
 
