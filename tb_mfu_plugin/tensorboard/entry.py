@@ -147,6 +147,27 @@ def _access_flags(group):  # type: ignore[no-untyped-def]
         default=None,
         help="The most bytes one upload in the MFU tab may hold, all its files together (default 1GiB).",
     )
+    group.add_argument(
+        "--mfu_upload_idle_seconds",
+        metavar="SECONDS",
+        type=float,
+        default=None,
+        help=(
+            "An upload in the MFU tab that receives no byte for this long is dropped, committed or not "
+            "(default 60); a client may have 4 uploads arriving at once, the server 16."
+        ),
+    )
+    group.add_argument(
+        "--mfu_allowed_hosts",
+        metavar="NAMES",
+        type=str,
+        default=None,
+        help=(
+            "Comma-separated host names this server is reached by, besides IP addresses, localhost, the "
+            "machine's name and --host (e.g. the name of a proxy in front: tb.example.com, or .example.com "
+            "for every name under it; '*' for any). Uploads naming another Host are refused (DNS rebinding)."
+        ),
+    )
 
     # storage.py imports only the standard library and our leaf modules (fsspec when used)
     from ..trace.storage import STORAGE_OPTIONS_ENV

@@ -36,6 +36,7 @@ from ..trace.limits import limits_from_flags
 from ..trace.locations import basename
 from ..trace.storage import use_storage_options
 from .cache import ERROR, LOADING, QUEUED, AnalysisCache, FileState, default_cache_dir
+from .hosts import AllowedHosts
 from .paths import FileGate, PathView
 from .runs import RunIndex, Scan, Source, sources_from_flags
 from .settings import settings_from_flags
@@ -80,6 +81,7 @@ class MfuPlugin(base_plugin.TBPlugin):
         cache_dir = default_cache_dir(getattr(flags, "mfu_cache_dir", None))
         # The upload area (under the cache directory) is scanned and shown like one more logdir.
         self._uploads, self._upload_off = upload_area(flags, cache_dir, self._sources, self._uploaded)
+        self._hosts = AllowedHosts.from_flags(flags)
         shown = self._sources + ([Source(UPLOADS, self._uploads.root)] if self._uploads else [])
         self._view = PathView(shown, bool(getattr(flags, "mfu_show_full_paths", False)))
         gate = FileGate(shown, bool(getattr(flags, "mfu_confine_to_logdir", False)))
@@ -115,8 +117,8 @@ class MfuPlugin(base_plugin.TBPlugin):
                 "/report": app(self._serve_report),
                 "/compare": app(self._serve_compare),
                 "/download": app(self._serve_download),
-                "/upload": app(lambda r: serve_upload(r, self._uploads, self._upload_off)),
-                "/upload_done": app(lambda r: serve_upload_done(r, self._uploads, self._upload_off)),
+                "/upload": app(lambda r: serve_upload(r, self._uploads, self._upload_off, self._hosts)),
+                "/upload_done": app(lambda r: serve_upload_done(r, self._uploads, self._upload_off, self._hosts)),
             }
         )
         return apps
