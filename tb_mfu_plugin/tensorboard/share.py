@@ -28,6 +28,7 @@ from __future__ import annotations
 import datetime
 import os
 import re
+import socket
 from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import unquote_to_bytes, urlsplit
@@ -35,6 +36,7 @@ from urllib.parse import unquote_to_bytes, urlsplit
 from tensorboard import errors
 from tensorboard.backend import http_util
 from werkzeug import wrappers
+from werkzeug.exceptions import ClientDisconnected
 
 from .. import __version__ as TOOL_VERSION
 from ..analysis.report import SCHEMA_VERSION, Report, RunReport
@@ -135,15 +137,34 @@ def serve_upload(
         body = area.receive(
             request.args.get("batch", ""),
             _file_name(request),
-            request.stream,
+            _Body(request.stream),
             request.content_length,
             client_key(request.remote_addr),
+            (lambda: sock.shutdown(socket.SHUT_RD)) if sock is not None else None,
         )
     except UploadError as exc:
         return _error(request, exc, close=exc.status == 408)
     finally:
         _deadline(sock, before)
     return http_util.Respond(request, json_bytes(body), "application/json")
+
+
+class _Body:
+    """The request's body as ``UploadArea`` reads it: werkzeug turns a socket's timeout (or
+    any error of the connection) into its ``ClientDisconnected``, a 400; this gives back the
+    ``TimeoutError`` (a 408, the connection closed) or a ``ConnectionError``."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def read(self, size: int) -> bytes:
+        try:
+            data: bytes = self.stream.read(size)
+        except ClientDisconnected as exc:
+            if isinstance(exc.__cause__ or exc.__context__, TimeoutError):  # raised while handling it
+                raise TimeoutError("no byte arrived in time") from None
+            raise ConnectionError("the connection ended") from None
+        return data
 
 
 def _file_name(request: wrappers.Request) -> str:

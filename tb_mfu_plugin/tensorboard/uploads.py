@@ -37,10 +37,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO
 
 from ..trace.limits import GiB, MiB, format_size
 from .runs import Source
+from .upload_body import Body, Metered, UploadError, Watchdog
 from .upload_files import (
     ARCHIVES,
     HEAD_BYTES,
@@ -60,7 +60,6 @@ logger = logging.getLogger(__name__)
 UPLOADS = "uploads"  # the folder under the cache directory, and the runs' name prefix
 DEFAULT_MAX_BYTES = 1 * GiB
 CHUNK_BYTES = 1 * MiB
-READ_BYTES = 64 * 1024  # one read of the body: the rate is checked at least this often
 MAX_OPEN_BATCHES = 16  # uploads arriving at once, from every client; more wait (HTTP 429)
 MAX_BATCHES_PER_CLIENT = 4  # of those, from one client: one visitor cannot take them all
 MAX_FILES = 1024  # files in one upload
@@ -71,14 +70,6 @@ IDLE_TTL_S = 60.0
 # every few seconds would otherwise hold its slot forever); any real link is far faster.
 MIN_BYTES_PER_S = 16 * 1024
 _BATCH_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
-
-
-class UploadError(Exception):
-    """An upload refused or failed: an HTTP status and one line for the user."""
-
-    def __init__(self, status: int, message: str) -> None:
-        self.status = status
-        super().__init__(message)
 
 
 @dataclass
@@ -115,27 +106,35 @@ class UploadArea:
         self.min_rate = min_rate
         self._lock = threading.Lock()
         self._batches: dict[str, _Batch] = {}
+        self._watchdog = Watchdog(max(0.05, min(1.0, idle_s / 4)))
 
     # -- receiving -------------------------------------------------------
     def receive(
-        self, batch_id: str, name: str, body: IO[bytes], length: int | None, client: str = ""
+        self,
+        batch_id: str,
+        name: str,
+        body: Body,
+        length: int | None,
+        client: str = "",
+        on_stall: Callable[[], None] | None = None,
     ) -> dict[str, object]:
         """Stream one file of ``batch_id`` from ``body`` into the batch's folder.
 
-        A read that raises ``TimeoutError`` (the server's socket deadline, ``share``)
-        drops the file with a 408, as a body that falls under ``min_rate`` does."""
+        A body that stalls or trickles is dropped with a 408 (``upload_body``);
+        ``on_stall`` ends a read that waits on such a body (it shuts the socket)."""
         kind = _kind(name)
         batch = self._open(batch_id, name, kind, length, client)
-        metered = _Metered(self, batch, body, name)
+        metered = Metered(body, name, lambda n: self._count(batch, n), self.idle_s, self.min_rate)
         path = None
         try:
-            head = metered.read(HEAD_BYTES)
-            check_head(name, kind, head)
-            path = _claim(batch.path, stored_name(name, kind, is_gzip(head)), kind)
-            with open(path, "wb") as out:
-                out.write(head)
-                while chunk := metered.read(CHUNK_BYTES):
-                    out.write(chunk)
+            with self._watchdog.watch(metered, on_stall):
+                head = metered.read(HEAD_BYTES)
+                check_head(name, kind, head)
+                path = _claim(batch.path, stored_name(name, kind, is_gzip(head)), kind)
+                with open(path, "wb") as out:
+                    out.write(head)
+                    while chunk := metered.read(CHUNK_BYTES):
+                        out.write(chunk)
             if length is not None and metered.counted != length:
                 raise UploadError(400, f"{shown(name)}: the upload ended after {metered.counted} of {length} bytes")
             with self._lock:
@@ -190,6 +189,15 @@ class UploadArea:
             raise UploadError(429, f"you have {self.per_client} uploads arriving already: finish one, or {wait}")
         if len(self._batches) >= MAX_OPEN_BATCHES:
             raise UploadError(429, f"too many uploads at once on this server; {wait}")
+
+    def _count(self, batch: _Batch, n: int) -> None:
+        """``n`` more bytes of ``batch`` read: 413 once they pass the cap."""
+        with self._lock:
+            batch.bytes += n
+            batch.touched = time.monotonic()
+            over = batch.bytes > self.max_bytes
+        if over:
+            raise UploadError(413, self._too_big(""))
 
     def _too_big(self, name: str) -> str:
         what = f"{shown(name)}: " if name else ""
@@ -285,43 +293,6 @@ class UploadArea:
             for f in _archives_in(os.path.join(self.root, folder)):
                 out.append(Source(f"{UPLOADS}/{folder}", os.path.join(self.root, folder, f)))
         return out
-
-
-class _Metered:
-    """One request's body, each chunk counted against its batch's cap before it is kept,
-    and timed against the area's idle deadline and least rate."""
-
-    def __init__(self, area: UploadArea, batch: _Batch, body: IO[bytes], name: str) -> None:
-        self.area, self.batch, self.body, self.name = area, batch, body, name
-        self.counted = 0
-        self.started = time.monotonic()
-
-    def read(self, size: int) -> bytes:
-        """Up to ``size`` bytes (fewer only at the end of the body)."""
-        data = bytearray()
-        while len(data) < size:
-            try:
-                chunk = self.body.read(min(size - len(data), READ_BYTES))
-            except TimeoutError:
-                raise UploadError(408, self._slow(f"no byte arrived for {self.area.idle_s:g} s")) from None
-            if not chunk:
-                break
-            self.counted += len(chunk)
-            now = time.monotonic()
-            with self.area._lock:
-                self.batch.bytes += len(chunk)
-                self.batch.touched = now
-                over = self.batch.bytes > self.area.max_bytes
-            if over:
-                raise UploadError(413, self.area._too_big(""))
-            late = now - self.started - self.area.idle_s
-            if late > 0 and self.counted < self.area.min_rate * late:
-                raise UploadError(408, self._slow(f"it arrives slower than {format_size(int(self.area.min_rate))}/s"))
-            data += chunk
-        return bytes(data)
-
-    def _slow(self, why: str) -> str:
-        return f"{shown(self.name)}: upload dropped: {why}"
 
 
 def _kind(name: str) -> str:
