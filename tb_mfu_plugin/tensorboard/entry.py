@@ -91,6 +91,19 @@ def _cache_and_worker_flags(group):  # type: ignore[no-untyped-def]
             "at most 8). Each holds one decoded trace, about its size in memory."
         ),
     )
+    from ..memory_cap import MEMORY_ENV  # a leaf module: the standard library and trace.limits
+
+    group.add_argument(
+        "--mfu_worker_max_memory",
+        metavar="BYTES",
+        type=str,
+        default=None,
+        help=(
+            f"Memory cap of each analysis process (K, M, G suffixes, or 'none'; default: ${MEMORY_ENV}, else "
+            "the larger of 2G and 3/4 of the memory divided by --mfu_workers). A file that needs more gets "
+            "the error 'analysis ran out of its memory cap'; the server goes on."
+        ),
+    )
     group.add_argument(
         "--mfu_scheduler",
         metavar="ADDRESS",

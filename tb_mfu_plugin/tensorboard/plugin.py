@@ -93,6 +93,7 @@ class MfuPlugin(base_plugin.TBPlugin):
                 run.workers,
                 scheduler=run.scheduler,
                 max_bytes=run.cache_max_bytes,
+                worker_memory=run.worker_memory,
             )
         if cache.refuse is None:
             cache.refuse = gate.refusal
