@@ -61,8 +61,9 @@ def slow_and_local(tmp_path: Path) -> Iterator[dict[str, Any]]:
 
 
 def test_three_trickling_files_leave_a_worker_to_the_local_run(slow_and_local):
+    """The slow source is listed first, so its files are queued before the local one."""
     s = slow_and_local
-    ctx = make_context(None, f"mine:{s['local']},slow:{s['url']}", str(s["tmp"] / "cache"), workers="2")
+    ctx = make_context(None, f"slow:{s['url']},mine:{s['local']}", str(s["tmp"] / "cache"), workers="2")
     plugin = MfuPlugin(ctx, min_scan_interval_s=0.0)
     served = Served(plugin)
     try:
