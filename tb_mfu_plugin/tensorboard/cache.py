@@ -6,9 +6,11 @@ version id, ``SpanFile.ident``) and size instead of a date; a trace that grows o
 is rewritten gets a new key and is analysed again, and an unchanged object listed
 again is not downloaded again.
 Daemon threads take files from a priority queue, so the file the user is looking
-at jumps ahead of the rest, and hand each to an executor (``executors``): local
-processes by default (``--mfu_workers``, ``$TB_MFU_WORKERS``), or a Dask cluster
-(``--mfu_scheduler``). The server's threads thus only wait: the analysis holds no
+at jumps ahead of the rest, and remote files never hold every thread
+(``file_queue``: a local run is analysed at once beside slow sources). Each file
+goes to an executor (``executors``): local processes by default (``--mfu_workers``,
+``$TB_MFU_WORKERS``), each under the memory cap ``--mfu_worker_max_memory``, or a
+Dask cluster (``--mfu_scheduler``). The server's threads thus only wait: the analysis holds no
 GIL of theirs, and requests, which only read the state, stay quick.
 
 The optional disk cache lives in a user cache directory (``--mfu_cache_dir``,
