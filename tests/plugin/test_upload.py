@@ -279,10 +279,10 @@ def test_uploads_at_once_get_their_own_runs(serve, cache_dir):
     data = sample_file("low_sm_efficiency").read_bytes()
     results: list[dict[str, Any]] = []
 
-    def one(i: int) -> None:
-        batch = f"batchpar{i:02d}"
-        assert upload(s, batch, "same.json.gz", data).status_code == 200
-        results.append(json.loads(commit(s, batch).get_data()))
+    def one(i: int) -> None:  # six clients: one may have only four uploads arriving at once
+        batch, client = f"batchpar{i:02d}", f"10.0.0.{i}"
+        assert upload(s, batch, "same.json.gz", data, client).status_code == 200
+        results.append(json.loads(commit(s, batch, client).get_data()))
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(6)]
     for t in threads:

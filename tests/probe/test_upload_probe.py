@@ -124,9 +124,13 @@ def test_a_trickling_body_cannot_hold_its_slot(server):
             continue
         except (BrokenPipeError, ConnectionResetError):
             break
+    sock.settimeout(10)
+    while answered is not None and (more := sock.recv(65536)):  # the rest, until the server closes
+        answered += more
     sock.close()
     assert answered is not None and answered.startswith(b"HTTP/1.1 408"), answered
-    assert b"slower than 16 KiB/s" in answered
+    # the rate rule; on a loaded machine a send may come late enough for the idle deadline instead
+    assert b"upload dropped: it arrives slower than 16 KiB/s" in answered or b"no byte arrived" in answered
     assert sent < 60  # ended after about idle_s, not when the 1 MiB it announced would have come
     good_run(server, "goodprobe03", "127.0.0.4")
 
