@@ -9,8 +9,9 @@ say ``Host: evil.example``. So an upload is taken only when the name in ``Host``
 this server answers to:
 
 - an IP address, whatever it is (a rebound page always sends its own name);
-- ``localhost``, and this machine's host name (``socket.gethostname()``, and its
-  first label);
+- ``localhost``, and this machine's host name (``socket.gethostname()``, its
+  first label, and its fully qualified name, looked up once, at the first upload
+  that needs it: a lookup at start-up could stall a server whose DNS is slow);
 - TensorBoard's ``--host``;
 - the names of ``--mfu_allowed_hosts`` (``tb.example.com``; ``.example.com`` for
   every name under it; ``*`` turns the check off), for a proxy in front or a DNS
@@ -25,6 +26,7 @@ could write it.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import socket
 from collections.abc import Iterable
@@ -70,9 +72,9 @@ class AllowedHosts:
     def allows(self, host: str) -> bool:
         """Whether ``host`` (a host name, as ``hostname_of`` gives it) is one of this server's."""
         host = host.lower().rstrip(".")
-        if self.any or _is_ip(host) or host in self.names:
+        if self.any or _is_ip(host) or host in self.names or any(host.endswith(s) for s in self.suffixes):
             return True
-        return any(host.endswith(s) for s in self.suffixes)
+        return host == _qualified_name()
 
 
 def _machine_names() -> list[str]:
@@ -81,6 +83,14 @@ def _machine_names() -> list[str]:
     except OSError:
         return []
     return [name, name.split(".", 1)[0]]
+
+
+@functools.cache
+def _qualified_name() -> str:
+    try:
+        return socket.getfqdn().lower().rstrip(".")
+    except OSError:
+        return ""
 
 
 def client_key(remote_addr: str | None) -> str:

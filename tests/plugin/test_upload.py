@@ -494,3 +494,23 @@ def test_an_upload_of_only_a_sidecar_is_refused(serve, cache_dir):
     assert upload(s, "sidebatch2", "tb_mfu.json", b"{}").status_code == 200
     assert upload(s, "sidebatch2", "t.json", b"not json").status_code == 400
     assert commit(s, "sidebatch2").status_code == 400
+
+
+def test_the_names_this_server_answers_to():
+    import argparse
+    import socket
+
+    from tb_mfu_plugin.tensorboard.hosts import AllowedHosts, hostname_of
+
+    hosts = AllowedHosts.from_flags(
+        argparse.Namespace(host="tb.internal", mfu_allowed_hosts="a.example, .corp.example")
+    )
+    for ok in ("localhost", "LOCALHOST.", "127.0.0.1", "10.1.2.3", "::1", "fe80::1%eth0", socket.gethostname(),
+               "tb.internal", "a.example", "x.corp.example", "y.x.corp.example", socket.getfqdn()):  # fmt: skip
+        assert hosts.allows(ok), ok
+    for bad in ("evil.example", "localhost.evil.example", "corp.example", "b.example", "a.example.evil"):
+        assert not hosts.allows(bad), bad
+    assert AllowedHosts(["*"]).allows("anything.example")
+    assert hostname_of("[::1]:6006") == "::1" and hostname_of("Tb.Example.COM.:80") == "tb.example.com"
+    with pytest.raises(ValueError):
+        hostname_of("[::1")
