@@ -164,6 +164,10 @@ class _Body:
             if isinstance(exc.__cause__ or exc.__context__, TimeoutError):  # raised while handling it
                 raise TimeoutError("no byte arrived in time") from None
             raise ConnectionError("the connection ended") from None
+        except TimeoutError:  # a chunked body is read straight from the socket
+            raise
+        except (OSError, ValueError):  # werkzeug's reader of a chunked body says "Client disconnected" so
+            raise ConnectionError("the connection ended") from None
         return data
 
 

@@ -183,3 +183,16 @@ def test_names_are_refused_or_become_the_run_the_answer_named(server):
     assert done["run"] == "uploads/my_run_2"
     good_run(server, "goodprobe05", "127.0.0.8")
     assert "uploads/my_run_2" in server.plugin._index.current().runs
+
+
+def test_a_chunked_body_that_lies_or_stalls_is_a_4xx(server):
+    chunked = {"Transfer-Encoding": "chunked"}
+    raw = request_bytes("POST", "/upload?batch=chunkprobe1&name=c.json", headers("localhost", None, **chunked))
+    status, _, body = exchange(server, raw + b"2\r\n{}\r\nzz\r\n", "127.0.0.10")  # a chunk size that is no number
+    assert status == 400 and b"Traceback" not in body, body
+    sock = server.connect("127.0.0.10")
+    sock.sendall(raw.replace(b"chunkprobe1", b"chunkprobe2") + b"4\r\n{   \r\n")  # then nothing
+    status, hdrs, body = read_response(sock)
+    sock.close()
+    assert status == 408 and "upload dropped" in json.loads(body)["error"]
+    good_run(server, "goodprobe06", "127.0.0.10")
