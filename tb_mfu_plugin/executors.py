@@ -14,6 +14,9 @@ other files go on.
 ``ProcessExecutor`` feeds at most ``slots`` files to its pool at once, so when a
 process dies the files it may have been running are known: each is run again
 alone in a fresh process, and the one that kills that process too gets the error.
+Each of its processes runs under a memory cap (``memory_cap``): a file that needs
+more gets the one-line error "analysis ran out of its memory cap", and no process
+can grow until the kernel's OOM killer picks the server.
 """
 
 from __future__ import annotations
@@ -37,9 +40,12 @@ import msgspec
 
 from .analysis.report import WorkerReport
 from .errors import reason_line
+from .memory_cap import MEMORY_ENV, MemoryCap, memory_cap
+from .memory_cap import apply as apply_memory_cap
 from .options import AnalysisOptions
 from .small_pages import prefer_small_pages
 from .trace.discover import SpanFile
+from .trace.limits import format_size
 
 logger = logging.getLogger(__name__)
 
@@ -160,7 +166,7 @@ class SerialExecutor(Executor):
 _child_progress: Any = None  # the progress queue, in a worker process
 
 
-def _init_child(queue: Any, environ: dict[str, str]) -> None:
+def _init_child(queue: Any, environ: dict[str, str], memory: MemoryCap | None = None) -> None:
     global _child_progress
     _child_progress = queue
     # A forkserver child inherits the environment of the fork server, which started with the
@@ -169,9 +175,12 @@ def _init_child(queue: Any, environ: dict[str, str]) -> None:
     os.environ.clear()
     os.environ.update(environ)
     prefer_small_pages()
+    apply_memory_cap(memory)
 
 
-def _run_in_child(analyze: AnalyzeFn, task_id: int, job: FileJob, options: AnalysisOptions) -> bytes:
+def _run_in_child(
+    analyze: AnalyzeFn, task_id: int, job: FileJob, options: AnalysisOptions, memory: MemoryCap | None = None
+) -> bytes:
     last = 0.0
 
     def progress(n: int) -> None:
@@ -181,7 +190,17 @@ def _run_in_child(analyze: AnalyzeFn, task_id: int, job: FileJob, options: Analy
             last = now
             _child_progress.put((task_id, n))
 
-    return run_job(analyze, job, options, progress)
+    if memory is None:
+        return run_job(analyze, job, options, progress)
+    try:
+        reports = analyze(job.span, job.worker, options, progress)
+    except MemoryError:
+        reports = None  # the memory it held is free again once the exception is gone
+    if reports is None:
+        return encode_reports(error_reports(job, memory.error()))
+    for r in reports:  # the analysis says "out of memory" its own way; the cap is what ran out
+        r.error = memory.rewrite(r.error)
+    return encode_reports(reports)
 
 
 def process_context() -> Any:
@@ -216,10 +235,13 @@ class _Task:
 class ProcessExecutor(Executor):
     """A pool of ``slots`` local processes; files beyond ``slots`` wait here, in order."""
 
-    def __init__(self, analyze: AnalyzeFn, options: AnalysisOptions, slots: int) -> None:
+    def __init__(
+        self, analyze: AnalyzeFn, options: AnalysisOptions, slots: int, memory: MemoryCap | None = None
+    ) -> None:
         self.slots = max(1, slots)
         self._analyze = analyze
         self._options = options
+        self.memory = memory  # each process's cap (None: none)
         self._lock = threading.RLock()  # a future already done runs its callback in submit's thread
         self._waiting: deque[_Task] = deque()
         self._running = 0
@@ -281,7 +303,9 @@ class ProcessExecutor(Executor):
                 self._isolated.add(pool)
             if task.progress is not None:
                 self._callbacks[task.id] = task.progress
-            fut: Future[bytes] = pool.submit(_run_in_child, self._analyze, task.id, task.job, self._options)
+            fut: Future[bytes] = pool.submit(
+                _run_in_child, self._analyze, task.id, task.job, self._options, self.memory
+            )
         except Exception as exc:  # noqa: BLE001 - no process (limits, a broken pool): this file's error
             fut = Future()
             fut.set_exception(exc)
@@ -299,7 +323,10 @@ class ProcessExecutor(Executor):
             # cannot be), as a later pool may start while threads run.
             self._queue = _shareable_context().Queue()
         return ProcessPoolExecutor(
-            n, mp_context=process_context(), initializer=_init_child, initargs=(self._queue, dict(os.environ))
+            n,
+            mp_context=process_context(),
+            initializer=_init_child,
+            initargs=(self._queue, dict(os.environ), self.memory),
         )
 
     def _relay(self) -> None:
@@ -343,15 +370,17 @@ class ProcessExecutor(Executor):
                 self._pump()
         return False
 
-    @staticmethod
-    def _outcome(task: _Task, fut: Future[bytes]) -> list[WorkerReport]:
+    def _outcome(self, task: _Task, fut: Future[bytes]) -> list[WorkerReport]:
         if fut.cancelled():
             return error_reports(task.job, "analysis cancelled")
         exc = fut.exception()
         if exc is None:
             return decoded_or_error(task.job, fut.result())
         if isinstance(exc, BrokenProcessPool):
-            return error_reports(task.job, "the analysis process died (killed, e.g. for lack of memory)")
+            cap = f"; its memory cap is {format_size(self.memory.bytes)}" if self.memory else ""
+            return error_reports(task.job, f"the analysis process died (killed, e.g. for lack of memory{cap})")
+        if isinstance(exc, MemoryError) and self.memory is not None:  # out of memory outside the analysis
+            return error_reports(task.job, self.memory.error())
         return error_reports(task.job, f"analysis failed: {type(exc).__name__}: {exc}")
 
     def _relay_progress(self) -> None:
@@ -400,4 +429,4 @@ def open_executor(
         n = min(n, files)
     if n <= 1:
         return SerialExecutor(analyze, options)
-    return ProcessExecutor(analyze, options, n)
+    return ProcessExecutor(analyze, options, n, memory_cap(None, n, f"${MEMORY_ENV}"))

@@ -6,9 +6,11 @@ version id, ``SpanFile.ident``) and size instead of a date; a trace that grows o
 is rewritten gets a new key and is analysed again, and an unchanged object listed
 again is not downloaded again.
 Daemon threads take files from a priority queue, so the file the user is looking
-at jumps ahead of the rest, and hand each to an executor (``executors``): local
-processes by default (``--mfu_workers``, ``$TB_MFU_WORKERS``), or a Dask cluster
-(``--mfu_scheduler``). The server's threads thus only wait: the analysis holds no
+at jumps ahead of the rest, and remote files never hold every thread
+(``file_queue``: a local run is analysed at once beside slow sources). Each file
+goes to an executor (``executors``): local processes by default (``--mfu_workers``,
+``$TB_MFU_WORKERS``), each under the memory cap ``--mfu_worker_max_memory``, or a
+Dask cluster (``--mfu_scheduler``). The server's threads thus only wait: the analysis holds no
 GIL of theirs, and requests, which only read the state, stay quick.
 
 The optional disk cache lives in a user cache directory (``--mfu_cache_dir``,
@@ -31,7 +33,6 @@ import itertools
 import json
 import logging
 import os
-import queue
 import threading
 import time
 import weakref
@@ -43,6 +44,7 @@ import msgspec
 from ..analysis.report import SCHEMA_VERSION, WorkerReport
 from ..escape import json_bytes, one_line
 from ..executors import AnalyzeFn, Executor, FileJob, ProcessExecutor, SchedulerError, SerialExecutor
+from ..memory_cap import memory_cap
 from ..options import AnalysisOptions
 from ..pipeline import analyze_file
 from ..trace.discover import SpanFile
@@ -50,7 +52,8 @@ from ..trace.locations import is_local
 from ..trace.opener import decoded_size
 from .disk_cache import DiskCache
 from .env import CACHE_DIR_ENV
-from .settings import DEFAULT_CACHE_MAX_BYTES, default_workers, stagger_for_tests_s
+from .file_queue import FileQueue, is_remote_file, remote_slots
+from .settings import DEFAULT_CACHE_MAX_BYTES, MEMORY_FLAG, default_workers, stagger_for_tests_s
 
 logger = logging.getLogger(__name__)
 
@@ -164,12 +167,14 @@ class AnalysisCache:
         *,
         scheduler: str | None = None,
         max_bytes: int = DEFAULT_CACHE_MAX_BYTES,
+        worker_memory: str | None = None,
     ) -> None:
         self.options = options or AnalysisOptions()
         self.cache_dir = cache_dir
         self._disk = DiskCache(cache_dir, max_bytes) if cache_dir else None
         self._stand_in = analyze
         self._scheduler = scheduler
+        self._worker_memory = worker_memory  # each process's cap: --mfu_worker_max_memory (memory_cap)
         self.refuse = refuse
         self._n_workers = max(1, workers or (1 if analyze is not None or scheduler else default_workers()))
         self._executor: Executor | None = None
@@ -177,8 +182,8 @@ class AnalysisCache:
         self._executor_lock = threading.Lock()
         self._lock = threading.Lock()
         self._entries: dict[FileKey, FileState] = {}
-        self._queue: queue.PriorityQueue[tuple[int, int, FileKey]] = queue.PriorityQueue()
-        self._seq = itertools.count()
+        # remote files never take every thread: a local file always finds one (file_queue)
+        self._queue: FileQueue[FileKey] = FileQueue(lambda k: is_remote_file(k.path), remote_slots(self._n_workers))
         self._threads: list[threading.Thread] = []
         self._thread_seq = itertools.count()
         self._idle = threading.Condition(self._lock)
@@ -221,7 +226,7 @@ class AnalysisCache:
             if st is not None:
                 if st.state == QUEUED and priority < st._priority:
                     st._priority = priority
-                    self._queue.put((priority, next(self._seq), key))
+                    self._queue.put(priority, key)
                 return st
         cached = self._from_disk(key)  # outside the lock: requests for other files go on
         with self._lock:
@@ -233,7 +238,7 @@ class AnalysisCache:
                     st.reports, st.state, st.from_disk, st.seconds = cached, DONE, True, 0.0
                 else:
                     self._pending += 1
-                    self._queue.put((priority, next(self._seq), key))
+                    self._queue.put(priority, key)
             if self._pending:
                 self._ensure_threads()
             return st
@@ -291,30 +296,38 @@ class AnalysisCache:
                         raise
                     with self._lock:  # as many files in flight as the cluster has threads
                         self._n_workers = max(self._n_workers, self._executor.slots)
+                        self._queue.slots = remote_slots(self._n_workers)
                         self._ensure_threads()
                 else:
-                    self._executor = ProcessExecutor(analyze_file, self.options, self._n_workers)
+                    cap = memory_cap(self._worker_memory, self._n_workers, MEMORY_FLAG)
+                    self._executor = ProcessExecutor(analyze_file, self.options, self._n_workers, cap)
                 _close_at_exit(self)
             return self._executor
 
     def _work(self) -> None:
         while True:
-            _, _, key = self._queue.get()
-            with self._lock:
-                st = self._entries.get(key)
-                if st is None or st.state != QUEUED:
-                    continue  # a duplicate queue entry left by a priority bump
-                st.state = LOADING
-                st.started = time.monotonic()
+            key = self._queue.get()
             try:
-                self._compute(st)
-            except BaseException as exc:  # noqa: BLE001 - one file's failure is its error, never the thread's end
-                logger.exception("MFU plugin: analysing %s failed", one_line(key.path))
-                self._fail(st, f"{type(exc).__name__}: {exc}")
+                self._take(key)
             finally:
-                with self._idle:
-                    self._pending -= 1
-                    self._idle.notify_all()
+                self._queue.done(key)
+
+    def _take(self, key: FileKey) -> None:
+        with self._lock:
+            st = self._entries.get(key)
+            if st is None or st.state != QUEUED:
+                return  # a duplicate queue entry left by a priority bump
+            st.state = LOADING
+            st.started = time.monotonic()
+        try:
+            self._compute(st)
+        except BaseException as exc:  # noqa: BLE001 - one file's failure is its error, never the thread's end
+            logger.exception("MFU plugin: analysing %s failed", one_line(key.path))
+            self._fail(st, f"{type(exc).__name__}: {exc}")
+        finally:
+            with self._idle:
+                self._pending -= 1
+                self._idle.notify_all()
 
     def _fail(self, st: FileState, reason: str) -> None:
         with self._lock:

@@ -19,11 +19,12 @@ class MfuPluginLoader(base_plugin.TBLoader):
 
     def define_flags(self, parser):  # type: ignore[no-untyped-def]
         group = parser.add_argument_group("mfu plugin")
-        for add in (_cache_and_worker_flags, _analysis_flags, _access_flags, _limit_flags):
+        for add in (_source_flags, _cache_and_worker_flags, _analysis_flags, _access_flags, _limit_flags):
             add(group)
 
     def fix_flags(self, flags):  # type: ignore[no-untyped-def]
         from ..trace.limits import limits_from_flags
+        from .logdir_spec import move_unreadable_sources
         from .settings import settings_from_flags
 
         try:
@@ -31,6 +32,11 @@ class MfuPluginLoader(base_plugin.TBLoader):
             settings_from_flags(flags)
         except ValueError as exc:
             raise base_plugin.FlagsError(str(exc)) from None
+        idle = getattr(flags, "mfu_upload_idle_seconds", None)
+        if idle is not None and not idle > 0:
+            raise base_plugin.FlagsError("--mfu_upload_idle_seconds must be a positive number of seconds")
+        # TensorBoard's own loader must never see a source it cannot read: it would stop loading.
+        move_unreadable_sources(flags)
         options_file = getattr(flags, "mfu_storage_options", None)
         if options_file:
             from ..trace.storage import use_storage_options
@@ -91,6 +97,19 @@ def _cache_and_worker_flags(group):  # type: ignore[no-untyped-def]
             "at most 8). Each holds one decoded trace, about its size in memory."
         ),
     )
+    from ..memory_cap import MEMORY_ENV  # a leaf module: the standard library and trace.limits
+
+    group.add_argument(
+        "--mfu_worker_max_memory",
+        metavar="BYTES",
+        type=str,
+        default=None,
+        help=(
+            f"Memory cap of each analysis process (K, M, G suffixes, or 'none'; default: ${MEMORY_ENV}, else "
+            "the larger of 2G and 3/4 of the memory divided by --mfu_workers). A file that needs more gets "
+            "the error 'analysis ran out of its memory cap'; the server goes on."
+        ),
+    )
     group.add_argument(
         "--mfu_scheduler",
         metavar="ADDRESS",
@@ -100,6 +119,30 @@ def _cache_and_worker_flags(group):  # type: ignore[no-untyped-def]
             f"Analyse on a Dask cluster instead (default: ${SCHEDULER_ENV}): tcp://host:8786, or 'local' "
             "for a LocalCluster. Its workers read the trace files by path: they must see them. "
             "Needs pip install 'tb_mfu_plugin[dask]'."
+        ),
+    )
+
+
+def _source_flags(group):  # type: ignore[no-untyped-def]
+    """Sources only the tab reads (logdir_spec.py says why)."""
+    group.add_argument(
+        "--mfu_logdir_spec",
+        metavar="NAME:LOCATION,...",
+        type=str,
+        default=None,
+        help=(
+            "More sources for the MFU tab only, as --logdir_spec names them: buckets (s3://, gs://, az://), "
+            "HTTP folders and archives (.zip, .tar.gz), which TensorBoard's own loading cannot read. Such "
+            "entries of --logdir / --logdir_spec are moved here at start-up, with a note."
+        ),
+    )
+    group.add_argument(
+        "--mfu_tensorboard_reads_urls",
+        action="store_true",
+        help=(
+            "Leave s3://, gs://, az://, hdfs:// entries of --logdir_spec to TensorBoard's own loading as well, "
+            "for its dashboards to read event files there. An error there (no credentials, the network) then "
+            "stops TensorBoard's loading of every logdir."
         ),
     )
 
@@ -146,6 +189,27 @@ def _access_flags(group):  # type: ignore[no-untyped-def]
         type=str,
         default=None,
         help="The most bytes one upload in the MFU tab may hold, all its files together (default 1GiB).",
+    )
+    group.add_argument(
+        "--mfu_upload_idle_seconds",
+        metavar="SECONDS",
+        type=float,
+        default=None,
+        help=(
+            "An upload in the MFU tab that receives no byte for this long is dropped, committed or not "
+            "(default 60); a client may have 4 uploads arriving at once, the server 16."
+        ),
+    )
+    group.add_argument(
+        "--mfu_allowed_hosts",
+        metavar="NAMES",
+        type=str,
+        default=None,
+        help=(
+            "Comma-separated host names this server is reached by, besides IP addresses, localhost, the "
+            "machine's name and --host (e.g. the name of a proxy in front: tb.example.com, or .example.com "
+            "for every name under it; '*' for any). Uploads naming another Host are refused (DNS rebinding)."
+        ),
     )
 
     # storage.py imports only the standard library and our leaf modules (fsspec when used)

@@ -50,6 +50,7 @@ from .bodies import (
 )
 from .bodies import SpanState as SpanStateName
 from .cache import ERROR, LOADING, QUEUED, AnalysisCache, FileState, default_cache_dir
+from .hosts import AllowedHosts
 from .paths import FileGate, PathView
 from .runs import RunIndex, Scan, Source, sources_from_flags
 from .settings import settings_from_flags
@@ -94,6 +95,7 @@ class MfuPlugin(base_plugin.TBPlugin):
         cache_dir = default_cache_dir(getattr(flags, "mfu_cache_dir", None))
         # The upload area (under the cache directory) is scanned and shown like one more logdir.
         self._uploads, self._upload_off = upload_area(flags, cache_dir, self._sources, self._uploaded)
+        self._hosts = AllowedHosts.from_flags(flags)
         shown = self._sources + ([Source(UPLOADS, self._uploads.root)] if self._uploads else [])
         self._view = PathView(shown, bool(getattr(flags, "mfu_show_full_paths", False)))
         gate = FileGate(shown, bool(getattr(flags, "mfu_confine_to_logdir", False)))
@@ -105,6 +107,7 @@ class MfuPlugin(base_plugin.TBPlugin):
                 run.workers,
                 scheduler=run.scheduler,
                 max_bytes=run.cache_max_bytes,
+                worker_memory=run.worker_memory,
             )
         if cache.refuse is None:
             cache.refuse = gate.refusal
@@ -130,8 +133,8 @@ class MfuPlugin(base_plugin.TBPlugin):
                 "/report": app(self._serve_report),
                 "/compare": app(self._serve_compare),
                 "/download": app(self._serve_download),
-                "/upload": app(lambda r: serve_upload(r, self._uploads, self._upload_off)),
-                "/upload_done": app(lambda r: serve_upload_done(r, self._uploads, self._upload_off)),
+                "/upload": app(lambda r: serve_upload(r, self._uploads, self._upload_off, self._hosts)),
+                "/upload_done": app(lambda r: serve_upload_done(r, self._uploads, self._upload_off, self._hosts)),
             }
         )
         return apps

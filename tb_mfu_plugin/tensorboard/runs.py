@@ -25,6 +25,7 @@ from ..trace.discover import RunFiles
 from ..trace.limits import Limits
 from ..trace.listing import discover
 from ..trace.locations import normalize
+from .logdir_spec import NO_TENSORBOARD_LOGDIR, spec_parts, split_part
 
 logger = logging.getLogger(__name__)
 
@@ -45,35 +46,29 @@ class Source:
 
 
 def parse_logdir_spec(spec: str) -> list[Source]:
-    """``name:path,path2,...`` as TensorBoard reads ``--logdir_spec``.
+    """``name:path,path2,...`` as TensorBoard reads ``--logdir_spec`` (``logdir_spec.split_part``).
 
-    A spec whose part before the first ``:`` starts with ``/`` or looks like a
-    URI or a Windows drive is a bare path. URLs are kept as they are (``file://``
-    becomes a local path).
+    URLs are kept as they are (``file://`` becomes a local path). The path that stands
+    for "no folder of TensorBoard's" (``NO_TENSORBOARD_LOGDIR``) is no source.
     """
     sources: list[Source] = []
-    for part in spec.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        name: str | None = None
-        path = part
-        if _URI.match(part) is None and ":" in part and not part.startswith("/") and not os.path.splitdrive(part)[0]:
-            name, _, path = part.partition(":")
-            name = name.strip() or None
-        sources.append(Source(name, _source_path(path)))
+    for part in spec_parts(spec):
+        name, path = split_part(part)
+        if path != NO_TENSORBOARD_LOGDIR:
+            sources.append(Source(name, _source_path(path)))
     return sources
 
 
 def sources_from_flags(flags: object, logdir: str | None = None) -> list[Source]:
-    """``--logdir`` wins over ``--logdir_spec``, as in TensorBoard."""
+    """``--logdir`` wins over ``--logdir_spec``, as in TensorBoard; then the tab's own
+    ``--mfu_logdir_spec`` (sources TensorBoard's loader never sees: ``logdir_spec``)."""
     flag_logdir = getattr(flags, "logdir", None) or logdir
     if flag_logdir:
-        return [Source(None, _source_path(flag_logdir))]
-    spec = getattr(flags, "logdir_spec", None)
-    if spec:
-        return parse_logdir_spec(spec)
-    return []
+        sources = [Source(None, _source_path(flag_logdir))]
+    else:
+        sources = parse_logdir_spec(getattr(flags, "logdir_spec", None) or "")
+    sources += parse_logdir_spec(getattr(flags, "mfu_logdir_spec", None) or "")
+    return list(dict.fromkeys(sources))  # one given twice is scanned once
 
 
 def _source_path(path: str) -> str:

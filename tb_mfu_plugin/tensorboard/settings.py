@@ -3,6 +3,8 @@
 ``--mfu_workers`` / ``$TB_MFU_WORKERS``: local processes (default: the usable cores,
 at most 8). ``--mfu_scheduler`` / ``$TB_MFU_SCHEDULER``: a Dask scheduler instead.
 ``--mfu_cache_max_bytes`` / ``$TB_MFU_CACHE_MAX_BYTES``: the disk cache's cap.
+``--mfu_worker_max_memory`` / ``$TB_MFU_WORKER_MAX_MEMORY``: each analysis process's
+memory cap (``memory_cap``; default ``max(2 GiB, 3/4 of the memory / workers)``).
 A bad value is a ``ValueError`` naming the flag or variable; ``entry.fix_flags``
 turns it into TensorBoard's flag error before the server starts.
 """
@@ -12,11 +14,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from ..memory_cap import memory_cap
 from ..trace.limits import GiB, parse_size
 from .env import CACHE_MAX_BYTES_ENV, SCHEDULER_ENV, TEST_STAGGER_ENV, WORKERS_ENV
 
 # A leaf module (entry.fix_flags imports it at every start): the disk cache's default cap is here.
 DEFAULT_CACHE_MAX_BYTES = 2 * GiB
+MEMORY_FLAG = "--mfu_worker_max_memory"
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,7 @@ class RunSettings:
     workers: int | None  # None: the default (cache.default_workers)
     scheduler: str | None
     cache_max_bytes: int
+    worker_memory: str | None = None  # --mfu_worker_max_memory as given (memory_cap reads it)
 
 
 def _given(flags: object, flag: str, env: str) -> tuple[str, str] | None:
@@ -53,7 +58,9 @@ def settings_from_flags(flags: object) -> RunSettings:
             cap = parse_size(text)
         except ValueError:
             raise ValueError(f"{source} must be a size in bytes (K, M, G suffixes), got {text!r}") from None
-    return RunSettings(workers, scheduler, cap)
+    memory = getattr(flags, "mfu_worker_max_memory", None)
+    memory_cap(memory, workers or 1, MEMORY_FLAG)  # a bad value fails here, before the server starts
+    return RunSettings(workers, scheduler, cap, memory)
 
 
 def default_workers() -> int:

@@ -8,6 +8,12 @@ agree with it: a gzip header whose stream starts a JSON document (or, for
 ``.tar.gz``, a tar header), a JSON document's ``{`` or ``[``, a zip header.
 Anything else is refused with one line that names the file and the reason.
 
+A name must be what a browser sends as a file's name: one file name, no
+folders (``/``, ``\\``), no drive (``C:``), no NUL, control or format characters,
+valid UTF-8, at most ``MAX_CLIENT_NAME_BYTES``, and more than a suffix
+(``.json.gz``). Anything else is refused with one line (``check_name``), so an
+upload answered "ready" always becomes the run it names.
+
 Stored names are made safe here too: only ``[A-Za-z0-9._-]``, no leading dot, at
 most ``MAX_NAME_CHARS``; a trace whose name discovery would not pick up
 (``profile.json``) is stored as ``profile.pt.trace.json`` so that it becomes a
@@ -25,6 +31,7 @@ from ..trace.discover import TRACE_FILE
 TRACE, SIDECAR, ZIP, TAR = "trace", "sidecar", "zip", "tar"
 ARCHIVES = (ZIP, TAR)
 MAX_NAME_CHARS = 120  # of a stored file or run name: a file system allows 255 bytes
+MAX_CLIENT_NAME_BYTES = 255  # of a name as sent: no file system holds a longer one
 # Bytes the checks look at: a gzip member header plus enough of its stream for a
 # tar header (512 bytes) or a JSON document's first byte after a BOM and blanks.
 HEAD_BYTES = 64 * 1024
@@ -36,6 +43,9 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # a member, or the end record of an empty zip
 _JSON_STARTS = (b"{", b"[")  # an object (Kineto), or the bare event array of the Chrome format
 _BLANKS = re.compile(rb"^(\xef\xbb\xbf)?[ \t\r\n]*")
+_DRIVE = re.compile(r"^[A-Za-z]:")
+# werkzeug decodes a query's bytes that are not UTF-8 as U+FFFD; Python keeps lone surrogates
+_NOT_UTF8 = re.compile("[\ufffd\ud800-\udfff]")
 
 SUPPORTED = ".json, .json.gz, .pt.trace.json(.gz), tb_mfu.json, .zip, .tar.gz, .tgz"
 
@@ -47,6 +57,25 @@ class RefusedFile(ValueError):
 def base_name(name: str) -> str:
     """The last part of a client's file name (a browser may send ``C:\\dir\\x.json``)."""
     return re.split(r"[\\/]", name)[-1]
+
+
+def check_name(name: str) -> None:
+    """RefusedFile unless ``name`` is one plain file name as a browser sends it (module docstring)."""
+    if not name:
+        raise RefusedFile("a file without a name")
+    shown_name = shown(name)
+    if "/" in name or "\\" in name:
+        raise RefusedFile(f"{shown_name}: a file name with a folder in it (send the file's own name)")
+    if _DRIVE.match(name):
+        raise RefusedFile(f"{shown_name}: a file name with a drive in it (send the file's own name)")
+    if _NOT_UTF8.search(name):
+        raise RefusedFile(f"{shown_name}: a file name that is not valid UTF-8")
+    if not all(c.isprintable() for c in name):
+        raise RefusedFile(f"{shown_name}: a file name with control or invisible characters")
+    if len(name.encode()) > MAX_CLIENT_NAME_BYTES:
+        raise RefusedFile(f"{shown_name}: a file name longer than {MAX_CLIENT_NAME_BYTES} bytes")
+    if kind_of(name) != SIDECAR and not _stem(name).strip(" ._-"):
+        raise RefusedFile(f"{shown_name}: a file name that is only a suffix")
 
 
 def kind_of(name: str) -> str:

@@ -12,6 +12,7 @@ import io
 import json
 import os
 import threading
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -29,12 +30,19 @@ from .conftest import PREFIX, SAMPLES, Served, sample_file
 HEADERS = {"X-MFU-Upload": "1", "Content-Type": "application/octet-stream"}
 
 
-def upload(s: Served, batch: str, name: str, data: bytes, **headers: str) -> Any:
-    return s.client.post(f"{PREFIX}/upload?batch={batch}&name={quote(name)}", data=data, headers={**HEADERS, **headers})
+def upload(s: Served, batch: str, name: str, data: bytes, client: str = "127.0.0.1", **headers: str) -> Any:
+    return s.client.post(
+        f"{PREFIX}/upload?batch={batch}&name={quote(name, errors='surrogateescape')}",
+        data=data,
+        headers={**HEADERS, **headers},
+        environ_base={"REMOTE_ADDR": client},
+    )
 
 
-def commit(s: Served, batch: str) -> Any:
-    return s.client.post(f"{PREFIX}/upload_done?batch={batch}", headers={"X-MFU-Upload": "1"})
+def commit(s: Served, batch: str, client: str = "127.0.0.1") -> Any:
+    return s.client.post(
+        f"{PREFIX}/upload_done?batch={batch}", headers={"X-MFU-Upload": "1"}, environ_base={"REMOTE_ADDR": client}
+    )
 
 
 def upload_files(s: Served, batch: str, files: list[Path]) -> dict[str, Any]:
@@ -110,10 +118,10 @@ def test_names_are_made_safe_and_unique_and_plain_json_is_a_worker(serve, cache_
     b = upload_files(s, "batch0004", [_write(Path(cache_dir).parent / "my profile (1).json", text)])
     assert a == {"run": "uploads/my_profile_1", "state": "ready", "files": ["my_profile_1.pt.trace.json"]}
     assert b["run"] == "uploads/my_profile_1-2"
-    # a name with folders and odd characters keeps only its last part, made safe
-    r = upload(s, "batch0005", "..\\..\\etc/../.hidden\u202e.json.gz", gzip.compress(text))
-    assert r.status_code == 200 and json.loads(r.get_data())["file"] == "hidden.pt.trace.json.gz"
-    s.wait_for(lambda: len(s.json("/runs")["runs"]) == 2)
+    # a name that starts with a dot or holds letters beyond ASCII is kept under a safe name
+    c = upload_files(s, "batch0005", [_write(Path(cache_dir).parent / ".hidden données.json.gz", gzip.compress(text))])
+    assert c == {"run": "uploads/hidden_donn_es", "state": "ready", "files": ["hidden_donn_es.pt.trace.json.gz"]}
+    s.wait_for(lambda: len(s.json("/runs")["runs"]) == 3)
     s.settle()
     runs = {r["name"]: r for r in s.json("/runs")["runs"]}
     assert runs["uploads/my_profile_1"]["state"] == "ready"
@@ -197,17 +205,30 @@ def test_a_declared_length_over_the_cap_is_refused_before_reading(serve, cache_d
         ({"Content-Type": "multipart/form-data; boundary=x"}, 400),
         ({"Content-Type": "text/plain"}, 400),
         ({"Origin": "http://localhost", "Sec-Fetch-Site": "same-origin"}, 200),
+        # DNS rebinding: a page of evil.example, now resolving to this server, is same-origin with itself
+        ({"Host": "evil.example:6006", "Origin": "http://evil.example:6006", "Sec-Fetch-Site": "same-origin"}, 403),
+        ({"Host": "evil.example"}, 403),
+        ({"Host": "127.0.0.1:6006", "Origin": "http://127.0.0.1:6006"}, 200),
+        ({"Host": "[::1]:6006", "Origin": "http://[::1]:6006"}, 200),
+        # a proxy in front: its public name must be one the server was told of (--mfu_allowed_hosts)
         ({"Origin": "https://tb.example.com", "X-Forwarded-Host": "tb.example.com"}, 200),
+        ({"Origin": "https://tb.example.org", "X-Forwarded-Host": "tb.example.org"}, 403),
+        ({"Host": "tb.example.com", "Origin": "https://tb.example.com"}, 200),
+        ({"Host": "x.team.example.net", "Origin": "https://x.team.example.net"}, 200),
+        ({"Origin": "http://[::1"}, 400),
+        ({"Origin": "http://localhost:notaport"}, 403),
+        ({"Origin": "null"}, 403),
+        ({"Host": "[::1"}, 400),
     ],
 )
 def test_only_the_tab_itself_may_upload(serve, cache_dir, headers, status):
     """What a page of another site could send is refused before anything is read."""
-    s = serve(None, cache_dir=cache_dir)
+    s = serve(None, cache_dir=cache_dir, allowed_hosts="tb.example.com,.team.example.net")
     r = upload(s, "batch0010", "t.json", b"{}", **headers)
     assert r.status_code == status, r.get_data(as_text=True)
     stored = list((Path(cache_dir) / "uploads-incoming").rglob("*.json"))
     assert bool(stored) == (status == 200)
-    if status == 403:
+    if status in (400, 403):
         assert commit(s, "batch0010").status_code == 404  # nor could it commit one
 
 
@@ -258,10 +279,10 @@ def test_uploads_at_once_get_their_own_runs(serve, cache_dir):
     data = sample_file("low_sm_efficiency").read_bytes()
     results: list[dict[str, Any]] = []
 
-    def one(i: int) -> None:
-        batch = f"batchpar{i:02d}"
-        assert upload(s, batch, "same.json.gz", data).status_code == 200
-        results.append(json.loads(commit(s, batch).get_data()))
+    def one(i: int) -> None:  # six clients: one may have only four uploads arriving at once
+        batch, client = f"batchpar{i:02d}", f"10.0.0.{i}"
+        assert upload(s, batch, "same.json.gz", data, client).status_code == 200
+        results.append(json.loads(commit(s, batch, client).get_data()))
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(6)]
     for t in threads:
@@ -275,23 +296,27 @@ def test_uploads_at_once_get_their_own_runs(serve, cache_dir):
         assert [p.read_bytes() == data for p in folder.iterdir()] == [True]
 
 
-def test_an_unfinished_upload_is_swept_after_its_time(tmp_path, monkeypatch):
-    area = UploadArea(str(tmp_path))
+def test_an_unfinished_upload_is_swept_after_its_time(tmp_path):
+    area = UploadArea(str(tmp_path), idle_s=0.2)
     area.receive("batchold1", "t.json", io.BytesIO(b"{}"), 2)
     assert (tmp_path / "uploads-incoming" / "batchold1").is_dir()
-    monkeypatch.setattr(uploads_mod, "INCOMING_TTL_S", -1.0)
+    time.sleep(0.3)
     area.receive("batchnew1", "t.json", io.BytesIO(b"{}"), 2)
     assert not (tmp_path / "uploads-incoming" / "batchold1").exists()
     with pytest.raises(UploadError) as err:
         area.commit("batchold1")
-    assert err.value.status == 404
+    assert err.value.status == 404 and "0.2 s idle" in str(err.value)
     assert area.commit("batchnew1")["run"] == "uploads/t"
 
 
 def test_a_cancelled_upload_leaves_nothing(serve, cache_dir):
     s = serve(None, cache_dir=cache_dir)
     assert upload(s, "batch0015", "t.json", b"{}").status_code == 200
-    r = s.client.post(f"{PREFIX}/upload_done?batch=batch0015&cancel=1", headers={"X-MFU-Upload": "1"})
+    r = s.client.post(
+        f"{PREFIX}/upload_done?batch=batch0015&cancel=1",
+        headers={"X-MFU-Upload": "1"},
+        environ_base={"REMOTE_ADDR": "127.0.0.1"},
+    )
     assert r.status_code == 200
     assert not list((Path(cache_dir) / "uploads-incoming").iterdir())
     assert not (Path(cache_dir) / "uploads").exists()
@@ -314,3 +339,178 @@ def test_the_loader_defines_the_upload_flags_and_checks_the_cap():
     for bad in ("lots", "0", "-1"):
         with pytest.raises(base_plugin.FlagsError, match="--mfu_upload_max_bytes"):
             loader.fix_flags(parser.parse_args(["--mfu_upload_max_bytes", bad]))
+
+
+# -- issue 22: what one visitor can do to the others, and names that were accepted then lost --------
+
+
+def test_idle_uploads_of_one_client_neither_block_others_nor_stay(serve, cache_dir):
+    """16 uploads of 20 bytes, opened and never committed, once made every other upload a 429
+    for an hour. Now one client holds at most 4, and an upload idle for idle_s is dropped."""
+    s = serve(None, cache_dir=cache_dir, upload_idle_seconds=2)
+    twenty = b"{" + b" " * 18 + b"}"
+    codes = [upload(s, f"idlebatch{i:02d}", "t.json", twenty, client="10.0.0.5").status_code for i in range(16)]
+    assert codes == [200] * 4 + [429] * 12
+    r = upload(s, "idlebatch99", "t.json", b"{}", client="10.0.0.5")
+    assert r.status_code == 429 and "idle for 2 s" in json.loads(r.get_data())["error"]
+    # another client can neither add to, commit nor cancel them
+    assert upload(s, "idlebatch00", "u.json", b"{}", client="10.0.0.6").status_code == 404
+    assert commit(s, "idlebatch00", client="10.0.0.6").status_code == 404
+    # the known good run beside it: another client's upload goes through at once, with the CLI's figures
+    src = sample_file("gpt_sdpa_fused")
+    assert upload(s, "goodbatch01", src.name, src.read_bytes(), client="10.0.0.6").status_code == 200
+    assert json.loads(commit(s, "goodbatch01", client="10.0.0.6").get_data())["run"] == "uploads/rank0"
+    s.wait_for(lambda: "uploads/rank0" in [r["name"] for r in s.json("/runs")["runs"]])
+    s.settle()
+    assert without_files(s.json("/report?run=uploads/rank0")) == without_files(cli_run(src.parent))
+    s.wait_for(lambda: upload(s, "idlebatch50", "t.json", b"{}", client="10.0.0.5").status_code == 200, 5)
+    time.sleep(0.2)  # the four were opened within milliseconds: all are idle now
+    assert upload(s, "idlebatch51", "t.json", b"{}", client="10.0.0.5").status_code == 200
+    assert sorted(os.listdir(Path(cache_dir) / "uploads-incoming")) == ["idlebatch50", "idlebatch51"]
+    assert commit(s, "idlebatch00", client="10.0.0.5").status_code == 404
+
+
+def test_the_server_wide_cap_holds_for_many_clients_until_they_idle_out(serve, cache_dir):
+    s = serve(None, cache_dir=cache_dir, upload_idle_seconds=0.5)
+    codes = [upload(s, f"manybatch{i:02d}", "t.json", b"{}", client=f"10.0.1.{i}").status_code for i in range(17)]
+    assert codes == [200] * uploads_mod.MAX_OPEN_BATCHES + [429]
+    time.sleep(0.6)
+    assert upload(s, "manybatch99", "t.json", b"{}", client="10.0.1.99").status_code == 200
+
+
+def test_clients_of_one_ipv6_network_share_their_quota():
+    from tb_mfu_plugin.tensorboard.hosts import client_key
+
+    assert client_key("2001:db8:1:2::5") == client_key("2001:db8:1:2:ffff::9") == "2001:db8:1:2::/64"
+    assert client_key("2001:db8:1:3::5") != client_key("2001:db8:1:2::5")
+    assert client_key("::ffff:10.0.0.5") == client_key("10.0.0.5") == "10.0.0.5"
+    assert client_key(None) == ""
+
+
+def test_a_body_slower_than_the_least_rate_is_dropped(tmp_path):
+    """A body that trickles (each read returns a byte) is dropped once its first idle_s have
+    passed and it is under min_rate; nothing of it stays, and its slot is free again."""
+    area = UploadArea(str(tmp_path), idle_s=0.2, min_rate=1000)
+
+    class Trickle(io.RawIOBase):
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, b: Any) -> int:
+            time.sleep(0.01)
+            b[:1] = b"{" if not getattr(self, "started", False) else b" "
+            self.started = True
+            return 1
+
+    with pytest.raises(UploadError) as err:
+        area.receive("slowbatch1", "slow.json", Trickle(), None, "10.0.0.7")
+    assert err.value.status == 408 and "slower than" in str(err.value) and str(err.value).startswith("slow.json")
+    assert not list((tmp_path / "uploads-incoming").rglob("*.json"))
+
+
+def test_a_read_that_times_out_is_a_408_and_leaves_nothing(tmp_path):
+    area = UploadArea(str(tmp_path), idle_s=7)
+
+    class Stalled(io.RawIOBase):
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, b: Any) -> int:
+            raise TimeoutError("timed out")  # what the socket's deadline raises
+
+    with pytest.raises(UploadError) as err:
+        area.receive("stallbatch", "s.json", Stalled(), 100, "10.0.0.8")
+    assert err.value.status == 408 and "no byte arrived for 7 s" in str(err.value)
+    assert not list((tmp_path / "uploads-incoming").rglob("*.json"))
+    assert area.receive("stallbatch", "ok.json", io.BytesIO(b"{}"), 2, "10.0.0.8")["bytes"] == 2
+
+
+HOSTILE_NAMES = [
+    ("../x.json.gz", "with a folder in it"),
+    ("/etc/abs.json.gz", "with a folder in it"),
+    ("a\\b.json.gz", "with a folder in it"),
+    ("C:evil.json.gz", "with a drive in it"),
+    ("n\x00ul.json.gz", "control or invisible characters"),
+    ("c\x07trl.json.gz", "control or invisible characters"),
+    ("bidi\u202eevil.json.gz", "control or invisible characters"),
+    ("new\nline.json.gz", "control or invisible characters"),
+    ("L" * 10_000 + ".json.gz", "longer than 255 bytes"),
+    ("bad\udcff.json.gz", "not valid UTF-8"),
+    ("bad\ufffd.json.gz", "not valid UTF-8"),
+    (".json.gz", "only a suffix"),
+    (".pt.trace.json.gz", "only a suffix"),
+    ("..json", "only a suffix"),
+    ("", "without a name"),
+]
+
+
+@pytest.mark.parametrize(("name", "reason"), HOSTILE_NAMES)
+def test_names_no_browser_sends_are_refused_with_one_line(serve, cache_dir, name, reason):
+    s = serve(None, cache_dir=cache_dir)
+    r = upload(s, "namebatch1", name, sample_file().read_bytes())
+    assert r.status_code == 400, r.get_data(as_text=True)
+    msg = json.loads(r.get_data())["error"]
+    assert reason in msg and "\n" not in msg and len(msg) < 400
+    assert commit(s, "namebatch1").status_code in (400, 404)
+    assert not list((Path(cache_dir) / "uploads-incoming").rglob("*.*"))
+
+
+def test_every_upload_answered_ready_is_a_run_in_runs(serve, cache_dir):
+    """Names that are taken (odd but plain) each become the run the commit named, at once."""
+    s = serve(None, cache_dir=cache_dir)
+    data = sample_file().read_bytes()
+    names = [
+        "my trace (2).json.gz",
+        "données.json.gz",
+        "日本.json.gz",
+        "-dash.json.gz",
+        "x%2e%2e.json.gz",
+        "a..b.json.gz",
+        "worker0.1700000000000.pt.trace.json.gz",
+        "UPPER.JSON.GZ",
+        "L" * 240 + ".json.gz",
+    ]
+    ready = []
+    for i, name in enumerate(names):
+        assert upload(s, f"readybatch{i:02d}", name, data).status_code == 200, name
+        done = json.loads(commit(s, f"readybatch{i:02d}").get_data())
+        assert done["state"] == "ready"
+        ready.append(done["run"])
+    assert len(set(ready)) == len(names)
+    s.wait_for(lambda: set(ready) <= {r["name"] for r in s.json("/runs")["runs"]})
+    s.settle()
+    runs = {r["name"]: r for r in s.json("/runs")["runs"]}
+    assert {runs[n]["state"] for n in ready} == {"ready"}
+
+
+def test_an_upload_of_only_a_sidecar_is_refused(serve, cache_dir):
+    s = serve(None, cache_dir=cache_dir)
+    assert upload(s, "sidebatch1", "tb_mfu.json", b'{"flops_per_step": 1e12}').status_code == 200
+    r = commit(s, "sidebatch1")
+    assert r.status_code == 400 and "only a sidecar" in json.loads(r.get_data())["error"]
+    assert not list((Path(cache_dir) / "uploads-incoming").iterdir())
+    assert not (Path(cache_dir) / "uploads").exists()
+    # a trace refused beside the sidecar does not make the sidecar a run either
+    assert upload(s, "sidebatch2", "tb_mfu.json", b"{}").status_code == 200
+    assert upload(s, "sidebatch2", "t.json", b"not json").status_code == 400
+    assert commit(s, "sidebatch2").status_code == 400
+
+
+def test_the_names_this_server_answers_to():
+    import argparse
+    import socket
+
+    from tb_mfu_plugin.tensorboard.hosts import AllowedHosts, hostname_of
+
+    hosts = AllowedHosts.from_flags(
+        argparse.Namespace(host="tb.internal", mfu_allowed_hosts="a.example, .corp.example")
+    )
+    for ok in ("localhost", "LOCALHOST.", "127.0.0.1", "10.1.2.3", "::1", "fe80::1%eth0", socket.gethostname(),
+               "tb.internal", "a.example", "x.corp.example", "y.x.corp.example", socket.getfqdn()):  # fmt: skip
+        assert hosts.allows(ok), ok
+    for bad in ("evil.example", "localhost.evil.example", "corp.example", "b.example", "a.example.evil"):
+        assert not hosts.allows(bad), bad
+    assert AllowedHosts(["*"]).allows("anything.example")
+    assert hostname_of("[::1]:6006") == "::1" and hostname_of("Tb.Example.COM.:80") == "tb.example.com"
+    with pytest.raises(ValueError):
+        hostname_of("[::1")
