@@ -169,7 +169,8 @@ def _print_launches(console: Console, w: WorkerReport) -> None:
     if ln.graph_launches_per_step:
         console.print(
             f"CUDA graph replays: {ln.graph_launches_per_step:.3g}/step running {ln.graph_kernels_per_step:.0f} "
-            f"kernels (median {us(ln.graph_median_kernel_us)}); the host launched "
+            f"kernels (median {us(ln.graph_median_kernel_us)}), graph launch API "
+            f"{us(ln.graph_launch_api_us_per_step)}/step; the host launched "
             f"{ln.kernels_per_step - ln.graph_kernels_per_step:.0f} kernels/step one by one",
             highlight=False,
         )

@@ -153,6 +153,7 @@ export interface LaunchStats {
   graph_launches_per_step: number;
   graph_kernels_per_step: number;
   graph_median_kernel_us: number | null;
+  graph_launch_api_us_per_step: number;
 }
 
 export interface IdleGaps {

@@ -129,13 +129,16 @@ class LaunchStats(msgspec.Struct, kw_only=True):
     kernels_per_step: float
     median_kernel_us: float | None
     short_kernel_share: float  # share of kernels under 10 µs
-    launch_api_us_per_step: float  # host time in launch calls
+    # host time in kernel launch calls, runtime and driver API (cudaLaunchKernel, cuLaunchKernel...),
+    # graph launches left out (graph_launch_api_us_per_step)
+    launch_api_us_per_step: float
     idle_gaps: IdleGaps
     # CUDA/HIP graph replays (analysis.graphs): graph launch calls per step, and the kernels they
     # ran (counted in kernels_per_step too; the host launched kernels_per_step - graph_kernels_per_step)
     graph_launches_per_step: float = 0.0
     graph_kernels_per_step: float = 0.0
     graph_median_kernel_us: float | None = None
+    graph_launch_api_us_per_step: float = 0.0  # host time in graph launch calls (cudaGraphLaunch...)
 
 
 class KernelStats(msgspec.Struct, kw_only=True):
