@@ -433,12 +433,14 @@ export interface Pipeline {
   stage: number | null;
   stages: number[];
   pipeline_size: number | null;
+  pipeline_size_source: string | null;
   bubble_us_per_step: number;
   bubble_share: number;
   analytic_bubble_share: number | null;
   microbatches: number | null;
   microbatches_source: string | null;
   schedule: string | null;
+  schedule_source: string | null;
   p2p_us_per_step: number;
 }
 

@@ -5,7 +5,7 @@ import json
 import pytest
 from conftest import SAMPLES
 
-from tb_mfu_plugin.analysis.report import Distributed, Summary, WaterfallBar, WorkerReport, to_json
+from tb_mfu_plugin.analysis.report import Distributed, Finding, Summary, WaterfallBar, WorkerReport, to_json
 from tb_mfu_plugin.diagnosis.ranks import compare_ranks
 from tb_mfu_plugin.pipeline import analyze_path
 
@@ -30,6 +30,34 @@ def test_the_rank_the_others_wait_for_is_the_straggler() -> None:
     assert r.straggler is not None and r.straggler.worker == "rank1"
     assert r.straggler.others_wait_us_per_step == pytest.approx(285)
     json.loads(to_json(r))
+
+
+def _finding(id: str, gain: float, title: str) -> Finding:
+    return Finding(id=id, severity="high", title=title, evidence={}, est_gain_us_per_step=gain,
+                   est_gain_share=gain / 1000, est_mfu_after=None, recommendation="fix it")
+
+
+@pytest.mark.parametrize(
+    ("idle", "blamed", "largest"),
+    [
+        (0.02, "it has more GPU work than the others", "Unfused elementwise chains"),
+        (0.60, "its host holds it back (host work, launches, data loading)", "Launch-bound"),
+        (0.30, "both its GPU work and its host hold it back", "Launch-bound"),
+    ],
+)
+def test_the_straggler_is_blamed_by_what_its_gpu_does(idle: float, blamed: str, largest: str) -> None:
+    """A straggler 98 % busy computes longer than the others: its host is not to blame, and its
+    largest finding of GPU work is named (not the launch finding, nor a wait on the others)."""
+    slow = _worker(1, 20, idle)
+    slow.findings = [
+        _finding("exposed_communication", 500, "Exposed communication"),
+        _finding("launch_bound", 300, "Launch-bound"),
+        _finding("unfused_elementwise", 200, "Unfused elementwise chains"),
+    ]
+    r = compare_ranks([_worker(0, 300, 0.0), slow, _worker(2, 310, 0.01)])
+    assert r is not None and r.straggler is not None and r.straggler.worker == "rank1"
+    assert blamed in r.straggler.reason and f"its largest finding: {largest}." in r.straggler.reason
+    assert f"{1 - idle:.0%}" in r.straggler.reason or f"{idle:.0%}" in r.straggler.reason
 
 
 def test_no_straggler_when_ranks_wait_alike_or_single_rank() -> None:
