@@ -33,6 +33,8 @@ export interface WorkerReport {
   flops: FlopsDetail | null;
   roofline: Roofline | null;
   findings: Finding[];
+  combined_gain_us_per_step: number | null;
+  combined_gain_share: number | null;
   waterfall: WaterfallBar[];
   flags: string[];
   notes: string[];

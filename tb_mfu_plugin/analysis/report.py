@@ -293,6 +293,12 @@ class WorkerReport(msgspec.Struct, kw_only=True):
     flops: FlopsDetail | None = None  # FLOPs detail, filled by analysis.mfu
     roofline: Roofline | None = None  # each op against its roof, filled by analysis.roofline
     findings: list[Finding] = []  # by estimated gain, largest first (diagnosis.engine)
+    # The gain of fixing every finding at once, µs per mean step, and its share of the step: each
+    # finding's gain counts only for the part of its time that no finding of larger gain claims
+    # (diagnosis.cost_time), so it is at least the largest gain and at most the step. The gains
+    # themselves overlap and never add up. None where the diagnosis did not run.
+    combined_gain_us_per_step: float | None = None
+    combined_gain_share: float | None = None
     waterfall: list[WaterfallBar] = []
     flags: list[str] = []  # e.g. "no_step_markers"
     notes: list[str] = []  # human-readable caveats

@@ -10,6 +10,7 @@ import numpy as np
 from ...analysis.communication import comm_rows, p2p_mask
 from ...analysis.report import Distributed
 from ..context import Context
+from ..cost_time import rows_time
 from ..registry import Hit, rule
 from .evidence import top_kernels
 
@@ -143,4 +144,5 @@ def exposed_communication(ctx: Context) -> list[Hit]:
         "strategy": comm_block.strategy if comm_block is not None else [],
     }
     args = {"ms": exposed / 1000, "share": exposed / ctx.step_us}
-    return [Hit(cost_us=exposed, gain_us=exposed, evidence=evidence, args=args, fix=fix)]
+    time = rows_time(ctx, comm & ~p2p).minus(rows_time(ctx, kernels & (~ctx.comm_code[g.name] | p2p)))
+    return [Hit(cost_us=exposed, gain_us=exposed, evidence=evidence, args=args, fix=fix, time=time)]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from ...analysis.dist_report import Pipeline
 from ..context import Context
+from ..cost_time import rows_time
 from ..registry import Hit, rule
+from .communication import pipeline_p2p
 
 
 def _analytic(p: int, m: int, v: int) -> float:
@@ -91,4 +93,7 @@ def pipeline_bubble(ctx: Context) -> list[Hit]:
         "analytic_bubble_share": analytic,
         "p2p_us_per_step": pp.p2p_us_per_step,
     }
-    return [Hit(cost_us=bubble, gain_us=gain, evidence=evidence, args=args, fix=_fixes(pp, pp.bubble_share, analytic))]
+    g = ctx.view.gpu
+    waiting = rows_time(ctx, pipeline_p2p(ctx)).minus(rows_time(ctx, ctx.is_kernel & ~ctx.comm_code[g.name]))
+    fix = _fixes(pp, pp.bubble_share, analytic)
+    return [Hit(cost_us=bubble, gain_us=gain, evidence=evidence, args=args, fix=fix, time=waiting)]
