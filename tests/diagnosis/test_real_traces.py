@@ -143,6 +143,16 @@ def test_pageable_copy_loop() -> None:
     assert counts == [1, 5]
 
 
+@pytest.mark.parametrize("run", ["gpt_compile", "gpt_compile_reduce_overhead"])
+def test_a_compiled_run_is_not_told_to_torch_compile(run: str) -> None:
+    """Its elementwise chains are the eager loss outside the compiled graphs: the fix says so."""
+    rep = _sample(run)
+    (f,) = _find(rep, "unfused_elementwise")
+    assert f.recommendation.startswith("The run already uses torch.compile")
+    assert "Torch-Compiled Region" in f.evidence["compiled_regions"]
+    assert not any("`torch.compile(model)` (Inductor" in g.recommendation for g in rep.findings)
+
+
 def test_resnet50_bf16_uses_tensor_cores() -> None:
     rep = _sample("resnet50_bf16")
     assert not {"no_tensor_cores", "dataloader_stall", "sync_point", "pageable_memcpy"} & _ids(rep)

@@ -9,6 +9,7 @@ import numpy as np
 
 from ...analysis import name_patterns as nm
 from ...analysis import patterns as pt
+from ...analysis.unshaped import compiled_regions
 from ...trace.tables import OP
 from ..context import Context
 from ..cost_time import TimeSet, claimed_by, rows_time
@@ -166,11 +167,15 @@ def unfused_optimizer(ctx: Context, fired: Fired) -> list[Hit]:
 
 @rule(
     title="Unfused elementwise chains: {runs:.0f} runs of >= {min_run} non-matmul kernels per step",
-    fix=(
-        "Fuse them: `torch.compile(model)` (Inductor generates fused Triton kernels), fused LayerNorm/RMSNorm "
+    fix={
+        "": "Fuse them: `torch.compile(model)` (Inductor generates fused Triton kernels), fused LayerNorm/RMSNorm "
         "(`torch.nn.functional.layer_norm` / `rms_norm`, Apex `FusedLayerNorm`), a fused MLP/activation "
-        "kernel, or a custom Triton kernel for the hot run."
-    ),
+        "kernel, or a custom Triton kernel for the hot run.",
+        "compiled": "The run already uses torch.compile: these chains run outside its compiled graphs (eager ATen "
+        "kernels, such as the loss or code after a graph break). Compile them too: move the loss into the compiled "
+        "function (compile a function that returns the loss, not only the model), remove the graph breaks "
+        "(`TORCH_LOGS=graph_breaks`), or use fused kernels for them (`F.cross_entropy`, fused norms).",
+    },
     note="gain: each run fused into one kernel as long as its longest member",
     thresholds=("elementwise_min_run", "elementwise_min_share", "attention_max_launches_between"),
 )
@@ -203,4 +208,7 @@ def unfused_elementwise(ctx: Context) -> list[Hit]:
         "costliest_run": [ctx.names[c] for c in kern.name[longest][:12]],
     }
     args = {"runs": len(runs) / ctx.n, "min_run": th.elementwise_min_run}
-    return [Hit(cost_us=cost, gain_us=gain, evidence=evidence, args=args, time=rows_time(ctx, in_runs))]
+    regions = compiled_regions(ctx.tables)
+    evidence["compiled_regions"] = regions
+    fix = ("compiled",) if regions else ("",)
+    return [Hit(cost_us=cost, gain_us=gain, evidence=evidence, args=args, fix=fix, time=rows_time(ctx, in_runs))]
