@@ -89,7 +89,7 @@ def unattributed_kernel_time(
         for i in np.argsort(-sums)[: max(top, 0)]:
             code = int(uniq[i])
             nm = tables.names[code] if code >= 0 else "(no op)"
-            if nm in F.FORMULAS:
+            if F.formula_of(nm) is not None:
                 nm += " (shapes not recorded)"
             entries.append(UnattributedEntry(nm, float(sums[i]), int(counts[i])))
     return UnattributedTime(total, att, total - att, entries)
