@@ -74,3 +74,23 @@ def test_real_ddp_run_names_its_straggler() -> None:
     s = run.ranks.straggler
     # rank 1's GPU idles on host work (47 % busy) while ranks 0, 2, 3 sit ~20 ms a step in the all-reduce
     assert s is not None and s.worker == "rank1" and s.others_wait_us_per_step > 10_000
+
+
+@pytest.mark.parametrize("run", ["ddp_2gpu", "tp_2gpu"])
+def test_real_stragglers_are_blamed_by_what_their_gpu_does(run: str) -> None:
+    """ddp_2gpu's rank 1 is 53 % busy and 47 % idle (both sides), tp_2gpu's is 85 % idle on DTensor
+    dispatch (its host): the reason says which, with the straggler's own largest finding."""
+    if not (SAMPLES / run).is_dir():
+        pytest.skip("sample traces not available")
+    (report,) = analyze_path(str(SAMPLES / run)).runs
+    assert report.ranks is not None and report.ranks.straggler is not None
+    s = report.ranks.straggler
+    row = next(r for r in report.ranks.ranks if r.worker == s.worker)
+    if row.idle_share >= 0.5:
+        assert "its host holds it back" in s.reason
+    elif row.gpu_busy_share >= 0.8:
+        assert "it has more GPU work than the others" in s.reason
+    else:
+        assert "both its GPU work and its host hold it back" in s.reason
+    slow = next(w for w in report.workers if w.name == s.worker)
+    assert f"its largest finding: {slow.findings[0].title}." in s.reason  # gpu_idle on both samples
