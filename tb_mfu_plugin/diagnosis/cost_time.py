@@ -140,9 +140,9 @@ def combined_gain(claims: Sequence[Claim], step_us: float) -> float:
         new = c.time.minus(covered).us
         total += c.gain_us * new / c.time.us
         covered = covered.union(c.time)
-    # a gain is at most its cost, and a cost within the steps: both bounds hold unless a rule
-    # counts time twice itself (concurrent streams), and then the step wins
-    return min(max(total, max(c.gain_us for c in claims)), step_us)
+    # a gain is at most its cost and a cost at most the step (finding.make_finding), so the largest
+    # gain is within the step but for the rounding of the gains (0.1 µs)
+    return max(min(total, step_us), max(c.gain_us for c in claims))
 
 
 def overlap_us(a: TimeSet | None, b: TimeSet | None, steps: int) -> float:

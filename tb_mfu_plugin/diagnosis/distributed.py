@@ -117,7 +117,7 @@ def _combined_with(w: WorkerReport, kept: list[Finding], found: list[Finding], s
     elif w.communication is not None:
         extra = min(extra, w.communication.exposed_us_per_step)
     largest = max(f.est_gain_us_per_step for f in [*kept, *found])
-    return min(max(base + extra, largest), step_us)
+    return max(min(base + extra, step_us), largest)
 
 
 def _arrival_bandwidth(c: Collective, t: Transfer | None) -> Collective:
