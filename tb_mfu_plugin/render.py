@@ -171,7 +171,8 @@ def _print_launches(console: Console, w: WorkerReport) -> None:
     if ln.graph_launches_per_step:
         console.print(
             f"CUDA graph replays: {ln.graph_launches_per_step:.3g}/step running {ln.graph_kernels_per_step:.0f} "
-            f"kernels (median {us(ln.graph_median_kernel_us)}); the host launched "
+            f"kernels (median {us(ln.graph_median_kernel_us)}), graph launch API "
+            f"{us(ln.graph_launch_api_us_per_step)}/step; the host launched "
             f"{ln.kernels_per_step - ln.graph_kernels_per_step:.0f} kernels/step one by one",
             highlight=False,
         )
@@ -298,7 +299,13 @@ def _print_diagnosis(console: Console, w: WorkerReport) -> None:
             t.add_row(prefix + row.label, us(row.us_per_step), pct(row.share), style=style)
         console.print(t)
     if w.findings:
-        t = Table(title="Findings, by estimated gain", title_justify="left", show_lines=True)
+        t = Table(
+            title="Findings, by estimated gain (each alone: the gains overlap and do not add up)",
+            title_justify="left",
+            show_lines=True,
+            caption=_combined_caption(w),
+            caption_justify="left",
+        )
         t.add_column("severity")
         t.add_column("finding", ratio=3)
         t.add_column("est. gain/step", justify="right")
@@ -313,6 +320,16 @@ def _print_diagnosis(console: Console, w: WorkerReport) -> None:
                 f.recommendation,
             )
         console.print(t)
+
+
+def _combined_caption(w: WorkerReport) -> str | None:
+    """The gain of fixing every finding at once (``combined_gain_us_per_step``), under the table."""
+    if w.combined_gain_us_per_step is None or len(w.findings) < 2:
+        return None
+    return (
+        f"All {len(w.findings)} findings together: {us(w.combined_gain_us_per_step)} per step "
+        f"({pct(w.combined_gain_share)} of the step), each time counted once"
+    )
 
 
 def _count(digits: int) -> Callable[[float | None], str]:

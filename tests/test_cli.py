@@ -300,10 +300,12 @@ def test_thresholds_from_the_command_line(tmp_path: Path, capsys: pytest.Capture
         pytest.skip("sample traces not available")
     assert main(["analyze", str(run), "--json"]) == 0
     ids = {f["id"] for f in json.loads(capsys.readouterr().out)["runs"][0]["workers"][0]["findings"]}
-    assert "memcpy_bound" in ids
-    assert main(["analyze", str(run), "--json", "--threshold", "memcpy_bound_share=0.99"]) == 0
+    assert "pageable_memcpy" in ids and "memcpy_bound" not in ids  # its copies are pageable_memcpy's
+    high = ["--threshold", "pageable_min_bytes_per_step=1e12", "--threshold", "pageable_min_share=0.99"]
+    assert main(["analyze", str(run), "--json", *high]) == 0
     ids = {f["id"] for f in json.loads(capsys.readouterr().out)["runs"][0]["workers"][0]["findings"]}
-    assert "memcpy_bound" not in ids
+    # with pageable_memcpy off, the copies running with no kernel alongside are memcpy_bound's
+    assert "pageable_memcpy" not in ids and "memcpy_bound" in ids
     assert main(["analyze", str(run), "--threshold", "no_such=1"]) == 2
     assert "unknown diagnosis threshold 'no_such'" in capsys.readouterr().err
 

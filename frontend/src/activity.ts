@@ -85,7 +85,7 @@ export function launchesCard(w: WorkerReport): HTMLElement {
     [
       'Launch API / step',
       f.dur(l.launch_api_us_per_step),
-      'Host time in launch calls (cudaLaunchKernel, cuLaunchKernel, …)',
+      'Host time in kernel launch calls, runtime and driver API (cudaLaunchKernel, cuLaunchKernel, …), graph launches apart',
     ],
     ['Idle gaps / step', f.count(l.idle_gaps.count_per_step, 0), 'Gaps between GPU activities'],
     ['Idle in gaps / step', f.dur(l.idle_gaps.total_us_per_step), 'Total GPU idle time in those gaps'],
@@ -100,6 +100,7 @@ export function launchesCard(w: WorkerReport): HTMLElement {
         f.count(replays, 1),
         'cudaGraphLaunch / hipGraphLaunch calls: one launch replays a whole captured graph',
       ],
+      ['Graph launch API / step', f.dur(l.graph_launch_api_us_per_step ?? 0), 'Host time in those graph launch calls'],
       [
         'Kernels in graphs / step',
         `${f.count(inGraphs, 0)} (median ${f.dur(l.graph_median_kernel_us)})`,

@@ -162,8 +162,23 @@ export function findingsCard(w: WorkerReport): HTMLElement {
       h('details', null, h('summary', null, 'Evidence'), evidenceList(fd.evidence)),
     );
   });
-  return card(`Findings (${fs.length})`, h('ul', { class: 'findings' }, items), {
+  return card(`Findings (${fs.length})`, [combinedNode(w), h('ul', { class: 'findings' }, items)], {
     testid: 'findings',
-    help: 'What the diagnosis rules found, by estimated gain. Gains of different findings can overlap.',
+    help:
+      'What the diagnosis rules found, by estimated gain. Each gain is what fixing that finding alone saves: ' +
+      'the gains overlap and do not add up. "All together" is the gain of fixing every one of them.',
   });
+}
+
+/** The gain of fixing every finding at once (WorkerReport.combined_gain_us_per_step). */
+function combinedNode(w: WorkerReport): Child {
+  const us = w.combined_gain_us_per_step;
+  if (us === null || us === undefined || w.findings.length < 2) return null;
+  return h(
+    'p',
+    { class: 'combined-gain', testid: 'combined-gain' },
+    h('strong', null, `All ${w.findings.length} together: `),
+    `saves ≈ ${f.dur(us)} / step · ${f.pct(w.combined_gain_share ?? null)} of step`,
+    h('span', { class: 'dim small' }, ' (each time counted once; the gains below overlap and do not add up)'),
+  );
 }

@@ -33,6 +33,8 @@ export interface WorkerReport {
   flops: FlopsDetail | null;
   roofline: Roofline | null;
   findings: Finding[];
+  combined_gain_us_per_step: number | null;
+  combined_gain_share: number | null;
   waterfall: WaterfallBar[];
   flags: string[];
   notes: string[];
@@ -153,6 +155,7 @@ export interface LaunchStats {
   graph_launches_per_step: number;
   graph_kernels_per_step: number;
   graph_median_kernel_us: number | null;
+  graph_launch_api_us_per_step: number;
 }
 
 export interface IdleGaps {
@@ -432,12 +435,14 @@ export interface Pipeline {
   stage: number | null;
   stages: number[];
   pipeline_size: number | null;
+  pipeline_size_source: string | null;
   bubble_us_per_step: number;
   bubble_share: number;
   analytic_bubble_share: number | null;
   microbatches: number | null;
   microbatches_source: string | null;
   schedule: string | null;
+  schedule_source: string | null;
   p2p_us_per_step: number;
 }
 

@@ -59,6 +59,13 @@ def comm_rows(tables: TraceTables, gpu: GpuTable) -> CommRows:
     )
 
 
+def p2p_mask(rows: CommRows) -> np.ndarray:
+    """The rows of the view that are point-to-point transfers (send/recv): a pipeline's."""
+    out = np.zeros(len(rows.comm), bool)
+    out[[r for r, k in zip(np.flatnonzero(rows.comm).tolist(), rows.kind, strict=True) if k in co.P2P]] = True
+    return out
+
+
 def overlap_in(
     ts: np.ndarray, end: np.ndarray, comm: np.ndarray, comp: np.ndarray, lo: float, hi: float
 ) -> tuple[float, float]:

@@ -90,11 +90,16 @@ class Pipeline(msgspec.Struct, kw_only=True):
     stage: int | None  # the rank's place in the pipeline group (its first stage when interleaved)
     stages: list[int] = []  # every stage index the rank ran (interleaved schedules run several)
     pipeline_size: int | None = None  # p: ranks in the pipeline group
+    # "send/recv kernels' group" (their args), "process group <desc> (distributedInfo)", None
+    pipeline_size_source: str | None = None
     bubble_us_per_step: float  # send/recv kernel time with no compute kernel running
     bubble_share: float  # of the mean step
     analytic_bubble_share: float | None  # (p-1)/(v·m+p-1), v stages per rank
     microbatches: int | None  # m, per step
     # "annotations" (the schedule's record_function names), "send/recv count" (the host's p2p ops), None
     microbatches_source: str | None = None
-    schedule: str | None = None  # "GPipe", "1F1B", "interleaved" when the annotations say
+    # "GPipe", "1F1B", "interleaved 1F1B", "zero bubble": from the annotations, or (GPipe, 1F1B) from
+    # the order of an end stage's send/recv ops
+    schedule: str | None = None
+    schedule_source: str | None = None  # "annotations", "send/recv order", None
     p2p_us_per_step: float = 0.0  # all send/recv kernel time

@@ -135,7 +135,9 @@ def _estimate_all(tables: TraceTables, ax: ThreadAxis) -> _Estimates:
             arg = c.flops[r]
             if not np.isnan(arg):
                 fl[i], dtype[i], exact[i] = arg, "unknown", False
-                family[i], direction[i] = F.FORMULAS[name].family, F.FORMULAS[name].direction
+                formula = F.formula_of(name)
+                assert formula is not None  # frows are formula ops
+                family[i], direction[i] = formula.family, formula.direction
             else:
                 missing_shapes += inp is None
             continue
@@ -205,7 +207,9 @@ def _approximation_notes(tables: TraceTables, rows: np.ndarray, flops: np.ndarra
         )
     names = tables.names
     beyond = np.fromiter(
-        (F.FORMULAS[names[int(k)]].beyond_flop_counter for k in tables.cpu.name[rows]), bool, len(rows)
+        (getattr(F.formula_of(names[int(k)]), "beyond_flop_counter", False) for k in tables.cpu.name[rows]),
+        bool,
+        len(rows),
     )
     if beyond.any() and flops[beyond].sum() > 0:
         share = flops[beyond].sum() / max(flops.sum(), 1.0)

@@ -328,3 +328,62 @@ def flash_like(direction: str, cu_i: int) -> FormulaFn:
         return FlopEstimate(float(total), p.dtype(qi), "attention", direction, recompute_flops=float(rec), exact=exact)
 
     return f
+
+
+# ---------------------------------------------------------------------------
+# FlexAttention compiled by Inductor: its Triton template kernels
+
+
+def _flex_shape(t: Sequence[int], b: int, per_head: int | None) -> tuple[int, int, int] | None:
+    """(S, H, D) of a q/k/v argument of a flex template: ``[B, H, S, D]``, or ``[B·S, H·D]`` when
+    Inductor fused the transpose into the kernel (then D, or H, must come from elsewhere: ``per_head``
+    is the head dim when known, else H·D is returned as D with H = 1 for the caller to split)."""
+    if len(t) == 4 and t[0] == b:
+        return t[2], t[1], t[3]
+    if len(t) == 2 and b > 0 and t[0] % b == 0:
+        if per_head:
+            if t[1] % per_head:
+                return None
+            return t[0] // b, t[1] // per_head, per_head
+        return t[0] // b, 1, t[1]
+    return None
+
+
+def _flex_dims(p: Parsed) -> tuple[int, int, int, int, int, int] | None:
+    """(B, H_q, Sq, Sk, Dq, Dv) of a flex attention template from its first four arguments: q, k, v
+    (``[B, H, S, D]`` or ``[B·S, H·D]``) and the logsumexp ``[B, H_q, Sq]``, which every flex template
+    (forward and backward) takes fourth and which fixes B, H_q and Sq."""
+    q, k, v, lse = p.shape(0), p.shape(1), p.shape(2), p.shape(3)
+    if q is None or k is None or v is None or lse is None or len(lse) != 3:
+        return None
+    b, hq, sq = lse
+    got_q = _flex_shape(q, b, None)
+    if got_q is None or got_q[0] != sq:
+        return None
+    dq = got_q[2] if len(q) == 4 else (got_q[2] // hq if hq and got_q[2] % hq == 0 else 0)
+    got_k, got_v = _flex_shape(k, b, dq), _flex_shape(v, b, None)
+    if not dq or got_k is None or got_v is None or got_v[0] != got_k[0]:
+        return None
+    sk, hk = got_k[0], got_k[1]
+    if hk <= 0 or hq % hk:
+        return None
+    dv = got_v[2] if len(v) == 4 else (got_v[2] // hk if got_v[2] % hk == 0 else 0)
+    return (b, hq, sq, sk, dq, dv) if dv else None
+
+
+def flex_template(direction: str) -> FormulaFn:
+    """Inductor's Triton templates for ``flex_attention`` (``triton_tem_fused_..flex_attention..``)
+    and its backward, counted as FlopCounterMode counts the flex_attention higher-order op: as
+    scaled-dot-product attention, dense (a block mask, causal or not, is not discounted: the mask's
+    blocks are tensor values, which the trace does not record)."""
+
+    def f(p: Parsed, h: Hints) -> FlopEstimate | None:
+        s = _flex_dims(p)
+        if s is None:
+            return None
+        if direction == "fwd":
+            return FlopEstimate(float(_sdpa_fwd_flops(*s)), p.dtype(0), "attention", "fwd")
+        total, rec = _sdpa_bwd_flops(*s)
+        return FlopEstimate(float(total), p.dtype(0), "attention", "bwd", recompute_flops=float(rec))
+
+    return f

@@ -24,6 +24,7 @@ since a training trace repeats the same few hundred shapes thousands of times.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -38,6 +39,7 @@ from .flop_formulas import (
     conv_backward,
     conv_fwd,
     flash_like,
+    flex_template,
     grouped_mm,
     legacy_conv_backward_input,
     legacy_cudnn_conv_backward,
@@ -92,6 +94,24 @@ FORMULAS: dict[str, Formula] = {
     "aten::_efficient_attention_backward": Formula("attention", "bwd", flash_like("bwd", 6)),
 }
 
+# Ops whose name is made up per program: Inductor names a template kernel after the ops it fuses
+# ("triton_tem_fused_flex_attention_transpose_view_5"), and records it as a cpu_op with its
+# arguments' shapes. Backward first: its name holds the forward's.
+FORMULA_PATTERNS: tuple[tuple[re.Pattern[str], Formula], ...] = (
+    (re.compile(r"^triton_tem_fused_\w*flex_attention_backward"), Formula("attention", "bwd", flex_template("bwd"))),
+    (re.compile(r"^triton_tem_fused_\w*flex_attention"), Formula("attention", "fwd", flex_template("fwd"))),
+)
+
+
+@lru_cache(maxsize=65536)
+def formula_of(name: str) -> Formula | None:
+    """The FLOP formula of an op name: ``FORMULAS``, else the first of ``FORMULA_PATTERNS`` it matches."""
+    got = FORMULAS.get(name)
+    if got is not None:
+        return got
+    return next((f for pattern, f in FORMULA_PATTERNS if pattern.match(name)), None)
+
+
 # Legacy conv ops that need Hints.grad_input / the children that reveal it.
 LEGACY_CONV_BACKWARD = "aten::cudnn_convolution_backward"
 LEGACY_CONV_BACKWARD_INPUT = "aten::cudnn_convolution_backward_input"
@@ -110,7 +130,7 @@ def is_flop_op(name: str) -> bool:
     Also keeps the shapes of legacy conv backward ops, which tell forward convs
     their output size in traces without Concrete Inputs.
     """
-    return name in FORMULAS
+    return formula_of(name) is not None
 
 
 _NO_HINTS = Hints()
@@ -118,7 +138,7 @@ _NO_HINTS = Hints()
 
 @lru_cache(maxsize=65536)
 def _estimate_cached(name: str, dims: bytes | None, types: bytes | None, concrete: bytes | None) -> FlopEstimate | None:
-    formula = FORMULAS.get(name)
+    formula = formula_of(name)
     if formula is None:
         return None
     p = parse_inputs(OpInputs(dims, types, concrete))
@@ -133,7 +153,7 @@ def estimate(name: str, inputs: OpInputs, hints: Hints | None = None) -> FlopEst
     """Full estimate (FLOPs, dtype, family, direction, recompute share, exactness) or None."""
     if hints is None or (hints.conv_out is None and hints.grad_input is None):
         return _estimate_cached(name, inputs.dims, inputs.types, inputs.concrete)
-    formula = FORMULAS.get(name)
+    formula = formula_of(name)
     if formula is None:
         return None
     try:
@@ -160,7 +180,7 @@ def _implausible(name: str, dims: bytes | None, types: bytes | None, concrete: b
     shapes = [d for d in decode_list(dims) if isinstance(d, list) and d and all(isinstance(x, int) for x in d)]
     if not all(plausible_shape(d) for d in shapes):
         return True
-    formula = FORMULAS.get(name)
+    formula = formula_of(name)
     if formula is None:
         return False
     try:

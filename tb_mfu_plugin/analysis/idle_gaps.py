@@ -9,7 +9,7 @@ and the waterfall both read it (``diagnosis.context.Context.gaps``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -43,6 +43,8 @@ class Gaps:
     rest_us: np.ndarray
     cause: np.ndarray  # LAUNCH, HOST or OTHER, for rest_us
     sync_us_by_row: dict[int, float]  # sync call row -> its share of sync_us
+    # each sync's share of each gap, in the order they returned: (gap index, sync call row, µs)
+    sync_parts: list[tuple[int, int, float]] = field(default_factory=list)
 
     def total(self, cause: int) -> float:
         if cause == SYNC:
@@ -87,14 +89,14 @@ def idle_gaps(
     else:
         dl_us = np.zeros(len(gs))
     left = weight - dl_us
-    sync_us, by_row = _sync_time(tables, host.sync_rows, gs, ge, left, sync_gap_tolerance_us)
+    sync_us, by_row, parts = _sync_time(tables, host.sync_rows, gs, ge, left, sync_gap_tolerance_us)
     lts = np.sort(cpu.ts[launch_call_rows(tables)])
     n_launch = intervals.points_between(lts, gs, ge, closed=True)
     cause = np.full(len(gs), OTHER, np.int8)
     cause[n_launch > 0] = HOST
     cause[ge - gs <= launch_gap_max_us] = LAUNCH
     cause[_inside_graph_replay(gpu, host, gs, ge)] = GRAPH
-    return Gaps(gs, ge, weight, dl_us, sync_us, left - sync_us, cause, by_row)
+    return Gaps(gs, ge, weight, dl_us, sync_us, left - sync_us, cause, by_row, parts)
 
 
 def _gaps_in_steps(steps: Steps, gpu: GpuTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -114,14 +116,16 @@ def _gaps_in_steps(steps: Steps, gpu: GpuTable) -> tuple[np.ndarray, np.ndarray,
 
 def _sync_time(
     tables: TraceTables, srows: np.ndarray, gs: np.ndarray, ge: np.ndarray, left: np.ndarray, tolerance_us: float
-) -> tuple[np.ndarray, dict[int, float]]:
+) -> tuple[np.ndarray, dict[int, float], list[tuple[int, int, float]]]:
     """Per gap, the host time blocked in syncs that returned in it (in the order they returned,
-    each taking at most what is ``left`` of the gap), and each sync call's share."""
+    each taking at most what is ``left`` of the gap), each sync call's share, and each share of
+    each gap."""
     cpu = tables.cpu
     sync_us = np.zeros(len(gs))
     by_row: dict[int, float] = {}
+    parts: list[tuple[int, int, float]] = []
     if not len(srows) or not len(gs):
-        return sync_us, by_row
+        return sync_us, by_row, parts
     ends = cpu.end[srows]
     k = intervals.window_of(ends, gs, ge, closed=True, early=tolerance_us)
     for r, kk, _ in sorted(zip(srows.tolist(), k.tolist(), ends.tolist(), strict=True), key=lambda x: x[2]):
@@ -131,7 +135,8 @@ def _sync_time(
         if take > 0:
             sync_us[kk] += take
             by_row[int(r)] = by_row.get(int(r), 0.0) + take
-    return sync_us, by_row
+            parts.append((int(kk), int(r), take))
+    return sync_us, by_row, parts
 
 
 def _inside_graph_replay(gpu: GpuTable, host: HostActivity, gs: np.ndarray, ge: np.ndarray) -> np.ndarray:

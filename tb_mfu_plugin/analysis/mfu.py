@@ -23,7 +23,7 @@ from ..distinct import distinct, distinct_inverse
 from ..options import AnalysisOptions
 from ..sidecar import Sidecar
 from ..trace.tables import KERNEL, TraceTables
-from . import dtype_choice, intervals, kernel_families, plausibility
+from . import dtype_choice, intervals, kernel_families, plausibility, unshaped
 from . import flops as F
 from .aggregate import spread
 from .devices import props_of
@@ -89,7 +89,7 @@ def unattributed_kernel_time(
         for i in np.argsort(-sums)[: max(top, 0)]:
             code = int(uniq[i])
             nm = tables.names[code] if code >= 0 else "(no op)"
-            if nm in F.FORMULAS:
+            if F.formula_of(nm) is not None:
                 nm += " (shapes not recorded)"
             entries.append(UnattributedEntry(nm, float(sums[i]), int(counts[i])))
     return UnattributedTime(total, att, total - att, entries)
@@ -317,9 +317,9 @@ def apply_to_report(
         report.notes.append(f"MFU peak: {choice.source}")
     if not has_shapes:
         detail.source = None
-        detail.notes.append(
-            "no FLOPs from shapes: record with record_shapes=True, or give --flops-per-step / a tb_mfu.json sidecar"
-        )
+    why = unshaped.missing_flops_note(tables, np.asarray(steps.start), np.asarray(steps.end), device, has_shapes)
+    if why is not None:
+        detail.notes.append(why)
     plausibility.guard_mfu(report, detail, choice, head_source)
     _note_fp32_peak(report, detail, props, kernel_names, choice, user.options)
     report.flops = detail

@@ -10,8 +10,14 @@ interleaved stages; a measured bubble well above it points to unbalanced stages 
 Micro-batches and stages come from the annotations torch.distributed.pipelining records:
 ``Forward i`` / ``Backward i`` (GPipe) and ``PP:<stage><F|B|I|W><micro-batch>`` (the schedules
 of the runtime: interleaved, zero bubble). ``Schedule1F1B`` records none; there the micro-batches
-are counted from the host's ``c10d::send`` / ``c10d::recv_`` ops, and the stage is the rank's
-place in its send/recv group.
+are counted from the host's ``c10d::send`` / ``c10d::recv_`` ops, the stage is the rank's
+place in its send/recv group, and on the first and last stage the order of those ops tells the
+schedule: all forwards before all backwards (GPipe) or the two interleaved (1F1B).
+
+The pipeline size p is the size of the group the send/recv kernels ran on, as their args say.
+Traces whose NCCL kernels carry no args (torch 2.11 writes none for point-to-point) fall back on
+``distributedInfo.pg_config``: the group named for the pipeline (``pp``, ``pipe``) that holds
+the rank, else the only group that holds it.
 """
 
 from __future__ import annotations
@@ -24,8 +30,9 @@ import numpy as np
 from ..trace.tables import ANNOTATION, OP, CommArgs, GpuTable, TraceTables
 from . import collectives as co
 from . import intervals
-from .communication import comm_rows, exposed_time
+from .communication import comm_rows, exposed_time, p2p_mask
 from .dist_report import Communication, Pipeline
+from .distributed import distributed_block
 from .steps import Steps
 from .strategy import PP
 
@@ -40,9 +47,7 @@ def analyze_pipeline(
     if comm is None or PP not in comm.strategy or len(steps) == 0:
         return None
     rows = comm_rows(tables, gpu)
-    p2p = np.zeros(len(gpu), bool)
-    p2p_rows = [r for r, k in zip(np.flatnonzero(rows.comm).tolist(), rows.kind, strict=True) if k in co.P2P]
-    p2p[p2p_rows] = True
+    p2p = p2p_mask(rows)
     p2p_args = [a for a, k in zip(rows.args, rows.kind, strict=True) if k in co.P2P and a is not None]
     n = len(steps)
     step_us = float((steps.end - steps.start).sum()) / n
@@ -52,24 +57,33 @@ def analyze_pipeline(
         for lo, hi in zip(steps.start.tolist(), steps.end.tolist(), strict=True)
     )
     actions = _actions(tables, steps)
-    size = _pipeline_size(p2p_args)
+    size, size_source = _pipeline_size(p2p_args), "send/recv kernels' group"
+    if size is None:
+        size, size_source = _pipeline_size_from_groups(tables)
     stages = sorted(actions.stages)
     v = max(1, len(stages))
     stage = stages[0] if stages else _rank_in_group(tables, p2p_args)
     m, source = actions.microbatches, "annotations"
+    p2p_ops = _p2p_ops_per_step(tables, steps)
     if m is None:
-        m, source = _microbatches_from_p2p(tables, steps, stage, size), "send/recv count"
+        m, source = _microbatches_from_p2p(p2p_ops, len(steps), stage, size), "send/recv count"
+    schedule, schedule_source = actions.schedule, "annotations" if actions.schedule else None
+    if schedule is None:
+        schedule = _schedule_from_p2p(p2p_ops, stage, size)
+        schedule_source = "send/recv order" if schedule else None
     analytic = (size - 1) / (v * m + size - 1) if size and m else None
     return Pipeline(
         stage=stage,
         stages=stages,
         pipeline_size=size,
+        pipeline_size_source=size_source if size else None,
         bubble_us_per_step=bubble,
         bubble_share=bubble / step_us if step_us > 0 else 0.0,
         analytic_bubble_share=analytic,
         microbatches=m,
         microbatches_source=source if m else None,
-        schedule=actions.schedule,
+        schedule=schedule,
+        schedule_source=schedule_source,
         p2p_us_per_step=p2p_us / n,
     )
 
@@ -126,22 +140,70 @@ def _actions(tables: TraceTables, steps: Steps) -> _Actions:
 _P2P_OPS = ("c10d::send", "c10d::recv_")
 
 
-def _microbatches_from_p2p(tables: TraceTables, steps: Steps, stage: int | None, size: int | None) -> int | None:
+def _p2p_ops_per_step(tables: TraceTables, steps: Steps) -> list[list[bool]]:
+    """Per step, the host's send/recv ops in time order, True for a send."""
+    codes = [tables.names.index(n) for n in _P2P_OPS if n in tables.names]
+    out: list[list[bool]] = [[] for _ in range(len(steps))]
+    if not codes:
+        return out
+    cpu = tables.cpu
+    rows = np.flatnonzero(np.isin(cpu.name, codes) & (cpu.kind == OP))
+    rows = rows[np.argsort(cpu.ts[rows], kind="stable")]
+    step = intervals.window_of(cpu.ts[rows], steps.cpu_start, steps.cpu_end, closed=True)
+    send = tables.names.index(_P2P_OPS[0]) if _P2P_OPS[0] in tables.names else -1
+    for r, s in zip(rows.tolist(), step.tolist(), strict=True):
+        if s >= 0:
+            out[s].append(int(cpu.name[r]) == send)
+    return out
+
+
+def _microbatches_from_p2p(ops: list[list[bool]], n: int, stage: int | None, size: int | None) -> int | None:
     """Micro-batches from the host's send/recv ops when no annotation names them (torch's
     Schedule1F1B records none): a stage with one stage per rank sends and receives one
     activation and one gradient per micro-batch across each of its boundaries (one at either
     end of the pipeline, two in the middle)."""
-    if stage is None or not size or size < 2:
+    if stage is None or not size or size < 2 or not n:
         return None
-    codes = [tables.names.index(n) for n in _P2P_OPS if n in tables.names]
-    if not codes:
-        return None
-    cpu = tables.cpu
-    rows = np.flatnonzero(np.isin(cpu.name, codes) & (cpu.kind == OP))
-    inside = intervals.window_of(cpu.ts[rows], steps.cpu_start, steps.cpu_end, closed=True) >= 0
     boundaries = (stage > 0) + (stage < size - 1)
-    per_step = int(inside.sum()) / len(steps) / (2 * boundaries)
+    per_step = sum(len(o) for o in ops) / n / (2 * boundaries)
     return round(per_step) if per_step >= 1 and abs(per_step - round(per_step)) < 0.01 else None
+
+
+def _schedule_from_p2p(ops: list[list[bool]], stage: int | None, size: int | None) -> str | None:
+    """GPipe or 1F1B from the order of the send/recv ops of an end stage. The first stage sends
+    activations forward and receives gradients back; the last receives activations and sends
+    gradients. All forward transfers before all backward ones is GPipe; the two interleaved is
+    1F1B. A middle stage sends and receives in both passes, so its order does not tell."""
+    if stage is None or not size or size < 2 or stage not in (0, size - 1):
+        return None
+    forward_is_send = stage == 0
+    seen: set[str] = set()
+    for step in ops:
+        forward = [op == forward_is_send for op in step]
+        if forward.count(True) < 2 or forward.count(False) < 2:
+            continue  # one micro-batch, or a step the profiler cut: no order to read
+        first_backward = forward.index(False)
+        seen.add("GPipe" if not any(forward[first_backward:]) else "1F1B")
+    return seen.pop() if len(seen) == 1 else None
+
+
+# A process group named for the pipeline: "pp", "mesh_pp", "pipeline", "pipe_group".
+_PIPELINE_GROUP = re.compile(r"(?:^|[^a-z])(?:pp|pipe\w*)(?:$|[^a-z])", re.IGNORECASE)
+
+
+def _pipeline_size_from_groups(tables: TraceTables) -> tuple[int | None, str]:
+    """p from ``distributedInfo.pg_config`` when the send/recv kernels do not name their group:
+    the group named for the pipeline that holds the rank, else the only group that holds it."""
+    info = distributed_block(tables.meta.distributed_info, [])
+    if info is None or info.rank is None or not info.pg_config:
+        return None, ""
+    mine = [g for g in info.pg_config if g.ranks is not None and info.rank in g.ranks and g.pg_size]
+    named = [g for g in mine if _PIPELINE_GROUP.search(f"{g.pg_desc or ''} {g.pg_name or ''}")]
+    for found in (named, mine):
+        if len(found) == 1:
+            g = found[0]
+            return g.pg_size, f"process group {g.pg_desc or g.pg_name or '?'} (distributedInfo)"
+    return None, ""
 
 
 def _pipeline_size(p2p_args: list[CommArgs]) -> int | None:

@@ -129,13 +129,16 @@ class LaunchStats(msgspec.Struct, kw_only=True):
     kernels_per_step: float
     median_kernel_us: float | None
     short_kernel_share: float  # share of kernels under 10 µs
-    launch_api_us_per_step: float  # host time in launch calls
+    # host time in kernel launch calls, runtime and driver API (cudaLaunchKernel, cuLaunchKernel...),
+    # graph launches left out (graph_launch_api_us_per_step)
+    launch_api_us_per_step: float
     idle_gaps: IdleGaps
     # CUDA/HIP graph replays (analysis.graphs): graph launch calls per step, and the kernels they
     # ran (counted in kernels_per_step too; the host launched kernels_per_step - graph_kernels_per_step)
     graph_launches_per_step: float = 0.0
     graph_kernels_per_step: float = 0.0
     graph_median_kernel_us: float | None = None
+    graph_launch_api_us_per_step: float = 0.0  # host time in graph launch calls (cudaGraphLaunch...)
 
 
 class KernelStats(msgspec.Struct, kw_only=True):
@@ -290,6 +293,12 @@ class WorkerReport(msgspec.Struct, kw_only=True):
     flops: FlopsDetail | None = None  # FLOPs detail, filled by analysis.mfu
     roofline: Roofline | None = None  # each op against its roof, filled by analysis.roofline
     findings: list[Finding] = []  # by estimated gain, largest first (diagnosis.engine)
+    # The gain of fixing every finding at once, µs per mean step, and its share of the step: each
+    # finding's gain counts only for the part of its time that no finding of larger gain claims
+    # (diagnosis.cost_time), so it is at least the largest gain and at most the step. The gains
+    # themselves overlap and never add up. None where the diagnosis did not run.
+    combined_gain_us_per_step: float | None = None
+    combined_gain_share: float | None = None
     waterfall: list[WaterfallBar] = []
     flags: list[str] = []  # e.g. "no_step_markers"
     notes: list[str] = []  # human-readable caveats

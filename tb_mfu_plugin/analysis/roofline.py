@@ -300,6 +300,12 @@ def _unmodelled(
 _placed_cached = once_per_trace(place_ops)
 
 
+def placed_ops(tables: TraceTables) -> PlacedOps:
+    """The trace's modelled ops and the GPU events each launched, as the roofline placed them
+    (computed once per trace: the diagnosis reads which events the ops it names ran)."""
+    return _placed_cached(tables)
+
+
 def apply_to_report(report: WorkerReport, tables: TraceTables, steps: Steps | None) -> None:
     """Fill ``report.roofline`` for one device. Call after ``mfu.apply_to_report``: the FLOP/s
     ceiling is the peak MFU uses (``report.device.peak_flops``)."""

@@ -12,8 +12,8 @@ import numpy as np
 
 from ..distinct import distinct
 from ..options import AnalysisOptions
-from ..trace.tables import KERNEL, MEMCPY, MEMSET, RUNTIME, GpuTable, TraceTables
-from . import aggregate, copies, devices, graphs, intervals, kernel_families, kernels, syncs
+from ..trace.tables import DRIVER, KERNEL, MEMCPY, MEMSET, RUNTIME, GpuTable, TraceTables
+from . import aggregate, copies, devices, graphs, intervals, kernel_families, kernels, nesting, syncs
 from .name_patterns import KERNEL_LAUNCH_CALL, name_mask
 from .report import Device, IdleGaps, LaunchStats, Metrics, Step, Summary, WorkerReport
 from .steps import Steps, assign, find_steps
@@ -320,15 +320,13 @@ def _launch_stats(
 ) -> LaunchStats:
     """``graph_kernel``: which rows of ``kern`` a graph replay ran; ``graph_replays``: their launches."""
     n = len(steps)
-    cpu = tables.cpu
-    is_launch = name_mask(tables.names, KERNEL_LAUNCH_CALL)
-    rows = np.flatnonzero((cpu.kind == RUNTIME) & is_launch[cpu.name])
-    inside = intervals.in_any(cpu.ts[rows], steps.cpu_start, steps.cpu_end)
+    one_by_one, graph = _launch_api_us(tables, steps)
     return LaunchStats(
         kernels_per_step=len(kern) / n,
         median_kernel_us=float(np.median(kern.dur)) if len(kern) else None,
         short_kernel_share=float((kern.dur < kernels.SHORT_KERNEL_US).mean()) if len(kern) else 0.0,
-        launch_api_us_per_step=float(cpu.dur[rows[inside]].sum()) / n,
+        launch_api_us_per_step=one_by_one / n,
+        graph_launch_api_us_per_step=graph / n,
         graph_launches_per_step=graph_replays / n,
         graph_kernels_per_step=float(graph_kernel.sum()) / n,
         graph_median_kernel_us=float(np.median(kern.dur[graph_kernel])) if graph_kernel.any() else None,
@@ -339,3 +337,22 @@ def _launch_stats(
             max_us=float(gaps.max()) if len(gaps) else None,
         ),
     )
+
+
+def _launch_api_us(tables: TraceTables, steps: Steps) -> tuple[float, float]:
+    """Host time in kernel launch calls inside the steps' host windows: (one-by-one launches,
+    graph launches). Both the runtime API (cudaLaunchKernel, cudaLaunchKernelExC, hipLaunchKernel)
+    and the driver API (cuLaunchKernel, cuLaunchKernelEx: Triton, cuBLASLt, newer PyTorch;
+    hipModuleLaunchKernel) count: a kernel costs the host its launch whichever API issued it.
+    Each is the union of the calls on their threads, so a runtime call that shows the driver
+    call it makes nested inside it is counted once."""
+    cpu = tables.cpu
+    is_launch = name_mask(tables.names, KERNEL_LAUNCH_CALL)
+    rows = np.flatnonzero(((cpu.kind == RUNTIME) | (cpu.kind == DRIVER)) & is_launch[cpu.name])
+    rows = rows[intervals.in_any(cpu.ts[rows], steps.cpu_start, steps.cpu_end)]
+    if not len(rows):
+        return 0.0, 0.0
+    ax = nesting.thread_axis(tables)
+    is_graph = graphs.graph_launch_codes(tables.names)[cpu.name[rows]]
+    one, graph = rows[~is_graph], rows[is_graph]
+    return intervals.union_length(ax.g0[one], ax.g1[one]), intervals.union_length(ax.g0[graph], ax.g1[graph])

@@ -92,10 +92,32 @@ def _with_arrivals(
     out = msgspec.structs.replace(w, communication=msgspec.structs.replace(comm, collectives=colls))
     if out.summary is None:
         return out
-    found = low_bus_bandwidth(cast(Context, _ReportContext(out, th)))
+    ctx = _ReportContext(out, th)
+    found = low_bus_bandwidth(cast(Context, ctx))
     kept = [f for f in w.findings if f.id != low_bus_bandwidth.id]
     findings = sorted(kept + found, key=_finding_order)
-    return msgspec.structs.replace(out, findings=findings)
+    combined = _combined_with(out, kept, found, ctx.step_us)
+    share = combined / ctx.step_us if combined is not None and ctx.step_us > 0 else None
+    return msgspec.structs.replace(
+        out, findings=findings, combined_gain_us_per_step=combined, combined_gain_share=share
+    )
+
+
+def _combined_with(w: WorkerReport, kept: list[Finding], found: list[Finding], step_us: float) -> float | None:
+    """The combined gain once ``found`` (low_bus_bandwidth, from the ranks' reports alone, with no
+    trace to say when) joins the engine's findings ``kept``. Its time is the exposed time of its
+    collective, which lies inside exposed_communication's where that fired (adding nothing), and
+    apart from every other finding's (no compute, copy or idle runs then)."""
+    base = w.combined_gain_us_per_step
+    if not found or base is None or len(kept) != len(w.findings):
+        return base  # (kept short: the engine's combined gain already held earlier low_bus_bandwidth findings)
+    extra = sum(f.est_gain_us_per_step for f in found)
+    if any(f.id == "exposed_communication" for f in kept):
+        extra = 0.0
+    elif w.communication is not None:
+        extra = min(extra, w.communication.exposed_us_per_step)
+    largest = max(f.est_gain_us_per_step for f in [*kept, *found])
+    return max(min(base + extra, step_us), largest)
 
 
 def _arrival_bandwidth(c: Collective, t: Transfer | None) -> Collective:

@@ -7,24 +7,39 @@ from ..analysis.steps import Steps
 from ..analysis.worker import DeviceView
 from ..trace.tables import TraceTables
 from .context import Context
+from .cost_time import Claim, Findings, TimeSet, combined_gain
 from .finding import SEVERITIES, Finding
 from .rules import RULES
 from .thresholds import DEFAULT, Thresholds
 from .waterfall import waterfall
 
+Claimed = list[tuple[Finding, TimeSet | None]]
 
-def run_rules(ctx: Context, report: WorkerReport) -> list[Finding]:
-    """Every registered rule, in order, each seeing what the rules before it found; one that
-    fails leaves a note instead of hiding the others."""
-    fired: dict[str, list[Finding]] = {}
+
+def _order(f: Finding) -> tuple[float, int, str, str]:
+    return (-f.est_gain_us_per_step, SEVERITIES.index(f.severity), f.id, f.subject or "")
+
+
+def run_claims(ctx: Context, report: WorkerReport) -> Claimed:
+    """Every registered rule, in order, each seeing what the rules before it found, with the time
+    each finding's cost covers; one that fails leaves a note instead of hiding the others."""
+    fired: dict[str, Findings] = {}
+    found: Claimed = []
     for rule in RULES:
         try:
-            fired[rule.id] = rule(ctx, fired)
+            claimed = rule.claims(ctx, fired)
         except Exception as exc:  # a rule bug on odd input must not lose the whole analysis
             report.notes.append(f"diagnosis rule {rule.id} failed: {type(exc).__name__}: {exc}")
-    found = [f for findings in fired.values() for f in findings]
-    found.sort(key=lambda f: (-f.est_gain_us_per_step, SEVERITIES.index(f.severity), f.id, f.subject or ""))
+            continue
+        fired[rule.id] = Findings(claimed)
+        found += claimed
+    found.sort(key=lambda c: _order(c[0]))
     return found
+
+
+def run_rules(ctx: Context, report: WorkerReport) -> list[Finding]:
+    """The findings of every rule, largest gain first (``run_claims`` without the times)."""
+    return [f for f, _ in run_claims(ctx, report)]
 
 
 def diagnose(
@@ -41,10 +56,15 @@ def diagnose(
     """
     report.findings = []
     report.waterfall = []
+    report.combined_gain_us_per_step = report.combined_gain_share = None
     if report.error is not None or report.summary is None or len(steps) == 0:
         return
     ctx = Context(report, tables, steps, view, thresholds or DEFAULT)
-    report.findings = run_rules(ctx, report)
+    claimed = run_claims(ctx, report)
+    report.findings = [f for f, _ in claimed]
+    combined = combined_gain([Claim(f.est_gain_us_per_step, t) for f, t in claimed], ctx.step_us)
+    report.combined_gain_us_per_step = combined
+    report.combined_gain_share = combined / ctx.step_us if ctx.step_us > 0 else None
     try:
         report.waterfall = waterfall(ctx)
     except Exception as exc:

@@ -55,8 +55,12 @@ def make_finding(
     medium_share: float,
     subject: str | None = None,
 ) -> Finding:
-    """A finding whose gain is clamped to [0, cost]: no estimate exceeds what it removes."""
-    cost = max(0.0, float(cost_us))
+    """A finding whose gain is clamped to [0, cost] and whose cost to the step: no estimate exceeds
+    what it removes, and no cause takes more than the step (a rule that sums the durations of
+    events that run at once, duplicated or on many streams, could claim more: the evidence then
+    keeps the figure it measured, ``cost_above_step_us_per_step``)."""
+    measured = max(0.0, float(cost_us))
+    cost = min(measured, step_us) if step_us > 0 else measured
     gain = min(max(0.0, float(gain_us)), cost)
     share = gain / step_us if step_us > 0 else 0.0
     severity: Severity = "high" if share >= high_share else "medium" if share >= medium_share else "low"
@@ -64,6 +68,8 @@ def make_finding(
     if mfu is not None and step_us > gain:
         after = round(float(mfu) * step_us / (step_us - gain), 4)
     ev = {"cost_us_per_step": cost, "cost_share": cost / step_us if step_us > 0 else 0.0, **evidence}
+    if measured > cost:
+        ev["cost_above_step_us_per_step"] = measured
     return Finding(
         id=id,
         severity=severity,

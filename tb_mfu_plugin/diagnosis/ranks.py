@@ -10,13 +10,21 @@ from __future__ import annotations
 
 import msgspec
 
-from ..analysis.report import Distributed, RankRow, RankSummary, Straggler, WorkerReport
+from ..analysis.report import Distributed, Finding, RankRow, RankSummary, Straggler, WorkerReport
 
 __all__ = ["RankClock", "RankRow", "RankSummary", "Straggler", "compare_ranks"]
 
 # The spread of exposed communication between ranks that names a straggler, as a share
 # of the median step time.
 STRAGGLER_MIN_SPREAD = 0.10
+# What holds a straggler back, from its own GPU: busy at least this share of the step, its GPU
+# work (it computes longer than the others); idle at least IDLE_BLAME of it, its host.
+BUSY_BLAME = 0.80
+IDLE_BLAME = 0.50
+# Findings of GPU idle that the host causes; the waits on other ranks say nothing of the straggler
+# (it is the one the others wait for); every other rule names GPU work (compute, copies).
+_HOST_FINDINGS = frozenset({"gpu_idle", "launch_bound", "dataloader_stall", "sync_point"})
+_WAIT_FINDINGS = frozenset({"exposed_communication", "low_bus_bandwidth", "pipeline_bubble"})
 
 
 class RankClock(msgspec.Struct, kw_only=True):
@@ -43,6 +51,7 @@ def compare_ranks(workers: list[WorkerReport], clocks: list[RankClock | None] | 
     if len(ok) < 2:
         return None
     rows = []
+    findings = {(w.name, w.span): w.findings for w, _ in ok}
     for w, clock in ok:
         s, dist, comm = w.summary, w.distributed, w.communication
         assert s is not None and dist is not None
@@ -65,10 +74,34 @@ def compare_ranks(workers: list[WorkerReport], clocks: list[RankClock | None] | 
         )
     rows.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.worker))
     first = ok[0][0].distributed
-    return RankSummary(world_size=first.world_size if first else None, ranks=rows, straggler=_straggler(rows))
+    straggler = _straggler(rows, findings)
+    return RankSummary(world_size=first.world_size if first else None, ranks=rows, straggler=straggler)
 
 
-def _straggler(rows: list[RankRow]) -> Straggler | None:
+def _blame(row: RankRow, findings: list[Finding]) -> str:
+    """What holds the straggler back, by what its GPU does: busy, its GPU work; idle, its host;
+    and its own largest finding of that side."""
+    busy, idle = row.gpu_busy_share, row.idle_share
+    own = [f for f in findings if f.id not in _WAIT_FINDINGS]  # engine order: largest gain first
+    if busy >= BUSY_BLAME:
+        text = (
+            f"Its GPU is busy {busy:.0%} of the step: it has more GPU work than the others (unbalanced layers, "
+            "shards or sequence lengths) or slower kernels"
+        )
+        own = [f for f in own if f.id not in _HOST_FINDINGS]
+    elif idle >= IDLE_BLAME:
+        text = f"Its GPU is idle {idle:.0%} of the step: its host holds it back (host work, launches, data loading)"
+        own = [f for f in own if f.id in _HOST_FINDINGS]
+    else:
+        text = (
+            f"Its GPU is busy {busy:.0%} and idle {idle:.0%} of the step: both its GPU work and its host hold it back"
+        )
+    if not own:
+        return text + "; its own findings name no cause of that."
+    return f"{text}; its largest finding: {own[0].title}."
+
+
+def _straggler(rows: list[RankRow], findings: dict[tuple[str, str], list[Finding]]) -> Straggler | None:
     known = [r for r in rows if r.exposed_communication_us_per_step is not None]
     if len(known) < 2:
         return None
@@ -84,7 +117,6 @@ def _straggler(rows: list[RankRow]) -> Straggler | None:
         others_wait_us_per_step=wait,
         reason=(
             f"the other ranks spend {wait / 1000:.1f} ms more per step in collectives with no compute alongside "
-            f"than {slow.worker} does: they wait for it. Its GPU is idle {slow.idle_share:.0%} of the step; "
-            f"its own findings say why (host work, launches, data loading)."
+            f"than {slow.worker} does: they wait for it. {_blame(slow, findings.get((slow.worker, slow.span), []))}"
         ),
     )

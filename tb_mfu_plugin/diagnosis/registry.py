@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .context import Context
+from .cost_time import Findings, TimeSet
 from .finding import Finding, make_finding
 
-# rule id -> the findings it gave, for the rules that ran before (and did not fail)
-Fired = Mapping[str, list[Finding]]
+# rule id -> the findings it gave and the time they claim, for the rules that ran before (and did not fail)
+Fired = Mapping[str, Findings]
 
 # Read by every rule that fires (make_finding grades the gain with them), so no rule lists them.
 SEVERITY_THRESHOLDS = ("high_share", "medium_share")
@@ -38,6 +39,9 @@ class Hit:
     title: str = ""  # which of the rule's titles, when it has several
     fix: tuple[str, ...] = ("",)  # which of its fix texts, joined by spaces, in this order
     subject: str | None = None
+    # The stretches of the steps its cost covers, on the device's clock (cost_time): the engine
+    # adds the findings' gains over their union, and the tests check no two findings share time.
+    time: TimeSet | None = None
 
 
 Check = Callable[[Context, Fired], list[Hit]]
@@ -57,8 +61,12 @@ class Rule:
     def __call__(self, ctx: Context, fired: Fired | None = None) -> list[Finding]:
         return [self.finding(ctx, hit) for hit in self.hits(ctx, fired)]
 
+    def claims(self, ctx: Context, fired: Fired | None = None) -> list[tuple[Finding, TimeSet | None]]:
+        """Its findings, each with the time its cost covers."""
+        return [(self.finding(ctx, hit), hit.time) for hit in self.hits(ctx, fired)]
+
     def hits(self, ctx: Context, fired: Fired | None = None) -> list[Hit]:
-        earlier = {id: (fired or {}).get(id, []) for id in self.after}  # only what it declared
+        earlier = {id: (fired or {}).get(id, Findings()) for id in self.after}  # only what it declared
         return self.check(ctx, earlier)
 
     def finding(self, ctx: Context, hit: Hit) -> Finding:

@@ -325,20 +325,8 @@ def test_legacy_resnet50_fixture_matches_flop_counter_figure() -> None:
     assert of.dominant_dtype() == "fp32"
 
 
-# Runs whose FLOPs the shape count is known to miss, until the fix named lands (strict: the test
-# fails once the count is right, so the mark comes off with the fix).
-KNOWN_GAPS = {
-    "gpt_flex_attention": "issue 23: compiled flex_attention's Triton templates carry no FLOP formula",
-    "gpt_flex_attention_full": "issue 23: compiled flex_attention's Triton templates carry no FLOP formula",
-}
-
-
-def _ground_truth_runs() -> list[Any]:
-    runs = sorted(p.parent for p in SAMPLES.glob("*/ground_truth.json"))
-    return [
-        pytest.param(r, marks=pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[r.name])) if r.name in KNOWN_GAPS else r
-        for r in runs
-    ]
+def _ground_truth_runs() -> list[Path]:
+    return sorted(p.parent for p in SAMPLES.glob("*/ground_truth.json"))
 
 
 @pytest.mark.parametrize("run", _ground_truth_runs(), ids=lambda p: p.name)

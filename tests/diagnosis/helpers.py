@@ -14,6 +14,7 @@ from tb_mfu_plugin.analysis.worker import DeviceView, analyze_device
 from tb_mfu_plugin.diagnosis import DEFAULT, RULES, Thresholds, diagnose
 from tb_mfu_plugin.diagnosis import waterfall as wf
 from tb_mfu_plugin.diagnosis.context import Context
+from tb_mfu_plugin.diagnosis.cost_time import Findings
 from tb_mfu_plugin.diagnosis.registry import SEVERITY_THRESHOLDS, Rule
 from tb_mfu_plugin.options import AnalysisOptions
 from tb_mfu_plugin.trace.decode import decode_trace
@@ -149,7 +150,7 @@ def check_reads_and_words(
         reads = ReadThresholds(th)
         ctx = Context(rep, tables, steps, view, reads)  # type: ignore[arg-type]
         hits = rule.hits(ctx, fired)
-        fired[rule.id] = [rule.finding(ctx, h) for h in hits]
+        fired[rule.id] = Findings((rule.finding(ctx, h), h.time) for h in hits)
         undeclared = reads.read - set(rule.thresholds) - set(SEVERITY_THRESHOLDS)
         assert not undeclared, f"{rule.id} reads {sorted(undeclared)} but does not declare them"
         for h in hits:

@@ -82,6 +82,11 @@ def test_bandwidth_from_the_last_arrival_and_low_bus_bandwidth(tmp_path: Path) -
         assert f.est_gain_us_per_step == pytest.approx(200.0 - target, abs=0.1)
         gains = [g.est_gain_us_per_step for g in w.findings]
         assert gains == sorted(gains, reverse=True)
+        # its time is the all-reduce's exposed time: inside exposed_communication's where that fired
+        assert w.combined_gain_us_per_step is not None and w.summary is not None
+        assert max(gains) <= w.combined_gain_us_per_step <= min(sum(gains), w.summary.step_time_mean_us or 0)
+        if "exposed_communication" in {g.id for g in w.findings}:
+            assert w.combined_gain_us_per_step == pytest.approx(sum(gains) - f.est_gain_us_per_step)
 
 
 def test_one_rank_alone_never_has_low_bus_bandwidth(tmp_path: Path) -> None:
@@ -126,7 +131,7 @@ def test_align_chains_offsets_through_shared_groups() -> None:
 # ------------------------------------------------------------------------------- pipelines
 
 
-def _stage0(tmp_path: Path, annotations: list[str], host_p2p: bool = False) -> WorkerReport:
+def _stage0(tmp_path: Path, annotations: list[str], host_p2p: bool = False, interleaved: bool = False) -> WorkerReport:
     """Stage 0 of 2 over one 2000 µs step with 4 micro-batches: four 100 µs forwards [0, 400),
     each followed by a 20 µs activation send (the first three overlap the next forward, the last
     runs alone [400, 420)); a gradient receive waiting [420, 1000) with nothing to compute; four
@@ -139,8 +144,8 @@ def _stage0(tmp_path: Path, annotations: list[str], host_p2p: bool = False) -> W
         b.launch_kernel(GEMM, 10 + i, i * 100, 100)
         b.collective(20 + i, i * 100 + 100, 20, nccl_args("send", 1 << 16, ranks=(0, 1)))
         if host_p2p:  # the ops torch's send/recv record on the host, one per activation and gradient
-            b.op("c10d::send", 50 + i, 1)
-            b.op("c10d::recv_", 60 + i, 1)
+            b.op("c10d::send", 50 + 2 * i if interleaved else 50 + i, 1)
+            b.op("c10d::recv_", 51 + 2 * i if interleaved else 60 + i, 1)
     b.collective(30, 420, 580, nccl_args("recv", 1 << 16, ranks=(0, 1)))
     for i in range(4):
         b.launch_kernel(GEMM, 40 + i, 1000 + i * 200, 200)
@@ -180,11 +185,16 @@ def test_microbatches_of_a_1f1b_stage_from_its_send_recv_ops(tmp_path: Path) -> 
     """torch's Schedule1F1B records no annotation: 4 sends and 4 receives a step at the end of a
     2-stage pipeline are 4 micro-batches."""
     pp = _stage0(tmp_path, [], host_p2p=True).pipeline
-    assert pp is not None and pp.stage == 0 and pp.stages == [] and pp.schedule is None
+    assert pp is not None and pp.stage == 0 and pp.stages == []
     assert (pp.microbatches, pp.microbatches_source) == (4, "send/recv count")
     assert pp.analytic_bubble_share == pytest.approx(1 / 5)
+    # the first stage sends its 4 activations before it receives a gradient: all forwards first
+    assert (pp.schedule, pp.schedule_source) == ("GPipe", "send/recv order")
+    alternate = _stage0(tmp_path, [], host_p2p=True, interleaved=True).pipeline
+    assert alternate is not None and (alternate.schedule, alternate.schedule_source) == ("1F1B", "send/recv order")
     bare = _stage0(tmp_path, []).pipeline
     assert bare is not None and bare.microbatches is None and bare.analytic_bubble_share is None
+    assert bare.schedule is None and bare.schedule_source is None
 
 
 def test_no_pipeline_block_without_pipeline_parallelism() -> None:

@@ -132,12 +132,25 @@ def test_tiny_mlp_cuda_graph_is_not_launch_bound() -> None:
 
 def test_pageable_copy_loop() -> None:
     rep = _sample("pageable_copy_loop")
-    assert {"memcpy_bound", "pageable_memcpy"} <= _ids(rep)
+    # its copies run with no kernel alongside and are all pageable: one finding, with both levers
+    assert "pageable_memcpy" in _ids(rep) and "memcpy_bound" not in _ids(rep)
     (f,) = _find(rep, "pageable_memcpy")
     assert f.evidence["bytes_per_step"] == 67191808 + 16777216
+    assert f.evidence["with_no_kernel_share"] > 0.99
+    assert "pin_memory=True" in f.recommendation and "prefetch the next batch on a side stream" in f.recommendation
     # 6 blocking copies: 5 host-to-device .to(device) and the copy_ into a pageable host tensor
     counts = sorted(s.evidence["count_per_step"] for s in _find(rep, "sync_point"))
     assert counts == [1, 5]
+
+
+@pytest.mark.parametrize("run", ["gpt_compile", "gpt_compile_reduce_overhead"])
+def test_a_compiled_run_is_not_told_to_torch_compile(run: str) -> None:
+    """Its elementwise chains are the eager loss outside the compiled graphs: the fix says so."""
+    rep = _sample(run)
+    (f,) = _find(rep, "unfused_elementwise")
+    assert f.recommendation.startswith("The run already uses torch.compile")
+    assert "Torch-Compiled Region" in f.evidence["compiled_regions"]
+    assert not any("`torch.compile(model)` (Inductor" in g.recommendation for g in rep.findings)
 
 
 def test_resnet50_bf16_uses_tensor_cores() -> None:

@@ -23,8 +23,8 @@ def test_rule_ids_are_the_fixed_ones() -> None:
     assert RULE_IDS == (
         "sync_point",
         "pageable_memcpy",
-        "memcpy_bound",
         "small_copies",
+        "memcpy_bound",
         "naive_attention",
         "unfused_optimizer",
         "unfused_elementwise",
@@ -94,10 +94,10 @@ def test_sync_point_threshold_edge(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- copies
 
 
-def _copy_trace(pinned_too: bool = False) -> Builder:
+def _copy_trace(pinned_too: bool = False, memory: str = "Pageable") -> Builder:
     b = Builder()
     b.step(1, 0, 1000)
-    b.copy("HtoD (Pageable -> Device)", 5, 10, 800, 8 << 20)  # 8 MiB in 800 µs: 10.5 GB/s
+    b.copy(f"HtoD ({memory} -> Device)", 5, 10, 800, 8 << 20)  # 8 MiB in 800 µs: 10.5 GB/s
     if pinned_too:
         b.copy("HtoD (Pinned -> Device)", 6, 810, 100, 2 << 20)  # 2 MiB in 100 µs: 21 GB/s
     b.launch(GEMM, 7, 920, 80)
@@ -131,7 +131,7 @@ def test_pageable_memcpy_threshold_edges(tmp_path: Path) -> None:
 
 
 def test_memcpy_bound(tmp_path: Path) -> None:
-    b = _copy_trace()
+    b = _copy_trace(memory="Pinned")
     rep, *_ = analyze(b, tmp_path)
     f = one(rep, "memcpy_bound")
     assert f.evidence["copy_only_us_per_step"] == pytest.approx(800)
@@ -418,11 +418,11 @@ def test_mfu_after_and_severity(tmp_path: Path) -> None:
         assert rep.summary is not None
         rep.summary.mfu = 0.2
 
-    rep, *_ = analyze(_copy_trace(), tmp_path, prepare=with_mfu)
+    rep, *_ = analyze(_copy_trace(memory="Pinned"), tmp_path, prepare=with_mfu)
     f = one(rep, "memcpy_bound")
     assert f.est_mfu_after == pytest.approx(0.2 * 1000 / (1000 - 800), rel=1e-3)
     low = replace(DEFAULT, high_share=0.9, medium_share=0.8)
-    assert one(analyze(_copy_trace(), tmp_path, low)[0], "memcpy_bound").severity == "medium"
+    assert one(analyze(_copy_trace(memory="Pinned"), tmp_path, low)[0], "memcpy_bound").severity == "medium"
 
 
 def test_error_report_gets_no_findings(tmp_path: Path) -> None:

@@ -145,6 +145,11 @@ def test_mfu_tab_shows_the_cli_figures_switches_run_and_compares(start_tensorboa
         poll(lambda: "CUDA graph replays / step" in stats.inner_text())
         la = first_usable(expected["tiny_mlp_cuda_graph"])["launches"]
         assert f"{la['graph_kernels_per_step']:.0f}" in stats.inner_text()
+        # several findings: the gain of fixing them all together, never their sum
+        found = first_usable(expected["tiny_mlp_cuda_graph"])["findings"]
+        if len(found) >= 2:
+            combined = frame.locator("[data-testid=combined-gain]")
+            poll(lambda: f"All {len(found)} together" in combined.inner_text())
 
     # Compare: the first two runs by default; pick two known-good ones explicitly.
     frame.locator("[data-testid=tab-compare]").click()

@@ -116,7 +116,21 @@ def _summary_problems(report: dict[str, Any]) -> list[str]:
                     out.append(f"{w['file']}: {k} = {v} negative")
             if any(not 0 <= x <= 1 for x in s["breakdown"].values()):
                 out.append(f"{w['file']}: breakdown outside 0-1: {s['breakdown']}")
+            out += _combined_gain_problems(w)
     return out
+
+
+def _combined_gain_problems(w: dict[str, Any]) -> list[str]:
+    """The gain of fixing every finding at once: at least the largest gain, at most the step."""
+    combined, gains = w["combined_gain_us_per_step"], [f["est_gain_us_per_step"] for f in w["findings"]]
+    if combined is None:
+        return [] if not gains else [f"{w['file']}: findings but no combined gain"]
+    step = w["summary"]["step_time_mean_us"] or w["summary"]["step_time_us"]
+    if gains and combined < max(gains) - 1e-6:
+        return [f"{w['file']}: combined gain {combined} below the largest gain {max(gains)}"]
+    if combined > step + 0.05:  # the gains are rounded to 0.1 µs (diagnosis.finding)
+        return [f"{w['file']}: combined gain {combined} above the step {step}"]
+    return []
 
 
 def test_at_least_300_cases_one_run_directory_each(logdir: tuple[Path, list[Path]]) -> None:

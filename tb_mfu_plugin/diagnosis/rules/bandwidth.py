@@ -4,13 +4,16 @@ It fires only on bandwidth measured from the last member's arrival (``Collective
 "last arrival"), which needs the other members' traces: ``diagnosis.distributed`` re-runs it on
 every rank of a run once the ranks' clocks are aligned. On one trace alone a collective's kernel
 time includes waiting for the slowest rank, and low bandwidth would only restate that wait
-(``exposed_communication`` and the ranks view name it).
+(``exposed_communication`` and the ranks view name it). On a pipeline stage the send/recv
+collectives are left out: their time is the stage's bubble, and ``pipeline_bubble`` names slow
+transfers among its causes (one cause, one finding).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ...analysis import collectives as co
 from ...analysis.dist_report import Collective
 from ..context import Context
 from ..registry import Hit, rule
@@ -74,9 +77,12 @@ def low_bus_bandwidth(ctx: Context) -> list[Hit]:
     if comm is None or ctx.step_us <= 0:
         return []
     hits = []
+    pipeline = ctx.report.pipeline is not None
     for c in comm.collectives:
         if c.bandwidth_basis != "last arrival" or c.busbw_gbps is None or not c.link_gbps:
             continue
+        if pipeline and c.kind in co.P2P:
+            continue  # a stage's send/recv time is its bubble: pipeline_bubble names slow transfers
         share = c.busbw_gbps / c.link_gbps
         if share >= th.busbw_low_share or c.exposed_us_per_step < th.busbw_min_exposed_share * ctx.step_us:
             continue

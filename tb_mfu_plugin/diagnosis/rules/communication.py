@@ -7,8 +7,10 @@ from collections import defaultdict
 
 import numpy as np
 
+from ...analysis.communication import comm_rows, p2p_mask
 from ...analysis.report import Distributed
 from ..context import Context
+from ..cost_time import rows_time
 from ..registry import Hit, rule
 from .evidence import top_kernels
 
@@ -34,6 +36,13 @@ def _guess(ctx: Context, by_kind: dict[str, float]) -> str:
     if ctx.report.distributed is not None and _tp_like(ctx):
         return "tp"
     return "ddp"
+
+
+def pipeline_p2p(ctx: Context) -> np.ndarray:
+    """The view's send/recv kernels when the rank is a pipeline stage (``report.pipeline``), else none."""
+    if ctx.report.pipeline is None:
+        return np.zeros(len(ctx.view.gpu), bool)
+    return p2p_mask(comm_rows(ctx.tables, ctx.view.gpu))
 
 
 # The detected strategy (analysis.strategy) -> its fix text, in the order they are given.
@@ -93,6 +102,8 @@ def _fix_keys(ctx: Context, by_kind: dict[str, float]) -> tuple[str, ...]:
     },
     note="a collective's kernel time includes waiting for the slowest rank: compare the ranks' "
     "reports (the rank with the least exposed communication is the one the others wait for); "
+    "on a pipeline stage the send/recv time with no compute alongside is the pipeline bubble "
+    "(pipeline_bubble), not counted here; "
     "gain: all the exposed time, an upper bound reached only with perfect overlap and no straggler",
     thresholds=("comm_exposed_min_share",),
 )
@@ -105,11 +116,16 @@ def exposed_communication(ctx: Context) -> list[Hit]:
         return []
     kernels = ctx.is_kernel & ctx.in_step
     comm_us = ctx.per_step_union(comm) / ctx.n
-    exposed = (ctx.per_step_union(kernels) - ctx.per_step_union(kernels & ~ctx.comm_code[g.name])) / ctx.n
+    busy = ctx.per_step_union(kernels)
+    exposed_all = (busy - ctx.per_step_union(kernels & ~ctx.comm_code[g.name])) / ctx.n
+    # On a pipeline stage the send/recv with no compute alongside is the bubble (pipeline_bubble):
+    # what remains here is the other collectives' exposed time, with no send/recv running either.
+    p2p = pipeline_p2p(ctx) & kernels
+    exposed = (busy - ctx.per_step_union(kernels & (~ctx.comm_code[g.name] | p2p))) / ctx.n
     if exposed < ctx.th.comm_exposed_min_share * ctx.step_us:
         return []
     by_kind: dict[str, float] = defaultdict(float)
-    for r in np.flatnonzero(comm):
+    for r in np.flatnonzero(comm & ~p2p):
         m = _COLLECTIVE.search(ctx.names[g.name[r]])
         by_kind[m.group(1).lower() if m else "other"] += float(g.dur[r]) / ctx.n
     fix = _fix_keys(ctx, by_kind)
@@ -117,6 +133,7 @@ def exposed_communication(ctx: Context) -> list[Hit]:
     dist = ctx.report.distributed or Distributed()
     evidence = {
         "exposed_us_per_step": exposed,
+        "pipeline_bubble_us_per_step": exposed_all - exposed if ctx.report.pipeline is not None else None,
         "communication_us_per_step": comm_us,
         "overlapped_share": 1.0 - exposed / comm_us if comm_us > 0 else None,
         "collectives_us_per_step": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
@@ -127,4 +144,5 @@ def exposed_communication(ctx: Context) -> list[Hit]:
         "strategy": comm_block.strategy if comm_block is not None else [],
     }
     args = {"ms": exposed / 1000, "share": exposed / ctx.step_us}
-    return [Hit(cost_us=exposed, gain_us=exposed, evidence=evidence, args=args, fix=fix)]
+    time = rows_time(ctx, comm & ~p2p).minus(rows_time(ctx, kernels & (~ctx.comm_code[g.name] | p2p)))
+    return [Hit(cost_us=exposed, gain_us=exposed, evidence=evidence, args=args, fix=fix, time=time)]

@@ -1,4 +1,10 @@
-"""The copy rules: pageable host memory, copies on the critical path, many small copies."""
+"""The copy rules: pageable host memory, many small copies, copies on the critical path.
+
+Copy time is reported once, under the most specific cause (the rules run in this order):
+pageable_memcpy names the copies from or to pageable host memory; small_copies the small and
+device-to-device copies outside them that run with no kernel alongside (a copy that overlaps a
+kernel costs the step nothing); memcpy_bound the rest of the time copies run with no kernel
+alongside."""
 
 from __future__ import annotations
 
@@ -6,7 +12,8 @@ import numpy as np
 
 from ...analysis import copies as cp
 from ..context import Context
-from ..registry import Hit, rule
+from ..cost_time import claimed_by, rows_time
+from ..registry import Fired, Hit, rule
 
 
 def _pinned_gbps(ctx: Context, direction: str) -> tuple[float, str]:
@@ -34,14 +41,24 @@ def _pinned_gbps(ctx: Context, direction: str) -> tuple[float, str]:
     return th.pinned_gbps_unknown, "assumed"
 
 
+def _pageable_rows(ctx: Context) -> np.ndarray:
+    """The view's copies from or to pageable host memory, in the steps (as ``report.copies``)."""
+    _, memory = cp.classify(ctx.names)
+    return ctx.is_memcpy & (ctx.view.step >= 0) & (memory[ctx.view.gpu.name] == cp.MEMORY_KINDS.index("pageable"))
+
+
 @rule(
     title="Pageable memory copies: {mib:.1f} MiB and {us:.0f} µs per step",
-    fix=(
-        "Use pinned host memory: `DataLoader(..., pin_memory=True)`, or allocate reused host buffers with "
+    fix={
+        "": "Use pinned host memory: `DataLoader(..., pin_memory=True)`, or allocate reused host buffers with "
         "`torch.empty(..., pin_memory=True)` / `t.pin_memory()`, then copy with "
         "`t.to(device, non_blocking=True)` (device-to-host: `.to('cpu', non_blocking=True)` into a pinned "
-        "buffer)."
-    ),
+        "buffer).",
+        "alone": "They run with no kernel alongside ({alone:.0%} of their time): once pinned, prefetch the next "
+        "batch on a side stream (`with torch.cuda.stream(s): x = x_pinned.to(device, non_blocking=True)`, then "
+        "`torch.cuda.current_stream().wait_stream(s)`) so they overlap compute, or keep the data resident on "
+        "the GPU.",
+    },
     note="the gain counts the faster pinned transfer only; with non_blocking=True the copy can also overlap compute",
     thresholds=(
         "pageable_min_bytes_per_step",
@@ -80,11 +97,57 @@ def pageable_memcpy(ctx: Context) -> list[Hit]:
                 "us_per_step_if_pinned": at_pinned,
             }
         )
-    evidence = {"copies": dirs, "bytes_per_step": nbytes, "us_per_step": time}
-    return [Hit(cost_us=time, gain_us=gain, evidence=evidence, args={"mib": nbytes / 2**20, "us": time})]
+    copies = rows_time(ctx, _pageable_rows(ctx))
+    alone = copies.minus(rows_time(ctx, ctx.is_kernel & ctx.in_step)).us / max(copies.us, 1e-9)
+    evidence = {"copies": dirs, "bytes_per_step": nbytes, "us_per_step": time, "with_no_kernel_share": alone}
+    args = {"mib": nbytes / 2**20, "us": time, "alone": alone}
+    fix = ("", "alone") if alone >= 0.5 else ("",)
+    return [Hit(cost_us=time, gain_us=gain, evidence=evidence, args=args, fix=fix, time=copies)]
 
 
 @rule(
+    after=(pageable_memcpy,),
+    title="Many small copies: {small:.0f} under 64 KiB and {d2d:.0f} device-to-device per step",
+    fix=(
+        "Preallocate buffers and write into them (`out=` arguments, slicing, `index_copy_`) instead of "
+        "`torch.cat`/`torch.stack` in loops; batch small host-device transfers into one pinned buffer; drop "
+        "needless `.clone()` / `.contiguous()` / `.to()` copies."
+    ),
+    note="gain: the time of those copies with no kernel running, if they were avoided (preallocated, in-place): "
+    "while a kernel runs a copy costs the step nothing; pageable copies are pageable_memcpy's",
+    thresholds=("small_copies_per_step", "d2d_copies_per_step", "cat_ops_per_step", "small_copies_min_share"),
+)
+def small_copies(ctx: Context, fired: Fired) -> list[Hit]:
+    """Many small or device-to-device copies per step (and ``torch.cat`` in loops)."""
+    th, g = ctx.th, ctx.view.gpu
+    m = ctx.is_memcpy & ctx.in_step
+    direction, _ = cp.classify(ctx.names)
+    small = m & (g.bytes >= 0) & (g.bytes < cp.SMALL_COPY_BYTES)
+    d2d = m & (direction[g.name] == cp.DIRECTIONS.index("D2D"))
+    n_small = small.sum() / ctx.n
+    n_d2d = d2d.sum() / ctx.n
+    n_cat = ctx.op_count_in_steps("aten::cat") / ctx.n
+    if n_small < th.small_copies_per_step and n_d2d < th.d2d_copies_per_step and n_cat < th.cat_ops_per_step:
+        return []
+    kernels = rows_time(ctx, ctx.is_kernel & ctx.in_step)
+    alone = rows_time(ctx, small | d2d).minus(kernels).minus(claimed_by(fired, pageable_memcpy.id))
+    time = alone.us / ctx.n
+    if time < th.small_copies_min_share * ctx.step_us:
+        return []
+    evidence = {
+        "small_copies_per_step": n_small,
+        "d2d_copies_per_step": n_d2d,
+        "d2d_bytes_per_step": float(np.maximum(g.bytes[d2d], 0).sum(dtype=np.float64)) / ctx.n,
+        "cat_ops_per_step": n_cat,
+        "us_per_step": float(g.dur[small | d2d].sum()) / ctx.n,
+        "us_per_step_alone": time,
+    }
+    args = {"small": n_small, "d2d": n_d2d}
+    return [Hit(cost_us=time, gain_us=time, evidence=evidence, args=args, time=alone)]
+
+
+@rule(
+    after=(pageable_memcpy, small_copies),
     title="Memcpy-bound: copies alone occupy {share:.0%} of the step",
     fix=(
         "Keep data resident on the GPU (move datasets and reused tensors once, outside the loop), prefetch "
@@ -93,21 +156,27 @@ def pageable_memcpy(ctx: Context) -> list[Hit]:
         "so copies overlap compute, and avoid copying results back every step."
     ),
     note="gain: the copy-only time, if the copies left the critical path (data kept on the GPU); "
-    "overlapping them with compute alone saves gain_if_overlapped_us_per_step",
+    "overlapping them with compute alone saves gain_if_overlapped_us_per_step; the copies pageable_memcpy "
+    "or small_copies name are theirs (named_elsewhere_us_per_step)",
     thresholds=("memcpy_bound_share",),
 )
-def memcpy_bound(ctx: Context) -> list[Hit]:
+def memcpy_bound(ctx: Context, fired: Fired) -> list[Hit]:
     """Copies take a large share of the step with no kernel running alongside."""
     s = ctx.report.summary
     if s is None:
         return []
+    copies = rows_time(ctx, ctx.is_memcpy & ctx.in_step).minus(rows_time(ctx, ctx.is_kernel & ctx.in_step))
+    mine = copies.minus(claimed_by(fired, pageable_memcpy.id, small_copies.id))
     copy_only = s.breakdown.get("memcpy", 0.0) * ctx.step_us
+    elsewhere = min(copy_only, (copies.us - mine.us) / ctx.n)
+    left = copy_only - elsewhere
     union = s.memcpy_time_share * ctx.step_us
-    if copy_only < ctx.th.memcpy_bound_share * ctx.step_us:
+    if left < ctx.th.memcpy_bound_share * ctx.step_us:
         return []
-    overlapped = min(copy_only, ctx.step_us - union)  # step >= max(copies, everything else)
+    overlapped = min(left, ctx.step_us - union)  # step >= max(copies, everything else)
     evidence = {
         "copy_only_us_per_step": copy_only,
+        "named_elsewhere_us_per_step": elsewhere,
         "copy_us_per_step": union,
         "memcpy_time_share": s.memcpy_time_share,
         "gain_if_overlapped_us_per_step": overlapped,
@@ -122,39 +191,5 @@ def memcpy_bound(ctx: Context) -> list[Hit]:
             for c in sorted(ctx.report.copies, key=lambda c: -c.time_us_per_step)
         ],
     }
-    return [Hit(cost_us=copy_only, gain_us=copy_only, evidence=evidence, args={"share": copy_only / ctx.step_us})]
-
-
-@rule(
-    title="Many small copies: {small:.0f} under 64 KiB and {d2d:.0f} device-to-device per step",
-    fix=(
-        "Preallocate buffers and write into them (`out=` arguments, slicing, `index_copy_`) instead of "
-        "`torch.cat`/`torch.stack` in loops; batch small host-device transfers into one pinned buffer; drop "
-        "needless `.clone()` / `.contiguous()` / `.to()` copies."
-    ),
-    note="gain: the time of those copies, if they were avoided (preallocated, in-place)",
-    thresholds=("small_copies_per_step", "d2d_copies_per_step", "cat_ops_per_step", "small_copies_min_share"),
-)
-def small_copies(ctx: Context) -> list[Hit]:
-    """Many small or device-to-device copies per step (and ``torch.cat`` in loops)."""
-    th, g = ctx.th, ctx.view.gpu
-    m = ctx.is_memcpy & ctx.in_step
-    direction, _ = cp.classify(ctx.names)
-    small = m & (g.bytes >= 0) & (g.bytes < cp.SMALL_COPY_BYTES)
-    d2d = m & (direction[g.name] == cp.DIRECTIONS.index("D2D"))
-    n_small = small.sum() / ctx.n
-    n_d2d = d2d.sum() / ctx.n
-    n_cat = ctx.op_count_in_steps("aten::cat") / ctx.n
-    if n_small < th.small_copies_per_step and n_d2d < th.d2d_copies_per_step and n_cat < th.cat_ops_per_step:
-        return []
-    time = float(g.dur[small | d2d].sum()) / ctx.n
-    if time < th.small_copies_min_share * ctx.step_us:
-        return []
-    evidence = {
-        "small_copies_per_step": n_small,
-        "d2d_copies_per_step": n_d2d,
-        "d2d_bytes_per_step": float(np.maximum(g.bytes[d2d], 0).sum(dtype=np.float64)) / ctx.n,
-        "cat_ops_per_step": n_cat,
-        "us_per_step": time,
-    }
-    return [Hit(cost_us=time, gain_us=time, evidence=evidence, args={"small": n_small, "d2d": n_d2d})]
+    args = {"share": left / ctx.step_us}
+    return [Hit(cost_us=left, gain_us=left, evidence=evidence, args=args, time=mine)]

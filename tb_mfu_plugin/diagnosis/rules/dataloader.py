@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from ..context import Context
-from ..registry import GAP_THRESHOLDS, Hit, rule
+from ..cost_time import claimed_by, gap_time
+from ..registry import GAP_THRESHOLDS, Fired, Hit, rule
+from .fusion import unfused_optimizer
 
 
 @rule(
+    after=(unfused_optimizer,),
     title="DataLoader stall: GPU idle {share:.0%} of the step while the next batch loads",
     fix={
         "single_process": "The DataLoader runs in the training process (num_workers=0).",
@@ -16,12 +19,14 @@ from ..registry import GAP_THRESHOLDS, Hit, rule
     },
     thresholds=("dataloader_min_share", *GAP_THRESHOLDS),
 )
-def dataloader_stall(ctx: Context) -> list[Hit]:
-    """The GPU idle while the host is inside DataLoader calls (typically at step starts)."""
+def dataloader_stall(ctx: Context, fired: Fired) -> list[Hit]:
+    """The GPU idle while the host is inside DataLoader calls (typically at step starts), outside
+    a per-parameter optimizer step that unfused_optimizer names (the idle inside it is its own)."""
     rows = ctx.dataloader_rows
     if not len(rows):
         return []
-    stall = float(ctx.gaps.dataloader_us.sum()) / ctx.n
+    time = gap_time(ctx, dataloader=True).minus(claimed_by(fired, unfused_optimizer.id))
+    stall = time.us / ctx.n
     if stall < ctx.th.dataloader_min_share * ctx.step_us:
         return []
     cpu = ctx.tables.cpu
@@ -35,4 +40,13 @@ def dataloader_stall(ctx: Context) -> list[Hit]:
         "single_process": single,
     }
     fix = ("single_process", "workers") if single else ("workers",)
-    return [Hit(cost_us=stall, gain_us=stall, evidence=evidence, args={"share": stall / ctx.step_us}, fix=fix)]
+    return [
+        Hit(
+            cost_us=stall,
+            gain_us=stall,
+            evidence=evidence,
+            args={"share": stall / ctx.step_us},
+            fix=fix,
+            time=time,
+        )
+    ]

@@ -9,10 +9,13 @@ import numpy as np
 
 from ...analysis import name_patterns as nm
 from ...analysis import patterns as pt
+from ...analysis.unshaped import compiled_regions
 from ...trace.tables import OP
 from ..context import Context
-from ..registry import Hit, rule
+from ..cost_time import TimeSet, claimed_by, rows_time
+from ..registry import Fired, Hit, rule
 from .evidence import top_kernels
+from .syncs import sync_point
 
 
 def _fused_attention_present(ctx: Context) -> bool:
@@ -71,11 +74,23 @@ def naive_attention(ctx: Context) -> list[Hit]:
         "kernels": top_kernels(ctx, rows & (ctx.is_kernel | ctx.is_memcpy)),
     }
     args = {"fwd": len(fwd) / ctx.n, "bwd": len(bwd) / ctx.n}
-    return [Hit(cost_us=cost, gain_us=gain, evidence=evidence, args=args)]
+    return [Hit(cost_us=cost, gain_us=gain, evidence=evidence, args=args, time=rows_time(ctx, rows))]
 
 
 # Optimizers that torch.optim offers with fused=True; the others have foreach at best.
 _FUSED_CAPABLE = {"Adam", "AdamW", "SGD", "Adagrad"}
+
+
+def _span_time(ctx: Context, launched: np.ndarray) -> TimeSet:
+    """Per step, from the first to the last of the ``launched`` rows (as ``_gpu_span``)."""
+    g = ctx.view.gpu
+    lo, hi = [], []
+    for i in range(ctx.n):
+        mine = launched & (ctx.step_of == i)
+        if mine.any():
+            lo.append(float(g.ts[mine].min()))
+            hi.append(float(g.end[mine].max()))
+    return TimeSet.of(np.asarray(lo), np.asarray(hi))
 
 
 def _gpu_span(ctx: Context, launched: np.ndarray) -> float:
@@ -90,6 +105,7 @@ def _gpu_span(ctx: Context, launched: np.ndarray) -> float:
 
 
 @rule(
+    after=(sync_point,),
     title="Per-parameter optimizer: {kernels:.0f} kernels per step under Optimizer.step ({cls})",
     fix={
         "fused": "Use `torch.optim.{cls}(params, ..., fused=True)` (or `foreach=True`):",
@@ -99,10 +115,12 @@ def _gpu_span(ctx: Context, launched: np.ndarray) -> float:
         "zero_grad": "Also call `optimizer.zero_grad(set_to_none=True)` (the default since torch 2.0).",
     },
     note="gain: the GPU span of the optimizer step minus {ratio:g} x its "
-    "kernel busy time (what a fused/foreach version is assumed to need)",
+    "kernel busy time (what a fused/foreach version is assumed to need), less the idle in it that "
+    "host-device syncs cause (sync_point's); the launch gaps inside the span are this finding's, not "
+    "launch_bound's",
     thresholds=("optimizer_min_kernels_per_step", "optimizer_max_multi_tensor_share", "optimizer_fused_work_ratio"),
 )
-def unfused_optimizer(ctx: Context) -> list[Hit]:
+def unfused_optimizer(ctx: Context, fired: Fired) -> list[Hit]:
     """Many small per-parameter kernels under ``Optimizer.step``."""
     th, g = ctx.th, ctx.view.gpu
     rows = ctx.optimizer_rows
@@ -138,18 +156,26 @@ def unfused_optimizer(ctx: Context) -> list[Hit]:
     }
     fix = ("fused" if cls in _FUSED_CAPABLE else "foreach", "why") + (("zero_grad",) if zg.any() else ())
     args = {"kernels": n_k, "cls": cls, "ratio": th.optimizer_fused_work_ratio}
-    return [
-        Hit(cost_us=span, gain_us=span - th.optimizer_fused_work_ratio * busy, evidence=evidence, args=args, fix=fix)
-    ]
+    # the GPU idle that host-device syncs cause inside the span is sync_point's
+    whole = _span_time(ctx, launched)
+    time = whole.minus(claimed_by(fired, sync_point.id))
+    syncs = (whole.us - time.us) / ctx.n
+    evidence["sync_idle_us_per_step"] = syncs
+    gain = span - th.optimizer_fused_work_ratio * busy - syncs
+    return [Hit(cost_us=span - syncs, gain_us=gain, evidence=evidence, args=args, fix=fix, time=time)]
 
 
 @rule(
     title="Unfused elementwise chains: {runs:.0f} runs of >= {min_run} non-matmul kernels per step",
-    fix=(
-        "Fuse them: `torch.compile(model)` (Inductor generates fused Triton kernels), fused LayerNorm/RMSNorm "
+    fix={
+        "": "Fuse them: `torch.compile(model)` (Inductor generates fused Triton kernels), fused LayerNorm/RMSNorm "
         "(`torch.nn.functional.layer_norm` / `rms_norm`, Apex `FusedLayerNorm`), a fused MLP/activation "
-        "kernel, or a custom Triton kernel for the hot run."
-    ),
+        "kernel, or a custom Triton kernel for the hot run.",
+        "compiled": "The run already uses torch.compile: these chains run outside its compiled graphs (eager ATen "
+        "kernels, such as the loss or code after a graph break). Compile them too: move the loss into the compiled "
+        "function (compile a function that returns the loss, not only the model), remove the graph breaks "
+        "(`TORCH_LOGS=graph_breaks`), or use fused kernels for them (`F.cross_entropy`, fused norms).",
+    },
     note="gain: each run fused into one kernel as long as its longest member",
     thresholds=("elementwise_min_run", "elementwise_min_share", "attention_max_launches_between"),
 )
@@ -182,4 +208,7 @@ def unfused_elementwise(ctx: Context) -> list[Hit]:
         "costliest_run": [ctx.names[c] for c in kern.name[longest][:12]],
     }
     args = {"runs": len(runs) / ctx.n, "min_run": th.elementwise_min_run}
-    return [Hit(cost_us=cost, gain_us=gain, evidence=evidence, args=args)]
+    regions = compiled_regions(ctx.tables)
+    evidence["compiled_regions"] = regions
+    fix = ("compiled",) if regions else ("",)
+    return [Hit(cost_us=cost, gain_us=gain, evidence=evidence, args=args, fix=fix, time=rows_time(ctx, in_runs))]

@@ -9,8 +9,10 @@ import numpy as np
 from ...analysis import patterns as pt
 from ...analysis.idle_gaps import GRAPH, HOST, LAUNCH, OTHER
 from ..context import Context
+from ..cost_time import TimeSet, claimed_by, gap_time, union
 from ..registry import GAP_THRESHOLDS, Fired, Hit, rule
 from .dataloader import dataloader_stall
+from .fusion import unfused_optimizer
 from .launches import launch_bound, tiny_kernels_in_graphs
 from .syncs import sync_point
 
@@ -19,30 +21,27 @@ _SHORT_GAPS = (
 )
 
 
-def _unclaimed(ctx: Context, fired: Fired) -> dict[str, float]:
-    """The idle time per cause, µs per step, with the causes of the rules that fired set to 0."""
-    gaps, n = ctx.gaps, ctx.n
+def _unclaimed_parts(ctx: Context, fired: Fired) -> dict[str, TimeSet]:
+    """The idle time per cause, with the causes of the rules that fired left out, and the gaps
+    inside a per-parameter optimizer step that unfused_optimizer names (its own)."""
+    empty = TimeSet.of(np.empty(0), np.empty(0))
+    launch = not fired[launch_bound.id]
     parts = {
-        "short_gaps_us_per_step": gaps.total(LAUNCH) / n,
-        "host_gaps_us_per_step": gaps.total(HOST) / n,
-        "no_launch_us_per_step": gaps.total(OTHER) / n,
-        "dataloader_us_per_step": float(gaps.dataloader_us.sum()) / n,
-        "sync_us_per_step": float(gaps.sync_us.sum()) / n,
+        "short_gaps_us_per_step": gap_time(ctx, rest=(LAUNCH,)) if launch else empty,
+        "host_gaps_us_per_step": gap_time(ctx, rest=(HOST,)) if launch else empty,
+        "no_launch_us_per_step": gap_time(ctx, rest=(OTHER,)),
+        "dataloader_us_per_step": empty if fired[dataloader_stall.id] else gap_time(ctx, dataloader=True),
+        "sync_us_per_step": empty if fired[sync_point.id] else gap_time(ctx, sync_rows=set(ctx.gaps.sync_us_by_row)),
+        "graph_gaps_us_per_step": empty if fired[tiny_kernels_in_graphs.id] else gap_time(ctx, rest=(GRAPH,)),
     }
-    if fired[launch_bound.id]:
-        parts["short_gaps_us_per_step"] = parts["host_gaps_us_per_step"] = 0.0
-    parts["graph_gaps_us_per_step"] = 0.0 if fired[tiny_kernels_in_graphs.id] else gaps.total(GRAPH) / n
-    if fired[dataloader_stall.id]:
-        parts["dataloader_us_per_step"] = 0.0
-    if fired[sync_point.id]:
-        parts["sync_us_per_step"] = 0.0
-    return parts
+    optimizer = claimed_by(fired, unfused_optimizer.id)
+    return {k: t.minus(optimizer) for k, t in parts.items()}
 
 
 def _largest_gaps(ctx: Context, fired: Fired) -> list[dict[str, Any]]:
     """The longest gaps not claimed by launch_bound or tiny_kernels_in_graphs, with the host's activity."""
     gaps = ctx.gaps
-    free = gaps.cause != LAUNCH if fired[launch_bound.id] else np.ones(len(gaps.start), bool)
+    free = ~np.isin(gaps.cause, (LAUNCH, HOST)) if fired[launch_bound.id] else np.ones(len(gaps.start), bool)
     if fired[tiny_kernels_in_graphs.id]:
         free &= gaps.cause != GRAPH
     rows = np.flatnonzero(free & (gaps.rest_us > 0))
@@ -59,7 +58,7 @@ def _largest_gaps(ctx: Context, fired: Fired) -> list[dict[str, Any]]:
 
 
 @rule(
-    after=(sync_point, launch_bound, tiny_kernels_in_graphs, dataloader_stall),
+    after=(sync_point, launch_bound, tiny_kernels_in_graphs, dataloader_stall, unfused_optimizer),
     title="GPU idle {share:.0%} of the step with no other finding to blame",
     fix={
         "short_gaps_in_graphs": _SHORT_GAPS + "(capture more of the step in the CUDA graphs it already replays; "
@@ -81,8 +80,10 @@ def _largest_gaps(ctx: Context, fired: Fired) -> list[dict[str, Any]]:
 def gpu_idle(ctx: Context, fired: Fired) -> list[Hit]:
     """GPU idle that no fired rule claims: the data-loading part when dataloader_stall fired, the
     sync part when sync_point did, the host-caused gaps when launch_bound did, the gaps inside
-    graph replays when tiny_kernels_in_graphs did."""
-    parts = _unclaimed(ctx, fired)
+    graph replays when tiny_kernels_in_graphs did, the gaps inside the optimizer step when
+    unfused_optimizer did."""
+    times = _unclaimed_parts(ctx, fired)
+    parts = {k: t.us / ctx.n for k, t in times.items()}
     idle = sum(parts.values())
     if idle < ctx.th.gpu_idle_min_share * ctx.step_us:
         return []
@@ -100,4 +101,5 @@ def gpu_idle(ctx: Context, fired: Fired) -> list[Hit]:
     if parts["graph_gaps_us_per_step"] >= 0.5 * idle:
         fix += ("graph_gaps",)
     fix += ("host_work",)
-    return [Hit(cost_us=idle, gain_us=idle, evidence=evidence, args={"share": idle / ctx.step_us}, fix=fix)]
+    time = union(times.values())
+    return [Hit(cost_us=idle, gain_us=idle, evidence=evidence, args={"share": idle / ctx.step_us}, fix=fix, time=time)]

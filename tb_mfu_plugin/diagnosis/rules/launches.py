@@ -7,8 +7,10 @@ import numpy as np
 
 from ...analysis.idle_gaps import GRAPH, HOST, LAUNCH
 from ..context import Context
-from ..registry import GAP_THRESHOLDS, Hit, rule
+from ..cost_time import TimeSet, claimed_by, gap_time
+from ..registry import GAP_THRESHOLDS, Fired, Hit, rule
 from .evidence import top_kernels
+from .fusion import unfused_optimizer
 
 
 def _kernel_stats(ctx: Context, mask: np.ndarray) -> tuple[float, float | None, float]:
@@ -24,21 +26,29 @@ def _tiny(median_us: float | None, short_share: float, max_us: float, min_share:
     return (median_us is not None and median_us <= max_us) or short_share >= min_share
 
 
-def _launch_bound(ctx: Context) -> tuple[float, float | None, float] | None:
+def host_caused_idle(ctx: Context, fired: Fired) -> tuple[TimeSet, TimeSet]:
+    """The host-caused GPU idle (launch gaps, and longer gaps in which the host was launching)
+    that a per-parameter optimizer does not explain: the gaps inside a fired unfused_optimizer's
+    span are its own (its many small launches), reported there once. (short, long) gaps."""
+    claimed = claimed_by(fired, unfused_optimizer.id)
+    return gap_time(ctx, rest=(LAUNCH,)).minus(claimed), gap_time(ctx, rest=(HOST,)).minus(claimed)
+
+
+def _launch_bound(ctx: Context, host_gaps: float) -> tuple[float, float | None, float] | None:
     """(kernels per step, median µs, short share) of the kernels the host launched one by one, when
-    they are many and tiny and the host-caused idle (launch gaps plus longer gaps in which the host was
-    launching) is a large share of the step. Graph replays' kernels do not count (the host launched
-    the whole replay once), nor do kernels with no launch call in the trace."""
+    they are many and tiny and the host-caused idle ``host_gaps`` (µs per step) is a large share of
+    the step. Graph replays' kernels do not count (the host launched the whole replay once), nor do
+    kernels with no launch call in the trace."""
     th = ctx.th
     count, median, short = _kernel_stats(ctx, ctx.launched_one_by_one)
     if count < th.launch_min_kernels_per_step:
         return None
-    host_gaps = (ctx.gaps.total(LAUNCH) + ctx.gaps.total(HOST)) / ctx.n
     tiny = _tiny(median, short, th.launch_short_kernel_us, th.launch_short_kernel_share)
     return (count, median, short) if tiny and host_gaps >= th.launch_gap_min_share * ctx.step_us else None
 
 
 @rule(
+    after=(unfused_optimizer,),
     title="Launch-bound: {count:.0f} kernels per step launched one by one (median {median:.1f} µs), "
     "GPU idle {idle:.0%} of the step waiting for the host to launch",
     fix={
@@ -52,8 +62,8 @@ def _launch_bound(ctx: Context) -> tuple[float, float | None, float] | None:
     note="kernels: those the host launched one by one (a graph replay's kernels are launched once, "
     "with the replay, and its inner gaps are not counted); gain: the GPU idle the host caused (gaps "
     "<= gap_max_us between kernels, and longer gaps in which the host was launching), with no sync or "
-    "data loading involved; CUDA Graphs remove it. The profiler slows the host, so this is an upper "
-    "bound.",
+    "data loading involved and outside a per-parameter optimizer step that unfused_optimizer names; "
+    "CUDA Graphs remove it. The profiler slows the host, so this is an upper bound.",
     thresholds=(
         "launch_min_kernels_per_step",
         "launch_short_kernel_us",
@@ -62,17 +72,17 @@ def _launch_bound(ctx: Context) -> tuple[float, float | None, float] | None:
         *GAP_THRESHOLDS,
     ),
 )
-def launch_bound(ctx: Context) -> list[Hit]:
+def launch_bound(ctx: Context, fired: Fired) -> list[Hit]:
     """Many tiny kernels with the GPU idle between them while the host launches the next."""
     gaps, la = ctx.gaps, ctx.report.launches
-    found = _launch_bound(ctx) if la is not None else None
+    short_time, long_time = host_caused_idle(ctx, fired)
+    short, long = short_time.us / ctx.n, long_time.us / ctx.n
+    idle = short + long
+    found = _launch_bound(ctx, idle) if la is not None else None
     if la is None or found is None:
         return []
     count, median, short_share = found
-    short = gaps.total(LAUNCH) / ctx.n
-    long = gaps.total(HOST) / ctx.n
     sel = gaps.cause == LAUNCH
-    idle = short + long
     evidence = {
         "kernels_per_step": count,
         "median_kernel_us": median,
@@ -85,6 +95,7 @@ def launch_bound(ctx: Context) -> list[Hit]:
         "median_launch_gap_us": float(np.median(gaps.end[sel] - gaps.start[sel])) if sel.any() else None,
         "gap_max_us": ctx.th.launch_gap_max_us,
         "longer_host_gaps_us_per_step": long,
+        "in_optimizer_step_us_per_step": (gaps.total(LAUNCH) + gaps.total(HOST)) / ctx.n - idle,
     }
     args = {
         "count": count,
@@ -94,7 +105,8 @@ def launch_bound(ctx: Context) -> list[Hit]:
         "in_graphs": la.graph_kernels_per_step,
     }
     fix = ("graphs" if la.graph_kernels_per_step > 0 else "no_graphs", "fuse")
-    return [Hit(cost_us=idle, gain_us=idle, evidence=evidence, args=args, fix=fix)]
+    time = short_time.union(long_time)
+    return [Hit(cost_us=idle, gain_us=idle, evidence=evidence, args=args, fix=fix, time=time)]
 
 
 def _tiny_graph_kernels(ctx: Context) -> tuple[float, float | None, float] | None:
@@ -156,4 +168,4 @@ def tiny_kernels_in_graphs(ctx: Context) -> list[Hit]:
         "kernels": top_kernels(ctx, mask),
     }
     args = {"count": count, "median": median or 0, "idle": gap_us / ctx.step_us}
-    return [Hit(cost_us=gap_us, gain_us=gap_us, evidence=evidence, args=args)]
+    return [Hit(cost_us=gap_us, gain_us=gap_us, evidence=evidence, args=args, time=gap_time(ctx, rest=(GRAPH,)))]

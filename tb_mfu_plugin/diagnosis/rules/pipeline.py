@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from ...analysis.dist_report import Pipeline
 from ..context import Context
+from ..cost_time import rows_time
 from ..registry import Hit, rule
+from .communication import pipeline_p2p
 
 
 def _analytic(p: int, m: int, v: int) -> float:
@@ -17,7 +19,9 @@ def _fixes(pp: Pipeline, share: float, analytic: float | None) -> tuple[str, ...
     balanced stages when the measured bubble is well above the analytic one."""
     fix = []
     p, m = pp.pipeline_size or 0, pp.microbatches or 0
-    if not m or m < 4 * max(p, 1):
+    if not p or not m:
+        fix.append("microbatches_unknown")
+    elif m < 4 * p:
         fix.append("microbatches")
     if pp.schedule in (None, "GPipe", "1F1B"):
         fix.append("interleave")
@@ -34,6 +38,9 @@ def _fixes(pp: Pipeline, share: float, analytic: float | None) -> tuple[str, ...
     fix={
         "microbatches": "Split the batch into more micro-batches (`n_microbatches`; now {m}): the bubble of a "
         "{p}-stage pipeline is (p−1)/(m+p−1), {next_share:.0%} at m={m2}.",
+        "microbatches_unknown": "Split the batch into more micro-batches (`n_microbatches`): the bubble of a "
+        "p-stage pipeline with m micro-batches is (p−1)/(m+p−1) of the step, so it shrinks as m grows "
+        "(the trace does not tell {unknown}).",
         "interleave": "Run several stages per rank with an interleaved schedule "
         "(`torch.distributed.pipelining.ScheduleInterleaved1F1B`, or `ScheduleInterleavedZeroBubble` / "
         "`ScheduleZBVZeroBubble`), which divides the bubble by the stages per rank.",
@@ -68,10 +75,12 @@ def pipeline_bubble(ctx: Context) -> list[Hit]:
         "analytic_text": f"the schedule's own bubble is {analytic:.0%}"
         if analytic is not None
         else "analytic bubble unknown",
-        "m": m if m else "unknown",
-        "m2": 2 * m if m else "2m",
-        "p": p if p else "p",
+        "m": m or 0,
+        "m2": 2 * (m or 0),
+        "p": p or 0,
         "next_share": next_share,
+        "unknown": " and ".join(w for w, known in (("the stages", p), ("the micro-batches", m)) if not known)
+        or "nothing",
     }
     evidence = {
         "stage": pp.stage,
@@ -84,4 +93,7 @@ def pipeline_bubble(ctx: Context) -> list[Hit]:
         "analytic_bubble_share": analytic,
         "p2p_us_per_step": pp.p2p_us_per_step,
     }
-    return [Hit(cost_us=bubble, gain_us=gain, evidence=evidence, args=args, fix=_fixes(pp, pp.bubble_share, analytic))]
+    g = ctx.view.gpu
+    waiting = rows_time(ctx, pipeline_p2p(ctx)).minus(rows_time(ctx, ctx.is_kernel & ~ctx.comm_code[g.name]))
+    fix = _fixes(pp, pp.bubble_share, analytic)
+    return [Hit(cost_us=bubble, gain_us=gain, evidence=evidence, args=args, fix=fix, time=waiting)]

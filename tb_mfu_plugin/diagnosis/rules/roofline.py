@@ -10,6 +10,12 @@ roof are named with the likely cause for their side of the ridge:
 
 Cost is the named ops' GPU time; the gain is their time minus their time at the roof (an
 upper bound: no kernel reaches 100 % of its roof). One finding per side of the ridge.
+
+The GPU events that an earlier finding names are that finding's (one cause, one finding): a
+copy that a copy rule names, a hand-written attention's softmax, an unfused elementwise chain, a
+per-parameter optimizer, a kernel with too few blocks, an fp32 GEMM on the CUDA cores are each
+far below their roof *because* of the cause that finding names. An op's time and lost time count here only for
+the share of its kernels' time that no such finding claims.
 """
 
 from __future__ import annotations
@@ -17,9 +23,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
+import numpy as np
+
+from ...analysis import intervals
 from ...analysis.report import RooflineOp
+from ...analysis.roofline import placed_ops
 from ..context import Context
-from ..registry import Hit, rule
+from ..cost_time import TimeSet, claimed_by, rows_in, rows_time
+from ..registry import Fired, Hit, rule
+from .copies import memcpy_bound, pageable_memcpy, small_copies
+from .fusion import naive_attention, unfused_elementwise, unfused_optimizer
+from .sm_efficiency import low_sm_efficiency
+from .tensor_cores import no_tensor_cores
 
 
 def _matmul_dims(op: RooflineOp) -> list[int]:
@@ -60,7 +76,21 @@ def _cause(ctx: Context, op: RooflineOp) -> str:
     return "below peak for its shape: kernel choice, clocks or a concurrent stream"
 
 
+# The findings whose kernels are theirs, not the roofline's (the module's docstring).
+_EXPLAINED_BY = (
+    pageable_memcpy,
+    small_copies,
+    memcpy_bound,
+    naive_attention,
+    unfused_optimizer,
+    unfused_elementwise,
+    low_sm_efficiency,
+    no_tensor_cores,
+)
+
+
 @rule(
+    after=_EXPLAINED_BY,
     title={
         "memory": "{count} memory-bound ops far below HBM bandwidth lose {lost:.0f} µs per step",
         "compute": "{count} compute-bound ops far below peak lose {lost:.0f} µs per step",
@@ -78,7 +108,9 @@ def _cause(ctx: Context, op: RooflineOp) -> str:
             "(`torch.bmm`, grouped GEMM) so that every SM gets tiles."
         ),
     },
-    note="gain: their GPU time minus their time at the roof, an upper bound (kernels reach ~80-90 % of a roof at best)",
+    note="gain: their GPU time minus their time at the roof, an upper bound (kernels reach ~80-90 % of a roof at "
+    "best); the copies, attention chains, elementwise chains, per-parameter optimizer, kernels with too few blocks "
+    "or CUDA-core GEMMs that another finding names are left to it",
     thresholds=(
         "roofline_far_below",
         "roofline_min_op_share",
@@ -88,16 +120,43 @@ def _cause(ctx: Context, op: RooflineOp) -> str:
         "roofline_top_ops",
     ),
 )
-def below_roofline(ctx: Context) -> list[Hit]:
+def below_roofline(ctx: Context, fired: Fired) -> list[Hit]:
     """The ops far below their roof, one hit per side of the ridge (``subject``: memory / compute)."""
     r = ctx.report.roofline
     if r is None or not r.peak_flops or not r.peak_bandwidth or ctx.step_us <= 0:
         return []
-    hits = (_side(ctx, r.ops, bound) for bound in ("memory", "compute"))
+    claimed = claimed_by(fired, *(x.id for x in _EXPLAINED_BY))
+    ops = _unclaimed_ops(ctx, r.ops, claimed)
+    hits = (_side(ctx, ops, bound, claimed) for bound in ("memory", "compute"))
     return [h for h in hits if h is not None]
 
 
-def _side(ctx: Context, all_ops: list[RooflineOp], bound: str) -> Hit | None:
+def _unclaimed_ops(ctx: Context, ops: list[RooflineOp], claimed: TimeSet) -> list[RooflineOp]:
+    """``ops`` with their time and lost time scaled to the share of their kernels' time that no
+    earlier finding claims (an op whose kernels are all claimed is left out)."""
+    if not len(claimed.start):
+        return ops
+    keys, group, mask = _op_groups(ctx, ops)
+    g = ctx.view.gpu
+    taken = rows_in(ctx, mask, claimed)
+    n = len(keys)
+    whole = np.bincount(group[mask], weights=g.dur[mask], minlength=n)[:n]
+    part = np.bincount(group[taken], weights=g.dur[taken], minlength=n)[:n]
+    out = []
+    for o in ops:
+        k = keys[_op_key(o)]
+        free = 1.0 - part[k] / whole[k] if whole[k] > 0 else 1.0
+        if free <= 0:
+            continue
+        if free < 1.0:
+            o = msgspec.structs.replace(
+                o, us_per_step=o.us_per_step * free, lost_us_per_step=(o.lost_us_per_step or 0.0) * free
+            )
+        out.append(o)
+    return out
+
+
+def _side(ctx: Context, all_ops: list[RooflineOp], bound: str, claimed: TimeSet) -> Hit | None:
     """The hit for one side of the ridge (``bound``), or None when its ops lose too little."""
     th = ctx.th
     ops = [
@@ -133,4 +192,35 @@ def _side(ctx: Context, all_ops: list[RooflineOp], bound: str) -> Hit | None:
         title=bound,
         fix=(bound,),
         subject=bound,
+        time=_ops_time(ctx, ops, claimed),
     )
+
+
+def _op_key(o: RooflineOp) -> tuple[str, str, str, str | None, bool]:
+    return (o.name, o.op_class, o.shapes, o.dtype, o.exact)
+
+
+def _op_groups(
+    ctx: Context, ops: list[RooflineOp]
+) -> tuple[dict[tuple[str, str, str, str | None, bool], int], np.ndarray, np.ndarray]:
+    """The distinct keys of ``ops`` (name, class, shapes, dtype, exact: two ops of the roofline
+    that differ only in inputs it does not show share one), and for each row of the view the key
+    of the op that launched it (as the roofline placed it, an op that started in a step), and
+    whether it has one."""
+    placed = placed_ops(ctx.tables)
+    index: dict[tuple[str, str, str, str | None, bool], int] = {}
+    for o in ops:
+        index.setdefault(_op_key(o), len(index))
+    of_group = np.fromiter((index.get(g, -1) for g in placed.groups), np.int64, len(placed.groups))
+    steps = ctx.steps
+    in_step = intervals.window_of_unsorted(placed.ts, steps.cpu_start, steps.cpu_end) >= 0
+    of_op = np.where(in_step & ~placed.host_copy, of_group[placed.group], -1)
+    op = placed.gpu_op[np.flatnonzero(ctx.tables.gpu.device == ctx.device_index)]
+    group = np.where(op >= 0, of_op[np.maximum(op, 0)], -1) if len(of_op) else np.full(len(op), -1)
+    return index, group, group >= 0
+
+
+def _ops_time(ctx: Context, ops: list[RooflineOp], claimed: TimeSet) -> TimeSet:
+    """When the GPU events of ``ops`` run (the events each launched), less the claimed time."""
+    _, _, mask = _op_groups(ctx, ops)
+    return rows_time(ctx, mask).minus(claimed)

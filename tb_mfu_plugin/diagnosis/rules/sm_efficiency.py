@@ -5,11 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..context import Context
-from ..registry import Hit, rule
+from ..cost_time import claimed_by, rows_in, rows_time
+from ..registry import Fired, Hit, rule
 from .evidence import top_kernels
+from .fusion import naive_attention, unfused_elementwise
 
 
 @rule(
+    after=(naive_attention, unfused_elementwise),
     title="Low SM efficiency: kernels with < {blocks:g} block per SM run {us:.0f} µs per step",
     fix=(
         "Give these kernels more parallel work: a larger batch (or sequence), fusing them with neighbours "
@@ -17,10 +20,11 @@ from .evidence import top_kernels
         "batch them (`torch.bmm`, grouped GEMM)."
     ),
     note="gain: duration x (1 - blocks per SM), the idle SMs' share, assuming the work would "
-    "spread over all SMs and no other stream fills them",
+    "spread over all SMs and no other stream fills them; kernels that a fired naive_attention or "
+    "unfused_elementwise names are theirs (fusing them is the lever) and not counted here",
     thresholds=("low_blocks_per_sm", "low_sm_min_kernel_us", "low_sm_min_share"),
 )
-def low_sm_efficiency(ctx: Context) -> list[Hit]:
+def low_sm_efficiency(ctx: Context, fired: Fired) -> list[Hit]:
     """Kernels launching fewer blocks than SMs, for long enough to matter: part of the GPU
     sits idle while they run. Lost time: duration x (1 - blocks per SM)."""
     th, g, bps = ctx.th, ctx.view.gpu, ctx.view.bps
@@ -32,6 +36,7 @@ def low_sm_efficiency(ctx: Context) -> list[Hit]:
         & (bps < th.low_blocks_per_sm)
         & (g.dur >= th.low_sm_min_kernel_us)
     )
+    sel &= ~rows_in(ctx, sel, claimed_by(fired, naive_attention.id, unfused_elementwise.id))
     if not sel.any():
         return []
     lost_rows = np.where(sel, g.dur * (1.0 - np.clip(np.nan_to_num(bps), 0.0, 1.0)), 0.0)
@@ -53,4 +58,5 @@ def low_sm_efficiency(ctx: Context) -> list[Hit]:
         "num_sms": ctx.report.device.num_sms if ctx.report.device else None,
         "kernels": top,
     }
-    return [Hit(cost_us=time, gain_us=lost, evidence=evidence, args={"blocks": th.low_blocks_per_sm, "us": time})]
+    args = {"blocks": th.low_blocks_per_sm, "us": time}
+    return [Hit(cost_us=time, gain_us=lost, evidence=evidence, args=args, time=rows_time(ctx, sel))]

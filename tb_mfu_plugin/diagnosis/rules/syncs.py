@@ -6,6 +6,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..context import Context
+from ..cost_time import gap_time
 from ..registry import GAP_THRESHOLDS, Hit, rule
 
 _TITLE = "Host-device sync: {subject}, {count:g}x per step "
@@ -42,8 +43,11 @@ def _by_cause(ctx: Context) -> list[tuple[str, dict[str, Any]]]:
     row_pos = {int(r): i for i, r in enumerate(ev.rows.tolist())}
     by: dict[str, dict[str, Any]] = {}
     for i, c in enumerate(causes):
-        d = by.setdefault(c.subject, {"count": 0, "blocked": 0.0, "idle": 0.0, "calls": defaultdict(int), "cause": c})
+        d = by.setdefault(
+            c.subject, {"count": 0, "blocked": 0.0, "idle": 0.0, "calls": defaultdict(int), "cause": c, "rows": set()}
+        )
         d["count"] += 1
+        d["rows"].add(int(ev.rows[i]))
         d["blocked"] += float(cpu.dur[ev.rows[i]])
         d["calls"][_path(c.root_op, c.op, c.api)] += 1
     for r, us in gaps.sync_us_by_row.items():
@@ -116,6 +120,7 @@ def sync_point(ctx: Context) -> list[Hit]:
                 title="explicit" if explicit else "inside",
                 fix=(_fix_for(subject),),
                 subject=subject,
+                time=gap_time(ctx, sync_rows=d["rows"]),
             )
         )
     return out[: ctx.th.sync_max_findings]

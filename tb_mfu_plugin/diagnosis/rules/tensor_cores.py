@@ -9,6 +9,7 @@ import numpy as np
 from ...analysis import kernel_families as kf
 from ...distinct import distinct
 from ..context import Context
+from ..cost_time import rows_time
 from ..registry import Hit, rule
 from .evidence import top_kernels
 
@@ -109,5 +110,6 @@ def no_tensor_cores(ctx: Context) -> list[Hit]:
             evidence=evidence,
             args={"share": time / max(mm_time, 1e-9), "speedup": th.tensor_core_speedup},
             fix=("fp16" if _before_ampere(cc) else "bf16",),
+            time=rows_time(ctx, non_tc),
         )
     ]
