@@ -13,7 +13,9 @@ It is named by ``--storage-options FILE`` (``--mfu_storage_options`` in
 TensorBoard) or ``$TB_MFU_STORAGE_OPTIONS``. Its values are passed to fsspec and
 nowhere else: they are not part of any location, cache key, report or log line,
 and every error text from a remote file system goes through :func:`redact`, which
-blanks the values of secret-looking options and credential variables.
+blanks every value of the file (a header's value, a key, an endpoint: whatever its
+name) and the credential variables. ``allowed_origins`` is ours: the other origins an
+http(s) logdir's redirects may reach (``http_fs.py``), never passed to fsspec.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -30,6 +31,8 @@ from ..errors import TraceError, TraceNotFound
 from .locations import scheme
 
 STORAGE_OPTIONS_ENV = "TB_MFU_STORAGE_OPTIONS"
+# The storage option that lets an http(s) logdir's redirects reach other origins (http_fs.py).
+ALLOWED_ORIGINS = "allowed_origins"
 _MAX_CONFIG_BYTES = 1 << 20
 
 # protocol -> (the package fsspec needs, our extra that installs it)
@@ -46,8 +49,6 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "http": ("aiohttp", "http"),
     "https": ("aiohttp", "http"),
 }
-# Option names whose values are secrets (matched anywhere in the name, any case).
-_SECRET_NAME = re.compile(r"key|secret|token|passw|credential|sas|signature|connection_string|private", re.I)
 # Credential variables of the protocols' packages, blanked from errors too.
 _SECRET_ENV = (
     "AWS_ACCESS_KEY_ID",
@@ -131,21 +132,25 @@ def options_for(url: str) -> dict[str, Any]:
 
 
 def secrets() -> list[str]:
-    """Every secret value we know of: secret-looking options of the file, credential variables."""
+    """Every value we must never show: each string of the storage options file (of
+    ``_MIN_SECRET_CHARS`` or more, whatever its name: a header such as ``X-Api-Key`` is a
+    credential too), and the credential variables of the protocols' packages."""
     found: list[str] = []
 
-    def walk(value: Any, secret: bool) -> None:
+    def walk(value: Any) -> None:
         if isinstance(value, Mapping):
-            for k, v in value.items():
-                walk(v, secret or bool(_SECRET_NAME.search(str(k))))
+            for v in value.values():
+                walk(v)
         elif isinstance(value, list | tuple):
             for v in value:
-                walk(v, secret)
-        elif secret and isinstance(value, str) and len(value) >= _MIN_SECRET_CHARS:
+                walk(v)
+        elif isinstance(value, str) and len(value) >= _MIN_SECRET_CHARS:
             found.append(value)
+            # a header value such as "Bearer <token>": its token alone may be echoed too
+            found.extend(w for w in value.split() if len(w) >= _MIN_SECRET_CHARS and w != value)
 
     try:
-        walk(_table(), False)
+        walk(_table())
     except TraceError:  # an unreadable options file holds no secret we could have used
         pass
     found.extend(v for k in _SECRET_ENV if len(v := os.environ.get(k, "")) >= _MIN_SECRET_CHARS)
@@ -159,9 +164,11 @@ def redact(text: str) -> str:
     return text
 
 
-def filesystem(url: str) -> tuple[Any, str]:
+def filesystem(url: str, is_folder: bool = False) -> tuple[Any, str]:
     """The fsspec file system of ``url`` (with its storage options) and the path inside it.
 
+    An http(s) file system is held to the origin of ``url`` and to its folder (``url``
+    itself when ``is_folder``, a logdir; else the folder of the file), see ``http_fs``.
     Raises ``TraceError`` with one line: the extra to install when the protocol's
     package is missing, or why the URL cannot be used.
     """
@@ -169,7 +176,12 @@ def filesystem(url: str) -> tuple[Any, str]:
 
     proto = scheme(url) or "file"
     options = options_for(url)
+    allowed = options.pop(ALLOWED_ORIGINS, None)  # ours: no file system takes it
     try:
+        if proto in ("http", "https"):
+            from .http_fs import http_filesystem
+
+            return http_filesystem(url, {**options, ALLOWED_ORIGINS: allowed}, is_folder), url
         if proto in ("gs", "gcs"):
             return _gcs(url, options)
         fs, path = fsspec.core.url_to_fs(url, **options)
@@ -219,8 +231,12 @@ def missing_extra(url: str, proto: str) -> TraceError:
 
 def storage_error(url: str, exc: BaseException) -> TraceError:
     """A remote file system's exception as a one-line ``TraceError``, secrets blanked."""
-    if isinstance(exc, TraceError):
-        return exc
+    for e in _chain(exc):  # fsspec re-raises a refused or capped request as "not found"
+        if isinstance(e, TraceError):
+            return e
+        refusal = getattr(e, "mfu_refusal", None)
+        if isinstance(refusal, str):
+            return TraceError(url, redact(refusal))
     if isinstance(exc, ImportError):
         return missing_extra(url, scheme(url) or "file")
     cause = exc.__cause__
@@ -231,6 +247,12 @@ def storage_error(url: str, exc: BaseException) -> TraceError:
     if isinstance(exc, FileNotFoundError):
         return TraceNotFound(url, "not found")
     status = getattr(exc, "status_code", None)
+    http_status = getattr(exc, "status", None) if name == "ClientResponseError" else None
+    if isinstance(http_status, int):
+        # aiohttp's text holds the server's reason phrase, which a server may fill with anything
+        # (the request's own headers): only the status is shown
+        denied = " (access denied)" if http_status in (401, 403) else ""
+        return TraceError(url, f"the server answered HTTP {http_status}{denied}")
     if isinstance(exc, ConnectionError) or "Connect" in name:
         return TraceError(url, f"cannot reach the server ({name}: {redact(_message(exc))})")
     if (
@@ -251,6 +273,16 @@ def storage_error(url: str, exc: BaseException) -> TraceError:
         return TraceError(url, f"the storage did not answer in time ({name})")
     text = _message(exc) or name
     return TraceError(url, f"cannot read ({name}: {redact(text)})" if name not in text else redact(text))
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and its causes and contexts, each once."""
+    out: list[BaseException] = []
+    e: BaseException | None = exc
+    while e is not None and e not in out and len(out) < 16:
+        out.append(e)
+        e = e.__cause__ or e.__context__
+    return out
 
 
 def _message(exc: BaseException) -> str:
