@@ -39,7 +39,8 @@ from urllib.parse import unquote, urlsplit
 
 import aiohttp
 import yarl
-from fsspec.implementations.http import HTTPFileSystem, ex2
+from fsspec.asyn import sync
+from fsspec.implementations.http import HTTPFileSystem, HTTPStreamFile, ex2
 
 from ..errors import TraceError
 from .limits import format_size
@@ -202,6 +203,15 @@ class GuardedHTTPFileSystem(HTTPFileSystem):  # type: ignore[misc]  # fsspec is 
         self.scope = scope
         super().__init__(client_kwargs=client_kwargs, headers=headers, skip_instance_cache=True, **options)
 
+    def _open(self, path: str, mode: str = "rb", block_size: int | None = None, **kwargs: Any) -> Any:
+        """A streamed file (``block_size=0``) opens with its GET alone: fsspec would first ask
+        for the size with a HEAD (and a GET when the HEAD fails), which a stream does not use.
+        (``kwargs`` are ``open``'s own: autocommit, cache and size settings, none for a stream.)"""
+        if mode == "rb" and block_size == 0:
+            session = sync(self.loop, self.set_session)
+            return HTTPStreamFile(self, path, mode=mode, loop=self.loop, session=session, **self.kwargs)
+        return super()._open(path, mode, block_size=block_size, **kwargs)
+
     async def _ls_real(self, url: str, detail: bool = True, **kwargs: Any) -> Any:
         """One index page's entries (as fsspec's listing gives them), read under the caps."""
         base = url.split("?", 1)[0].split("#", 1)[0]
@@ -259,9 +269,7 @@ class GuardedHTTPFileSystem(HTTPFileSystem):  # type: ignore[misc]  # fsspec is 
         while todo:
             batch, todo = todo[:PAGES_AT_ONCE], todo[PAGES_AT_ONCE:]
             pages = [root if rel == "" else f"{base}/{rel}" for rel in batch]
-            results = await asyncio.gather(
-                *(self._page(u, u.split("?", 1)[0]) for u in pages), return_exceptions=True
-            )
+            results = await asyncio.gather(*(self._page(u, u.split("?", 1)[0]) for u in pages), return_exceptions=True)
             for rel, page_url, result in zip(batch, pages, results, strict=True):
                 if isinstance(result, BaseException):
                     if rel == "" or not isinstance(result, Exception):

@@ -19,7 +19,6 @@ from .limits import DEFAULT_LIMITS, Deadline, Limits
 from .locations import is_url, normalize, parse_member
 from .remote import open_url, remote_uncompressed_size
 
-
 # A remote file that is not a trace (a sidecar, at most 1 MiB) has this long to arrive.
 SMALL_FILE_SECONDS = 60.0
 

@@ -240,8 +240,14 @@ def storage_error(url: str, exc: BaseException) -> TraceError:
     if isinstance(exc, ImportError):
         return missing_extra(url, scheme(url) or "file")
     cause = exc.__cause__
-    if isinstance(exc, FileNotFoundError) and isinstance(cause, OSError) and not isinstance(cause, FileNotFoundError):
-        # fsspec's HTTP file system says "not found" for a server it could not reach
+    if (
+        isinstance(exc, FileNotFoundError)
+        and cause is not None
+        and not isinstance(cause, FileNotFoundError)
+        and (isinstance(cause, OSError) or isinstance(getattr(cause, "status", None), int))
+    ):
+        # fsspec's HTTP file system says "not found" for a server it could not reach, or that
+        # answered its HEAD and GET with an error status
         exc = cause
     name = type(exc).__name__
     if isinstance(exc, FileNotFoundError):
