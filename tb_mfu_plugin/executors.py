@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import logging
 import multiprocessing as mp
 import os
 import pickle
@@ -40,8 +39,9 @@ from .errors import reason_line
 from .options import AnalysisOptions
 from .small_pages import prefer_small_pages
 from .trace.discover import SpanFile
+from .trace.redact import redacting_logger
 
-logger = logging.getLogger(__name__)
+logger = redacting_logger(__name__)  # locations in its lines: signatures blanked
 
 # Uncompressed bytes of one file decoded so far.
 ProgressFn = Callable[[int], None]

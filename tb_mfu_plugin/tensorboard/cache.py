@@ -29,7 +29,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import logging
 import os
 import queue
 import threading
@@ -48,11 +47,12 @@ from ..pipeline import analyze_file
 from ..trace.discover import SpanFile
 from ..trace.locations import is_local
 from ..trace.opener import decoded_size
+from ..trace.redact import redacting_logger
 from .disk_cache import DiskCache
 from .env import CACHE_DIR_ENV
 from .settings import DEFAULT_CACHE_MAX_BYTES, default_workers, stagger_for_tests_s
 
-logger = logging.getLogger(__name__)
+logger = redacting_logger(__name__)  # locations and errors in its lines: signatures blanked
 
 QUEUED, LOADING, DONE, ERROR = "queued", "loading", "done", "error"
 

@@ -10,7 +10,6 @@ next reload of the tab, without a restart.
 
 from __future__ import annotations
 
-import logging
 import os
 import queue
 import re
@@ -26,9 +25,10 @@ from ..trace.discover import RunFiles
 from ..trace.limits import Limits
 from ..trace.listing import LIST_TIMEOUT_ENV, discover, list_timeout_s
 from ..trace.locations import archive_kind, normalize
+from ..trace.redact import redacting_logger
 from ..trace.storage import redact
 
-logger = logging.getLogger(__name__)
+logger = redacting_logger(__name__)
 
 _URI = re.compile(r"^[a-zA-Z][0-9a-zA-Z.+-]*://")
 

@@ -29,10 +29,9 @@ from __future__ import annotations
 
 import asyncio
 import html
-import logging
 import os
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -44,9 +43,10 @@ from fsspec.implementations.http import HTTPFileSystem, HTTPStreamFile, ex2
 
 from ..errors import TraceError
 from .limits import format_size
-from .storage import ALLOWED_ORIGINS
+from .redact import redacting_logger
+from .storage import ALLOWED_ORIGINS, storage_error
 
-logger = logging.getLogger(__name__)
+logger = redacting_logger(__name__)
 
 STALL_TIMEOUT_ENV = "TB_MFU_STALL_TIMEOUT"
 DEFAULT_STALL_TIMEOUT_S = 60.0
@@ -110,6 +110,9 @@ def shown_origin(origin: Origin) -> str:
     return f"{origin[0]}://{origin[1]}:{origin[2]}"
 
 
+_NOT_A_PATH = re.compile(r"[\x00-\x1f\x7f\\]")  # control characters, and "\\" (a "/" to some servers)
+
+
 def _dot_segments(path: str) -> bool:
     """Whether ``path`` holds a ``.`` or ``..`` segment in any of up to three percent-decodings
     (a server may decode ``%2e%2e`` or ``..%2f`` once or more) or with ``\\`` taken for ``/``."""
@@ -126,7 +129,7 @@ def _dot_segments(path: str) -> bool:
 
 def inside(raw_path: str, folder: str) -> bool:
     """Whether a request path (percent-encoded as sent) names ``folder`` or lies below it."""
-    if _dot_segments(raw_path) or any(c in raw_path for c in "\x00\r\n"):
+    if _dot_segments(raw_path) or _NOT_A_PATH.search(raw_path):
         return False
     return raw_path == folder.rstrip("/") or raw_path.startswith(folder)
 
@@ -217,13 +220,13 @@ class GuardedHTTPFileSystem(HTTPFileSystem):  # type: ignore[misc]  # fsspec is 
         base = url.split("?", 1)[0].split("#", 1)[0]
         entries = [
             {"name": f"{base.rstrip('/')}/{rel}", "size": None, "type": "directory" if rel.endswith("/") else "file"}
-            for rel in await self._page(url, base)
+            for rel in await self._page(url, base, max_listing_links())
         ]
         return entries if detail else sorted(e["name"] for e in entries)
 
-    async def _page(self, url: str, page_dir: str) -> list[str]:
+    async def _page(self, url: str, page_dir: str, limit: int) -> list[str]:
         """The links of the index page at ``url``, as paths relative to ``page_dir``, kept only
-        where they stay below the scope's folder."""
+        where they stay below the scope's folder; ``limit`` + 1 at most."""
         session = await self.set_session()
         async with session.get(self.encode_url(url), **self.kwargs) as r:
             self._raise_not_found_for_status(r, url)
@@ -231,22 +234,28 @@ class GuardedHTTPFileSystem(HTTPFileSystem):  # type: ignore[misc]  # fsspec is 
             if encoding not in ("identity", ""):
                 raise TraceError(url, f"the server sent the listing {encoding}-encoded though identity was asked")
             mimetype = r.headers.get("Content-Type", "").partition(";")[0].strip().lower()
+            if mimetype not in ("text/html", ""):  # a file, not an index page: no links (as fsspec)
+                return []
             body = await _read_capped(r.content, max_listing_bytes(), url)
-        if mimetype not in ("text/html", ""):
-            return []
         folder_raw = yarl.URL(page_dir.rstrip("/") + "/").raw_path
-        out = []
-        for link in dict.fromkeys(links_of(body.decode("utf-8", "replace"))):
+        # parsed on a worker thread: fsspec's one event loop serves every remote source at once
+        return await asyncio.get_running_loop().run_in_executor(None, self._children, body, folder_raw, limit)
+
+    def _children(self, body: bytes, folder_raw: str, limit: int) -> list[str]:
+        out: dict[str, None] = {}
+        for link in links_of(body.decode("utf-8", "replace")):
             raw = self._resolve(link, folder_raw)
             if raw is not None:
-                out.append(raw[len(folder_raw) :])
-        return out
+                out[raw[len(folder_raw) :]] = None
+                if len(out) > limit:
+                    break
+        return list(out)
 
     def _resolve(self, link: str, page_raw: str) -> str | None:
         """The raw path that ``link`` on the page at ``page_raw`` names, or None when it leaves
         the scope's folder or origin, or is no plain path (a query, control characters)."""
         link = html.unescape(link).strip().split("#", 1)[0]
-        if not link or "?" in link or any(c < " " or c == "\\" for c in link):
+        if not link or "?" in link or _NOT_A_PATH.search(link):
             return None
         if link.startswith("//") or re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", link):
             absolute = (self.scope.origin[0] + ":" + link) if link.startswith("//") else link
@@ -269,12 +278,15 @@ class GuardedHTTPFileSystem(HTTPFileSystem):  # type: ignore[misc]  # fsspec is 
         while todo:
             batch, todo = todo[:PAGES_AT_ONCE], todo[PAGES_AT_ONCE:]
             pages = [root if rel == "" else f"{base}/{rel}" for rel in batch]
-            results = await asyncio.gather(*(self._page(u, u.split("?", 1)[0]) for u in pages), return_exceptions=True)
+            pages_read = (self._page(u, u.split("?", 1)[0], cap - links) for u in pages)
+            results = await asyncio.gather(*pages_read, return_exceptions=True)
             for rel, page_url, result in zip(batch, pages, results, strict=True):
                 if isinstance(result, BaseException):
                     if rel == "" or not isinstance(result, Exception):
                         raise result
-                    logger.warning("MFU: %s: sub-folder left out (%s)", page_url, type(result).__name__)
+                    # the logdir's other folders go on; the CLI prints this line, the tab logs it
+                    reason = storage_error(page_url, result).reason
+                    logger.warning("tb-mfu: %s: sub-folder not listed (%s)", page_url, reason)
                     continue
                 for child in result:
                     links += 1
@@ -293,12 +305,11 @@ _HREF = re.compile(r"""\bhref\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""", re.I
 _MAX_TAG_CHARS = 16 << 10
 
 
-def links_of(text: str) -> list[str]:
+def links_of(text: str) -> Iterator[str]:
     """The ``href`` of every ``<a>`` tag of an index page, then its bare http(s) URLs (as
     fsspec's listing takes both). Tags are found one after another with ``str.find``, so a
     hostile page costs linear time (a regular expression over the whole page, like fsspec's,
     backtracks quadratically on ``<a`` followed by megabytes of blanks)."""
-    links: list[str] = []
     pos = 0
     while (start := text.find("<", pos)) >= 0:
         end = text.find(">", start)
@@ -310,9 +321,9 @@ def links_of(text: str) -> list[str]:
             continue
         m = _HREF.search(tag)
         if m:
-            links.append(next(g for g in m.groups() if g is not None))
-    links.extend(ex2.findall(text))
-    return links
+            yield next(g for g in m.groups() if g is not None)
+    for m in ex2.finditer(text):
+        yield m.group("url")
 
 
 async def _read_capped(content: aiohttp.StreamReader, cap: int, url: str) -> bytes:

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import TraceError, TraceNotFound
+from ..escape import one_line
 from .locations import scheme
 
 STORAGE_OPTIONS_ENV = "TB_MFU_STORAGE_OPTIONS"
@@ -62,7 +63,24 @@ _SECRET_ENV = (
 )
 # adlfs's words when no account is named anywhere (options, environment): no credentials.
 _ADLFS_NO_ACCOUNT = "Must provide either a connection_string or account_name"
-_MIN_SECRET_CHARS = 4  # shorter values would blank ordinary words
+# aiohttp's parser errors (aiohttp.http_exceptions), raised as a ClientResponseError "400".
+_HTTP_PARSE_ERRORS = frozenset(
+    {
+        "HttpProcessingError",
+        "BadHttpMessage",
+        "BadStatusLine",
+        "LineTooLong",
+        "InvalidHeader",
+        "InvalidURLError",
+        "TransferEncodingError",
+        "ContentLengthError",
+        "ContentEncodingError",
+        "HttpBadRequest",
+        "DecompressSizeError",
+    }
+)
+_MIN_SECRET_CHARS = 4
+_MAX_MESSAGE_CHARS = 300  # shorter values would blank ordinary words
 
 _lock = threading.Lock()
 _config: tuple[str | None, dict[str, dict[str, Any]]] | None = None  # (file, prefix -> options)
@@ -254,6 +272,9 @@ def storage_error(url: str, exc: BaseException) -> TraceError:
         return TraceNotFound(url, "not found")
     status = getattr(exc, "status_code", None)
     http_status = getattr(exc, "status", None) if name == "ClientResponseError" else None
+    if isinstance(http_status, int) and type(exc.__cause__).__name__ in _HTTP_PARSE_ERRORS:
+        # aiohttp's parser refused the answer; its text quotes the bytes, which may be anything
+        return TraceError(url, f"the server's answer is not valid HTTP ({type(exc.__cause__).__name__})")
     if isinstance(http_status, int):
         # aiohttp's text holds the server's reason phrase, which a server may fill with anything
         # (the request's own headers): only the status is shown
@@ -276,8 +297,12 @@ def storage_error(url: str, exc: BaseException) -> TraceError:
             "or name them in a storage options file (--storage-options)",
         )
     if isinstance(exc, TimeoutError) or "Timeout" in name:
+        if scheme(url) in ("http", "https"):  # aiohttp's read timeout: the stall timeout of http_fs
+            from .http_fs import STALL_TIMEOUT_ENV, stall_timeout_s
+
+            return TraceError(url, f"the server sent nothing for {stall_timeout_s():g} s (${STALL_TIMEOUT_ENV})")
         return TraceError(url, f"the storage did not answer in time ({name})")
-    text = _message(exc) or name
+    text = one_line(_message(exc) or name)[:_MAX_MESSAGE_CHARS]  # (a client's text may quote what it was sent)
     return TraceError(url, f"cannot read ({name}: {redact(text)})" if name not in text else redact(text))
 
 

@@ -211,11 +211,13 @@ def trickle(body: bytes, every_s: float = 1.0, content_type: str = "application/
     return answer
 
 
-def chunked(pieces: Callable[[], Iterator[bytes]], **extra: str) -> Behaviour:
+def chunked(
+    pieces: Callable[[], Iterator[bytes]], content_type: str = "application/octet-stream", **extra: str
+) -> Behaviour:
     """A chunked body of ``pieces()``, which may never end."""
 
     def answer(h: Handler) -> None:
-        _headers(h, 200, {"Content-Type": "application/octet-stream", "Transfer-Encoding": "chunked", **extra})
+        _headers(h, 200, {"Content-Type": content_type, "Transfer-Encoding": "chunked", **extra})
         h.close_connection = True
         if h.head:
             return
@@ -256,10 +258,10 @@ def gzip_bomb_pieces(endless: bool = True, members: int = 4096) -> Callable[[], 
     return pieces
 
 
-def gzip_encoded_bomb(endless: bool = True) -> Behaviour:
+def gzip_encoded_bomb(endless: bool = True, content_type: str = "application/octet-stream") -> Behaviour:
     """The bomb sent as ``Content-Encoding: gzip``: a client that decodes transfer encodings
     for its caller inflates it before any cap of the caller sees a byte."""
-    return chunked(gzip_bomb_pieces(endless), **{"Content-Encoding": "gzip"})
+    return chunked(gzip_bomb_pieces(endless), content_type, **{"Content-Encoding": "gzip"})
 
 
 def echo_401() -> Behaviour:
