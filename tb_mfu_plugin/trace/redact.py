@@ -13,7 +13,9 @@ passes what it shows through :func:`shown` (or :func:`shown_json` for encoded JS
   ``X-Goog-Signature`` and ``X-Goog-Credential``, an Azure SAS (``sig``, ``se``, ``sp``,
   ``sv``, ...), CloudFront's ``Signature``, ``Policy`` and ``Key-Pair-Id``, and any
   parameter whose name says key, token, secret, signature, credential or password;
-- every value of the storage options file and the credential variables (``storage.redact``).
+- the credentials of the storage options file (the values under a secret-looking name and
+  every header's value) and the credential variables (``storage.secrets``). Error texts
+  have every option value blanked already, where they are made (``storage.redact``).
 
 The location itself keeps its query: a worker needs the signature to read the file.
 """
@@ -24,7 +26,7 @@ import json
 import logging
 import re
 
-from .storage import redact, secrets
+from .storage import secrets
 
 # Query parameters that are credentials whatever their value, by name (any case).
 _SIGNED_NAMES = frozenset(
@@ -76,8 +78,10 @@ def redact_query(text: str) -> str:
 
 
 def shown(text: str) -> str:
-    """``text`` as a face may show it: signed URLs' signatures and storage option values blanked."""
-    return redact_query(redact(text))
+    """``text`` as a face may show it: signed URLs' signatures and credentials blanked."""
+    for s in secrets():
+        text = text.replace(s, MASK)
+    return redact_query(text)
 
 
 def shown_json(body: bytes) -> bytes:

@@ -14,8 +14,11 @@ TensorBoard) or ``$TB_MFU_STORAGE_OPTIONS``. Its values are passed to fsspec and
 nowhere else: they are not part of any location, cache key, report or log line,
 and every error text from a remote file system goes through :func:`redact`, which
 blanks every value of the file (a header's value, a key, an endpoint: whatever its
-name) and the credential variables. ``allowed_origins`` is ours: the other origins an
-http(s) logdir's redirects may reach (``http_fs.py``), never passed to fsspec.
+name) and the credential variables; the faces blank :func:`secrets` (the credentials
+among them) from all they show (``redact.shown``), where blanking a plain value such as
+gcsfs's ``"anon"`` would rewrite kernel names (``(anonymous namespace)``).
+``allowed_origins`` is ours: the other origins an http(s) logdir's redirects may
+reach (``http_fs.py``), never passed to fsspec.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -80,6 +84,16 @@ _HTTP_PARSE_ERRORS = frozenset(
     }
 )
 _MIN_SECRET_CHARS = 4
+# Credentials are long; the faces' pass over everything they show (kernel names included)
+# blanks no shorter value, so that a word such as a profile's name cannot rewrite a figure.
+_MIN_CREDENTIAL_CHARS = 8
+# gcsfs's token modes: words, not secrets.
+_NOT_CREDENTIALS = frozenset({"anon", "google_default", "cache", "cloud", "browser"})
+# Option names whose values are credentials (anywhere in the name, any case), and "headers":
+# every header the options send (Authorization, X-Api-Key, Cookie...) is one.
+_CREDENTIAL_NAME = re.compile(
+    r"key|secret|token|passw|credential|sas|sig|connection_string|private|auth|cookie|headers", re.I
+)
 _MAX_MESSAGE_CHARS = 300  # shorter values would blank ordinary words
 
 _lock = threading.Lock()
@@ -149,35 +163,49 @@ def options_for(url: str) -> dict[str, Any]:
     return dict(table[best]) if best is not None else {}
 
 
-def secrets() -> list[str]:
-    """Every value we must never show: each string of the storage options file (of
-    ``_MIN_SECRET_CHARS`` or more, whatever its name: a header such as ``X-Api-Key`` is a
-    credential too), and the credential variables of the protocols' packages."""
+def _option_strings(credentials_only: bool) -> list[str]:
+    """The string values of the storage options file (``_MIN_SECRET_CHARS`` or more), each
+    whitespace-separated part of one too ("Bearer <token>": the token alone may be echoed);
+    ``credentials_only``: only those under a credential's name or under ``headers``, of
+    ``_MIN_CREDENTIAL_CHARS`` or more, and not one of gcsfs's token modes."""
     found: list[str] = []
+    shortest = _MIN_CREDENTIAL_CHARS if credentials_only else _MIN_SECRET_CHARS
 
-    def walk(value: Any) -> None:
+    def walk(value: Any, credential: bool) -> None:
         if isinstance(value, Mapping):
-            for v in value.values():
-                walk(v)
+            for k, v in value.items():
+                walk(v, credential or bool(_CREDENTIAL_NAME.search(str(k))))
         elif isinstance(value, list | tuple):
             for v in value:
-                walk(v)
-        elif isinstance(value, str) and len(value) >= _MIN_SECRET_CHARS:
-            found.append(value)
-            # a header value such as "Bearer <token>": its token alone may be echoed too
-            found.extend(w for w in value.split() if len(w) >= _MIN_SECRET_CHARS and w != value)
+                walk(v, credential)
+        elif isinstance(value, str) and (credential or not credentials_only):
+            if credentials_only and value in _NOT_CREDENTIALS:
+                return
+            found.extend(w for w in {value, *value.split()} if len(w) >= shortest)
 
     try:
-        walk(_table())
+        walk(_table(), False)
     except TraceError:  # an unreadable options file holds no secret we could have used
         pass
-    found.extend(v for k in _SECRET_ENV if len(v := os.environ.get(k, "")) >= _MIN_SECRET_CHARS)
+    found.extend(v for k in _SECRET_ENV if len(v := os.environ.get(k, "")) >= shortest)
     return sorted(set(found), key=len, reverse=True)
 
 
+def secrets() -> list[str]:
+    """The credentials among the storage options (values under a secret-looking name, every
+    header's value) and the credential variables: blanked from everything a face shows."""
+    return _option_strings(credentials_only=True)
+
+
+def option_values() -> list[str]:
+    """Every value of the storage options file, whatever its name, and the credential variables:
+    blanked from every error text (a server may echo any of them, in a reason phrase or a URL)."""
+    return _option_strings(credentials_only=False)
+
+
 def redact(text: str) -> str:
-    """``text`` with every known secret value blanked (error texts of remote file systems)."""
-    for s in secrets():
+    """``text`` (an error, a message) with every storage option value and credential blanked."""
+    for s in option_values():
         text = text.replace(s, "***")
     return text
 
