@@ -2,10 +2,17 @@
 
 Sources are local folders, URLs (``s3://``, ``gs://``, ``http://``, ...) and
 archives, listed by ``trace.listing.discover``. Requests never walk the file
-system. They read the last finished scan, and at
+system. They read the last scan shown, and at
 most ask for a new one, which a daemon thread runs (at most one at a time, and
 not more often than ``min_interval_s``). New runs and spans thus appear on the
 next reload of the tab, without a restart.
+
+A scan lists the local folders first and shows their runs at once; each URL and
+archive is listed on a thread of its own, all at the same time, each within its
+listing deadline, and the scan is shown again as each one comes in (a slow source
+shows its last listing meanwhile). So a remote listing that trickles delays no
+local run, and three of them cost one deadline, not three. Any failure of one
+source, whatever its type, is that source's one-line error.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import inspect
 import os
 import re
 from collections.abc import Awaitable, Callable, Iterator
@@ -338,6 +339,9 @@ async def _read_capped(content: aiohttp.StreamReader, cap: int, url: str) -> byt
 
 def http_filesystem(url: str, options: dict[str, Any], is_folder: bool) -> GuardedHTTPFileSystem:
     """The guarded file system of ``url`` (a logdir when ``is_folder``, else one file)."""
+    if "middlewares" not in inspect.signature(aiohttp.ClientSession).parameters:
+        # without them a redirect could not be checked before it is followed: no request at all
+        raise TraceError(url, f"http(s):// needs aiohttp 3.12 or later (found {aiohttp.__version__})")
     options = dict(options)
     scope = Scope.of(url, is_folder, options.pop(ALLOWED_ORIGINS, None))
     return GuardedHTTPFileSystem(scope, **options)

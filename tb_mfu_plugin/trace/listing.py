@@ -3,10 +3,13 @@
 :func:`discover` is the one entry point of the faces (``tb-mfu``, the tab's scan).
 A local folder is walked by ``discover.discover_runs``. A remote folder is listed
 with one recursive ``find`` (S3, GCS and Azure list a whole prefix in pages of
-1,000 keys, without a request per folder), bounded by ``list_timeout_s()``; the
-files whose listing lacks a size or an identity (an HTTP server's index pages)
-are then asked for them by up to ``INFO_THREADS`` concurrent requests under the
-same deadline. An archive is listed by ``archive.Archive``. Each file keeps its
+1,000 keys, without a request per folder), bounded by ``list_timeout_s()``; an
+HTTP logdir is walked page by page under the caps of ``http_fs`` (its folder,
+its origin, bytes and links), and cancelled at the deadline. The files whose
+listing lacks a size or an identity (an HTTP server's index pages) are then asked
+for them by up to ``INFO_THREADS`` concurrent requests under the same deadline; a
+file whose answer fails or is late stays listed, and its read tells why. An
+archive is listed by ``archive.Archive``. Each file keeps its
 store's identity (ETag, version id, GCS's md5Hash or generation) in ``SpanFile.ident``, so an
 unchanged object keeps its cache entry when it is listed again.
 """
