@@ -174,7 +174,8 @@ def _option_strings(credentials_only: bool) -> list[str]:
     def walk(value: Any, credential: bool) -> None:
         if isinstance(value, Mapping):
             for k, v in value.items():
-                walk(v, credential or bool(_CREDENTIAL_NAME.search(str(k))))
+                if k != ALLOWED_ORIGINS:  # where redirects may go: the operator's words, shown in refusals
+                    walk(v, credential or bool(_CREDENTIAL_NAME.search(str(k))))
         elif isinstance(value, list | tuple):
             for v in value:
                 walk(v, credential)
