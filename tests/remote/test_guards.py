@@ -176,3 +176,11 @@ def test_local_runs_are_shown_before_a_slow_source_is_listed(tmp_path: Path, mon
     seen.clear()
     scan_sources(sources, on_progress=progress, previous=final.by_source)
     assert seen[0].errors == ["http://127.0.0.1:9/x/: not found"]
+
+
+def test_a_signed_files_folder_is_its_paths():
+    """Sidecars are looked for beside the file, without its query (which signs that object only)."""
+    from tb_mfu_plugin.trace.locations import parent
+
+    url = "https://b.s3.amazonaws.com/logs/run/x.json.gz?X-Amz-Credential=AKIA/2030/us/s3/aws4_request&X-Amz-Signature=ab"
+    assert parent(url) == "https://b.s3.amazonaws.com/logs/run"
