@@ -182,5 +182,7 @@ def test_a_signed_files_folder_is_its_paths():
     """Sidecars are looked for beside the file, without its query (which signs that object only)."""
     from tb_mfu_plugin.trace.locations import parent
 
-    url = "https://b.s3.amazonaws.com/logs/run/x.json.gz?X-Amz-Credential=AKIA/2030/us/s3/aws4_request&X-Amz-Signature=ab"
+    url = (
+        "https://b.s3.amazonaws.com/logs/run/x.json.gz?X-Amz-Credential=AKIA/2030/us/s3/aws4_request&X-Amz-Signature=ab"
+    )
     assert parent(url) == "https://b.s3.amazonaws.com/logs/run"
