@@ -11,10 +11,12 @@ import os
 import sys
 from collections.abc import Sequence
 
+import msgspec
+
 from . import __version__
 from .analysis.report import Report, WorkerReport
 from .errors import TraceError
-from .escape import for_rich, json_bytes, one_line
+from .escape import for_rich, json_bytes, map_strings, one_line
 from .executors import SchedulerError, usable_cores
 from .fmt import mfu_text
 from .options import AnalysisOptions
@@ -22,6 +24,7 @@ from .pipeline import analyze_paths, thresholds_from
 from .small_pages import prefer_small_pages
 from .trace.limits import DEFAULT_LIMITS, FLAGS, Limits, format_limit, parse_size
 from .trace.locations import is_local, normalize
+from .trace.redact import shown, shown_json
 from .trace.storage import STORAGE_OPTIONS_ENV, use_storage_options
 
 EXIT_STATUSES = """\
@@ -225,16 +228,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = _options(args)
     refusal = _refusal(paths, options, args.storage_options)
     if refusal is not None:
-        print(f"tb-mfu: {refusal}", file=sys.stderr)
+        print(f"tb-mfu: {shown(refusal)}", file=sys.stderr)
         return 2
     try:
         reports = _analyse(paths, options, args.jobs, args.scheduler, show_progress=sys.stderr.isatty())
     except (TraceError, SchedulerError) as exc:  # a location that cannot be listed; Dask missing or unreachable
-        print(f"tb-mfu: {one_line(exc)}", file=sys.stderr)
+        print(f"tb-mfu: {shown(one_line(exc))}", file=sys.stderr)
         return 2
+    reports = [_shown(r) for r in reports]  # every output below is made from these
     for path, report in zip(paths, reports, strict=True):
         if not any(r.workers for r in report.runs):
-            print(f"tb-mfu: {one_line(path)}: no trace files (*.pt.trace.json[.gz]) found", file=sys.stderr)
+            print(f"tb-mfu: {shown(one_line(path))}: no trace files (*.pt.trace.json[.gz]) found", file=sys.stderr)
             return 2
     # Each bad file once, as one line on stderr (the tables only say that its worker failed).
     for w in (w for report in reports for r in report.runs for w in r.workers):
@@ -245,6 +249,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "export-scalars":
         return _export_scalars(reports[0], args.out, args.replace)
     return _analyze(reports[0], args)
+
+
+def _shown(report: Report) -> Report:
+    """``report`` as the CLI shows it (tables, JSON, error lines): no signature of a signed URL
+    and no storage option value in any of its strings (``trace.redact``)."""
+    if shown_json(encoded := json_bytes(report)) is encoded:
+        return report
+    return msgspec.convert(map_strings(msgspec.to_builtins(report), shown), type(report))
 
 
 def _refusal(paths: list[str], options: AnalysisOptions, storage_options: str | None) -> str | None:

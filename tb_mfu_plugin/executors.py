@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import logging
 import multiprocessing as mp
 import os
 import pickle
@@ -46,8 +45,9 @@ from .options import AnalysisOptions
 from .small_pages import prefer_small_pages
 from .trace.discover import SpanFile
 from .trace.limits import format_size
+from .trace.redact import redacting_logger
 
-logger = logging.getLogger(__name__)
+logger = redacting_logger(__name__)  # locations in its lines: signatures blanked
 
 # Uncompressed bytes of one file decoded so far.
 ProgressFn = Callable[[int], None]

@@ -31,7 +31,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import logging
 import os
 import threading
 import time
@@ -50,12 +49,13 @@ from ..pipeline import analyze_file
 from ..trace.discover import SpanFile
 from ..trace.locations import is_local
 from ..trace.opener import decoded_size
+from ..trace.redact import redacting_logger
 from .disk_cache import DiskCache
 from .env import CACHE_DIR_ENV
 from .file_queue import FileQueue, is_remote_file, remote_slots
 from .settings import DEFAULT_CACHE_MAX_BYTES, MEMORY_FLAG, default_workers, stagger_for_tests_s
 
-logger = logging.getLogger(__name__)
+logger = redacting_logger(__name__)  # locations and errors in its lines: signatures blanked
 
 QUEUED, LOADING, DONE, ERROR = "queued", "loading", "done", "error"
 

@@ -12,8 +12,9 @@ file (a FIFO named like a trace would block the reader forever) and, under
 symbolic links are followed by default (as torch-tb-profiler does), and
 confinement refuses any that lead out. A link swapped between the check and the
 open escapes it; confinement guards against links already in the logdir.
-Remote files (URLs) have no server path to hide or confine; a member of a local
-archive is checked through its archive's file.
+Remote files (URLs) have no server path to hide or confine, but a signed URL's
+signature is blanked wherever it shows; a member of a local archive is checked
+through its archive's file.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Sequence
 from ..escape import json_bytes
 from ..sidecar import sidecar_paths
 from ..trace.locations import is_local, parse_member
+from ..trace.redact import shown_json
 from .runs import Source, is_remote
 
 
@@ -64,10 +66,12 @@ class PathView:
         return os.path.basename(source.path.rstrip(os.sep)) or source.path
 
     def json(self, body: bytes) -> bytes:
-        """Encoded JSON with every server path relative to its logdir (unless full paths are asked for)."""
-        if self._pattern is None:
-            return body
-        return self._pattern.sub(self._relative, body)
+        """Encoded JSON with every server path relative to its logdir (unless full paths are
+        asked for), and with no signature of a signed URL nor any storage option value in it,
+        full paths or not (``trace.redact``)."""
+        if self._pattern is not None:
+            body = self._pattern.sub(self._relative, body)
+        return shown_json(body)
 
     def _relative(self, m: re.Match[bytes]) -> bytes:
         label, prefix = self._shown[m.group(1)]

@@ -2,16 +2,23 @@
 
 Sources are local folders, URLs (``s3://``, ``gs://``, ``http://``, ...) and
 archives, listed by ``trace.listing.discover``. Requests never walk the file
-system. They read the last finished scan, and at
+system. They read the last scan shown, and at
 most ask for a new one, which a daemon thread runs (at most one at a time, and
 not more often than ``min_interval_s``). New runs and spans thus appear on the
 next reload of the tab, without a restart.
+
+A scan lists the local folders first and shows their runs at once; each URL and
+archive is listed on a thread of its own, all at the same time, each within its
+listing deadline, and the scan is shown again as each one comes in (a slow source
+shows its last listing meanwhile). So a remote listing that trickles delays no
+local run, and three of them cost one deadline, not three. Any failure of one
+source, whatever its type, is that source's one-line error.
 """
 
 from __future__ import annotations
 
-import logging
 import os
+import queue
 import re
 import threading
 import time
@@ -23,11 +30,13 @@ from ..escape import escape_surrogates, one_line
 from ..sidecar import SIDECAR_NAME
 from ..trace.discover import RunFiles
 from ..trace.limits import Limits
-from ..trace.listing import discover
-from ..trace.locations import normalize
+from ..trace.listing import LIST_TIMEOUT_ENV, discover, list_timeout_s
+from ..trace.locations import archive_kind, normalize
+from ..trace.redact import redacting_logger
+from ..trace.storage import redact
 from .logdir_spec import NO_TENSORBOARD_LOGDIR, spec_parts, split_part
 
-logger = logging.getLogger(__name__)
+logger = redacting_logger(__name__)
 
 _URI = re.compile(r"^[a-zA-Z][0-9a-zA-Z.+-]*://")
 
@@ -81,6 +90,16 @@ def _source_path(path: str) -> str:
 
 
 Sidecars = tuple[tuple[str, int, int | str], ...]
+# How long past its own listing deadline a slow source is waited for before the scan goes on.
+_GRACE_S = 5.0
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One source's part of a scan: its runs, or the one line that says why it has none."""
+
+    runs: list[RunFiles]
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +110,9 @@ class Scan:
     # Per run: (name, size, mtime_ns) of the sidecar files beside its traces. They change
     # the analysis, so they are part of each file's cache key.
     sidecars: dict[str, Sidecars] = field(default_factory=dict)
+    # Each source's listing, so that the next scan shows a slow source's last runs until
+    # its new listing is in.
+    by_source: dict[Source, Listed] = field(default_factory=dict)
 
 
 def sidecar_signature(directory: str) -> Sidecars:
@@ -111,23 +133,38 @@ def sidecar_signature(directory: str) -> Sidecars:
     return tuple(out)
 
 
-def scan_sources(sources: list[Source], limits: Limits | None = None) -> Scan:
+def list_source(src: Source, limits: Limits | None = None) -> Listed:
+    """The runs of one source; any failure of it, whatever it is, is its one-line error."""
+    if not _URI.match(src.path) and not os.path.exists(src.path):
+        return Listed([], f"{src.path}: no such file or directory")
+    try:
+        return Listed(discover(src.path, src.name, limits))
+    except TraceError as exc:  # a remote source or an archive that cannot be listed (secrets blanked)
+        return Listed([], one_line(exc))
+    except OSError as exc:  # discover_runs tolerates most, but be safe on odd file systems
+        return Listed([], f"{src.path}: cannot scan ({exc.strerror or exc})")
+    except Exception as exc:  # noqa: BLE001 - one source's failure must not hide the others' runs
+        logger.warning("MFU plugin: listing %s failed", one_line(src.path), exc_info=True)
+        return Listed([], one_line(f"{src.path}: cannot scan ({type(exc).__name__}: {redact(str(exc))[:300]})"))
+
+
+def _slow(src: Source) -> bool:
+    """A source whose listing may take long (a URL, an archive): listed on its own thread."""
+    return _URI.match(src.path) is not None or archive_kind(src.path) is not None
+
+
+def merge(sources: list[Source], listed: dict[Source, Listed]) -> Scan:
+    """The scan made of the sources' listings, in the sources' order (those not listed yet left out)."""
     runs: dict[str, RunFiles] = {}
     errors: list[str] = []
     sidecars: dict[str, Sidecars] = {}
-    for src in sources:
-        if not _URI.match(src.path) and not os.path.exists(src.path):
-            errors.append(f"{src.path}: no such file or directory")
+    for src in dict.fromkeys(sources):
+        part = listed.get(src)
+        if part is None:
             continue
-        try:
-            found = discover(src.path, src.name, limits)
-        except TraceError as exc:  # a remote source or an archive that cannot be listed (secrets blanked)
-            errors.append(one_line(exc))
-            continue
-        except OSError as exc:  # discover_runs tolerates most, but be safe on odd file systems
-            errors.append(f"{src.path}: cannot scan ({exc.strerror or exc})")
-            continue
-        for run in found:
+        if part.error is not None:
+            errors.append(part.error)
+        for run in part.runs:
             # The name is the run's id in requests and in JSON, so it must be valid UTF-8:
             # bytes that are not (kept as surrogates by os.listdir) are shown as \xNN.
             # Its files keep their real paths.
@@ -138,10 +175,55 @@ def scan_sources(sources: list[Source], limits: Limits | None = None) -> Scan:
                 name = f"{shown} ({n})"
                 n += 1
             if name != run.name:
-                run = RunFiles(name, run.path, run.workers)
+                run = RunFiles(name, run.path, run.workers, run.sidecars)
             runs[name] = run
             sidecars[name] = run.sidecars if run.sidecars is not None else sidecar_signature(run.path)
-    return Scan(runs, errors, time.monotonic(), sidecars)
+    return Scan(runs, errors, time.monotonic(), sidecars, {s: listed[s] for s in sources if s in listed})
+
+
+def scan_sources(
+    sources: list[Source],
+    limits: Limits | None = None,
+    on_progress: Callable[[Scan], None] | None = None,
+    previous: dict[Source, Listed] | None = None,
+) -> Scan:
+    """Every source listed: local folders first, then each URL and archive on a thread of its
+    own, all at once, each within the listing deadline. ``on_progress`` gets the scan so far
+    once the local folders are listed and again as each slow source comes in (a slow source
+    not in yet shows its ``previous`` listing), so that local runs never wait for a remote one."""
+    listed: dict[Source, Listed] = {}
+    slow = [s for s in dict.fromkeys(sources) if _slow(s)]
+    for src in dict.fromkeys(sources):
+        if not _slow(src):
+            listed[src] = list_source(src, limits)
+    if not slow:
+        return merge(sources, listed)
+    done: queue.Queue[tuple[Source, Listed]] = queue.Queue()
+    for src in slow:
+        # daemon threads: a listing that ignores its deadline must not hold the process at exit
+        threading.Thread(
+            target=lambda s=src: done.put((s, list_source(s, limits))), name="mfu-list-source", daemon=True
+        ).start()
+
+    def so_far() -> Scan:
+        return merge(sources, {**{s: (previous or {})[s] for s in pending if s in (previous or {})}, **listed})
+
+    pending = set(slow)
+    if on_progress is not None:
+        on_progress(so_far())
+    give_up = time.monotonic() + list_timeout_s() + _GRACE_S
+    while pending:
+        try:
+            src, part = done.get(timeout=max(0.0, give_up - time.monotonic()))
+        except queue.Empty:
+            break
+        listed[src] = part
+        pending.discard(src)
+        if pending and on_progress is not None:
+            on_progress(so_far())
+    for src in pending:  # its listing has not kept its own deadline
+        listed[src] = Listed([], f"{src.path}: listing took longer than {list_timeout_s():g} s (${LIST_TIMEOUT_ENV})")
+    return merge(sources, listed)
 
 
 class RunIndex:
@@ -165,7 +247,8 @@ class RunIndex:
         self._scan = Scan({}, [], 0.0)
         self._thread: threading.Thread | None = None
         self._requested_at = 0.0
-        self._first = threading.Event()
+        self._first = threading.Event()  # a whole scan is done
+        self._shown = threading.Event()  # a scan, whole or with its local sources only, is shown
 
     # -- reading ---------------------------------------------------------
     def current(self) -> Scan:
@@ -174,7 +257,8 @@ class RunIndex:
 
     @property
     def scanned(self) -> bool:
-        return self._first.is_set()
+        """Whether a scan is shown: from the moment the local sources are listed."""
+        return self._shown.is_set()
 
     @property
     def scanning(self) -> bool:
@@ -182,6 +266,7 @@ class RunIndex:
             return self._thread is not None
 
     def wait_first_scan(self, timeout: float | None = None) -> bool:
+        """Wait for the first whole scan (every source listed, or given up)."""
         return self._first.wait(timeout)
 
     # -- refreshing ------------------------------------------------------
@@ -213,11 +298,22 @@ class RunIndex:
     def _run(self) -> None:
         try:
             extra = self._extra_sources() if self._extra_sources is not None else []
-            scan = scan_sources(self.sources + extra, self.limits)
+            previous = self.current().by_source
+            scan = scan_sources(self.sources + extra, self.limits, self._publish, previous)
         except Exception as exc:  # never let a scan kill the thread silently
             logger.exception("MFU plugin: scanning the logdir failed")
             old = self.current()
-            scan = Scan(old.runs, [f"scan failed: {exc}"], time.monotonic(), old.sidecars)
+            scan = Scan(old.runs, [one_line(f"scan failed: {redact(str(exc))[:300]}")], time.monotonic(), old.sidecars)
+        self._publish(scan)
+        with self._lock:
+            self._thread = None
+            again = self._changed_at >= self._requested_at  # changed while this scan ran
+        self._first.set()
+        if again:
+            self.refresh()
+
+    def _publish(self, scan: Scan) -> None:
+        """Show ``scan`` (whole, or so far) and queue its files."""
         with self._lock:
             self._scan = scan
         if self._on_scan is not None:  # before "scanned": whoever waits for the scan sees its files queued
@@ -225,9 +321,4 @@ class RunIndex:
                 self._on_scan(scan)
             except Exception:
                 logger.exception("MFU plugin: handling a scan failed")
-        with self._lock:
-            self._thread = None
-            again = self._changed_at >= self._requested_at  # changed while this scan ran
-        self._first.set()
-        if again:
-            self.refresh()
+        self._shown.set()

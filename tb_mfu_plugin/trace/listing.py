@@ -3,16 +3,20 @@
 :func:`discover` is the one entry point of the faces (``tb-mfu``, the tab's scan).
 A local folder is walked by ``discover.discover_runs``. A remote folder is listed
 with one recursive ``find`` (S3, GCS and Azure list a whole prefix in pages of
-1,000 keys, without a request per folder), bounded by ``list_timeout_s()``; the
-files whose listing lacks a size or an identity (an HTTP server's index pages)
-are then asked for them by up to ``INFO_THREADS`` concurrent requests under the
-same deadline. An archive is listed by ``archive.Archive``. Each file keeps its
+1,000 keys, without a request per folder), bounded by ``list_timeout_s()``; an
+HTTP logdir is walked page by page under the caps of ``http_fs`` (its folder,
+its origin, bytes and links), and cancelled at the deadline. The files whose
+listing lacks a size or an identity (an HTTP server's index pages) are then asked
+for them by up to ``INFO_THREADS`` concurrent requests under the same deadline; a
+file whose answer fails or is late stays listed, and its read tells why. An
+archive is listed by ``archive.Archive``. Each file keeps its
 store's identity (ETag, version id, GCS's md5Hash or generation) in ``SpanFile.ident``, so an
 unchanged object keeps its cache entry when it is listed again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import posixpath
 import time
@@ -79,9 +83,10 @@ def _size(info: dict[str, Any]) -> int | None:
 
 
 def discover_remote(url: str, name: str | None = None) -> list[RunFiles]:
-    fs, root = filesystem(url)
+    single = is_trace_name(basename(url))
+    fs, root = filesystem(url, is_folder=not single)
     deadline = time.monotonic() + list_timeout_s()
-    if is_trace_name(basename(url)):  # one file, named directly
+    if single:  # one file, named directly
         info = _call(url, deadline, lambda: fs.info(root))
         worker, span = single_name(basename(url))
         f = SpanFile(span, url, _size(info) or 0, 0.0, identity(info))
@@ -120,7 +125,10 @@ def _find(fs: Any, url: str, root: str, deadline: float) -> dict[str, dict[str, 
     except Exception:  # noqa: BLE001 - a file system without a listing cache
         pass
     try:
-        listed = _call(url, deadline, lambda: fs.find(root, withdirs=False, detail=True, **kwargs))
+        if hasattr(fs, "walk_tree"):  # http(s): an index page per folder, under our caps (http_fs.py)
+            listed = _call(url, deadline, lambda: _walk(fs, root, deadline))
+        else:
+            listed = _call(url, deadline, lambda: fs.find(root, withdirs=False, detail=True, **kwargs))
     except TraceNotFound:  # a store whose listing itself is not found (GCS: a missing bucket)
         raise TraceNotFound(url, "no such folder or file") from None
     if not listed:  # an empty folder, or none: ask, so that a store that cannot be reached says so
@@ -136,19 +144,34 @@ def _find(fs: Any, url: str, root: str, deadline: float) -> dict[str, dict[str, 
     return found
 
 
+def _walk(fs: Any, root: str, deadline: float) -> dict[str, dict[str, Any]]:
+    """The guarded walk of an HTTP logdir, cancelled (its requests with it) at the deadline."""
+    from fsspec.asyn import sync
+
+    async def bounded() -> dict[str, dict[str, Any]]:
+        return await asyncio.wait_for(fs.walk_tree(root), max(0.01, deadline - time.monotonic()))
+
+    try:
+        result: dict[str, dict[str, Any]] = sync(fs.loop, bounded)
+    except asyncio.TimeoutError:
+        raise _timeout(root) from None
+    return result
+
+
 def _infos(fs: Any, url: str, paths: list[str], deadline: float) -> Iterable[dict[str, Any]]:
-    """``fs.info`` of each path, ``INFO_THREADS`` at a time, all within the deadline."""
+    """``fs.info`` of each path, ``INFO_THREADS`` at a time, all within the deadline. A file
+    whose info fails (a dead link, a refused redirect) or does not come in time is kept with
+    what the listing said: its read then fails with its own one-line error, and the other
+    files of the folder are not lost with it."""
     pool = ThreadPoolExecutor(INFO_THREADS, thread_name_prefix="mfu-list")
     try:
         futures = [pool.submit(fs.info, p) for p in paths]
-        out = []
+        out: list[dict[str, Any]] = []
         for fut in futures:
             try:
                 out.append(dict(fut.result(timeout=max(0.0, deadline - time.monotonic()))))
-            except FuturesTimeout:
-                raise _timeout(url) from None
-            except Exception as exc:  # noqa: BLE001
-                raise storage_error(url, exc) from None
+            except Exception:  # noqa: BLE001 - that file's error, told when it is read
+                out.append({})
         return out
     finally:
         pool.shutdown(wait=False, cancel_futures=True)

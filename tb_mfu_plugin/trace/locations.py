@@ -119,6 +119,9 @@ def parent(location: str) -> str:
     if member is not None:
         return member_location(member.kind, posixpath.dirname(member.name.rstrip("/")), member.archive)
     if scheme(location):
+        # a signed URL's query names (and signs) this object only: its folder is the path's
+        # (and the query may itself hold "/", as an unencoded X-Amz-Credential does)
+        location = location.split("?", 1)[0].split("#", 1)[0]
         head, sep, _ = location.rstrip("/").rpartition("/")
         return head if sep and not head.endswith(":/") else location
     return os.path.dirname(location) or "."

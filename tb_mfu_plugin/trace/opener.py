@@ -15,21 +15,35 @@ from typing import IO
 
 from .archive import open_member_location
 from .files import open_regular
-from .limits import Limits
+from .limits import DEFAULT_LIMITS, Deadline, Limits
 from .locations import is_url, normalize, parse_member
 from .remote import open_url, remote_uncompressed_size
 
+# A remote file that is not a trace (a sidecar, at most 1 MiB) has this long to arrive.
+SMALL_FILE_SECONDS = 60.0
+
 
 def open_location(
-    location: str, what: str = "trace", size: int | None = None, limits: Limits | None = None
+    location: str,
+    what: str = "trace",
+    size: int | None = None,
+    limits: Limits | None = None,
+    deadline: Deadline | None = None,
 ) -> IO[bytes]:
     """``location`` opened for binary reading in order (``size``, when the listing knows it,
-    saves a remote request; ``limits`` holds an archive to its caps)."""
+    saves a remote request; ``limits`` holds an archive to its caps). A remote file is read
+    within ``deadline``: by default the ``max_seconds`` of ``limits`` for a trace, and
+    ``SMALL_FILE_SECONDS`` at most for anything else."""
     location = normalize(location)
     if parse_member(location) is not None:
         return open_member_location(location, limits)
     if is_url(location):
-        return open_url(location, size)
+        if deadline is None:
+            seconds = (limits or DEFAULT_LIMITS).max_seconds
+            if what != "trace":
+                seconds = min(seconds, SMALL_FILE_SECONDS) if seconds > 0 else SMALL_FILE_SECONDS
+            deadline = Deadline(location, seconds)
+        return open_url(location, size, deadline)
     return open_regular(location, what)
 
 

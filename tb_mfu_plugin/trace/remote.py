@@ -6,7 +6,9 @@ the decoder in order, and asks for the next one as each is taken, so the downloa
 of block n+1..n+DEPTH overlaps the decoding of block n and memory stays at
 ``DEPTH`` blocks. HTTP servers need not honour ranges (Python's own file server
 does not), so ``http(s)://`` is read as one stream, by a thread that keeps up to
-``DEPTH`` blocks ahead. Nothing touches the disk.
+``DEPTH`` blocks ahead. Nothing touches the disk. Every read is bounded by the
+file's deadline (its ``max_seconds``), however the server sends its bytes; an HTTP
+read that gets no byte at all fails sooner, after ``http_fs.stall_timeout_s()``.
 
 Errors come out of ``read`` as one-line ``TraceError``s with secrets blanked
 (``storage.storage_error``), so the decoder reports them as it reports any file.
@@ -18,11 +20,13 @@ import io
 import queue
 import struct
 import threading
-from collections.abc import Iterator
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from typing import IO, Any, cast
 
 from ..errors import TraceError
+from .limits import DEFAULT_LIMITS, Deadline
 from .locations import scheme
 from .storage import filesystem, storage_error
 
@@ -32,14 +36,19 @@ BLOCK_BYTES = 16 << 20
 DEPTH = 3
 # Protocols read as one stream: a plain HTTP server may ignore ranges.
 STREAMED = frozenset({"http", "https"})
+# How often a reader waiting for a block looks at the file's deadline.
+_POLL_S = 0.25
 
 
 class RemoteFile(io.RawIOBase):
-    """The bytes of ``url`` in order, from blocks fetched ahead by background threads."""
+    """The bytes of ``url`` in order, from blocks fetched ahead by background threads, all
+    within ``deadline`` (the file's ``max_seconds``): a source that trickles or stalls ends in
+    the deadline's one-line error, however slowly its bytes come."""
 
-    def __init__(self, url: str, size: int | None = None) -> None:
+    def __init__(self, url: str, size: int | None = None, deadline: Deadline | None = None) -> None:
         super().__init__()
         self.url = url
+        self.deadline = deadline or Deadline(url, DEFAULT_LIMITS.max_seconds)
         self._fs, self._path = filesystem(url)
         try:
             streamed = scheme(url) in STREAMED
@@ -48,8 +57,10 @@ class RemoteFile(io.RawIOBase):
         except Exception as exc:  # noqa: BLE001 - any failure of the store is this file's error
             raise storage_error(url, exc) from None
         self.size = size
-        self._blocks = (
-            _ranged(self._fs, self._path, url, size) if size is not None else _streamed(self._fs, self._path, url)
+        self._blocks: _Ranged | _Streamed = (
+            _Streamed(self._fs, self._path, url, size)
+            if streamed or size is None
+            else _Ranged(self._fs, self._path, url, size)
         )
         self._block = memoryview(b"")
         self._pos = 0
@@ -60,7 +71,7 @@ class RemoteFile(io.RawIOBase):
     def readinto(self, buffer: Any) -> int:
         view = memoryview(buffer).cast("B")
         while not len(self._block):
-            block = next(self._blocks, None)
+            block = self._blocks.next(self.deadline)
             if block is None:
                 return 0
             self._block = memoryview(block)
@@ -76,27 +87,52 @@ class RemoteFile(io.RawIOBase):
 
     def close(self) -> None:
         if not self.closed:
-            close = getattr(self._blocks, "close", None)
-            if close is not None:
-                close()  # stops the fetches still queued
+            self._blocks.close()  # stops the fetches still queued, and a stream's download
         super().close()
 
 
-def _ranged(fs: Any, path: str, url: str, size: int) -> Iterator[bytes]:
+def _wait(deadline: Deadline) -> float:
+    """Seconds to wait for the next block before looking at the deadline again."""
+    deadline.check()
+    return max(0.01, min(_POLL_S, deadline.end - time.monotonic()))
+
+
+class _Ranged:
     """Blocks of ``[0, size)`` from ranged reads, ``DEPTH`` in flight."""
-    starts = iter(range(0, size, BLOCK_BYTES))
-    with ThreadPoolExecutor(DEPTH, thread_name_prefix="mfu-fetch") as pool:
-        inflight: list[tuple[int, Future[bytes]]] = []
-        try:
-            for start in starts:
-                inflight.append((start, pool.submit(_fetch, fs, path, url, start, min(size, start + BLOCK_BYTES))))
-                if len(inflight) >= DEPTH:
-                    yield _result(url, inflight.pop(0)[1])
-            while inflight:
-                yield _result(url, inflight.pop(0)[1])
-        finally:
-            for _, fut in inflight:
-                fut.cancel()
+
+    def __init__(self, fs: Any, path: str, url: str, size: int) -> None:
+        self.url = url
+        self._pool = ThreadPoolExecutor(DEPTH, thread_name_prefix="mfu-fetch")
+        starts = range(0, size, BLOCK_BYTES)
+        self._jobs = iter((fs, path, url, start, min(size, start + BLOCK_BYTES)) for start in starts)
+        self._inflight: list[Future[bytes]] = []
+        self._fill()
+
+    def _fill(self) -> None:
+        while len(self._inflight) < DEPTH and (job := next(self._jobs, None)) is not None:
+            self._inflight.append(self._pool.submit(_fetch, *job))
+
+    def next(self, deadline: Deadline) -> bytes | None:
+        if not self._inflight:
+            self._pool.shutdown(wait=False)
+            return None
+        fut = self._inflight[0]
+        while True:
+            try:
+                data = fut.result(timeout=_wait(deadline))
+                break
+            except FuturesTimeout:
+                continue
+            except Exception as exc:  # noqa: BLE001
+                raise storage_error(self.url, exc) from None
+        self._inflight.pop(0)
+        self._fill()
+        return data
+
+    def close(self) -> None:
+        for fut in self._inflight:
+            fut.cancel()
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _fetch(fs: Any, path: str, url: str, start: int, end: int) -> bytes:
@@ -108,60 +144,81 @@ def _fetch(fs: Any, path: str, url: str, start: int, end: int) -> bytes:
     return data
 
 
-def _result(url: str, fut: Future[bytes]) -> bytes:
-    try:
-        return fut.result()
-    except Exception as exc:  # noqa: BLE001
-        raise storage_error(url, exc) from None
-
-
 _END = object()
 
 
-def _streamed(fs: Any, path: str, url: str) -> Iterator[bytes]:
+class _Streamed:
     """Blocks of one streamed GET, read ahead by a thread (up to ``DEPTH`` blocks)."""
-    blocks: queue.Queue[Any] = queue.Queue(DEPTH)
-    stop = threading.Event()
 
-    def pump() -> None:
+    def __init__(self, fs: Any, path: str, url: str, size: int | None) -> None:
+        self.url = url
+        self._queue: queue.Queue[Any] = queue.Queue(DEPTH)
+        self._stop = threading.Event()
+        self._file: Any = None
+        self._ended = False
+        self._lock = threading.Lock()
+        # a size from the listing spares fsspec's HEAD before the GET
+        args = (fs, path, size or None)
+        threading.Thread(target=self._pump, args=args, name="mfu-stream", daemon=True).start()
+
+    def _pump(self, fs: Any, path: str, size: int | None) -> None:
         try:
-            with fs.open(path, "rb", block_size=0) as f:
-                while not stop.is_set():
+            f = fs.open(path, "rb", block_size=0, size=size) if size else fs.open(path, "rb", block_size=0)
+            with self._lock:
+                self._file = f
+                stopped = self._stop.is_set()
+            with f:
+                while not stopped and not self._stop.is_set():
                     block = f.read(BLOCK_BYTES)
                     if not block:
                         break
-                    _put(blocks, block, stop)
-            _put(blocks, _END, stop)
+                    self._put(block)
+            self._put(_END)
         except BaseException as exc:  # noqa: BLE001 - handed to the reader, who raises it
-            _put(blocks, exc, stop)
+            self._put(exc)
 
-    threading.Thread(target=pump, name="mfu-stream", daemon=True).start()
-    try:
-        while True:
-            item = blocks.get()
-            if item is _END:
+    def _put(self, item: object) -> None:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
                 return
-            if isinstance(item, BaseException):
-                raise storage_error(url, item)
-            yield item
-    finally:
-        stop.set()
-        while not blocks.empty():  # unblock the pump if it waits on a full queue
-            blocks.get_nowait()
+            except queue.Full:
+                continue
+
+    def next(self, deadline: Deadline) -> bytes | None:
+        if self._ended:
+            return None
+        while True:
+            try:
+                item = self._queue.get(timeout=_wait(deadline))
+                break
+            except queue.Empty:
+                continue
+        if item is _END:
+            self._ended = True
+            return None
+        if isinstance(item, BaseException):
+            raise storage_error(self.url, item)
+        block: bytes = item
+        return block
+
+    def close(self) -> None:
+        self._stop.set()
+        while not self._queue.empty():  # unblock the pump if it waits on a full queue
+            self._queue.get_nowait()
+        with self._lock:
+            f = self._file
+        if f is not None:  # ends a read that waits on a slow server now, not at its next byte
+            try:
+                f.close()
+            except Exception:  # noqa: BLE001 - closing is all we ask of it
+                pass
 
 
-def _put(blocks: queue.Queue[Any], item: object, stop: threading.Event) -> None:
-    while not stop.is_set():
-        try:
-            blocks.put(item, timeout=0.1)
-            return
-        except queue.Full:
-            continue
-
-
-def open_url(url: str, size: int | None = None) -> IO[bytes]:
-    """``url`` opened for streaming reads (``size`` from the listing saves a request)."""
-    return cast(IO[bytes], io.BufferedReader(RemoteFile(url, size), buffer_size=1 << 20))
+def open_url(url: str, size: int | None = None, deadline: Deadline | None = None) -> IO[bytes]:
+    """``url`` opened for streaming reads (``size`` from the listing saves a request), every
+    read within ``deadline``."""
+    return cast(IO[bytes], io.BufferedReader(RemoteFile(url, size, deadline), buffer_size=1 << 20))
 
 
 def open_seekable(url: str) -> IO[bytes]:

@@ -13,7 +13,12 @@ It is named by ``--storage-options FILE`` (``--mfu_storage_options`` in
 TensorBoard) or ``$TB_MFU_STORAGE_OPTIONS``. Its values are passed to fsspec and
 nowhere else: they are not part of any location, cache key, report or log line,
 and every error text from a remote file system goes through :func:`redact`, which
-blanks the values of secret-looking options and credential variables.
+blanks every value of the file (a header's value, a key, an endpoint: whatever its
+name) and the credential variables; the faces blank :func:`secrets` (the credentials
+among them) from all they show (``redact.shown``), where blanking a plain value such as
+gcsfs's ``"anon"`` would rewrite kernel names (``(anonymous namespace)``).
+``allowed_origins`` is ours: the other origins an http(s) logdir's redirects may
+reach (``http_fs.py``), never passed to fsspec.
 """
 
 from __future__ import annotations
@@ -27,9 +32,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import TraceError, TraceNotFound
+from ..escape import one_line
 from .locations import scheme
 
 STORAGE_OPTIONS_ENV = "TB_MFU_STORAGE_OPTIONS"
+# The storage option that lets an http(s) logdir's redirects reach other origins (http_fs.py).
+ALLOWED_ORIGINS = "allowed_origins"
 _MAX_CONFIG_BYTES = 1 << 20
 
 # protocol -> (the package fsspec needs, our extra that installs it)
@@ -46,8 +54,6 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "http": ("aiohttp", "http"),
     "https": ("aiohttp", "http"),
 }
-# Option names whose values are secrets (matched anywhere in the name, any case).
-_SECRET_NAME = re.compile(r"key|secret|token|passw|credential|sas|signature|connection_string|private", re.I)
 # Credential variables of the protocols' packages, blanked from errors too.
 _SECRET_ENV = (
     "AWS_ACCESS_KEY_ID",
@@ -61,7 +67,34 @@ _SECRET_ENV = (
 )
 # adlfs's words when no account is named anywhere (options, environment): no credentials.
 _ADLFS_NO_ACCOUNT = "Must provide either a connection_string or account_name"
-_MIN_SECRET_CHARS = 4  # shorter values would blank ordinary words
+# aiohttp's parser errors (aiohttp.http_exceptions), raised as a ClientResponseError "400".
+_HTTP_PARSE_ERRORS = frozenset(
+    {
+        "HttpProcessingError",
+        "BadHttpMessage",
+        "BadStatusLine",
+        "LineTooLong",
+        "InvalidHeader",
+        "InvalidURLError",
+        "TransferEncodingError",
+        "ContentLengthError",
+        "ContentEncodingError",
+        "HttpBadRequest",
+        "DecompressSizeError",
+    }
+)
+_MIN_SECRET_CHARS = 4
+# Credentials are long; the faces' pass over everything they show (kernel names included)
+# blanks no shorter value, so that a word such as a profile's name cannot rewrite a figure.
+_MIN_CREDENTIAL_CHARS = 8
+# gcsfs's token modes: words, not secrets.
+_NOT_CREDENTIALS = frozenset({"anon", "google_default", "cache", "cloud", "browser"})
+# Option names whose values are credentials (anywhere in the name, any case), and "headers":
+# every header the options send (Authorization, X-Api-Key, Cookie...) is one.
+_CREDENTIAL_NAME = re.compile(
+    r"key|secret|token|passw|credential|sas|sig|connection_string|private|auth|cookie|headers", re.I
+)
+_MAX_MESSAGE_CHARS = 300  # shorter values would blank ordinary words
 
 _lock = threading.Lock()
 _config: tuple[str | None, dict[str, dict[str, Any]]] | None = None  # (file, prefix -> options)
@@ -130,38 +163,59 @@ def options_for(url: str) -> dict[str, Any]:
     return dict(table[best]) if best is not None else {}
 
 
-def secrets() -> list[str]:
-    """Every secret value we know of: secret-looking options of the file, credential variables."""
+def _option_strings(credentials_only: bool) -> list[str]:
+    """The string values of the storage options file (``_MIN_SECRET_CHARS`` or more), each
+    whitespace-separated part of one too ("Bearer <token>": the token alone may be echoed);
+    ``credentials_only``: only those under a credential's name or under ``headers``, of
+    ``_MIN_CREDENTIAL_CHARS`` or more, and not one of gcsfs's token modes."""
     found: list[str] = []
+    shortest = _MIN_CREDENTIAL_CHARS if credentials_only else _MIN_SECRET_CHARS
 
-    def walk(value: Any, secret: bool) -> None:
+    def walk(value: Any, credential: bool) -> None:
         if isinstance(value, Mapping):
             for k, v in value.items():
-                walk(v, secret or bool(_SECRET_NAME.search(str(k))))
+                if k != ALLOWED_ORIGINS:  # where redirects may go: the operator's words, shown in refusals
+                    walk(v, credential or bool(_CREDENTIAL_NAME.search(str(k))))
         elif isinstance(value, list | tuple):
             for v in value:
-                walk(v, secret)
-        elif secret and isinstance(value, str) and len(value) >= _MIN_SECRET_CHARS:
-            found.append(value)
+                walk(v, credential)
+        elif isinstance(value, str) and (credential or not credentials_only):
+            if credentials_only and value in _NOT_CREDENTIALS:
+                return
+            found.extend(w for w in {value, *value.split()} if len(w) >= shortest)
 
     try:
         walk(_table(), False)
     except TraceError:  # an unreadable options file holds no secret we could have used
         pass
-    found.extend(v for k in _SECRET_ENV if len(v := os.environ.get(k, "")) >= _MIN_SECRET_CHARS)
+    found.extend(v for k in _SECRET_ENV if len(v := os.environ.get(k, "")) >= shortest)
     return sorted(set(found), key=len, reverse=True)
 
 
+def secrets() -> list[str]:
+    """The credentials among the storage options (values under a secret-looking name, every
+    header's value) and the credential variables: blanked from everything a face shows."""
+    return _option_strings(credentials_only=True)
+
+
+def option_values() -> list[str]:
+    """Every value of the storage options file, whatever its name, and the credential variables:
+    blanked from every error text (a server may echo any of them, in a reason phrase or a URL)."""
+    return _option_strings(credentials_only=False)
+
+
 def redact(text: str) -> str:
-    """``text`` with every known secret value blanked (error texts of remote file systems)."""
-    for s in secrets():
+    """``text`` (an error, a message) with every storage option value and credential blanked."""
+    for s in option_values():
         text = text.replace(s, "***")
     return text
 
 
-def filesystem(url: str) -> tuple[Any, str]:
+def filesystem(url: str, is_folder: bool = False) -> tuple[Any, str]:
     """The fsspec file system of ``url`` (with its storage options) and the path inside it.
 
+    An http(s) file system is held to the origin of ``url`` and to its folder (``url``
+    itself when ``is_folder``, a logdir; else the folder of the file), see ``http_fs``.
     Raises ``TraceError`` with one line: the extra to install when the protocol's
     package is missing, or why the URL cannot be used.
     """
@@ -169,7 +223,12 @@ def filesystem(url: str) -> tuple[Any, str]:
 
     proto = scheme(url) or "file"
     options = options_for(url)
+    allowed = options.pop(ALLOWED_ORIGINS, None)  # ours: no file system takes it
     try:
+        if proto in ("http", "https"):
+            from .http_fs import http_filesystem
+
+            return http_filesystem(url, {**options, ALLOWED_ORIGINS: allowed}, is_folder), url
         if proto in ("gs", "gcs"):
             return _gcs(url, options)
         fs, path = fsspec.core.url_to_fs(url, **options)
@@ -219,18 +278,37 @@ def missing_extra(url: str, proto: str) -> TraceError:
 
 def storage_error(url: str, exc: BaseException) -> TraceError:
     """A remote file system's exception as a one-line ``TraceError``, secrets blanked."""
-    if isinstance(exc, TraceError):
-        return exc
+    for e in _chain(exc):  # fsspec re-raises a refused or capped request as "not found"
+        if isinstance(e, TraceError):
+            return e
+        refusal = getattr(e, "mfu_refusal", None)
+        if isinstance(refusal, str):
+            return TraceError(url, redact(refusal))
     if isinstance(exc, ImportError):
         return missing_extra(url, scheme(url) or "file")
     cause = exc.__cause__
-    if isinstance(exc, FileNotFoundError) and isinstance(cause, OSError) and not isinstance(cause, FileNotFoundError):
-        # fsspec's HTTP file system says "not found" for a server it could not reach
+    if (
+        isinstance(exc, FileNotFoundError)
+        and cause is not None
+        and not isinstance(cause, FileNotFoundError)
+        and (isinstance(cause, OSError) or isinstance(getattr(cause, "status", None), int))
+    ):
+        # fsspec's HTTP file system says "not found" for a server it could not reach, or that
+        # answered its HEAD and GET with an error status
         exc = cause
     name = type(exc).__name__
     if isinstance(exc, FileNotFoundError):
         return TraceNotFound(url, "not found")
     status = getattr(exc, "status_code", None)
+    http_status = getattr(exc, "status", None) if name == "ClientResponseError" else None
+    if isinstance(http_status, int) and type(exc.__cause__).__name__ in _HTTP_PARSE_ERRORS:
+        # aiohttp's parser refused the answer; its text quotes the bytes, which may be anything
+        return TraceError(url, f"the server's answer is not valid HTTP ({type(exc.__cause__).__name__})")
+    if isinstance(http_status, int):
+        # aiohttp's text holds the server's reason phrase, which a server may fill with anything
+        # (the request's own headers): only the status is shown
+        denied = " (access denied)" if http_status in (401, 403) else ""
+        return TraceError(url, f"the server answered HTTP {http_status}{denied}")
     if isinstance(exc, ConnectionError) or "Connect" in name:
         return TraceError(url, f"cannot reach the server ({name}: {redact(_message(exc))})")
     if (
@@ -248,9 +326,23 @@ def storage_error(url: str, exc: BaseException) -> TraceError:
             "or name them in a storage options file (--storage-options)",
         )
     if isinstance(exc, TimeoutError) or "Timeout" in name:
+        if scheme(url) in ("http", "https"):  # aiohttp's read timeout: the stall timeout of http_fs
+            from .http_fs import STALL_TIMEOUT_ENV, stall_timeout_s
+
+            return TraceError(url, f"the server sent nothing for {stall_timeout_s():g} s (${STALL_TIMEOUT_ENV})")
         return TraceError(url, f"the storage did not answer in time ({name})")
-    text = _message(exc) or name
+    text = one_line(_message(exc) or name)[:_MAX_MESSAGE_CHARS]  # (a client's text may quote what it was sent)
     return TraceError(url, f"cannot read ({name}: {redact(text)})" if name not in text else redact(text))
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and its causes and contexts, each once."""
+    out: list[BaseException] = []
+    e: BaseException | None = exc
+    while e is not None and e not in out and len(out) < 16:
+        out.append(e)
+        e = e.__cause__ or e.__context__
+    return out
 
 
 def _message(exc: BaseException) -> str:

@@ -66,7 +66,7 @@ class Source:
         if self.local:
             self.raw = open_regular(path)
         elif fileobj is None:
-            self.raw = open_location(path, limits=limits)
+            self.raw = open_location(path, limits=limits, deadline=deadline)
         else:
             self.raw = fileobj
         try:

@@ -1,0 +1,123 @@
+"""What every face shows of a location or an error: no signature of a signed URL, and no
+value of the storage options.
+
+A location is shown in many places: the tab's ``/runs`` and ``/report`` (its ``file``, its
+sources, its errors), the CLI's tables, one-line errors and JSON, and the logs. A
+presigned URL is a credential (whoever sees ``X-Amz-Signature=...`` may read the object
+until it expires), and a server's error text may quote a header it was sent. So each face
+passes what it shows through :func:`shown` (or :func:`shown_json` for encoded JSON, or
+:class:`RedactingFilter` for log records), at the point where the text leaves us:
+
+- the values of signature and credential query parameters become ``***``: S3's
+  ``X-Amz-Signature``, ``X-Amz-Credential``, ``X-Amz-Security-Token``, GCS's
+  ``X-Goog-Signature`` and ``X-Goog-Credential``, an Azure SAS (``sig``, ``se``, ``sp``,
+  ``sv``, ...), CloudFront's ``Signature``, ``Policy`` and ``Key-Pair-Id``, and any
+  parameter whose name says key, token, secret, signature, credential or password;
+- the credentials of the storage options file (the values under a secret-looking name and
+  every header's value) and the credential variables (``storage.secrets``). Error texts
+  have every option value blanked already, where they are made (``storage.redact``).
+
+The location itself keeps its query: a worker needs the signature to read the file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+
+from .storage import secrets
+
+# Query parameters that are credentials whatever their value, by name (any case).
+_SIGNED_NAMES = frozenset(
+    {
+        # Azure SAS: the signature and the fields it signs (who may do what, until when)
+        "sig",
+        "se",
+        "sp",
+        "sv",
+        "sr",
+        "st",
+        "spr",
+        "ss",
+        "srt",
+        "sip",
+        "skoid",
+        "sktid",
+        "skt",
+        "ske",
+        "sks",
+        "skv",
+        "sdd",
+        # CloudFront signed URLs, GCS's V2 signed URLs
+        "policy",
+        "key-pair-id",
+        "googleaccessid",
+        "awsaccesskeyid",
+        "expires",
+        "code",
+        "auth",
+    }
+)
+_SECRET_PARAM = re.compile(r"signature|credential|token|secret|passw|key|sas", re.IGNORECASE)
+# A query parameter in plain text or in JSON (where "&" may be written \u0026).
+_PARAM = re.compile(r"""((?:[?&;]|\\u0026)([A-Za-z0-9_.~-]+)=)([^&#\s"'<>\\]+)""")
+MASK = "***"
+
+
+def _mask(m: re.Match[str]) -> str:
+    name = m.group(2)
+    if name.lower() in _SIGNED_NAMES or _SECRET_PARAM.search(name):
+        return m.group(1) + MASK
+    return m.group(0)
+
+
+def redact_query(text: str) -> str:
+    """``text`` with the values of signature and credential query parameters blanked."""
+    return _PARAM.sub(_mask, text) if "=" in text else text
+
+
+def shown(text: str) -> str:
+    """``text`` as a face may show it: signed URLs' signatures and credentials blanked."""
+    for s in secrets():
+        text = text.replace(s, MASK)
+    return redact_query(text)
+
+
+def shown_json(body: bytes) -> bytes:
+    """Encoded JSON as a face may send it (values blanked in their JSON-escaped form too)."""
+    text = body.decode("utf-8", "surrogateescape")
+    out = shown(text)
+    for s in secrets():
+        escaped = json.dumps(s, ensure_ascii=False)[1:-1]
+        if escaped != s:
+            out = out.replace(escaped, MASK)
+    return body if out == text else out.encode("utf-8", "surrogateescape")
+
+
+class RedactingFilter(logging.Filter):
+    """Blanks what :func:`shown` blanks in a log record: its message, arguments and traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a record that cannot format stays as it is
+            return True
+        record.msg, record.args = shown(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = shown(logging.Formatter().formatException(record.exc_info))
+        elif record.exc_text:
+            record.exc_text = shown(record.exc_text)
+        return True
+
+
+_FILTER = RedactingFilter()
+
+
+def redacting_logger(name: str) -> logging.Logger:
+    """``logging.getLogger(name)`` whose records are blanked as :func:`shown` does (a filter
+    on a logger holds for its own records only, so each module that logs locations asks here)."""
+    logger = logging.getLogger(name)
+    if _FILTER not in logger.filters:
+        logger.addFilter(_FILTER)
+    return logger
