@@ -22,6 +22,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
+from .analysis.mfu import achieved_tflops_while_busy, mfu_for
 from .analysis.report import Report, Step, WorkerReport
 from .tbevents import HParamValue, ScalarWriter, write_hparams_config
 
@@ -81,12 +82,12 @@ def step_figures(w: WorkerReport, st: Step) -> dict[str, float]:
         out[name] = float(value)
     executed = _executed_flops(w)
     peak = w.device.peak_flops if w.device is not None else None
-    if executed and st.dur_us > 0:
-        if peak:
-            out["hfu"] = executed / (st.dur_us * 1e-6) / peak
-        busy_us = st.gpu_busy_share * st.dur_us
-        if busy_us > 0:
-            out["achieved_tflops_while_busy"] = executed / (busy_us * 1e-6) / 1e12
+    hfu = mfu_for(executed, st.dur_us, peak)
+    if hfu is not None:
+        out["hfu"] = hfu
+    busy = achieved_tflops_while_busy(executed, st.gpu_busy_share * st.dur_us)
+    if busy is not None:
+        out["achieved_tflops_while_busy"] = busy
     return out
 
 

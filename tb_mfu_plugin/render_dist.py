@@ -123,13 +123,14 @@ def print_strategies(rows: list[StrategyRow]) -> None:
     """Runs side by side by strategy: per-rank MFU, the slowest rank's step, communication, bubble."""
     console = Console()
     t = _table(
-        "Strategies side by side (per-rank MFU: lowest / mean / highest; the others: mean over ranks)",
+        "Strategies side by side (MFU per rank at its median step: lowest / mean / highest; the others: mean "
+        "over ranks)",
         (
             "run",
             "strategy",
             "ranks",
-            "step (slowest rank)",
-            "MFU per rank",
+            "median step (slowest rank)",
+            "MFU per rank, median step",
             "exposed comm / step",
             "overlap",
             "waits / step",

@@ -1,6 +1,8 @@
 // Number formatting with units. Every figure on the page goes through one of these.
 
 export const NA = 'n/a';
+/** A figure the report has as None because it could not be computed (not one that does not apply). */
+export const UNKNOWN = 'unknown';
 
 function isNum(x: unknown): x is number {
   return typeof x === 'number' && Number.isFinite(x);

@@ -2,7 +2,6 @@
 // reads (percentage points for shares, relative change otherwise) and which way is better.
 import { type Child, h } from './dom';
 import * as f from './format';
-import { meanStep } from './steps';
 import type { Summary, WorkerReport } from './types';
 
 type Better = 'higher' | 'lower' | 'neutral';
@@ -19,11 +18,6 @@ export interface MetricRow {
 // analysis/plausibility.py withheld an MFU above 100 %: no figure, nor a FLOP/s derived from it
 export const impossible = (w: WorkerReport) => (w.flags ?? []).includes('impossible_mfu');
 
-const achieved = (s: Summary, w: WorkerReport) => {
-  if (impossible(w)) return null;
-  return f.isNumber(s.flops_per_step) && meanStep(s) > 0 ? s.flops_per_step / (meanStep(s) / 1e6) : null;
-};
-
 type Value = MetricRow['value'];
 
 /** A share of the step (or of kernel time): a percentage, its delta in percentage points. */
@@ -38,7 +32,7 @@ function figure(label: string, title: string, value: Value, fmt: MetricRow['fmt'
 
 export const METRICS: MetricRow[] = [
   share('MFU', 'Model FLOPs utilisation: all FLOPs of the analysed steps over all their time', (s) => s.mfu, 'higher'),
-  figure('Achieved', 'Useful FLOP/s over the step', achieved, f.tflops, 'higher'),
+  figure('Achieved', 'Useful FLOP/s over the step', (s) => s.achieved_flops, f.tflops, 'higher'),
   figure(
     'Median step time',
     'Median step time (the shares are time-weighted over all steps)',

@@ -68,34 +68,18 @@ function mfuKpi(w: WorkerReport, s: Summary, impossible: boolean): HTMLElement {
   });
 }
 
-/** The achieved FLOP/s over the step, and while the GPU was busy. */
+/** The achieved FLOP/s over the step, and while the GPU was busy (both from the report). */
 function achievedKpi(w: WorkerReport, s: Summary, impossible: boolean): HTMLElement {
-  const mfu = f.isNumber(s.mfu) ? s.mfu : null;
-  const peakFlops = w.device?.peak_flops;
-  // The same figure as MFU, in FLOP/s: all FLOPs of the steps over all their time.
-  const achieved = impossible
-    ? null
-    : mfu !== null && f.isNumber(peakFlops)
-      ? mfu * peakFlops
-      : f.isNumber(s.flops_per_step) && meanStep(s) > 0
-        ? s.flops_per_step / (meanStep(s) / 1e6)
-        : null;
+  const achieved = s.achieved_flops ?? null;
   const busyT = w.flops?.achieved_tflops_while_busy ?? null;
-  const whileBusy = impossible
-    ? null
-    : busyT !== null
-      ? busyT * 1e12
-      : achieved !== null && s.gpu_busy_share > 0
-        ? achieved / s.gpu_busy_share
-        : null;
   return kpi(
     'Achieved',
     achieved !== null ? f.tflops(achieved) : impossible ? 'impossible' : f.NA,
-    whileBusy !== null
-      ? `${f.tflops(whileBusy)} while GPU busy`
+    busyT !== null
+      ? `${f.tflops(busyT * 1e12)} while GPU busy`
       : impossible
         ? 'above the peak: see MFU'
-        : 'needs a FLOP count',
+        : 'needs a FLOP count from the shapes',
     {
       title: 'FLOP/s over the whole step, and over the time the GPU was busy (the matching upper view).',
     },
@@ -174,8 +158,9 @@ function busyChart(rows: BusyBar[]): HTMLElement {
         {
           type: 'bar',
           barWidth: 18,
+          // an unknown figure has no bar ('-' is ECharts' empty value), never a bar at 0
           data: rows.map((r) => ({
-            value: f.isNumber(r[1]) ? +(r[1] * 100).toFixed(2) : 0,
+            value: f.isNumber(r[1]) ? +(r[1] * 100).toFixed(2) : '-',
             itemStyle: { color: r[2], borderRadius: [0, 3, 3, 0] },
           })),
           label: {
@@ -200,17 +185,17 @@ function busyVsFast(s: Summary): HTMLElement {
     ['SM efficiency', s.sm_efficiency, COLORS.smEff, 'SMs actually filled by those kernels'],
     ['MFU', s.mfu, COLORS.mfu, 'useful FLOPs against the peak'],
   ];
-  const gap = f.isNumber(s.mfu)
-    ? s.gpu_busy_share - s.mfu
-    : f.isNumber(s.sm_efficiency)
-      ? s.gpu_busy_share - s.sm_efficiency
-      : null;
+  // The figures as the report has them, never a difference computed here: with MFU unknown,
+  // how much of the busy time is useful is unknown too.
+  const verdict = f.isNumber(s.mfu)
+    ? ` Here the GPU is busy ${f.pct(s.gpu_busy_share)} of the step and MFU is ${f.pct(s.mfu)}.`
+    : ' MFU is unknown here, so how much of the busy time is useful is unknown.';
   const explain = h(
     'p',
     { class: 'explain' },
     'GPU busy counts time with any work on the GPU. SM efficiency discounts kernels that leave SMs empty. ',
     'MFU counts only useful model FLOPs against the peak.',
-    gap !== null && gap > 0.2 ? h('strong', null, ` Here ${f.pct(gap, 0)} of the step is busy but not useful.`) : null,
+    h('strong', null, verdict),
   );
   return card('Busy is not fast', [busyChart(rows), explain], {
     help: 'A GPU can be busy 100 % of the time and still slow: few SMs filled, or work that is not useful FLOPs. Compare the four bars.',

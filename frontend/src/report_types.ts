@@ -78,6 +78,7 @@ export interface Summary {
   kernels_per_step: number;
   flops_per_step: number | null;
   mfu: number | null;
+  achieved_flops: number | null;
   steps: number;
   step_time_us: number;
   breakdown: Record<string, number>;
@@ -118,6 +119,7 @@ export interface Step {
   kernels_per_step: number;
   flops_per_step: number | null;
   mfu: number | null;
+  achieved_flops: number | null;
   step: number;
   start_us: number;
   dur_us: number;
@@ -333,8 +335,8 @@ export interface WaterfallBar {
   id: string;
   label: string;
   kind: 'loss' | 'result' | 'subtotal' | 'total';
-  us_per_step: number;
-  share: number;
+  us_per_step: number | null;
+  share: number | null;
   group?: string;
   known?: boolean;
   clamped?: boolean;

@@ -25,18 +25,19 @@ const STRATEGY_COLUMNS: Column<StrategyRow>[] = [
   numColumn('ranks', 'GPUs', (r) => r.ranks, f.counter(0)),
   numColumn(
     'step',
-    'Step (slowest rank)',
+    'Median step (slowest rank)',
     (r) => r.step_time_us,
     f.dur,
     "The slowest rank's median step: every rank waits for it",
   ),
   {
     key: 'mfu',
-    label: 'MFU per rank',
+    label: 'MFU per rank, median step',
     num: true,
     value: (r) => r.mfu_mean,
     cell: mfuCell,
-    title: 'Lowest / mean / highest over the ranks: the FLOPs each rank executes / its step / peak',
+    title:
+      "Lowest / mean / highest over the ranks of each rank's MFU at its median step (the median of its per-step MFUs). Not the Overview's MFU over all the analysed steps.",
   },
   {
     key: 'exposed',

@@ -47,6 +47,9 @@ class Metrics(msgspec.Struct, kw_only=True):
     kernels_per_step: float
     flops_per_step: float | None = None
     mfu: float | None = None
+    # FLOP/s over the step (the summary's: all FLOPs over all time), mfu x peak; known without a
+    # peak; None with the MFU when that is impossible (analysis.mfu)
+    achieved_flops: float | None = None
 
 
 class Step(Metrics, kw_only=True):
@@ -242,8 +245,9 @@ class WaterfallBar(msgspec.Struct, kw_only=True):
     id: str
     label: str
     kind: BarKind
-    us_per_step: float
-    share: float  # of the step
+    # None on the result bar when MFU is unknown or impossible: that bar then has no value
+    us_per_step: float | None
+    share: float | None  # of the step
     # Keys only some bars have (UNSET is left out of the JSON):
     group: str | UnsetType = UNSET  # "idle" on the idle losses
     known: bool | UnsetType = UNSET  # low_sm_efficiency: some matmul kernel reported its blocks

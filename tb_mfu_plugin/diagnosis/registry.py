@@ -38,6 +38,9 @@ class Hit:
     title: str = ""  # which of the rule's titles, when it has several
     fix: tuple[str, ...] = ("",)  # which of its fix texts, joined by spaces, in this order
     subject: str | None = None
+    # The run's MFU against the peak the fix moves to, where the fix changes it (no_tensor_cores:
+    # the bf16 tensor-core peak): the MFU ``est_mfu_after`` projects from. None: the run's own MFU.
+    mfu_at_fix_peak: float | None = None
 
 
 Check = Callable[[Context, Fired], list[Hit]]
@@ -73,7 +76,7 @@ class Rule:
             cost_us=hit.cost_us,
             gain_us=hit.gain_us,
             step_us=ctx.step_us,
-            mfu=ctx.mfu,
+            mfu=ctx.mfu if hit.mfu_at_fix_peak is None else hit.mfu_at_fix_peak,
             recommendation=" ".join(self.fixes[k].format(**hit.args) for k in hit.fix),
             high_share=ctx.th.high_share,
             medium_share=ctx.th.medium_share,

@@ -109,5 +109,15 @@ def no_tensor_cores(ctx: Context) -> list[Hit]:
             evidence=evidence,
             args={"share": time / max(mm_time, 1e-9), "speedup": th.tensor_core_speedup},
             fix=("fp16" if _before_ampere(cc) else "bf16",),
+            mfu_at_fix_peak=_mfu_at_bf16_peak(ctx),
         )
     ]
+
+
+def _mfu_at_bf16_peak(ctx: Context) -> float | None:
+    """The fix moves the matmuls to bf16 (or TF32) tensor cores, so the MFU after it is measured
+    against the bf16 dense peak, not the fp32 CUDA-core one an fp32 run's MFU uses: projecting from
+    the fp32 MFU would read above 100 %. ``analysis.mfu`` computed that MFU once (fp32 runs only)."""
+    fl = ctx.report.flops
+    at_bf16 = fl.mfu_at_bf16_peak if fl is not None else None
+    return at_bf16 if isinstance(at_bf16, float) else None

@@ -1,0 +1,81 @@
+"""Issue 23 on the real H200 samples: every figure has one definition, computed once in the
+analysis, and an unknown stays unknown (None in the report, never a 0, a bar or a share)."""
+
+from __future__ import annotations
+
+import functools
+import statistics
+
+import pytest
+from conftest import SAMPLES
+
+from tb_mfu_plugin.analysis.report import Report, WorkerReport
+from tb_mfu_plugin.diagnosis.strategies import median_step_mfu, strategy_row
+from tb_mfu_plugin.pipeline import analyze_path
+
+
+@functools.cache
+def _report(run: str) -> Report:
+    if not (SAMPLES / run).is_dir():
+        pytest.skip(f"sample trace not recorded: {run}")
+    return analyze_path(str(SAMPLES / run))
+
+
+def _worker(run: str, rank: int = 0) -> WorkerReport:
+    return _report(run).runs[0].workers[rank]
+
+
+def test_no_tensor_cores_projects_from_the_bf16_peak_the_fix_moves_to() -> None:
+    """fp32_no_tensor_cores: MFU against the fp32 CUDA-core peak is 74.7 %; the fix (bf16 autocast)
+    moves the matmuls to the tensor cores, so the projection starts from the MFU against the bf16
+    dense peak (5.1 %, the ground truth's MFU) and is never above 100 %."""
+    w = _worker("fp32_no_tensor_cores")
+    assert w.summary is not None and w.summary.mfu is not None and w.flops is not None and w.device is not None
+    assert w.device.dtype == "fp32" and "sparse" not in (w.device.peak_source or "")
+    at_bf16 = w.flops.mfu_at_bf16_peak
+    assert isinstance(at_bf16, float) and at_bf16 == pytest.approx(w.summary.mfu * 67.0 / 989.4)
+    (f,) = [f for f in w.findings if f.id == "no_tensor_cores"]
+    step = w.summary.step_time_mean_us
+    assert step is not None and f.est_mfu_after is not None
+    assert f.est_mfu_after == pytest.approx(at_bf16 * step / (step - f.est_gain_us_per_step), abs=1e-4)
+    assert at_bf16 < f.est_mfu_after < 1.0
+
+
+@pytest.mark.parametrize("run", ["tiny_mlp_cuda_graph", "low_sm_efficiency"])
+def test_flops_not_counted_are_unknown_not_zero(run: str) -> None:
+    """A CUDA-graph replay (no aten ops at replay time) and a run with no matmul: nothing counted
+    is an unknown count, so the FLOPs block, MFU and the waterfall's last bar have no value."""
+    w = _worker(run)
+    assert w.summary is not None and w.flops is not None
+    assert w.summary.flops_per_step is None and w.summary.mfu is None and w.summary.achieved_flops is None
+    assert w.flops.flops_per_step is None and w.flops.executed_flops_per_step is None
+    assert w.flops.model_flops_per_step is None
+    result = w.waterfall[-1]
+    assert result.kind == "result" and "unknown" in result.label
+    assert result.us_per_step is None and result.share is None and result.mfu is None
+
+
+def test_achieved_flop_rate_is_the_mfu_times_the_peak() -> None:
+    w = _worker("gpt_sdpa_fused")
+    s, d = w.summary, w.device
+    assert s is not None and d is not None and s.mfu is not None and d.peak_flops is not None
+    assert s.achieved_flops == pytest.approx(s.mfu * d.peak_flops)
+    for st in w.steps:
+        assert st.achieved_flops == pytest.approx(st.flops_per_step / (st.dur_us * 1e-6))
+
+
+def test_two_mfus_two_names_on_ddp_2gpu() -> None:
+    """The headline MFU is over all the analysed steps; the Strategies table's is each rank's MFU at
+    its median step. Both are the report's, read and never recomputed: on rank 0 (first step 47 ms
+    against 29.7 and 29.9 ms) they are 13.1 % and 15.6 %."""
+    run = _report("ddp_2gpu").runs[0]
+    row = strategy_row(run)
+    medians = [median_step_mfu(w.summary) for w in run.workers if w.summary is not None]
+    assert None not in medians
+    assert row.mfu_min == min(medians) and row.mfu_max == max(medians)  # type: ignore[type-var]
+    w0 = run.workers[0].summary
+    assert w0 is not None and w0.mfu is not None
+    assert medians[0] == pytest.approx(statistics.median(st.mfu for st in run.workers[0].steps))  # type: ignore[type-var]
+    assert w0.mfu == pytest.approx(0.131, abs=0.001) and medians[0] == pytest.approx(0.156, abs=0.001)
+    assert run.ranks is not None
+    assert [r.mfu for r in run.ranks.ranks] == [w.summary.mfu for w in run.workers if w.summary is not None]
