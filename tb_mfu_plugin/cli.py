@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .analysis.report import Report, WorkerReport
+from .analysis.report import SCHEMA_VERSION, Report, WorkerReport
 from .errors import TraceError
 from .escape import for_rich, json_bytes, one_line
 from .executors import SchedulerError, usable_cores
@@ -301,7 +301,7 @@ def _compare(reports: list[Report], as_json: bool) -> int:
     strategies = strategy_table(runs) if len(reports) > 2 or any(run.strategy for run in runs) else []
     if as_json:
         body = {
-            "schema_version": 1,
+            "schema_version": SCHEMA_VERSION,
             "baseline": {"file": a.file, "summary": a.summary},
             "other": {"file": b.file, "summary": b.summary},
             "findings": changes,

@@ -1,19 +1,145 @@
-"""Figures as the terminal shows them: durations, sizes, shares, FLOPs, the kernel's unit.
+"""Figures as text: one function per unit, the Python twin of the tab's ``frontend/src/format.ts``.
 
-Plain strings (no rich), so ``cli`` can word a message without loading the tables.
+Every figure with a unit that the CLI, a finding's words or a note shows goes through one of these
+(``tests/test_units.py`` scans the package for any other way), and each gives the same text as its
+namesake in ``format.ts`` for the same value (the test runs both), so the terminal, the tab and the
+HTML export agree to the character:
+
+============  ===============  ==========================================
+unit          here             format.ts
+============  ===============  ==========================================
+share         ``pct``          ``pct``
+time (µs)     ``us``           ``dur``
+bytes         ``nbytes``       ``bytes``
+FLOPs         ``flops``        ``flops``
+FLOP/s        ``flop_rate``    ``tflops``
+GB/s          ``gbps``         ``gbps``
+count         ``count``        ``count``
+============  ===============  ==========================================
+
+Rounding is half away from zero on the value's exact binary expansion, as ``Intl.NumberFormat``
+rounds (Python's own format rounds half to even). Plain strings (no rich), so ``cli`` can word a
+message without loading the tables.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+from decimal import ROUND_HALF_UP, Decimal
+
+from .analysis.definitions import DEFINITIONS, Unit
 from .analysis.report import KernelStats, WorkerReport
 
+NA = "n/a"
+IMPOSSIBLE = "impossible (>100 %)"
 
-def pct(x: float | None) -> str:
-    """A share (0-1) or an MFU as a percentage."""
-    if x is None:
-        return "n/a"
-    # a share or MFU above 100 % is never printed as a figure (analysis.plausibility)
-    return "impossible (>100 %)" if x > 1.0 + 1e-6 else f"{100 * x:.1f} %"
+
+def _known(x: float | None) -> bool:
+    """A finite number (``isNumber`` in format.ts): None, NaN and infinities read n/a."""
+    return x is not None and not isinstance(x, bool) and math.isfinite(x)
+
+
+def fixed(x: float, digits: int) -> str:
+    """``x`` with ``digits`` decimals and thousands separators: ``toLocaleString('en-US', ...)``."""
+    q = Decimal(x).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
+    return f"{q:,.{digits}f}"
+
+
+def pct(x: float | None, digits: int | None = None) -> str:
+    """A share (0-1) or an MFU as a percentage. Above 100 % it is impossible and never a figure
+    (analysis.plausibility)."""
+    if x is None or not _known(x):
+        return NA
+    if x > 1.0 + 1e-6:
+        return IMPOSSIBLE
+    v = x * 100
+    d = digits if digits is not None else (1 if abs(v) >= 1 or v == 0 else 2)
+    return f"{fixed(v, d)} %"
+
+
+def us(x: float | None) -> str:
+    """A duration given in µs, in ns, µs, ms or s."""
+    if x is None or not _known(x):
+        return NA
+    a = abs(x)
+    if a < 1:
+        return f"{fixed(x * 1000, 0)} ns"
+    if a < 1000:
+        return f"{fixed(x, 2 if a < 10 else 1 if a < 100 else 0)} µs"
+    if a < 1e6:
+        return f"{fixed(x / 1000, 2)} ms"
+    return f"{fixed(x / 1e6, 2)} s"
+
+
+def nbytes(x: float | None) -> str:
+    """A byte count in decimal units (1 MB = 10⁶ B, matching GB/s = 10⁹ B/s)."""
+    if x is None or not _known(x):
+        return NA
+    if abs(x) < 1000:
+        return f"{fixed(x, 0)} B"
+    v, unit = x / 1000, "kB"
+    for bigger in ("MB", "GB", "TB", "PB"):
+        if abs(v) < 1000:
+            break
+        v, unit = v / 1000, bigger
+    return f"{fixed(v, 2 if abs(v) < 10 else 1 if abs(v) < 100 else 0)} {unit}"
+
+
+def flops(x: float | None) -> str:
+    """FLOPs (a count) in MFLOP, GFLOP, TFLOP or PFLOP."""
+    if x is None or not _known(x):
+        return NA
+    a = abs(x)
+    for unit, scale in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
+        if a >= scale:
+            return f"{fixed(x / scale, 2)} {unit}"
+    return f"{fixed(x, 0)} FLOP"
+
+
+def flop_rate(x: float | None) -> str:
+    """FLOP/s in TFLOP/s."""
+    if x is None or not _known(x):
+        return NA
+    t = x / 1e12
+    return f"{fixed(t, 2 if t < 10 else 1)} TFLOP/s"
+
+
+def gbps(x: float | None) -> str:
+    """A bandwidth in GB/s (10⁹ B/s)."""
+    if x is None or not _known(x):
+        return NA
+    return f"{fixed(x, 2 if x < 10 else 1)} GB/s"
+
+
+def count(x: float | None, digits: int | None = None) -> str:
+    """A count per step: whole numbers without decimals, others with 2 below 10 and 1 above."""
+    if x is None or not _known(x):
+        return NA
+    d = digits if digits is not None else (0 if float(x).is_integer() else 2 if abs(x) < 10 else 1)
+    return fixed(x, d)
+
+
+def _tflop_rate(x: float | None) -> str:
+    return flop_rate(None if x is None else x * 1e12)
+
+
+# The formatter of each unit of analysis.definitions.
+FORMATTERS: dict[Unit, Callable[[float | None], str]] = {
+    "share": pct,
+    "time": us,
+    "bytes": nbytes,
+    "flops": flops,
+    "flop_rate": flop_rate,
+    "tflop_rate": _tflop_rate,
+    "bandwidth": gbps,
+    "count": count,
+}
+
+
+def figure(name: str, value: float | None) -> str:
+    """A figure of ``analysis.definitions`` as text, by its unit's formatter."""
+    return FORMATTERS[DEFINITIONS[name].unit](value)
 
 
 def mfu_text(w: WorkerReport) -> str:
@@ -30,29 +156,3 @@ def core_unit(k: KernelStats) -> str:
     """Top-kernels cell: TC / CUDA / ? (a GEMM of unknown class) and the dtype the name gives."""
     short = _CORE_SHORT.get(k.core or "", "TC" if k.tensor_core else "")
     return f"{short} {k.dtype}" if short and k.dtype else short
-
-
-def us(x: float | None) -> str:
-    """A duration given in µs, in µs, ms or s."""
-    if x is None:
-        return "n/a"
-    if x >= 1e6:
-        return f"{x / 1e6:.2f} s"
-    if x >= 1e3:
-        return f"{x / 1e3:.2f} ms"
-    return f"{x:.1f} µs"
-
-
-def nbytes(x: float | None) -> str:
-    """A byte count in B, KB, MB or GB (powers of 1000)."""
-    if x is None:
-        return "n/a"
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if abs(x) >= scale:
-            return f"{x / scale:.2f} {unit}"
-    return f"{x:.0f} B"
-
-
-def tflop(x: float | None) -> str:
-    """FLOPs in TFLOP."""
-    return "n/a" if x is None else f"{x / 1e12:.3f} TFLOP"

@@ -13,6 +13,7 @@ import pytest
 from conftest import SAMPLES
 from tracegen import TraceBuilder
 
+from tb_mfu_plugin.analysis.report import SCHEMA_VERSION
 from tb_mfu_plugin.cli import main
 from tb_mfu_plugin.pipeline import analyze_path
 from tb_mfu_plugin.trace.decode import uncompressed_size
@@ -61,7 +62,7 @@ def test_json_contract(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert main(["analyze", str(logdir), "--json"]) == 0
     out, err = capsys.readouterr()
     report = json.loads(out)
-    assert report["schema_version"] == 1
+    assert report["schema_version"] == SCHEMA_VERSION == 2
     runs = {r["name"]: r for r in report["runs"]}
     assert set(runs) == {"good", "broken", "empty"}
     (w,) = runs["good"]["workers"]

@@ -79,3 +79,25 @@ def test_two_mfus_two_names_on_ddp_2gpu() -> None:
     assert w0.mfu == pytest.approx(0.131, abs=0.001) and medians[0] == pytest.approx(0.156, abs=0.001)
     assert run.ranks is not None
     assert [r.mfu for r in run.ranks.ranks] == [w.summary.mfu for w in run.workers if w.summary is not None]
+
+
+@pytest.mark.parametrize("run", ["gpt_naive_attention", "pageable_copy_loop", "gpt_sdpa_fused"])
+def test_gpu_idle_after_syncs_is_one_figure_on_every_face_of_the_report(run: str) -> None:
+    """The GPU idle time syncs explain is one figure: the summary's share, the breakdown's part and
+    the waterfall's "after host-device syncs" bar (the same gaps, attributed once in the analysis);
+    the host's time blocked in syncs is another, and the rest of the idle time is "other"."""
+    w = _worker(run)
+    s = w.summary
+    assert s is not None and s.step_time_mean_us is not None
+    bar = {b.id: b for b in w.waterfall}["idle_sync"]
+    assert bar.us_per_step == pytest.approx(s.gpu_idle_after_sync_share * s.step_time_mean_us, abs=2e-3)
+    assert s.breakdown["idle_after_sync"] == pytest.approx(s.gpu_idle_after_sync_share, abs=1e-12)
+    assert s.breakdown["idle_after_sync"] + s.breakdown["idle_other"] == pytest.approx(s.idle_share, abs=1e-12)
+    assert 0 <= s.gpu_idle_after_sync_share <= s.idle_share
+    for st in w.steps:
+        assert 0 <= st.gpu_idle_after_sync_share <= st.idle_share + 1e-12
+        assert sum(st.breakdown.values()) == pytest.approx(1.0)
+    if run == "gpt_sdpa_fused":  # no syncs at all
+        assert s.host_sync_blocked_share == 0 and s.gpu_idle_after_sync_share == 0
+    else:
+        assert s.sync_count_per_step > 0 and s.gpu_idle_after_sync_share > 0

@@ -1,6 +1,7 @@
 // Compare: two or more runs side by side, deltas against the first (the baseline).
 import { card } from './card';
 import { axisTooltip, chart, msPerStepAxis, tooltipNode } from './charts';
+import { AGGREGATION } from './definitions';
 import { type Child, h } from './dom';
 import * as f from './format';
 import { deltaNode, impossible, METRICS } from './metrics';
@@ -77,7 +78,7 @@ function metricRows(cols: CompareColumn[]): HTMLElement[] {
         if (!w?.summary) return h('td', { class: 'num dim', title: w?.error ?? '' }, 'error');
         const v = m.value(w.summary, w);
         const shown =
-          v == null && impossible(w) && (m.label === 'MFU' || m.label === 'Achieved') ? 'impossible' : m.fmt(v);
+          v == null && impossible(w) && (m.name === 'mfu' || m.name === 'achieved_flops') ? 'impossible' : m.fmt(v);
         return h('td', { class: 'num' }, h('span', { class: 'val' }, shown), i > 0 ? deltaNode(m, base, v) : null);
       }),
     );
@@ -107,7 +108,7 @@ export function renderCompare(cols: CompareColumn[], onWorker: (run: string, idx
         ),
       ),
       {
-        help: 'Shares time-weighted over the profiled steps (their total time), counts per mean step, step time the median. Deltas are against the first run: percentage points (pp) for shares, relative change otherwise. Green is better.',
+        help: `Shares ${AGGREGATION}, counts per mean step, step time the median; each row's tooltip is its definition. Deltas are against the first run: percentage points (pp) for shares, relative change otherwise. Green is better.`,
         cls: 'wide',
       },
     ),
@@ -178,8 +179,12 @@ function compositionChart(cols: Drawn[]): HTMLElement {
           const i = ps[0].dataIndex;
           const s = cols[i].summary;
           return tooltipNode(
-            `${names[i]} · mean step ${f.ms(meanStep(s))}`,
-            BREAKDOWN.map((b) => [b.color, b.label, `${f.ms(part(s, b.key) * 1000)} · ${f.pct(s.breakdown?.[b.key])}`]),
+            `${names[i]} · mean step ${f.dur(meanStep(s))}`,
+            BREAKDOWN.map((b) => [
+              b.color,
+              b.label,
+              `${f.dur(part(s, b.key) * 1000)} · ${f.pct(s.breakdown?.[b.key])}`,
+            ]),
           );
         },
       },

@@ -64,7 +64,8 @@ export interface Summary {
   memcpy_time_share: number;
   memset_time_share: number;
   idle_share: number;
-  sync_wait_share: number;
+  gpu_idle_after_sync_share: number;
+  host_sync_blocked_share: number;
   sm_efficiency: number | null;
   achieved_occupancy: number | null;
   tensor_core_kernel_share: number;
@@ -105,7 +106,8 @@ export interface Step {
   memcpy_time_share: number;
   memset_time_share: number;
   idle_share: number;
-  sync_wait_share: number;
+  gpu_idle_after_sync_share: number;
+  host_sync_blocked_share: number;
   sm_efficiency: number | null;
   achieved_occupancy: number | null;
   tensor_core_kernel_share: number;

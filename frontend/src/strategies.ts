@@ -32,12 +32,11 @@ const STRATEGY_COLUMNS: Column<StrategyRow>[] = [
   ),
   {
     key: 'mfu',
-    label: 'MFU per rank, median step',
+    label: f.label('strategies.mfu_min'),
     num: true,
     value: (r) => r.mfu_mean,
     cell: mfuCell,
-    title:
-      "Lowest / mean / highest over the ranks of each rank's MFU at its median step (the median of its per-step MFUs). Not the Overview's MFU over all the analysed steps.",
+    title: `${f.definition('strategies.mfu_min')}: ${f.definition('mfu_median_step')}. Not the Overview's and the ranks card's ${f.label('mfu')} (${f.definition('mfu')}).`,
   },
   {
     key: 'exposed',

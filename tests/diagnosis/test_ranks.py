@@ -12,7 +12,7 @@ from tb_mfu_plugin.pipeline import analyze_path
 
 def _worker(rank: int, exposed_us: float, idle: float, step_us: float = 1000.0) -> WorkerReport:
     metrics = dict.fromkeys(
-        ("gpu_busy_share", "kernel_time_share", "memcpy_time_share", "memset_time_share", "sync_wait_share",
+        ("gpu_busy_share", "kernel_time_share", "memcpy_time_share", "memset_time_share", "host_sync_blocked_share",
          "tensor_core_kernel_share", "h2d_bytes_per_step", "d2h_bytes_per_step", "d2d_bytes_per_step",
          "p2p_bytes_per_step", "sync_count_per_step", "kernels_per_step"), 0.0)
     metrics["gpu_busy_share"] = 1 - idle
