@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import statistics
+from pathlib import Path
 
 import pytest
 from conftest import SAMPLES
@@ -101,3 +102,55 @@ def test_gpu_idle_after_syncs_is_one_figure_on_every_face_of_the_report(run: str
         assert s.host_sync_blocked_share == 0 and s.gpu_idle_after_sync_share == 0
     else:
         assert s.sync_count_per_step > 0 and s.gpu_idle_after_sync_share > 0
+
+
+def test_one_rule_says_which_step_a_kernel_belongs_to(tmp_path: Path) -> None:
+    """The analysis (steps.assign: the step whose host window holds the launch) and the rules
+    (Context.in_step) put a GPU row in the same step. A kernel launched between two steps' host
+    windows that runs inside the second's window was in that step by its device start (the rules'
+    old rule), and in none by its launch (what the summary counted): now in none for both."""
+    from tracegen import TraceBuilder
+
+    from tb_mfu_plugin.analysis import intervals
+    from tb_mfu_plugin.analysis.worker import analyze_device
+    from tb_mfu_plugin.diagnosis import DEFAULT
+    from tb_mfu_plugin.diagnosis.context import Context
+    from tb_mfu_plugin.options import AnalysisOptions
+    from tb_mfu_plugin.trace.decode import decode_trace
+
+    b = TraceBuilder()
+    b.step(1, 0, 100)
+    b.launch_kernel("a", 50, 60, 30)
+    b.launch_kernel("between", 150, 210, 40, stream=8)  # launched outside both host windows
+    b.step(2, 200, 100)
+    b.launch_kernel("c", 210, 220, 70)
+    tables = decode_trace(str(b.write(tmp_path / "w.pt.trace.json.gz")))
+    rep, steps, view = analyze_device(tables, 0, AnalysisOptions())
+    ctx = Context(rep, tables, steps, view, DEFAULT)
+    names = [tables.names[c] for c in view.gpu.name]
+    assert (ctx.step_of == view.step).all()
+    assert dict(zip(names, ctx.step_of.tolist(), strict=True)) == {"a": 0, "between": -1, "c": 1}
+    by_start = intervals.window_of(view.gpu.ts, steps.start, steps.end, closed=False)
+    assert by_start[names.index("between")] == 1  # the rule the rules used to apply
+    assert rep.summary is not None and rep.summary.kernels_per_step == 1  # a and c: the summary's count
+
+
+@pytest.mark.parametrize("run", ["gpt_naive_attention", "ddp_2gpu", "tiny_mlp_cuda_graph"])
+def test_on_real_traces_the_rules_count_the_rows_the_summary_counts(run: str) -> None:
+    from tb_mfu_plugin.analysis.worker import analyze_device
+    from tb_mfu_plugin.diagnosis import DEFAULT
+    from tb_mfu_plugin.diagnosis.context import Context
+    from tb_mfu_plugin.options import AnalysisOptions
+    from tb_mfu_plugin.trace.decode import decode_trace
+    from tb_mfu_plugin.trace.tables import KERNEL
+
+    files = sorted((SAMPLES / run).glob("rank0.*.pt.trace.json.gz"))
+    if not files:
+        pytest.skip(f"sample trace not recorded: {run}")
+    tables = decode_trace(str(files[0]))
+    rep, steps, view = analyze_device(tables, int(tables.gpu.device[0]), AnalysisOptions())
+    ctx = Context(rep, tables, steps, view, DEFAULT)
+    assert rep.summary is not None
+    in_steps = int((ctx.is_kernel & ctx.in_step).sum())
+    assert in_steps == pytest.approx(rep.summary.kernels_per_step * len(steps))
+    assert in_steps == int(((view.gpu.kind == KERNEL) & (view.step >= 0)).sum())

@@ -34,7 +34,7 @@ from .op_flops import OpFlops, WindowFlops, flops_in_windows
 from .peaks import PeakChoice, resolve_peak
 from .per_trace import once_per_trace
 from .report import WorkerReport
-from .steps import Steps
+from .steps import Steps, launched_in_steps
 from .worker import DeviceView
 
 
@@ -58,25 +58,19 @@ class UnattributedTime:
 
 
 def unattributed_kernel_time(
-    tables: TraceTables,
-    of: OpFlops,
-    start_us: np.ndarray | None = None,
-    end_us: np.ndarray | None = None,
-    top: int = 10,
-    device: int | None = None,
+    tables: TraceTables, of: OpFlops, selected: np.ndarray | None = None, top: int = 10
 ) -> UnattributedTime:
     """Kernel time launched outside every counted op, grouped by the launching op.
 
-    Kernels are selected by their GPU start inside the windows ``[start, end)`` when given (and
-    by ``device``). The group is the op named by the kernel's external id (the innermost op
-    that launched it), else the outermost op around its launch call, else ``(no op)``.
+    Kernels are those of ``selected`` (a mask of ``tables.gpu`` rows: ``steps.launched_in_steps``,
+    the rows the steps launched, as every figure of the report counts them), else all. The group
+    is the op named by the kernel's external id (the innermost op that launched it), else the
+    outermost op around its launch call, else ``(no op)``.
     """
     g = tables.gpu
     sel = g.kind == KERNEL
-    if device is not None:
-        sel &= g.device == device
-    if start_us is not None and end_us is not None:
-        sel &= intervals.window_of_unsorted(g.ts, start_us, end_us) >= 0
+    if selected is not None:
+        sel &= selected
     dur = g.dur
     total = float(dur[sel].sum())
     att = float(dur[sel & of.kernel_counted].sum())
@@ -328,7 +322,7 @@ def apply_to_report(
     has_shapes = bool(len(of)) and float(wf.flops.sum()) > 0
     head, head_source = _headline(options, has_shapes, wf, user, len(dur))
     _fill_mfu(report, head, dur, choice.peak_flops)
-    unattributed = unattributed_kernel_time(tables, of, np.asarray(steps.start), np.asarray(steps.end), device=device)
+    unattributed = unattributed_kernel_time(tables, of, launched_in_steps(tables, steps, device))
     detail = flops_summary(of, cpu_start, cpu_end, unattributed)
     detail.headline_source = head_source
     _fill_detail(detail, report, wf, dur, has_shapes, user, choice, dchoice)

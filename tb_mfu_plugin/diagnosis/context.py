@@ -55,7 +55,9 @@ class Context:
         summary = report.summary
         self.mfu = summary.mfu if summary is not None else None
         g = view.gpu
-        self.step_of = intervals.window_of(g.ts, steps.start, steps.end, closed=False)
+        # Which step a GPU row belongs to is the analysis' one rule (steps.assign: the step whose
+        # host window holds its launch), so the rules count the rows the summary counts.
+        self.step_of = view.step
         self.in_step = self.step_of >= 0
         self.is_kernel = g.kind == KERNEL
         self.is_memcpy = g.kind == MEMCPY
