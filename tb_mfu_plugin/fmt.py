@@ -14,22 +14,27 @@ bytes         ``nbytes``       ``bytes``
 FLOPs         ``flops``        ``flops``
 FLOP/s        ``flop_rate``    ``tflops``
 GB/s          ``gbps``         ``gbps``
+FLOP/B        ``intensity``    ``intensity``
 count         ``count``        ``count``
 ============  ===============  ==========================================
 
-Rounding is half away from zero on the value's exact binary expansion, as ``Intl.NumberFormat``
-rounds (Python's own format rounds half to even). Plain strings (no rich), so ``cli`` can word a
+Rounding is half away from zero on the shortest decimal that reads back as the value, as
+``Intl.NumberFormat`` rounds (Python's own format rounds the exact binary value half to even: 9.995
+would read 9.99 here and 10.00 in the tab). Plain strings (no rich), so ``cli`` can word a
 message without loading the tables.
 """
 
 from __future__ import annotations
 
 import math
+import string
 from collections.abc import Callable
 from decimal import ROUND_HALF_UP, Decimal
+from typing import TYPE_CHECKING, Any
 
-from .analysis.definitions import DEFINITIONS, Unit
-from .analysis.report import KernelStats, WorkerReport
+if TYPE_CHECKING:  # a leaf module: the analysis and the diagnosis word their notes with it too
+    from .analysis.definitions import Unit
+    from .analysis.report import KernelStats, WorkerReport
 
 NA = "n/a"
 IMPOSSIBLE = "impossible (>100 %)"
@@ -42,7 +47,8 @@ def _known(x: float | None) -> bool:
 
 def fixed(x: float, digits: int) -> str:
     """``x`` with ``digits`` decimals and thousands separators: ``toLocaleString('en-US', ...)``."""
-    q = Decimal(x).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
+    # the shortest decimal that reads back as x (repr), rounded half up: what ICU does
+    q = Decimal(repr(float(x))).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
     return f"{q:,.{digits}f}"
 
 
@@ -112,6 +118,13 @@ def gbps(x: float | None) -> str:
     return f"{fixed(x, 2 if x < 10 else 1)} GB/s"
 
 
+def intensity(x: float | None) -> str:
+    """Arithmetic intensity: FLOPs per byte."""
+    if x is None or not _known(x):
+        return NA
+    return f"{fixed(x, 2 if x < 10 else 1 if x < 1000 else 0)} FLOP/B"
+
+
 def count(x: float | None, digits: int | None = None) -> str:
     """A count per step: whole numbers without decimals, others with 2 below 10 and 1 above."""
     if x is None or not _known(x):
@@ -139,7 +152,28 @@ FORMATTERS: dict[Unit, Callable[[float | None], str]] = {
 
 def figure(name: str, value: float | None) -> str:
     """A figure of ``analysis.definitions`` as text, by its unit's formatter."""
+    from .analysis.definitions import DEFINITIONS
+
     return FORMATTERS[DEFINITIONS[name].unit](value)
+
+
+class _UnitFormatter(string.Formatter):
+    """``str.format`` whose format spec may name a unit: ``{share:share}``, ``{us:time}``,
+    ``{bytes:bytes}``, ``{busbw:bandwidth}`` go through that unit's formatter; any other spec
+    (``{count:.0f}``, ``{name}``) is Python's."""
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        unit = FORMATTERS.get(format_spec)  # type: ignore[call-overload]
+        return unit(value) if unit is not None else str(super().format_field(value, format_spec))
+
+
+_TEMPLATES = _UnitFormatter()
+
+
+def template(text: str, **args: Any) -> str:
+    """A finding's title, fix or note from its template (``diagnosis.registry``), units formatted
+    by their one function each."""
+    return _TEMPLATES.format(text, **args)
 
 
 def mfu_text(w: WorkerReport) -> str:

@@ -154,3 +154,22 @@ def test_on_real_traces_the_rules_count_the_rows_the_summary_counts(run: str) ->
     in_steps = int((ctx.is_kernel & ctx.in_step).sum())
     assert in_steps == pytest.approx(rep.summary.kernels_per_step * len(steps))
     assert in_steps == int(((view.gpu.kind == KERNEL) & (view.step >= 0)).sum())
+
+
+def test_a_host_blocked_in_syncs_is_not_gpu_idle_on_a_real_trace() -> None:
+    """TraceLens' Qwen1.5-0.5B-Chat inference on H100: the host is blocked in syncs 28.6 % of the
+    step while the GPU is idle 8.1 %. The old breakdown's "sync wait" (blocked time capped at the
+    idle time) put all 8.1 % on the syncs; the syncs explain 0.6 % of it (the waterfall's bar)."""
+    from conftest import fixture_path
+
+    d = fixture_path("tracelens_hf_inference", "h100")
+    (path,) = sorted(d.glob("Qwen_Qwen1.5-0.5B-Chat*"))
+    (w,) = [w for r in analyze_path(str(path)).runs for w in r.workers]
+    s = w.summary
+    assert s is not None and s.step_time_mean_us is not None
+    assert s.host_sync_blocked_share == pytest.approx(0.286, abs=0.001)
+    assert s.idle_share == pytest.approx(0.081, abs=0.001)
+    assert s.gpu_idle_after_sync_share == pytest.approx(0.006, abs=0.001)
+    bar = {b.id: b for b in w.waterfall}["idle_sync"]
+    assert bar.share == pytest.approx(s.gpu_idle_after_sync_share, abs=1e-5)
+    assert s.breakdown["idle_other"] == pytest.approx(s.idle_share - s.gpu_idle_after_sync_share)

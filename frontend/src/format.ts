@@ -73,6 +73,12 @@ export function tflops(x: number | null | undefined): string {
   return `${fixed(t, t < 10 ? 2 : 1)} TFLOP/s`;
 }
 
+/** Arithmetic intensity: FLOPs per byte. */
+export function intensity(x: number | null | undefined): string {
+  if (!isNum(x)) return NA;
+  return `${fixed(x, x < 10 ? 2 : x < 1000 ? 1 : 0)} FLOP/B`;
+}
+
 export function count(x: number | null | undefined, digits?: number): string {
   if (!isNum(x)) return NA;
   const d = digits ?? (Number.isInteger(x) ? 0 : Math.abs(x) < 10 ? 2 : 1);

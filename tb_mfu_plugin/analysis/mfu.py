@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from .. import fmt
 from ..distinct import distinct, distinct_inverse
 from ..options import AnalysisOptions
 from ..sidecar import Sidecar
@@ -377,10 +378,14 @@ def _note_fp32_peak(
     bf16 = resolve_peak(props, kernel_names, "bf16", options)
     if not bf16.peak_flops or not choice.peak_flops or bf16.peak_flops <= choice.peak_flops:
         return
-    at_bf16 = mfu * choice.peak_flops / bf16.peak_flops
+    s = report.summary
+    assert s is not None
+    at_bf16 = mfu_for(s.flops_per_step, s.step_time_mean_us, bf16.peak_flops)
+    if at_bf16 is None:
+        return
     detail.mfu_at_bf16_peak = at_bf16
     report.notes.append(
-        f"MFU {mfu:.1%} is against the fp32 CUDA-core peak ({choice.peak_flops / 1e12:.1f} TFLOP/s) because the "
-        f"matmuls ran in fp32; against the bf16 tensor-core peak ({bf16.peak_flops / 1e12:.0f} TFLOP/s) the same "
-        f"work is {at_bf16:.1%} (see no_tensor_cores: bf16 autocast or TF32)."
+        f"MFU {fmt.pct(mfu)} is against the fp32 CUDA-core peak ({fmt.flop_rate(choice.peak_flops)}) because "
+        f"the matmuls ran in fp32; against the bf16 tensor-core peak ({fmt.flop_rate(bf16.peak_flops)}) the "
+        f"same work is {fmt.pct(at_bf16)} (see no_tensor_cores: bf16 autocast or TF32)."
     )

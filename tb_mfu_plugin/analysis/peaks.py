@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..fmt import flop_rate
 from ..options import AnalysisOptions
 
 
@@ -221,8 +222,8 @@ def peak_text(g: GpuPeaks, dtype: str, tflops: float) -> str:
     """``bf16 dense 989.4 TFLOP/s (NVIDIA H200 SXM datasheet, sparse halved)``, or for the fp32
     CUDA-core peak ``fp32 CUDA-core 67 TFLOP/s (NVIDIA H200 SXM datasheet)``."""
     if dtype == "fp32" and g.source.endswith(_SPARSE_HALVED):
-        return f"fp32 CUDA-core {tflops:g} TFLOP/s ({g.source[: -len(_SPARSE_HALVED)]})"
-    return f"{dtype} dense {tflops:g} TFLOP/s ({g.source})"
+        return f"fp32 CUDA-core {flop_rate(tflops * 1e12)} ({g.source[: -len(_SPARSE_HALVED)]})"
+    return f"{dtype} dense {flop_rate(tflops * 1e12)} ({g.source})"
 
 
 def _dtype_peak(g: GpuPeaks, dtype: str) -> tuple[str, float, str]:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..distinct import distinct
+from ..fmt import pct
 from ..options import AnalysisOptions
 from ..trace.tables import KERNEL, MEMCPY, MEMSET, RUNTIME, GpuTable, TraceTables
 from . import aggregate, copies, devices, graphs, idle_gaps, intervals, kernel_families, kernels, syncs
@@ -307,7 +308,7 @@ def _kernel_sections(
     if report.summary.sm_efficiency is None and unknown.any():
         share = float(kern.dur[unknown].sum()) / max(float(kern.dur.sum()), 1e-9)
         report.notes.append(
-            f"SM efficiency unknown: {share:.0%} of the kernel time has no blocks per SM (no grid, or a launch "
+            f"SM efficiency unknown: {pct(share)} of the kernel time has no blocks per SM (no grid, or a launch "
             "call that does not say whether the grid counts blocks or work-items)."
         )
     tc = view.classes.mask(kernel_families.TENSOR_CORE)

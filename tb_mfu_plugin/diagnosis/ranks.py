@@ -11,6 +11,7 @@ from __future__ import annotations
 import msgspec
 
 from ..analysis.report import Distributed, RankRow, RankSummary, Straggler, WorkerReport
+from ..fmt import pct, us
 
 __all__ = ["RankClock", "RankRow", "RankSummary", "Straggler", "compare_ranks"]
 
@@ -83,8 +84,8 @@ def _straggler(rows: list[RankRow]) -> Straggler | None:
         rank=slow.rank,
         others_wait_us_per_step=wait,
         reason=(
-            f"the other ranks spend {wait / 1000:.1f} ms more per step in collectives with no compute alongside "
-            f"than {slow.worker} does: they wait for it. Its GPU is idle {slow.idle_share:.0%} of the step; "
+            f"the other ranks spend {us(wait)} more per step in collectives with no compute alongside "
+            f"than {slow.worker} does: they wait for it. Its GPU is idle {pct(slow.idle_share)} of the step; "
             f"its own findings say why (host work, launches, data loading)."
         ),
     )

@@ -36,6 +36,7 @@ import numpy as np
 
 from ..analysis.idle_gaps import GRAPH, HOST, LAUNCH, OTHER, SYNC
 from ..analysis.report import BarKind, WaterfallBar
+from ..fmt import template
 from .context import Context
 from .registry import GAP_THRESHOLDS
 
@@ -46,7 +47,7 @@ THRESHOLDS = GAP_THRESHOLDS
 _IDLE = (
     ("idle_dataloader", "GPU idle: data loading", None),
     ("idle_sync", "GPU idle: after host-device syncs", SYNC),
-    ("idle_launch", "GPU idle: launch gaps (<= {launch_gap_max_us:g} µs)", LAUNCH),
+    ("idle_launch", "GPU idle: launch gaps (<= {launch_gap_max:time})", LAUNCH),
     ("idle_graph", "GPU idle: between kernels of CUDA graph replays", GRAPH),
     ("idle_host", "GPU idle: waiting for host work", HOST),
     ("idle_other", "GPU idle: other", OTHER),
@@ -88,7 +89,7 @@ def waterfall(ctx: Context) -> list[WaterfallBar]:
     gaps = ctx.gaps
     for id, label, cause in _IDLE:
         us = float(gaps.dataloader_us.sum()) if cause is None else gaps.total(cause)
-        bars.loss(id, label.format(launch_gap_max_us=ctx.th.launch_gap_max_us), us / ctx.n, group="idle")
+        bars.loss(id, template(label, launch_gap_max=ctx.th.launch_gap_max_us), us / ctx.n, group="idle")
     bars.subtotal("gpu_busy", "GPU busy")
     _busy(ctx, bars)
     _result(ctx, bars)

@@ -186,7 +186,7 @@ def test_peak_text_says_sparse_halved_only_for_tensor_core_figures() -> None:
     no sparse form, so its source line must not say "sparse halved" (issue 23)."""
     fp32 = P.resolve_peak(H200, [], "fp32", AnalysisOptions())
     bf16 = P.resolve_peak(H200, [], "bf16", AnalysisOptions())
-    assert fp32.dtype == "fp32" and "sparse" not in fp32.source and "fp32 CUDA-core 67 TFLOP/s" in fp32.source
+    assert fp32.dtype == "fp32" and "sparse" not in fp32.source and "fp32 CUDA-core 67.0 TFLOP/s" in fp32.source
     assert "bf16 dense 989.4 TFLOP/s" in bf16.source and "sparse halved" in bf16.source
     mi300 = P.resolve_peak({"name": "AMD Instinct MI300X"}, [], "fp32", AnalysisOptions())
     assert "fp32 dense 163.4 TFLOP/s" in mi300.source  # AMD's fp32 figure is the matrix-core one

@@ -57,7 +57,7 @@ def test_mfu_above_one_against_an_assumed_peak_names_the_peak() -> None:
     imp = detail.impossible
     assert isinstance(imp, Impossible)
     assert imp.values.mfu == pytest.approx(1.5) and imp.values.hfu == pytest.approx(1.4)
-    assert imp.likely_cause == "peak" and "fp8 peak (1978.9 TFLOP/s)" in imp.explanation
+    assert imp.likely_cause == "peak" and "fp8 peak (1,978.9 TFLOP/s)" in imp.explanation
     assert rep.flags == [P.IMPOSSIBLE_MFU] and "150" not in rep.notes[0]  # no impossible figure in words
 
 

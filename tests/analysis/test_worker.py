@@ -105,7 +105,7 @@ def test_sm_efficiency_unknown_when_kernels_have_no_blocks(tmp_path: Path) -> No
     b.launch_kernel("k_no_info", 2, 50, 50, blocks_per_sm=None, occupancy=None)
     (r,) = _analyze(b, tmp_path)
     assert r.steps[0].sm_efficiency is None and r.summary.sm_efficiency is None  # type: ignore[union-attr]
-    assert any("SM efficiency unknown: 50%" in n for n in r.notes)
+    assert any("SM efficiency unknown: 50.0 %" in n for n in r.notes)
 
 
 def test_copies_by_direction_and_memory_kind(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from tb_mfu_plugin.diagnosis import DEFAULT, RULES, Thresholds, diagnose
 from tb_mfu_plugin.diagnosis import waterfall as wf
 from tb_mfu_plugin.diagnosis.context import Context
 from tb_mfu_plugin.diagnosis.registry import SEVERITY_THRESHOLDS, Rule
+from tb_mfu_plugin.fmt import template
 from tb_mfu_plugin.options import AnalysisOptions
 from tb_mfu_plugin.trace.decode import decode_trace
 from tb_mfu_plugin.trace.tables import TraceTables
@@ -177,4 +178,4 @@ def check_reads_and_words(
 
 def fill_every_template(rule: Rule, args: Any) -> None:
     for text in [*rule.titles.values(), *rule.fixes.values(), *([rule.note] if rule.note else [])]:
-        assert text.format(**args), (rule.id, text)
+        assert template(text, **args), (rule.id, text)

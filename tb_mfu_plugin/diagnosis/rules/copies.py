@@ -35,7 +35,7 @@ def _pinned_gbps(ctx: Context, direction: str) -> tuple[float, str]:
 
 
 @rule(
-    title="Pageable memory copies: {mib:.1f} MiB and {us:.0f} µs per step",
+    title="Pageable memory copies: {bytes:bytes} and {us:time} per step",
     fix=(
         "Use pinned host memory: `DataLoader(..., pin_memory=True)`, or allocate reused host buffers with "
         "`torch.empty(..., pin_memory=True)` / `t.pin_memory()`, then copy with "
@@ -81,11 +81,11 @@ def pageable_memcpy(ctx: Context) -> list[Hit]:
             }
         )
     evidence = {"copies": dirs, "bytes_per_step": nbytes, "us_per_step": time}
-    return [Hit(cost_us=time, gain_us=gain, evidence=evidence, args={"mib": nbytes / 2**20, "us": time})]
+    return [Hit(cost_us=time, gain_us=gain, evidence=evidence, args={"bytes": nbytes, "us": time})]
 
 
 @rule(
-    title="Memcpy-bound: copies alone occupy {share:.0%} of the step",
+    title="Memcpy-bound: copies alone occupy {share:share} of the step",
     fix=(
         "Keep data resident on the GPU (move datasets and reused tensors once, outside the loop), prefetch "
         "the next batch on a side stream (`s = torch.cuda.Stream()`; `with torch.cuda.stream(s): "
@@ -126,7 +126,7 @@ def memcpy_bound(ctx: Context) -> list[Hit]:
 
 
 @rule(
-    title="Many small copies: {small:.0f} under 64 KiB and {d2d:.0f} device-to-device per step",
+    title="Many small copies: {small:.0f} under 64 kB and {d2d:.0f} device-to-device per step",
     fix=(
         "Preallocate buffers and write into them (`out=` arguments, slicing, `index_copy_`) instead of "
         "`torch.cat`/`torch.stack` in loops; batch small host-device transfers into one pinned buffer; drop "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...analysis.dist_report import Pipeline
+from ...fmt import pct
 from ..context import Context
 from ..registry import Hit, rule
 
@@ -29,11 +30,11 @@ def _fixes(pp: Pipeline, share: float, analytic: float | None) -> tuple[str, ...
 
 
 @rule(
-    title="Pipeline bubble: stage {stage} waits {ms:.1f} ms per step on its neighbours ({share:.0%} of the step; "
+    title="Pipeline bubble: stage {stage} waits {bubble:time} per step on its neighbours ({share:share} of the step; "
     "{analytic_text})",
     fix={
         "microbatches": "Split the batch into more micro-batches (`n_microbatches`; now {m}): the bubble of a "
-        "{p}-stage pipeline is (p−1)/(m+p−1), {next_share:.0%} at m={m2}.",
+        "{p}-stage pipeline is (p−1)/(m+p−1), {next_share:share} at m={m2}.",
         "interleave": "Run several stages per rank with an interleaved schedule "
         "(`torch.distributed.pipelining.ScheduleInterleaved1F1B`, or `ScheduleInterleavedZeroBubble` / "
         "`ScheduleZBVZeroBubble`), which divides the bubble by the stages per rank.",
@@ -63,9 +64,9 @@ def pipeline_bubble(ctx: Context) -> list[Hit]:
         gain, next_share = 0.5 * bubble, 0.0
     args = {
         "stage": pp.stage if pp.stage is not None else "?",
-        "ms": bubble / 1000,
+        "bubble": bubble,
         "share": pp.bubble_share,
-        "analytic_text": f"the schedule's own bubble is {analytic:.0%}"
+        "analytic_text": f"the schedule's own bubble is {pct(analytic)}"
         if analytic is not None
         else "analytic bubble unknown",
         "m": m if m else "unknown",

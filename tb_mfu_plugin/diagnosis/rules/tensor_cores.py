@@ -65,7 +65,7 @@ def _before_ampere(cc: str | None) -> bool:
 
 
 @rule(
-    title="No tensor cores: {share:.0%} of matmul/conv time runs on CUDA cores",
+    title="No tensor cores: {share:share} of matmul/conv time runs on CUDA cores",
     fix={
         "fp16": "Run matmuls and convolutions in fp16 on the tensor cores: `with torch.autocast('cuda', "
         "dtype=torch.float16):` around the forward pass plus `torch.amp.GradScaler('cuda')` (this GPU has "
