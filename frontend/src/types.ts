@@ -2,7 +2,7 @@
 // generates from the msgspec schema of tb_mfu_plugin/analysis/report.py; this file adds
 // the plugin's own /runs and /compare bodies.
 // Units: time in µs, shares as fractions 0-1, bytes, FLOPs and FLOP/s as numbers.
-import type { RunReport, StrategyRow } from './report_types';
+import type { FindingsAgainstBaseline, RunReport, StrategyRow } from './report_types';
 
 export type {
   Collective,
@@ -109,4 +109,6 @@ export interface CompareBody {
   schema_version: number;
   runs: CompareEntry[];
   strategies: StrategyRow[]; // the loaded runs side by side by strategy (diagnosis/strategies.py)
+  // each run's findings against the baseline's, per pair of workers (diagnosis/compare.py)
+  findings: FindingsAgainstBaseline[];
 }

@@ -167,9 +167,13 @@ export async function compareContent(view: View, rerender: () => void): Promise<
   }));
   return [
     chips,
-    renderCompare(cols, (run, idx) => {
-      state.worker.set(run, idx);
-      rerender();
-    }),
+    renderCompare(
+      cols,
+      (run, idx) => {
+        state.worker.set(run, idx);
+        rerender();
+      },
+      body.findings ?? [],
+    ),
   ];
 }
