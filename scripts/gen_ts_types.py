@@ -58,12 +58,14 @@ Schema = dict[str, Any]
 def roots() -> list[type]:
     """The types whose schemas (and everything they reference) become declarations.
 
-    ``StrategyRow`` is the plugin's ``/compare`` body's ``strategies`` (diagnosis.strategies).
+    ``StrategyRow`` is the plugin's ``/compare`` body's ``strategies`` (diagnosis.strategies),
+    ``FindingsAgainstBaseline`` its ``findings`` (diagnosis.compare).
     """
     from tb_mfu_plugin.analysis.report import Report
+    from tb_mfu_plugin.diagnosis.compare import FindingsAgainstBaseline
     from tb_mfu_plugin.diagnosis.strategies import StrategyRow
 
-    return [Report, StrategyRow]
+    return [Report, StrategyRow, FindingsAgainstBaseline]
 
 
 def route_roots() -> list[type]:

@@ -22,6 +22,8 @@ import re
 import time
 from dataclasses import dataclass, field
 
+from .analysis.definitions import DEFINITIONS, UNIT_MEANING, definition
+from .analysis.mfu import achieved_tflops_while_busy, mfu_for
 from .analysis.report import Report, Step, WorkerReport
 from .tbevents import HParamValue, ScalarWriter, write_hparams_config
 
@@ -31,14 +33,18 @@ SUMMARY_PREFIX = PREFIX + "summary/"
 _NOT_FIGURES = {"step", "start_us", "dur_us"}
 
 # Summary keys offered as metric columns in the HParams dashboard, with what they mean.
-HPARAMS_METRICS: tuple[tuple[str, str], ...] = (
-    ("mfu", "model FLOPs / step time / peak, over the span's steps"),
-    ("hfu", "executed FLOPs (activation-checkpoint re-runs too) / step time / peak"),
-    ("achieved_tflops_while_busy", "executed FLOPs / GPU busy time, TFLOP/s (median over steps)"),
-    ("step_time_us", "median step time, µs"),
-    ("gpu_busy_share", "share of the step with any GPU activity (median)"),
-    ("kernel_time_share", "share of the step with a kernel running (median)"),
-    ("sm_efficiency", "kernel-time-weighted share of SMs with work (median)"),
+# (Their words are the figures' definitions, analysis.definitions, as every face states them.)
+HPARAMS_METRICS: tuple[tuple[str, str], ...] = tuple(
+    (key, f"{definition(name)} ({UNIT_MEANING[DEFINITIONS[name].unit]})")
+    for key, name in (
+        ("mfu", "mfu"),
+        ("hfu", "flops.hfu"),
+        ("achieved_tflops_while_busy", "flops.achieved_tflops_while_busy"),
+        ("step_time_us", "step_time_us"),
+        ("gpu_busy_share", "gpu_busy_share"),
+        ("kernel_time_share", "kernel_time_share"),
+        ("sm_efficiency", "sm_efficiency"),
+    )
 )
 HPARAMS: tuple[tuple[str, str], ...] = (
     ("run", "the analysed run (directory under the logdir)"),
@@ -81,12 +87,12 @@ def step_figures(w: WorkerReport, st: Step) -> dict[str, float]:
         out[name] = float(value)
     executed = _executed_flops(w)
     peak = w.device.peak_flops if w.device is not None else None
-    if executed and st.dur_us > 0:
-        if peak:
-            out["hfu"] = executed / (st.dur_us * 1e-6) / peak
-        busy_us = st.gpu_busy_share * st.dur_us
-        if busy_us > 0:
-            out["achieved_tflops_while_busy"] = executed / (busy_us * 1e-6) / 1e12
+    hfu = mfu_for(executed, st.dur_us, peak)
+    if hfu is not None:
+        out["hfu"] = hfu
+    busy = achieved_tflops_while_busy(executed, st.gpu_busy_share * st.dur_us)
+    if busy is not None:
+        out["achieved_tflops_while_busy"] = busy
     return out
 
 

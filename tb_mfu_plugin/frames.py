@@ -62,7 +62,7 @@ def struct_schema(cls: type[msgspec.Struct], skip: Iterable[str] = ()) -> Schema
 
 
 # The frames' schemas. ``steps`` and ``workers`` also get one ``breakdown_<part>`` float64
-# column per part of the step breakdown (kernel, memcpy, memset, sync_wait, idle).
+# column per part of the step breakdown (kernel, memcpy, memset, idle_after_sync, idle_other).
 STEPS: Schema = {**IDENTITY, "step": "int64", "start_us": "float64", "dur_us": "float64",
                  **struct_schema(Step, skip=("step", "start_us", "dur_us"))}
 WORKERS: Schema = {**IDENTITY, "file": "string", "error": "string", "device_name": "string",

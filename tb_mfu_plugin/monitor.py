@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .analysis.mfu import flop_rate, mfu_for
 from .analysis.peaks import resolve_peak
 from .options import AnalysisOptions
 from .sidecar import SIDECAR_NAME, ModelDims, load_sidecar
@@ -222,14 +223,15 @@ class MfuMonitor:
             return None
         self._resolved += len(durations_us)
         total_us = float(sum(durations_us))
-        rate = self.flops_per_step * len(durations_us) / (total_us * 1e-6) if self.flops_per_step else None
-        mfu = rate / self.peak_flops if rate is not None and self.peak_flops else None
+        # the window's FLOPs over its time, as the trace's summary.mfu aggregates its steps
+        flops = self.flops_per_step * len(durations_us) if self.flops_per_step else None
+        rate = flop_rate(flops, total_us)
         return MonitorLog(
             step=self._resolved,
             steps=len(durations_us),
             step_time_us=total_us / len(durations_us),
             achieved_tflops=None if rate is None else rate / 1e12,
-            mfu=mfu,
+            mfu=mfu_for(flops, total_us, self.peak_flops),
         )
 
     def _reduce(self, entry: MonitorLog | None) -> MonitorLog | None:

@@ -73,8 +73,8 @@ class Report:
 
     def workers(self) -> pd.DataFrame:
         """One row per worker report (run, worker, span, gpu): device, peak, the summary
-        (medians over steps; ``mfu`` over all steps), ``hfu``, the achieved TFLOP/s while
-        busy, and ``error`` for a file that could not be analysed."""
+        (time-weighted over the analysed steps, as ``mfu``; ``step_time_us`` the median step),
+        ``hfu``, the achieved TFLOP/s while busy, and ``error`` for a file that could not be analysed."""
         rows, extra = frames.workers_rows(self.report)
         return frames.frame(rows, frames.WORKERS, extra)
 

@@ -8,20 +8,21 @@ file names are text, never markup), so no table or title can be restyled by a na
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
+from .analysis.definitions import AGGREGATION, label
 from .analysis.flops_detail import FlopsDetail
 from .analysis.report import Device, Report, Summary, WorkerReport
 from .console import console as stdout_console
 from .diagnosis.compare import FindingChange
 from .diagnosis.run_compare import Comparison
 from .escape import for_rich, markup_escape
-from .fmt import core_unit, mfu_shown, mfu_text, ms, nbytes, pct, tflop, us
+from .fmt import core_unit, count, figure, flop_rate, flops, gbps, mfu_shown, mfu_text, nbytes, pct, us
 from .render_dist import print_communication, print_ranks
 
 if TYPE_CHECKING:
@@ -78,30 +79,10 @@ def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int) ->
     console.rule(title)
     _print_device_and_steps(console, dev, s)
     t = _table(
-        f"Where the step goes (time-weighted over the {s.steps} steps)",
-        (
-            "MFU",
-            "GPU busy",
-            "kernel time",
-            "SM efficiency",
-            "occupancy",
-            "tensor-core kernels",
-            "memcpy",
-            "sync wait",
-            "idle",
-        ),
+        f"Where the step goes ({AGGREGATION}: {s.steps} step{'' if s.steps == 1 else 's'})",
+        tuple(label(k) for k in _SUMMARY_ROW),
     )
-    t.add_row(
-        mfu_text(w),
-        pct(s.gpu_busy_share),
-        pct(s.kernel_time_share),
-        pct(s.sm_efficiency),
-        pct(s.achieved_occupancy),
-        pct(s.tensor_core_kernel_share),
-        pct(s.memcpy_time_share),
-        pct(s.sync_wait_share),
-        pct(s.idle_share),
-    )
+    t.add_row(*(mfu_text(w) if k == "mfu" else figure(k, getattr(s, k)) for k in _SUMMARY_ROW))
     console.print(t)
     _print_flops(console, w)
     _print_copies_and_syncs(console, w)
@@ -115,8 +96,23 @@ def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int) ->
     console.print()
 
 
+# The summary figures of the "where the step goes" table, by report key (analysis.definitions).
+_SUMMARY_ROW = (
+    "mfu",
+    "gpu_busy_share",
+    "kernel_time_share",
+    "sm_efficiency",
+    "achieved_occupancy",
+    "tensor_core_kernel_share",
+    "memcpy_time_share",
+    "idle_share",
+    "gpu_idle_after_sync_share",
+    "host_sync_blocked_share",
+)
+
+
 def _print_device_and_steps(console: Console, dev: Device, s: Summary) -> None:
-    peak = f"{dev.peak_flops / 1e12:.1f} TFLOP/s {dev.dtype or ''} ({dev.peak_source})" if dev.peak_flops else "unknown"
+    peak = f"{flop_rate(dev.peak_flops)} {dev.dtype or ''} ({dev.peak_source})" if dev.peak_flops else "unknown"
     console.print(
         f"device {dev.index}: {dev.name or 'unknown GPU'}"
         + (f", {dev.num_sms} SMs, sm_{(dev.compute_capability or '').replace('.', '')}" if dev.num_sms else "")
@@ -125,24 +121,24 @@ def _print_device_and_steps(console: Console, dev: Device, s: Summary) -> None:
     )
     spread = s.distribution.get("step_time_us")
     console.print(
-        f"{s.steps} steps, median step time {ms(s.step_time_us)}"
-        + (f" (mean {ms(s.step_time_mean_us)}, min {ms(spread.min)}, max {ms(spread.max)})" if spread else ""),
+        f"{s.steps} steps, {label('step_time_us').lower()} {us(s.step_time_us)}"
+        + (f" (mean {us(s.step_time_mean_us)}, min {us(spread.min)}, max {us(spread.max)})" if spread else ""),
         highlight=False,
     )
 
 
 def _print_copies_and_syncs(console: Console, w: WorkerReport) -> None:
     if w.copies:
-        t = _table("Copies per step", ("direction", "host memory", "count", "bytes", "time", "GB/s", "< 64 KiB"))
+        t = _table("Copies per step", ("direction", "host memory", "count", "bytes", "time", "bandwidth", "< 64 kB"))
         for c in w.copies:
             t.add_row(
                 c.direction,
                 c.memory,
-                f"{c.count_per_step:.1f}",
+                count(c.count_per_step, 1),
                 nbytes(c.bytes_per_step),
                 us(c.time_us_per_step),
-                "n/a" if c.gbps is None else f"{c.gbps:.1f}",
-                f"{c.small_count_per_step:.1f}",
+                gbps(c.gbps),
+                count(c.small_count_per_step, 1),
             )
         console.print(t)
     if w.syncs:
@@ -152,7 +148,7 @@ def _print_copies_and_syncs(console: Console, w: WorkerReport) -> None:
                 y.api,
                 y.root_op or "(no op: direct call)",
                 y.op or "",
-                f"{y.count_per_step:.1f}",
+                count(y.count_per_step, 1),
                 us(y.blocked_us_per_step),
             )
         console.print(t)
@@ -163,17 +159,17 @@ def _print_launches(console: Console, w: WorkerReport) -> None:
     if not ln:
         return
     console.print(
-        f"launches: {ln.kernels_per_step:.0f} kernels/step, median kernel {us(ln.median_kernel_us)}, "
-        f"{pct(ln.short_kernel_share)} under 10 µs, launch API {us(ln.launch_api_us_per_step)}/step; "
-        f"GPU idle gaps {ln.idle_gaps.count_per_step:.0f}/step totalling {us(ln.idle_gaps.total_us_per_step)}",
+        f"launches: {count(ln.kernels_per_step, 0)} kernels/step, median kernel {us(ln.median_kernel_us)}, "
+        f"{pct(ln.short_kernel_share)} under {us(10)}, launch API {us(ln.launch_api_us_per_step)}/step; "
+        f"GPU idle gaps {count(ln.idle_gaps.count_per_step, 0)}/step totalling {us(ln.idle_gaps.total_us_per_step)}",
         highlight=False,
     )
     if ln.graph_launches_per_step:
         console.print(
-            f"CUDA graph replays: {ln.graph_launches_per_step:.3g}/step running {ln.graph_kernels_per_step:.0f} "
-            f"kernels (median {us(ln.graph_median_kernel_us)}), graph launch API "
-            f"{us(ln.graph_launch_api_us_per_step)}/step; the host launched "
-            f"{ln.kernels_per_step - ln.graph_kernels_per_step:.0f} kernels/step one by one",
+            f"CUDA graph replays: {count(ln.graph_launches_per_step)}/step running "
+            f"{count(ln.graph_kernels_per_step, 0)} kernels (median {us(ln.graph_median_kernel_us)}), graph launch API "
+            f"{us(ln.graph_launch_api_us_per_step)}/step; the host "
+            f"launched {count(ln.kernels_per_step - ln.graph_kernels_per_step, 0)} kernels/step one by one",
             highlight=False,
         )
 
@@ -202,7 +198,7 @@ def _print_top_kernels(console: Console, w: WorkerReport, top: int) -> None:
             str(k.count),
             us(k.total_us),
             pct(k.share),
-            "n/a" if k.mean_blocks_per_sm is None else f"{k.mean_blocks_per_sm:.2f}",
+            count(k.mean_blocks_per_sm, 2),
             pct(k.sm_efficiency),
             pct(k.achieved_occupancy),
             core_unit(k),
@@ -217,8 +213,8 @@ def _print_roofline(console: Console, w: WorkerReport, top: int) -> None:
         return
     ops = sorted(r.ops, key=lambda o: -(o.lost_us_per_step or 0.0))[:top]
     t = Table(
-        title=f"Roofline: ops by time lost below their roof (peak {r.peak_flops / 1e12:.1f} TFLOP/s, HBM "
-        f"{r.peak_bandwidth / 1e12:.2f} TB/s; {pct(r.coverage)} of GPU time placed; ↑ above roof: cached)",
+        title=f"Roofline: ops by time lost below their roof (peak {flop_rate(r.peak_flops)}, HBM "
+        f"{gbps(r.peak_bandwidth / 1e9)}; {pct(r.coverage)} of GPU time placed; ↑ above roof: cached)",
         title_justify="left",
     )
     t.add_column("op", overflow="ellipsis", no_wrap=True, min_width=14, max_width=40)
@@ -226,9 +222,9 @@ def _print_roofline(console: Console, w: WorkerReport, top: int) -> None:
         t.add_column(col, no_wrap=True, justify="left" if col == "bound" else "right")
     for o in ops:
         got = (
-            f"{(o.achieved_flops or 0) / 1e12:.1f} TFLOP/s"
+            flop_rate(o.achieved_flops)
             if o.bound == "compute"
-            else f"{(o.achieved_bandwidth or 0) / 1e9:.0f} GB/s"
+            else gbps(o.achieved_bandwidth / 1e9 if o.achieved_bandwidth is not None else None)
         )
         share = pct(o.roof_share) + (" ↑" if o.above_roof else "")
         t.add_row(f"{o.name} {o.shapes}", o.bound or "n/a", us(o.us_per_step), got, share, us(o.lost_us_per_step))
@@ -238,11 +234,12 @@ def _print_roofline(console: Console, w: WorkerReport, top: int) -> None:
 def _print_flops(console: Console, w: WorkerReport) -> None:
     s, f = w.summary, w.flops
     assert s is not None
-    line = f"FLOPs per step: {tflop(s.flops_per_step)}"
+    line = f"{label('flops_per_step')}: {flops(s.flops_per_step)}"
     if f is not None and f.headline_source:
         line += f" from {f.headline_source}"
     if f is not None and f.achieved_tflops_while_busy is not None:
-        line += f"; achieved {f.achieved_tflops_while_busy:.0f} TFLOP/s while the GPU is busy"
+        busy = figure("flops.achieved_tflops_while_busy", f.achieved_tflops_while_busy)
+        line += f"; achieved {busy} while the GPU is busy"
     console.print(line, highlight=False)
     if f is not None and f.impossible:
         console.print(
@@ -332,22 +329,20 @@ def _combined_caption(w: WorkerReport) -> str | None:
     )
 
 
-def _count(digits: int) -> Callable[[float | None], str]:
-    return lambda x: "n/a" if x is None else f"{x:.{digits}f}"
-
-
-# The summary figures compared side by side: label, Summary field, format.
-_COMPARED: tuple[tuple[str, str, Callable[[float | None], str]], ...] = (
-    ("MFU", "mfu", pct),
-    ("median step time", "step_time_us", ms),
-    ("GPU busy", "gpu_busy_share", pct),
-    ("kernel time", "kernel_time_share", pct),
-    ("SM efficiency", "sm_efficiency", pct),
-    ("tensor-core kernels", "tensor_core_kernel_share", pct),
-    ("idle", "idle_share", pct),
-    ("kernels / step", "kernels_per_step", _count(0)),
-    ("syncs / step", "sync_count_per_step", _count(1)),
-    ("FLOPs / step", "flops_per_step", tflop),
+# The summary figures compared side by side, by report key (analysis.definitions: label, unit).
+_COMPARED = (
+    "mfu",
+    "step_time_us",
+    "gpu_busy_share",
+    "kernel_time_share",
+    "sm_efficiency",
+    "tensor_core_kernel_share",
+    "idle_share",
+    "gpu_idle_after_sync_share",
+    "host_sync_blocked_share",
+    "kernels_per_step",
+    "sync_count_per_step",
+    "flops_per_step",
 )
 _CHANGE_STYLE = {"fixed": "green", "new": "red", "remains": "dim"}
 
@@ -362,35 +357,35 @@ def print_comparison(c: Comparison) -> None:
     how = "the same rank of each run" if c.matched_by == "rank" else "the workers of each run in order"
     for pair in c.ranks:
         a, b = pair.baseline, pair.other
-        label = f"rank {pair.rank}" if pair.rank is not None else f"worker {pair.position + 1} of {len(c.ranks)}"
-        title = f"Compare {label} ({how})"
+        who = f"rank {pair.rank}" if pair.rank is not None else f"worker {pair.position + 1} of {len(c.ranks)}"
+        title = f"Compare {who} ({how})"
         if pair.rank is None and len(c.ranks) == 1:
-            label, title = "the runs", "Compare (the one worker of each run)"
+            who, title = "the runs", "Compare (the one worker of each run)"
         t = Table(title=title, title_justify="left")
         for col in ("", "baseline", "other"):
             t.add_column(col, justify="right" if col else "left")
         t.add_row("worker", *(f"{x.run} · {x.worker}" if x else "(no such rank)" for x in (a, b)))
         t.add_row("file", *(os.path.basename(x.file) if x else "" for x in (a, b)))
-        for name, key, show in _COMPARED:
+        for key in _COMPARED:
             # an impossible MFU reads "impossible", not n/a
             t.add_row(
-                name,
+                label(key),
                 *(
                     ""
                     if x is None
                     else mfu_shown(x.summary, x.flags)
                     if key == "mfu"
-                    else show(getattr(x.summary, key))
+                    else figure(key, getattr(x.summary, key))
                     for x in (a, b)
                 ),
             )
         console.print(t)
         if a is not None and b is not None:
-            _print_changes(console, label, pair.findings)
+            _print_changes(console, who, pair.findings)
 
 
-def _print_changes(console: Console, label: str, changes: list[FindingChange]) -> None:
-    t = Table(title=f"Findings of {label}", title_justify="left")
+def _print_changes(console: Console, who: str, changes: list[FindingChange]) -> None:
+    t = Table(title=f"Findings of {who}", title_justify="left")
     for col in ("status", "finding", "gain before", "gain after"):
         t.add_column(col)
     for c in changes:

@@ -9,10 +9,11 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from .analysis.definitions import label
 from .analysis.report import RunReport, WorkerReport
 from .console import console as stdout_console
 from .diagnosis.strategies import StrategyRow
-from .fmt import nbytes, pct, us
+from .fmt import count, gbps, nbytes, pct, us
 
 
 def _table(title: str, columns: tuple[str, ...]) -> Table:
@@ -20,10 +21,6 @@ def _table(title: str, columns: tuple[str, ...]) -> Table:
     for i, col in enumerate(columns):
         t.add_column(col, justify="left" if i == 0 else "right")
     return t
-
-
-def _gbps(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:,.1f} GB/s"
 
 
 def strategy_text(names: list[str]) -> str:
@@ -39,7 +36,7 @@ def print_communication(console: Console, w: WorkerReport) -> None:
         f"[bold]Communication[/] ({strategy_text(c.strategy)}): {us(c.communication_us_per_step)} per step, "
         f"{us(c.overlapped_us_per_step)} overlapped with compute ({pct(c.overlap_ratio)}), "
         f"{us(c.exposed_us_per_step)} exposed. Link: {c.link or 'unknown'}"
-        + (f" ({c.link_gbps:g} GB/s each way)" if c.link_gbps else ""),
+        + (f" ({gbps(c.link_gbps)} each way)" if c.link_gbps else ""),
         highlight=False,
     )
     t = _table(
@@ -53,11 +50,11 @@ def print_communication(console: Console, w: WorkerReport) -> None:
             f"{x.group or '?'} ({x.group_size or '?'})",
             x.role or "",
             x.dtype or "",
-            f"{x.count_per_step:.1f}",
+            count(x.count_per_step, 1),
             nbytes(x.bytes_per_step),
             us(x.us_per_step),
             us(x.exposed_us_per_step),
-            _gbps(x.busbw_gbps) + basis,
+            gbps(x.busbw_gbps) + basis,
             pct(x.link_peak_share),
         )
     console.print(t)
@@ -87,15 +84,15 @@ def print_ranks(console: Console, run: RunReport) -> None:
         (
             "rank",
             "worker",
-            "median step",
-            "GPU busy",
-            "idle",
-            "exposed comm / step",
-            "overlap",
-            "waits / step",
-            "bubble",
+            label("step_time_us"),
+            label("gpu_busy_share"),
+            label("idle_share"),
+            label("ranks.exposed_communication_us_per_step"),
+            label("ranks.overlap_ratio"),
+            label("ranks.collective_wait_us_per_step"),
+            label("ranks.bubble_share"),
             "clock shift",
-            "MFU",
+            label("mfu"),
         ),
     )
     for row in r.ranks:
@@ -124,17 +121,18 @@ def print_strategies(rows: list[StrategyRow]) -> None:
     """Runs side by side by strategy: per-rank MFU, the slowest rank's step, communication, bubble."""
     console = stdout_console()
     t = _table(
-        "Strategies side by side (per-rank MFU: lowest / mean / highest; the others: mean over ranks)",
+        "Strategies side by side (MFU per rank at its median step: lowest / mean / highest; the others: mean "
+        "over ranks)",
         (
             "run",
             "strategy",
             "ranks",
-            "step (slowest rank)",
-            "MFU per rank",
-            "exposed comm / step",
-            "overlap",
-            "waits / step",
-            "bubble",
+            "median step (slowest rank)",
+            label("strategies.mfu_min"),
+            label("ranks.exposed_communication_us_per_step"),
+            label("ranks.overlap_ratio"),
+            label("ranks.collective_wait_us_per_step"),
+            label("ranks.bubble_share"),
             "busbw (largest)",
         ),
     )
@@ -153,6 +151,6 @@ def print_strategies(rows: list[StrategyRow]) -> None:
             pct(r.overlap_ratio),
             us(r.collective_wait_us_per_step),
             pct(r.bubble_share) if r.bubble_share is not None else "",
-            _gbps(r.busbw_gbps),
+            gbps(r.busbw_gbps),
         )
     console.print(t)

@@ -13,6 +13,7 @@ import pytest
 from conftest import SAMPLES
 from tracegen import TraceBuilder
 
+from tb_mfu_plugin.analysis.report import SCHEMA_VERSION
 from tb_mfu_plugin.cli import main
 from tb_mfu_plugin.pipeline import analyze_path
 from tb_mfu_plugin.trace.decode import uncompressed_size
@@ -61,7 +62,7 @@ def test_json_contract(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert main(["analyze", str(logdir), "--json"]) == 0
     out, err = capsys.readouterr()
     report = json.loads(out)
-    assert report["schema_version"] == 1
+    assert report["schema_version"] == SCHEMA_VERSION == 2
     runs = {r["name"]: r for r in report["runs"]}
     assert set(runs) == {"good", "broken", "empty"}
     (w,) = runs["good"]["workers"]
@@ -369,10 +370,10 @@ def test_tables_off_a_terminal_are_as_wide_as_they_need(tmp_path: Path) -> None:
     heads = [ln for ln in lines if ln.startswith("┃")]  # every table's header row
     assert heads and not [ln for ln in heads if "…" in ln]
     assert max(len(ln) for ln in lines) > 80
-    for word in ("tensor-core kernels", "SM efficiency", "exposed comm / step", "clock shift"):
+    for word in ("Tensor-core kernels", "SM efficiency", "Exposed comm / step", "clock shift"):
         assert any(word in ln for ln in heads), word
     # one line per figure row: the step's table has its header and its one row, each on one line
-    (row,) = [ln for ln in lines if ln.startswith("│") and "%" in ln and ln.count("│") == 10][:1]
+    (row,) = [ln for ln in lines if ln.startswith("│") and "%" in ln and ln.count("│") == 11][:1]
     assert "13.1 %" in row and "98.7 %" in row
     # and a long prose line is one line, never wrapped
     assert any(ln.startswith("device 0: NVIDIA H200") and "sparse halved))" in ln for ln in lines)

@@ -68,7 +68,7 @@ def test_every_step_figure_equals_the_json_report(run: str, exported: Path) -> N
         assert _series(acc, "tb_mfu/step_time_us") == pytest.approx({s["step"]: s["dur_us"] for s in steps}, rel=1e-6)
         for key in ("mfu", "gpu_busy_share", "kernel_time_share", "sm_efficiency", "memcpy_time_share",
                     "h2d_bytes_per_step", "d2h_bytes_per_step", "d2d_bytes_per_step", "sync_count_per_step",
-                    "sync_wait_share", "flops_per_step", "idle_share"):
+                    "host_sync_blocked_share", "flops_per_step", "idle_share"):
             got = _series(acc, f"tb_mfu/{key}")
             assert got == pytest.approx({s["step"]: s[key] for s in steps}, rel=1e-6, abs=1e-12), key
         # per-step HFU and achieved TFLOP/s give back the report's figures over the steps
@@ -138,7 +138,7 @@ def test_nothing_to_export_is_an_error(tmp_path: Path, capsys: pytest.CaptureFix
 
 def _worker(name: str, span: str, gpu: int, steps: list[int]) -> WorkerReport:
     metrics = dict(gpu_busy_share=0.5, kernel_time_share=0.4, memcpy_time_share=0.0, memset_time_share=0.0,
-                   idle_share=0.5, sync_wait_share=0.0, sm_efficiency=None, achieved_occupancy=None,
+                   idle_share=0.5, host_sync_blocked_share=0.0, sm_efficiency=None, achieved_occupancy=None,
                    tensor_core_kernel_share=0.0, h2d_bytes_per_step=0.0, d2h_bytes_per_step=0.0,
                    d2d_bytes_per_step=0.0, p2p_bytes_per_step=0.0, sync_count_per_step=0.0, kernels_per_step=1.0)
     return WorkerReport(name=name, span=span, file=f"{name}.{span}.pt.trace.json", device=Device(index=gpu, name="X"),

@@ -20,7 +20,7 @@ from tb_mfu_plugin import fmt
 
 ROOT = Path(__file__).resolve().parent.parent
 FRONTEND = ROOT / "frontend"
-PAIRS = {"pct": fmt.pct, "dur": fmt.dur, "ms": fmt.ms, "bytes": fmt.nbytes, "flops": fmt.flops}
+PAIRS = {"pct": fmt.pct, "dur": fmt.us, "bytes": fmt.nbytes, "flops": fmt.flops}
 
 
 def _values() -> dict[str, list[float]]:
@@ -33,7 +33,6 @@ def _values() -> dict[str, list[float]]:
     return {
         "pct": edges[:14] + shares,
         "dur": edges + spread,
-        "ms": edges + spread,
         "bytes": edges + spread,
         "flops": edges + spread,
     }
@@ -45,7 +44,7 @@ def test_python_figures_are_the_tabs(tmp_path: Path) -> None:
         pytest.skip("frontend dependencies not installed (cd frontend && npm ci)")
     bundle = tmp_path / "format.mjs"
     subprocess.run(
-        [str(esbuild), str(FRONTEND / "src" / "format.ts"), "--format=esm", f"--outfile={bundle}"],
+        [str(esbuild), str(FRONTEND / "src" / "format.ts"), "--bundle", "--format=esm", f"--outfile={bundle}"],
         check=True,
         capture_output=True,
         timeout=120,
@@ -59,7 +58,7 @@ def test_python_figures_are_the_tabs(tmp_path: Path) -> None:
         "const v = JSON.parse(readFileSync(new URL('./values.json', import.meta.url)));\n"
         "const out = {};\n"
         "for (const [name, xs] of Object.entries(v)) out[name] = xs.map((x) => f[name](x));\n"
-        "out.na = ['pct', 'dur', 'ms', 'bytes', 'flops'].map((n) => f[n](null));\n"
+        "out.na = ['pct', 'dur', 'bytes', 'flops'].map((n) => f[n](null));\n"
         "console.log(JSON.stringify(out));\n"
     )
     tab = json.loads(subprocess.run(["node", str(script)], check=True, capture_output=True, timeout=120).stdout)
@@ -67,4 +66,4 @@ def test_python_figures_are_the_tabs(tmp_path: Path) -> None:
         ours = [PAIRS[name](x) for x in xs]
         wrong = [(x, a, b) for x, a, b in zip(xs, ours, tab[name], strict=True) if a != b]
         assert not wrong, (name, wrong[:10])
-    assert tab["na"] == [fmt.NA] * 5 == [PAIRS[n](None) for n in ("pct", "dur", "ms", "bytes", "flops")]
+    assert tab["na"] == [fmt.NA] * 4 == [PAIRS[n](None) for n in ("pct", "dur", "bytes", "flops")]

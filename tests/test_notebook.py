@@ -18,7 +18,8 @@ ACCESSORS = {
     "workers": frames.WORKERS, "steps": frames.STEPS, "kernels": frames.KERNELS, "copies": frames.COPIES,
     "syncs": frames.SYNCS, "findings": frames.FINDINGS, "ranks": frames.RANKS, "collectives": frames.COLLECTIVES,
 }
-BREAKDOWN = ["breakdown_kernel", "breakdown_memcpy", "breakdown_memset", "breakdown_sync_wait", "breakdown_idle"]
+BREAKDOWN = ["breakdown_kernel", "breakdown_memcpy", "breakdown_memset", "breakdown_idle_after_sync",
+             "breakdown_idle_other"]
 
 
 def _cli_json(path: Path) -> dict:
@@ -61,7 +62,7 @@ def test_steps_are_the_json_reports_steps(naive: tm.Report) -> None:
     assert df["step"].tolist() == [s["step"] for s in w["steps"]]
     for key in ("dur_us", "start_us", "mfu", "gpu_busy_share", "sm_efficiency", "d2d_bytes_per_step"):
         assert df[key].tolist() == pytest.approx([s[key] for s in w["steps"]], rel=1e-12), key
-    assert df["breakdown_idle"].tolist() == pytest.approx([s["breakdown"]["idle"] for s in w["steps"]])
+    assert df["breakdown_idle_other"].tolist() == pytest.approx([s["breakdown"]["idle_other"] for s in w["steps"]])
     assert set(df["run"]) == {"gpt_naive_attention"} and set(df["worker"]) == {"rank0"}
     assert df["gpu"].tolist() == [0, 0, 0]
 

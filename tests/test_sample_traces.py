@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import SAMPLES
+from invariants import worker_problems
 
-from tb_mfu_plugin.analysis.report import WorkerReport
+from tb_mfu_plugin.analysis.report import WorkerReport, to_json
 from tb_mfu_plugin.options import AnalysisOptions
 from tb_mfu_plugin.pipeline import analyze_run
 from tb_mfu_plugin.trace.discover import discover_runs
@@ -132,3 +133,11 @@ def test_fp32_mfu_says_what_it_is_against(analysed: dict[str, list[WorkerReport]
     # 67 vs 989.4 TFLOP/s: the same work scores about 15x lower against the bf16 peak
     assert w.flops.mfu_at_bf16_peak == pytest.approx(w.summary.mfu * 67.0 / 989.4)
     assert any("fp32 CUDA-core peak" in n for n in w.notes)
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_invariants_of_every_report(run: str, analysed: dict[str, list[WorkerReport]]) -> None:
+    """No MFU or projected MFU above 100 %, no 0 for an unknown, a breakdown made of the report's
+    figures (tests/invariants.py; the fixtures and the hostile corpus are checked the same way)."""
+    problems = [p for w in analysed[run] for p in worker_problems(json.loads(to_json(w)))]
+    assert not problems, problems

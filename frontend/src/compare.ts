@@ -1,13 +1,15 @@
 // Compare: two or more runs side by side, deltas against the first (the baseline).
 import { card } from './card';
 import { axisTooltip, chart, msPerStepAxis, tooltipNode } from './charts';
+import { AGGREGATION } from './definitions';
 import { type Child, h } from './dom';
 import * as f from './format';
 import { deltaNode, impossible, METRICS } from './metrics';
 import { COLORS, UI } from './palette';
+import type { FindingChange, FindingsAgainstBaseline } from './report_types';
 import { BREAKDOWN, meanStep } from './steps';
 import { type Column, kernelFilter, kernelNameColumn, numColumn, table } from './table';
-import type { Finding, RunReport, Summary, WorkerReport } from './types';
+import type { RunReport, Summary, WorkerReport } from './types';
 import { usable, workerLabel } from './workers';
 
 export interface CompareColumn {
@@ -77,14 +79,18 @@ function metricRows(cols: CompareColumn[]): HTMLElement[] {
         if (!w?.summary) return h('td', { class: 'num dim', title: w?.error ?? '' }, 'error');
         const v = m.value(w.summary, w);
         const shown =
-          v == null && impossible(w) && (m.label === 'MFU' || m.label === 'Achieved') ? 'impossible' : m.fmt(v);
+          v == null && impossible(w) && (m.name === 'mfu' || m.name === 'achieved_flops') ? 'impossible' : m.fmt(v);
         return h('td', { class: 'num' }, h('span', { class: 'val' }, shown), i > 0 ? deltaNode(m, base, v) : null);
       }),
     );
   });
 }
 
-export function renderCompare(cols: CompareColumn[], onWorker: (run: string, idx: number) => void): HTMLElement {
+export function renderCompare(
+  cols: CompareColumn[],
+  onWorker: (run: string, idx: number) => void,
+  findings: FindingsAgainstBaseline[] = [],
+): HTMLElement {
   const ready = drawable(cols);
   const header = headerRow(cols, onWorker);
   const body = metricRows(cols);
@@ -107,12 +113,12 @@ export function renderCompare(cols: CompareColumn[], onWorker: (run: string, idx
         ),
       ),
       {
-        help: 'Shares time-weighted over the profiled steps (their total time), counts per mean step, step time the median. Deltas are against the first run: percentage points (pp) for shares, relative change otherwise. Green is better.',
+        help: `Shares ${AGGREGATION}, counts per mean step, step time the median; each row's tooltip is its definition. Deltas are against the first run: percentage points (pp) for shares, relative change otherwise. Green is better.`,
         cls: 'wide',
       },
     ),
     ready.length ? compositionChart(ready) : null,
-    ready.length >= 2 ? findingsDiff(ready) : null,
+    ready.length >= 2 ? findingsDiff(ready, findings) : null,
     ready.length >= 2 ? kernelDiff(ready) : null,
     errors.length
       ? h(
@@ -131,6 +137,7 @@ export function renderCompare(cols: CompareColumn[], onWorker: (run: string, idx
 /** A column whose chosen worker report has a summary: what the chart and the diffs draw. */
 interface Drawn {
   run: string;
+  index: number; // of the worker in its run's report
   worker: WorkerReport;
   summary: Summary;
 }
@@ -139,7 +146,7 @@ function drawable(cols: CompareColumn[]): Drawn[] {
   const out: Drawn[] = [];
   for (const c of cols) {
     const w = c.report && usable(c.report).length ? c.report.workers[c.workerIndex] : undefined;
-    if (w?.summary) out.push({ run: c.run, worker: w, summary: w.summary });
+    if (w?.summary) out.push({ run: c.run, index: c.workerIndex, worker: w, summary: w.summary });
   }
   return out;
 }
@@ -178,8 +185,12 @@ function compositionChart(cols: Drawn[]): HTMLElement {
           const i = ps[0].dataIndex;
           const s = cols[i].summary;
           return tooltipNode(
-            `${names[i]} · mean step ${f.ms(meanStep(s))}`,
-            BREAKDOWN.map((b) => [b.color, b.label, `${f.ms(part(s, b.key) * 1000)} · ${f.pct(s.breakdown?.[b.key])}`]),
+            `${names[i]} · mean step ${f.dur(meanStep(s))}`,
+            BREAKDOWN.map((b) => [
+              b.color,
+              b.label,
+              `${f.dur(part(s, b.key) * 1000)} · ${f.pct(s.breakdown?.[b.key])}`,
+            ]),
           );
         },
       },
@@ -261,57 +272,68 @@ function kernelDiff(cols: Drawn[]): HTMLElement {
   );
 }
 
-/** A finding's identity across runs: (id, subject), as in diagnosis/compare.py. */
-function findingKey(fd: Finding): string {
-  return fd.subject ? `${fd.id} · ${fd.subject}` : fd.id;
+/** The findings of a column against the baseline, as diagnosis/compare.py computed them for the
+ * two workers shown (the /compare body's ``findings``); the tab only looks them up. */
+function changesOf(findings: FindingsAgainstBaseline[], c: Drawn, base: Drawn): FindingChange[] | undefined {
+  return findings.find((x) => x.run === c.run && x.worker === c.index && x.baseline_worker === base.index)?.changes;
 }
 
-/** The findings of the runs by identity, in the order first seen, with each one's title. */
-function findingTitles(ws: WorkerReport[]): Map<string, string> {
-  const titles = new Map<string, string>();
-  for (const w of ws)
-    for (const fd of w.findings) if (!titles.has(findingKey(fd))) titles.set(findingKey(fd), fd.title);
-  return titles;
+/** A finding's name: its id, and its subject when the rule fires once per subject. */
+function findingName(c: FindingChange): string {
+  return c.subject ? `${c.id} · ${c.subject}` : c.id;
 }
 
-function findIn(w: WorkerReport, key: string): Finding | undefined {
-  return w.findings.find((x) => findingKey(x) === key);
-}
-
-/** A run's cell of one finding, against the baseline ``base`` (the first column, ``index`` 0):
- * gone = fixed, only here = new. */
-function findingCell(w: WorkerReport, base: WorkerReport, key: string, index: number): Child {
-  const fd = findIn(w, key);
-  const inBase = index > 0 && findIn(base, key) !== undefined;
-  if (!fd)
-    return inBase
-      ? h('span', { class: 'change change-fixed', testid: 'finding-fixed' }, 'fixed')
-      : h('span', { class: 'dim' }, '—');
+function gainNode(severity: string | null, gainUs: number | null, share: number | null, title: string): Child {
+  if (severity === null) return h('span', { class: 'dim' }, '—');
   return h(
     'span',
-    { class: 'fcell', title: fd.title },
-    index > 0 && !inBase ? h('span', { class: 'change change-new', testid: 'finding-new' }, 'new') : null,
-    h('span', { class: `sev sev-${fd.severity}` }, fd.severity),
-    h('span', { class: 'small dim' }, ` ${f.dur(fd.est_gain_us_per_step)} · ${f.pct(fd.est_gain_share)}`),
+    { class: 'fcell', title },
+    h('span', { class: `sev sev-${severity}` }, severity),
+    h('span', { class: 'small dim' }, ` ${f.dur(gainUs)} · ${f.pct(share)}`),
   );
 }
 
-function findingsDiff(cols: Drawn[]): HTMLElement | null {
-  const ws = cols.map((c) => c.worker);
-  const titles = findingTitles(ws);
-  if (!titles.size) return null;
+/** A column's cell of one finding: the baseline shows its own finding; another run what the
+ * diagnosis marked: fixed (gone), new (only here) or the finding as it remains. */
+function findingCell(c: FindingChange | undefined, baseline: boolean): Child {
+  if (!c) return h('span', { class: 'dim' }, '—');
+  if (baseline) return gainNode(c.baseline_severity, c.baseline_gain_us_per_step, c.baseline_gain_share, c.title);
+  if (c.status === 'fixed') return h('span', { class: 'change change-fixed', testid: 'finding-fixed' }, 'fixed');
+  const cell = gainNode(c.severity, c.gain_us_per_step, c.gain_share, c.title);
+  return c.status === 'new'
+    ? h('span', null, h('span', { class: 'change change-new', testid: 'finding-new' }, 'new'), cell)
+    : cell;
+}
+
+function findingsDiff(cols: Drawn[], findings: FindingsAgainstBaseline[]): HTMLElement | null {
+  const base = cols[0];
+  const per = cols.slice(1).map((c) => changesOf(findings, c, base) ?? []);
+  // every finding of any column, in the order first seen (each list: the baseline's, then its new)
+  const rows = new Map<string, FindingChange>();
+  for (const changes of per) for (const c of changes) if (!rows.has(findingName(c))) rows.set(findingName(c), c);
+  if (!rows.size) return null;
   const head = h(
     'tr',
     null,
     h('th', null, 'Finding'),
     cols.map((c) => h('th', { class: 'num' }, h('span', { class: 'runname', title: c.run }, c.run))),
   );
-  const rows = Array.from(titles, ([key, title]) =>
+  const body = Array.from(rows, ([name, first]) =>
     h(
       'tr',
       null,
-      h('td', { title }, h('code', { class: 'finding-id' }, key)),
-      ws.map((w, i) => h('td', { class: 'num' }, findingCell(w, ws[0], key, i))),
+      h('td', { title: first.title }, h('code', { class: 'finding-id' }, name)),
+      h('td', { class: 'num' }, findingCell(first.status === 'new' ? undefined : first, true)),
+      per.map((changes) =>
+        h(
+          'td',
+          { class: 'num' },
+          findingCell(
+            changes.find((x) => findingName(x) === name),
+            false,
+          ),
+        ),
+      ),
     ),
   );
   return card(
@@ -319,10 +341,10 @@ function findingsDiff(cols: Drawn[]): HTMLElement | null {
     h(
       'div',
       { class: 'table-wrap' },
-      h('table', { class: 'grid', testid: 'findings-diff' }, h('thead', null, head), h('tbody', null, rows)),
+      h('table', { class: 'grid', testid: 'findings-diff' }, h('thead', null, head), h('tbody', null, body)),
     ),
     {
-      help: 'Which diagnosis findings each run has, with the estimated gain per step. Against the baseline (first column): "fixed" = gone in this run, "new" = only in this run.',
+      help: 'Which diagnosis findings each run has, with the estimated gain per step. Against the baseline (first column): "fixed" = gone in this run, "new" = only in this run (diagnosis/compare.py marks them; the CLI\'s compare shows the same).',
       cls: 'wide',
     },
   );

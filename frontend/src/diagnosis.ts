@@ -43,7 +43,7 @@ export function fmtByKey(k: string, v: number): string {
   if (/(^|_)us(_|$)|_us_per_step$/.test(k)) return f.dur(v);
   if (/bytes/.test(k)) return f.bytes(v);
   if (/gbps/.test(k)) return f.gbps(v);
-  if (/tflops/.test(k)) return `${f.count(v, 1)} TFLOP/s`;
+  if (/tflops/.test(k)) return f.BY_UNIT.tflop_rate(v);
   if (/flops/.test(k)) return f.flops(v);
   if (/(share|mfu|hfu|frac|ratio|efficiency|occupancy)/i.test(k) && Math.abs(v) <= 1.5) return f.pct(v);
   return f.count(v);

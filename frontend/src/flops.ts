@@ -58,7 +58,7 @@ function sourceRows(w: WorkerReport, fl: FlopsDetail): FactRow[] {
       'Where the FLOP count comes from',
     ]);
   const per = fl.flops_per_step ?? w.summary?.flops_per_step ?? null;
-  rows.push(['FLOPs / step', f.flops(per)]);
+  rows.push([f.label('flops_per_step'), f.figure('flops_per_step', per), f.definition('flops_per_step')]);
   const model = fl.model_flops_per_step;
   if (model !== null && per !== null && Math.abs(model - per) > 1e-6 * Math.max(1, per)) {
     rows.push([

@@ -1,6 +1,10 @@
-// Number formatting with units. Every figure on the page goes through one of these.
+// Number formatting with units: one function per unit, the twin of tb_mfu_plugin/fmt.py (the same
+// text for the same value, tests/test_units.py checks it). Every figure on the page goes through one.
+import { DEFINITIONS, type Figure, type Unit } from './definitions';
 
 export const NA = 'n/a';
+/** A figure the report has as None because it could not be computed (not one that does not apply). */
+export const UNKNOWN = 'unknown';
 
 function isNum(x: unknown): x is number {
   return typeof x === 'number' && Number.isFinite(x);
@@ -27,13 +31,8 @@ export function dur(us: number | null | undefined): string {
   const a = Math.abs(us);
   if (a < 1) return `${fixed(us * 1000, 0)} ns`;
   if (a < 1000) return `${fixed(us, a < 10 ? 2 : a < 100 ? 1 : 0)} µs`;
-  if (a < 1e6) return `${fixed(us / 1000, a < 1e4 ? 2 : 1)} ms`;
+  if (a < 1e6) return `${fixed(us / 1000, 2)} ms`;
   return `${fixed(us / 1e6, 2)} s`;
-}
-
-export function ms(us: number | null | undefined, digits = 2): string {
-  if (!isNum(us)) return NA;
-  return `${fixed(us / 1000, digits)} ms`;
 }
 
 /** Bytes in decimal units (1 MB = 1e6 B), matching GB/s = 1e9 B/s. */
@@ -74,6 +73,12 @@ export function tflops(x: number | null | undefined): string {
   return `${fixed(t, t < 10 ? 2 : 1)} TFLOP/s`;
 }
 
+/** Arithmetic intensity: FLOPs per byte. */
+export function intensity(x: number | null | undefined): string {
+  if (!isNum(x)) return NA;
+  return `${fixed(x, x < 10 ? 2 : x < 1000 ? 1 : 0)} FLOP/B`;
+}
+
 export function count(x: number | null | undefined, digits?: number): string {
   if (!isNum(x)) return NA;
   const d = digits ?? (Number.isInteger(x) ? 0 : Math.abs(x) < 10 ? 2 : 1);
@@ -112,4 +117,32 @@ export function spanLabel(span: string): string {
 
 export function isNumber(x: unknown): x is number {
   return isNum(x);
+}
+
+const tflopRate = (x: number | null | undefined) => tflops(isNum(x) ? x * 1e12 : x);
+
+/** The formatter of each unit of the definitions (tb_mfu_plugin/analysis/definitions.py). */
+export const BY_UNIT: Record<Unit, (x: number | null | undefined) => string> = {
+  share: (x) => pct(x),
+  time: dur,
+  bytes,
+  flops,
+  flop_rate: tflops,
+  tflop_rate: tflopRate,
+  bandwidth: gbps,
+  count: (x) => count(x),
+};
+
+/** A figure of the definitions as text, by its unit's formatter. */
+export function figure(name: Figure, x: number | null | undefined): string {
+  return BY_UNIT[DEFINITIONS[name].unit](x);
+}
+
+/** A figure's label, and its one-line definition (the label's tooltip). */
+export function label(name: Figure): string {
+  return DEFINITIONS[name].label;
+}
+
+export function definition(name: Figure): string {
+  return DEFINITIONS[name].definition;
 }

@@ -1,13 +1,14 @@
 // What Compare compares: each metric of a worker report with its format, how its delta
 // reads (percentage points for shares, relative change otherwise) and which way is better.
+import { AGGREGATION, DEFINITIONS, type Figure } from './definitions';
 import { type Child, h } from './dom';
 import * as f from './format';
-import { meanStep } from './steps';
 import type { Summary, WorkerReport } from './types';
 
 type Better = 'higher' | 'lower' | 'neutral';
 
 export interface MetricRow {
+  name: Figure;
   label: string;
   title: string;
   value: (s: Summary, w: WorkerReport) => number | null | undefined;
@@ -19,73 +20,47 @@ export interface MetricRow {
 // analysis/plausibility.py withheld an MFU above 100 %: no figure, nor a FLOP/s derived from it
 export const impossible = (w: WorkerReport) => (w.flags ?? []).includes('impossible_mfu');
 
-const achieved = (s: Summary, w: WorkerReport) => {
-  if (impossible(w)) return null;
-  return f.isNumber(s.flops_per_step) && meanStep(s) > 0 ? s.flops_per_step / (meanStep(s) / 1e6) : null;
-};
-
 type Value = MetricRow['value'];
 
-/** A share of the step (or of kernel time): a percentage, its delta in percentage points. */
-function share(label: string, title: string, value: Value, better: Better): MetricRow {
-  return { label, title, value, fmt: (x) => f.pct(x), delta: 'pp', better };
+/** A figure of the definitions: its label, definition and unit's formatter from the one table
+ * (definitions.ts); a share's delta in percentage points, any other's a relative change. */
+function metric(name: Figure, value: Value, better: Better, qualifier = ''): MetricRow {
+  const unit = DEFINITIONS[name].unit;
+  return {
+    name,
+    label: f.label(name),
+    title: `${f.definition(name)}${qualifier}`,
+    value,
+    fmt: (x) => f.figure(name, x),
+    delta: unit === 'share' ? 'pp' : 'rel',
+    better,
+  };
 }
 
-/** Any other figure: shown by ``fmt``, its delta a relative change. */
-function figure(label: string, title: string, value: Value, fmt: MetricRow['fmt'], better: Better): MetricRow {
-  return { label, title, value, fmt, delta: 'rel', better };
-}
+const OVER_STEPS = ` (${AGGREGATION})`;
 
 export const METRICS: MetricRow[] = [
-  share('MFU', 'Model FLOPs utilisation: all FLOPs of the analysed steps over all their time', (s) => s.mfu, 'higher'),
-  figure('Achieved', 'Useful FLOP/s over the step', achieved, f.tflops, 'higher'),
-  figure(
-    'Median step time',
-    'Median step time (the shares are time-weighted over all steps)',
-    (s) => s.step_time_us,
-    (x) => f.ms(x),
-    'lower',
-  ),
-  share('GPU busy', 'Any GPU activity', (s) => s.gpu_busy_share, 'higher'),
-  share('Kernel time', 'Any kernel running', (s) => s.kernel_time_share, 'higher'),
-  share('SM efficiency', 'SMs filled by the kernels, time-weighted', (s) => s.sm_efficiency, 'higher'),
-  share('Occupancy', 'Estimated achieved occupancy, kernel-time weighted', (s) => s.achieved_occupancy, 'higher'),
-  share('Tensor-core kernels', 'Share of kernel time on tensor cores', (s) => s.tensor_core_kernel_share, 'higher'),
-  share('Memcpy only', 'Step share copying with no kernel running', (s) => s.breakdown?.memcpy, 'lower'),
-  share(
-    'Sync wait',
-    'Step share with the GPU idle while the host waits in a sync',
-    (s) => s.breakdown?.sync_wait ?? s.sync_wait_share,
-    'lower',
-  ),
-  share('Idle', 'Step share with the GPU idle', (s) => s.idle_share, 'lower'),
-  figure('FLOPs / step', 'Useful FLOPs per step', (s) => s.flops_per_step, f.flops, 'neutral'),
-  figure('Kernels / step', 'Kernel launches per step', (s) => s.kernels_per_step, f.counter(0), 'lower'),
-  share('Short kernels', 'Share of kernels under 10 µs', (_s, w) => w.launches?.short_kernel_share, 'lower'),
-  figure(
-    'Launch API / step',
-    'Host time in launch calls',
-    (_s, w) => w.launches?.launch_api_us_per_step,
-    f.dur,
-    'lower',
-  ),
-  figure(
-    'Graph replays / step',
-    'CUDA/HIP graph launches per step: each replays a whole captured graph',
-    (_s, w) => w.launches?.graph_launches_per_step,
-    f.counter(1),
-    'neutral',
-  ),
-  figure(
-    'Kernels in graphs',
-    'Kernels per step run by graph replays, not launched one by one by the host',
-    (_s, w) => w.launches?.graph_kernels_per_step,
-    f.counter(0),
-    'neutral',
-  ),
-  figure('Syncs / step', 'Host-device synchronisations per step', (s) => s.sync_count_per_step, f.counter(), 'lower'),
-  figure('H2D / step', 'Host to device bytes per step', (s) => s.h2d_bytes_per_step, f.bytes, 'neutral'),
-  figure('D2H / step', 'Device to host bytes per step', (s) => s.d2h_bytes_per_step, f.bytes, 'lower'),
+  metric('mfu', (s) => s.mfu, 'higher'),
+  metric('achieved_flops', (s) => s.achieved_flops, 'higher'),
+  metric('step_time_us', (s) => s.step_time_us, 'lower'),
+  metric('gpu_busy_share', (s) => s.gpu_busy_share, 'higher', OVER_STEPS),
+  metric('kernel_time_share', (s) => s.kernel_time_share, 'higher', OVER_STEPS),
+  metric('sm_efficiency', (s) => s.sm_efficiency, 'higher', OVER_STEPS),
+  metric('achieved_occupancy', (s) => s.achieved_occupancy, 'higher'),
+  metric('tensor_core_kernel_share', (s) => s.tensor_core_kernel_share, 'higher'),
+  metric('breakdown.memcpy', (s) => s.breakdown?.memcpy, 'lower', OVER_STEPS),
+  metric('idle_share', (s) => s.idle_share, 'lower', OVER_STEPS),
+  metric('gpu_idle_after_sync_share', (s) => s.gpu_idle_after_sync_share, 'lower', OVER_STEPS),
+  metric('host_sync_blocked_share', (s) => s.host_sync_blocked_share, 'lower', OVER_STEPS),
+  metric('flops_per_step', (s) => s.flops_per_step, 'neutral'),
+  metric('kernels_per_step', (s) => s.kernels_per_step, 'lower'),
+  metric('launches.short_kernel_share', (_s, w) => w.launches?.short_kernel_share, 'lower'),
+  metric('launches.launch_api_us_per_step', (_s, w) => w.launches?.launch_api_us_per_step, 'lower'),
+  metric('launches.graph_launches_per_step', (_s, w) => w.launches?.graph_launches_per_step, 'neutral'),
+  metric('launches.graph_kernels_per_step', (_s, w) => w.launches?.graph_kernels_per_step, 'neutral'),
+  metric('sync_count_per_step', (s) => s.sync_count_per_step, 'lower'),
+  metric('h2d_bytes_per_step', (s) => s.h2d_bytes_per_step, 'neutral'),
+  metric('d2h_bytes_per_step', (s) => s.d2h_bytes_per_step, 'lower'),
 ];
 
 export function deltaNode(m: MetricRow, base: number | null | undefined, v: number | null | undefined): Child {

@@ -4,6 +4,7 @@ import { copiesCard, kernelsCard, launchesCard, syncsCard } from './activity';
 import { banner, card } from './card';
 import { chart, tooltipBase, tooltipNode } from './charts';
 import { communicationCard } from './communication';
+import { AGGREGATION } from './definitions';
 import { findingsCard } from './diagnosis';
 import { type Child, h, ICONS, icon } from './dom';
 import { flopsCard, mfuReason, peakInfo } from './flops';
@@ -52,52 +53,44 @@ function mfuKpi(w: WorkerReport, s: Summary, impossible: boolean): HTMLElement {
   const peak = peakInfo(w);
   const mfuSub = hasMfu
     ? [
-        h('div', null, `${f.flops(s.flops_per_step)} per step${src ? ` · ${src}` : ''}`),
+        h(
+          'div',
+          null,
+          `${overSteps(s)} · ${f.figure('flops_per_step', s.flops_per_step)} per step${src ? ` · ${src}` : ''}`,
+        ),
         peak ? h('div', { title: peak.long }, peak.short) : null,
       ]
     : [
         h('div', { class: 'reason', testid: 'mfu-reason' }, mfuReason(w)),
         peak ? h('div', { title: peak.long }, peak.short) : null,
       ];
-  return kpi('MFU', hasMfu ? f.pct(s.mfu) : impossible ? 'impossible' : f.NA, mfuSub, {
+  return kpi(f.label('mfu'), hasMfu ? f.figure('mfu', s.mfu) : impossible ? 'impossible' : f.NA, mfuSub, {
     testid: 'mfu-value',
     raw: mfu,
     cls: `kpi-main ${hasMfu ? '' : 'kpi-na'}`,
-    title:
-      'Model FLOPs utilisation: FLOPs of the analysed steps / (their time × peak FLOP/s). A lower bound: the profiler stretches CPU-bound steps.',
+    title: `${f.definition('mfu')}. A lower bound: the profiler stretches CPU-bound steps.`,
   });
 }
 
-/** The achieved FLOP/s over the step, and while the GPU was busy. */
+/** What a headline figure is over: "over the 3 analysed steps" (time-weighted, as MFU). */
+function overSteps(s: Summary): string {
+  return `over the ${s.steps} analysed step${s.steps === 1 ? '' : 's'}`;
+}
+
+/** The achieved FLOP/s over the step, and while the GPU was busy (both from the report). */
 function achievedKpi(w: WorkerReport, s: Summary, impossible: boolean): HTMLElement {
-  const mfu = f.isNumber(s.mfu) ? s.mfu : null;
-  const peakFlops = w.device?.peak_flops;
-  // The same figure as MFU, in FLOP/s: all FLOPs of the steps over all their time.
-  const achieved = impossible
-    ? null
-    : mfu !== null && f.isNumber(peakFlops)
-      ? mfu * peakFlops
-      : f.isNumber(s.flops_per_step) && meanStep(s) > 0
-        ? s.flops_per_step / (meanStep(s) / 1e6)
-        : null;
+  const achieved = s.achieved_flops ?? null;
   const busyT = w.flops?.achieved_tflops_while_busy ?? null;
-  const whileBusy = impossible
-    ? null
-    : busyT !== null
-      ? busyT * 1e12
-      : achieved !== null && s.gpu_busy_share > 0
-        ? achieved / s.gpu_busy_share
-        : null;
   return kpi(
-    'Achieved',
-    achieved !== null ? f.tflops(achieved) : impossible ? 'impossible' : f.NA,
-    whileBusy !== null
-      ? `${f.tflops(whileBusy)} while GPU busy`
+    f.label('achieved_flops'),
+    achieved !== null ? f.figure('achieved_flops', achieved) : impossible ? 'impossible' : f.NA,
+    busyT !== null
+      ? `${f.figure('flops.achieved_tflops_while_busy', busyT)} while GPU busy`
       : impossible
         ? 'above the peak: see MFU'
-        : 'needs a FLOP count',
+        : 'needs a FLOP count from the shapes',
     {
-      title: 'FLOP/s over the whole step, and over the time the GPU was busy (the matching upper view).',
+      title: `${f.definition('achieved_flops')}. While GPU busy: ${f.definition('flops.achieved_tflops_while_busy')}.`,
     },
   );
 }
@@ -110,31 +103,36 @@ function kpis(w: WorkerReport, s: Summary): HTMLElement {
     mfuKpi(w, s, impossible),
     achievedKpi(w, s, impossible),
     kpi(
-      'Median step time',
-      f.ms(s.step_time_us),
-      `of ${s.steps} step${s.steps === 1 ? '' : 's'} · mean ${f.ms(meanStep(s))}`,
+      f.label('step_time_us'),
+      f.figure('step_time_us', s.step_time_us),
+      `of ${s.steps} step${s.steps === 1 ? '' : 's'} · mean ${f.figure('step_time_mean_us', meanStep(s))}`,
       {
         testid: 'step-time',
-        title:
-          'The median step duration. The shares on this page are time-weighted over all analysed steps (their sum of time), like MFU and the PyTorch Profiler tab; the mean step is the one they add up to.',
+        title: `${f.definition('step_time_us')}. Mean: ${f.definition('step_time_mean_us')}. The shares on this page are ${AGGREGATION}, like MFU and the PyTorch Profiler tab.`,
       },
     ),
-    kpi('GPU busy', f.pct(s.gpu_busy_share), `kernels ${f.pct(s.kernel_time_share)}`, {
-      title:
-        "Share of the analysed steps' time with any kernel, copy or memset running on this GPU (time-weighted over the steps). Kernel time is the PyTorch Profiler tab's GPU Utilization.",
-    }),
-    kpi('SM efficiency', f.pct(s.sm_efficiency), `occupancy ${f.pct(s.achieved_occupancy)}`, {
-      title:
-        "Time-weighted share of SMs with work (blocks per SM capped at 1), over the analysed steps: the PyTorch Profiler tab's Est. SM Efficiency. Occupancy is weighted by kernel time.",
-    }),
+    kpi(
+      f.label('gpu_busy_share'),
+      f.figure('gpu_busy_share', s.gpu_busy_share),
+      `${overSteps(s)} · kernels ${f.figure('kernel_time_share', s.kernel_time_share)}`,
+      {
+        testid: 'gpu-busy',
+        title: `${f.definition('gpu_busy_share')}, ${AGGREGATION}. Kernel time: ${f.definition('kernel_time_share')}.`,
+      },
+    ),
+    kpi(
+      f.label('sm_efficiency'),
+      f.figure('sm_efficiency', s.sm_efficiency),
+      `occupancy ${f.figure('achieved_occupancy', s.achieved_occupancy)}`,
+      { title: `${f.definition('sm_efficiency')}, ${AGGREGATION}. Occupancy: ${f.definition('achieved_occupancy')}.` },
+    ),
     kpi(
       'Tensor cores',
-      f.pct(s.tensor_core_kernel_share),
-      `of kernel time · unknown ${f.pct(s.unknown_core_kernel_share ?? 0)}`,
+      f.figure('tensor_core_kernel_share', s.tensor_core_kernel_share),
+      `of kernel time · unknown ${f.figure('unknown_core_kernel_share', s.unknown_core_kernel_share ?? 0)}`,
       {
         testid: 'tensor-core-kpi',
-        title:
-          'Share of kernel time in tensor-core kernels, by the kernel-name family table. "Unknown": GEMM-like kernels no family names (not counted as CUDA-core).',
+        title: `${f.definition('tensor_core_kernel_share')}. Unknown: ${f.definition('unknown_core_kernel_share')}.`,
       },
     ),
   );
@@ -174,8 +172,9 @@ function busyChart(rows: BusyBar[]): HTMLElement {
         {
           type: 'bar',
           barWidth: 18,
+          // an unknown figure has no bar ('-' is ECharts' empty value), never a bar at 0
           data: rows.map((r) => ({
-            value: f.isNumber(r[1]) ? +(r[1] * 100).toFixed(2) : 0,
+            value: f.isNumber(r[1]) ? +(r[1] * 100).toFixed(2) : '-',
             itemStyle: { color: r[2], borderRadius: [0, 3, 3, 0] },
           })),
           label: {
@@ -195,22 +194,22 @@ function busyChart(rows: BusyBar[]): HTMLElement {
 
 function busyVsFast(s: Summary): HTMLElement {
   const rows: BusyBar[] = [
-    ['GPU busy', s.gpu_busy_share, COLORS.busy, 'any kernel, copy or memset running'],
-    ['Kernel time', s.kernel_time_share, COLORS.kernelShare, 'any kernel running'],
-    ['SM efficiency', s.sm_efficiency, COLORS.smEff, 'SMs actually filled by those kernels'],
-    ['MFU', s.mfu, COLORS.mfu, 'useful FLOPs against the peak'],
+    [f.label('gpu_busy_share'), s.gpu_busy_share, COLORS.busy, f.definition('gpu_busy_share')],
+    [f.label('kernel_time_share'), s.kernel_time_share, COLORS.kernelShare, f.definition('kernel_time_share')],
+    [f.label('sm_efficiency'), s.sm_efficiency, COLORS.smEff, f.definition('sm_efficiency')],
+    [f.label('mfu'), s.mfu, COLORS.mfu, f.definition('mfu')],
   ];
-  const gap = f.isNumber(s.mfu)
-    ? s.gpu_busy_share - s.mfu
-    : f.isNumber(s.sm_efficiency)
-      ? s.gpu_busy_share - s.sm_efficiency
-      : null;
+  // The figures as the report has them, never a difference computed here: with MFU unknown,
+  // how much of the busy time is useful is unknown too.
+  const verdict = f.isNumber(s.mfu)
+    ? ` Here the GPU is busy ${f.pct(s.gpu_busy_share)} of the step and MFU is ${f.pct(s.mfu)}.`
+    : ' MFU is unknown here, so how much of the busy time is useful is unknown.';
   const explain = h(
     'p',
     { class: 'explain' },
     'GPU busy counts time with any work on the GPU. SM efficiency discounts kernels that leave SMs empty. ',
     'MFU counts only useful model FLOPs against the peak.',
-    gap !== null && gap > 0.2 ? h('strong', null, ` Here ${f.pct(gap, 0)} of the step is busy but not useful.`) : null,
+    h('strong', null, verdict),
   );
   return card('Busy is not fast', [busyChart(rows), explain], {
     help: 'A GPU can be busy 100 % of the time and still slow: few SMs filled, or work that is not useful FLOPs. Compare the four bars.',
@@ -229,9 +228,13 @@ function deviceCard(w: WorkerReport, s: Summary): HTMLElement {
     ],
     ['SMs · compute', d ? `${d.num_sms ?? '?'} SMs · sm_${(d.compute_capability ?? '?').replace('.', '')}` : f.NA],
     ['Peak used', peakInfo(w)?.long ?? 'none known'],
-    ['Kernels / step', `${f.count(s.kernels_per_step, 0)}`],
-    ['Syncs / step', f.count(s.sync_count_per_step)],
-    ['H2D / D2H per step', `${f.bytes(s.h2d_bytes_per_step)} / ${f.bytes(s.d2h_bytes_per_step)}`],
+    [f.label('kernels_per_step'), f.count(s.kernels_per_step, 0)],
+    [f.label('sync_count_per_step'), f.figure('sync_count_per_step', s.sync_count_per_step)],
+    [f.label('host_sync_blocked_share'), f.figure('host_sync_blocked_share', s.host_sync_blocked_share)],
+    [
+      'H2D / D2H per step',
+      `${f.figure('h2d_bytes_per_step', s.h2d_bytes_per_step)} / ${f.figure('d2h_bytes_per_step', s.d2h_bytes_per_step)}`,
+    ],
   ];
   if (w.distributed) {
     const dist = w.distributed;

@@ -30,9 +30,9 @@ const distributedColumns: Column<RankRow>[] = [
 const RANK_COLUMNS: Column<RankRow>[] = [
   numColumn('rank', 'Rank', (x) => x.rank, f.counter(0)),
   { key: 'worker', label: 'Worker', value: (x) => x.worker, cell: (x) => h('span', { class: 'mono' }, x.worker) },
-  numColumn('step', 'Median step', (x) => x.step_time_us, f.dur, 'Median step time of the rank'),
-  numColumn('busy', 'GPU busy', (x) => x.gpu_busy_share, f.pct),
-  numColumn('idle', 'Idle', (x) => x.idle_share, f.pct),
+  numColumn('step', f.label('step_time_us'), (x) => x.step_time_us, f.dur, f.definition('step_time_us')),
+  numColumn('busy', f.label('gpu_busy_share'), (x) => x.gpu_busy_share, f.pct, f.definition('gpu_busy_share')),
+  numColumn('idle', f.label('idle_share'), (x) => x.idle_share, f.pct, f.definition('idle_share')),
   numColumn(
     'comm',
     'Exposed comm / step',
@@ -41,7 +41,7 @@ const RANK_COLUMNS: Column<RankRow>[] = [
     'Collective kernels running with no compute alongside, which includes waiting for the slowest rank',
   ),
   ...distributedColumns,
-  numColumn('mfu', 'MFU', (x) => x.mfu, f.pct),
+  numColumn('mfu', f.label('mfu'), (x) => x.mfu, f.pct, f.definition('mfu')),
 ];
 
 /** A distributed run's ranks side by side, with the straggler the others wait for, each rank's

@@ -43,8 +43,7 @@ function achievedText(o: RooflineOp | RooflineClass): string {
 }
 
 function intensityText(x: number | null): string {
-  if (!f.isNumber(x)) return f.NA;
-  return `${f.count(x, x < 10 ? 2 : x < 1000 ? 1 : 0)} FLOP/B`;
+  return f.intensity(x);
 }
 
 function opTooltip(o: RooflineOp): HTMLElement {

@@ -11,7 +11,14 @@
 //   python scripts/gen_ts_types.py
 // (tests/test_frontend.py fails while this file is stale).
 
-import type { RankSummary, Report, RunReport, StrategyRow, WorkerReport } from './report_types';
+import type {
+  FindingsAgainstBaseline,
+  RankSummary,
+  Report,
+  RunReport,
+  StrategyRow,
+  WorkerReport,
+} from './report_types';
 
 /** ``/runs``: the last scan, every run's state, and the runs Compare and Strategies start with. */
 export interface RunsBody {
@@ -109,6 +116,7 @@ export interface CompareBody {
   schema_version: number;
   runs: CompareEntry[];
   strategies: StrategyRow[];
+  findings: FindingsAgainstBaseline[];
 }
 
 export interface CompareEntry {

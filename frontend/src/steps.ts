@@ -2,28 +2,27 @@
 // idle) as a bar, per step as a chart, and how the step time and shares vary over the steps.
 import { card } from './card';
 import { axisTooltip, chart, tooltipNode, valueAxisStyle } from './charts';
+import { AGGREGATION, type Figure } from './definitions';
 import { h } from './dom';
 import * as f from './format';
 import { COLORS, UI } from './palette';
 import { plainHead } from './table';
 import type { Spread, Step, Summary, WorkerReport } from './types';
 
+/** The exclusive parts of the step, labelled and explained by the definitions (definitions.ts). */
+const PART = (key: string, name: Figure, color: string) => ({
+  key,
+  label: f.label(name),
+  color,
+  help: f.definition(name),
+});
+
 export const BREAKDOWN: { key: string; label: string; color: string; help: string }[] = [
-  { key: 'kernel', label: 'Kernels', color: COLORS.kernel, help: 'GPU time with at least one kernel running' },
-  { key: 'memcpy', label: 'Memcpy', color: COLORS.memcpy, help: 'GPU time copying, with no kernel running' },
-  { key: 'memset', label: 'Memset', color: COLORS.memset, help: 'GPU time in memset only' },
-  {
-    key: 'sync_wait',
-    label: 'Sync wait',
-    color: COLORS.sync,
-    help: 'GPU idle while the host blocks in a synchronising call',
-  },
-  {
-    key: 'idle',
-    label: 'Idle',
-    color: COLORS.idle,
-    help: 'GPU idle for other reasons (host-bound, data loading, launch gaps)',
-  },
+  PART('kernel', 'breakdown.kernel', COLORS.kernel),
+  PART('memcpy', 'breakdown.memcpy', COLORS.memcpy),
+  PART('memset', 'breakdown.memset', COLORS.memset),
+  PART('idle_after_sync', 'breakdown.idle_after_sync', COLORS.sync),
+  PART('idle_other', 'breakdown.idle_other', COLORS.idle),
 ];
 
 /** The mean step (Σ step time / steps): the step the time-weighted shares, the waterfall and MFU
@@ -43,7 +42,7 @@ export function stepBreakdownSummary(s: Summary): HTMLElement {
         h('div', {
           class: 'seg',
           style: { width: `${(v * 100).toFixed(3)}%`, background: c.color },
-          title: `${c.label}: ${f.pct(v)} · ${f.ms(v * meanStep(s))}`,
+          title: `${c.label}: ${f.pct(v)} · ${f.dur(v * meanStep(s))}`,
         }),
       );
     legend.append(
@@ -53,7 +52,7 @@ export function stepBreakdownSummary(s: Summary): HTMLElement {
         h('span', { class: 'dot', style: { background: c.color } }),
         h('span', { class: 'leg-label' }, c.label),
         h('span', { class: 'leg-val' }, f.pct(v)),
-        h('span', { class: 'leg-ms' }, f.ms(v * meanStep(s))),
+        h('span', { class: 'leg-ms' }, f.dur(v * meanStep(s))),
       ),
     );
   }
@@ -89,8 +88,12 @@ export function stepsChart(w: WorkerReport, summary: Summary): HTMLElement {
         formatter: (ps: { dataIndex: number }[]) => {
           const s = steps[ps[0].dataIndex];
           return tooltipNode(
-            `Step ${s.step} · ${f.ms(s.dur_us)}`,
-            BREAKDOWN.map((b) => [b.color, b.label, `${f.ms(part(s, b.key) * 1000)} · ${f.pct(s.breakdown?.[b.key])}`]),
+            `Step ${s.step} · ${f.dur(s.dur_us)}`,
+            BREAKDOWN.map((b) => [
+              b.color,
+              b.label,
+              `${f.dur(part(s, b.key) * 1000)} · ${f.pct(s.breakdown?.[b.key])}`,
+            ]),
             `MFU ${f.pct(s.mfu)} · SM eff. ${f.pct(s.sm_efficiency)}`,
           );
         },
@@ -106,47 +109,50 @@ export function stepsChart(w: WorkerReport, summary: Summary): HTMLElement {
     }),
   );
   return card('Per-step breakdown', [el, spreadBlock(summary)], {
-    help: 'Each profiled step split into exclusive parts: kernels, copies without kernels, memset only, GPU idle while the host waits in a sync, other idle. Below, how the step time and the main shares vary from step to step.',
+    help: `Each profiled step split into exclusive parts: ${BREAKDOWN.map((b) => b.label).join(', ')}. Below, each step's own figures: their median is the median step's, which differs from the figures above, time-weighted over all the analysed steps.`,
     testid: 'steps-card',
   });
 }
 
-const SPREAD_ROWS: [string, string, (x: number) => string][] = [
-  ['step_time_us', 'Step time', (x) => f.ms(x)],
-  ['gpu_busy_share', 'GPU busy', (x) => f.pct(x)],
-  ['kernel_time_share', 'Kernel time', (x) => f.pct(x)],
-  ['sm_efficiency', 'SM efficiency', (x) => f.pct(x)],
-  ['idle_share', 'Idle', (x) => f.pct(x)],
-  ['tensor_core_kernel_share', 'Tensor-core kernels', (x) => f.pct(x)],
-  ['mfu', 'MFU', (x) => f.pct(x)],
+// The summary.distribution keys, each a figure of the definitions (step_time_us: the steps' durations).
+const SPREAD_ROWS: Figure[] = [
+  'step_time_us',
+  'gpu_busy_share',
+  'kernel_time_share',
+  'sm_efficiency',
+  'idle_share',
+  'tensor_core_kernel_share',
+  'mfu',
 ];
 
-/** The per-step spread of the step time and the main shares (summary.distribution). */
+/** The per-step spread of the step time and the main shares (summary.distribution): each step's
+ * own figure, so the median column is the median step's, not the headline over all the steps. */
 function spreadBlock(s: Summary): HTMLElement | null {
   const d = s.distribution ?? {};
-  const rows = SPREAD_ROWS.filter(([key]) => d[key]);
+  const rows = SPREAD_ROWS.filter((key) => d[key]);
   if (!rows.length) return null;
-  const range = (fmt: (x: number) => string, a: number, b: number) => (a === b ? fmt(a) : `${fmt(a)} – ${fmt(b)}`);
+  const range = (key: Figure, a: number, b: number) =>
+    a === b ? f.figure(key, a) : `${f.figure(key, a)} – ${f.figure(key, b)}`;
   return h(
     'table',
     {
       class: 'grid compact spread',
       testid: 'step-spread',
-      title: 'Over the analysed steps: p10/p90 interpolate linearly between the sorted per-step values.',
+      title: `Each figure of each of the ${s.steps} analysed steps: the median step's, the p10/p90 (linear interpolation between the sorted per-step values) and the extremes. The headline figures above are ${AGGREGATION} instead.`,
     },
-    plainHead('Per step', 'Median', 'p10 – p90', 'Min – max'),
+    plainHead(`Per step (${s.steps} steps)`, 'Median step', 'p10 – p90', 'Min – max'),
     h(
       'tbody',
       null,
-      rows.map(([key, label, fmt]) => {
+      rows.map((key) => {
         const sp: Spread = d[key];
         return h(
           'tr',
           { data: { key } },
-          h('th', null, label),
-          h('td', { class: 'num' }, fmt(sp.median)),
-          h('td', { class: 'num' }, range(fmt, sp.p10, sp.p90)),
-          h('td', { class: 'num' }, range(fmt, sp.min, sp.max)),
+          h('th', { title: f.definition(key) }, key === 'step_time_us' ? 'Step time' : f.label(key)),
+          h('td', { class: 'num' }, f.figure(key, sp.median)),
+          h('td', { class: 'num' }, range(key, sp.p10, sp.p90)),
+          h('td', { class: 'num' }, range(key, sp.min, sp.max)),
         );
       }),
     ),

@@ -25,18 +25,18 @@ const STRATEGY_COLUMNS: Column<StrategyRow>[] = [
   numColumn('ranks', 'GPUs', (r) => r.ranks, f.counter(0)),
   numColumn(
     'step',
-    'Step (slowest rank)',
+    'Median step (slowest rank)',
     (r) => r.step_time_us,
     f.dur,
     "The slowest rank's median step: every rank waits for it",
   ),
   {
     key: 'mfu',
-    label: 'MFU per rank',
+    label: f.label('strategies.mfu_min'),
     num: true,
     value: (r) => r.mfu_mean,
     cell: mfuCell,
-    title: 'Lowest / mean / highest over the ranks: the FLOPs each rank executes / its step / peak',
+    title: `${f.definition('strategies.mfu_min')}: ${f.definition('mfu_median_step')}. Not the Overview's and the ranks card's ${f.label('mfu')} (${f.definition('mfu')}).`,
   },
   {
     key: 'exposed',

@@ -172,9 +172,13 @@ export async function compareContent(view: View, rerender: () => void): Promise<
   return [
     chips,
     why,
-    renderCompare(cols, (run, idx) => {
-      state.worker.set(run, idx);
-      rerender();
-    }),
+    renderCompare(
+      cols,
+      (run, idx) => {
+        state.worker.set(run, idx);
+        rerender();
+      },
+      body.findings ?? [],
+    ),
   ];
 }

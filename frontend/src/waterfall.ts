@@ -20,9 +20,9 @@ interface WfBar {
   label: string;
   kind: WaterfallBar['kind'];
   base: number; // ms
-  value: number; // ms
-  us: number;
-  share: number;
+  value: number | null; // ms; null: the result bar when MFU is unknown (drawn as no bar)
+  us: number | null;
+  share: number | null;
   color: string;
   row: WaterfallBar;
 }
@@ -39,7 +39,10 @@ export function waterfallBars(rows: WaterfallBar[]): WfBar[] {
           ? WF_COLORS.idle
           : WF_COLORS.loss
         : (WF_COLORS[kind] ?? WF_COLORS.subtotal);
-    if (kind === 'loss') {
+    if (us === null) {
+      // unknown stays unknown: a row with no bar, labelled as such
+      bars.push({ label, kind, base: 0, value: null, us, share, color, row: r });
+    } else if (kind === 'loss') {
       if (us <= 0) continue; // nothing lost there: leave it to the table
       running = Math.max(0, running - us);
       bars.push({ label, kind, base: running / 1000, value: us / 1000, us, share, color, row: r });
@@ -65,7 +68,10 @@ function waterfallSeries(bars: WfBar[]): object[] {
       type: 'bar',
       stack: 'wf',
       barMaxWidth: 16,
-      data: bars.map((b) => ({ value: +b.value.toFixed(4), itemStyle: { color: b.color, borderRadius: 2 } })),
+      data: bars.map((b) => ({
+        value: b.value === null ? '-' : +b.value.toFixed(4),
+        itemStyle: { color: b.color, borderRadius: 2 },
+      })),
       label: {
         show: true,
         position: 'right',
@@ -73,6 +79,7 @@ function waterfallSeries(bars: WfBar[]): object[] {
         color: UI.dim,
         formatter: (p: { dataIndex: number }) => {
           const b = bars[p.dataIndex];
+          if (b.share === null) return f.UNKNOWN;
           return `${b.kind === 'loss' ? '−' : ''}${f.pct(b.share)}`;
         },
       },

@@ -7,7 +7,8 @@ GPU Utilization and Est. SM Efficiency (the kernel union over all steps' time). 
 per-step shares would weigh a short step like a long one: on a run with one slow step it
 reads higher than what the GPU did over the run, and it would not add up with MFU.
 
-- Time shares (busy, kernel, memcpy, memset, idle, sync wait, the breakdown):
+- Time shares (busy, kernel, memcpy, memset, idle, idle after syncs, host blocked in syncs, the
+  breakdown):
   Σ share_i · dur_i / Σ dur_i, which is Σ part_i / Σ dur_i.
 - ``sm_efficiency``: Σ capped coverage / Σ time over the steps that have it (steps whose
   kernels report no blocks per SM have none and are left out of both sums).
@@ -32,7 +33,7 @@ import numpy as np
 from .kernels import weighted_mean
 from .report import Spread, Step, Summary
 
-BREAKDOWN_KEYS = ("kernel", "memcpy", "memset", "sync_wait", "idle")
+BREAKDOWN_KEYS = ("kernel", "memcpy", "memset", "idle_after_sync", "idle_other")
 
 # Shares that are a part of the step's time: Σ share·dur / Σ dur.
 TIME_SHARES = (
@@ -41,7 +42,8 @@ TIME_SHARES = (
     "memcpy_time_share",
     "memset_time_share",
     "idle_share",
-    "sync_wait_share",
+    "gpu_idle_after_sync_share",
+    "host_sync_blocked_share",
 )
 # Counts per step: Σ / n.
 PER_STEP_COUNTS = (

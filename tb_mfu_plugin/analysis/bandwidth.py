@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..fmt import gbps, nbytes
 from .peaks import PEAKS, match_gpu
 
 _GIB = 1 << 30
@@ -108,10 +109,10 @@ def peak_bandwidth(key: str | None, props: Mapping[str, Any] | None = None) -> B
             continue
         if v.min_mem_gib and (mem_gib is None or mem_gib < v.min_mem_gib):
             continue
-        return _choice(key or "", v.bandwidth, mem_gib)
-    return _choice(key or "", variants[-1].bandwidth, mem_gib)
+        return _choice(key or "", v.bandwidth, mem if mem_gib is not None else None)
+    return _choice(key or "", variants[-1].bandwidth, mem if mem_gib is not None else None)
 
 
-def _choice(key: str, bw: Bandwidth, mem_gib: float | None) -> BandwidthChoice:
-    mem = f", {mem_gib:.0f} GiB" if mem_gib is not None else ""
-    return BandwidthChoice(bw.tbps * 1e12, f"{key}{mem}: {bw.tbps:g} TB/s ({bw.source})")
+def _choice(key: str, bw: Bandwidth, mem_bytes: float | None) -> BandwidthChoice:
+    mem = f", {nbytes(mem_bytes)}" if mem_bytes is not None else ""
+    return BandwidthChoice(bw.tbps * 1e12, f"{key}{mem}: {gbps(bw.tbps * 1e3)} ({bw.source})")

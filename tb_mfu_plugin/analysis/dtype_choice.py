@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..distinct import distinct_inverse
+from ..fmt import pct
 from . import kernel_families as kf
 
 
@@ -44,11 +45,11 @@ def choose_dtype(shape_dtype: str | None, kernel_shares: dict[str, float]) -> Dt
     if shape_dtype and shape_dtype != "unknown":
         if shape_dtype == "fp32" and kernel_shares.get("tf32", 0.0) > kernel_shares.get("fp32", 0.0):
             share = kernel_shares["tf32"]
-            how = f"shapes (fp32 inputs) and TF32 kernels ({share:.0%} of matmul kernel time)"
+            how = f"shapes (fp32 inputs) and TF32 kernels ({pct(share)} of matmul kernel time)"
             return DtypeChoice("tf32", "shapes", how, kdtype, kernel_shares)
         return DtypeChoice(shape_dtype, "shapes", "shapes", kdtype, kernel_shares)
     if kdtype is not None:
         share = kernel_shares[kdtype]
-        how = f"kernel names ({share:.0%} of matmul kernel time)"
+        how = f"kernel names ({pct(share)} of matmul kernel time)"
         return DtypeChoice(kdtype, "kernel names", how, kdtype, kernel_shares)
     return DtypeChoice(None, "assumed", "assumed", None, kernel_shares)

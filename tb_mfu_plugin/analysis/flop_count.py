@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..distinct import distinct, in_distinct
+from ..fmt import pct
 from ..trace.tables import DRIVER, OP, RUNTIME, OpInputs, TraceTables
 from . import flops as F
 from . import nesting, recompute
@@ -213,5 +214,5 @@ def _approximation_notes(tables: TraceTables, rows: np.ndarray, flops: np.ndarra
     )
     if beyond.any() and flops[beyond].sum() > 0:
         share = flops[beyond].sum() / max(flops.sum(), 1.0)
-        notes.append(f"{share:.1%} of FLOPs come from ops FlopCounterMode does not count (grouped/legacy ops)")
+        notes.append(f"{pct(share)} of FLOPs come from ops FlopCounterMode does not count (grouped/legacy ops)")
     return notes

@@ -16,11 +16,31 @@ import numpy as np
 from ..trace.tables import GpuTable, TraceTables
 from . import intervals
 from .name_patterns import launch_call_rows
+from .patterns import dataloader_rows
 from .steps import Steps
 
 # Causes of the part of a GPU idle gap that is not data loading. GRAPH: between two pieces of
 # work of the same graph replay (one launch call ran both: the host did not cause the gap).
 SYNC, LAUNCH, HOST, OTHER, GRAPH = 0, 1, 2, 3, 4
+
+# The attribution's two thresholds, with their defaults (``diagnosis.Thresholds`` takes them from
+# here and ``--threshold NAME=VALUE`` overrides both): a sync "causes" the gap it returns in, or
+# one it returned up to this long before (host and device clocks differ by a few µs)...
+SYNC_GAP_TOLERANCE_US = 5.0
+# ...and gaps the host caused by launching count as launch gaps up to this length.
+LAUNCH_GAP_MAX_US = 100.0
+
+
+@dataclass(frozen=True)
+class GapThresholds:
+    sync_gap_tolerance_us: float = SYNC_GAP_TOLERANCE_US
+    launch_gap_max_us: float = LAUNCH_GAP_MAX_US
+
+    @classmethod
+    def of(cls, overrides: tuple[tuple[str, float], ...]) -> GapThresholds:
+        """With the overrides of ``AnalysisOptions.thresholds`` (the diagnosis thresholds' names)."""
+        mine = {k: float(v) for k, v in overrides if k in cls.__dataclass_fields__}
+        return cls(**mine)
 
 
 @dataclass(frozen=True)
@@ -158,4 +178,40 @@ def _inside_graph_replay(gpu: GpuTable, host: HostActivity, gs: np.ndarray, ge: 
     after = np.minimum(after, len(gpu.ts) - 1)
     ok &= (before >= 0) & graph[np.maximum(before, 0)] & graph[after]
     out[ok] = host.launcher[before[ok]] == host.launcher[after[ok]]
+    return out
+
+
+def device_gaps(
+    tables: TraceTables,
+    steps: Steps,
+    gpu: GpuTable,
+    sync_rows: np.ndarray,
+    launcher: np.ndarray,
+    graph_launched: np.ndarray,
+    th: GapThresholds,
+) -> Gaps:
+    """``idle_gaps`` of one device, with the DataLoader calls inside the steps' host windows: what
+    the analysis fills the report's ``gpu_idle_after_sync_share`` from and the diagnosis (the idle
+    rules, the waterfall) reads, computed once (``DeviceView.gaps``)."""
+    dl = dataloader_rows(tables)
+    dl = dl[intervals.window_of(tables.cpu.ts[dl], steps.cpu_start, steps.cpu_end, closed=True) >= 0]
+    host = HostActivity(dl, sync_rows, launcher, graph_launched)
+    return idle_gaps(tables, steps, gpu, host, th.sync_gap_tolerance_us, th.launch_gap_max_us)
+
+
+def sync_us_by_step(gaps: Gaps, steps: Steps) -> np.ndarray:
+    """Per step, the GPU idle time syncs explain (``gaps.sync_us``): each gap's part laid over the
+    steps from the gap's start, where the sync returned, so a step never gets more than its own
+    idle time and the steps add up to the gaps' total."""
+    out = np.zeros(len(steps))
+    for k in np.flatnonzero(gaps.sync_us > 0).tolist():
+        left = float(gaps.sync_us[k])
+        lo, hi = float(gaps.start[k]), float(gaps.end[k])
+        j = int(np.searchsorted(steps.end, lo, side="right"))
+        while left > 0 and j < len(steps) and steps.start[j] < hi:
+            take = min(left, min(float(steps.end[j]), hi) - max(float(steps.start[j]), lo))
+            if take > 0:
+                out[j] += take
+                left -= take
+            j += 1
     return out

@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..fmt import gbps as fmt_gbps
+
 
 @dataclass(frozen=True)
 class Link:
@@ -94,4 +96,4 @@ def _override(text: str) -> LinkChoice:
         return LinkChoice(None, f"unknown --interconnect {text!r} (a GB/s figure or one of: {', '.join(LINKS)})")
     if not gbps > 0:
         return LinkChoice(None, f"--interconnect {text!r} is not a positive GB/s figure")
-    return LinkChoice(Link(f"{gbps:g} GB/s link", gbps, "given (--interconnect)"), "given (--interconnect)")
+    return LinkChoice(Link(f"{fmt_gbps(gbps)} link", gbps, "given (--interconnect)"), "given (--interconnect)")

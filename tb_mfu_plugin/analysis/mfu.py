@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from .. import fmt
 from ..distinct import distinct, distinct_inverse
 from ..options import AnalysisOptions
 from ..sidecar import Sidecar
@@ -34,7 +35,7 @@ from .op_flops import OpFlops, WindowFlops, flops_in_windows
 from .peaks import PeakChoice, resolve_peak
 from .per_trace import once_per_trace
 from .report import WorkerReport
-from .steps import Steps
+from .steps import Steps, launched_in_steps
 from .worker import DeviceView
 
 
@@ -58,25 +59,19 @@ class UnattributedTime:
 
 
 def unattributed_kernel_time(
-    tables: TraceTables,
-    of: OpFlops,
-    start_us: np.ndarray | None = None,
-    end_us: np.ndarray | None = None,
-    top: int = 10,
-    device: int | None = None,
+    tables: TraceTables, of: OpFlops, selected: np.ndarray | None = None, top: int = 10
 ) -> UnattributedTime:
     """Kernel time launched outside every counted op, grouped by the launching op.
 
-    Kernels are selected by their GPU start inside the windows ``[start, end)`` when given (and
-    by ``device``). The group is the op named by the kernel's external id (the innermost op
-    that launched it), else the outermost op around its launch call, else ``(no op)``.
+    Kernels are those of ``selected`` (a mask of ``tables.gpu`` rows: ``steps.launched_in_steps``,
+    the rows the steps launched, as every figure of the report counts them), else all. The group
+    is the op named by the kernel's external id (the innermost op that launched it), else the
+    outermost op around its launch call, else ``(no op)``.
     """
     g = tables.gpu
     sel = g.kind == KERNEL
-    if device is not None:
-        sel &= g.device == device
-    if start_us is not None and end_us is not None:
-        sel &= intervals.window_of_unsorted(g.ts, start_us, end_us) >= 0
+    if selected is not None:
+        sel &= selected
     dur = g.dur
     total = float(dur[sel].sum())
     att = float(dur[sel & of.kernel_counted].sum())
@@ -95,13 +90,23 @@ def unattributed_kernel_time(
     return UnattributedTime(total, att, total - att, entries)
 
 
+def flop_rate(flops: float | None, time_us: float | None) -> float | None:
+    """FLOP/s: FLOPs over a time in µs. None if either is unknown, no FLOPs were counted or the time
+    is not positive."""
+    if not flops or not time_us or time_us <= 0:
+        return None
+    return float(flops) / (float(time_us) * 1e-6)
+
+
 def mfu_for(flops_per_step: float | None, step_time_us: float | None, peak_flops: float | None) -> float | None:
-    """MFU = FLOPs per step / step time / peak FLOP/s (a fraction, 0-1). None if any is unknown."""
-    if not flops_per_step or not step_time_us or not peak_flops:
+    """MFU = FLOPs per step / step time / peak FLOP/s (a fraction, 0-1). None if any is unknown.
+
+    The one MFU formula: the summary, the steps, HFU and its variants, the Strategies table, the
+    Scalars export and ``MfuMonitor`` all call it."""
+    rate = flop_rate(flops_per_step, step_time_us)
+    if rate is None or not peak_flops or peak_flops <= 0:
         return None
-    if step_time_us <= 0 or peak_flops <= 0:
-        return None
-    return float(flops_per_step) / (float(step_time_us) * 1e-6) / float(peak_flops)
+    return rate / float(peak_flops)
 
 
 def overall_mfu(flops: np.ndarray | None, dur_us: np.ndarray, peak_flops: float | None) -> float | None:
@@ -113,9 +118,19 @@ def overall_mfu(flops: np.ndarray | None, dur_us: np.ndarray, peak_flops: float 
 
 def achieved_tflops_while_busy(flops: float | None, busy_us: float | None) -> float | None:
     """FLOPs / GPU busy time, in TFLOP/s: the rate while the GPU works (idle time excluded)."""
-    if not flops or not busy_us or busy_us <= 0:
+    rate = flop_rate(flops, busy_us)
+    return None if rate is None else rate / 1e12
+
+
+def projected_mfu(mfu: float | None, step_us: float, gain_us: float) -> float | None:
+    """The MFU once a step of ``step_us`` is ``gain_us`` shorter with the same FLOPs:
+    mfu x step / (step - gain). None when MFU is unknown, the gain takes the whole step, or the
+    projection would pass 100 % (the gain or the peak it starts from is then wrong, and an
+    impossible figure is never shown)."""
+    if mfu is None or step_us <= 0 or gain_us >= step_us:
         return None
-    return float(flops) / (float(busy_us) * 1e-6) / 1e12
+    after = float(mfu) * step_us / (step_us - max(0.0, gain_us))
+    return after if after <= 1.0 else None
 
 
 def flops_summary(
@@ -231,11 +246,10 @@ def _fill_mfu(report: WorkerReport, head: np.ndarray | None, dur: np.ndarray, pe
     for i, st in enumerate(report.steps[: len(dur)]):
         st.flops_per_step = float(head[i]) if head is not None else None
         st.mfu = mfus[i]
+        st.achieved_flops = flop_rate(st.flops_per_step, float(dur[i]))
     report.summary.flops_per_step = float(np.mean(head)) if head is not None else None
     report.summary.mfu = overall_mfu(head, dur, peak_flops)
-    mfu_spread = spread(mfus)
-    if mfu_spread is not None:
-        report.summary.distribution["mfu"] = mfu_spread
+    report.summary.achieved_flops = flop_rate(float(np.sum(head)), float(np.sum(dur))) if head is not None else None
 
 
 def _fill_detail(
@@ -309,20 +323,43 @@ def apply_to_report(
     has_shapes = bool(len(of)) and float(wf.flops.sum()) > 0
     head, head_source = _headline(options, has_shapes, wf, user, len(dur))
     _fill_mfu(report, head, dur, choice.peak_flops)
-    unattributed = unattributed_kernel_time(tables, of, np.asarray(steps.start), np.asarray(steps.end), device=device)
+    unattributed = unattributed_kernel_time(tables, of, launched_in_steps(tables, steps, device))
     detail = flops_summary(of, cpu_start, cpu_end, unattributed)
     detail.headline_source = head_source
     _fill_detail(detail, report, wf, dur, has_shapes, user, choice, dchoice)
     if choice.dtype_source == "assumed" and head is not None:
         report.notes.append(f"MFU peak: {choice.source}")
     if not has_shapes:
+        # nothing counted is an unknown count, not a count of 0 (a CUDA-graph replay has no ops)
         detail.source = None
+        detail.flops_per_step = detail.executed_flops_per_step = detail.model_flops_per_step = None
     why = unshaped.missing_flops_note(tables, np.asarray(steps.start), np.asarray(steps.end), device, has_shapes)
     if why is not None:
         detail.notes.append(why)
     plausibility.guard_mfu(report, detail, choice, head_source)
+    _withhold_impossible_rates(report)
+    _mfu_spread(report)
     _note_fp32_peak(report, detail, props, kernel_names, choice, user.options)
     report.flops = detail
+
+
+def _mfu_spread(report: WorkerReport) -> None:
+    """The per-step MFU spread (its median is the MFU of the median step), from the steps' MFUs
+    the plausibility guard left: a withheld MFU is in no spread."""
+    assert report.summary is not None
+    mfu_spread = spread(st.mfu for st in report.steps)
+    if mfu_spread is not None:
+        report.summary.distribution["mfu"] = mfu_spread
+
+
+def _withhold_impossible_rates(report: WorkerReport) -> None:
+    """The FLOP/s behind an MFU withheld as impossible is not shown either: its FLOPs (or the step)
+    are what made the MFU impossible."""
+    if plausibility.IMPOSSIBLE_MFU not in report.flags:
+        return
+    for m in [report.summary, *report.steps]:
+        if m is not None and m.mfu is None:
+            m.achieved_flops = None
 
 
 def _note_fp32_peak(
@@ -341,10 +378,14 @@ def _note_fp32_peak(
     bf16 = resolve_peak(props, kernel_names, "bf16", options)
     if not bf16.peak_flops or not choice.peak_flops or bf16.peak_flops <= choice.peak_flops:
         return
-    at_bf16 = mfu * choice.peak_flops / bf16.peak_flops
+    s = report.summary
+    assert s is not None
+    at_bf16 = mfu_for(s.flops_per_step, s.step_time_mean_us, bf16.peak_flops)
+    if at_bf16 is None:
+        return
     detail.mfu_at_bf16_peak = at_bf16
     report.notes.append(
-        f"MFU {mfu:.1%} is against the fp32 CUDA-core peak ({choice.peak_flops / 1e12:.1f} TFLOP/s) because the "
-        f"matmuls ran in fp32; against the bf16 tensor-core peak ({bf16.peak_flops / 1e12:.0f} TFLOP/s) the same "
-        f"work is {at_bf16:.1%} (see no_tensor_cores: bf16 autocast or TF32)."
+        f"MFU {fmt.pct(mfu)} is against the fp32 CUDA-core peak ({fmt.flop_rate(choice.peak_flops)}) because "
+        f"the matmuls ran in fp32; against the bf16 tensor-core peak ({fmt.flop_rate(bf16.peak_flops)}) the "
+        f"same work is {fmt.pct(at_bf16)} (see no_tensor_cores: bf16 autocast or TF32)."
     )

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..fmt import flop_rate
 from ..options import AnalysisOptions
 
 
@@ -212,6 +213,19 @@ def _model_for_arch(arch: str, props: Mapping[str, Any] | None) -> GpuPeaks:
 _FALLBACK = {"bf16": "fp32", "fp16": "fp32", "tf32": "fp32", "fp8": "bf16", "fp4": "fp8", "fp64": "fp32"}
 
 
+# The table's tensor-core figures are the datasheets' sparse ones halved; its fp32 figure on an
+# NVIDIA part is the CUDA-core rate, which has no sparse form, so the phrase must not follow it.
+_SPARSE_HALVED = ", sparse halved"
+
+
+def peak_text(g: GpuPeaks, dtype: str, tflops: float) -> str:
+    """``bf16 dense 989.4 TFLOP/s (NVIDIA H200 SXM datasheet, sparse halved)``, or for the fp32
+    CUDA-core peak ``fp32 CUDA-core 67 TFLOP/s (NVIDIA H200 SXM datasheet)``."""
+    if dtype == "fp32" and g.source.endswith(_SPARSE_HALVED):
+        return f"fp32 CUDA-core {flop_rate(tflops * 1e12)} ({g.source[: -len(_SPARSE_HALVED)]})"
+    return f"{dtype} dense {flop_rate(tflops * 1e12)} ({g.source})"
+
+
 def _dtype_peak(g: GpuPeaks, dtype: str) -> tuple[str, float, str]:
     """(dtype used, TFLOP/s, note) with fallbacks for dtypes the GPU has no tensor path for."""
     d = dtype
@@ -279,7 +293,7 @@ def _resolve(
             why = f"--device-name {options.device_name!r} is not in the peak table"
             return PeakChoice(options.device_name, None, want, why, False)
         d, tf, note = _dtype_peak(g, want)
-        src = f"{g.key} from --device-name: {d} dense {tf:g} TFLOP/s ({g.source}){note}{assumed}"
+        src = f"{g.key} from --device-name: {peak_text(g, d, tf)}{note}{assumed}"
         return PeakChoice(g.key, tf * 1e12, d, src, False)
     dev_name = props.get("name") if isinstance(props.get("name"), str) else None
     g = match_gpu(dev_name)
@@ -288,7 +302,7 @@ def _resolve(
         g = _model_for_arch("cdna2", props)
     if g is not None:
         d, tf, note = _dtype_peak(g, want)
-        src = f"{g.key} from deviceProperties {dev_name!r}: {d} dense {tf:g} TFLOP/s ({g.source}){note}{assumed}"
+        src = f"{g.key} from deviceProperties {dev_name!r}: {peak_text(g, d, tf)}{note}{assumed}"
         return PeakChoice(g.key, tf * 1e12, d, src, False)
     # unknown or missing name: infer
     arch = infer_arch(kernel_names)
@@ -305,7 +319,7 @@ def _resolve(
     d, tf, note = _dtype_peak(g, want)
     what = f"device {dev_name!r} unknown" if dev_name else "no deviceProperties"
     src = (
-        f"{g.key} inferred ({what}; {arch} from {how}): {d} dense {tf:g} TFLOP/s ({g.source}){note}{assumed}; "
+        f"{g.key} inferred ({what}; {arch} from {how}): {peak_text(g, d, tf)}{note}{assumed}; "
         "override with --device-name or --peak-tflops"
     )
     return PeakChoice(g.key, tf * 1e12, d, src, True)

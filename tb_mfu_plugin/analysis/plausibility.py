@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..fmt import flop_rate
 from .flops_detail import FlopsDetail, Impossible, ImpossibleValues
 from .peaks import PEAKS, PeakChoice
 from .report import WorkerReport
@@ -35,8 +36,8 @@ def _likely_cause(raw: float, choice: PeakChoice, flops_source: str | None, flag
         if fits:
             tf, d = fits[0]
             return "peak", (
-                f"the peak: it is the {choice.dtype} peak ({choice.peak_flops / 1e12:g} TFLOP/s, dtype from "
-                f"{choice.dtype_source}), but the run reached {rate / 1e12:.0f} TFLOP/s; the {d} peak ({tf:g} TFLOP/s) "
+                f"the peak: it is the {choice.dtype} peak ({flop_rate(choice.peak_flops)}, dtype from "
+                f"{choice.dtype_source}), but the run reached {flop_rate(rate)}; the {d} peak ({flop_rate(tf * 1e12)}) "
                 "would hold it. Give the dtype's peak with --peak-tflops or record shapes (record_shapes=True)"
             )
     if flops_source and not flops_source.startswith("shapes"):

@@ -16,7 +16,9 @@ from msgspec import UNSET, UnsetType
 from .dist_report import Communication, Pipeline
 from .flops_detail import FlopsDetail
 
-SCHEMA_VERSION = 1
+# 2: sync_wait_share -> host_sync_blocked_share, breakdown sync_wait/idle -> idle_after_sync/idle_other
+# (docs/metrics.md, "Schema versions")
+SCHEMA_VERSION = 2
 
 Severity = Literal["high", "medium", "low"]  # a finding's, from its estimated gain's share of the step
 BarKind = Literal["total", "loss", "subtotal", "result"]  # a waterfall bar's
@@ -30,8 +32,15 @@ class Metrics(msgspec.Struct, kw_only=True):
     kernel_time_share: float
     memcpy_time_share: float
     memset_time_share: float
-    idle_share: float
-    sync_wait_share: float  # host time blocked in synchronising calls / step time
+    idle_share: float  # GPU idle: 1 - gpu_busy_share
+    # Two figures about syncs, two names (issue 23; SCHEMA_VERSION 2 renamed sync_wait_share):
+    # the GPU idle time host-device syncs explain (in each idle gap, the host time blocked in the
+    # syncs that returned in it, at most the gap: what removing them gives back; the waterfall's
+    # "GPU idle: after host-device syncs" bar), a part of idle_share...
+    gpu_idle_after_sync_share: float = 0.0
+    # ...and the host's time blocked in synchronising calls, a host figure: a GPU-bound loop's host
+    # waits in syncs while its GPU works, so it can far exceed idle_share.
+    host_sync_blocked_share: float
     sm_efficiency: float | None  # None when no kernel reports blocks or a grid (ROCm)
     achieved_occupancy: float | None
     tensor_core_kernel_share: float
@@ -47,14 +56,17 @@ class Metrics(msgspec.Struct, kw_only=True):
     kernels_per_step: float
     flops_per_step: float | None = None
     mfu: float | None = None
+    # FLOP/s over the step (the summary's: all FLOPs over all time), mfu x peak; known without a
+    # peak; None with the MFU when that is impossible (analysis.mfu)
+    achieved_flops: float | None = None
 
 
 class Step(Metrics, kw_only=True):
     step: int
     start_us: float
     dur_us: float
-    # Where the step's time went, as fractions summing to 1:
-    # kernel, memcpy, memset (busy without kernels), sync_wait, idle.
+    # Where the step's time went, as fractions summing to 1: kernel, memcpy, memset (busy without
+    # kernels), idle_after_sync (= gpu_idle_after_sync_share), idle_other (the rest of idle_share).
     breakdown: dict[str, float] = {}
 
 
@@ -245,8 +257,9 @@ class WaterfallBar(msgspec.Struct, kw_only=True):
     id: str
     label: str
     kind: BarKind
-    us_per_step: float
-    share: float  # of the step
+    # None on the result bar when MFU is unknown or impossible: that bar then has no value
+    us_per_step: float | None
+    share: float | None  # of the step
     # Keys only some bars have (UNSET is left out of the JSON):
     group: str | UnsetType = UNSET  # "idle" on the idle losses
     known: bool | UnsetType = UNSET  # low_sm_efficiency: some matmul kernel reported its blocks

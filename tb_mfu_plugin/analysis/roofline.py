@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import fmt
 from ..distinct import distinct_inverse
 from ..trace.tables import KERNEL, MEMSET, TraceTables
 from . import intervals
@@ -171,7 +172,7 @@ def _notes(ops: list[RooflineOp], unmodelled: list[RooflineUnmodelled], host_us:
             "records long tensor lists, such as a large model's fused optimizer, without shapes)"
         )
     if host_us > 0:
-        notes.append(f"{host_us:.0f} µs per step of ops that copy between host and device are left out (PCIe-bound)")
+        notes.append(f"{fmt.us(host_us)} per step of ops that copy between host and device are left out (PCIe-bound)")
     if any(not o.exact for o in ops):
         notes.append(
             "ops marked approximate assume fp32 tensor lists (their dtype is not recorded) or an unknown conv stride"

@@ -132,6 +132,18 @@ def assign(steps: Steps, gpu_ts: np.ndarray, launch_ts: np.ndarray) -> np.ndarra
     return out
 
 
+def launched_in_steps(tables: TraceTables, steps: Steps, device: int | None) -> np.ndarray:
+    """Per row of ``tables.gpu``: whether ``assign`` puts it in a step (rows of other devices: no)."""
+    gpu = tables.gpu
+    rows = np.flatnonzero(gpu.device == device) if device is not None else np.arange(len(gpu))
+    launcher = tables.launcher[rows]
+    launch_ts = np.full(len(rows), np.nan)
+    launch_ts[launcher >= 0] = tables.cpu.ts[launcher[launcher >= 0]]
+    out = np.zeros(len(gpu), bool)
+    out[rows] = assign(steps, gpu.ts[rows], launch_ts) >= 0
+    return out
+
+
 def _unrecorded_launches(
     tables: TraceTables, launcher: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray
 ) -> np.ndarray:

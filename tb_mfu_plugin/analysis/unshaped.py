@@ -21,6 +21,7 @@ import re
 
 import numpy as np
 
+from ..fmt import pct
 from ..trace.tables import KERNEL, OP, TraceTables
 from . import graphs, intervals
 
@@ -73,12 +74,12 @@ def missing_flops_note(
         if share < GRAPH_SHARE_PARTIAL:
             return None
         return (
-            f"FLOPs from shapes are partial: {share:.0%} of the steps' kernel time ran in CUDA graph replays, which "
+            f"FLOPs from shapes are partial: {pct(share)} of the steps' kernel time ran in CUDA graph replays, which "
             f"record no ops and so no shapes; MFU counts only the rest. To count all, {_WHAT_WORKS}"
         )
     if share >= 0.5:
         why = (
-            f"no FLOPs from shapes: {share:.0%} of the steps' kernel time ran in CUDA graph replays "
+            f"no FLOPs from shapes: {pct(share)} of the steps' kernel time ran in CUDA graph replays "
             '(torch.cuda.CUDAGraph, torch.compile(mode="reduce-overhead")), which record no ops and so no '
             f"shapes, even with record_shapes=True{recorded}"
         )

@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 
 from ..distinct import distinct
+from ..fmt import pct
 from ..options import AnalysisOptions
 from ..trace.tables import DRIVER, KERNEL, MEMCPY, MEMSET, RUNTIME, GpuTable, TraceTables
-from . import aggregate, copies, devices, graphs, intervals, kernel_families, kernels, nesting, syncs
+from . import aggregate, copies, devices, graphs, idle_gaps, intervals, kernel_families, kernels, nesting, syncs
 from .name_patterns import KERNEL_LAUNCH_CALL, name_mask
 from .report import Device, IdleGaps, LaunchStats, Metrics, Step, Summary, WorkerReport
 from .steps import Steps, assign, find_steps
@@ -31,6 +32,10 @@ class DeviceView:
     syncs: syncs.SyncEvents | None = None  # the host syncs inside the steps, with their callers
     # class and dtype of every kernel name (user --tensor-core-pattern included), per name code
     classes: kernel_families.NameClasses | None = None
+    # the GPU idle gaps over the steps and their causes (idle_gaps.device_gaps), attributed once with
+    # ``gap_thresholds``: the report's gpu_idle_after_sync_share and the diagnosis read the same gaps
+    gaps: idle_gaps.Gaps | None = None
+    gap_thresholds: idle_gaps.GapThresholds | None = None
 
 
 def _device(found: devices.DeviceProps, device: int) -> Device:
@@ -77,13 +82,16 @@ def step_metrics(
     lo: float,
     hi: float,
     classes: KernelClasses,
-    sync_wait_us: float,
+    host_sync_us: float,
     sync_count: int,
+    idle_after_sync_us: float = 0.0,
 ) -> tuple[Metrics, dict[str, float], np.ndarray]:
     """Metrics of the window ``[lo, hi)`` on one device, its time breakdown, and its GPU idle gaps.
 
     Time shares are unions of the rows' intervals clipped to the window; counts (bytes,
-    kernels, occupancy) use the rows the step ``index`` launched (``_launched_counts``)."""
+    kernels, occupancy) use the rows the step ``index`` launched (``_launched_counts``).
+    ``host_sync_us``: the host time blocked in the step's syncs; ``idle_after_sync_us``: the step's
+    GPU idle time those syncs explain (``idle_gaps.sync_us_by_step``)."""
     g = view.gpu
     sl = intervals.overlap_slice(g.ts, lo, hi, view.max_dur)
     kind, ts, end = g.kind[sl], g.ts[sl], g.end[sl]
@@ -94,13 +102,13 @@ def step_metrics(
     kc = is_k | is_c
     kc_union = intervals.union_length(ts[kc], end[kc], lo, hi)
     idle = max(0.0, 1.0 - _share(busy, dur))
-    sync_wait = min(_share(sync_wait_us, dur), idle)
+    after_sync = min(_share(idle_after_sync_us, dur), idle)  # (min: float rounding only)
     breakdown = {
         "kernel": _share(k_union, dur),
         "memcpy": _share(kc_union - k_union, dur),
         "memset": _share(busy - kc_union, dur),
-        "sync_wait": sync_wait,
-        "idle": idle - sync_wait,
+        "idle_after_sync": after_sync,
+        "idle_other": idle - after_sync,
     }
     m = Metrics(
         gpu_busy_share=_share(busy, dur),
@@ -108,7 +116,8 @@ def step_metrics(
         memcpy_time_share=_share(intervals.union_length(ts[is_c], end[is_c], lo, hi), dur),
         memset_time_share=_share(intervals.union_length(ts[is_s], end[is_s], lo, hi), dur),
         idle_share=idle,
-        sync_wait_share=_share(sync_wait_us, dur),
+        gpu_idle_after_sync_share=after_sync,
+        host_sync_blocked_share=_share(host_sync_us, dur),
         sm_efficiency=_sm_efficiency(view, sl, is_k, lo, hi),
         sync_count_per_step=float(sync_count),
         **_launched_counts(view, sl, view.step[sl] == index, classes),
@@ -204,10 +213,16 @@ def analyze_device(
         name_classes.mask(kernel_families.TENSOR_CORE), copies.classify(names)[0], name_classes.core
     )
     host_windows = [(float(a), float(b)) for a, b in zip(steps.cpu_start, steps.cpu_end, strict=True)]
-    view = dataclasses.replace(view, syncs=syncs.find_syncs(tables.cpu, names, host_windows), classes=name_classes)
-    report.steps, gaps = _step_reports(tables, view, steps, classes)
+    dev_launcher = launcher[tables.gpu.device == device]
+    found_syncs = syncs.find_syncs(tables.cpu, names, host_windows)
+    th = idle_gaps.GapThresholds.of(options.thresholds)
+    gaps = idle_gaps.device_gaps(
+        tables, steps, gpu, found_syncs.rows, dev_launcher, graphs.graph_launched(tables, dev_launcher), th
+    )
+    view = dataclasses.replace(view, syncs=found_syncs, classes=name_classes, gaps=gaps, gap_thresholds=th)
+    report.steps, step_gaps = _step_reports(tables, view, steps, classes)
     report.summary = _summary(view, report.steps, classes.tensor_core, name_classes)
-    _kernel_sections(report, tables, view, steps, launcher[tables.gpu.device == device], gaps, options)
+    _kernel_sections(report, tables, view, steps, dev_launcher, step_gaps, options)
     return report, steps, view
 
 
@@ -243,12 +258,15 @@ def _step_reports(
     sync_rows = view.syncs.rows
     sync_step = intervals.window_starting_before(cpu.ts[sync_rows], steps.cpu_start)
     sync_dur = cpu.dur[sync_rows]
+    after_sync = idle_gaps.sync_us_by_step(view.gaps, steps) if view.gaps is not None else np.zeros(len(steps))
     out: list[Step] = []
     all_gaps: list[np.ndarray] = []
     for i in range(len(steps)):
         lo, hi = float(steps.start[i]), float(steps.end[i])
         mine = sync_step == i
-        m, breakdown, gaps = step_metrics(view, i, lo, hi, classes, float(sync_dur[mine].sum()), int(mine.sum()))
+        m, breakdown, gaps = step_metrics(
+            view, i, lo, hi, classes, float(sync_dur[mine].sum()), int(mine.sum()), float(after_sync[i])
+        )
         all_gaps.append(gaps)
         out.append(Step(step=int(steps.number[i]), start_us=lo, dur_us=hi - lo, **_fields(m), breakdown=breakdown))
     return out, np.concatenate(all_gaps) if all_gaps else np.empty(0)
@@ -290,7 +308,7 @@ def _kernel_sections(
     if report.summary.sm_efficiency is None and unknown.any():
         share = float(kern.dur[unknown].sum()) / max(float(kern.dur.sum()), 1e-9)
         report.notes.append(
-            f"SM efficiency unknown: {share:.0%} of the kernel time has no blocks per SM (no grid, or a launch "
+            f"SM efficiency unknown: {pct(share)} of the kernel time has no blocks per SM (no grid, or a launch "
             "call that does not say whether the grid counts blocks or work-items)."
         )
     tc = view.classes.mask(kernel_families.TENSOR_CORE)

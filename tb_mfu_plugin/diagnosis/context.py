@@ -15,7 +15,7 @@ import numpy as np
 from ..analysis import copies, graphs, intervals, kernel_families, name_patterns, syncs
 from ..analysis import patterns as pt
 from ..analysis.attention_chains import AttentionChain, attention_chains
-from ..analysis.idle_gaps import Gaps, HostActivity, idle_gaps
+from ..analysis.idle_gaps import Gaps, GapThresholds, HostActivity, idle_gaps
 from ..analysis.report import WorkerReport
 from ..analysis.steps import Steps
 from ..analysis.worker import DeviceView
@@ -55,7 +55,9 @@ class Context:
         summary = report.summary
         self.mfu = summary.mfu if summary is not None else None
         g = view.gpu
-        self.step_of = intervals.window_of(g.ts, steps.start, steps.end, closed=False)
+        # Which step a GPU row belongs to is the analysis' one rule (steps.assign: the step whose
+        # host window holds its launch), so the rules count the rows the summary counts.
+        self.step_of = view.step
         self.in_step = self.step_of >= 0
         self.is_kernel = g.kind == KERNEL
         self.is_memcpy = g.kind == MEMCPY
@@ -250,10 +252,16 @@ class Context:
 
     @cached_property
     def gaps(self) -> Gaps:
-        """GPU idle gaps over the analysed steps and what caused them (``analysis.idle_gaps``)."""
-        host = HostActivity(self.dataloader_rows, self.sync_events.rows, self.launcher, self.graph_launched)
+        """GPU idle gaps over the analysed steps and what caused them (``analysis.idle_gaps``): the
+        analysis' own (``DeviceView.gaps``, behind the report's ``gpu_idle_after_sync_share``) when it
+        attributed them with these thresholds, so the waterfall and the report agree."""
         th = self.th
-        return idle_gaps(self.tables, self.steps, self.view.gpu, host, th.sync_gap_tolerance_us, th.launch_gap_max_us)
+        mine = GapThresholds(th.sync_gap_tolerance_us, th.launch_gap_max_us)
+        if self.view.gaps is not None and self.view.gap_thresholds == mine:
+            return self.view.gaps
+        host = HostActivity(self.dataloader_rows, self.sync_events.rows, self.launcher, self.graph_launched)
+        tol, launch_max = mine.sync_gap_tolerance_us, mine.launch_gap_max_us
+        return idle_gaps(self.tables, self.steps, self.view.gpu, host, tol, launch_max)
 
     # ------------------------------------------------------------------ ops
 

@@ -18,6 +18,7 @@ from ..analysis.clock_skew import Alignment, Arrivals, Transfer, align, arrivals
 from ..analysis.dist_report import Collective, Communication
 from ..analysis.report import WorkerReport
 from ..analysis.strategy import run_strategy
+from ..fmt import us
 from .context import Context
 from .finding import SEVERITIES, Finding
 from .ranks import RankClock, RankSummary, compare_ranks
@@ -73,10 +74,10 @@ def _clock_note(al: Alignment, arr: Arrivals, names: list[str]) -> str:
     lost = [n for n, s in zip(names, al.shift_us, strict=True) if s is None]
     text = (
         f"Clocks aligned on the ends of {max(al.matched)} collective calls shared with {names[0]}: "
-        f"shifts up to {abs(worst[1]):,.1f} µs ({worst[0]})"
+        f"shifts up to {us(abs(worst[1]))} ({worst[0]})"
     )
     if al.residual_us is not None:
-        text += f", aligned ends within {al.residual_us:,.1f} µs (median)"
+        text += f", aligned ends within {us(al.residual_us)} (median)"
     if lost:
         text += f"; not aligned (no call shared): {', '.join(lost)}"
     return text + "."

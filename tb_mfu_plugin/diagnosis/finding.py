@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..analysis.mfu import projected_mfu
 from ..analysis.report import Finding, Severity
 
 __all__ = ["SEVERITIES", "Finding", "make_finding"]
@@ -64,9 +65,9 @@ def make_finding(
     gain = min(max(0.0, float(gain_us)), cost)
     share = gain / step_us if step_us > 0 else 0.0
     severity: Severity = "high" if share >= high_share else "medium" if share >= medium_share else "low"
-    after = None
-    if mfu is not None and step_us > gain:
-        after = round(float(mfu) * step_us / (step_us - gain), 4)
+    after = projected_mfu(mfu, step_us, gain)
+    if after is not None:
+        after = round(after, 4)
     ev = {"cost_us_per_step": cost, "cost_share": cost / step_us if step_us > 0 else 0.0, **evidence}
     if measured > cost:
         ev["cost_above_step_us_per_step"] = measured

@@ -11,6 +11,7 @@ from __future__ import annotations
 import msgspec
 
 from ..analysis.report import Distributed, Finding, RankRow, RankSummary, Straggler, WorkerReport
+from ..fmt import pct, us
 
 __all__ = ["RankClock", "RankRow", "RankSummary", "Straggler", "compare_ranks"]
 
@@ -85,16 +86,16 @@ def _blame(row: RankRow, findings: list[Finding]) -> str:
     own = [f for f in findings if f.id not in _WAIT_FINDINGS]  # engine order: largest gain first
     if busy >= BUSY_BLAME:
         text = (
-            f"Its GPU is busy {busy:.0%} of the step: it has more GPU work than the others (unbalanced layers, "
+            f"Its GPU is busy {pct(busy)} of the step: it has more GPU work than the others (unbalanced layers, "
             "shards or sequence lengths) or slower kernels"
         )
         own = [f for f in own if f.id not in _HOST_FINDINGS]
     elif idle >= IDLE_BLAME:
-        text = f"Its GPU is idle {idle:.0%} of the step: its host holds it back (host work, launches, data loading)"
+        text = f"Its GPU is idle {pct(idle)} of the step: its host holds it back (host work, launches, data loading)"
         own = [f for f in own if f.id in _HOST_FINDINGS]
     else:
         text = (
-            f"Its GPU is busy {busy:.0%} and idle {idle:.0%} of the step: both its GPU work and its host hold it back"
+            f"Its GPU is busy {pct(busy)} and idle {pct(idle)} of the step: both its GPU work and its host hold it back"
         )
     if not own:
         return text + "; its own findings name no cause of that."
@@ -116,7 +117,7 @@ def _straggler(rows: list[RankRow], findings: dict[tuple[str, str], list[Finding
         rank=slow.rank,
         others_wait_us_per_step=wait,
         reason=(
-            f"the other ranks spend {wait / 1000:.1f} ms more per step in collectives with no compute alongside "
+            f"the other ranks spend {us(wait)} more per step in collectives with no compute alongside "
             f"than {slow.worker} does: they wait for it. {_blame(slow, findings.get((slow.worker, slow.span), []))}"
         ),
     )

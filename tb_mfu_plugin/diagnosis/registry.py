@@ -2,7 +2,8 @@
 
 A rule is a function from the ``Context`` to ``Hit``s (the numbers it found). The ``@rule``
 decorator above it holds everything else as data: the title, fix and note templates
-(``str.format``, filled from the hit's ``args``) and the names of the ``Thresholds`` fields
+(``str.format``, filled from the hit's ``args``; a spec naming a unit, ``{share:share}``, formats
+it by that unit's one function, ``fmt.template``) and the names of the ``Thresholds`` fields
 the rule reads, directly or through the Context; ``after``, the rules whose findings it reads.
 The rule's id is the function's name, so it is written once; ``RULES`` is in registration
 order, which is the evaluation order.
@@ -15,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..fmt import template
 from .context import Context
 from .cost_time import Findings, TimeSet
 from .finding import Finding, make_finding
@@ -42,6 +44,9 @@ class Hit:
     # The stretches of the steps its cost covers, on the device's clock (cost_time): the engine
     # adds the findings' gains over their union, and the tests check no two findings share time.
     time: TimeSet | None = None
+    # The run's MFU against the peak the fix moves to, where the fix changes it (no_tensor_cores:
+    # the bf16 tensor-core peak): the MFU ``est_mfu_after`` projects from. None: the run's own MFU.
+    mfu_at_fix_peak: float | None = None
 
 
 Check = Callable[[Context, Fired], list[Hit]]
@@ -72,17 +77,17 @@ class Rule:
     def finding(self, ctx: Context, hit: Hit) -> Finding:
         evidence = dict(hit.evidence)
         if self.note is not None:
-            evidence["note"] = self.note.format(**hit.args)
+            evidence["note"] = template(self.note, **hit.args)
         return make_finding(
             id=self.id,
             subject=hit.subject,
-            title=self.titles[hit.title].format(**hit.args),
+            title=template(self.titles[hit.title], **hit.args),
             evidence=evidence,
             cost_us=hit.cost_us,
             gain_us=hit.gain_us,
             step_us=ctx.step_us,
-            mfu=ctx.mfu,
-            recommendation=" ".join(self.fixes[k].format(**hit.args) for k in hit.fix),
+            mfu=ctx.mfu if hit.mfu_at_fix_peak is None else hit.mfu_at_fix_peak,
+            recommendation=" ".join(template(self.fixes[k], **hit.args) for k in hit.fix),
             high_share=ctx.th.high_share,
             medium_share=ctx.th.medium_share,
         )

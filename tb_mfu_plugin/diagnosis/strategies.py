@@ -3,9 +3,11 @@ which strategy gives the best MFU on these GPUs (``tb-mfu compare`` with several
 Strategies view; docs/distributed.md).
 
 One row per run, its ranks summed up: the slowest rank's median step (every rank waits for it),
-per-rank MFU at each rank's median step (the lowest, the mean and the highest: the steady state,
-which the first profiled step, still draining the warm-up's GPU work, does not disturb), and the
-mean over ranks of the exposed communication, the overlap and the pipeline bubble. Memory is left
+each rank's MFU at its median step (the median of its per-step MFUs, ``summary.distribution.mfu``:
+the steady state, which the first profiled step, still draining the warm-up's GPU work, does not
+disturb; the lowest, the mean and the highest over the ranks; the headline MFU over all the steps is
+another figure, under another label), and the mean over ranks of the exposed communication, the
+overlap and the pipeline bubble. Memory is left
 out: the traces hold it only with ``profile_memory=True``, as instant events the decoder does not
 read.
 """
@@ -16,7 +18,7 @@ from statistics import fmean
 
 import msgspec
 
-from ..analysis.report import RunReport, WorkerReport
+from ..analysis.report import RunReport, Summary, WorkerReport
 from .ranks import RankSummary
 
 
@@ -26,7 +28,9 @@ class StrategyRow(msgspec.Struct, kw_only=True):
     ranks: int  # workers analysed
     device: str | None
     step_time_us: float | None  # the slowest rank's median step
-    mfu_min: float | None  # per-rank MFU: FLOPs the rank executes / its median step / peak
+    # per-rank MFU at the rank's median step (median_step_mfu), not the headline MFU over all the
+    # analysed steps: lowest, mean and highest over the ranks
+    mfu_min: float | None
     mfu_mean: float | None
     mfu_max: float | None
     flops_per_step: float | None  # per rank, mean
@@ -51,14 +55,11 @@ def _ranks(run: RunReport) -> RankSummary | None:
     return msgspec.convert(run.ranks, RankSummary)
 
 
-def _median_mfu(w: WorkerReport) -> float | None:
-    """MFU at the rank's median step; its headline (time-weighted) MFU when the peak is unknown."""
-    s, peak = w.summary, w.device.peak_flops if w.device is not None else None
-    if s is None:
-        return None
-    if s.flops_per_step is None or not peak or s.step_time_us <= 0 or s.mfu is None:
-        return s.mfu
-    return s.flops_per_step / (s.step_time_us * 1e-6) / peak
+def median_step_mfu(s: Summary) -> float | None:
+    """The MFU of the median step: the median of the per-step MFUs, which ``analysis.mfu`` keeps in
+    ``summary.distribution`` (None when no step has an MFU)."""
+    spread = s.distribution.get("mfu")
+    return spread.median if spread is not None else None
 
 
 def strategy_row(run: RunReport) -> StrategyRow:
@@ -69,7 +70,7 @@ def strategy_row(run: RunReport) -> StrategyRow:
         for w, s in zip(ok, summaries, strict=True)
         if w.communication is not None
     ]
-    mfu = [m for w in ok if (m := _median_mfu(w)) is not None]
+    mfu = [m for s in summaries if (m := median_step_mfu(s)) is not None]
     ranks = _ranks(run)
     main = [max(c.collectives, key=lambda x: x.us_per_step) for c, _ in comm if c.collectives]
     return StrategyRow(

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..analysis.idle_gaps import LAUNCH_GAP_MAX_US, SYNC_GAP_TOLERANCE_US
+
 
 @dataclass(frozen=True)
 class Thresholds:
@@ -18,10 +20,12 @@ class Thresholds:
 
     # --- idle-gap attribution (Context.gaps: every rule that reads the GPU idle gaps, and the waterfall)
     # A sync "causes" the GPU gap it returns in; host and device clocks differ by a few µs.
-    sync_gap_tolerance_us: float = 5.0
+    # (The analysis attributes the gaps once, for the report's gpu_idle_after_sync_share too, so
+    # the two defaults live in analysis.idle_gaps.)
+    sync_gap_tolerance_us: float = SYNC_GAP_TOLERANCE_US
     # Gaps the host caused by launching (no sync, no data loading) count as launch gaps up
     # to this length; longer host-caused gaps are reported as GPU idle with what the host did.
-    launch_gap_max_us: float = 100.0
+    launch_gap_max_us: float = LAUNCH_GAP_MAX_US
 
     # --- host-device syncs
     sync_min_per_step: float = 1.0  # at least one host-device sync per step

@@ -21,7 +21,7 @@ step, ``kernels`` = ``kernel_time_share`` x step, ``mfu`` = ``summary.mfu`` x st
       - low SM efficiency (SMs idle while matmul/conv kernels run: < 1 block per SM)
     = matmul/conv at full SM coverage
       - matmul efficiency (below peak FLOP/s: tile shapes, memory-bound GEMMs, clocks)
-    = model FLOPs at peak (MFU x step)        [only when FLOPs and peak are known]
+    = model FLOPs at peak (MFU x step)        [no value (None) when MFU is unknown or impossible]
 
 Each level is clamped into what remains above it; when the FLOPs at peak exceed the
 matmul time (FLOPs counted for work outside matmul kernels, or a wrong peak) the entry is
@@ -36,6 +36,7 @@ import numpy as np
 
 from ..analysis.idle_gaps import GRAPH, HOST, LAUNCH, OTHER, SYNC
 from ..analysis.report import BarKind, WaterfallBar
+from ..fmt import template
 from .context import Context
 from .registry import GAP_THRESHOLDS
 
@@ -46,7 +47,7 @@ THRESHOLDS = GAP_THRESHOLDS
 _IDLE = (
     ("idle_dataloader", "GPU idle: data loading", None),
     ("idle_sync", "GPU idle: after host-device syncs", SYNC),
-    ("idle_launch", "GPU idle: launch gaps (<= {launch_gap_max_us:g} µs)", LAUNCH),
+    ("idle_launch", "GPU idle: launch gaps (<= {launch_gap_max:time})", LAUNCH),
     ("idle_graph", "GPU idle: between kernels of CUDA graph replays", GRAPH),
     ("idle_host", "GPU idle: waiting for host work", HOST),
     ("idle_other", "GPU idle: other", OTHER),
@@ -75,6 +76,10 @@ class _Bars:
     def subtotal(self, id: str, label: str) -> None:
         self.entry(id, label, "subtotal", self.remaining)
 
+    def unknown(self, id: str, label: str) -> None:
+        """The result bar when it has no value: no µs, no share, no MFU."""
+        self.out.append(WaterfallBar(id=id, label=label, kind="result", us_per_step=None, share=None, mfu=None))
+
 
 def waterfall(ctx: Context) -> list[WaterfallBar]:
     if ctx.n == 0 or ctx.total_us <= 0:
@@ -84,7 +89,7 @@ def waterfall(ctx: Context) -> list[WaterfallBar]:
     gaps = ctx.gaps
     for id, label, cause in _IDLE:
         us = float(gaps.dataloader_us.sum()) if cause is None else gaps.total(cause)
-        bars.loss(id, label.format(launch_gap_max_us=ctx.th.launch_gap_max_us), us / ctx.n, group="idle")
+        bars.loss(id, template(label, launch_gap_max=ctx.th.launch_gap_max_us), us / ctx.n, group="idle")
     bars.subtotal("gpu_busy", "GPU busy")
     _busy(ctx, bars)
     _result(ctx, bars)
@@ -118,17 +123,17 @@ def _busy(ctx: Context, bars: _Bars) -> None:
 
 
 def _result(ctx: Context, bars: _Bars) -> None:
-    """The last bar: the model FLOPs at peak (MFU x step), when FLOPs and peak are known."""
-    s, d = ctx.report.summary, ctx.report.device
-    flops = s.flops_per_step if s is not None else None
-    peak = d.peak_flops if d is not None else None
+    """The last bar: the model FLOPs at peak, ``summary.mfu`` x the mean step (the same step MFU
+    is over), when MFU is known. When it is unknown or impossible the bar has no value (None),
+    never the time left above it."""
+    s = ctx.report.summary
+    mfu = s.mfu if s is not None else None
     if "impossible_mfu" in ctx.report.flags:  # analysis.plausibility: never drawn as a figure
-        bars.entry("mfu", "Model FLOPs at peak (MFU impossible: above 100 %)", "result", bars.remaining, mfu=None)
-    elif flops and peak:
-        ideal = float(flops) / float(peak) * 1e6
+        bars.unknown("mfu", "Model FLOPs at peak (MFU impossible: above 100 %)")
+    elif mfu is not None:
+        ideal = mfu * bars.step
         clamped = ideal > bars.remaining
         bars.loss("matmul_efficiency", "Matmul efficiency (below peak FLOP/s)", bars.remaining - ideal)
-        mfu = round(ideal / bars.step, 5)
-        bars.entry("mfu", "Model FLOPs at peak (MFU)", "result", bars.remaining, clamped=clamped, mfu=mfu)
+        bars.entry("mfu", "Model FLOPs at peak (MFU)", "result", bars.remaining, clamped=clamped, mfu=round(mfu, 5))
     else:
-        bars.entry("mfu", "Model FLOPs at peak (MFU unknown: no FLOPs or peak)", "result", bars.remaining, mfu=None)
+        bars.unknown("mfu", "Model FLOPs at peak (MFU unknown: no FLOPs or peak)")

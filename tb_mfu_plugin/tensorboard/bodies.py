@@ -15,6 +15,7 @@ from typing import Literal
 import msgspec
 
 from ..analysis.report import Report, RunReport, WorkerReport
+from ..diagnosis.compare import FindingsAgainstBaseline
 from ..diagnosis.pairing import Suggestion, suggest_compare, suggest_strategies
 from ..diagnosis.strategies import StrategyRow
 from ..trace.locations import basename, is_local
@@ -124,6 +125,8 @@ class CompareBody(msgspec.Struct, kw_only=True):
     schema_version: int
     runs: list[CompareEntry]
     strategies: list[StrategyRow]  # diagnosis.strategies
+    # each run's findings against the baseline's, per pair of workers (diagnosis.compare)
+    findings: list[FindingsAgainstBaseline] = []
 
 
 class UploadedFile(msgspec.Struct, kw_only=True):

@@ -26,6 +26,7 @@ from werkzeug import wrappers
 
 from .. import __version__ as TOOL_VERSION
 from ..analysis.report import SCHEMA_VERSION, RunReport
+from ..diagnosis.compare import findings_against_baseline
 from ..diagnosis.pairing import Suggestion, suggest_compare, suggest_strategies
 from ..diagnosis.ranks import compare_ranks
 from ..diagnosis.strategies import strategy_table
@@ -361,5 +362,11 @@ class MfuPlugin(base_plugin.TBPlugin):
             )
         # the loaded runs side by side by parallel strategy (the CLI's `compare` table)
         loaded = [e.report for e in out if e.report is not None]
-        body = CompareBody(schema_version=SCHEMA_VERSION, runs=out, strategies=strategy_table(loaded))
+        body = CompareBody(
+            schema_version=SCHEMA_VERSION,
+            runs=out,
+            strategies=strategy_table(loaded),
+            # fixed / new / remaining findings against the first run, computed once (diagnosis.compare)
+            findings=findings_against_baseline([e.report for e in out]),
+        )
         return self._respond(request, body)

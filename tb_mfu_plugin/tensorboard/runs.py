@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from ..errors import TraceError
 from ..escape import escape_surrogates, one_line
+from ..fmt import setting
 from ..sidecar import SIDECAR_NAME
 from ..trace.discover import RunFiles
 from ..trace.limits import Limits
@@ -222,7 +223,8 @@ def scan_sources(
         if pending and on_progress is not None:
             on_progress(so_far())
     for src in pending:  # its listing has not kept its own deadline
-        listed[src] = Listed([], f"{src.path}: listing took longer than {list_timeout_s():g} s (${LIST_TIMEOUT_ENV})")
+        took = setting(list_timeout_s(), "s")
+        listed[src] = Listed([], f"{src.path}: listing took longer than {took} (${LIST_TIMEOUT_ENV})")
     return merge(sources, listed)
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
+from ..fmt import setting
 from ..trace.limits import format_size
 from .upload_files import shown
 
@@ -65,7 +66,7 @@ class Metered:
             try:
                 chunk = self.body.read(min(size - len(data), READ_BYTES))
             except TimeoutError:
-                raise UploadError(408, self._dropped(f"no byte arrived for {self.idle_s:g} s")) from None
+                raise UploadError(408, self._dropped(f"no byte arrived for {setting(self.idle_s, 's')}")) from None
             except ConnectionError:
                 if self.stalled:
                     raise UploadError(408, self._dropped(self.stalled)) from None

@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..fmt import setting
 from ..trace.limits import GiB, MiB, format_size
 from .runs import Source
 from .upload_body import Body, Metered, UploadError, Watchdog
@@ -184,7 +185,7 @@ class UploadArea:
 
     def _check_room(self, client: str) -> None:
         """429 when a new upload would pass a cap on uploads arriving at once (under the lock)."""
-        wait = f"uploads idle for {self.idle_s:g} s are dropped: try again then"
+        wait = f"uploads idle for {setting(self.idle_s, 's')} are dropped: try again then"
         if sum(1 for b in self._batches.values() if b.client == client) >= self.per_client:
             raise UploadError(429, f"you have {self.per_client} uploads arriving already: finish one, or {wait}")
         if len(self._batches) >= MAX_OPEN_BATCHES:
@@ -212,7 +213,8 @@ class UploadArea:
         with self._lock:
             batch = self._batches.get(batch_id)
             if batch is None or batch.client != client:
-                raise UploadError(404, f"no such upload (finished already, or dropped after {self.idle_s:g} s idle)")
+                idle = setting(self.idle_s, "s")
+                raise UploadError(404, f"no such upload (finished already, or dropped after {idle} idle)")
             if batch.writing:
                 raise UploadError(409, "files of this upload are still arriving")
             del self._batches[batch_id]

@@ -179,3 +179,14 @@ def test_rocm_mi250_pair_name_uses_cu_count() -> None:
     assert P.resolve_peak(props, [], "bf16", AnalysisOptions()).name == "MI250 (per GCD)"
     props["numSms"] = 110
     assert P.resolve_peak(props, [], "bf16", AnalysisOptions()).name == "MI250X (per GCD)"
+
+
+def test_peak_text_says_sparse_halved_only_for_tensor_core_figures() -> None:
+    """The table halves the datasheets' sparse tensor-core figures; the fp32 CUDA-core rate has
+    no sparse form, so its source line must not say "sparse halved" (issue 23)."""
+    fp32 = P.resolve_peak(H200, [], "fp32", AnalysisOptions())
+    bf16 = P.resolve_peak(H200, [], "bf16", AnalysisOptions())
+    assert fp32.dtype == "fp32" and "sparse" not in fp32.source and "fp32 CUDA-core 67.0 TFLOP/s" in fp32.source
+    assert "bf16 dense 989.4 TFLOP/s" in bf16.source and "sparse halved" in bf16.source
+    mi300 = P.resolve_peak({"name": "AMD Instinct MI300X"}, [], "fp32", AnalysisOptions())
+    assert "fp32 dense 163.4 TFLOP/s" in mi300.source  # AMD's fp32 figure is the matrix-core one

@@ -14,7 +14,7 @@ from tb_mfu_plugin.analysis.report import Step, Summary, WorkerReport
 
 BASE: dict[str, Any] = dict(
     gpu_busy_share=0.5, kernel_time_share=0.5, memcpy_time_share=0.0, memset_time_share=0.0, idle_share=0.5,
-    sync_wait_share=0.0, sm_efficiency=0.4, achieved_occupancy=0.3, tensor_core_kernel_share=0.9,
+    host_sync_blocked_share=0.0, sm_efficiency=0.4, achieved_occupancy=0.3, tensor_core_kernel_share=0.9,
     h2d_bytes_per_step=0.0, d2h_bytes_per_step=0.0, d2d_bytes_per_step=0.0, p2p_bytes_per_step=0.0,
     sync_count_per_step=0.0, kernels_per_step=10.0,
 )
@@ -57,7 +57,7 @@ def test_mfu_above_one_against_an_assumed_peak_names_the_peak() -> None:
     imp = detail.impossible
     assert isinstance(imp, Impossible)
     assert imp.values.mfu == pytest.approx(1.5) and imp.values.hfu == pytest.approx(1.4)
-    assert imp.likely_cause == "peak" and "fp8 peak (1978.9 TFLOP/s)" in imp.explanation
+    assert imp.likely_cause == "peak" and "fp8 peak (1,978.9 TFLOP/s)" in imp.explanation
     assert rep.flags == [P.IMPOSSIBLE_MFU] and "150" not in rep.notes[0]  # no impossible figure in words
 
 

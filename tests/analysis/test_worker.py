@@ -32,7 +32,7 @@ def test_two_streams_overlap_counted_once(tmp_path: Path) -> None:
     assert s.sm_efficiency == pytest.approx(0.45)
     assert s.achieved_occupancy == pytest.approx(0.5)
     assert s.kernels_per_step == 2
-    assert s.breakdown["kernel"] + s.breakdown["idle"] == pytest.approx(1.0)
+    assert s.breakdown["kernel"] + s.breakdown["idle_other"] == pytest.approx(1.0)
 
 
 def test_step_extends_to_gpu_work_launched_inside_it(tmp_path: Path) -> None:
@@ -105,7 +105,7 @@ def test_sm_efficiency_unknown_when_kernels_have_no_blocks(tmp_path: Path) -> No
     b.launch_kernel("k_no_info", 2, 50, 50, blocks_per_sm=None, occupancy=None)
     (r,) = _analyze(b, tmp_path)
     assert r.steps[0].sm_efficiency is None and r.summary.sm_efficiency is None  # type: ignore[union-attr]
-    assert any("SM efficiency unknown: 50%" in n for n in r.notes)
+    assert any("SM efficiency unknown: 50.0 %" in n for n in r.notes)
 
 
 def test_copies_by_direction_and_memory_kind(tmp_path: Path) -> None:
@@ -154,7 +154,30 @@ def test_sync_attributed_through_nesting_not_by_name(tmp_path: Path) -> None:
     item = by_api["cudaStreamSynchronize"]
     assert (item.root_op, item.op, item.blocked_us_per_step) == ("aten::item", "aten::_local_scalar_dense", 45)
     assert by_api["cudaDeviceSynchronize"].root_op is None
-    assert r.summary.sync_wait_share == pytest.approx(65 / 1000)
+    assert r.summary.host_sync_blocked_share == pytest.approx(65 / 1000)
+
+
+def test_host_blocked_in_syncs_and_gpu_idle_after_syncs_are_two_figures(tmp_path: Path) -> None:
+    """Issue 23: the host's time blocked in syncs is not GPU idle time. A GPU-bound step whose host
+    waits 541 µs in a sync while the GPU runs, then 90 µs of GPU idle until the host's next kernel:
+    host blocked 54.1 %, GPU idle 9 %, all of it after the sync. Then an idle stretch no sync explains
+    (the old breakdown's "sync wait", the blocked time capped at the idle time, gave it to syncs)."""
+    b = TraceBuilder()
+    b.step(1, 0, 1000)
+    b.launch_kernel("k0", 5, 6, 544)  # [6, 550)
+    b.runtime("cudaStreamSynchronize", 10, 541)  # returns at 551, in the gap [550, 640)
+    b.launch_kernel("k1", 600, 640, 360)  # [640, 1000)
+    b.step(2, 1000, 1000)
+    b.launch_kernel("k2", 1001, 1002, 500)  # [1002, 1502)
+    b.runtime("cudaEventSynchronize", 1010, 90)  # returns at 1100 while k2 runs: explains no idle
+    b.launch_kernel("k3", 1700, 1800, 200)  # idle [1502, 1800): host work, no sync
+    s1, s2 = _analyze(b, tmp_path)[0].steps
+    assert s1.host_sync_blocked_share == pytest.approx(0.541)
+    assert s1.idle_share == pytest.approx(0.096) and s1.gpu_idle_after_sync_share == pytest.approx(0.09)
+    assert s1.breakdown["idle_after_sync"] == pytest.approx(0.09) and s1.breakdown["idle_other"] == pytest.approx(0.006)
+    assert s2.host_sync_blocked_share == pytest.approx(0.09) and s2.gpu_idle_after_sync_share == 0
+    assert s2.breakdown["idle_after_sync"] == 0 and s2.breakdown["idle_other"] == pytest.approx(s2.idle_share)
+    assert sum(s1.breakdown.values()) == pytest.approx(1) and sum(s2.breakdown.values()) == pytest.approx(1)
 
 
 def test_launch_stats_and_top_kernels(tmp_path: Path) -> None:

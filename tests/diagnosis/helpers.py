@@ -16,6 +16,7 @@ from tb_mfu_plugin.diagnosis import waterfall as wf
 from tb_mfu_plugin.diagnosis.context import Context
 from tb_mfu_plugin.diagnosis.cost_time import Findings
 from tb_mfu_plugin.diagnosis.registry import SEVERITY_THRESHOLDS, Rule
+from tb_mfu_plugin.fmt import template
 from tb_mfu_plugin.options import AnalysisOptions
 from tb_mfu_plugin.trace.decode import decode_trace
 from tb_mfu_plugin.trace.tables import TraceTables
@@ -80,7 +81,12 @@ def check_report(rep: WorkerReport) -> None:
         assert f.recommendation
         if f.est_mfu_after is not None:
             assert rep.summary is not None and rep.summary.mfu is not None
-            assert f.est_mfu_after >= rep.summary.mfu - 1e-9
+            # a projection is never an impossible figure; it starts from the run's MFU, or (a fix that
+            # changes the dtype: no_tensor_cores) from its MFU against the peak of the new dtype
+            assert f.est_mfu_after <= 1.0, f
+            at_bf16 = rep.flops.mfu_at_bf16_peak if rep.flops is not None else None
+            start = at_bf16 if f.id == "no_tensor_cores" and isinstance(at_bf16, float) else rep.summary.mfu
+            assert f.est_mfu_after >= start - 1e-4
     keys = {(f.id, f.subject) for f in rep.findings}
     assert len(keys) == len(rep.findings)
     check_waterfall(rep.waterfall)
@@ -92,8 +98,12 @@ def check_waterfall(w: list[WaterfallBar]) -> None:
         return
     assert w[0].kind == "total" and w[-1].kind == "result"
     level = w[0].us_per_step
+    assert level is not None
     for e in w[1:]:
-        assert e.us_per_step >= 0
+        if e.us_per_step is None:  # only the result bar, when MFU is unknown or impossible
+            assert e is w[-1] and e.share is None and e.mfu is None, e
+            continue
+        assert e.share is not None and e.us_per_step >= 0
         if e.kind == "loss":
             level -= e.us_per_step
         else:  # a subtotal or the result is what remains after the losses above it
@@ -115,6 +125,8 @@ def check_waterfall_matches_summary(rep: WorkerReport) -> None:
     assert abs(w["kernels"].us_per_step - s.kernel_time_share * step) <= tol
     if s.mfu is not None and w["mfu"].mfu is not None and not w["mfu"].clamped:
         assert abs(w["mfu"].us_per_step - s.mfu * step) <= tol
+    if s.mfu is None:  # unknown stays unknown: the result bar has no value
+        assert w["mfu"].us_per_step is None and w["mfu"].share is None
 
 
 class ReadThresholds:
@@ -167,4 +179,4 @@ def check_reads_and_words(
 
 def fill_every_template(rule: Rule, args: Any) -> None:
     for text in [*rule.titles.values(), *rule.fixes.values(), *([rule.note] if rule.note else [])]:
-        assert text.format(**args), (rule.id, text)
+        assert template(text, **args), (rule.id, text)

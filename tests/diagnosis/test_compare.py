@@ -4,7 +4,7 @@ import pytest
 from conftest import SAMPLES
 
 from tb_mfu_plugin.analysis.report import Finding
-from tb_mfu_plugin.diagnosis.compare import compare_findings
+from tb_mfu_plugin.diagnosis.compare import compare_findings, findings_against_baseline
 from tb_mfu_plugin.pipeline import analyze_path
 
 
@@ -34,3 +34,19 @@ def test_sdpa_fixes_what_the_naive_run_had() -> None:
     (sdpa,) = analyze_path(str(SAMPLES / "gpt_sdpa_fused")).runs[0].workers
     fixed = {c.id for c in compare_findings(naive.findings, sdpa.findings) if c.status == "fixed"}
     assert {"naive_attention", "unfused_optimizer", "sync_point"} <= fixed
+
+
+def test_every_pair_of_workers_against_the_baseline_once() -> None:
+    """The /compare body carries the changes for every pair of a run's worker and the baseline's
+    (the tab looks up the pair it shows; compare.ts used to recompute fixed / new itself)."""
+    if not (SAMPLES / "ddp_2gpu").is_dir():
+        pytest.skip("sample traces not available")
+    naive = analyze_path(str(SAMPLES / "gpt_naive_attention")).runs[0]
+    ddp = analyze_path(str(SAMPLES / "ddp_2gpu")).runs[0]
+    pairs = findings_against_baseline([naive, ddp, None])
+    assert [(p.run, p.worker, p.baseline_worker) for p in pairs] == [("ddp_2gpu", 0, 0), ("ddp_2gpu", 1, 0)]
+    for p in pairs:
+        assert p.changes == compare_findings(naive.workers[0].findings, ddp.workers[p.worker].findings)
+        fixed = [c for c in p.changes if c.status == "fixed"]
+        assert fixed and all(c.severity is None and c.baseline_severity is not None for c in fixed)
+    assert findings_against_baseline([None, ddp]) == []

@@ -7,21 +7,42 @@ from conftest import SAMPLES
 
 from tb_mfu_plugin.analysis.report import Distributed, Finding, Summary, WaterfallBar, WorkerReport, to_json
 from tb_mfu_plugin.diagnosis.ranks import compare_ranks
+from tb_mfu_plugin.fmt import pct
 from tb_mfu_plugin.pipeline import analyze_path
 
 
 def _worker(rank: int, exposed_us: float, idle: float, step_us: float = 1000.0) -> WorkerReport:
     metrics = dict.fromkeys(
-        ("gpu_busy_share", "kernel_time_share", "memcpy_time_share", "memset_time_share", "sync_wait_share",
-         "tensor_core_kernel_share", "h2d_bytes_per_step", "d2h_bytes_per_step", "d2d_bytes_per_step",
-         "p2p_bytes_per_step", "sync_count_per_step", "kernels_per_step"), 0.0)
+        (
+            "gpu_busy_share",
+            "kernel_time_share",
+            "memcpy_time_share",
+            "memset_time_share",
+            "host_sync_blocked_share",
+            "tensor_core_kernel_share",
+            "h2d_bytes_per_step",
+            "d2h_bytes_per_step",
+            "d2d_bytes_per_step",
+            "p2p_bytes_per_step",
+            "sync_count_per_step",
+            "kernels_per_step",
+        ),
+        0.0,
+    )
     metrics["gpu_busy_share"] = 1 - idle
-    summary = Summary(steps=3, step_time_us=step_us, idle_share=idle, sm_efficiency=None, achieved_occupancy=None,
-                      **metrics)
-    return WorkerReport(name=f"rank{rank}", span="", file=f"rank{rank}.json", summary=summary,
-                        distributed=Distributed(rank=rank, world_size=3),
-                        waterfall=[WaterfallBar(id="communication", label="", kind="loss", us_per_step=exposed_us,
-                                                share=exposed_us / step_us)])
+    summary = Summary(
+        steps=3, step_time_us=step_us, idle_share=idle, sm_efficiency=None, achieved_occupancy=None, **metrics
+    )
+    return WorkerReport(
+        name=f"rank{rank}",
+        span="",
+        file=f"rank{rank}.json",
+        summary=summary,
+        distributed=Distributed(rank=rank, world_size=3),
+        waterfall=[
+            WaterfallBar(id="communication", label="", kind="loss", us_per_step=exposed_us, share=exposed_us / step_us)
+        ],
+    )
 
 
 def test_the_rank_the_others_wait_for_is_the_straggler() -> None:
@@ -33,8 +54,16 @@ def test_the_rank_the_others_wait_for_is_the_straggler() -> None:
 
 
 def _finding(id: str, gain: float, title: str) -> Finding:
-    return Finding(id=id, severity="high", title=title, evidence={}, est_gain_us_per_step=gain,
-                   est_gain_share=gain / 1000, est_mfu_after=None, recommendation="fix it")
+    return Finding(
+        id=id,
+        severity="high",
+        title=title,
+        evidence={},
+        est_gain_us_per_step=gain,
+        est_gain_share=gain / 1000,
+        est_mfu_after=None,
+        recommendation="fix it",
+    )
 
 
 @pytest.mark.parametrize(
@@ -57,7 +86,7 @@ def test_the_straggler_is_blamed_by_what_its_gpu_does(idle: float, blamed: str, 
     r = compare_ranks([_worker(0, 300, 0.0), slow, _worker(2, 310, 0.01)])
     assert r is not None and r.straggler is not None and r.straggler.worker == "rank1"
     assert blamed in r.straggler.reason and f"its largest finding: {largest}." in r.straggler.reason
-    assert f"{1 - idle:.0%}" in r.straggler.reason or f"{idle:.0%}" in r.straggler.reason
+    assert pct(1 - idle) in r.straggler.reason or pct(idle) in r.straggler.reason
 
 
 def test_no_straggler_when_ranks_wait_alike_or_single_rank() -> None:

@@ -36,6 +36,7 @@ import msgspec
 import pytest
 
 from tb_mfu_plugin import fmt
+from tb_mfu_plugin.analysis.definitions import label
 from tb_mfu_plugin.analysis.report import Report
 from tb_mfu_plugin.escape import json_bytes
 from tb_mfu_plugin.pipeline import analyze_paths
@@ -81,28 +82,45 @@ class Figure:
     tab: tuple[str, str] | None
 
 
-# Today's report names (issue 23 §1 splits sync_wait_share and names both idles apart): a
-# rename is one line here.
+# Each figure under its report name and its one label (analysis.definitions), on every face.
 WORKER_FIGURES = (
     Figure("MFU", ("summary", "mfu"), _mfu, ("table", "MFU"), ("kpi", "MFU")),
     Figure("GPU busy", ("summary", "gpu_busy_share"), _plain(fmt.pct), ("table", "GPU busy"), ("kpi", "GPU busy")),
-    Figure("idle", ("summary", "idle_share"), _plain(fmt.pct), ("table", "idle"), None),
-    Figure("idle outside syncs", ("summary", "breakdown", "idle"), _plain(fmt.pct), None, ("legend", "Idle")),
-    Figure("host blocked in syncs", ("summary", "sync_wait_share"), _plain(fmt.pct), ("table", "sync wait"), None),
-    Figure("GPU idle in syncs", ("summary", "breakdown", "sync_wait"), _plain(fmt.pct), None, ("legend", "Sync wait")),
+    Figure("GPU idle", ("summary", "idle_share"), _plain(fmt.pct), ("table", label("idle_share")), None),
+    Figure(
+        "GPU idle after syncs",
+        ("summary", "gpu_idle_after_sync_share"),
+        _plain(fmt.pct),
+        ("table", label("gpu_idle_after_sync_share")),
+        ("legend", label("breakdown.idle_after_sync")),
+    ),
+    Figure(
+        "other idle",
+        ("summary", "breakdown", "idle_other"),
+        _plain(fmt.pct),
+        None,
+        ("legend", label("breakdown.idle_other")),
+    ),
+    Figure(
+        "host blocked in syncs",
+        ("summary", "host_sync_blocked_share"),
+        _plain(fmt.pct),
+        ("table", label("host_sync_blocked_share")),
+        None,
+    ),
     Figure(
         "median step time",
         ("summary", "step_time_us"),
-        _plain(fmt.ms),
-        ("line", "median step time"),
-        ("kpi", "Median step time"),
+        _plain(fmt.us),
+        ("line", label("step_time_us").lower()),
+        ("kpi", label("step_time_us")),
     ),
     Figure(
         "FLOPs per step",
         ("summary", "flops_per_step"),
         _plain(fmt.flops),
-        ("line", "FLOPs per step:"),
-        ("facts", "FLOPs / step"),
+        ("line", label("flops_per_step") + ":"),
+        ("facts", label("flops_per_step")),
     ),
 )
 
@@ -121,8 +139,8 @@ class RankFigure:
 RANK_FIGURES = (
     RankFigure("MFU", "mfu", fmt.pct, "MFU", "MFU"),
     RankFigure("GPU busy", "gpu_busy_share", fmt.pct, "GPU busy", "GPU busy"),
-    RankFigure("idle", "idle_share", fmt.pct, "idle", "Idle"),
-    RankFigure("median step time", "step_time_us", fmt.dur, "median step", "Median step"),
+    RankFigure("GPU idle", "idle_share", fmt.pct, label("idle_share"), label("idle_share")),
+    RankFigure("median step time", "step_time_us", fmt.us, label("step_time_us"), label("step_time_us")),
 )
 
 
@@ -291,8 +309,7 @@ def test_one_label_names_one_figure_across_the_faces() -> None:
             if where is not None:
                 by_label.setdefault(where[1].lower().rstrip(":"), set()).add(f.path)
     shared = {label: paths for label, paths in by_label.items() if len(paths) > 1}
-    if shared:
-        pytest.xfail(f"issue 23 §1, the field renames in analysis/report.py: one label, two figures: {shared}")
+    assert not shared, f"one label, two figures: {shared}"
 
 
 # -- the tab and the saved page, in Chromium -----------------------------------------------------
@@ -350,14 +367,6 @@ def shown_tab(seen: Json) -> Json:
     return {"figures": tab_figures(seen), "ranks": ranks}
 
 
-# Differences known today, each with the fix that removes it (issue 23, other parts): the test
-# still checks every other figure, and xfails naming these while they remain. Remove an entry
-# once its fix is in; a difference not listed here fails.
-KNOWN: dict[str, str] = {
-    "FLOPs per step": "§2: the tab's FLOPs card shows FlopsDetail.flops_per_step, 0 where the count is unknown",
-}
-
-
 def differences(want: Json, shown: Json) -> list[str]:
     """The figures (and rank cells) ``shown`` gets wrong, by name."""
     out = [k for k, v in want["figures"].items() if shown["figures"].get(k) != v]
@@ -368,15 +377,15 @@ def differences(want: Json, shown: Json) -> list[str]:
 
 def settled(collect: Callable[[], Json], want: Json, timeout_s: float = 60) -> Json:
     """What the page shows once it has drawn the worker report ``want`` is of: when it shows
-    ``want`` but for the differences known (``KNOWN``), the same on two reads in a row (or,
-    after ``timeout_s``, what it shows then: the caller says what differs)."""
+    ``want``, the same on two reads in a row (or, after ``timeout_s``, what it shows then: the
+    caller says what differs)."""
     last: list[Json] = []
 
     def shows() -> bool:
         seen = collect()
         again = bool(last) and seen == last[0]
         last[:] = [seen]
-        return again and set(differences(want, shown_tab(seen))) <= set(KNOWN)
+        return again and not differences(want, shown_tab(seen))
 
     try:
         poll(shows, timeout_s)
@@ -438,10 +447,7 @@ def test_the_tab_and_the_saved_page_show_the_json_figures(
         tb.stop()
     assert checked == sum(len(usable(r)) for r in runs.values()) >= 5
     assert not page.errors, page.errors  # type: ignore[attr-defined]
-    unknown = [x for x in wrong if x.rsplit(": ", 1)[1] not in KNOWN]
-    assert not unknown, unknown
-    if wrong:
-        pytest.xfail("; ".join(sorted({KNOWN[x.rsplit(": ", 1)[1]] for x in wrong})) + f" ({', '.join(wrong)})")
+    assert not wrong, wrong
 
 
 def check_suggested_sets(tb: TensorBoard, frame: Any) -> None:

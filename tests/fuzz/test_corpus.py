@@ -25,6 +25,7 @@ from typing import Any
 
 import corpus
 import hostile
+import invariants
 import pytest
 
 ROOT = corpus.ROOT
@@ -99,8 +100,9 @@ def _problems(r: dict[str, Any]) -> list[str]:
 
 
 def _summary_problems(report: dict[str, Any]) -> list[str]:
-    """A valid summary keeps the report's contract: shares in 0-1, non-negative bytes."""
-    out = []
+    """A valid summary keeps the report's contract: shares in 0-1, non-negative bytes, and the
+    invariants of tests/invariants.py (no MFU or projection above 100 %, no 0 for an unknown)."""
+    out = invariants.report_problems(report)
     for run in report["runs"]:
         for w in run["workers"]:
             if w["error"] is not None:

@@ -110,7 +110,8 @@ def _check_reports(t: Any) -> None:
             continue
         s = r.summary
         assert s is not None
-        for k in ("gpu_busy_share", "kernel_time_share", "memcpy_time_share", "idle_share", "sync_wait_share"):
+        shares = ("gpu_busy_share", "kernel_time_share", "memcpy_time_share", "idle_share", "host_sync_blocked_share")
+        for k in (*shares, "gpu_idle_after_sync_share"):
             v = getattr(s, k)
             assert v is None or (math.isfinite(v) and 0 <= v <= 1), (k, v)
         for k in ("h2d_bytes_per_step", "d2h_bytes_per_step", "d2d_bytes_per_step", "p2p_bytes_per_step"):

@@ -13,10 +13,12 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
+import msgspec
 import pytest
 from tensorboard.plugins import base_plugin
 
-from tb_mfu_plugin.analysis.report import WorkerReport, to_json
+from tb_mfu_plugin.analysis.report import Finding, WorkerReport, to_json
+from tb_mfu_plugin.diagnosis.compare import compare_findings
 from tb_mfu_plugin.pipeline import analyze_path
 from tb_mfu_plugin.tensorboard import cache as cache_mod
 from tb_mfu_plugin.tensorboard import runs as runs_mod
@@ -92,6 +94,11 @@ def test_compare_returns_each_runs_report(serve, two_runs):
         else:
             median_mfu = summary["flops_per_step"] / (summary["step_time_us"] * 1e-6) / peak
             assert r["mfu_mean"] == pytest.approx(median_mfu)
+    # the findings fixed / new against the first run: diagnosis.compare's, which the tab only looks up
+    (pair,) = body["findings"]
+    assert (pair["run"], pair["worker"], pair["baseline_worker"]) == (RUN_A, 0, 0)
+    base, other = (msgspec.convert(expected[n]["workers"][0]["findings"], list[Finding]) for n in (RUN_B, RUN_A))
+    assert pair["changes"] == json.loads(msgspec.json.encode(compare_findings(base, other)))
 
 
 def test_static_bundle_is_served_with_its_type(serve, two_runs):

@@ -15,10 +15,9 @@ from typing import Any
 
 from ...analysis import collectives as co
 from ...analysis.dist_report import Collective
+from ...fmt import nbytes
 from ..context import Context
 from ..registry import Hit, rule
-
-_MIB = 1 << 20
 
 
 def _causes(c: Collective, small: float) -> tuple[tuple[str, ...], list[str]]:
@@ -28,7 +27,7 @@ def _causes(c: Collective, small: float) -> tuple[tuple[str, ...], list[str]]:
     mean = c.mean_message_bytes or 0.0
     if mean < small:
         causes.append(
-            f"small messages ({mean / _MIB:.1f} MiB on average; latency dominates below ~{small / _MIB:.0f} MiB)"
+            f"small messages ({nbytes(mean)} on average; latency dominates below ~{nbytes(small)})"
         )
         fix.append({"DDP": "ddp_small", "FSDP": "fsdp_small", "TP": "tp_small"}.get(c.role or "", "small"))
     else:
@@ -45,17 +44,17 @@ def _causes(c: Collective, small: float) -> tuple[tuple[str, ...], list[str]]:
 
 
 @rule(
-    title="Low bus bandwidth: {kind} on {group} reaches {busbw:.0f} GB/s, {share:.0%} of {link}'s {peak:.0f} GB/s",
+    title="Low bus bandwidth: {kind} on {group} reaches {busbw:bandwidth}, {share:share} of {link}'s {peak:bandwidth}",
     fix={
         "ddp_small": "Send fewer, larger gradient buckets: raise `DistributedDataParallel(bucket_cap_mb=...)` "
-        "(25 by default; these average {mib:.1f} MiB).",
+        "(25 by default; these average {msg:bytes}).",
         "fsdp_small": "Gather fewer, larger units: `fully_shard` groups of blocks instead of each layer, or "
-        "keep small modules unsharded (these calls average {mib:.1f} MiB).",
-        "tp_small": "Tensor-parallel messages are one activation each ({mib:.1f} MiB here): a larger micro-batch "
+        "keep small modules unsharded (these calls average {msg:bytes}).",
+        "tp_small": "Tensor-parallel messages are one activation each ({msg:bytes} here): a larger micro-batch "
         "or sequence length per call, or fewer TP ranks (the rest as data parallel), sends more per call.",
         "small": "Coalesce the small collectives into fewer calls (bucketing, `torch.distributed` coalescing "
-        "managers); these average {mib:.1f} MiB.",
-        "large": "Messages are large enough ({mib:.1f} MiB), so check NCCL's choice: run nccl-tests "
+        "managers); these average {msg:bytes}.",
+        "large": "Messages are large enough ({msg:bytes}), so check NCCL's choice: run nccl-tests "
         "(`all_reduce_perf -b 1M -e 1G`) on the same GPUs for the busbw the link reaches, compare "
         "`NCCL_ALGO` (Ring/Tree/NVLS) and `NCCL_PROTO` (Simple for large messages), more channels "
         "(`NCCL_MIN_NCHANNELS`), and NVLink SHARP (`NCCL_NVLS_ENABLE=1`) where it is off; `NCCL_DEBUG=INFO` "
@@ -66,7 +65,7 @@ def _causes(c: Collective, small: float) -> tuple[tuple[str, ...], list[str]]:
         "`register_comm_hook(None, bf16_compress_hook)`, FSDP2 `MixedPrecisionPolicy(reduce_dtype=torch.bfloat16)`).",
     },
     note="busbw = bytes / time from the last member's start to the end × the nccl-tests factor of the kind; "
-    "gain: the exposed time above what {target:.0%} of the peak would take",
+    "gain: the exposed time above what {target:share} of the peak would take",
     thresholds=("busbw_low_share", "busbw_min_exposed_share", "busbw_target_share", "busbw_small_message_bytes"),
 )
 def low_bus_bandwidth(ctx: Context) -> list[Hit]:
@@ -97,7 +96,7 @@ def low_bus_bandwidth(ctx: Context) -> list[Hit]:
             "share": share,
             "link": c.link,
             "peak": c.link_gbps,
-            "mib": (c.mean_message_bytes or 0.0) / _MIB,
+            "msg": c.mean_message_bytes or 0.0,
             "target": th.busbw_target_share,
         }
         evidence = {

@@ -72,8 +72,8 @@ def _fix_keys(ctx: Context, by_kind: dict[str, float]) -> tuple[str, ...]:
 
 
 @rule(
-    title="Exposed communication: collectives run {ms:.1f} ms per step with no compute "
-    "alongside ({share:.0%} of the step)",
+    title="Exposed communication: collectives run {exposed:time} per step with no compute "
+    "alongside ({share:share} of the step)",
     fix={
         "fsdp": "Overlap the FSDP all-gathers with compute: prefetch the next blocks (FSDP2 "
         "`block.set_modules_to_forward_prefetch([...])` / `set_modules_to_backward_prefetch`, FSDP1 "
@@ -143,6 +143,6 @@ def exposed_communication(ctx: Context) -> list[Hit]:
         "strategy_guess": fix[0],
         "strategy": comm_block.strategy if comm_block is not None else [],
     }
-    args = {"ms": exposed / 1000, "share": exposed / ctx.step_us}
+    args = {"exposed": exposed, "share": exposed / ctx.step_us}
     time = rows_time(ctx, comm & ~p2p).minus(rows_time(ctx, kernels & (~ctx.comm_code[g.name] | p2p)))
     return [Hit(cost_us=exposed, gain_us=exposed, evidence=evidence, args=args, fix=fix, time=time)]

@@ -48,13 +48,13 @@ def _pageable_rows(ctx: Context) -> np.ndarray:
 
 
 @rule(
-    title="Pageable memory copies: {mib:.1f} MiB and {us:.0f} µs per step",
+    title="Pageable memory copies: {bytes:bytes} and {us:time} per step",
     fix={
         "": "Use pinned host memory: `DataLoader(..., pin_memory=True)`, or allocate reused host buffers with "
         "`torch.empty(..., pin_memory=True)` / `t.pin_memory()`, then copy with "
         "`t.to(device, non_blocking=True)` (device-to-host: `.to('cpu', non_blocking=True)` into a pinned "
         "buffer).",
-        "alone": "They run with no kernel alongside ({alone:.0%} of their time): once pinned, prefetch the next "
+        "alone": "They run with no kernel alongside ({alone:share} of their time): once pinned, prefetch the next "
         "batch on a side stream (`with torch.cuda.stream(s): x = x_pinned.to(device, non_blocking=True)`, then "
         "`torch.cuda.current_stream().wait_stream(s)`) so they overlap compute, or keep the data resident on "
         "the GPU.",
@@ -100,14 +100,14 @@ def pageable_memcpy(ctx: Context) -> list[Hit]:
     copies = rows_time(ctx, _pageable_rows(ctx))
     alone = copies.minus(rows_time(ctx, ctx.is_kernel & ctx.in_step)).us / max(copies.us, 1e-9)
     evidence = {"copies": dirs, "bytes_per_step": nbytes, "us_per_step": time, "with_no_kernel_share": alone}
-    args = {"mib": nbytes / 2**20, "us": time, "alone": alone}
+    args = {"bytes": nbytes, "us": time, "alone": alone}
     fix = ("", "alone") if alone >= 0.5 else ("",)
     return [Hit(cost_us=time, gain_us=gain, evidence=evidence, args=args, fix=fix, time=copies)]
 
 
 @rule(
     after=(pageable_memcpy,),
-    title="Many small copies: {small:.0f} under 64 KiB and {d2d:.0f} device-to-device per step",
+    title="Many small copies: {small:.0f} under 64 kB and {d2d:.0f} device-to-device per step",
     fix=(
         "Preallocate buffers and write into them (`out=` arguments, slicing, `index_copy_`) instead of "
         "`torch.cat`/`torch.stack` in loops; batch small host-device transfers into one pinned buffer; drop "
@@ -148,7 +148,7 @@ def small_copies(ctx: Context, fired: Fired) -> list[Hit]:
 
 @rule(
     after=(pageable_memcpy, small_copies),
-    title="Memcpy-bound: copies alone occupy {share:.0%} of the step",
+    title="Memcpy-bound: copies alone occupy {share:share} of the step",
     fix=(
         "Keep data resident on the GPU (move datasets and reused tensors once, outside the loop), prefetch "
         "the next batch on a side stream (`s = torch.cuda.Stream()`; `with torch.cuda.stream(s): "

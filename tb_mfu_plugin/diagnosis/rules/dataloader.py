@@ -10,7 +10,7 @@ from .fusion import unfused_optimizer
 
 @rule(
     after=(unfused_optimizer,),
-    title="DataLoader stall: GPU idle {share:.0%} of the step while the next batch loads",
+    title="DataLoader stall: GPU idle {share:share} of the step while the next batch loads",
     fix={
         "single_process": "The DataLoader runs in the training process (num_workers=0).",
         "workers": "Load data in the background: `DataLoader(..., num_workers=N, pin_memory=True, "

@@ -59,7 +59,7 @@ def _largest_gaps(ctx: Context, fired: Fired) -> list[dict[str, Any]]:
 
 @rule(
     after=(sync_point, launch_bound, tiny_kernels_in_graphs, dataloader_stall, unfused_optimizer),
-    title="GPU idle {share:.0%} of the step with no other finding to blame",
+    title="GPU idle {share:share} of the step with no other finding to blame",
     fix={
         "short_gaps_in_graphs": _SHORT_GAPS + "(capture more of the step in the CUDA graphs it already replays; "
         "fewer, larger kernels via `torch.compile`).",

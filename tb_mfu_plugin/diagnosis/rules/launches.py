@@ -49,8 +49,8 @@ def _launch_bound(ctx: Context, host_gaps: float) -> tuple[float, float | None, 
 
 @rule(
     after=(unfused_optimizer,),
-    title="Launch-bound: {count:.0f} kernels per step launched one by one (median {median:.1f} µs), "
-    "GPU idle {idle:.0%} of the step waiting for the host to launch",
+    title="Launch-bound: {count:.0f} kernels per step launched one by one (median {median:time}), "
+    "GPU idle {idle:share} of the step waiting for the host to launch",
     fix={
         "graphs": "The step already replays {graph_launches:.3g} CUDA graph(s) ({in_graphs:.0f} kernels); "
         "capture the {count:.0f} kernels launched outside them as well (`torch.cuda.CUDAGraph` around more of "
@@ -123,8 +123,8 @@ def _tiny_graph_kernels(ctx: Context) -> tuple[float, float | None, float] | Non
 
 
 @rule(
-    title="{count:.0f} tiny kernels per step in CUDA graph replays (median {median:.1f} µs): GPU idle "
-    "{idle:.0%} of the step between them",
+    title="{count:.0f} tiny kernels per step in CUDA graph replays (median {median:time}): GPU idle "
+    "{idle:share} of the step between them",
     fix=(
         "The step already runs as CUDA graph replays, so launch overhead is not the limit: the number of "
         "kernels is. Fuse the small ops with `torch.compile` (Inductor fuses elementwise chains and "

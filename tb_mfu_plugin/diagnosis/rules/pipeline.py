@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...analysis.dist_report import Pipeline
+from ...fmt import pct
 from ..context import Context
 from ..cost_time import rows_time
 from ..registry import Hit, rule
@@ -33,11 +34,11 @@ def _fixes(pp: Pipeline, share: float, analytic: float | None) -> tuple[str, ...
 
 
 @rule(
-    title="Pipeline bubble: stage {stage} waits {ms:.1f} ms per step on its neighbours ({share:.0%} of the step; "
+    title="Pipeline bubble: stage {stage} waits {bubble:time} per step on its neighbours ({share:share} of the step; "
     "{analytic_text})",
     fix={
         "microbatches": "Split the batch into more micro-batches (`n_microbatches`; now {m}): the bubble of a "
-        "{p}-stage pipeline is (p−1)/(m+p−1), {next_share:.0%} at m={m2}.",
+        "{p}-stage pipeline is (p−1)/(m+p−1), {next_share:share} at m={m2}.",
         "microbatches_unknown": "Split the batch into more micro-batches (`n_microbatches`): the bubble of a "
         "p-stage pipeline with m micro-batches is (p−1)/(m+p−1) of the step, so it shrinks as m grows "
         "(the trace does not tell {unknown}).",
@@ -70,9 +71,9 @@ def pipeline_bubble(ctx: Context) -> list[Hit]:
         gain, next_share = 0.5 * bubble, 0.0
     args = {
         "stage": pp.stage if pp.stage is not None else "?",
-        "ms": bubble / 1000,
+        "bubble": bubble,
         "share": pp.bubble_share,
-        "analytic_text": f"the schedule's own bubble is {analytic:.0%}"
+        "analytic_text": f"the schedule's own bubble is {pct(analytic)}"
         if analytic is not None
         else "analytic bubble unknown",
         "m": m or 0,

@@ -29,6 +29,7 @@ import numpy as np
 from ...analysis import intervals
 from ...analysis.report import RooflineOp
 from ...analysis.roofline import placed_ops
+from ...fmt import nbytes, us
 from ..context import Context
 from ..cost_time import TimeSet, claimed_by, rows_in, rows_time
 from ..registry import Fired, Hit, rule
@@ -58,8 +59,11 @@ def _cause(ctx: Context, op: RooflineOp) -> str:
     if op.bound == "memory":
         per_call = op.us_per_step / op.count_per_step if op.count_per_step else op.us_per_step
         if per_call < th.roofline_small_launch_us:
-            kb = op.bytes_per_step / max(op.count_per_step, 1.0) / 1024
-            return f"small launches: {per_call:.1f} µs and {kb:.0f} KiB per call, too short to stream at full bandwidth"
+            per_call_bytes = op.bytes_per_step / max(op.count_per_step, 1.0)
+            return (
+                f"small launches: {us(per_call)} and {nbytes(per_call_bytes)} per call, too short to stream at "
+                "full bandwidth"
+            )
         if op.mean_blocks_per_sm is not None and op.mean_blocks_per_sm < 1.0:
             return f"too few blocks: {op.mean_blocks_per_sm:.2f} per SM leave most SMs idle"
         if op.kernels_per_call >= 2:
@@ -92,8 +96,8 @@ _EXPLAINED_BY = (
 @rule(
     after=_EXPLAINED_BY,
     title={
-        "memory": "{count} memory-bound ops far below HBM bandwidth lose {lost:.0f} µs per step",
-        "compute": "{count} compute-bound ops far below peak lose {lost:.0f} µs per step",
+        "memory": "{count} memory-bound ops far below HBM bandwidth lose {lost:time} per step",
+        "compute": "{count} compute-bound ops far below peak lose {lost:time} per step",
     },
     fix={
         "memory": (

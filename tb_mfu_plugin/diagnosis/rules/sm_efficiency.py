@@ -13,7 +13,7 @@ from .fusion import naive_attention, unfused_elementwise
 
 @rule(
     after=(naive_attention, unfused_elementwise),
-    title="Low SM efficiency: kernels with < {blocks:g} block per SM run {us:.0f} µs per step",
+    title="Low SM efficiency: kernels with < {blocks:g} block per SM run {us:time} per step",
     fix=(
         "Give these kernels more parallel work: a larger batch (or sequence), fusing them with neighbours "
         "(`torch.compile`), or running independent work on another `torch.cuda.Stream`; for small GEMMs "

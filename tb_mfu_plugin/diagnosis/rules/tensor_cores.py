@@ -66,7 +66,7 @@ def _before_ampere(cc: str | None) -> bool:
 
 
 @rule(
-    title="No tensor cores: {share:.0%} of matmul/conv time runs on CUDA cores",
+    title="No tensor cores: {share:share} of matmul/conv time runs on CUDA cores",
     fix={
         "fp16": "Run matmuls and convolutions in fp16 on the tensor cores: `with torch.autocast('cuda', "
         "dtype=torch.float16):` around the forward pass plus `torch.amp.GradScaler('cuda')` (this GPU has "
@@ -111,5 +111,15 @@ def no_tensor_cores(ctx: Context) -> list[Hit]:
             args={"share": time / max(mm_time, 1e-9), "speedup": th.tensor_core_speedup},
             fix=("fp16" if _before_ampere(cc) else "bf16",),
             time=rows_time(ctx, non_tc),
+            mfu_at_fix_peak=_mfu_at_bf16_peak(ctx),
         )
     ]
+
+
+def _mfu_at_bf16_peak(ctx: Context) -> float | None:
+    """The fix moves the matmuls to bf16 (or TF32) tensor cores, so the MFU after it is measured
+    against the bf16 dense peak, not the fp32 CUDA-core one an fp32 run's MFU uses: projecting from
+    the fp32 MFU would read above 100 %. ``analysis.mfu`` computed that MFU once (fp32 runs only)."""
+    fl = ctx.report.flops
+    at_bf16 = fl.mfu_at_bf16_peak if fl is not None else None
+    return at_bf16 if isinstance(at_bf16, float) else None
