@@ -36,7 +36,7 @@ def test_cuda_graph_replays_are_named_not_record_shapes() -> None:
     w = _worker(_sample("tiny_mlp_cuda_graph"))
     assert w.summary is not None and w.summary.flops_per_step is None
     (note,) = [n for n in w.flops.notes if "FLOPs from shapes" in n]
-    assert "100% of the steps' kernel time ran in CUDA graph replays" in note
+    assert "100.0 % of the steps' kernel time ran in CUDA graph replays" in note
     assert not note.startswith(RECORD_ADVICE)
     assert "--flops-per-step" in note and "tb_mfu.json" in note and "MfuMonitor" in note
 
