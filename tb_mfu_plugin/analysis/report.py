@@ -13,8 +13,8 @@ from typing import Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from .dist_report import Communication, Pipeline
-from .flops_detail import FlopsDetail
+from .distributed.blocks import Communication, Pipeline
+from .flops.detail import FlopsDetail
 
 # 2: sync_wait_share -> host_sync_blocked_share, breakdown sync_wait/idle -> idle_after_sync/idle_other
 # (docs/metrics.md, "Schema versions")

@@ -10,14 +10,17 @@ from typing import Any
 
 import numpy as np
 
-from ..distinct import distinct
-from ..fmt import pct
-from ..options import AnalysisOptions
+from ..core.distinct import distinct
 from ..trace.tables import DRIVER, KERNEL, MEMCPY, MEMSET, RUNTIME, GpuTable, TraceTables
-from . import aggregate, copies, devices, graphs, idle_gaps, intervals, kernel_families, kernels, nesting, syncs
-from .name_patterns import KERNEL_LAUNCH_CALL, name_mask
+from .device import devices
+from .fmt import pct
+from .kernels import families as kernel_families
+from .kernels import kernels
+from .kernels.name_patterns import KERNEL_LAUNCH_CALL, name_mask
+from .options import AnalysisOptions
 from .report import Device, IdleGaps, LaunchStats, Metrics, Step, Summary, WorkerReport
-from .steps import Steps, assign, find_steps
+from .time import aggregate, copies, graphs, idle_gaps, intervals, nesting, syncs
+from .time.steps import Steps, assign, find_steps
 
 
 @dataclass(frozen=True)

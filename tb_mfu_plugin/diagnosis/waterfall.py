@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.idle_gaps import GRAPH, HOST, LAUNCH, OTHER, SYNC
+from ..analysis.fmt import template
 from ..analysis.report import BarKind, WaterfallBar
-from ..fmt import template
+from ..analysis.time.idle_gaps import GRAPH, HOST, LAUNCH, OTHER, SYNC
 from .context import Context
 from .registry import GAP_THRESHOLDS
 

@@ -24,10 +24,10 @@ import re
 import stat
 from collections.abc import Sequence
 
-from ..escape import json_bytes
-from ..sidecar import sidecar_paths
-from ..trace.locations import is_local, parse_member
-from ..trace.redact import shown_json
+from ..core.escape import json_bytes
+from ..trace.locate.locations import is_local, parse_member
+from ..trace.locate.sidecar import sidecar_paths
+from ..trace.remote.redact import shown_json
 from .runs import Source, is_remote
 
 

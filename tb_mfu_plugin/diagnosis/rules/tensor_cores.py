@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from ...analysis import kernel_families as kf
-from ...distinct import distinct
+from ...analysis.kernels import families as kf
+from ...core.distinct import distinct
 from ..context import Context
 from ..cost_time import rows_time
 from ..registry import Hit, rule
