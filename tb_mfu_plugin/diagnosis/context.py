@@ -15,9 +15,9 @@ import numpy as np
 from ..analysis.flops.attention_chains import AttentionChain, attention_chains
 from ..analysis.kernels import families as kernel_families
 from ..analysis.kernels import name_patterns
-from ..analysis.kernels import patterns as pt
 from ..analysis.report import WorkerReport
 from ..analysis.time import copies, graphs, intervals, syncs
+from ..analysis.time import patterns as pt
 from ..analysis.time.idle_gaps import Gaps, GapThresholds, HostActivity, idle_gaps
 from ..analysis.time.steps import Steps
 from ..analysis.worker import DeviceView

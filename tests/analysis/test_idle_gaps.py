@@ -7,8 +7,7 @@ from pathlib import Path
 import numpy as np
 from tracegen import TraceBuilder
 
-from tb_mfu_plugin.analysis.kernels import patterns
-from tb_mfu_plugin.analysis.time import graphs, syncs
+from tb_mfu_plugin.analysis.time import graphs, patterns, syncs
 from tb_mfu_plugin.analysis.time.idle_gaps import HOST, OTHER, SYNC, HostActivity, idle_gaps
 from tb_mfu_plugin.analysis.time.steps import find_steps
 from tb_mfu_plugin.trace.decode.decode import decode_trace

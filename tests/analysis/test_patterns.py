@@ -10,8 +10,8 @@ from tracegen import TraceBuilder
 
 from tb_mfu_plugin.analysis.flops import attention_chains as ac
 from tb_mfu_plugin.analysis.kernels import name_patterns as nm
-from tb_mfu_plugin.analysis.kernels import patterns as pt
 from tb_mfu_plugin.analysis.kernels.kernels import tensor_core_mask
+from tb_mfu_plugin.analysis.time import patterns as pt
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.tables import GpuTable, TraceTables
 

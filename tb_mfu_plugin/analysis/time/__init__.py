@@ -1,1 +1,1 @@
-"""Steps and time: the interval toolkit, step windows, idle gaps, syncs, copies, op nesting, graphs."""
+"""Steps and time: intervals, step windows, host windows and other evidence, idle gaps, syncs, copies, graphs."""

@@ -15,8 +15,8 @@ import numpy as np
 
 from ...trace.tables import GpuTable, TraceTables
 from ..kernels.name_patterns import launch_call_rows
-from ..kernels.patterns import dataloader_rows
 from . import intervals
+from .patterns import dataloader_rows
 from .steps import Steps
 
 # Causes of the part of a GPU idle gap that is not data loading. GRAPH: between two pieces of

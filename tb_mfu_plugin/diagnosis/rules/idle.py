@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ...analysis.kernels import patterns as pt
+from ...analysis.time import patterns as pt
 from ...analysis.time.idle_gaps import GRAPH, HOST, LAUNCH, OTHER
 from ..context import Context
 from ..cost_time import TimeSet, claimed_by, gap_time, union

@@ -23,9 +23,9 @@ import numpy as np
 
 from ...core.distinct import distinct
 from ...trace.tables import ANNOTATION, OP, GpuTable, TraceTables
-from ..time import intervals
-from ..time.nesting import outermost_per_thread
-from .name_patterns import DATALOADER, OPTIMIZER_STEP, OPTIMIZER_ZERO_GRAD, name_mask
+from ..kernels.name_patterns import DATALOADER, OPTIMIZER_STEP, OPTIMIZER_ZERO_GRAD, name_mask
+from . import intervals
+from .nesting import outermost_per_thread
 
 # ---------------------------------------------------------------------------- host windows
 
