@@ -26,7 +26,7 @@ BarKind = Literal["total", "loss", "subtotal", "result"]  # a waterfall bar's
 
 class Metrics(msgspec.Struct, kw_only=True):
     """Metrics of one step, or their aggregate over the analysed steps in ``Summary``
-    (time-weighted: a ratio of sums, see ``analysis.aggregate``)."""
+    (time-weighted: a ratio of sums, see ``analysis.time.aggregate``)."""
 
     gpu_busy_share: float
     kernel_time_share: float
@@ -280,7 +280,7 @@ class ProcessGroup(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class Distributed(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """The trace's ``distributedInfo`` (``analysis.distributed``); each key only where the
+    """The trace's ``distributedInfo`` (``analysis.distributed.info``); each key only where the
     trace has it."""
 
     backend: str | None = None  # nccl, gloo...

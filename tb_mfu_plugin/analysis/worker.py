@@ -1,5 +1,5 @@
 """One device of one trace file -> a ``WorkerReport``: step windows, per-step metrics,
-their time-weighted summary (``analysis.aggregate``), copies, syncs, launch statistics and
+their time-weighted summary (``analysis.time.aggregate``), copies, syncs, launch statistics and
 the top kernels."""
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ def analyze_device(
     options: AnalysisOptions,
     launcher: np.ndarray | None = None,
 ) -> tuple[WorkerReport, Steps, DeviceView]:
-    """Everything about one device of one trace, except FLOPs (see ``analysis.mfu``)."""
+    """Everything about one device of one trace, except FLOPs (see ``analysis.device.mfu``)."""
     names = tables.names
     if launcher is None:
         launcher = tables.launcher

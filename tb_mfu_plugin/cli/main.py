@@ -253,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _shown(report: Report) -> Report:
     """``report`` as the CLI shows it (tables, JSON, error lines): no signature of a signed URL
-    and no storage option value in any of its strings (``trace.redact``)."""
+    and no storage option value in any of its strings (``trace.remote.redact``)."""
     if shown_json(encoded := json_bytes(report)) is encoded:
         return report
     return msgspec.convert(map_strings(msgspec.to_builtins(report), shown), type(report))

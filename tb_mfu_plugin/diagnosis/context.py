@@ -254,7 +254,7 @@ class Context:
 
     @cached_property
     def gaps(self) -> Gaps:
-        """GPU idle gaps over the analysed steps and what caused them (``analysis.idle_gaps``): the
+        """GPU idle gaps over the analysed steps and what caused them (``analysis.time.idle_gaps``): the
         analysis' own (``DeviceView.gaps``, behind the report's ``gpu_idle_after_sync_share``) when it
         attributed them with these thresholds, so the waterfall and the report agree."""
         th = self.th

@@ -18,7 +18,7 @@ Steps are timed with CUDA events and no synchronisation (``steptimer``); every
 ``log_every`` steps the steps the GPU has finished are logged: ``tb_mfu/mfu``,
 ``tb_mfu/achieved_tflops`` and ``tb_mfu/step_time_us`` (the mean over those steps),
 at the last of them as the global step. The peak comes from the analyser's table
-(``analysis.peaks``) for ``torch.cuda.get_device_name()`` and ``dtype``.
+(``analysis.device.peaks``) for ``torch.cuda.get_device_name()`` and ``dtype``.
 
 Distributed (DDP, FSDP): each rank times and logs its own steps. With
 ``all_reduce_mean=True`` every rank also all-reduces its figures at log time (one small

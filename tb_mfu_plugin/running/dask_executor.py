@@ -3,7 +3,7 @@
 Each task gets a file's *name* (a path, or an fsspec URL once the trace layer reads
 them) and the analysis options, reads the file on its worker and returns the
 encoded reports: the client never sends or receives trace bytes. The workers need
-tb_mfu_plugin installed (the task is ``executors.run_job``, sent by reference).
+tb_mfu_plugin installed (the task is ``jobs.run_job``, sent by reference).
 
 Discovery gives local paths absolute, so a worker started in another directory
 finds them (the workers must see the same file system, or take URLs). A task that

@@ -1,7 +1,7 @@
 """The server-side map of runs: which logdirs to scan, and a cached background scan.
 
 Sources are local folders, URLs (``s3://``, ``gs://``, ``http://``, ...) and
-archives, listed by ``trace.listing.discover``. Requests never walk the file
+archives, listed by ``trace.locate.listing.discover``. Requests never walk the file
 system. They read the last scan shown, and at
 most ask for a new one, which a daemon thread runs (at most one at a time, and
 not more often than ``min_interval_s``). New runs and spans thus appear on the

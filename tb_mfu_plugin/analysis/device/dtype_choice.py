@@ -6,7 +6,7 @@ The rule, in order:
    when shapes were recorded. fp32 ops whose kernels run TF32 (``tf32`` tokens, or nvjet
    ``s`` codes, outweighing the FFMA kernels) use the TF32 peak.
 2. **Kernel names.** Without shapes (FLOPs from ``--flops-per-step`` or ``tb_mfu.json``), the
-   dtype tokens of the matmul kernels (``analysis.kernel_families``), weighted by kernel time.
+   dtype tokens of the matmul kernels (``analysis.kernels.families``), weighted by kernel time.
 3. **Assumed.** Neither: the dense bf16 tensor-core peak (``peaks.ASSUMED_DTYPE``), the PaLM
    convention, and the peak's source says so.
 """

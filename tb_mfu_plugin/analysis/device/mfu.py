@@ -239,7 +239,7 @@ def _headline(
 def _fill_mfu(report: WorkerReport, head: np.ndarray | None, dur: np.ndarray, peak_flops: float | None) -> None:
     """Per-step and summary FLOPs and MFU. The summary's are those of the mean step over the
     analysed steps: all their FLOPs over all their time (the time-weighted mean of the per-step
-    MFUs), the aggregation of every summary share (``analysis.aggregate``), so
+    MFUs), the aggregation of every summary share (``analysis.time.aggregate``), so
     mfu = flops_per_step / step_time_mean_us / peak."""
     assert report.summary is not None
     if head is None:

@@ -52,7 +52,7 @@ class CommStep(msgspec.Struct, kw_only=True):
 
 
 class SyncPoint(msgspec.Struct, kw_only=True, array_like=True):
-    """One collective call, to match across ranks (``analysis.clock_skew``): the ``index``-th call
+    """One collective call, to match across ranks (``analysis.distributed.clock_skew``): the ``index``-th call
     on ``group`` launched in profiler step ``step``. Written as an array to keep the JSON small:
     [group, step, index, kind, dtype, bytes, start_us, end_us]."""
 

@@ -1,6 +1,6 @@
 """The trace's ``distributedInfo`` as the report's typed ``Distributed`` block.
 
-``trace.header`` has already bounded the free-form JSON (its depth, rank and world size).
+``trace.decode.header`` has already bounded the free-form JSON (its depth, rank and world size).
 What remains is the shape: a key whose value is not of the type PyTorch writes (a
 ``backend`` that is a number, a ``pg_config`` that is not a list of process groups) is
 left out with a note, so one odd key neither fails the trace nor reaches the report

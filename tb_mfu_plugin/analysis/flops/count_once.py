@@ -22,7 +22,7 @@ count every outermost formula op.
 recomputes Q·Kᵀ (one fifth of its FLOPs), and activation checkpointing re-runs whole
 forward ops during backward (``recompute``).
 
-The phases below are vectorised numpy over the thread axis of ``analysis.nesting``.
+The phases below are vectorised numpy over the thread axis of ``analysis.time.nesting``.
 """
 
 from __future__ import annotations

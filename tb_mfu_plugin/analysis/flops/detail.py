@@ -1,6 +1,6 @@
 """The FLOPs block of a worker's report (``WorkerReport.flops``): how the FLOPs behind MFU
-were counted, the peak, and every MFU-like figure besides the headline. ``analysis.mfu``
-fills it; ``analysis.plausibility`` withholds the figures above 100 %.
+were counted, the peak, and every MFU-like figure besides the headline. ``analysis.device.mfu``
+fills it; ``analysis.device.plausibility`` withholds the figures above 100 %.
 
 Units as in ``analysis.report``: FLOPs per step, shares 0-1, TFLOP/s where the name says so.
 """
@@ -26,7 +26,7 @@ class UnattributedOp(msgspec.Struct, kw_only=True):
 
 class PeakFacts(msgspec.Struct, kw_only=True):
     """The peak MFU is measured against and how it was chosen (``analysis.peaks.PeakChoice``).
-    The defaults are the unknown peak; ``analysis.mfu`` always fills them."""
+    The defaults are the unknown peak; ``analysis.device.mfu`` always fills them."""
 
     name: str | None = None  # the GPU model ("H200 SXM"), None if unknown
     peak_flops: float | None = None
@@ -55,7 +55,7 @@ class Impossible(msgspec.Struct, kw_only=True):
 
 class FlopsDetail(msgspec.Struct, kw_only=True):
     """How the FLOPs behind MFU were counted, and every MFU-like figure besides the headline
-    (``analysis.mfu``). Per-step figures are means over the analysed steps."""
+    (``analysis.device.mfu``). Per-step figures are means over the analysed steps."""
 
     source: str | None  # "shapes", None when the trace gave no FLOPs from shapes
     convention: str  # FlopCounterMode

@@ -18,7 +18,7 @@ SHORT_KERNEL_US = 10.0
 def tensor_core_mask(names: Sequence[str], extra_patterns: Sequence[str] = ()) -> np.ndarray:
     """Boolean lookup table over name codes: is each name a tensor-core kernel.
 
-    The classification is the family table in ``analysis.kernel_families``; ``extra_patterns``
+    The classification is the family table in ``analysis.kernels.families``; ``extra_patterns``
     (``--tensor-core-pattern``) add tensor-core families. Names are first screened with one
     combined regex of the tensor-core families, so a large name table costs one pass.
     """

@@ -8,7 +8,7 @@ Every function states the ends it uses, once, in its docstring:
 
 Everything else (busy shares, SM efficiency, idle gaps, step attribution) is a query written
 with these. Intervals on several host threads at once, and their nesting, are
-``analysis.nesting``.
+``analysis.time.nesting``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ loop. On that axis all intervals are closed, ``[start, end]``, and widened by th
 tolerance ``tol``: legacy traces write whole microseconds, so a child may seem to end 1 µs
 after its parent.
 
-1-D interval arithmetic (unions, windows, coverage) is ``analysis.intervals``.
+1-D interval arithmetic (unions, windows, coverage) is ``analysis.time.intervals``.
 """
 
 from __future__ import annotations

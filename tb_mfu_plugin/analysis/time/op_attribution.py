@@ -1,7 +1,7 @@
 """Which host op launched each GPU event.
 
 Every GPU event (kernel, memcpy, memset) gets a *launch point* on the thread axis
-(``analysis.nesting``): the start of the runtime or driver call that launched it (joined by
+(``analysis.time.nesting``): the start of the runtime or driver call that launched it (joined by
 correlation id, ``TraceTables.launcher``), else the start of the op its external id names.
 An op launched the event when the point lies inside it. The FLOP count (``flop_count``) and
 the roofline (``roofline``) both map GPU work to ops this way.

@@ -71,7 +71,7 @@ class ModelDims(msgspec.Struct, kw_only=True, omit_defaults=True):
         return None
 
     def flops_per_token(self) -> float:
-        """PaLM: 6·N + 12·L·H·Q·T (``analysis.palm``; attention term only when L, H·Q and T are all given)."""
+        """PaLM: 6·N + 12·L·H·Q·T (``core.palm``; attention term only when L, H·Q and T are all given)."""
         return palm_flops_per_token(self.n_params, self.n_layers, self.d_attn, self.seq_len)
 
     def flops_per_step(self) -> float | None:
