@@ -14,7 +14,7 @@ from conftest import SAMPLES
 from tracegen import TraceBuilder
 
 from tb_mfu_plugin.analysis.report import SCHEMA_VERSION
-from tb_mfu_plugin.cli.main import main
+from tb_mfu_plugin.cli import main
 from tb_mfu_plugin.running.pipeline import analyze_path
 from tb_mfu_plugin.trace.locate.files import uncompressed_size
 

@@ -17,7 +17,7 @@ from conftest import SAMPLES
 
 from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import WorkerReport, to_json
-from tb_mfu_plugin.cli.main import main
+from tb_mfu_plugin.cli import main
 from tb_mfu_plugin.running.executors import ProcessExecutor, SerialExecutor, open_executor
 from tb_mfu_plugin.running.jobs import FileJob, decode_reports, encode_reports, usable_cores
 from tb_mfu_plugin.running.pipeline import analyze_file, analyze_path, analyze_paths

@@ -17,7 +17,7 @@ from tensorboard.plugins.hparams import metadata as hp_metadata
 from tensorboard.util import tensor_util
 
 from tb_mfu_plugin.analysis.report import Device, Report, RunReport, Step, Summary, WorkerReport
-from tb_mfu_plugin.cli.main import main
+from tb_mfu_plugin.cli import main
 from tb_mfu_plugin.scalars.export_scalars import export_report, plan_runs, step_figures
 
 

@@ -75,7 +75,7 @@ def test_the_cli_never_shows_an_impossible_projection(capsys: pytest.CaptureFixt
 
 
 def test_notebook_frames_hold_nan_where_the_report_has_none() -> None:
-    from tb_mfu_plugin.notebook.notebook import Report as NotebookReport
+    from tb_mfu_plugin.notebook import Report as NotebookReport
 
     nb = NotebookReport(_sample("tiny_mlp_cuda_graph"))
     workers, steps = nb.workers(), nb.steps()

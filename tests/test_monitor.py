@@ -14,7 +14,7 @@ from tensorboard.util import tensor_util  # noqa: E402
 
 from tb_mfu_plugin.analysis.device.peaks import resolve_peak  # noqa: E402
 from tb_mfu_plugin.analysis.options import AnalysisOptions  # noqa: E402
-from tb_mfu_plugin.profiling.record import MfuMonitor, count_step_flops, write_sidecar  # noqa: E402
+from tb_mfu_plugin.profiling import MfuMonitor, count_step_flops, write_sidecar  # noqa: E402
 from tb_mfu_plugin.profiling.steptimer import CudaEventTimer, WallClockTimer  # noqa: E402
 from tb_mfu_plugin.trace.locate.sidecar import ModelDims, Sidecar  # noqa: E402
 

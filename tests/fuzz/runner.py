@@ -18,7 +18,7 @@ import sys
 import time
 import traceback
 
-from tb_mfu_plugin.cli import main as cli
+from tb_mfu_plugin import cli
 
 CASE_SECONDS = float(os.environ.get("TB_MFU_FUZZ_CASE_S", "60"))
 

@@ -16,7 +16,7 @@ import pytest
 from tracegen import TraceBuilder
 
 from tb_mfu_plugin.analysis.options import AnalysisOptions
-from tb_mfu_plugin.cli.main import main
+from tb_mfu_plugin.cli import main
 from tb_mfu_plugin.core.errors import TraceError
 from tb_mfu_plugin.running.pipeline import analyze_file
 from tb_mfu_plugin.trace import limits

@@ -13,7 +13,7 @@ from tracegen import TraceBuilder
 
 from tb_mfu_plugin.analysis.flops import shapes as flops
 from tb_mfu_plugin.analysis.options import AnalysisOptions
-from tb_mfu_plugin.cli.main import main
+from tb_mfu_plugin.cli import main
 from tb_mfu_plugin.core.errors import TraceError
 from tb_mfu_plugin.running import pipeline
 from tb_mfu_plugin.running.pipeline import analyze_file, analyze_path
