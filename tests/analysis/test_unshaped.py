@@ -11,7 +11,7 @@ from conftest import SAMPLES
 from tracegen import TraceBuilder
 
 from tb_mfu_plugin.analysis.report import WorkerReport
-from tb_mfu_plugin.pipeline import analyze_path
+from tb_mfu_plugin.running.pipeline import analyze_path
 
 RECORD_ADVICE = "no FLOPs from shapes: record with record_shapes=True"
 TRITON_MM = "triton_tem_fused_mm_0"
