@@ -138,7 +138,13 @@ def list_source(src: Source, limits: Limits | None = None) -> Listed:
     if not _URI.match(src.path) and not os.path.exists(src.path):
         return Listed([], f"{src.path}: no such file or directory")
     try:
-        return Listed(discover(src.path, src.name, limits))
+        runs = discover(src.path, src.name, limits)
+        if not runs and archive_kind(src.path) is not None:
+            # an archive is a logdir of its own: with nothing in it, say so, or an upload that
+            # was "ready" would silently never appear as a run
+            where = src.name or src.path
+            return Listed([], f"{where}: the archive holds no trace files (*.pt.trace.json[.gz])")
+        return Listed(runs)
     except TraceError as exc:  # a remote source or an archive that cannot be listed (secrets blanked)
         return Listed([], one_line(exc))
     except OSError as exc:  # discover_runs tolerates most, but be safe on odd file systems
