@@ -72,6 +72,8 @@ def test_workers_copies_syncs_kernels_findings_match_the_json(naive: tm.Report) 
     row = naive.workers().iloc[0]
     assert row["mfu"] == pytest.approx(w["summary"]["mfu"])
     assert row["hfu"] == pytest.approx(w["flops"]["hfu"])
+    assert row["combined_gain_us_per_step"] == w["combined_gain_us_per_step"] > 0
+    assert row["combined_gain_share"] == w["combined_gain_share"]
     assert row["device_name"] == "NVIDIA H200" and row["num_sms"] == 132 and row["dtype"] == "bf16"
     assert pd.isna(row["error"])
     copies = naive.copies()

@@ -68,7 +68,9 @@ STEPS: Schema = {**IDENTITY, "step": "int64", "start_us": "float64", "dur_us": "
 WORKERS: Schema = {**IDENTITY, "file": "string", "error": "string", "device_name": "string",
                    "num_sms": "Int64", "peak_flops": "float64", "dtype": "string",
                    **struct_schema(Summary, skip=("steps",)), "steps": "Int64",
-                   "hfu": "float64", "achieved_tflops_while_busy": "float64", "flops_source": "string"}
+                   "hfu": "float64", "achieved_tflops_while_busy": "float64", "flops_source": "string",
+                   # the gain of fixing every finding at once: one interval union, not the column's sum
+                   "combined_gain_us_per_step": "float64", "combined_gain_share": "float64"}
 KERNELS: Schema = {**IDENTITY, **struct_schema(KernelStats)}
 COPIES: Schema = {**IDENTITY, **struct_schema(CopyStats)}
 SYNCS: Schema = {**IDENTITY, **struct_schema(SyncStats)}
@@ -147,6 +149,8 @@ def workers_rows(report: Report) -> tuple[list[Row], Schema]:
             hfu=f and f.hfu,
             achieved_tflops_while_busy=f and f.achieved_tflops_while_busy,
             flops_source=f and f.headline_source,
+            combined_gain_us_per_step=w.combined_gain_us_per_step,
+            combined_gain_share=w.combined_gain_share,
         )
         rows.append(row)
     extra = _breakdown_schema(w.summary.breakdown for _, w, _ in _workers(report) if w.summary is not None)

@@ -100,6 +100,7 @@ class Listed:
 
     runs: list[RunFiles]
     error: str | None = None
+    warnings: tuple[str, ...] = ()  # parts it could not list (a remote sub-folder): its runs are the rest
 
 
 @dataclass(frozen=True)
@@ -137,8 +138,15 @@ def list_source(src: Source, limits: Limits | None = None) -> Listed:
     """The runs of one source; any failure of it, whatever it is, is its one-line error."""
     if not _URI.match(src.path) and not os.path.exists(src.path):
         return Listed([], f"{src.path}: no such file or directory")
+    warnings: list[str] = []
     try:
-        return Listed(discover(src.path, src.name, limits))
+        runs = discover(src.path, src.name, limits, warnings.append)
+        if not runs and archive_kind(src.path) is not None:
+            # an archive is a logdir of its own: with nothing in it, say so, or an upload that
+            # was "ready" would silently never appear as a run
+            where = src.name or src.path
+            return Listed([], f"{where}: the archive holds no trace files (*.pt.trace.json[.gz])")
+        return Listed(runs, None, tuple(one_line(redact(w)) for w in warnings))
     except TraceError as exc:  # a remote source or an archive that cannot be listed (secrets blanked)
         return Listed([], one_line(exc))
     except OSError as exc:  # discover_runs tolerates most, but be safe on odd file systems
@@ -164,6 +172,7 @@ def merge(sources: list[Source], listed: dict[Source, Listed]) -> Scan:
             continue
         if part.error is not None:
             errors.append(part.error)
+        errors.extend(part.warnings)
         for run in part.runs:
             # The name is the run's id in requests and in JSON, so it must be valid UTF-8:
             # bytes that are not (kept as surrogates by os.listdir) are shown as \xNN.

@@ -143,14 +143,42 @@ def test_pageable_copy_loop() -> None:
     assert counts == [1, 5]
 
 
-@pytest.mark.parametrize("run", ["gpt_compile", "gpt_compile_reduce_overhead"])
+COMPILED = ["gpt_compile", "gpt_compile_reduce_overhead", "gpt_flex_attention", "gpt_flex_attention_full"]
+# What a fix says when it tells a run to start compiling; a compiled run hears none of these.
+TO_COMPILE = (
+    "`torch.compile(model)` (Inductor",
+    "`torch.compile` the model",
+    "via `torch.compile`)",
+    "(`torch.compile`)",
+    "with `torch.compile`",
+)
+
+
+@pytest.mark.parametrize("run", COMPILED)
 def test_a_compiled_run_is_not_told_to_torch_compile(run: str) -> None:
-    """Its elementwise chains are the eager loss outside the compiled graphs: the fix says so."""
+    """Its elementwise chains are the eager loss outside the compiled graphs: the fix says so. No
+    other finding (GPU idle between kernels, launches, the roofline, SM efficiency) tells it to
+    compile either: only what compiling left out, or another mode."""
     rep = _sample(run)
     (f,) = _find(rep, "unfused_elementwise")
     assert f.recommendation.startswith("The run already uses torch.compile")
     assert "Torch-Compiled Region" in f.evidence["compiled_regions"]
-    assert not any("`torch.compile(model)` (Inductor" in g.recommendation for g in rep.findings)
+    for g in rep.findings:
+        assert not any(words in g.recommendation for words in TO_COMPILE), (g.id, g.recommendation)
+
+
+def test_every_fix_that_says_compile_has_a_compiled_variant() -> None:
+    """The rules choose the variant on the trace's compiled regions (rules.evidence.compiled)."""
+    from tb_mfu_plugin.diagnosis.registry import RULES
+
+    told = []
+    for r in RULES:
+        for key, text in r.fixes.items():
+            if key.endswith("compiled") or not any(words in text for words in TO_COMPILE):
+                continue
+            told.append(r.id)
+            assert (key + "_compiled" if key else "compiled") in r.fixes, (r.id, key)
+    assert {"gpu_idle", "launch_bound", "tiny_kernels_in_graphs", "below_roofline", "low_sm_efficiency"} <= set(told)
 
 
 def test_resnet50_bf16_uses_tensor_cores() -> None:

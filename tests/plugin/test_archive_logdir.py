@@ -129,3 +129,18 @@ def test_an_uploaded_archive_with_a_bad_name_hides_no_other_run(serve, two_runs,
     states = {r["name"]: r["state"] for r in body["runs"]}
     assert states == {**dict.fromkeys(want - {"uploads/badname"}, "ready"), "uploads/badname": "error"}
     assert _figures(s.json("/report?run=uploads/badname/good")) == _figures(reports_at(two_runs)[RUN_A])
+
+
+def test_an_uploaded_archive_with_no_trace_says_so(serve, two_runs, tmp_path: Path):
+    """The upload is stored ("ready"), but it makes no run: /runs says why, by its run name,
+    instead of a run that never appears; the other runs are listed as before."""
+    from .test_upload import upload_files
+
+    arc = tmp_path / "notes.zip"
+    with zipfile.ZipFile(arc, "w") as zf:
+        zf.writestr("README.txt", "no traces here")
+    s = serve(two_runs, cache_dir=str(tmp_path / "cache"))
+    assert upload_files(s, "batch0001", [arc])["run"] == "uploads/notes"
+    want = "uploads/notes: the archive holds no trace files (*.pt.trace.json[.gz])"
+    s.wait_for(lambda: s.json("/runs")["errors"] == [want])
+    assert {r["name"] for r in s.json("/runs")["runs"]} == {RUN_A, RUN_B}

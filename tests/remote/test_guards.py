@@ -136,10 +136,10 @@ def test_a_source_that_fails_any_way_is_its_own_error(tmp_path: Path, monkeypatc
     (local / "w.1.pt.trace.json").write_text("{}")
     real = runs_mod.discover
 
-    def discover(path: str, name: str | None = None, limits: object = None):  # type: ignore[no-untyped-def]
+    def discover(path: str, name: str | None = None, limits: object = None, warn: object = None):  # type: ignore[no-untyped-def]
         if path.startswith("http"):
             raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
-        return real(path, name, limits)
+        return real(path, name, limits, warn)
 
     monkeypatch.setattr(runs_mod, "discover", discover)
     scan = scan_sources([Source("mine", str(tmp_path / "logs")), Source("far", "http://127.0.0.1:9/x/")])
@@ -154,11 +154,11 @@ def test_local_runs_are_shown_before_a_slow_source_is_listed(tmp_path: Path, mon
     release = threading.Event()
     real = runs_mod.discover
 
-    def discover(path: str, name: str | None = None, limits: object = None):  # type: ignore[no-untyped-def]
+    def discover(path: str, name: str | None = None, limits: object = None, warn: object = None):  # type: ignore[no-untyped-def]
         if path.startswith("http"):
             assert release.wait(30)
             raise TraceError(path, "not found")
-        return real(path, name, limits)
+        return real(path, name, limits, warn)
 
     monkeypatch.setattr(runs_mod, "discover", discover)
     seen: list[Scan] = []

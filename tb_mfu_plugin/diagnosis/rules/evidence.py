@@ -6,8 +6,15 @@ from typing import Any
 
 import numpy as np
 
+from ...analysis.flops.unshaped import compiled_regions
 from ...core.distinct import distinct_inverse
 from ..context import Context
+
+
+def compiled(ctx: Context) -> bool:
+    """Whether the host recorded torch.compile regions: a fix must not tell such a run to compile
+    (it does), only what it leaves out (graph breaks, eager code) or another mode."""
+    return bool(compiled_regions(ctx.tables))
 
 
 def top_kernels(

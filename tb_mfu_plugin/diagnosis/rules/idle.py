@@ -12,6 +12,7 @@ from ..context import Context
 from ..cost_time import TimeSet, claimed_by, gap_time, union
 from ..registry import GAP_THRESHOLDS, Fired, Hit, rule
 from .dataloader import dataloader_stall
+from .evidence import compiled
 from .fusion import unfused_optimizer
 from .launches import launch_bound, tiny_kernels_in_graphs
 from .syncs import sync_point
@@ -63,10 +64,19 @@ def _largest_gaps(ctx: Context, fired: Fired) -> list[dict[str, Any]]:
     fix={
         "short_gaps_in_graphs": _SHORT_GAPS + "(capture more of the step in the CUDA graphs it already replays; "
         "fewer, larger kernels via `torch.compile`).",
+        "short_gaps_in_graphs_compiled": _SHORT_GAPS + "(capture more of the step in the CUDA graphs it already "
+        "replays: graph breaks, syncs and CPU tensors split them, and `TORCH_LOGS=graph_breaks,cudagraphs` names "
+        "them; give each kernel more work with a larger batch).",
         "short_gaps": _SHORT_GAPS + '(CUDA Graphs via `torch.compile(mode="reduce-overhead")`; '
         "fewer, larger kernels via `torch.compile`).",
+        "short_gaps_compiled": _SHORT_GAPS + "(the run is compiled without CUDA Graphs: "
+        '`torch.compile(..., mode="reduce-overhead")` replays its graphs with one launch each; fewer, larger '
+        "kernels by removing the graph breaks, `TORCH_LOGS=graph_breaks`).",
         "graph_gaps": "Most of it is gaps between the kernels of CUDA graph replays: not host overhead, but the "
         "cost of many small kernels. Fuse them (`torch.compile`) and give each more work.",
+        "graph_gaps_compiled": "Most of it is gaps between the kernels of CUDA graph replays: not host overhead, "
+        "but the cost of many small kernels. The run is compiled already: fewer kernels come from fewer graph "
+        'breaks (`TORCH_LOGS=graph_breaks`) and `mode="max-autotune"`; give each more work (a larger batch).',
         "host_work": "Look at what the host does in the largest gaps (evidence.largest_gaps) and take it off the "
         "critical path: move CPU work (logging, metrics, checkpointing, Python bookkeeping) out of the step or "
         "to a background thread, and keep the GPU queue ahead of the host (no syncs).",
@@ -94,12 +104,13 @@ def gpu_idle(ctx: Context, fired: Fired) -> list[Hit]:
         "largest_gaps": _largest_gaps(ctx, fired),
     }
     fix: tuple[str, ...] = ()
+    done = "_compiled" if compiled(ctx) else ""
     if parts["short_gaps_us_per_step"] >= 0.5 * idle:
         la = ctx.report.launches
         uses_graphs = la is not None and la.graph_launches_per_step > 0
-        fix += ("short_gaps_in_graphs" if uses_graphs else "short_gaps",)
+        fix += (("short_gaps_in_graphs" if uses_graphs else "short_gaps") + done,)
     if parts["graph_gaps_us_per_step"] >= 0.5 * idle:
-        fix += ("graph_gaps",)
+        fix += ("graph_gaps" + done,)
     fix += ("host_work",)
     time = union(times.values())
     return [Hit(cost_us=idle, gain_us=idle, evidence=evidence, args={"share": idle / ctx.step_us}, fix=fix, time=time)]

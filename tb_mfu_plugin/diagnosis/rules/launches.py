@@ -9,7 +9,7 @@ from ...analysis.time.idle_gaps import GRAPH, HOST, LAUNCH
 from ..context import Context
 from ..cost_time import TimeSet, claimed_by, gap_time
 from ..registry import GAP_THRESHOLDS, Fired, Hit, rule
-from .evidence import top_kernels
+from .evidence import compiled, top_kernels
 from .fusion import unfused_optimizer
 
 
@@ -57,7 +57,11 @@ def _launch_bound(ctx: Context, host_gaps: float) -> tuple[float, float | None, 
         "the step, or remove what breaks the capture: syncs, CPU tensors, dynamic shapes),",
         "no_graphs": 'Cut per-kernel host overhead: capture the step with CUDA Graphs (`torch.compile(model, mode="'
         'reduce-overhead")`, or `torch.cuda.CUDAGraph` / `torch.cuda.make_graphed_callables`),',
+        "no_graphs_compiled": "Cut per-kernel host overhead: the run is compiled without CUDA Graphs; "
+        '`torch.compile(model, mode="reduce-overhead")` replays each compiled graph with one launch,',
         "fuse": "fuse small ops with `torch.compile`, and give each kernel more work (a larger batch).",
+        "fuse_compiled": "remove the graph breaks that leave small ops eager (`TORCH_LOGS=graph_breaks`), and give "
+        "each kernel more work (a larger batch).",
     },
     note="kernels: those the host launched one by one (a graph replay's kernels are launched once, "
     "with the replay, and its inner gaps are not counted); gain: the GPU idle the host caused (gaps "
@@ -104,7 +108,8 @@ def launch_bound(ctx: Context, fired: Fired) -> list[Hit]:
         "graph_launches": la.graph_launches_per_step,
         "in_graphs": la.graph_kernels_per_step,
     }
-    fix = ("graphs" if la.graph_kernels_per_step > 0 else "no_graphs", "fuse")
+    done = "_compiled" if compiled(ctx) else ""
+    fix = ("graphs" if la.graph_kernels_per_step > 0 else "no_graphs" + done, "fuse" + done)
     time = short_time.union(long_time)
     return [Hit(cost_us=idle, gain_us=idle, evidence=evidence, args=args, fix=fix, time=time)]
 
@@ -125,13 +130,18 @@ def _tiny_graph_kernels(ctx: Context) -> tuple[float, float | None, float] | Non
 @rule(
     title="{count:.0f} tiny kernels per step in CUDA graph replays (median {median:time}): GPU idle "
     "{idle:share} of the step between them",
-    fix=(
-        "The step already runs as CUDA graph replays, so launch overhead is not the limit: the number of "
+    fix={
+        "": "The step already runs as CUDA graph replays, so launch overhead is not the limit: the number of "
         "kernels is. Fuse the small ops with `torch.compile` (Inductor fuses elementwise chains and "
         'reductions into Triton kernels; `mode="reduce-overhead"` keeps the graphs), use fused kernels '
         "(`torch.optim.AdamW(..., fused=True)`, fused norms, `F.scaled_dot_product_attention`), and give "
-        "each kernel more work (a larger batch, wider layers)."
-    ),
+        "each kernel more work (a larger batch, wider layers).",
+        "compiled": "The step already runs as CUDA graph replays of compiled code, so launch overhead is not the "
+        "limit: the number of kernels is. Fewer kernels: remove the graph breaks that keep Inductor from fusing "
+        'across them (`TORCH_LOGS=graph_breaks`), try `mode="max-autotune"`, use fused kernels for what runs '
+        "eagerly (`torch.optim.AdamW(..., fused=True)`, `F.scaled_dot_product_attention`), and give each kernel "
+        "more work (a larger batch, wider layers).",
+    },
     note="the host launched each replay once, so these gaps are not launch overhead and CUDA "
     "Graphs are already in use; gain: the GPU idle between the replays' kernels, which fewer, fused "
     "kernels remove (their own time may shrink too; not counted)",
@@ -168,4 +178,6 @@ def tiny_kernels_in_graphs(ctx: Context) -> list[Hit]:
         "kernels": top_kernels(ctx, mask),
     }
     args = {"count": count, "median": median or 0, "idle": gap_us / ctx.step_us}
-    return [Hit(cost_us=gap_us, gain_us=gap_us, evidence=evidence, args=args, time=gap_time(ctx, rest=(GRAPH,)))]
+    fix = ("compiled",) if compiled(ctx) else ("",)
+    time = gap_time(ctx, rest=(GRAPH,))
+    return [Hit(cost_us=gap_us, gain_us=gap_us, evidence=evidence, args=args, fix=fix, time=time)]

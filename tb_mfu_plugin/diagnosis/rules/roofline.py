@@ -34,6 +34,7 @@ from ..context import Context
 from ..cost_time import TimeSet, claimed_by, rows_in, rows_time
 from ..registry import Fired, Hit, rule
 from .copies import memcpy_bound, pageable_memcpy, small_copies
+from .evidence import compiled
 from .fusion import naive_attention, unfused_elementwise, unfused_optimizer
 from .sm_efficiency import low_sm_efficiency
 from .tensor_cores import no_tensor_cores
@@ -105,6 +106,13 @@ _EXPLAINED_BY = (
             "the block), use fused kernels (`F.scaled_dot_product_attention`, `torch.optim.AdamW(fused=True)`, "
             "fused LayerNorm/RMSNorm), avoid `.contiguous()`/transposed copies, use `channels_last` for convnets' "
             "batch norm, and batch small launches (`torch._foreach_*`)."
+        ),
+        "memory_compiled": (
+            "Fuse the memory-bound ops so each tensor is read and written once. The run already uses "
+            "`torch.compile`: fuse what it leaves eager (the code after graph breaks, `TORCH_LOGS=graph_breaks`; "
+            "a loss outside the compiled function), use fused kernels (`F.scaled_dot_product_attention`, "
+            "`torch.optim.AdamW(fused=True)`, fused LayerNorm/RMSNorm), avoid `.contiguous()`/transposed copies, "
+            "and batch small launches (`torch._foreach_*`)."
         ),
         "compute": (
             "Keep GEMMs on the tensor-core path at full tiles: bf16 autocast for fp32 matmuls, pad hidden sizes, "
@@ -194,7 +202,7 @@ def _side(ctx: Context, all_ops: list[RooflineOp], bound: str, claimed: TimeSet)
         evidence=evidence,
         args={"count": len(ops), "lost": lost},
         title=bound,
-        fix=(bound,),
+        fix=(bound + ("_compiled" if bound == "memory" and compiled(ctx) else ""),),
         subject=bound,
         time=_ops_time(ctx, ops, claimed),
     )

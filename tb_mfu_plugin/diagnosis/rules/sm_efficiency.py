@@ -7,18 +7,22 @@ import numpy as np
 from ..context import Context
 from ..cost_time import claimed_by, rows_in, rows_time
 from ..registry import Fired, Hit, rule
-from .evidence import top_kernels
+from .evidence import compiled, top_kernels
 from .fusion import naive_attention, unfused_elementwise
 
 
 @rule(
     after=(naive_attention, unfused_elementwise),
     title="Low SM efficiency: kernels with < {blocks:g} block per SM run {us:time} per step",
-    fix=(
-        "Give these kernels more parallel work: a larger batch (or sequence), fusing them with neighbours "
+    fix={
+        "": "Give these kernels more parallel work: a larger batch (or sequence), fusing them with neighbours "
         "(`torch.compile`), or running independent work on another `torch.cuda.Stream`; for small GEMMs "
-        "batch them (`torch.bmm`, grouped GEMM)."
-    ),
+        "batch them (`torch.bmm`, grouped GEMM).",
+        "compiled": "Give these kernels more parallel work: a larger batch (or sequence), fusing them with "
+        "neighbours (the run is compiled: remove the graph breaks around them, `TORCH_LOGS=graph_breaks`), or "
+        "running independent work on another `torch.cuda.Stream`; for small GEMMs batch them (`torch.bmm`, "
+        "grouped GEMM).",
+    },
     note="gain: duration x (1 - blocks per SM), the idle SMs' share, assuming the work would "
     "spread over all SMs and no other stream fills them; kernels that a fired naive_attention or "
     "unfused_elementwise names are theirs (fusing them is the lever) and not counted here",
@@ -59,4 +63,5 @@ def low_sm_efficiency(ctx: Context, fired: Fired) -> list[Hit]:
         "kernels": top,
     }
     args = {"blocks": th.low_blocks_per_sm, "us": time}
-    return [Hit(cost_us=time, gain_us=lost, evidence=evidence, args=args, time=rows_time(ctx, sel))]
+    fix = ("compiled",) if compiled(ctx) else ("",)
+    return [Hit(cost_us=time, gain_us=lost, evidence=evidence, args=args, fix=fix, time=rows_time(ctx, sel))]

@@ -24,7 +24,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...core.errors import TraceError, TraceNotFound
 from ..archive.reader import ArchiveMember, archive_at
@@ -33,6 +33,9 @@ from ..remote.remote import filesystem
 from ..remote.storage import storage_error
 from .discover import SIDECAR_NAME, RunFiles, SpanFile, WorkerFiles, discover_runs, is_trace_name, run_of, single_name
 from .locations import archive_kind, basename, is_url, member_location, normalize
+
+if TYPE_CHECKING:  # http_fs needs aiohttp, imported only for an http(s) logdir
+    from ..remote.http_fs import Warn
 
 LIST_TIMEOUT_ENV = "TB_MFU_LIST_TIMEOUT"
 DEFAULT_LIST_TIMEOUT_S = 120.0
@@ -57,14 +60,17 @@ def list_timeout_s() -> float:
     return value if value > 0 else DEFAULT_LIST_TIMEOUT_S
 
 
-def discover(path: str, name: str | None = None, limits: Limits | None = None) -> list[RunFiles]:
+def discover(
+    path: str, name: str | None = None, limits: Limits | None = None, warn: Warn | None = None
+) -> list[RunFiles]:
     """All runs under ``path``, sorted by name. Raises ``TraceError`` (one line) when a remote
-    location or an archive cannot be listed; a missing local path gives no runs."""
+    location or an archive cannot be listed; a missing local path gives no runs. A part of a
+    remote listing that could not be read (a sub-folder) is one line to ``warn``."""
     path = normalize(path)
     if archive_kind(path) is not None:
         return discover_archive(path, name, limits)
     if is_url(path):
-        return discover_remote(path, name)
+        return discover_remote(path, name, warn)
     return discover_runs(path, name)
 
 
@@ -83,7 +89,7 @@ def _size(info: dict[str, Any]) -> int | None:
     return int(size) if isinstance(size, int | float) and size >= 0 else None
 
 
-def discover_remote(url: str, name: str | None = None) -> list[RunFiles]:
+def discover_remote(url: str, name: str | None = None, warn: Warn | None = None) -> list[RunFiles]:
     single = is_trace_name(basename(url))
     fs, root = filesystem(url, is_folder=not single)
     deadline = time.monotonic() + list_timeout_s()
@@ -92,7 +98,7 @@ def discover_remote(url: str, name: str | None = None) -> list[RunFiles]:
         worker, span = single_name(basename(url))
         f = SpanFile(span, url, _size(info) or 0, 0.0, identity(info))
         return [RunFiles(name or basename(url), url, [WorkerFiles(worker, [f])])]
-    found = _find(fs, url, root, deadline)
+    found = _find(fs, url, root, deadline, warn)
     root_path = root.rstrip("/")
     base = name or basename(url) or url
     by_dir: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
@@ -118,7 +124,7 @@ def _wanted(path: str) -> bool:
     return is_trace_name(fname) or fname.endswith(SIDECAR_NAME)
 
 
-def _find(fs: Any, url: str, root: str, deadline: float) -> dict[str, dict[str, Any]]:
+def _find(fs: Any, url: str, root: str, deadline: float, warn: Warn | None) -> dict[str, dict[str, Any]]:
     """fsspec path -> info of the trace and sidecar files under ``root``, with sizes and identities."""
     kwargs = {"timeout": max(0.1, deadline - time.monotonic())} if getattr(fs, "async_impl", False) else {}
     try:
@@ -127,7 +133,7 @@ def _find(fs: Any, url: str, root: str, deadline: float) -> dict[str, dict[str, 
         pass
     try:
         if hasattr(fs, "walk_tree"):  # http(s): an index page per folder, under our caps (http_fs.py)
-            listed = _call(url, deadline, lambda: _walk(fs, root, deadline))
+            listed = _call(url, deadline, lambda: _walk(fs, root, deadline, warn))
         else:
             listed = _call(url, deadline, lambda: fs.find(root, withdirs=False, detail=True, **kwargs))
     except TraceNotFound:  # a store whose listing itself is not found (GCS: a missing bucket)
@@ -145,12 +151,12 @@ def _find(fs: Any, url: str, root: str, deadline: float) -> dict[str, dict[str, 
     return found
 
 
-def _walk(fs: Any, root: str, deadline: float) -> dict[str, dict[str, Any]]:
+def _walk(fs: Any, root: str, deadline: float, warn: Warn | None) -> dict[str, dict[str, Any]]:
     """The guarded walk of an HTTP logdir, cancelled (its requests with it) at the deadline."""
     from fsspec.asyn import sync
 
     async def bounded() -> dict[str, dict[str, Any]]:
-        return await asyncio.wait_for(fs.walk_tree(root), max(0.01, deadline - time.monotonic()))
+        return await asyncio.wait_for(fs.walk_tree(root, warn), max(0.01, deadline - time.monotonic()))
 
     try:
         result: dict[str, dict[str, Any]] = sync(fs.loop, bounded)

@@ -55,6 +55,9 @@ from .storage import (
 )
 
 logger = redacting_logger(__name__)
+# Where a listing's one-line warnings go (a sub-folder it could not list): the tab's scan
+# collects them for /runs; elsewhere they are logged, which the CLI prints.
+Warn = Callable[[str], None]
 
 MAX_DEPTH = 32  # folders below the logdir: a page that links to itself deeper and deeper ends here
 PAGES_AT_ONCE = 8
@@ -247,9 +250,10 @@ class GuardedHTTPFileSystem(HTTPFileSystem):  # type: ignore[misc]  # fsspec is 
             return None
         return raw
 
-    async def walk_tree(self, root: str) -> dict[str, dict[str, Any]]:
+    async def walk_tree(self, root: str, warn: Warn | None = None) -> dict[str, dict[str, Any]]:
         """URL -> fsspec-like info of every file linked from the index at ``root`` and the
-        folders below it, breadth first, under the caps on links and depth."""
+        folders below it, breadth first, under the caps on links and depth. A sub-folder that
+        cannot be listed is one line to ``warn`` (default: logged), and the others go on."""
         base = root.split("?", 1)[0].rstrip("/")
         files: dict[str, dict[str, Any]] = {}
         todo, seen, links = [""], {""}, 0
@@ -263,9 +267,9 @@ class GuardedHTTPFileSystem(HTTPFileSystem):  # type: ignore[misc]  # fsspec is 
                 if isinstance(result, BaseException):
                     if rel == "" or not isinstance(result, Exception):
                         raise result
-                    # the logdir's other folders go on; the CLI prints this line, the tab logs it
+                    # the logdir's other folders go on; the CLI prints this line, the tab lists it
                     reason = storage_error(page_url, result).reason
-                    logger.warning("tb-mfu: %s: sub-folder not listed (%s)", page_url, reason)
+                    (warn or _log_warning)(f"{page_url}: sub-folder not listed ({reason})")
                     continue
                 for child in result:
                     links += 1
@@ -278,6 +282,10 @@ class GuardedHTTPFileSystem(HTTPFileSystem):  # type: ignore[misc]  # fsspec is 
                         seen.add(path)
                         todo.append(path)
         return files
+
+
+def _log_warning(line: str) -> None:
+    logger.warning("tb-mfu: %s", line)
 
 
 _HREF = re.compile(r"""\bhref\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""", re.IGNORECASE)
