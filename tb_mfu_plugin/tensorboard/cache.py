@@ -44,6 +44,7 @@ from ..analysis.options import AnalysisOptions
 from ..analysis.report import SCHEMA_VERSION, WorkerReport
 from ..core.escape import json_bytes, one_line
 from ..running.executors import ProcessExecutor, SerialExecutor
+from ..running.flags import CACHE_DIR_ENV, default_workers
 from ..running.jobs import AnalyzeFn, Executor, FileJob, SchedulerError
 from ..running.memory_cap import memory_cap
 from ..running.pipeline import analyze_file
@@ -52,9 +53,8 @@ from ..trace.locate.locations import is_local
 from ..trace.locate.opener import decoded_size
 from ..trace.remote.redact import redacting_logger
 from .disk_cache import DiskCache
-from .env import CACHE_DIR_ENV
 from .file_queue import FileQueue, is_remote_file, remote_slots
-from .settings import DEFAULT_CACHE_MAX_BYTES, MEMORY_FLAG, default_workers, stagger_for_tests_s
+from .settings import DEFAULT_CACHE_MAX_BYTES, MEMORY_FLAG, stagger_for_tests_s
 
 logger = redacting_logger(__name__)  # locations and errors in its lines: signatures blanked
 
