@@ -54,7 +54,7 @@ from ..trace.locate.opener import decoded_size
 from ..trace.remote.redact import redacting_logger
 from .disk_cache import DiskCache
 from .file_queue import FileQueue, is_remote_file, remote_slots
-from .settings import DEFAULT_CACHE_MAX_BYTES, MEMORY_FLAG, stagger_for_tests_s
+from .settings import DEFAULT_CACHE_MAX_BYTES, MEMORY_FLAG
 
 logger = redacting_logger(__name__)  # locations and errors in its lines: signatures blanked
 
@@ -187,10 +187,7 @@ class AnalysisCache:
         self._queue: FileQueue[FileKey] = FileQueue(lambda k: is_remote_file(k.path), remote_slots(self._n_workers))
         self._threads: list[threading.Thread] = []
         self._thread_seq = itertools.count()
-        self._idle = threading.Condition(self._lock)
-        self._pending = 0
-        self._stagger_s = stagger_for_tests_s()
-        self._finished = itertools.count()
+        self._pending = 0  # files queued or running: while any, the threads must be alive
 
     # -- keys ------------------------------------------------------------
     @staticmethod
@@ -247,17 +244,6 @@ class AnalysisCache:
     def get(self, key: FileKey) -> FileState | None:
         with self._lock:
             return self._entries.get(key)
-
-    def wait_idle(self, timeout: float | None = None) -> bool:
-        """Block until nothing is queued or running (for tests and tools)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._idle:
-            while self._pending:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self._idle.wait(left)
-        return True
 
     def close(self) -> None:
         """Stop the worker processes now (the server is exiting): running analyses are lost."""
@@ -326,9 +312,8 @@ class AnalysisCache:
             logger.exception("MFU plugin: analysing %s failed", one_line(key.path))
             self._fail(st, f"{type(exc).__name__}: {exc}")
         finally:
-            with self._idle:
+            with self._lock:
                 self._pending -= 1
-                self._idle.notify_all()
 
     def _fail(self, st: FileState, reason: str) -> None:
         with self._lock:
@@ -354,8 +339,6 @@ class AnalysisCache:
         except SchedulerError as exc:
             self._fail(st, str(exc))
             return
-        if self._stagger_s:  # test hook (env.TEST_STAGGER_ENV): the k-th file to finish waits k steps
-            time.sleep(self._stagger_s * next(self._finished))
         with self._lock:
             st.reports, st.state = list(reports), DONE
             st.seconds = time.monotonic() - st.started

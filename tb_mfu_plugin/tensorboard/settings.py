@@ -37,15 +37,3 @@ def settings_from_flags(flags: object) -> RunSettings:
     memory = getattr(flags, "mfu_worker_max_memory", None)
     memory_cap(memory, values["workers"] or 1, MEMORY_FLAG)  # a bad value fails here, before the server starts
     return RunSettings(values["workers"], values["scheduler"], values["cache_max_bytes"], memory, values)
-
-
-def stagger_for_tests_s() -> float:
-    """The test-only publication delay of ``$TB_MFU_TEST_STAGGER_S`` (0: none)."""
-    import os
-
-    from .env import TEST_STAGGER_ENV
-
-    try:
-        return max(0.0, float(os.environ.get(TEST_STAGGER_ENV, "0") or 0))
-    except ValueError:
-        return 0.0
