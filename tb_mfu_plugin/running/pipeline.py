@@ -23,7 +23,7 @@ import numpy as np
 from ..analysis.bytes.op_bytes import is_roofline_op
 from ..analysis.bytes.roofline import apply_to_report as apply_roofline
 from ..analysis.device.devices import gpu_devices
-from ..analysis.device.mfu import apply_to_report as apply_flops
+from ..analysis.device.mfu_report import apply_to_report as apply_flops
 from ..analysis.distributed.communication import analyze_communication
 from ..analysis.distributed.info import distributed_block
 from ..analysis.distributed.pipeline_bubble import analyze_pipeline

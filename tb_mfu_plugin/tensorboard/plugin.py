@@ -50,12 +50,13 @@ from .bodies import (
     WorkerStatus,
 )
 from .bodies import SpanState as SpanStateName
-from .cache import ERROR, LOADING, QUEUED, AnalysisCache, FileState, default_cache_dir
+from .cache import ERROR, LOADING, QUEUED, AnalysisCache, FileState
 from .hosts import AllowedHosts
 from .paths import FileGate, PathView
 from .runs import RunIndex, Scan, Source, sources_from_flags
 from .settings import settings_from_flags
 from .share import serve_download, serve_upload, serve_upload_done, upload_area, uploads_status
+from .stored_reports import default_cache_dir
 from .uploads import UPLOADS
 
 logger = logging.getLogger(__name__)
