@@ -226,8 +226,9 @@ OPTIONS: tuple[Option, ...] = (
         RUNNING,
         "count",
         None,
-        "Trace files analysed at once, in N local processes (1: one after another, here); each holds one "
-        "decoded trace, about its size in memory. With --scheduler local, the LocalCluster's workers.",
+        "Trace files analysed at once, in N local processes (the CLI runs N=1 in its own process, one file "
+        "after another); each holds one decoded trace, about its size in memory. With --scheduler local, "
+        "the LocalCluster's workers.",
         positive_int,
         "N",
         env=WORKERS_ENV,
