@@ -19,6 +19,7 @@ from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import WorkerReport, to_json
 from tb_mfu_plugin.cli import main
 from tb_mfu_plugin.running.executors import ProcessExecutor, SerialExecutor, open_executor
+from tb_mfu_plugin.running.flags import MAX_DEFAULT_WORKERS, default_workers
 from tb_mfu_plugin.running.jobs import FileJob, decode_reports, encode_reports, usable_cores
 from tb_mfu_plugin.running.pipeline import analyze_file, analyze_path, analyze_paths
 from tb_mfu_plugin.trace.locate.discover import discover_runs
@@ -173,8 +174,10 @@ def test_the_executor_fits_the_work() -> None:
     with open_executor(analyze_file, opts, jobs=3, files=2) as two:
         assert isinstance(two, ProcessExecutor) and two.slots == 2
     with open_executor(analyze_file, opts, jobs=None, files=1000) as default:
-        assert default.slots == usable_cores() or (usable_cores() == 1 and isinstance(default, SerialExecutor))
+        # one default on every face: the usable cores, at most 8 (running/flags.py)
+        assert default.slots == default_workers() or (default_workers() == 1 and isinstance(default, SerialExecutor))
     assert usable_cores() == len(os.sched_getaffinity(0))
+    assert default_workers() == min(usable_cores(), MAX_DEFAULT_WORKERS)
 
 
 def test_cli_jobs_gives_the_same_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -197,7 +200,9 @@ def test_forked_processes_read_one_archive_without_mixing_their_reads(tmp_path: 
     for jobs in ("1", "2"):
         out = subprocess.run(
             [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", archive, "--json", "--jobs", jobs],
-            capture_output=True, env={**os.environ, "TB_MFU_CACHE_DIR": ""}, timeout=300,
+            capture_output=True,
+            env={**os.environ, "TB_MFU_CACHE_DIR": ""},
+            timeout=300,
         )
         assert out.returncode == 0, out.stderr.decode(errors="replace")[-2000:]
         outs.append(out.stdout)

@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import msgspec
 
@@ -20,12 +21,23 @@ from ..core.errors import TraceError
 from ..core.escape import for_rich, json_bytes, map_strings, one_line
 from ..core.small_pages import prefer_small_pages
 from ..core.version import __version__
-from ..running.jobs import SchedulerError, usable_cores
+from ..running.flags import (
+    CLI,
+    LIMITS,
+    RUNNING,
+    Option,
+    analysis_options,
+    default_workers,
+    expects,
+    help_text,
+    of_face,
+    resolve,
+)
+from ..running.jobs import SchedulerError
 from ..running.pipeline import analyze_paths, thresholds_from
-from ..trace.limits import DEFAULT_LIMITS, FLAGS, Limits, format_limit, parse_size
 from ..trace.locate.locations import is_local, normalize
 from ..trace.remote.redact import shown, shown_json
-from ..trace.remote.storage import STORAGE_OPTIONS_ENV, use_storage_options
+from ..trace.remote.storage import use_storage_options
 
 EXIT_STATUSES = """\
 exit status:
@@ -105,133 +117,62 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_analysis_flags(a: argparse.ArgumentParser) -> None:
-    a.add_argument("--peak-tflops", type=float, help="peak dense TFLOP/s to use for MFU (overrides the device)")
-    a.add_argument("--device-name", help="GPU model to take the peak from, e.g. 'H100 SXM' (overrides the trace)")
-    a.add_argument("--flops-per-step", type=float, help="model FLOPs per step (overrides the sidecar file)")
-    a.add_argument("--tf32", action="store_true", help="fp32 matmuls ran as TF32 on tensor cores")
-    a.add_argument(
-        "--interconnect",
-        metavar="LINK",
-        help="the link collectives run over, for bus-bandwidth shares: 'NVLink 4', 'PCIe 5 x16', ... or a "
-        "GB/s figure (default: inferred from the GPU model; docs/distributed.md)",
-    )
-    a.add_argument(
-        "--tensor-core-pattern",
-        action="append",
-        default=[],
-        metavar="REGEX",
-        help="also count kernels matching REGEX as tensor-core kernels (repeatable)",
-    )
-    a.add_argument(
-        "--threshold",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        type=_threshold,
-        help="change a diagnosis threshold, e.g. memcpy_bound_share=0.1 (repeatable; names in docs/diagnosis.md)",
-    )
-    a.add_argument(
-        "--storage-options",
-        metavar="FILE",
-        help=f"JSON or TOML file of fsspec storage options keyed by URL prefix (default: ${STORAGE_OPTIONS_ENV}); "
-        "credentials otherwise come from the environment, profiles and instance roles",
-    )
-    _add_limit_flags(a)
-    _add_executor_flags(a)
+    """The options of ``running.flags.OPTIONS`` the CLI has: the analysis's, the caps, the runners'."""
+    groups = {
+        LIMITS: a.add_argument_group("limits", "caps on what one trace file may cost (docs/limits.md)"),
+        RUNNING: a.add_argument_group("parallelism", "trace files analysed at once (docs/scaling.md)"),
+    }
+    for option in of_face(CLI):
+        _add_flag(groups.get(option.sets, a), option)
 
 
-def _add_executor_flags(a: argparse.ArgumentParser) -> None:
-    g = a.add_argument_group("parallelism", "trace files analysed at once (docs/scaling.md)")
-    g.add_argument(
-        "--jobs",
-        "-j",
-        type=_positive_int,
+def _add_flag(a: argparse._ActionsContainer, option: Option) -> None:
+    # default None: "not given", so that resolve() takes the variable, else the table's default
+    names = [option.cli_flag or "", *option.aliases]
+    if option.kind == "switch":
+        a.add_argument(*names, dest=option.dest, action="store_true", default=None, help=help_text(option))
+        return
+    a.add_argument(
+        *names,
+        dest=option.dest,
+        type=_checked(option),
+        action="append" if option.kind == "list" else "store",
         default=None,
-        metavar="N",
-        help=f"files at once, in N local processes (default: the {usable_cores()} usable cores; 1: one after another)",
-    )
-    g.add_argument(
-        "--scheduler",
-        metavar="ADDRESS",
-        help="run on Dask instead: tcp://host:8786 for an existing cluster, 'local' for a LocalCluster "
-        "of --jobs workers (needs pip install 'tb_mfu_plugin[dask]')",
+        metavar=option.metavar,
+        help=help_text(option),
     )
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def _checked(option: Option):  # type: ignore[no-untyped-def]
+    """``option.parse`` as argparse's type: a bad value is a usage error naming the flag."""
 
-
-def _add_limit_flags(a: argparse.ArgumentParser) -> None:
-    g = a.add_argument_group(
-        "limits", "caps on what one trace file may cost (docs/limits.md); 0 means none for --max-seconds"
-    )
-    for flag, (field, unit) in FLAGS.items():
-        default = getattr(DEFAULT_LIMITS, field)
-        suffixes = " (K, M, G suffixes)" if unit == "bytes" else ""
-        g.add_argument(
-            flag,
-            dest=field,
-            type=_limit_value(unit),
-            default=default,
-            metavar=unit.upper(),
-            help=f"default {format_limit(default, unit)}{suffixes}",
-        )
-
-
-def _limit_value(unit: str):  # type: ignore[no-untyped-def]
-    def parse(text: str) -> float:
+    def parse(text: str) -> object:
         try:
-            value = float(parse_size(text)) if unit == "bytes" else float(text)
+            return option.parse(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a non-negative number, got {text!r}") from None
-        if not value >= 0:
-            raise argparse.ArgumentTypeError(f"expected a non-negative number, got {text!r}")
-        return value
+            raise argparse.ArgumentTypeError(f"expected {expects(option)}, got {text!r}") from None
 
+    parse.__name__ = option.type  # argparse names the type in its message
     return parse
-
-
-def _threshold(text: str) -> tuple[str, float]:
-    name, sep, value = text.partition("=")
-    try:
-        if not sep:
-            raise ValueError
-        return name.strip(), float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected NAME=NUMBER, got {text!r}") from None
-
-
-def _options(args: argparse.Namespace) -> AnalysisOptions:
-    return AnalysisOptions(
-        peak_tflops=args.peak_tflops,
-        device_name=args.device_name,
-        flops_per_step=args.flops_per_step,
-        tf32=args.tf32,
-        interconnect=args.interconnect,
-        tensor_core_patterns=tuple(args.tensor_core_pattern),
-        thresholds=tuple(args.threshold),
-        limits=Limits(**{f: type(getattr(DEFAULT_LIMITS, f))(getattr(args, f)) for f, _ in FLAGS.values()}),
-    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     prefer_small_pages()
     paths = [args.baseline, *args.other] if args.command == "compare" else [args.path]
-    options = _options(args)
-    refusal = _refusal(paths, options, args.storage_options)
+    try:
+        values = resolve(args, CLI)  # the flags, else their variables ($TB_MFU_WORKERS, ...)
+    except ValueError as exc:
+        print(f"tb-mfu: {one_line(exc)}", file=sys.stderr)
+        return 2
+    options = analysis_options(values)
+    refusal = _refusal(paths, options, values["storage_options"])
     if refusal is not None:
         print(f"tb-mfu: {shown(refusal)}", file=sys.stderr)
         return 2
+    run = Running(values["workers"] or default_workers(), values["scheduler"], args.worker_max_memory)
     try:
-        reports = _analyse(paths, options, args.jobs, args.scheduler, show_progress=sys.stderr.isatty())
+        reports = _analyse(paths, options, run, show_progress=sys.stderr.isatty())
     except (TraceError, SchedulerError) as exc:  # a location that cannot be listed; Dask missing or unreachable
         print(f"tb-mfu: {shown(one_line(exc))}", file=sys.stderr)
         return 2
@@ -273,17 +214,25 @@ def _refusal(paths: list[str], options: AnalysisOptions, storage_options: str | 
     return None
 
 
-def _analyse(
-    paths: list[str], options: AnalysisOptions, jobs: int | None, scheduler: str | None, show_progress: bool
-) -> list[Report]:
-    """The pipeline's reports of ``paths``, their files run ``jobs`` at once or on Dask, with
-    one progress bar over all of them on a terminal's stderr."""
+@dataclass(frozen=True)
+class Running:
+    """How the files run: ``workers`` at once, or on the Dask ``scheduler``; each process's memory
+    cap as ``--worker-max-memory`` gave it (None: ``$TB_MFU_WORKER_MAX_MEMORY``, else the default)."""
+
+    workers: int
+    scheduler: str | None
+    memory: str | None
+
+
+def _analyse(paths: list[str], options: AnalysisOptions, run: Running, show_progress: bool) -> list[Report]:
+    """The pipeline's reports of ``paths``, their files run ``run.workers`` at once or on Dask,
+    with one progress bar over all of them on a terminal's stderr."""
     if not show_progress:
-        return analyze_paths(paths, options, jobs=jobs, scheduler=scheduler)
+        return analyze_paths(paths, options, None, run.workers, run.scheduler, run.memory)
     from .render import progress_bar
 
     with progress_bar() as show:
-        return analyze_paths(paths, options, show, jobs, scheduler)
+        return analyze_paths(paths, options, show, run.workers, run.scheduler, run.memory)
 
 
 def _analyze(report: Report, args: argparse.Namespace) -> int:

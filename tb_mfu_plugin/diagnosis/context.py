@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -23,6 +22,7 @@ from ..analysis.time.steps import Steps
 from ..analysis.worker import DeviceView
 from ..core.distinct import distinct, distinct_counts
 from ..trace.tables import KERNEL, MEMCPY, MEMSET, OP, TraceTables
+from .sync_subjects import SyncCause, sync_subject
 from .thresholds import Thresholds
 
 
@@ -34,15 +34,6 @@ def _first_type(types: bytes | None) -> str | None:
         return None
     first = parsed[0] if isinstance(parsed, list) and parsed else None
     return first if isinstance(first, str) and first else None
-
-
-@dataclass(frozen=True)
-class SyncCause:
-    subject: str  # what the user wrote, e.g. "tensor.item()"
-    api: str
-    op: str | None
-    root_op: str | None
-    direction: str | None  # H2D / D2H for blocking copies
 
 
 class Context:
@@ -275,63 +266,3 @@ class Context:
             return 0
         rows = np.flatnonzero((cpu.kind == OP) & (cpu.name == code))
         return int(self.host_in_steps(cpu.ts[rows]).sum())
-
-
-# ---------------------------------------------------------------------- sync subjects
-
-_EXPLICIT = {
-    "cudaDeviceSynchronize": "torch.cuda.synchronize()",
-    "cuCtxSynchronize": "torch.cuda.synchronize()",
-    "hipDeviceSynchronize": "torch.cuda.synchronize()",
-    "cudaStreamSynchronize": "torch.cuda.Stream.synchronize() (e.g. torch.cuda.current_stream().synchronize())",
-    "cuStreamSynchronize": "torch.cuda.Stream.synchronize() (e.g. torch.cuda.current_stream().synchronize())",
-    "hipStreamSynchronize": "torch.cuda.Stream.synchronize() (e.g. torch.cuda.current_stream().synchronize())",
-    "cudaEventSynchronize": "torch.cuda.Event.synchronize() / Event.elapsed_time()",
-    "cuEventSynchronize": "torch.cuda.Event.synchronize() / Event.elapsed_time()",
-    "hipEventSynchronize": "torch.cuda.Event.synchronize() / Event.elapsed_time()",
-}
-_SCALAR = {
-    "aten::item": "tensor.item()",
-    "aten::_local_scalar_dense": "tensor.item() / float(tensor) / int(tensor)",
-    "aten::is_nonzero": "bool(tensor) / `if tensor:`",
-    "aten::equal": "torch.equal()",
-    "aten::allclose": "torch.allclose()",
-}
-_DATA_DEPENDENT = (
-    "aten::nonzero",
-    "aten::masked_select",
-    "aten::unique",
-    "aten::_unique",
-    "aten::_unique2",
-    "aten::unique_consecutive",
-    "aten::unique_dim",
-    "aten::repeat_interleave",
-    "aten::index",
-    "aten::argwhere",
-    "aten::nonzero_numpy",
-)
-_COPY_OPS = ("aten::to", "aten::_to_copy", "aten::copy_", "aten::cpu", "aten::cuda", "aten::contiguous", "aten::clone")
-
-
-def sync_subject(api: str, op: str | None, root: str | None, direction: str | None) -> str:
-    """The user-facing call behind a sync, from the API and the ops around it."""
-    if op is None and root is None:
-        if api in _EXPLICIT:
-            return _EXPLICIT[api]
-        return f"a synchronous {api} outside any PyTorch op (custom extension or library)"
-    # 2021 traces record record_function annotations (Optimizer.step#..., DataLoader) as ops:
-    # the user-facing op is then the innermost one.
-    name = root if root is not None and root.startswith("aten::") else op or root or api
-    if name in _SCALAR:
-        return _SCALAR[name]
-    if (op or "") == "aten::_local_scalar_dense" and name not in _COPY_OPS:
-        return f"{name} (reads a GPU scalar: .item())"
-    if name in _DATA_DEPENDENT:
-        return f"{name} (data-dependent output shape)"
-    if name in _COPY_OPS or (op in _COPY_OPS):
-        if direction == "H2D":
-            return f"blocking host-to-device copy ({name}: tensor.to(device) / .cuda() without non_blocking=True)"
-        if direction == "D2H":
-            return f"device-to-host copy ({name}: tensor.cpu() / .numpy() / .tolist() / .to('cpu'))"
-        return f"blocking copy ({name})"
-    return f"{name} (calls {api})"

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..analysis.options import AnalysisOptions
 from ..analysis.report import WorkerReport
+from .flags import default_workers
 from .jobs import (
     AnalyzeFn,
     Executor,
@@ -34,7 +35,6 @@ from .jobs import (
     decoded_or_error,
     error_reports,
     run_job,
-    usable_cores,
 )
 
 INSTALL_HINT = "--scheduler needs dask.distributed: pip install 'tb_mfu_plugin[dask]'"
@@ -58,7 +58,7 @@ class DaskExecutor(Executor):
         self._cluster: Any = None
         try:
             if scheduler == "local":
-                n = local_workers if local_workers and local_workers > 0 else usable_cores()
+                n = local_workers if local_workers and local_workers > 0 else default_workers()
                 with dask.config.set(QUIET):  # the workers' INFO lines would fill the CLI's stderr
                     self._cluster = distributed.LocalCluster(
                         n_workers=n,

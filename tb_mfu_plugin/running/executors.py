@@ -38,6 +38,7 @@ from ..analysis.report import WorkerReport
 from ..core.small_pages import prefer_small_pages
 from ..trace.limits import format_size
 from ..trace.remote.redact import redacting_logger
+from .flags import default_workers
 from .jobs import (
     AnalyzeFn,
     Executor,
@@ -47,9 +48,8 @@ from .jobs import (
     encode_reports,
     error_reports,
     run_job,
-    usable_cores,
 )
-from .memory_cap import MEMORY_ENV, MemoryCap, memory_cap
+from .memory_cap import MEMORY_ENV, MEMORY_FLAG, MemoryCap, memory_cap
 from .memory_cap import apply as apply_memory_cap
 
 logger = redacting_logger(__name__)  # locations in its lines: signatures blanked
@@ -322,20 +322,23 @@ def open_executor(
     jobs: int | None = None,
     scheduler: str | None = None,
     files: int | None = None,
+    memory: str | None = None,
 ) -> Executor:
-    """The executor for ``jobs`` processes (default: the usable cores) or a Dask ``scheduler``
-    (``tcp://host:8786``, or ``local`` for a LocalCluster of ``jobs`` workers).
+    """The executor for ``jobs`` processes (default: ``flags.default_workers()``) or a Dask
+    ``scheduler`` (``tcp://host:8786``, or ``local`` for a LocalCluster of ``jobs`` workers).
 
     No more local processes than ``files``; one file or ``jobs=1`` runs here, in this process.
+    Each process runs under the memory cap ``memory`` (a size or ``none``, as ``--worker-max-memory``
+    gives it; None: ``$TB_MFU_WORKER_MAX_MEMORY``, else the default of ``memory_cap``).
     Raises ``SchedulerError`` with a one-line reason when Dask is missing or unreachable.
     """
     if scheduler:
         from .dask_executor import DaskExecutor
 
         return DaskExecutor(analyze, options, scheduler, jobs)
-    n = jobs if jobs is not None and jobs > 0 else usable_cores()
+    n = jobs if jobs is not None and jobs > 0 else default_workers()
     if files is not None:
         n = min(n, files)
     if n <= 1:
         return SerialExecutor(analyze, options)
-    return ProcessExecutor(analyze, options, n, memory_cap(None, n, f"${MEMORY_ENV}"))
+    return ProcessExecutor(analyze, options, n, memory_cap(memory, n, MEMORY_FLAG if memory else f"${MEMORY_ENV}"))

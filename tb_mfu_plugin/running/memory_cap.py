@@ -4,7 +4,7 @@ A trace is decoded under caps on its size and ratio, but a file within them, or 
 on odd input, can still make one analysis grow: beside 13 hostile remote sources a
 worker once grew past 4.5 GB. Left alone, the kernel's OOM killer may then pick the
 TensorBoard server itself. So each worker *process* (the tab's ``--mfu_workers``,
-the CLI's ``--jobs``) runs under ``RLIMIT_DATA``: an allocation past the cap fails,
+the CLI's ``--workers``, alias ``--jobs``) runs under ``RLIMIT_DATA``: an allocation past the cap fails,
 the analysis gets a ``MemoryError``, and that file's error says so in one line;
 the other files, and the server, go on.
 
@@ -12,9 +12,9 @@ the other files, and the server, go on.
 arrays, anonymous mappings, since Linux 4.7), not the shared libraries or address
 space merely reserved, so the cap reads as the memory the analysis may use.
 
-The cap: ``--mfu_worker_max_memory`` / ``$TB_MFU_WORKER_MAX_MEMORY`` (a size, or
-``none``), else ``max(2 GiB, 3/4 of the memory / workers)``: all workers together
-stay within three quarters of the machine's memory (or its cgroup's limit), and
+The cap: ``--worker-max-memory`` (``--mfu_worker_max_memory`` in TensorBoard) /
+``$TB_MFU_WORKER_MAX_MEMORY`` (a size, or ``none``), else ``max(2 GiB, 3/4 of the memory /
+workers)``: all workers together stay within three quarters of the machine's memory (or its cgroup's limit), and
 none gets less than 2 GiB (a 184 MB trace analyses under 192 MiB, 100 MB of it the
 interpreter and numpy: 2 GiB holds traces of about 3.5 GB). Where ``resource`` is missing (Windows) nothing is capped.
 """
@@ -31,6 +31,7 @@ from ..trace.limits import GiB, format_size, parse_size
 logger = logging.getLogger(__name__)
 
 MEMORY_ENV = "TB_MFU_WORKER_MAX_MEMORY"
+MEMORY_FLAG = "--worker-max-memory"  # the CLI's; the tab's is --mfu_worker_max_memory (running/flags.py)
 MIN_DEFAULT_BYTES = 2 * GiB
 SHARE_OF_MEMORY = 0.75
 _OUT_OF_MEMORY = re.compile(r"\bMemoryError\b|out of memory", re.IGNORECASE)

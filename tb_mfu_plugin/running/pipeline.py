@@ -23,7 +23,7 @@ import numpy as np
 from ..analysis.bytes.op_bytes import is_roofline_op
 from ..analysis.bytes.roofline import apply_to_report as apply_roofline
 from ..analysis.device.devices import gpu_devices
-from ..analysis.device.mfu import apply_to_report as apply_flops
+from ..analysis.device.mfu_report import apply_to_report as apply_flops
 from ..analysis.distributed.communication import analyze_communication
 from ..analysis.distributed.info import distributed_block
 from ..analysis.distributed.pipeline_bubble import analyze_pipeline
@@ -246,17 +246,18 @@ def analyze_path(
     progress: PathProgressFn | None = None,
     jobs: int | None = 1,
     scheduler: str | None = None,
+    memory: str | None = None,
 ) -> Report:
     """Analyse every run under ``path``: a logdir, a run directory or one trace file, local,
     remote (a URL) or an archive (``.zip``, ``.tar.gz``). A location that cannot be listed
     raises ``TraceError``.
 
-    ``jobs`` files at once in local processes (None: the usable cores; 1, the default
-    for library use: here, in turn), or on the Dask ``scheduler`` (``tcp://host:port``
-    or ``local``). ``progress(run, worker, done, total)`` follows the bytes decoded over
-    all the files. The report is the same whichever way the files were run.
+    ``jobs`` files at once in local processes (None: ``flags.default_workers()``; 1, the default
+    for library use: here, in turn), each under the memory cap ``memory`` (``memory_cap``), or on
+    the Dask ``scheduler`` (``tcp://host:port`` or ``local``). ``progress(run, worker, done, total)``
+    follows the bytes decoded over all the files. The report is the same whichever way the files were run.
     """
-    return analyze_paths([path], options, progress, jobs, scheduler)[0]
+    return analyze_paths([path], options, progress, jobs, scheduler, memory)[0]
 
 
 def analyze_paths(
@@ -265,6 +266,7 @@ def analyze_paths(
     progress: PathProgressFn | None = None,
     jobs: int | None = 1,
     scheduler: str | None = None,
+    memory: str | None = None,
 ) -> list[Report]:
     """``analyze_path`` of each path, their files sharing one executor and one progress count.
 
@@ -279,7 +281,7 @@ def analyze_paths(
     found = [discover(p, limits=opts.limits) for p in paths]
     every = [r for runs in found for r in runs]
     meter = _PathMeter(every, progress) if progress is not None else None
-    with open_executor(analyze_file, opts, jobs, scheduler, files=sum(len(r.files) for r in every)) as executor:
+    with open_executor(analyze_file, opts, jobs, scheduler, sum(len(r.files) for r in every), memory) as executor:
         # Every file goes in first (the executor runs them as it can), then each run takes its reports in order.
         futures = [
             {(w.name, s.path): _submit(executor, meter, r.name, w.name, s) for w in r.workers for s in w.spans}

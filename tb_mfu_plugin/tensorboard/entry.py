@@ -2,16 +2,19 @@
 
 TensorBoard imports this module for every ``tensorboard`` command, and an
 exception raised here would stop the whole server. So it imports nothing but
-TensorBoard's own ``base_plugin`` and the leaf module ``env``; the plugin, the
-analysis core, numpy and msgspec are imported inside ``load()``, where
-TensorBoard catches and logs a failure and carries on without the tab.
+TensorBoard's own ``base_plugin``; the flags' table (``running.flags``, light) is
+imported to define the flags, and the plugin, the analysis core and numpy inside
+``load()``, where TensorBoard catches and logs a failure and carries on without the tab.
+
+The options the analysis shares with ``tb-mfu`` (the peak, the device, TF32, the caps, the
+workers, the storage options, ...) come from ``running.flags.OPTIONS``, the one table both
+faces generate their flags from; the flags defined here are the tab's own (its sources,
+what its users see and may send).
 """
 
 from __future__ import annotations
 
 from tensorboard.plugins import base_plugin
-
-from .env import CACHE_DIR_ENV, CACHE_MAX_BYTES_ENV, SCHEDULER_ENV, WORKERS_ENV
 
 
 class MfuPluginLoader(base_plugin.TBLoader):
@@ -19,17 +22,23 @@ class MfuPluginLoader(base_plugin.TBLoader):
 
     def define_flags(self, parser):  # type: ignore[no-untyped-def]
         group = parser.add_argument_group("mfu plugin")
-        for add in (_source_flags, _cache_and_worker_flags, _analysis_flags, _access_flags, _limit_flags):
+        for add in (_source_flags, _table_flags, _access_flags):
             add(group)
 
     def fix_flags(self, flags):  # type: ignore[no-untyped-def]
-        from ..trace.limits import limits_from_flags
         from .logdir_spec import move_unreadable_sources
         from .settings import settings_from_flags
 
         try:
-            limits_from_flags(flags)
-            settings_from_flags(flags)
+            values = settings_from_flags(flags).values
+            if values["thresholds"]:  # their names are the diagnosis's (imported only when given)
+                from ..running.flags import analysis_options
+                from ..running.pipeline import thresholds_from
+
+                try:
+                    thresholds_from(analysis_options(values))
+                except ValueError as exc:
+                    raise ValueError(f"--mfu_threshold: {exc}") from None
         except ValueError as exc:
             raise base_plugin.FlagsError(str(exc)) from None
         idle = getattr(flags, "mfu_upload_idle_seconds", None)
@@ -37,7 +46,7 @@ class MfuPluginLoader(base_plugin.TBLoader):
             raise base_plugin.FlagsError("--mfu_upload_idle_seconds must be a positive number of seconds")
         # TensorBoard's own loader must never see a source it cannot read: it would stop loading.
         move_unreadable_sources(flags)
-        options_file = getattr(flags, "mfu_storage_options", None)
+        options_file = values["storage_options"]
         if options_file:
             from ..trace.remote.storage import use_storage_options
 
@@ -45,9 +54,6 @@ class MfuPluginLoader(base_plugin.TBLoader):
                 use_storage_options(options_file)
             except Exception as exc:  # a TraceError naming the file; never its content
                 raise base_plugin.FlagsError(f"--mfu_storage_options: {exc}") from None
-        peak = getattr(flags, "mfu_peak_tflops", None)
-        if peak is not None and not peak > 0:
-            raise base_plugin.FlagsError("--mfu_peak_tflops must be a positive number")
         cap = getattr(flags, "mfu_upload_max_bytes", None)
         if cap is not None:
             from ..trace.limits import parse_size
@@ -64,63 +70,23 @@ class MfuPluginLoader(base_plugin.TBLoader):
         return MfuPlugin(context)
 
 
-def _cache_and_worker_flags(group):  # type: ignore[no-untyped-def]
-    """Where analyses are kept and what runs them."""
-    group.add_argument(
-        "--mfu_cache_dir",
-        metavar="DIR",
-        type=str,
-        default=None,
-        help=(
-            "Where the MFU tab keeps analysed traces between restarts "
-            f"(default: ${CACHE_DIR_ENV}, else ~/.cache/tb_mfu_plugin; 'none' turns it off). "
-            "Nothing is ever written into the logdir."
-        ),
-    )
-    group.add_argument(
-        "--mfu_cache_max_bytes",
-        metavar="BYTES",
-        type=str,
-        default=None,
-        help=(
-            f"Cap of the MFU tab's disk cache (K, M, G suffixes; default: ${CACHE_MAX_BYTES_ENV}, else 2G); "
-            "the least recently used analyses go first."
-        ),
-    )
-    group.add_argument(
-        "--mfu_workers",
-        metavar="N",
-        type=str,
-        default=None,
-        help=(
-            f"Processes that analyse trace files at once (default: ${WORKERS_ENV}, else the usable cores, "
-            "at most 8). Each holds one decoded trace, about its size in memory."
-        ),
-    )
-    from ..running.memory_cap import MEMORY_ENV  # a leaf module: the standard library and trace.limits
+def _table_flags(group):  # type: ignore[no-untyped-def]
+    """The options of ``running.flags.OPTIONS`` the tab has, as ``--mfu_<name>`` flags. Values stay
+    text here: ``settings_from_flags`` parses them, so a bad one is a flag error naming it."""
+    from ..running.flags import PLUGIN, help_text, of_face
 
-    group.add_argument(
-        "--mfu_worker_max_memory",
-        metavar="BYTES",
-        type=str,
-        default=None,
-        help=(
-            f"Memory cap of each analysis process (K, M, G suffixes, or 'none'; default: ${MEMORY_ENV}, else "
-            "the larger of 2G and 3/4 of the memory divided by --mfu_workers). A file that needs more gets "
-            "the error 'analysis ran out of its memory cap'; the server goes on."
-        ),
-    )
-    group.add_argument(
-        "--mfu_scheduler",
-        metavar="ADDRESS",
-        type=str,
-        default=None,
-        help=(
-            f"Analyse on a Dask cluster instead (default: ${SCHEDULER_ENV}): tcp://host:8786, or 'local' "
-            "for a LocalCluster. Its workers read the trace files by path: they must see them. "
-            "Needs pip install 'tb_mfu_plugin[dask]'."
-        ),
-    )
+    for option in of_face(PLUGIN):
+        if option.kind == "switch":
+            group.add_argument(option.plugin_flag, action="store_true", help=help_text(option))
+            continue
+        group.add_argument(
+            option.plugin_flag,
+            metavar=option.metavar,
+            type=str,
+            action="append" if option.kind == "list" else "store",
+            default=None,
+            help=help_text(option),
+        )
 
 
 def _source_flags(group):  # type: ignore[no-untyped-def]
@@ -144,16 +110,6 @@ def _source_flags(group):  # type: ignore[no-untyped-def]
             "for its dashboards to read event files there. An error there (no credentials, the network) then "
             "stops TensorBoard's loading of every logdir."
         ),
-    )
-
-
-def _analysis_flags(group):  # type: ignore[no-untyped-def]
-    group.add_argument(
-        "--mfu_peak_tflops",
-        metavar="TFLOPS",
-        type=float,
-        default=None,
-        help="Peak TFLOP/s used for MFU, instead of the peak looked up from the trace's device.",
     )
 
 
@@ -211,34 +167,3 @@ def _access_flags(group):  # type: ignore[no-untyped-def]
             "for every name under it; '*' for any). Uploads naming another Host are refused (DNS rebinding)."
         ),
     )
-
-    # storage.py imports only the standard library and our leaf modules (fsspec when used)
-    from ..trace.remote.storage import STORAGE_OPTIONS_ENV
-
-    group.add_argument(
-        "--mfu_storage_options",
-        metavar="FILE",
-        type=str,
-        default=None,
-        help=(
-            "JSON or TOML file of fsspec storage options keyed by URL prefix, for remote logdirs "
-            f"(s3://, gs://, az://, http://; default: ${STORAGE_OPTIONS_ENV}). Its values are never "
-            "shown, logged or cached. Credentials otherwise come from the environment, profiles and roles."
-        ),
-    )
-
-
-def _limit_flags(group):  # type: ignore[no-untyped-def]
-    # The caps of docs/limits.md, one flag each (the CLI's --max-* under an mfu_ prefix).
-    # limits.py is a leaf module (dataclasses and re only), so importing it here is safe.
-    from ..trace.limits import DEFAULT_LIMITS, FLAGS, format_limit, plugin_flag
-
-    for flag, (field, unit) in FLAGS.items():
-        group.add_argument(
-            f"--{plugin_flag(flag)}",
-            metavar=unit.upper(),
-            type=str,
-            default=None,
-            help=f"Cap of the MFU tab on one trace file (docs/limits.md); default "
-            f"{format_limit(getattr(DEFAULT_LIMITS, field), unit)}.",
-        )

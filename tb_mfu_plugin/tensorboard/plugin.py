@@ -32,8 +32,8 @@ from ..diagnosis.compare import findings_against_baseline
 from ..diagnosis.pairing import Suggestion, suggest_compare, suggest_strategies
 from ..diagnosis.ranks import compare_ranks
 from ..diagnosis.strategies import strategy_table
+from ..running.flags import analysis_options
 from ..running.pipeline import run_report
-from ..trace.limits import limits_from_flags
 from ..trace.locate.discover import RunFiles, SpanFile
 from ..trace.locate.locations import basename
 from ..trace.remote.storage import use_storage_options
@@ -50,12 +50,13 @@ from .bodies import (
     WorkerStatus,
 )
 from .bodies import SpanState as SpanStateName
-from .cache import ERROR, LOADING, QUEUED, AnalysisCache, FileState, default_cache_dir
+from .cache import ERROR, LOADING, QUEUED, AnalysisCache, FileState
 from .hosts import AllowedHosts
 from .paths import FileGate, PathView
 from .runs import RunIndex, Scan, Source, sources_from_flags
 from .settings import settings_from_flags
 from .share import serve_download, serve_upload, serve_upload_done, upload_area, uploads_status
+from .stored_reports import default_cache_dir
 from .uploads import UPLOADS
 
 logger = logging.getLogger(__name__)
@@ -73,9 +74,10 @@ SpanState = tuple[str, SpanFile, FileState]
 
 
 def options_from_flags(flags: object) -> AnalysisOptions:
-    """The analysis settings of the ``--mfu_*`` flags: the peak and the trace caps."""
-    peak = getattr(flags, "mfu_peak_tflops", None)
-    return AnalysisOptions(peak_tflops=peak or None, limits=limits_from_flags(flags))
+    """The analysis options of the ``--mfu_*`` flags (``running.flags.OPTIONS``, as the CLI's):
+    the peak, the device, TF32, the tensor-core patterns, the thresholds, the link, the caps."""
+    options: AnalysisOptions = analysis_options(settings_from_flags(flags).values)
+    return options
 
 
 class MfuPlugin(base_plugin.TBPlugin):
@@ -103,7 +105,7 @@ class MfuPlugin(base_plugin.TBPlugin):
         if cache is None:
             run = settings_from_flags(flags)
             cache = AnalysisCache(
-                options_from_flags(flags),
+                analysis_options(run.values),
                 cache_dir,
                 run.workers,
                 scheduler=run.scheduler,

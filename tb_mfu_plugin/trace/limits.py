@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, fields
-from typing import Any
 
 from ..core.errors import TraceError
 
@@ -80,29 +79,24 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--max-archive-ratio": ("max_archive_ratio", "ratio"),
 }
 _FLAG_OF = {f: flag for flag, (f, _) in FLAGS.items()}
+# field -> what the cap bounds, as the flags' help says it (running/flags.py, docs/options.md)
+CAP_WORDS: dict[str, str] = {
+    "max_trace_bytes": "Decompressed bytes of one trace file",
+    "max_compression_ratio": "Decompressed over compressed bytes of a gzip file",
+    "max_line_bytes": "The most bytes decoded in one piece: one event, or a document without event boundaries",
+    "max_name_chars": "Longer kernel and op names are cut to this many characters, with a note",
+    "max_events": "Complete events kept from one file",
+    "max_devices": "Devices analysed per file; the others are left out with a note",
+    "max_seconds": "Wall time to decode and analyse one file, in seconds (0: no limit)",
+    "max_archive_bytes": "Decompressed bytes of all the members of an archive read as a logdir",
+    "max_archive_members": "Members an archive read as a logdir may list",
+    "max_archive_ratio": "Bytes an archive's members inflate to, all together, over the archive's own size",
+}
 
 
 def plugin_flag(flag: str) -> str:
     """The TensorBoard flag of a cap (``--max-trace-bytes`` -> ``mfu_max_trace_bytes``)."""
     return "mfu_" + flag.removeprefix("--").replace("-", "_")
-
-
-def limits_from_flags(flags: object) -> Limits:
-    """The caps set by the ``--mfu_max_*`` TensorBoard flags (strings, as typed), the rest at their
-    defaults. ValueError names the flag whose value is not a non-negative number."""
-    changes: dict[str, Any] = {}
-    for flag, (field, unit) in FLAGS.items():
-        text = getattr(flags, plugin_flag(flag), None)
-        if text is None:
-            continue
-        try:
-            value: float = float(parse_size(str(text))) if unit == "bytes" else float(text)
-        except ValueError:
-            value = float("nan")
-        if not value >= 0:
-            raise ValueError(f"--{plugin_flag(flag)} expects a non-negative number, got {text!r}")
-        changes[field] = type(getattr(DEFAULT_LIMITS, field))(value)
-    return Limits(**changes) if changes else DEFAULT_LIMITS
 
 
 def cap_error(path: str, cap: str, detail: str) -> TraceError:

@@ -56,15 +56,21 @@ class TensorBoard:
     """``tensorboard --logdir LOGDIR --port 0``; the URL is read from its stderr."""
 
     def __init__(
-        self, logdir: Path | str, cache_dir: Path, *extra: str, env: dict[str, str | None] | None = None
+        self,
+        logdir: Path | str,
+        cache_dir: Path,
+        *extra: str,
+        env: dict[str, str | None] | None = None,
+        command: list[str] | None = None,
     ) -> None:
         """``logdir`` is a folder, or ``name:location,...`` given as ``--logdir_spec`` when a str;
-        ``env`` adds to this process's environment, and a None value removes that variable."""
+        ``env`` adds to this process's environment, and a None value removes that variable;
+        ``command`` runs instead of ``tensorboard`` (a test-side launcher, with its arguments)."""
         self.logdir = logdir
         merged = {**os.environ, **(env or {}), "TB_MFU_CACHE_DIR": str(cache_dir), "PYTHONUNBUFFERED": "1"}
         env = {k: v for k, v in merged.items() if v is not None}
         where = ["--logdir_spec", logdir] if isinstance(logdir, str) else ["--logdir", str(logdir)]
-        cmd = [*_tensorboard_cmd(), *where, "--port", "0", "--host", "127.0.0.1", *extra]
+        cmd = [*(command or _tensorboard_cmd()), *where, "--port", "0", "--host", "127.0.0.1", *extra]
         self.proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True, start_new_session=True
         )
@@ -116,8 +122,10 @@ def start_tensorboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]
     _skip_without_browser()
     started: list[TensorBoard] = []
 
-    def start(logdir: Path | str, *extra: str, env: dict[str, str | None] | None = None) -> TensorBoard:
-        tb = TensorBoard(logdir, tmp_path_factory.mktemp("mfu-cache"), *extra, env=env)
+    def start(
+        logdir: Path | str, *extra: str, env: dict[str, str | None] | None = None, command: list[str] | None = None
+    ) -> TensorBoard:
+        tb = TensorBoard(logdir, tmp_path_factory.mktemp("mfu-cache"), *extra, env=env, command=command)
         started.append(tb)
         return tb
 

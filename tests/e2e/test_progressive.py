@@ -1,14 +1,16 @@
 """A 4-rank run fills in while it loads, in a real TensorBoard and a real Chromium.
 
-The test-only hook ``$TB_MFU_TEST_STAGGER_S`` (tensorboard/env.py) holds the k-th
-analysed file back k times that many seconds, so the half-loaded state lasts long
-enough to be seen whatever the machine's speed: first one rank's figures with the
-others pending and no straggler, then all four ranks side by side.
+TensorBoard runs under ``staggered_tensorboard.py``, which holds the k-th analysed
+file back k times ``STAGGER_S`` seconds (a wrapper of the cache's executor, put in by
+the test), so the half-loaded state lasts long enough to be seen whatever the machine's
+speed: first one rank's figures with the others pending and no straggler, then all four
+ranks side by side.
 """
 
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,8 @@ STAGGER_S = "6"
 def test_ranks_appear_as_they_are_analysed(start_tensorboard: Any, page: Any, tmp_path: Path) -> None:
     logdir = tmp_path / "logs"
     shutil.copytree(ROOT / "sample_traces" / RUN, logdir / RUN)
-    tb = start_tensorboard(logdir, "--mfu_workers", "2", env={"TB_MFU_TEST_STAGGER_S": STAGGER_S})
+    launcher = [sys.executable, str(Path(__file__).with_name("staggered_tensorboard.py")), STAGGER_S]
+    tb = start_tensorboard(logdir, "--mfu_workers", "2", command=launcher)
     frame = open_tab(page, tb.url)
 
     # Partial: one rank's numbers on screen while the others are still pending.

@@ -29,7 +29,7 @@ from werkzeug.test import Client
 
 from tb_mfu_plugin.analysis.report import WorkerReport, to_json
 from tb_mfu_plugin.running.pipeline import analyze_file, analyze_path
-from tb_mfu_plugin.tensorboard import cache as cache_mod
+from tb_mfu_plugin.tensorboard import stored_reports
 
 from .conftest import RUN_A, sample_file
 
@@ -203,7 +203,7 @@ def test_an_exception_while_writing_the_cache_costs_nothing_but_the_entry(serve,
     def broken_encoder(obj: Any, fn: Any = None) -> bytes:
         raise UnicodeEncodeError("utf-8", "\udcff", 0, 1, "surrogates not allowed")
 
-    monkeypatch.setattr(cache_mod, "json_bytes", broken_encoder)
+    monkeypatch.setattr(stored_reports, "json_bytes", broken_encoder)
     s = serve(two_runs, cache_dir=str(tmp_path / "cache"))
     s.settle()
     assert all(r["state"] == "ready" for r in s.json("/runs")["runs"])

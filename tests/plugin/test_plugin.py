@@ -19,11 +19,11 @@ from tensorboard.plugins import base_plugin
 
 from tb_mfu_plugin.analysis.report import Finding, WorkerReport, to_json
 from tb_mfu_plugin.diagnosis.compare import compare_findings
+from tb_mfu_plugin.running.flags import CACHE_DIR_ENV
 from tb_mfu_plugin.running.pipeline import analyze_path
-from tb_mfu_plugin.tensorboard import cache as cache_mod
 from tb_mfu_plugin.tensorboard import runs as runs_mod
+from tb_mfu_plugin.tensorboard import stored_reports
 from tb_mfu_plugin.tensorboard.entry import MfuPluginLoader
-from tb_mfu_plugin.tensorboard.env import CACHE_DIR_ENV
 from tb_mfu_plugin.tensorboard.plugin import MfuPlugin, options_from_flags
 from tb_mfu_plugin.tensorboard.runs import Source, parse_logdir_spec
 from tb_mfu_plugin.trace.limits import DEFAULT_LIMITS
@@ -143,7 +143,7 @@ def test_loader_defines_and_checks_its_flags():
     loader = MfuPluginLoader()
     loader.define_flags(parser)
     flags = parser.parse_args(["--mfu_cache_dir", "/tmp/x", "--mfu_peak_tflops", "989.4"])
-    assert flags.mfu_cache_dir == "/tmp/x" and flags.mfu_peak_tflops == 989.4
+    assert flags.mfu_cache_dir == "/tmp/x" and options_from_flags(flags).peak_tflops == 989.4
     loader.fix_flags(flags)
     with pytest.raises(base_plugin.FlagsError):
         loader.fix_flags(parser.parse_args(["--mfu_peak_tflops", "-1"]))
@@ -437,11 +437,11 @@ def test_a_changed_file_is_analysed_again(serve, two_runs, tmp_path):
 def test_cache_dir_settings(monkeypatch, tmp_path):
     monkeypatch.delenv(CACHE_DIR_ENV, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert cache_mod.default_cache_dir() == str(tmp_path / "xdg" / "tb_mfu_plugin")
+    assert stored_reports.default_cache_dir() == str(tmp_path / "xdg" / "tb_mfu_plugin")
     monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "env"))
-    assert cache_mod.default_cache_dir() == str(tmp_path / "env")
-    assert cache_mod.default_cache_dir("none") is None
-    assert cache_mod.default_cache_dir(str(tmp_path / "flag")) == str(tmp_path / "flag")
+    assert stored_reports.default_cache_dir() == str(tmp_path / "env")
+    assert stored_reports.default_cache_dir("none") is None
+    assert stored_reports.default_cache_dir(str(tmp_path / "flag")) == str(tmp_path / "flag")
 
 
 def test_uncompressed_size_reads_the_gzip_trailer(tmp_path):

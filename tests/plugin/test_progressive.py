@@ -14,9 +14,9 @@ from tensorboard.plugins import base_plugin
 
 from tb_mfu_plugin.analysis.report import WorkerReport
 from tb_mfu_plugin.running.executors import ProcessExecutor
+from tb_mfu_plugin.running.flags import CACHE_MAX_BYTES_ENV, SCHEDULER_ENV, WORKERS_ENV
 from tb_mfu_plugin.running.pipeline import analyze_file
 from tb_mfu_plugin.tensorboard.entry import MfuPluginLoader
-from tb_mfu_plugin.tensorboard.env import CACHE_MAX_BYTES_ENV, SCHEDULER_ENV, WORKERS_ENV
 from tb_mfu_plugin.tensorboard.settings import DEFAULT_CACHE_MAX_BYTES, settings_from_flags
 
 from .conftest import ROOT

@@ -13,7 +13,7 @@ from tb_mfu_plugin.tensorboard.cache import DONE, LOADING, QUEUED, AnalysisCache
 from tb_mfu_plugin.tensorboard.file_queue import FileQueue, is_remote_file, remote_slots
 from tb_mfu_plugin.trace.locate.discover import SpanFile
 
-from .conftest import sample_file
+from .conftest import sample_file, wait_idle
 
 
 def test_remote_files_are_urls_and_members_of_remote_archives():
@@ -81,5 +81,5 @@ def test_slow_remote_files_leave_a_worker_to_the_local_run(tmp_path: Path):
         assert to_json(st.reports) == to_json(alone)
     finally:
         released.set()
-        assert cache.wait_idle(60)
+        assert wait_idle(cache, 60)
     assert len(started) == 3

@@ -147,7 +147,7 @@ def test_limits_refuse_negative_values_and_parse_sizes() -> None:
     with pytest.raises(ValueError):
         parse_size("lots")
     # every cap has a flag, and every flag names a field
-    assert {f for f, _ in limits.FLAGS.values()} == set(Limits.__dataclass_fields__)
+    assert {f for f, _ in limits.FLAGS.values()} == set(Limits.__dataclass_fields__) == set(limits.CAP_WORDS)
 
 
 def test_default_caps_hold_every_sample_trace() -> None:

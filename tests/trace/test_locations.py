@@ -19,7 +19,7 @@ from tb_mfu_plugin.trace.locate.locations import (
     parent,
     parse_member,
 )
-from tb_mfu_plugin.trace.remote import storage
+from tb_mfu_plugin.trace.remote import remote, storage
 
 MEMBER = "zip://run_a/rank0.1.pt.trace.json.gz::s3://bucket/team.zip"
 
@@ -100,4 +100,4 @@ def test_bad_options_files_are_named_not_quoted(options_file):  # type: ignore[n
 
 def test_unknown_protocol_is_one_line():
     with pytest.raises(TraceError, match=r"unknown protocol nope:// \(fsspec knows no such file system\)"):
-        storage.filesystem("nope://x/y")
+        remote.filesystem("nope://x/y")

@@ -247,11 +247,3 @@ def _sync_points(gpu: GpuTable, rows: CommRows, step_of_row: np.ndarray, steps: 
             if len(out) >= SYNC_POINTS_MAX:
                 break
     return out
-
-
-def trace_overlap(tables: TraceTables, device: int) -> tuple[float, float]:
-    """(communication, overlapped) µs of one device over the whole trace: HTA's own window, for
-    comparing with its ``get_comm_comp_overlap`` (benchmarks/bench_hta_overlap.py)."""
-    gpu = tables.gpu.take(np.flatnonzero(tables.gpu.device == device))
-    rows = comm_rows(tables, gpu)
-    return overlap_in(gpu.ts, gpu.end, rows.comm, rows.comp, -np.inf, np.inf)

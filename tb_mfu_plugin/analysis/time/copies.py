@@ -69,10 +69,3 @@ def copy_stats(memcpy: GpuTable, names: Sequence[str], steps: int) -> list[CopyS
                 )
             )
     return out
-
-
-def bytes_by_direction(memcpy: GpuTable, names: Sequence[str]) -> dict[str, float]:
-    direction, _ = classify(names)
-    d = direction[memcpy.name]
-    nbytes = np.maximum(memcpy.bytes, 0)
-    return {name: float(nbytes[d == i].sum(dtype=np.float64)) for i, name in enumerate(DIRECTIONS)}

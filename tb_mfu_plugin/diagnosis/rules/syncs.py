@@ -13,7 +13,7 @@ _TITLE = "Host-device sync: {subject}, {count:g}x per step "
 
 
 def _fix_for(subject: str) -> str:
-    """Which fix text fits the user-facing call behind the sync (``context.sync_subject``)."""
+    """Which fix text fits the user-facing call behind the sync (``sync_subjects.sync_subject``)."""
     if subject.startswith(("torch.cuda.", "a synchronous")):
         return "explicit"
     if "host-to-device" in subject:

@@ -85,10 +85,6 @@ class ArchiveMember:
         return TRACE_FILE.match(self.name.rsplit("/", 1)[-1]) is not None
 
 
-def is_archive(location: str) -> bool:
-    return archive_kind(location) is not None
-
-
 def _open_raw(location: str) -> IO[bytes]:
     if is_url(location):
         from ..remote.remote import open_seekable

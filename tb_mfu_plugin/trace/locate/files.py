@@ -73,10 +73,3 @@ def uncompressed_size(path: str, size: int) -> int:
     while isize < size:
         isize += 1 << 32
     return isize
-
-
-def is_regular(path: str) -> bool:
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except (OSError, ValueError):
-        return False
