@@ -15,6 +15,7 @@ import numpy as np
 from ..analysis import copies, graphs, intervals, kernel_families, name_patterns, syncs
 from ..analysis import patterns as pt
 from ..analysis.attention_chains import AttentionChain, attention_chains
+from ..analysis.critical_path.whatif import Change
 from ..analysis.idle_gaps import Gaps, GapThresholds, HostActivity, idle_gaps
 from ..analysis.report import WorkerReport
 from ..analysis.steps import Steps
@@ -67,6 +68,9 @@ class Context:
         # the worker's classes (they honour --tensor-core-pattern); a bare view gets the table's
         self.classes = view.classes or kernel_families.classify_names(self.names, distinct(g.name[self.is_kernel]))
         self.tc_code = self.classes.mask(kernel_families.TENSOR_CORE)
+        # (finding id, subject) -> what its fix changes and the MFU its projection starts from: the
+        # rules' Hit.change, which the engine re-times (diagnosis.whatif_gains)
+        self.changes: dict[tuple[str, str | None], tuple[Change, float | None]] = {}
 
     # ------------------------------------------------------------------ helpers
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import fixes
 from ..context import Context
 from ..cost_time import claimed_by, rows_in, rows_time
 from ..registry import Fired, Hit, rule
@@ -59,4 +60,6 @@ def low_sm_efficiency(ctx: Context, fired: Fired) -> list[Hit]:
         "kernels": top,
     }
     args = {"blocks": th.low_blocks_per_sm, "us": time}
-    return [Hit(cost_us=time, gain_us=lost, evidence=evidence, args=args, time=rows_time(ctx, sel))]
+    factor = np.clip(np.nan_to_num(bps), 0.0, 1.0)
+    change = fixes.scaled(sel, factor, "the kernels with too few blocks spread over every SM: duration x blocks per SM")
+    return [Hit(cost_us=time, gain_us=lost, evidence=evidence, args=args, time=rows_time(ctx, sel), change=change)]
