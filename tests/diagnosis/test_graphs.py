@@ -14,7 +14,7 @@ from tb_mfu_plugin.diagnosis import DEFAULT, diagnose
 from tb_mfu_plugin.options import AnalysisOptions
 from tb_mfu_plugin.trace.decode import decode_trace
 
-from .helpers import Builder, analyze, ids, one
+from .helpers import Builder, analyze, ids, one, rule_gain
 
 ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int)"
 
@@ -51,7 +51,7 @@ def test_graph_replays_are_counted_and_are_not_launch_bound(tmp_path: Path, api:
     f = one(rep, "tiny_kernels_in_graphs")
     # 99 gaps of 6 µs inside each replay; the 206 µs between replays are not the graph's
     assert f.evidence["gap_us_per_step"] == pytest.approx(99 * 6)
-    assert f.est_gain_us_per_step == pytest.approx(594)
+    assert rule_gain(f) == pytest.approx(594)
     assert f.evidence["graph_launches_per_step"] == 1
     assert "torch.compile" in f.recommendation and "already" in f.recommendation
     for g in rep.findings:  # no finding tells a graph-replaying run to start using CUDA Graphs
@@ -88,7 +88,7 @@ def test_kernels_outside_the_graph_are_launch_bound_and_told_to_join_it(tmp_path
     # short gaps: 59 x 13 µs between the eager kernels + 36 µs from the replay's end to the first of them,
     # + the first step's 20 µs lead-in / 3 steps; the replay's 99 inner gaps are the graph's, not the host's
     assert ev["launch_gap_us_per_step"] == pytest.approx(59 * 13 + 36 + 20 / 3, abs=0.05)
-    assert one(rep, "tiny_kernels_in_graphs").est_gain_us_per_step == pytest.approx(594)
+    assert rule_gain(one(rep, "tiny_kernels_in_graphs")) == pytest.approx(594)
 
 
 def test_tiny_kernels_in_graphs_threshold_edges(tmp_path: Path) -> None:

@@ -100,7 +100,9 @@ def weights(g: Graph, view_pos: np.ndarray, changes: Sequence[Change], base: Wei
     factor, gone, no_gap = _dur_factors(g, view_pos, changes)
     d = base.d * factor
     gap = np.where(no_gap & np.isfinite(base.gap), 0.0, base.gap)
-    lat = np.where(gone, -np.inf, base.lat)
+    # a folded op stays a node of no length where it was, so that what waited behind it still
+    # waits for what it waited for (its stream, its launch's place on the host time line)
+    lat = base.lat
     w = base.w.copy()
     keep = np.ones(len(g.syncs.row), bool)
     seg_sync = _segments_of(g, g.syncs.p0, g.syncs.p1)
@@ -241,11 +243,13 @@ class Model:
 
 def _floor(g: Graph, wt: Weights) -> float:
     """The work no re-timing can overlap: the busiest stream's op time, or the host's time outside
-    syncs, whichever is larger, over the graph's steps."""
+    syncs from the first step's start to the last step's host end, whichever is larger, over the
+    graph's steps."""
     ops = g.ops
     per_stream = np.bincount(ops.stream, weights=wt.d, minlength=max(len(ops.first) - 1, 1)) if len(ops) else [0.0]
     t = g.host.t
-    in_steps = (t[:-1] >= g.step_start[0]) & (t[1:] <= g.step_end[-1])
+    seg = np.arange(len(wt.w))
+    in_steps = (t[:-1] >= g.step_start[0]) & (seg < int(g.step_host_end[-1]))
     not_sync = g.host.cls != cls.CODE[cls.SYNC]
     host = float(wt.w[in_steps & not_sync].sum())
     return max(float(np.max(per_stream)), host)

@@ -190,6 +190,7 @@ def _side(ctx: Context, all_ops: list[RooflineOp], bound: str, claimed: TimeSet)
         for o in ops[: th.roofline_top_ops]
     ]
     evidence = {"ops": named, "ops_below": len(ops), "lost_us_per_step": lost, "far_below_share": th.roofline_far_below}
+    time = _ops_time(ctx, ops, claimed)
     return Hit(
         cost_us=sum(o.us_per_step for o in ops),
         gain_us=lost,
@@ -198,8 +199,8 @@ def _side(ctx: Context, all_ops: list[RooflineOp], bound: str, claimed: TimeSet)
         title=bound,
         fix=(bound,),
         subject=bound,
-        time=_ops_time(ctx, ops, claimed),
-        change=_at_roof(ctx, ops, claimed, bound),
+        time=time,
+        change=_at_roof(ctx, ops, claimed, bound) if time is not None else None,  # (None: no trace)
     )
 
 
