@@ -83,11 +83,26 @@ def copies_gone(ctx: Context, mask: np.ndarray, what: str) -> Change:
     return Change(what, ops=(OpChange(rows, 0.0, fused=True),), syncs=copy_syncs(ctx, dirs))
 
 
+def modelled(ctx: Context, rows: np.ndarray) -> np.ndarray:
+    """The rows (of the device view) in the steps the critical-path model holds: a change to any
+    other row moves nothing the re-timing sees (``critical_path.device.MAX_MODELLED_STEPS``)."""
+    model = ctx.view.critical
+    if model is None:
+        return rows[:0]
+    step = ctx.view.step[rows]
+    return rows[(step >= 0) & (step < model.g.steps)]
+
+
 def folded_dispatch(ctx: Context, gone: np.ndarray) -> tuple[HostChange, ...]:
-    """The host time of the ops that launched only the folded rows ``gone`` (``dispatch_windows``)."""
+    """The host time of the ops that launched only the folded rows ``gone`` (``dispatch_windows``),
+    in the modelled steps."""
+    model = ctx.view.critical
+    gone = modelled(ctx, gone)
+    if model is None or not len(gone):
+        return ()
     calls = ctx.launcher[gone]
     calls = np.unique(calls[calls >= 0])
-    lo, hi = float(ctx.steps.cpu_start[0]), float(ctx.steps.cpu_end[-1])
+    lo, hi = float(model.g.host.t[0]), float(model.g.host.t[int(model.g.step_host_end[-1])])
     start, end = dispatch_windows(ctx.tables, calls, lo, hi)
     return (HostChange(start, end, 0.0),) if len(start) else ()
 
@@ -102,13 +117,13 @@ def fused_attention(ctx: Context, rows: np.ndarray, matmul: np.ndarray) -> Chang
     lo = np.array([c.start for c in chains])
     hi = np.array([c.end for c in chains])
     first = np.array([float(cpu.dur[c.rows[0]]) for c in chains])
-    windows = tuple(HostChange(np.array([a]), np.array([b]), min(1.0, f / (b - a))) for a, b, f in zip(lo, hi, first, strict=True))
+    windows = (HostChange(lo, hi, np.minimum(1.0, first / (hi - lo))),) if chains else ()
     return Change(
         "each attention chain as one fused op (F.scaled_dot_product_attention): its matmul kernels as they ran, "
         "its other kernels folded into them with the host ops that launched only those, and its host time "
         "that of its first matmul op",
         ops=(OpChange(gone, 0.0, fused=True),),
-        host=folded_dispatch(ctx, gone) + _merged_host(windows),
+        host=folded_dispatch(ctx, gone) + windows,
     )
 
 
@@ -128,10 +143,13 @@ def fused_runs(ctx: Context, kern_rows: np.ndarray, runs: Sequence[np.ndarray]) 
     """Each elementwise run as one kernel as long as its longest member: the others folded into it,
     with the host ops that launched only them."""
     g = ctx.view.gpu
+    model = ctx.view.critical
+    last = model.g.steps if model is not None else 0
     gone = []
     for r in runs:
         rows = kern_rows[r]
-        gone.append(np.delete(rows, int(np.argmax(g.dur[rows]))))
+        if 0 <= ctx.view.step[rows[0]] < last:  # (the runs of steps the model does not hold change nothing)
+            gone.append(np.delete(rows, int(np.argmax(g.dur[rows]))))
     folded = np.concatenate(gone) if gone else np.empty(0, np.int64)
     return Change(
         f"each of the {len(runs) / max(ctx.n, 1):.0f} elementwise runs per step fused into one kernel as long as "
@@ -139,16 +157,6 @@ def fused_runs(ctx: Context, kern_rows: np.ndarray, runs: Sequence[np.ndarray]) 
         ops=(OpChange(folded, 0.0, fused=True),),
         host=folded_dispatch(ctx, folded),
     )
-
-
-def _merged_host(host: tuple[HostChange, ...]) -> tuple[HostChange, ...]:
-    """Windows of one factor as one change (the re-timing costs one pass per change)."""
-    by: dict[float, tuple[list[float], list[float]]] = {}
-    for h in host:
-        lo, hi = by.setdefault(h.factor, ([], []))
-        lo.extend(h.lo.tolist())
-        hi.extend(h.hi.tolist())
-    return tuple(HostChange(np.array(lo), np.array(hi), f) for f, (lo, hi) in by.items())
 
 
 def scaled(rows_mask: np.ndarray, factor: np.ndarray | float, what: str) -> Change:

@@ -26,9 +26,14 @@ from .cost_time import Claim, TimeSet, combined_gain, union
 from .finding import make_finding
 
 MAX_PANEL = 6  # findings the panel combines (2^6 - 1 re-timings at most)
-PANEL_WORK = 5e7  # ops x re-timings the panel's combinations may cost; fewer findings past it
+# Ops x re-timings the panel's combinations may cost: fewer findings past it (on the 1 GB benchmark
+# trace, 16 modelled steps of 4.8 k ops, one re-timing takes about 12 ms and 4 findings are combined: docs/scaling.md)
+PANEL_WORK = 1.5e6
 
 Claimed = list[tuple[Finding, TimeSet | None]]
+# a re-timed finding: the finding, its change, the MFU its projection starts from, its re-timing on
+# the trace and without the profiler's host cost
+Timed = tuple[Finding, Change, float | None, Outcome, Outcome]
 
 
 def retime(ctx: Context, report: WorkerReport, claimed: Claimed) -> tuple[Claimed, float | None]:
@@ -37,7 +42,7 @@ def retime(ctx: Context, report: WorkerReport, claimed: Claimed) -> tuple[Claime
     model = ctx.view.critical
     if model is None:
         return claimed, None
-    timed: list[tuple[Finding, Change, float | None, Outcome]] = []
+    timed: list[Timed] = []
     out: Claimed = []
     for f, t in claimed:
         got = ctx.changes.get((f.id, f.subject))
@@ -45,9 +50,9 @@ def retime(ctx: Context, report: WorkerReport, claimed: Claimed) -> tuple[Claime
             out.append((f, t))
             continue
         change, mfu = got
-        outcome = model.simulate([change])
-        new = _retimed(ctx, f, change, mfu, outcome, model.simulate([change], without_profiler=True))
-        timed.append((new, change, mfu, outcome))
+        outcome, unprofiled = model.simulate([change]), model.simulate([change], without_profiler=True)
+        new = _retimed(ctx, f, change, mfu, outcome, unprofiled)
+        timed.append((new, change, mfu, outcome, unprofiled))
         out.append((new, t))
     report.whatif = _panel(ctx, model, timed)
     if not timed:
@@ -105,7 +110,7 @@ def _retimed(
     )
 
 
-def _panel(ctx: Context, model: Model, timed: list[tuple[Finding, Change, float | None, Outcome]]) -> WhatIf:
+def _panel(ctx: Context, model: Model, timed: list[Timed]) -> WhatIf:
     """Every subset of the largest re-timed findings, and all of them at once."""
     step = model.step_us
     ranked = sorted(timed, key=lambda x: -x[0].est_gain_us_per_step)
@@ -117,31 +122,43 @@ def _panel(ctx: Context, model: Model, timed: list[tuple[Finding, Change, float 
     for size in range(1, len(shown) + 1):
         for subset in combinations(range(len(shown)), size):
             picked = [shown[i] for i in subset]
-            outcome = picked[0][3] if size == 1 else model.simulate([p[1] for p in picked])
-            cases.append(_case(sum(1 << i for i in subset), step, outcome, _mfu_basis(ctx, picked)))
+            mask = sum(1 << i for i in subset)
+            if size == 1:
+                cases.append(_case(mask, step, picked[0][3], _mfu_basis(ctx, picked), picked[0][4]))
+            else:
+                cases.append(_case(mask, step, model.simulate([p[1] for p in picked]), _mfu_basis(ctx, picked)))
     combined = None
     if timed:
-        everything = cases[-1] if len(shown) == len(timed) else None
-        if everything is None:
-            outcome = model.simulate([x[1] for x in timed])
-            everything = _case((1 << len(shown)) - 1, step, outcome, _mfu_basis(ctx, timed))
-        combined = everything
-    findings = [WhatIfFinding(id=f.id, subject=f.subject, change=ch.what) for f, ch, _, _ in shown]
-    return WhatIf(step_us=step, mfu=ctx.mfu, steps_modelled=model.g.steps, findings=findings, cases=cases, combined=combined)
+        changes = [x[1] for x in timed]
+        out, unprofiled = model.simulate(changes), model.simulate(changes, without_profiler=True)
+        combined = _case((1 << len(shown)) - 1, step, out, _mfu_basis(ctx, timed), unprofiled)
+    findings = [WhatIfFinding(id=f.id, subject=f.subject, change=ch.what) for f, ch, *_ in shown]
+    return WhatIf(
+        step_us=step,
+        unprofiled_step_us=model.unprofiled_step_us,
+        mfu=ctx.mfu,
+        steps_modelled=model.g.steps,
+        findings=findings,
+        cases=cases,
+        combined=combined,
+    )
 
 
-def _mfu_basis(ctx: Context, picked: list[tuple[Finding, Change, float | None, Outcome]]) -> float | None:
+def _mfu_basis(ctx: Context, picked: list[Timed]) -> float | None:
     """The MFU the projection starts from: a fix that moves the peak (fp32 to bf16 tensor cores)
     gives its own; otherwise the run's."""
-    for _, _, mfu, _ in picked:
+    for _, _, mfu, *_ in picked:
         if mfu is not ctx.mfu:
             return mfu
     return ctx.mfu
 
 
-def _case(mask: int, step: float, outcome: Outcome, mfu: float | None) -> WhatIfCase:
+def _case(mask: int, step: float, outcome: Outcome, mfu: float | None, unprofiled: Outcome | None = None) -> WhatIfCase:
     gain = max(0.0, outcome.gain_us)
     return WhatIfCase(
+        unprofiled_step_us=unprofiled.step_us if unprofiled is not None else None,
+        unprofiled_gain_us_per_step=max(0.0, unprofiled.gain_us) if unprofiled is not None else None,
+        unprofiled_floor_us=unprofiled.floor_us if unprofiled is not None else None,
         mask=mask,
         step_us=outcome.step_us,
         gain_us_per_step=gain,

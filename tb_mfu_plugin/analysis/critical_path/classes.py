@@ -76,15 +76,19 @@ HTA_CATEGORY = {
 }
 
 
-def name_lut(names: Sequence[str], classes: kf.NameClasses) -> np.ndarray:
-    """The class code a kernel of each name has, one name test per distinct name."""
+def name_lut(names: Sequence[str], classes: kf.NameClasses, codes: np.ndarray | None = None) -> np.ndarray:
+    """The class code a kernel of each name has, one name test per distinct name (``codes``: only
+    these names, the kernels'; the others read as other kernels)."""
     per_name = np.full(len(names), CODE[OTHER_KERNEL], np.int8)
     core = classes.core
     per_name[core == kf.CODE[kf.TENSOR_CORE]] = CODE[MATMUL]
     per_name[core == kf.CODE[kf.CUDA_CORE]] = CODE[MATMUL_CUDA_CORE]
-    per_name[nm.elementwise_kernel_mask(names) & (core == kf.CODE[kf.NOT_MATMUL])] = CODE[ELEMENTWISE]
-    per_name[nm.fused_attention_kernel_mask(names)] = CODE[ATTENTION]
-    per_name[nm.comm_kernel_mask(names)] = CODE[COMMUNICATION]
+    sel = np.arange(len(names)) if codes is None else np.asarray(codes, np.int64)
+    some = [names[int(c)] for c in sel]
+    ew = nm.elementwise_kernel_mask(some) & (core[sel] == kf.CODE[kf.NOT_MATMUL])
+    per_name[sel[ew]] = CODE[ELEMENTWISE]
+    per_name[sel[nm.fused_attention_kernel_mask(some)]] = CODE[ATTENTION]
+    per_name[sel[nm.comm_kernel_mask(some)]] = CODE[COMMUNICATION]
     return per_name
 
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ...distinct import distinct
 from ...trace.tables import GpuTable, TraceTables
 from ..kernel_families import NameClasses
 from ..steps import Steps
@@ -20,7 +21,7 @@ from .whatif import Model
 # Steps the model holds at most: the first ones analysed. A trace of hundreds of steps repeats
 # them; the re-timings of every finding (and of the what-if panel's combinations) then stay a
 # small part of the analysis (docs/scaling.md).
-MAX_MODELLED_STEPS = 32
+MAX_MODELLED_STEPS = 16
 
 
 def device_model(
@@ -36,6 +37,6 @@ def device_model(
     """The model of the device's first steps and their critical-path block; None without a step."""
     if len(steps) == 0:
         return None
-    lut = cls.name_lut(names if names is not None else tables.names, classes)
+    lut = cls.name_lut(names if names is not None else tables.names, classes, distinct(gpu.name))
     g = build(tables, Device(gpu, step, launcher, sync_rows, lut), steps, MAX_MODELLED_STEPS)
     return Model(g, len(gpu)), critical_path_block(g, walk(g), len(steps))

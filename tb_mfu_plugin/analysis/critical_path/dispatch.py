@@ -24,6 +24,7 @@ def dispatch_windows(tables: TraceTables, gone_calls: np.ndarray, lo: float, hi:
         return empty, empty
     ax = thread_axis(tables)
     calls = tables.launch_rows
+    calls = calls[(cpu.ts[calls] >= lo) & (cpu.ts[calls] <= hi)]
     gone = np.isin(calls, gone_calls)
     at_gone, at_kept = np.sort(ax.g0[calls[gone]]), np.sort(ax.g0[calls[~gone]])
     ops = np.flatnonzero((cpu.kind == OP) & (cpu.ts >= lo) & (cpu.ts <= hi))

@@ -38,6 +38,11 @@ class WhatIfCase(msgspec.Struct, kw_only=True):
     gain_share: float  # of the modelled step
     mfu: float | None  # MFU at the simulated step (same FLOPs), None when unknown or past 100 %
     floor_us: float  # the busiest chain's work the changes leave, per step: the step cannot be shorter
+    # the same changes re-timed with the profiler's host cost taken out of the trace: the step and gain
+    # of a run that is not profiled (each finding alone, and all at once; None on the other subsets)
+    unprofiled_step_us: float | None = None
+    unprofiled_gain_us_per_step: float | None = None
+    unprofiled_floor_us: float | None = None
 
 
 class WhatIfFinding(msgspec.Struct, kw_only=True):
@@ -52,6 +57,7 @@ class WhatIf(msgspec.Struct, kw_only=True):
     """What the findings' fixes give, re-timed on the critical-path model, alone and together."""
 
     step_us: float  # the modelled mean step (the trace's own timing re-timed unchanged)
+    unprofiled_step_us: float  # the same with the profiler's host cost taken out (diagnosis.whatif_gains)
     mfu: float | None
     steps_modelled: int
     # the re-timed findings with the largest gains, at most diagnosis.whatif_gains.MAX_PANEL of them

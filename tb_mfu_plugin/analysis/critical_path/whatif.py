@@ -17,7 +17,6 @@ from functools import cached_property
 
 import numpy as np
 
-from .. import intervals
 from . import classes as cls
 from .graph import Graph, paint
 from .timing import Retimer, Timing, Weights
@@ -47,7 +46,7 @@ class OpChange:
 class HostChange:
     lo: np.ndarray  # windows on the host time line
     hi: np.ndarray
-    factor: float  # the host time in them x factor
+    factor: float | np.ndarray  # the host time in them x factor (one for all, or one per window)
     only: tuple[str, ...] = ()  # only segments of these classes (classes.HOST...), () all
 
 
@@ -126,16 +125,41 @@ def _segments_of(g: Graph, p0: np.ndarray, p1: np.ndarray) -> np.ndarray:
 
 
 def _host_scaled(g: Graph, w: np.ndarray, hc: HostChange) -> np.ndarray:
-    """The segment weights with the host time inside the windows scaled by ``hc.factor``."""
-    lo, hi = intervals.merge(np.asarray(hc.lo, np.float64), np.asarray(hc.hi, np.float64))
+    """The segment weights with the host time inside the windows scaled by their factor: each
+    segment loses (1 - factor) of its share inside each window, windows cut where they overlap."""
+    lo = np.asarray(hc.lo, np.float64)
+    hi = np.asarray(hc.hi, np.float64)
+    cut = np.broadcast_to(1.0 - np.clip(np.asarray(hc.factor, np.float64), 0.0, 1.0), lo.shape)
+    order = np.argsort(lo, kind="stable")
+    lo, hi, cut = lo[order], hi[order], cut[order]
+    if len(lo) > 1:  # overlapping windows: each ends where the next begins
+        hi = np.minimum(hi, np.r_[lo[1:], np.inf])
+    keep = hi > lo
+    lo, hi, cut = lo[keep], hi[keep], cut[keep]
     t = g.host.t
-    inside = intervals.covered_length(lo, hi, t[:-1], t[1:])
+    removed = _weighted_cover(lo, hi, cut, t[:-1], t[1:])
     length = np.diff(t)
-    share = np.where(length > 0, inside / np.where(length > 0, length, 1.0), 0.0)
-    out: np.ndarray = w * (1.0 - (1.0 - hc.factor) * share)
+    share = np.where(length > 0, removed / np.where(length > 0, length, 1.0), 0.0)
+    out: np.ndarray = w * np.clip(1.0 - share, 0.0, 1.0)
     if hc.only:
         codes = np.isin(g.host.cls, [cls.CODE[c] for c in hc.only])
         out = np.where(codes, out, w)
+    return out
+
+
+def _weighted_cover(lo: np.ndarray, hi: np.ndarray, weight: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """For each ``[a, b]``: the sum over the disjoint sorted windows of weight x the length inside."""
+    if not len(lo):
+        return np.zeros(len(a))
+    cum = np.concatenate(([0.0], np.cumsum((hi - lo) * weight)))
+
+    def upto(x: np.ndarray) -> np.ndarray:
+        k = np.searchsorted(lo, x, side="right") - 1
+        kk = np.maximum(k, 0)
+        v = cum[kk] + np.clip(x - lo[kk], 0.0, hi[kk] - lo[kk]) * weight[kk]
+        return np.where(k >= 0, v, 0.0)
+
+    out: np.ndarray = np.maximum(upto(b) - upto(a), 0.0)
     return out
 
 
@@ -211,6 +235,7 @@ class Model:
         pos = np.full(view_rows, -1, np.int64)
         pos[g.ops.row] = np.arange(len(g.ops))
         self.view_pos = pos
+        self._cache: dict[tuple[int, bool], tuple[Change, Weights]] = {}
 
     @cached_property
     def base(self) -> Timing:
@@ -218,27 +243,54 @@ class Model:
 
     @cached_property
     def unprofiled_base(self) -> Timing:
-        return self.retimer.run(unprofiled(self.g))
+        return self.retimer.run(self.unprofiled_weights)
 
     @property
     def step_us(self) -> float:
-        return self.base.span_us / max(self.g.steps, 1)
+        """The mean of the modelled steps, as the analysis measured them (a change shortens it by
+        what it takes off the time from the first step's start to the last step's end)."""
+        return float((self.g.step_end - self.g.step_start).sum()) / max(self.g.steps, 1)
+
+    def _after(self, timing: Timing) -> float:
+        return self.step_us - (self.base.span_us - timing.span_us) / max(self.g.steps, 1)
 
     @property
     def unprofiled_step_us(self) -> float:
         """The step with the profiler's host cost taken out (``unprofiled``)."""
-        return self.unprofiled_base.span_us / max(self.g.steps, 1)
+        return self._after(self.unprofiled_base)
+
+    def _weights(self, changes: Sequence[Change], without_profiler: bool) -> Weights:
+        """The weights of ``changes`` together: the smallest each leaves (each change's own are
+        worked out once, then combined elementwise)."""
+        base = self.unprofiled_weights if without_profiler else None
+        own = [self._own(ch, without_profiler, base) for ch in changes]
+        if not own:
+            return base if base is not None else Weights.of(self.g)
+        w, d, gap, lat, keep = own[0].w, own[0].d, own[0].gap, own[0].lat, own[0].sync_keep
+        for o in own[1:]:
+            w, d, gap, keep = np.minimum(w, o.w), np.minimum(d, o.d), np.minimum(gap, o.gap), keep & o.sync_keep
+        return Weights(w, d, gap, lat, keep)
+
+    def _own(self, ch: Change, without_profiler: bool, base: Weights | None) -> Weights:
+        key = (id(ch), without_profiler)
+        got = self._cache.get(key)
+        if got is None or got[0] is not ch:
+            got = (ch, weights(self.g, self.view_pos, [ch], base))
+            self._cache[key] = got
+        return got[1]
+
+    @cached_property
+    def unprofiled_weights(self) -> Weights:
+        return unprofiled(self.g)
 
     def simulate(self, changes: Sequence[Change], without_profiler: bool = False) -> Outcome:
         """The step re-timed with ``changes``; ``without_profiler``: from the unprofiled weights, the
         gain then against the unprofiled step."""
-        base = unprofiled(self.g) if without_profiler else None
-        wt = weights(self.g, self.view_pos, changes, base)
+        wt = self._weights(changes, without_profiler)
         timing = self.retimer.run(wt)
-        n = max(self.g.steps, 1)
-        step = timing.span_us / n
+        step = self._after(timing)
         before = self.unprofiled_step_us if without_profiler else self.step_us
-        return Outcome(step, before - step, _floor(self.g, wt) / n, timing)
+        return Outcome(step, before - step, _floor(self.g, wt) / max(self.g.steps, 1), timing)
 
 
 def _floor(g: Graph, wt: Weights) -> float:
