@@ -110,13 +110,20 @@ def pair_row(pairs: Path, pair: str, truth: dict) -> Row:
     g = truth["pairs"][pair]
     before = g["before"]["step_time_unprofiled"]["median_us"]
     after = g["after"]["step_time_unprofiled"]["median_us"]
-    prof = float(np.mean(g["before"]["step_time_us_profiled_steps"]) - np.mean(g["after"]["step_time_us_profiled_steps"]))
-    wi = f.evidence.get("whatif") if f is not None else None
-    un = wi["unprofiled"] if isinstance(wi, dict) else None
+    prof = float(
+        np.mean(g["before"]["step_time_us_profiled_steps"]) - np.mean(g["after"]["step_time_us_profiled_steps"])
+    )
+    ev = f.evidence.get("whatif") if f is not None else None
+    un = ev["unprofiled"] if isinstance(ev, dict) else None
     share = float(un["gain_share"]) if un else 0.0
     combined_after = floor = None
     wi = w.whatif
-    if wi is not None and wi.combined is not None and wi.combined.unprofiled_step_us is not None and wi.unprofiled_step_us > 0:
+    if (
+        wi is not None
+        and wi.combined is not None
+        and wi.combined.unprofiled_step_us is not None
+        and wi.unprofiled_step_us > 0
+    ):
         # on the unprofiled scale, as the predicted gain: the model's de-profiled steps' ratio x the before
         combined_after = before * wi.combined.unprofiled_step_us / wi.unprofiled_step_us
         floor = before * (wi.combined.unprofiled_floor_us or 0.0) / wi.unprofiled_step_us
@@ -131,7 +138,9 @@ def pair_row(pairs: Path, pair: str, truth: dict) -> Row:
         model_after_us=float(un["step_us_after"]) if un else float("nan"),
         trace_gain_us=f.est_gain_us_per_step if f is not None else 0.0,
         profiled_gain_us=prof,
-        rule_gain_us=float(wi["rule_gain_us_per_step"]) if isinstance(wi, dict) else (f.est_gain_us_per_step if f else 0.0),
+        rule_gain_us=float(ev["rule_gain_us_per_step"])
+        if isinstance(ev, dict)
+        else (f.est_gain_us_per_step if f else 0.0),
         combined_after_us=combined_after,
         floor_us=floor,
         control=pair in CONTROLS,

@@ -65,7 +65,11 @@ def diagnose(
     claimed, retimed = retime(ctx, report, run_claims(ctx, report))  # gains from re-timing the step
     claimed.sort(key=lambda c: _order(c[0]))
     report.findings = [f for f, _ in claimed]
-    combined = retimed if retimed is not None else combined_gain([Claim(f.est_gain_us_per_step, t) for f, t in claimed], ctx.step_us)
+    combined = (
+        retimed
+        if retimed is not None
+        else combined_gain([Claim(f.est_gain_us_per_step, t) for f, t in claimed], ctx.step_us)
+    )
     report.combined_gain_us_per_step = combined
     report.combined_gain_share = combined / ctx.step_us if ctx.step_us > 0 else None
     try:

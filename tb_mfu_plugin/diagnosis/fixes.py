@@ -23,6 +23,7 @@ from ..fmt import us
 from .context import Context
 from .cost_time import TimeSet
 
+
 def _rows(mask: np.ndarray) -> np.ndarray:
     return np.flatnonzero(mask)
 
@@ -65,7 +66,9 @@ def pinned(ctx: Context, pageable: np.ndarray, gbps: dict[str, float]) -> Change
     calls = ctx.launcher[rows]
     calls = calls[calls >= 0]
     launch = np.full(len(calls), typical_launch_us(ctx))
-    text = f"the pageable copies from pinned memory at {', '.join(f'{d} {v:.3g} GB/s' for d, v in sorted(gbps.items()))}"
+    text = (
+        f"the pageable copies from pinned memory at {', '.join(f'{d} {v:.3g} GB/s' for d, v in sorted(gbps.items()))}"
+    )
     return Change(
         text + ", copied with non_blocking=True (their syncs removed)",
         ops=(OpChange(rows, factor),),
@@ -132,8 +135,7 @@ def fused_optimizer(ctx: Context, launched: np.ndarray, ratio: float) -> Change:
     host ops that launched them gone (a fused step dispatches a handful of multi-tensor ops)."""
     rows = _rows(launched)
     return Change(
-        f"the optimizer step fused: its kernels' time x {ratio:g} with no gaps, the host ops that launched "
-        "them gone",
+        f"the optimizer step fused: its kernels' time x {ratio:g} with no gaps, the host ops that launched them gone",
         ops=(OpChange(rows, ratio, fused=True),),
         host=folded_dispatch(ctx, rows),
     )

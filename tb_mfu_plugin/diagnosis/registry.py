@@ -76,7 +76,10 @@ class Rule:
         for hit in self.hits(ctx, fired):
             f = self.finding(ctx, hit)
             if hit.change is not None:
-                ctx.changes[(f.id, f.subject)] = (hit.change, ctx.mfu if hit.mfu_at_fix_peak is None else hit.mfu_at_fix_peak)
+                ctx.changes[(f.id, f.subject)] = (
+                    hit.change,
+                    ctx.mfu if hit.mfu_at_fix_peak is None else hit.mfu_at_fix_peak,
+                )
             out.append((f, hit.time))
         return out
 

@@ -61,7 +61,8 @@ def retime(ctx: Context, report: WorkerReport, claimed: Claimed) -> tuple[Claime
     assert all_at_once is not None
     times = {id(f): t for f, t in out}
     timed_ids = {id(f) for f, *_ in timed}
-    claims = [Claim(all_at_once.gain_us_per_step, union(times[id(f)] for f, *_ in timed if times[id(f)] is not None))]
+    held = [t for f, *_ in timed if (t := times[id(f)]) is not None]
+    claims = [Claim(all_at_once.gain_us_per_step, union(held))]
     claims += [Claim(f.est_gain_us_per_step, t) for f, t in out if id(f) not in timed_ids]
     return out, combined_gain(claims, ctx.step_us)
 
@@ -141,6 +142,7 @@ def _panel(ctx: Context, model: Model, timed: list[Timed]) -> WhatIf:
         findings=findings,
         cases=cases,
         combined=combined,
+        findings_retimed=len(timed),
     )
 
 

@@ -102,8 +102,9 @@ def test_tiny_kernels_in_graphs_threshold_edges(tmp_path: Path) -> None:
     assert "CUDA graph replays" in g.recommendation and "reduce-overhead" not in g.recommendation
     assert "tiny_kernels_in_graphs" in ids(analyze(b, tmp_path, replace(DEFAULT, graph_gap_min_share=0.594))[0])
     assert "tiny_kernels_in_graphs" not in ids(analyze(b, tmp_path, replace(DEFAULT, graph_gap_min_share=0.595))[0])
-    assert "tiny_kernels_in_graphs" not in ids(analyze(b, tmp_path, replace(DEFAULT, graph_short_kernel_us=1.9,
-                                                                             graph_short_kernel_share=1.1))[0])
+    assert "tiny_kernels_in_graphs" not in ids(
+        analyze(b, tmp_path, replace(DEFAULT, graph_short_kernel_us=1.9, graph_short_kernel_share=1.1))[0]
+    )
 
 
 def test_rocm_hip_graph_replays(tmp_path: Path) -> None:
@@ -111,14 +112,26 @@ def test_rocm_hip_graph_replays(tmp_path: Path) -> None:
     id 0, kernels on HSA agent 2, one hipGraphLaunch a step whose kernels carry its correlation id
     and no grid (Kineto takes ROCm grids from the launch call's arguments, which a graph launch
     does not have)."""
-    mi300x = {"id": 0, "name": "AMD Instinct MI300X VF", "computeMajor": 9, "computeMinor": 4, "warpSize": 64,
-              "numSms": 304}
+    mi300x = {
+        "id": 0,
+        "name": "AMD Instinct MI300X VF",
+        "computeMajor": 9,
+        "computeMinor": 4,
+        "warpSize": 64,
+        "numSms": 304,
+    }
     b = Builder(devices=[mi300x])
     for s in range(3):
         t0 = 1000.0 * s
         b.step(s + 1, t0, 1000)
-        b.graph_launch(t0 + 10, [(ADD, t0 + 20 + 8 * i, 2) for i in range(100)], api="hipGraphLaunch",
-                       device=2, blocks_per_sm=None, occupancy=None)
+        b.graph_launch(
+            t0 + 10,
+            [(ADD, t0 + 20 + 8 * i, 2) for i in range(100)],
+            api="hipGraphLaunch",
+            device=2,
+            blocks_per_sm=None,
+            occupancy=None,
+        )
     tables = decode_trace(str(b.write(tmp_path / "rocm.pt.trace.json.gz")))
     rep, steps, view = analyze_device(tables, 2, AnalysisOptions())
     diagnose(rep, tables, steps, view)

@@ -58,3 +58,24 @@ def test_the_combined_whatif_is_not_faster_than_the_fix_allows(rows: list[Any]) 
             answered += 1
             assert r.combined_after_us >= 0.75 * r.after_us, r
     assert answered >= 3
+
+
+def test_the_table_in_the_docs_is_the_benchmarks(rows: list[Any], bench: Any) -> None:
+    """docs/diagnosis.md's pair table is what the benchmark prints now (``--markdown``): each row's
+    predicted and measured gain, and its combined what-if, to the printed 0.01 ms. A change to the
+    model that moves a prediction must update the table (python benchmarks/bench_whatif_pairs.py
+    --markdown), so the page never shows figures the code no longer gives."""
+    doc = (ROOT / "docs" / "diagnosis.md").read_text()
+    start, end = "<!-- whatif-pairs:start -->", "<!-- whatif-pairs:end -->"
+    assert start in doc and end in doc
+    in_doc = doc.split(start)[1].split(end)[0].strip()
+    want = bench.table(rows, markdown=True).strip()
+
+    def cells(md: str) -> dict[str, list[str]]:
+        out = {}
+        for line in md.splitlines()[2:]:
+            c = [x.strip() for x in line.strip("|").split("|")]
+            out[c[0]] = [c[2], c[3], c[9]]  # predicted, measured, combined (floor)
+        return out
+
+    assert cells(in_doc) == cells(want), want

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...trace.tables import KERNEL, MEMCPY, MEMSET
+from ...trace.tables import KERNEL, MEMCPY
+from ...trace.tables import MEMSET as MEMSET_KIND
 from .. import kernel_families as kf
 from .. import name_patterns as nm
 
@@ -96,5 +97,5 @@ def op_classes(kind: np.ndarray, name: np.ndarray, lut: np.ndarray) -> np.ndarra
     """The class code of each GPU op: its kernel name's (``name_lut``), or copy / memset."""
     out = np.where(kind == KERNEL, lut[name], CODE[OTHER_KERNEL]).astype(np.int8)
     out[kind == MEMCPY] = CODE[COPY]
-    out[kind == MEMSET] = CODE[MEMSET]
+    out[kind == MEMSET_KIND] = CODE[MEMSET]
     return out

@@ -15,7 +15,9 @@ from ...trace.tables import OP, TraceTables
 from ..nesting import thread_axis
 
 
-def dispatch_windows(tables: TraceTables, gone_calls: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+def dispatch_windows(
+    tables: TraceTables, gone_calls: np.ndarray, lo: float, hi: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Host windows of the outermost ops (started in ``[lo, hi]``) whose every launch call inside
     them, on their thread, is one of ``gone_calls``."""
     cpu = tables.cpu

@@ -64,3 +64,4 @@ class WhatIf(msgspec.Struct, kw_only=True):
     findings: list[WhatIfFinding]
     cases: list[WhatIfCase]  # every non-empty subset of ``findings``, by mask
     combined: WhatIfCase | None = None  # every re-timed finding at once (the report's combined gain)
+    findings_retimed: int = 0  # findings whose gain the re-timing gave (``combined`` applies them all)

@@ -252,7 +252,7 @@ class Model:
         return float((self.g.step_end - self.g.step_start).sum()) / max(self.g.steps, 1)
 
     def _after(self, timing: Timing) -> float:
-        return self.step_us - (self.base.span_us - timing.span_us) / max(self.g.steps, 1)
+        return self._after_span(timing.span_us)
 
     @property
     def unprofiled_step_us(self) -> float:
@@ -290,7 +290,14 @@ class Model:
         timing = self.retimer.run(wt)
         step = self._after(timing)
         before = self.unprofiled_step_us if without_profiler else self.step_us
-        return Outcome(step, before - step, _floor(self.g, wt) / max(self.g.steps, 1), timing)
+        # the floor is work over the span (first step's start to the last op's end), the step a mean of
+        # the steps' own durations: the floor is taken into step time by the same shift as the step
+        floor = self._after_span(_floor(self.g, wt))
+        return Outcome(step, before - step, floor, timing)
+
+    def _after_span(self, span_us: float) -> float:
+        """A span's time as a mean step, as ``_after`` takes a re-timed span."""
+        return self.step_us - (self.base.span_us - span_us) / max(self.g.steps, 1)
 
 
 def _floor(g: Graph, wt: Weights) -> float:

@@ -148,7 +148,9 @@ def small_copies(ctx: Context, fired: Fired) -> list[Hit]:
     }
     args = {"small": n_small, "d2d": n_d2d}
     mine = (small | d2d) & ~_pageable_rows(ctx)
-    change = fixes.copies_gone(ctx, mine, "the small and device-to-device copies avoided (preallocated, written in place)")
+    change = fixes.copies_gone(
+        ctx, mine, "the small and device-to-device copies avoided (preallocated, written in place)"
+    )
     return [Hit(cost_us=time, gain_us=time, evidence=evidence, args=args, time=alone, change=change)]
 
 
@@ -200,5 +202,7 @@ def memcpy_bound(ctx: Context, fired: Fired) -> list[Hit]:
     args = {"share": left / ctx.step_us}
     rows = ctx.is_memcpy & ctx.in_step
     rows &= ~rows_in(ctx, rows, claimed_by(fired, pageable_memcpy.id, small_copies.id))
-    change = fixes.copies_gone(ctx, rows, "the copies kept off the step (data resident on the GPU, or prefetched on a side stream)")
+    change = fixes.copies_gone(
+        ctx, rows, "the copies kept off the step (data resident on the GPU, or prefetched on a side stream)"
+    )
     return [Hit(cost_us=left, gain_us=left, evidence=evidence, args=args, time=mine, change=change)]

@@ -49,6 +49,8 @@ def dataloader_stall(ctx: Context, fired: Fired) -> list[Hit]:
             args={"share": stall / ctx.step_us},
             fix=fix,
             time=time,
-            change=fixes.host_hidden(cpu.ts[rows], cpu.end[rows], "the DataLoader calls hidden (batches loaded ahead by workers)"),
+            change=fixes.host_hidden(
+                cpu.ts[rows], cpu.end[rows], "the DataLoader calls hidden (batches loaded ahead by workers)"
+            ),
         )
     ]

@@ -27,10 +27,10 @@ import msgspec
 import numpy as np
 
 from ...analysis import intervals
+from ...analysis.critical_path.whatif import Change
 from ...analysis.report import RooflineOp
 from ...analysis.roofline import placed_ops
 from ...fmt import nbytes, us
-from ...analysis.critical_path.whatif import Change
 from .. import fixes
 from ..context import Context
 from ..cost_time import TimeSet, claimed_by, rows_in, rows_time

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 
 from ...analysis import kernel_families as kf
-from ...distinct import distinct
 from ...analysis.critical_path.whatif import Change
+from ...distinct import distinct
 from .. import fixes
 from ..context import Context
 from ..cost_time import rows_time
@@ -121,7 +121,9 @@ def no_tensor_cores(ctx: Context) -> list[Hit]:
 
 def _change(ctx: Context, rows: np.ndarray) -> Change:
     factor, basis = fixes.tensor_core_factor(ctx, ctx.th.tensor_core_speedup)
-    return fixes.scaled(rows, factor, f"the fp32 matmul kernels on the 16-bit tensor cores at their share of the peak ({basis})")
+    return fixes.scaled(
+        rows, factor, f"the fp32 matmul kernels on the 16-bit tensor cores at their share of the peak ({basis})"
+    )
 
 
 def _mfu_at_bf16_peak(ctx: Context) -> float | None:
