@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tb_mfu_plugin.analysis.critical_path.classes import HTA_CATEGORY  # noqa: E402
-from tb_mfu_plugin.pipeline import analyze_path  # noqa: E402
+from tb_mfu_plugin.running.pipeline import analyze_path  # noqa: E402
 
 SAMPLES = ROOT / "sample_traces"
 PAIRS = ROOT / "validation" / "whatif_pairs"

@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tb_mfu_plugin.analysis.report import Finding, WorkerReport  # noqa: E402
-from tb_mfu_plugin.pipeline import analyze_path  # noqa: E402
+from tb_mfu_plugin.running.pipeline import analyze_path  # noqa: E402
 
 PAIRS = ROOT / "validation" / "whatif_pairs"
 # The finding each pair's fix answers.

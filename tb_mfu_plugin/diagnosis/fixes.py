@@ -14,12 +14,12 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ..analysis import copies as cp
-from ..analysis import peaks
 from ..analysis.critical_path import classes as cpc
 from ..analysis.critical_path.dispatch import dispatch_windows
 from ..analysis.critical_path.whatif import GRAPH_GAP_US, Change, HostChange, OpChange
-from ..fmt import us
+from ..analysis.device import peaks
+from ..analysis.fmt import us
+from ..analysis.time import copies as cp
 from .context import Context
 from .cost_time import TimeSet
 

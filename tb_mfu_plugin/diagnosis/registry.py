@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..analysis.critical_path.whatif import Change
-from ..fmt import template
+from ..analysis.fmt import template
 from .context import Context
 from .cost_time import Findings, TimeSet
 from .finding import Finding, make_finding

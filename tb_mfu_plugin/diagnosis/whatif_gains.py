@@ -19,7 +19,7 @@ from itertools import combinations
 
 from ..analysis.critical_path.report_types import WhatIf, WhatIfCase, WhatIfFinding
 from ..analysis.critical_path.whatif import Change, Model, Outcome
-from ..analysis.mfu import projected_mfu
+from ..analysis.device.mfu import projected_mfu
 from ..analysis.report import Finding, WorkerReport
 from .context import Context
 from .cost_time import Claim, TimeSet, combined_gain, union

@@ -122,7 +122,7 @@ def test_host_time_hidden_and_ops_made_faster(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("run", sorted(p.name for p in PAIRS.iterdir() if p.is_dir()) if PAIRS.is_dir() else [])
 def test_recorded_pairs_retime_to_themselves_and_add_up(run: str) -> None:
-    from tb_mfu_plugin.pipeline import analyze_path
+    from tb_mfu_plugin.running.pipeline import analyze_path
 
     for side in ("before", "after"):
         (w,) = [w for r in analyze_path(str(PAIRS / run / side)).runs for w in r.workers]

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tb_mfu_plugin.fmt import us
+from tb_mfu_plugin.analysis.fmt import us
 
 from .conftest import ROOT
 from .test_browser import TIMEOUT_MS, cli_json, first_usable, open_tab, pct_text

@@ -13,8 +13,8 @@ import numpy as np
 
 from ...trace.tables import KERNEL, MEMCPY
 from ...trace.tables import MEMSET as MEMSET_KIND
-from .. import kernel_families as kf
-from .. import name_patterns as nm
+from ..kernels import families as kf
+from ..kernels import name_patterns as nm
 
 # Host segments (the merged host timeline of the device's launching threads).
 HOST = "host"  # CPU work outside launch, sync and DataLoader calls (Python, op dispatch)

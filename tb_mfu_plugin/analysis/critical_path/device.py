@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...distinct import distinct
+from ...core.distinct import distinct
 from ...trace.tables import GpuTable, TraceTables
-from ..kernel_families import NameClasses
-from ..steps import Steps
+from ..kernels.families import NameClasses
+from ..time.steps import Steps
 from . import classes as cls
 from .blocks import critical_path_block
 from .graph import Device, build

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...trace.tables import OP, TraceTables
-from ..nesting import thread_axis
+from ..time.nesting import thread_axis
 
 
 def dispatch_windows(

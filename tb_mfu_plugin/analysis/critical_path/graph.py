@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...trace.tables import ANNOTATION, MEMCPY, CpuTable, GpuTable, TraceTables
-from ..patterns import dataloader_rows
-from ..steps import Steps
+from ..time.patterns import dataloader_rows
+from ..time.steps import Steps
 from . import classes as cls
 
 # The binding edge of an op.

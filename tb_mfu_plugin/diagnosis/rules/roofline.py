@@ -26,11 +26,11 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from ...analysis import intervals
+from ...analysis.bytes.roofline import placed_ops
 from ...analysis.critical_path.whatif import Change
+from ...analysis.fmt import nbytes, us
 from ...analysis.report import RooflineOp
-from ...analysis.roofline import placed_ops
-from ...fmt import nbytes, us
+from ...analysis.time import intervals
 from .. import fixes
 from ..context import Context
 from ..cost_time import TimeSet, claimed_by, rows_in, rows_time

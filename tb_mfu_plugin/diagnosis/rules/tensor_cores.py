@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from ...analysis import kernel_families as kf
 from ...analysis.critical_path.whatif import Change
-from ...distinct import distinct
+from ...analysis.kernels import families as kf
+from ...core.distinct import distinct
 from .. import fixes
 from ..context import Context
 from ..cost_time import rows_time
@@ -129,7 +129,7 @@ def _change(ctx: Context, rows: np.ndarray) -> Change:
 def _mfu_at_bf16_peak(ctx: Context) -> float | None:
     """The fix moves the matmuls to bf16 (or TF32) tensor cores, so the MFU after it is measured
     against the bf16 dense peak, not the fp32 CUDA-core one an fp32 run's MFU uses: projecting from
-    the fp32 MFU would read above 100 %. ``analysis.mfu`` computed that MFU once (fp32 runs only)."""
+    the fp32 MFU would read above 100 %. ``analysis.device.mfu`` computed that MFU once (fp32 runs only)."""
     fl = ctx.report.flops
     at_bf16 = fl.mfu_at_bf16_peak if fl is not None else None
     return at_bf16 if isinstance(at_bf16, float) else None
