@@ -57,6 +57,14 @@ def test_every_name_is_a_key_of_the_report() -> None:
             from tb_mfu_plugin.analysis.time.aggregate import BREAKDOWN_KEYS
 
             assert key in BREAKDOWN_KEYS, name
+        elif block == "critical_path":
+            from tb_mfu_plugin.analysis.critical_path.classes import CLASSES
+
+            assert key in CLASSES, name
+        elif block == "whatif":
+            from tb_mfu_plugin.analysis.critical_path.report_types import WhatIfCase
+
+            assert key in _fields(WhatIfCase), name
         elif block in ("flops", "device", "strategies"):
             continue  # FlopsDetail, Device, StrategyRow: checked by name below
         else:

@@ -17,6 +17,7 @@ from tb_mfu_plugin.notebook import frames
 ACCESSORS = {
     "workers": frames.WORKERS, "steps": frames.STEPS, "kernels": frames.KERNELS, "copies": frames.COPIES,
     "syncs": frames.SYNCS, "findings": frames.FINDINGS, "ranks": frames.RANKS, "collectives": frames.COLLECTIVES,
+    "critical_path": frames.CRITICAL_PATH, "whatif": frames.WHATIF,
 }
 BREAKDOWN = ["breakdown_kernel", "breakdown_memcpy", "breakdown_memset", "breakdown_idle_after_sync",
              "breakdown_idle_other"]
@@ -65,6 +66,22 @@ def test_steps_are_the_json_reports_steps(naive: tm.Report) -> None:
     assert df["breakdown_idle_other"].tolist() == pytest.approx([s["breakdown"]["idle_other"] for s in w["steps"]])
     assert set(df["run"]) == {"gpt_naive_attention"} and set(df["worker"]) == {"rank0"}
     assert df["gpu"].tolist() == [0, 0, 0]
+
+
+def test_critical_path_and_whatif_are_the_json_reports(naive: tm.Report) -> None:
+    """One row per modelled step, its classes adding up to the step; one row per re-timing, the
+    combined one last and applying every panel finding."""
+    (w,) = _cli_json(SAMPLES / "gpt_naive_attention")["runs"][0]["workers"]
+    cp, wi = w["critical_path"], w["whatif"]
+    df = naive.critical_path()
+    assert df["step"].tolist() == [s["step"] for s in cp["steps"]]
+    assert df[list(cp["classes"])].sum(axis=1).tolist() == pytest.approx(df["dur_us"].tolist(), rel=1e-9)
+    for c in cp["classes"]:
+        assert df[c].tolist() == pytest.approx([s["us"].get(c, 0.0) for s in cp["steps"]]), c
+    wf = naive.whatif()
+    assert len(wf) == len(wi["cases"]) + 1 and wf["combined"].tolist() == [False] * len(wi["cases"]) + [True]
+    assert wf["step_us"].tolist() == pytest.approx([c["step_us"] for c in [*wi["cases"], wi["combined"]]])
+    assert [len(x) for x in wf["findings"][:-1]] == [bin(c["mask"]).count("1") for c in wi["cases"]]
 
 
 def test_workers_copies_syncs_kernels_findings_match_the_json(naive: tm.Report) -> None:

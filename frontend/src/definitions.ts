@@ -214,6 +214,106 @@ export const DEFINITIONS = {
     definition: 'Share of a pipeline stage\'s step idle for the other stages',
     unit: 'share',
   },
+  'critical_path.host': {
+    label: 'Host',
+    definition: 'Critical-path time in host work outside launch, sync and DataLoader calls (Python, op dispatch)',
+    unit: 'time',
+  },
+  'critical_path.dataloader': {
+    label: 'DataLoader',
+    definition: 'Critical-path time in DataLoader calls on the host',
+    unit: 'time',
+  },
+  'critical_path.launch': {
+    label: 'Launch',
+    definition: 'Critical-path time in kernel launch calls, and from a launch call to its kernel\'s start',
+    unit: 'time',
+  },
+  'critical_path.sync': {
+    label: 'Sync',
+    definition: 'Critical-path time in host-device syncs beyond the GPU work they waited for, and their return',
+    unit: 'time',
+  },
+  'critical_path.kernel_matmul': {
+    label: 'Matmul kernels',
+    definition: 'Critical-path time in tensor-core matmul/conv kernels',
+    unit: 'time',
+  },
+  'critical_path.kernel_matmul_cuda_core': {
+    label: 'CUDA-core matmuls',
+    definition: 'Critical-path time in matmul/conv kernels on the CUDA cores',
+    unit: 'time',
+  },
+  'critical_path.kernel_attention': {
+    label: 'Attention kernels',
+    definition: 'Critical-path time in fused attention kernels',
+    unit: 'time',
+  },
+  'critical_path.kernel_elementwise': {
+    label: 'Elementwise kernels',
+    definition: 'Critical-path time in elementwise, normalisation and reduction kernels',
+    unit: 'time',
+  },
+  'critical_path.kernel_other': {
+    label: 'Other kernels',
+    definition: 'Critical-path time in other kernels (fused Triton, optimizer, matmuls of unknown unit)',
+    unit: 'time',
+  },
+  'critical_path.communication': {
+    label: 'Communication',
+    definition: 'Critical-path time in collective kernels, waiting for peers included',
+    unit: 'time',
+  },
+  'critical_path.copy': {
+    label: 'Copies',
+    definition: 'Critical-path time in memcpys on the GPU and in the host\'s memcpy calls (pageable staging)',
+    unit: 'time',
+  },
+  'critical_path.memset': {
+    label: 'Memsets',
+    definition: 'Critical-path time in memsets',
+    unit: 'time',
+  },
+  'critical_path.gpu_gap': {
+    label: 'GPU gaps',
+    definition: 'Critical-path time between two ops of one stream, the second queued behind the first',
+    unit: 'time',
+  },
+  'critical_path.stream_wait': {
+    label: 'Stream waits',
+    definition: 'Critical-path time an op waited for an op of another stream (an event wait)',
+    unit: 'time',
+  },
+  'critical_path.other': {
+    label: 'Unattributed',
+    definition: 'Critical-path time before ops with no dependency the trace shows (no launch call)',
+    unit: 'time',
+  },
+  'whatif.step_us': {
+    label: 'Simulated step',
+    definition: 'The mean step re-timed on its critical path with the picked findings\' fixes applied together',
+    unit: 'time',
+  },
+  'whatif.gain_us_per_step': {
+    label: 'Simulated gain',
+    definition: 'The modelled step less the simulated one: what the fixes together give',
+    unit: 'time',
+  },
+  'whatif.mfu': {
+    label: 'MFU after',
+    definition: 'MFU at the simulated step, with the same FLOPs',
+    unit: 'share',
+  },
+  'whatif.floor_us': {
+    label: 'Floor',
+    definition: 'The work the fixes leave on the busiest stream or on the host: no re-timing is shorter',
+    unit: 'time',
+  },
+  'whatif.unprofiled_step_us': {
+    label: 'Without the profiler',
+    definition: 'The simulated step with the profiler\'s host cost per recorded event taken out of the trace',
+    unit: 'time',
+  },
   'strategies.mfu_min': {
     label: 'MFU per rank, median step',
     definition: 'Lowest / mean / highest over the ranks of each rank\'s MFU, median step',

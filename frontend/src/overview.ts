@@ -14,6 +14,7 @@ import { rooflineCard } from './roofline';
 import { meanStep, stepBreakdownSummary, stepsChart } from './steps';
 import type { Summary, WorkerReport } from './types';
 import { waterfallCard } from './waterfall';
+import { criticalPathCard, whatIfCard } from './whatif';
 
 /** "346.3 TFLOP/s" -> number, then the unit in a smaller span (the text stays "346.3 TFLOP/s"). */
 function valueWithUnit(value: string): Child[] {
@@ -296,6 +297,8 @@ export function renderWorker(w: WorkerReport): HTMLElement {
     h('div', { class: 'row two' }, busyVsFast(s), deviceCard(w, s)),
     h('div', { class: 'row two' }, findingsCard(w), waterfallCard(w)),
     stepsChart(w, s),
+    criticalPathCard(w),
+    whatIfCard(w),
     communicationCard(w),
     h('div', { class: 'row two' }, flopsCard(w), launchesCard(w), copiesCard(w), syncsCard(w)),
     rooflineCard(w),

@@ -75,6 +75,25 @@ export const COLORS = {
   runs: [SERIES.blue, SERIES.orange, SERIES.green, SERIES.red, SERIES.teal, SERIES.purple, SERIES.yellow, SERIES.brown],
 };
 
+/** The critical path's classes (WorkerReport.critical_path.classes): host work warm, GPU work cool. */
+export const CRITICAL_PATH: Record<string, string> = {
+  host: SERIES.brown,
+  dataloader: SERIES.pink,
+  launch: SERIES.orange,
+  sync: SERIES.red,
+  kernel_matmul: SERIES.blue,
+  kernel_matmul_cuda_core: SERIES.teal,
+  kernel_attention: SERIES.purple,
+  kernel_elementwise: SERIES.green,
+  kernel_other: SERIES.lightGreen,
+  communication: SERIES.yellow,
+  copy: SERIES.slate,
+  memset: SERIES.grey,
+  gpu_gap: SERIES.lightGrey,
+  stream_wait: UI.lineStrong,
+  other: UI.muted,
+};
+
 /** UI as CSS custom properties on :root, lineSoft as --line-soft. */
 export function cssVariables(): string {
   const props = Object.entries(UI).map(([k, v]) => `  --${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}: ${v};`);

@@ -43,6 +43,8 @@ export interface WorkerReport {
   trace_bytes: number;
   communication: Communication | null;
   pipeline: Pipeline | null;
+  critical_path: CriticalPath | null;
+  whatif: WhatIf | null;
 }
 
 export interface Device {
@@ -186,7 +188,7 @@ export interface KernelStats {
 
 /**
  * How the FLOPs behind MFU were counted, and every MFU-like figure besides the headline
- * (``analysis.mfu``). Per-step figures are means over the analysed steps.
+ * (``analysis.device.mfu``). Per-step figures are means over the analysed steps.
  */
 export interface FlopsDetail {
   source: string | null;
@@ -233,7 +235,7 @@ export interface UnattributedOp {
 
 /**
  * The peak MFU is measured against and how it was chosen (``analysis.peaks.PeakChoice``).
- * The defaults are the unknown peak; ``analysis.mfu`` always fills them.
+ * The defaults are the unknown peak; ``analysis.device.mfu`` always fills them.
  */
 export interface PeakFacts {
   name: string | null;
@@ -350,7 +352,7 @@ export interface WaterfallBar {
 }
 
 /**
- * The trace's ``distributedInfo`` (``analysis.distributed``); each key only where the
+ * The trace's ``distributedInfo`` (``analysis.distributed.info``); each key only where the
  * trace has it.
  */
 export interface Distributed {
@@ -429,7 +431,7 @@ export interface CommStep {
 }
 
 /**
- * One collective call, to match across ranks (``analysis.clock_skew``): the ``index``-th call
+ * One collective call, to match across ranks (``analysis.distributed.clock_skew``): the ``index``-th call
  * on ``group`` launched in profiler step ``step``. Written as an array to keep the JSON small:
  * [group, step, index, kind, dtype, bytes, start_us, end_us].
  */
@@ -449,6 +451,58 @@ export interface Pipeline {
   schedule: string | null;
   schedule_source: string | null;
   p2p_us_per_step: number;
+}
+
+/** Each modelled step's critical path by class (``analysis.critical_path``; docs/diagnosis.md). */
+export interface CriticalPath {
+  classes: string[];
+  steps: CriticalPathStep[];
+  us_per_step: Record<string, number>;
+  share: Record<string, number>;
+  bound: string;
+  steps_modelled: number;
+  launch_latency_us: number;
+  stream_gap_us: number;
+  inferred_waits_per_step: number;
+}
+
+export interface CriticalPathStep {
+  step: number;
+  dur_us: number;
+  us: Record<string, number>;
+  bound: string;
+}
+
+/** What the findings' fixes give, re-timed on the critical-path model, alone and together. */
+export interface WhatIf {
+  step_us: number;
+  unprofiled_step_us: number;
+  mfu: number | null;
+  steps_modelled: number;
+  findings: WhatIfFinding[];
+  cases: WhatIfCase[];
+  combined: WhatIfCase | null;
+  findings_retimed: number;
+}
+
+/** A re-timed finding, as Compare names findings: (id, subject) is unique in a report. */
+export interface WhatIfFinding {
+  id: string;
+  subject: string | null;
+  change: string;
+}
+
+/** One re-timing: the step with the changes of some findings applied together. */
+export interface WhatIfCase {
+  mask: number;
+  step_us: number;
+  gain_us_per_step: number;
+  gain_share: number;
+  mfu: number | null;
+  floor_us: number;
+  unprofiled_step_us: number | null;
+  unprofiled_gain_us_per_step: number | null;
+  unprofiled_floor_us: number | null;
 }
 
 /**

@@ -201,6 +201,72 @@ DEFINITIONS: dict[str, Definition] = {
         "time",
     ),
     "ranks.bubble_share": _d("Bubble", "Share of a pipeline stage's step idle for the other stages", "share"),
+    # ---- the critical path (analysis.critical_path): each class's time on it, adding up to the step
+    "critical_path.host": _d(
+        "Host",
+        "Critical-path time in host work outside launch, sync and DataLoader calls (Python, op dispatch)",
+        "time",
+    ),
+    "critical_path.dataloader": _d("DataLoader", "Critical-path time in DataLoader calls on the host", "time"),
+    "critical_path.launch": _d(
+        "Launch", "Critical-path time in kernel launch calls, and from a launch call to its kernel's start", "time"
+    ),
+    "critical_path.sync": _d(
+        "Sync",
+        "Critical-path time in host-device syncs beyond the GPU work they waited for, and their return",
+        "time",
+    ),
+    "critical_path.kernel_matmul": _d(
+        "Matmul kernels", "Critical-path time in tensor-core matmul/conv kernels", "time"
+    ),
+    "critical_path.kernel_matmul_cuda_core": _d(
+        "CUDA-core matmuls", "Critical-path time in matmul/conv kernels on the CUDA cores", "time"
+    ),
+    "critical_path.kernel_attention": _d("Attention kernels", "Critical-path time in fused attention kernels", "time"),
+    "critical_path.kernel_elementwise": _d(
+        "Elementwise kernels", "Critical-path time in elementwise, normalisation and reduction kernels", "time"
+    ),
+    "critical_path.kernel_other": _d(
+        "Other kernels",
+        "Critical-path time in other kernels (fused Triton, optimizer, matmuls of unknown unit)",
+        "time",
+    ),
+    "critical_path.communication": _d(
+        "Communication", "Critical-path time in collective kernels, waiting for peers included", "time"
+    ),
+    "critical_path.copy": _d(
+        "Copies", "Critical-path time in memcpys on the GPU and in the host's memcpy calls (pageable staging)", "time"
+    ),
+    "critical_path.memset": _d("Memsets", "Critical-path time in memsets", "time"),
+    "critical_path.gpu_gap": _d(
+        "GPU gaps", "Critical-path time between two ops of one stream, the second queued behind the first", "time"
+    ),
+    "critical_path.stream_wait": _d(
+        "Stream waits", "Critical-path time an op waited for an op of another stream (an event wait)", "time"
+    ),
+    "critical_path.other": _d(
+        "Unattributed", "Critical-path time before ops with no dependency the trace shows (no launch call)", "time"
+    ),
+    # ---- what-if (diagnosis.whatif_gains): the step re-timed with findings' fixes applied
+    "whatif.step_us": _d(
+        "Simulated step",
+        "The mean step re-timed on its critical path with the picked findings' fixes applied together",
+        "time",
+    ),
+    "whatif.gain_us_per_step": _d(
+        "Simulated gain", "The modelled step less the simulated one: what the fixes together give", "time"
+    ),
+    "whatif.mfu": _d("MFU after", "MFU at the simulated step, with the same FLOPs", "share"),
+    "whatif.floor_us": _d(
+        "Floor",
+        "The work the fixes leave on the busiest stream or on the host: no re-timing is shorter",
+        "time",
+    ),
+    "whatif.unprofiled_step_us": _d(
+        "Without the profiler",
+        "The simulated step with the profiler's host cost per recorded event taken out of the trace",
+        "time",
+    ),
     "strategies.mfu_min": _d(
         "MFU per rank, median step",
         "Lowest / mean / highest over the ranks of each rank's MFU, median step",

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from .critical_path.report_types import CriticalPath, WhatIf
 from .distributed.blocks import Communication, Pipeline
 from .flops.detail import FlopsDetail
 
@@ -322,6 +323,10 @@ class WorkerReport(msgspec.Struct, kw_only=True):
     # bubble, None unless the rank is a pipeline stage.
     communication: Communication | None = None
     pipeline: Pipeline | None = None
+    # The critical path of each modelled step by class (analysis.critical_path), and the step
+    # re-timed with the findings' fixes, alone and together (diagnosis.engine; docs/diagnosis.md).
+    critical_path: CriticalPath | None = None
+    whatif: WhatIf | None = None
 
 
 class RankRow(msgspec.Struct, kw_only=True):

@@ -12,6 +12,8 @@ import numpy as np
 
 from ..core.distinct import distinct
 from ..trace.tables import DRIVER, KERNEL, MEMCPY, MEMSET, RUNTIME, GpuTable, TraceTables
+from .critical_path.device import device_model
+from .critical_path.whatif import Model
 from .device import devices
 from .fmt import pct
 from .kernels import families as kernel_families
@@ -39,6 +41,7 @@ class DeviceView:
     # ``gap_thresholds``: the report's gpu_idle_after_sync_share and the diagnosis read the same gaps
     gaps: idle_gaps.Gaps | None = None
     gap_thresholds: idle_gaps.GapThresholds | None = None
+    critical: Model | None = None  # the critical-path model of the steps, which the diagnosis re-times
 
 
 def _device(found: devices.DeviceProps, device: int) -> Device:
@@ -223,10 +226,28 @@ def analyze_device(
         tables, steps, gpu, found_syncs.rows, dev_launcher, graphs.graph_launched(tables, dev_launcher), th
     )
     view = dataclasses.replace(view, syncs=found_syncs, classes=name_classes, gaps=gaps, gap_thresholds=th)
+    view = _with_critical_path(report, tables, view, dev_launcher, steps)
     report.steps, step_gaps = _step_reports(tables, view, steps, classes)
     report.summary = _summary(view, report.steps, classes.tensor_core, name_classes)
     _kernel_sections(report, tables, view, steps, dev_launcher, step_gaps, options)
     return report, steps, view
+
+
+def _with_critical_path(
+    report: WorkerReport, tables: TraceTables, view: DeviceView, launcher: np.ndarray, steps: Steps
+) -> DeviceView:
+    """The view with the critical-path model of its steps (``analysis.critical_path``), whose
+    breakdown goes in the report."""
+    assert view.syncs is not None and view.classes is not None
+    try:
+        found = device_model(tables, view.gpu, view.step, launcher, view.syncs.rows, view.classes, steps)
+    except Exception as exc:  # a bug in the model must not cost the rest of the report
+        report.notes.append(f"critical path failed: {type(exc).__name__}: {exc}")
+        return view
+    if found is None:
+        return view
+    report.critical_path = found[1]
+    return dataclasses.replace(view, critical=found[0])
 
 
 def _device_view(

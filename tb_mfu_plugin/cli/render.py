@@ -23,6 +23,7 @@ from ..core.escape import for_rich, markup_escape
 from ..diagnosis.compare import FindingChange
 from ..diagnosis.run_compare import Comparison
 from .console import console as stdout_console
+from .render_critical import gain_text, print_critical_path, print_whatif
 from .render_dist import print_communication, print_ranks
 
 if TYPE_CHECKING:
@@ -90,7 +91,9 @@ def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int) ->
     print_communication(console, w)
     _print_top_kernels(console, w, top)
     _print_roofline(console, w, top)
+    print_critical_path(console, w)
     _print_diagnosis(console, w)
+    print_whatif(console, w)
     for n in w.notes:
         console.print(f"[dim]note:[/] {n}", highlight=False)
     console.print()
@@ -297,7 +300,7 @@ def _print_diagnosis(console: Console, w: WorkerReport) -> None:
         console.print(t)
     if w.findings:
         t = Table(
-            title="Findings, by estimated gain (each alone: the gains overlap and do not add up)",
+            title="Findings, by estimated gain (each alone, the step re-timed with its fix; the gains do not add up)",
             title_justify="left",
             show_lines=True,
             caption=_combined_caption(w),
@@ -308,12 +311,10 @@ def _print_diagnosis(console: Console, w: WorkerReport) -> None:
         t.add_column("est. gain/step", justify="right")
         t.add_column("fix", ratio=4)
         for f in w.findings:
-            after = f.est_mfu_after
-            gain_text = us(f.est_gain_us_per_step) + (f"\n→ MFU {pct(after)}" if after is not None else "")
             t.add_row(
                 f"[{_SEVERITY_STYLE[f.severity]}]{f.severity}[/]",
                 f"[bold]{f.id}[/]\n{f.title}",
-                gain_text,
+                gain_text(f),
                 f.recommendation,
             )
         console.print(t)
@@ -323,9 +324,14 @@ def _combined_caption(w: WorkerReport) -> str | None:
     """The gain of fixing every finding at once (``combined_gain_us_per_step``), under the table."""
     if w.combined_gain_us_per_step is None or len(w.findings) < 2:
         return None
+    how = (
+        "one re-timing of every fix"
+        if w.whatif is not None and w.whatif.combined is not None
+        else "each time counted once"
+    )
     return (
         f"All {len(w.findings)} findings together: {us(w.combined_gain_us_per_step)} per step "
-        f"({pct(w.combined_gain_share)} of the step), each time counted once"
+        f"({pct(w.combined_gain_share)} of the step), {how}"
     )
 
 

@@ -11,6 +11,7 @@ from functools import cached_property
 
 import numpy as np
 
+from ..analysis.critical_path.whatif import Change
 from ..analysis.flops.attention_chains import AttentionChain, attention_chains
 from ..analysis.kernels import families as kernel_families
 from ..analysis.kernels import name_patterns
@@ -60,6 +61,9 @@ class Context:
         # the worker's classes (they honour --tensor-core-pattern); a bare view gets the table's
         self.classes = view.classes or kernel_families.classify_names(self.names, distinct(g.name[self.is_kernel]))
         self.tc_code = self.classes.mask(kernel_families.TENSOR_CORE)
+        # (finding id, subject) -> what its fix changes and the MFU its projection starts from: the
+        # rules' Hit.change, which the engine re-times (diagnosis.whatif_gains)
+        self.changes: dict[tuple[str, str | None], tuple[Change, float | None]] = {}
 
     # ------------------------------------------------------------------ helpers
 

@@ -12,6 +12,7 @@ from .finding import SEVERITIES, Finding
 from .rules import RULES
 from .thresholds import DEFAULT, Thresholds
 from .waterfall import waterfall
+from .whatif_gains import retime
 
 Claimed = list[tuple[Finding, TimeSet | None]]
 
@@ -57,12 +58,18 @@ def diagnose(
     report.findings = []
     report.waterfall = []
     report.combined_gain_us_per_step = report.combined_gain_share = None
+    report.whatif = None
     if report.error is not None or report.summary is None or len(steps) == 0:
         return
     ctx = Context(report, tables, steps, view, thresholds or DEFAULT)
-    claimed = run_claims(ctx, report)
+    claimed, retimed = retime(ctx, report, run_claims(ctx, report))  # gains from re-timing the step
+    claimed.sort(key=lambda c: _order(c[0]))
     report.findings = [f for f, _ in claimed]
-    combined = combined_gain([Claim(f.est_gain_us_per_step, t) for f, t in claimed], ctx.step_us)
+    combined = (
+        retimed
+        if retimed is not None
+        else combined_gain([Claim(f.est_gain_us_per_step, t) for f, t in claimed], ctx.step_us)
+    )
     report.combined_gain_us_per_step = combined
     report.combined_gain_share = combined / ctx.step_us if ctx.step_us > 0 else None
     try:

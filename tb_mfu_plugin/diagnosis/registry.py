@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..analysis.critical_path.whatif import Change
 from ..analysis.fmt import template
 from .context import Context
 from .cost_time import Findings, TimeSet
@@ -47,6 +48,9 @@ class Hit:
     # The run's MFU against the peak the fix moves to, where the fix changes it (no_tensor_cores:
     # the bf16 tensor-core peak): the MFU ``est_mfu_after`` projects from. None: the run's own MFU.
     mfu_at_fix_peak: float | None = None
+    # What the fix does to the trace (analysis.critical_path.whatif): the engine re-times the step with
+    # it applied, and that gives the finding's gain (diagnosis.whatif_gains). None: the rule's own estimate.
+    change: Change | None = None
 
 
 Check = Callable[[Context, Fired], list[Hit]]
@@ -68,7 +72,16 @@ class Rule:
 
     def claims(self, ctx: Context, fired: Fired | None = None) -> list[tuple[Finding, TimeSet | None]]:
         """Its findings, each with the time its cost covers."""
-        return [(self.finding(ctx, hit), hit.time) for hit in self.hits(ctx, fired)]
+        out = []
+        for hit in self.hits(ctx, fired):
+            f = self.finding(ctx, hit)
+            if hit.change is not None:
+                ctx.changes[(f.id, f.subject)] = (
+                    hit.change,
+                    ctx.mfu if hit.mfu_at_fix_peak is None else hit.mfu_at_fix_peak,
+                )
+            out.append((f, hit.time))
+        return out
 
     def hits(self, ctx: Context, fired: Fired | None = None) -> list[Hit]:
         earlier = {id: (fired or {}).get(id, Findings()) for id in self.after}  # only what it declared

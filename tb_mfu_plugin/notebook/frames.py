@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ..analysis.critical_path.classes import CLASSES
+from ..analysis.critical_path.report_types import WhatIfCase
 from ..analysis.distributed.blocks import Collective
 from ..analysis.report import CopyStats, KernelStats, Report, Step, Summary, SyncStats, WorkerReport
 
@@ -86,6 +88,13 @@ RANKS: Schema = {"run": "string", "rank": "Int64", "worker": "string", "span": "
 # the names the frame had before the report carried a per-collective table.
 COLLECTIVES: Schema = {**IDENTITY, "rank": "Int64", "collective": "string", "kernel_us_per_step": "float64",
                        **struct_schema(Collective, skip=("kind", "us_per_step"))}
+
+# One row per modelled step: its critical path's µs in each class (the classes' names), adding up to dur_us.
+CRITICAL_PATH: Schema = {**IDENTITY, "step": "int64", "dur_us": "float64", "bound": "string",
+                         **dict.fromkeys(CLASSES, "float64")}
+# One row per what-if re-timing: the findings it applies ("id" or "id · subject"), ``combined`` for
+# the one of every re-timed finding at once (WorkerReport.whatif.combined).
+WHATIF: Schema = {**IDENTITY, "findings": "object", "combined": "bool", **struct_schema(WhatIfCase)}
 
 
 def frame(rows: list[Row], schema: Schema, extra: Schema | None = None) -> pd.DataFrame:
@@ -197,4 +206,33 @@ def collectives_rows(report: Report) -> list[Row]:
         for c in w.communication.collectives:
             rows.append({**ident, "rank": rank, "collective": c.kind, "kernel_us_per_step": c.us_per_step,
                          **_fields(c, COLLECTIVES)})
+    return rows
+
+
+def critical_path_rows(report: Report) -> list[Row]:
+    rows = []
+    for _, w, ident in _workers(report):
+        if w.critical_path is None:
+            continue
+        for st in w.critical_path.steps:
+            # a class with no time on the step's path is 0 here: the path was walked, it has none
+            rows.append({**ident, "step": st.step, "dur_us": st.dur_us, "bound": st.bound,
+                         **{c: st.us.get(c, 0.0) for c in CLASSES}})
+    return rows
+
+
+def whatif_rows(report: Report) -> list[Row]:
+    rows = []
+    for _, w, ident in _workers(report):
+        wi = w.whatif
+        if wi is None:
+            continue
+        names = [f.id + (f" · {f.subject}" if f.subject else "") for f in wi.findings]
+        for c in wi.cases:
+            picked = [n for k, n in enumerate(names) if c.mask >> k & 1]
+            rows.append({**ident, "findings": picked, "combined": False, **_fields(c, WHATIF)})
+        if wi.combined is not None:
+            more = wi.findings_retimed - len(names)  # re-timed findings the panel does not list
+            every = names + ([f"and {more} more"] if more > 0 else [])
+            rows.append({**ident, "findings": every, "combined": True, **_fields(wi.combined, WHATIF)})
     return rows

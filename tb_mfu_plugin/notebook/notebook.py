@@ -100,6 +100,16 @@ class Report:
         """The diagnosis' findings, by estimated gain within each worker; ``evidence`` is a dict."""
         return frames.frame(frames.findings_rows(self.report), frames.FINDINGS)
 
+    def critical_path(self) -> pd.DataFrame:
+        """One row per modelled step: µs of its critical path in each class (``host``, ``launch``,
+        ``sync``, ``kernel_matmul``, ...; docs/diagnosis.md), adding up to ``dur_us``."""
+        return frames.frame(frames.critical_path_rows(self.report), frames.CRITICAL_PATH)
+
+    def whatif(self) -> pd.DataFrame:
+        """The what-if re-timings: one row per set of findings applied together (every subset of the
+        panel's findings, and ``combined``: every re-timed finding), the simulated step, gain and MFU."""
+        return frames.frame(frames.whatif_rows(self.report), frames.WHATIF)
+
     def ranks(self) -> pd.DataFrame:
         """Distributed runs' ranks side by side, ``straggler`` marking the one the others wait
         for, with each rank's overlap, pipeline bubble and clock shift; empty for single-GPU runs."""

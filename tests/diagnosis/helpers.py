@@ -59,6 +59,15 @@ def analyze(
     return rep, tables, steps, view
 
 
+def rule_gain(f: Finding) -> float:
+    """A finding's gain as its rule estimated it, before the engine re-timed the step with its fix
+    (``evidence.whatif``; the re-timed gains are tests/diagnosis/test_whatif.py's): on hand-made
+    traces whose one step annotation spans the whole step, the host holds the step however fast
+    the GPU gets, so the re-timing gives 0 where the rule's arithmetic is what a test checks."""
+    w = f.evidence.get("whatif")
+    return float(w["rule_gain_us_per_step"]) if isinstance(w, dict) else f.est_gain_us_per_step
+
+
 def ids(rep: WorkerReport) -> list[str]:
     return [f.id for f in rep.findings]
 

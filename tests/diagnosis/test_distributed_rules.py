@@ -82,11 +82,13 @@ def test_bandwidth_from_the_last_arrival_and_low_bus_bandwidth(tmp_path: Path) -
         assert f.est_gain_us_per_step == pytest.approx(200.0 - target, abs=0.1)
         gains = [g.est_gain_us_per_step for g in w.findings]
         assert gains == sorted(gains, reverse=True)
-        # its time is the all-reduce's exposed time: inside exposed_communication's where that fired
+        # its time is the all-reduce's exposed time, inside exposed_communication's where that fired: it
+        # adds nothing to the engine's combined gain, one re-timing of the others' fixes together
         assert w.combined_gain_us_per_step is not None and w.summary is not None
-        assert max(gains) <= w.combined_gain_us_per_step <= min(sum(gains), w.summary.step_time_mean_us or 0)
+        assert max(gains) <= w.combined_gain_us_per_step <= (w.summary.step_time_mean_us or 0)
+        assert w.whatif is not None and w.whatif.combined is not None
         if "exposed_communication" in {g.id for g in w.findings}:
-            assert w.combined_gain_us_per_step == pytest.approx(sum(gains) - f.est_gain_us_per_step)
+            assert w.combined_gain_us_per_step == pytest.approx(w.whatif.combined.gain_us_per_step, abs=0.1)
 
 
 def test_one_rank_alone_never_has_low_bus_bandwidth(tmp_path: Path) -> None:

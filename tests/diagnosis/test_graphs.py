@@ -14,7 +14,7 @@ from tb_mfu_plugin.analysis.worker import analyze_device
 from tb_mfu_plugin.diagnosis import DEFAULT, diagnose
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 
-from .helpers import Builder, analyze, ids, one
+from .helpers import Builder, analyze, ids, one, rule_gain
 
 ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int)"
 
@@ -51,7 +51,7 @@ def test_graph_replays_are_counted_and_are_not_launch_bound(tmp_path: Path, api:
     f = one(rep, "tiny_kernels_in_graphs")
     # 99 gaps of 6 µs inside each replay; the 206 µs between replays are not the graph's
     assert f.evidence["gap_us_per_step"] == pytest.approx(99 * 6)
-    assert f.est_gain_us_per_step == pytest.approx(594)
+    assert rule_gain(f) == pytest.approx(594)
     assert f.evidence["graph_launches_per_step"] == 1
     assert "torch.compile" in f.recommendation and "already" in f.recommendation
     for g in rep.findings:  # no finding tells a graph-replaying run to start using CUDA Graphs
@@ -88,7 +88,7 @@ def test_kernels_outside_the_graph_are_launch_bound_and_told_to_join_it(tmp_path
     # short gaps: 59 x 13 µs between the eager kernels + 36 µs from the replay's end to the first of them,
     # + the first step's 20 µs lead-in / 3 steps; the replay's 99 inner gaps are the graph's, not the host's
     assert ev["launch_gap_us_per_step"] == pytest.approx(59 * 13 + 36 + 20 / 3, abs=0.05)
-    assert one(rep, "tiny_kernels_in_graphs").est_gain_us_per_step == pytest.approx(594)
+    assert rule_gain(one(rep, "tiny_kernels_in_graphs")) == pytest.approx(594)
 
 
 def test_tiny_kernels_in_graphs_threshold_edges(tmp_path: Path) -> None:
@@ -102,8 +102,9 @@ def test_tiny_kernels_in_graphs_threshold_edges(tmp_path: Path) -> None:
     assert "CUDA graph replays" in g.recommendation and "reduce-overhead" not in g.recommendation
     assert "tiny_kernels_in_graphs" in ids(analyze(b, tmp_path, replace(DEFAULT, graph_gap_min_share=0.594))[0])
     assert "tiny_kernels_in_graphs" not in ids(analyze(b, tmp_path, replace(DEFAULT, graph_gap_min_share=0.595))[0])
-    assert "tiny_kernels_in_graphs" not in ids(analyze(b, tmp_path, replace(DEFAULT, graph_short_kernel_us=1.9,
-                                                                             graph_short_kernel_share=1.1))[0])
+    assert "tiny_kernels_in_graphs" not in ids(
+        analyze(b, tmp_path, replace(DEFAULT, graph_short_kernel_us=1.9, graph_short_kernel_share=1.1))[0]
+    )
 
 
 def test_rocm_hip_graph_replays(tmp_path: Path) -> None:
@@ -111,14 +112,26 @@ def test_rocm_hip_graph_replays(tmp_path: Path) -> None:
     id 0, kernels on HSA agent 2, one hipGraphLaunch a step whose kernels carry its correlation id
     and no grid (Kineto takes ROCm grids from the launch call's arguments, which a graph launch
     does not have)."""
-    mi300x = {"id": 0, "name": "AMD Instinct MI300X VF", "computeMajor": 9, "computeMinor": 4, "warpSize": 64,
-              "numSms": 304}
+    mi300x = {
+        "id": 0,
+        "name": "AMD Instinct MI300X VF",
+        "computeMajor": 9,
+        "computeMinor": 4,
+        "warpSize": 64,
+        "numSms": 304,
+    }
     b = Builder(devices=[mi300x])
     for s in range(3):
         t0 = 1000.0 * s
         b.step(s + 1, t0, 1000)
-        b.graph_launch(t0 + 10, [(ADD, t0 + 20 + 8 * i, 2) for i in range(100)], api="hipGraphLaunch",
-                       device=2, blocks_per_sm=None, occupancy=None)
+        b.graph_launch(
+            t0 + 10,
+            [(ADD, t0 + 20 + 8 * i, 2) for i in range(100)],
+            api="hipGraphLaunch",
+            device=2,
+            blocks_per_sm=None,
+            occupancy=None,
+        )
     tables = decode_trace(str(b.write(tmp_path / "rocm.pt.trace.json.gz")))
     rep, steps, view = analyze_device(tables, 2, AnalysisOptions())
     diagnose(rep, tables, steps, view)

@@ -9,6 +9,7 @@ import numpy as np
 
 from ...analysis.distributed.communication import comm_rows, p2p_mask
 from ...analysis.report import Distributed
+from .. import fixes
 from ..context import Context
 from ..cost_time import rows_time
 from ..registry import Hit, rule
@@ -145,4 +146,5 @@ def exposed_communication(ctx: Context) -> list[Hit]:
     }
     args = {"exposed": exposed, "share": exposed / ctx.step_us}
     time = rows_time(ctx, comm & ~p2p).minus(rows_time(ctx, kernels & (~ctx.comm_code[g.name] | p2p)))
-    return [Hit(cost_us=exposed, gain_us=exposed, evidence=evidence, args=args, fix=fix, time=time)]
+    change = fixes.scaled(comm & ~p2p, 0.0, "the collectives overlapped with compute (no kernel waits for one)")
+    return [Hit(cost_us=exposed, gain_us=exposed, evidence=evidence, args=args, fix=fix, time=time, change=change)]

@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...analysis.time import copies as cp
+from .. import fixes
 from ..context import Context
-from ..cost_time import claimed_by, rows_time
+from ..cost_time import claimed_by, rows_in, rows_time
 from ..registry import Fired, Hit, rule
 
 
@@ -81,8 +82,10 @@ def pageable_memcpy(ctx: Context) -> list[Hit]:
         return []
     gain = 0.0
     dirs = []
+    gbps: dict[str, float] = {}
     for c in pages:
         pinned, source = _pinned_gbps(ctx, c.direction)
+        gbps[c.direction] = pinned
         at_pinned = c.bytes_per_step / (pinned * 1e3) if pinned > 0 else c.time_us_per_step  # GB/s -> bytes/µs
         gain += max(0.0, c.time_us_per_step - at_pinned)
         dirs.append(
@@ -102,7 +105,8 @@ def pageable_memcpy(ctx: Context) -> list[Hit]:
     evidence = {"copies": dirs, "bytes_per_step": nbytes, "us_per_step": time, "with_no_kernel_share": alone}
     args = {"bytes": nbytes, "us": time, "alone": alone}
     fix = ("", "alone") if alone >= 0.5 else ("",)
-    return [Hit(cost_us=time, gain_us=gain, evidence=evidence, args=args, fix=fix, time=copies)]
+    change = fixes.pinned(ctx, _pageable_rows(ctx), gbps)
+    return [Hit(cost_us=time, gain_us=gain, evidence=evidence, args=args, fix=fix, time=copies, change=change)]
 
 
 @rule(
@@ -143,7 +147,11 @@ def small_copies(ctx: Context, fired: Fired) -> list[Hit]:
         "us_per_step_alone": time,
     }
     args = {"small": n_small, "d2d": n_d2d}
-    return [Hit(cost_us=time, gain_us=time, evidence=evidence, args=args, time=alone)]
+    mine = (small | d2d) & ~_pageable_rows(ctx)
+    change = fixes.copies_gone(
+        ctx, mine, "the small and device-to-device copies avoided (preallocated, written in place)"
+    )
+    return [Hit(cost_us=time, gain_us=time, evidence=evidence, args=args, time=alone, change=change)]
 
 
 @rule(
@@ -192,4 +200,9 @@ def memcpy_bound(ctx: Context, fired: Fired) -> list[Hit]:
         ],
     }
     args = {"share": left / ctx.step_us}
-    return [Hit(cost_us=left, gain_us=left, evidence=evidence, args=args, time=mine)]
+    rows = ctx.is_memcpy & ctx.in_step
+    rows &= ~rows_in(ctx, rows, claimed_by(fired, pageable_memcpy.id, small_copies.id))
+    change = fixes.copies_gone(
+        ctx, rows, "the copies kept off the step (data resident on the GPU, or prefetched on a side stream)"
+    )
+    return [Hit(cost_us=left, gain_us=left, evidence=evidence, args=args, time=mine, change=change)]

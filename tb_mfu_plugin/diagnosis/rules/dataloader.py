@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .. import fixes
 from ..context import Context
 from ..cost_time import claimed_by, gap_time
 from ..registry import GAP_THRESHOLDS, Fired, Hit, rule
@@ -48,5 +49,8 @@ def dataloader_stall(ctx: Context, fired: Fired) -> list[Hit]:
             args={"share": stall / ctx.step_us},
             fix=fix,
             time=time,
+            change=fixes.host_hidden(
+                cpu.ts[rows], cpu.end[rows], "the DataLoader calls hidden (batches loaded ahead by workers)"
+            ),
         )
     ]

@@ -11,6 +11,7 @@ from ...analysis.flops.unshaped import compiled_regions
 from ...analysis.kernels import name_patterns as nm
 from ...analysis.time import patterns as pt
 from ...trace.tables import OP
+from .. import fixes
 from ..context import Context
 from ..cost_time import TimeSet, claimed_by, rows_time
 from ..registry import Fired, Hit, rule
@@ -74,7 +75,8 @@ def naive_attention(ctx: Context) -> list[Hit]:
         "kernels": top_kernels(ctx, rows & (ctx.is_kernel | ctx.is_memcpy)),
     }
     args = {"fwd": len(fwd) / ctx.n, "bwd": len(bwd) / ctx.n}
-    return [Hit(cost_us=cost, gain_us=gain, evidence=evidence, args=args, time=rows_time(ctx, rows))]
+    change = fixes.fused_attention(ctx, rows, ctx.is_kernel & ctx.mm_code[g.name])
+    return [Hit(cost_us=cost, gain_us=gain, evidence=evidence, args=args, time=rows_time(ctx, rows), change=change)]
 
 
 # Optimizers that torch.optim offers with fused=True; the others have foreach at best.
@@ -162,7 +164,8 @@ def unfused_optimizer(ctx: Context, fired: Fired) -> list[Hit]:
     syncs = (whole.us - time.us) / ctx.n
     evidence["sync_idle_us_per_step"] = syncs
     gain = span - th.optimizer_fused_work_ratio * busy - syncs
-    return [Hit(cost_us=span - syncs, gain_us=gain, evidence=evidence, args=args, fix=fix, time=time)]
+    change = fixes.fused_optimizer(ctx, launched, th.optimizer_fused_work_ratio)
+    return [Hit(cost_us=span - syncs, gain_us=gain, evidence=evidence, args=args, fix=fix, time=time, change=change)]
 
 
 @rule(
@@ -211,4 +214,6 @@ def unfused_elementwise(ctx: Context) -> list[Hit]:
     regions = compiled_regions(ctx.tables)
     evidence["compiled_regions"] = regions
     fix = ("compiled",) if regions else ("",)
-    return [Hit(cost_us=cost, gain_us=gain, evidence=evidence, args=args, fix=fix, time=rows_time(ctx, in_runs))]
+    change = fixes.fused_runs(ctx, krows, runs)
+    time = rows_time(ctx, in_runs)
+    return [Hit(cost_us=cost, gain_us=gain, evidence=evidence, args=args, fix=fix, time=time, change=change)]

@@ -8,6 +8,7 @@ import numpy as np
 
 from ...analysis.time import patterns as pt
 from ...analysis.time.idle_gaps import GRAPH, HOST, LAUNCH, OTHER
+from .. import fixes
 from ..context import Context
 from ..cost_time import TimeSet, claimed_by, gap_time, union
 from ..registry import GAP_THRESHOLDS, Fired, Hit, rule
@@ -113,4 +114,6 @@ def gpu_idle(ctx: Context, fired: Fired) -> list[Hit]:
         fix += ("graph_gaps" + done,)
     fix += ("host_work",)
     time = union(times.values())
-    return [Hit(cost_us=idle, gain_us=idle, evidence=evidence, args={"share": idle / ctx.step_us}, fix=fix, time=time)]
+    args = {"share": idle / ctx.step_us}
+    change = fixes.idle_host_work(time)
+    return [Hit(cost_us=idle, gain_us=idle, evidence=evidence, args=args, fix=fix, time=time, change=change)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...analysis.time.idle_gaps import GRAPH, HOST, LAUNCH
+from .. import fixes
 from ..context import Context
 from ..cost_time import TimeSet, claimed_by, gap_time
 from ..registry import GAP_THRESHOLDS, Fired, Hit, rule
@@ -111,7 +112,8 @@ def launch_bound(ctx: Context, fired: Fired) -> list[Hit]:
     done = "_compiled" if compiled(ctx) else ""
     fix = ("graphs" if la.graph_kernels_per_step > 0 else "no_graphs" + done, "fuse" + done)
     time = short_time.union(long_time)
-    return [Hit(cost_us=idle, gain_us=idle, evidence=evidence, args=args, fix=fix, time=time)]
+    change = fixes.graph_replay(ctx)
+    return [Hit(cost_us=idle, gain_us=idle, evidence=evidence, args=args, fix=fix, time=time, change=change)]
 
 
 def _tiny_graph_kernels(ctx: Context) -> tuple[float, float | None, float] | None:
@@ -179,5 +181,6 @@ def tiny_kernels_in_graphs(ctx: Context) -> list[Hit]:
     }
     args = {"count": count, "median": median or 0, "idle": gap_us / ctx.step_us}
     fix = ("compiled",) if compiled(ctx) else ("",)
+    change = fixes.gapless(mask, "the graph replays' kernels fused so that none waits after the one before it")
     time = gap_time(ctx, rest=(GRAPH,))
-    return [Hit(cost_us=gap_us, gain_us=gap_us, evidence=evidence, args=args, fix=fix, time=time)]
+    return [Hit(cost_us=gap_us, gain_us=gap_us, evidence=evidence, args=args, fix=fix, time=time, change=change)]

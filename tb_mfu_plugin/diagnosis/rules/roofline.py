@@ -27,9 +27,11 @@ import msgspec
 import numpy as np
 
 from ...analysis.bytes.roofline import placed_ops
+from ...analysis.critical_path.whatif import Change
 from ...analysis.fmt import nbytes, us
 from ...analysis.report import RooflineOp
 from ...analysis.time import intervals
+from .. import fixes
 from ..context import Context
 from ..cost_time import TimeSet, claimed_by, rows_in, rows_time
 from ..registry import Fired, Hit, rule
@@ -196,6 +198,7 @@ def _side(ctx: Context, all_ops: list[RooflineOp], bound: str, claimed: TimeSet)
         for o in ops[: th.roofline_top_ops]
     ]
     evidence = {"ops": named, "ops_below": len(ops), "lost_us_per_step": lost, "far_below_share": th.roofline_far_below}
+    time = _ops_time(ctx, ops, claimed)
     return Hit(
         cost_us=sum(o.us_per_step for o in ops),
         gain_us=lost,
@@ -204,7 +207,8 @@ def _side(ctx: Context, all_ops: list[RooflineOp], bound: str, claimed: TimeSet)
         title=bound,
         fix=(bound + ("_compiled" if bound == "memory" and compiled(ctx) else ""),),
         subject=bound,
-        time=_ops_time(ctx, ops, claimed),
+        time=time,
+        change=_at_roof(ctx, ops, claimed, bound) if time is not None else None,  # (None: no trace)
     )
 
 
@@ -230,6 +234,17 @@ def _op_groups(
     op = placed.gpu_op[np.flatnonzero(ctx.tables.gpu.device == ctx.device_index)]
     group = np.where(op >= 0, of_op[np.maximum(op, 0)], -1) if len(of_op) else np.full(len(op), -1)
     return index, group, group >= 0
+
+
+def _at_roof(ctx: Context, ops: list[RooflineOp], claimed: TimeSet, bound: str) -> Change:
+    """The change its fix makes: the ops' GPU events, less those another finding claims, at their roof."""
+    index, group, mask = _op_groups(ctx, ops)
+    share = np.ones(len(index))
+    for o in ops:
+        share[index[_op_key(o)]] = min(1.0, max(0.0, o.roof_share or 1.0))
+    mask = mask & ~rows_in(ctx, mask, claimed)
+    factor = np.where(mask, share[np.maximum(group, 0)], 1.0)
+    return fixes.scaled(mask, factor, f"the {len(ops)} {bound}-bound ops far below their roof at their roof")
 
 
 def _ops_time(ctx: Context, ops: list[RooflineOp], claimed: TimeSet) -> TimeSet:

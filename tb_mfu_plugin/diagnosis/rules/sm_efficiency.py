@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import fixes
 from ..context import Context
 from ..cost_time import claimed_by, rows_in, rows_time
 from ..registry import Fired, Hit, rule
@@ -64,4 +65,8 @@ def low_sm_efficiency(ctx: Context, fired: Fired) -> list[Hit]:
     }
     args = {"blocks": th.low_blocks_per_sm, "us": time}
     fix = ("compiled",) if compiled(ctx) else ("",)
-    return [Hit(cost_us=time, gain_us=lost, evidence=evidence, args=args, fix=fix, time=rows_time(ctx, sel))]
+    factor = np.clip(np.nan_to_num(bps), 0.0, 1.0)
+    change = fixes.scaled(sel, factor, "the kernels with too few blocks spread over every SM: duration x blocks per SM")
+    return [
+        Hit(cost_us=time, gain_us=lost, evidence=evidence, args=args, fix=fix, time=rows_time(ctx, sel), change=change)
+    ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from .. import fixes
 from ..context import Context
 from ..cost_time import gap_time
 from ..registry import GAP_THRESHOLDS, Hit, rule
@@ -121,6 +122,7 @@ def sync_point(ctx: Context) -> list[Hit]:
                 fix=(_fix_for(subject),),
                 subject=subject,
                 time=gap_time(ctx, sync_rows=d["rows"]),
+                change=fixes.syncs_removed(d["rows"], subject, count),
             )
         )
     return out[: ctx.th.sync_max_findings]

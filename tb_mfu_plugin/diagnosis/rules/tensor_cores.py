@@ -6,8 +6,10 @@ from typing import Any
 
 import numpy as np
 
+from ...analysis.critical_path.whatif import Change
 from ...analysis.kernels import families as kf
 from ...core.distinct import distinct
+from .. import fixes
 from ..context import Context
 from ..cost_time import rows_time
 from ..registry import Hit, rule
@@ -112,8 +114,16 @@ def no_tensor_cores(ctx: Context) -> list[Hit]:
             fix=("fp16" if _before_ampere(cc) else "bf16",),
             time=rows_time(ctx, non_tc),
             mfu_at_fix_peak=_mfu_at_bf16_peak(ctx),
+            change=_change(ctx, non_tc),
         )
     ]
+
+
+def _change(ctx: Context, rows: np.ndarray) -> Change:
+    factor, basis = fixes.tensor_core_factor(ctx, ctx.th.tensor_core_speedup)
+    return fixes.scaled(
+        rows, factor, f"the fp32 matmul kernels on the 16-bit tensor cores at their share of the peak ({basis})"
+    )
 
 
 def _mfu_at_bf16_peak(ctx: Context) -> float | None:

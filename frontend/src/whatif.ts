@@ -1,0 +1,274 @@
+// The critical path of each modelled step by class (WorkerReport.critical_path), and the what-if
+// panel (WorkerReport.whatif): pick findings, read the step the report re-timed with their fixes.
+// Every figure is the report's: the panel only picks the precomputed re-timing of the picked set
+// (one per subset of whatif.findings, and whatif.combined for all re-timed findings), never a sum.
+import { card, cardNotes } from './card';
+import { axisTooltip, chart, tooltipNode, valueAxisStyle } from './charts';
+import { DEFINITIONS, type Figure } from './definitions';
+import { type Child, h, replace } from './dom';
+import * as f from './format';
+import { CRITICAL_PATH, UI } from './palette';
+import type { CriticalPath, WhatIf, WhatIfCase, WorkerReport } from './report_types';
+
+/** A class's figure name in the definitions ('critical_path.host'). */
+function classFigure(c: string): Figure | null {
+  const name = `critical_path.${c}`;
+  return name in DEFINITIONS ? (name as Figure) : null;
+}
+
+function classLabel(c: string): string {
+  const name = classFigure(c);
+  return name ? f.label(name) : c;
+}
+
+/** The classes with time on any modelled step, in the report's order. */
+function shownClasses(cp: CriticalPath): string[] {
+  return cp.classes.filter((c) => (cp.us_per_step[c] ?? 0) > 0);
+}
+
+function pathChart(cp: CriticalPath, classes: string[]): HTMLElement {
+  const el = h('div', { class: 'chart', testid: 'critical-path-chart' });
+  const steps = cp.steps;
+  queueMicrotask(() =>
+    chart(el, {
+      color: classes.map((c) => CRITICAL_PATH[c] ?? UI.muted),
+      grid: { left: 64, right: 16, top: 56, bottom: 36 },
+      legend: { top: 0, icon: 'roundRect', itemWidth: 12, itemHeight: 10, textStyle: { color: UI.text } },
+      xAxis: {
+        type: 'category',
+        data: steps.map((s) => `#${s.step}`),
+        name: 'step',
+        nameLocation: 'middle',
+        nameGap: 24,
+        axisLabel: { color: UI.dim },
+      },
+      yAxis: { type: 'value', name: 'ms', nameTextStyle: { color: UI.dim }, ...valueAxisStyle },
+      tooltip: {
+        ...axisTooltip,
+        formatter: (ps: { dataIndex: number }[]) => {
+          const s = steps[ps[0].dataIndex];
+          return tooltipNode(
+            `Step ${s.step} · ${f.dur(s.dur_us)} · bound by ${classLabel(s.bound).toLowerCase()}`,
+            classes
+              .filter((c) => (s.us[c] ?? 0) > 0)
+              .map((c) => [CRITICAL_PATH[c] ?? UI.muted, classLabel(c), f.dur(s.us[c])]),
+          );
+        },
+      },
+      // a class with no time on a step has no bar there ('-'), never a bar at 0
+      series: classes.map((c) => ({
+        name: classLabel(c),
+        type: 'bar',
+        stack: 'step',
+        barMaxWidth: 56,
+        emphasis: { focus: 'series' },
+        data: steps.map((s) => (c in s.us ? +(s.us[c] / 1000).toFixed(4) : '-')),
+      })),
+    }),
+  );
+  return el;
+}
+
+function pathTable(cp: CriticalPath, classes: string[]): HTMLElement {
+  const total = classes.reduce((a, c) => a + (cp.us_per_step[c] ?? 0), 0);
+  return h(
+    'table',
+    { class: 'grid compact', testid: 'critical-path-table' },
+    h(
+      'thead',
+      null,
+      h(
+        'tr',
+        null,
+        h('th', null, 'On the critical path'),
+        h('th', { class: 'num' }, 'per step'),
+        h('th', { class: 'num' }, 'share'),
+      ),
+    ),
+    h(
+      'tbody',
+      null,
+      classes.map((c) => {
+        const name = classFigure(c);
+        return h(
+          'tr',
+          { data: { cls: c } },
+          h('th', { title: name ? f.definition(name) : '' }, classLabel(c)),
+          h('td', { class: 'num' }, f.dur(cp.us_per_step[c])),
+          h('td', { class: 'num' }, f.pct(cp.share[c])),
+        );
+      }),
+      h(
+        'tr',
+        { class: 'total' },
+        h('th', null, 'Step'),
+        h('td', { class: 'num', testid: 'critical-path-total' }, f.dur(total)),
+        h('td', { class: 'num' }, f.pct(1)),
+      ),
+    ),
+  );
+}
+
+export function criticalPathCard(w: WorkerReport): HTMLElement | null {
+  const cp = w.critical_path;
+  if (!cp?.steps.length) return null;
+  const classes = shownClasses(cp);
+  const of = w.steps?.length ?? cp.steps.length;
+  return card(
+    'Critical path: what each step waits on',
+    [
+      h(
+        'p',
+        { class: 'explain' },
+        `Bound by ${classLabel(cp.bound).toLowerCase()} over the ${cp.steps_modelled} modelled step${cp.steps_modelled === 1 ? '' : 's'}`,
+        cp.steps_modelled < of ? ` (of ${of})` : '',
+        '.',
+      ),
+      h('div', { class: 'row two' }, pathChart(cp, classes), pathTable(cp, classes)),
+      cardNotes([
+        `Edges from the trace: launch call to kernel start ${f.dur(cp.launch_latency_us)}, queued ops ${f.dur(cp.stream_gap_us)} apart (medians); ${f.count(cp.inferred_waits_per_step)} waits on another stream per step, inferred from timing.`,
+      ]),
+    ],
+    {
+      testid: 'critical-path',
+      help: 'Each step walked back from its end along what held each piece of work: the host, a launch, the stream before it, another stream, a sync. The classes add up to the step.',
+    },
+  );
+}
+
+/** The re-timing of a set of picked findings (bit k: whatif.findings[k]); null for none picked. */
+function caseOf(wi: WhatIf, mask: number): WhatIfCase | null {
+  return wi.cases.find((c) => c.mask === mask) ?? null;
+}
+
+function resultNode(wi: WhatIf, picked: WhatIfCase | null, what: string): HTMLElement {
+  const row = (name: Figure, v: Child, testid: string) =>
+    h(
+      'div',
+      { class: 'kpi' },
+      h('div', { class: 'kpi-label', title: f.definition(name) }, f.label(name)),
+      h('div', { class: 'kpi-value', testid }, v),
+    );
+  const step = picked ? picked.step_us : wi.step_us;
+  const gain = picked ? `${f.dur(picked.gain_us_per_step)} · ${f.pct(picked.gain_share)}` : '—';
+  const mfu = picked ? picked.mfu : wi.mfu;
+  const unprofiled = picked ? picked.unprofiled_step_us : wi.unprofiled_step_us;
+  return h(
+    'div',
+    null,
+    h('p', { class: 'dim small', testid: 'whatif-picked' }, what),
+    h(
+      'div',
+      { class: 'kpis' },
+      row('whatif.step_us', f.dur(step), 'whatif-step'),
+      row('whatif.gain_us_per_step', gain, 'whatif-gain'),
+      // MFU after is null when unknown (or past 100 %): shown as unknown, never as a figure
+      row('whatif.mfu', f.pct(mfu), 'whatif-mfu'),
+      row('whatif.floor_us', picked ? f.dur(picked.floor_us) : '—', 'whatif-floor'),
+      row(
+        'whatif.unprofiled_step_us',
+        unprofiled === null || unprofiled === undefined ? '—' : f.dur(unprofiled),
+        'whatif-unprofiled',
+      ),
+    ),
+  );
+}
+
+export function whatIfCard(w: WorkerReport): HTMLElement | null {
+  const wi = w.whatif;
+  if (!wi?.findings.length) return null;
+  const picked = new Set<number>();
+  let all = false;
+  const out = h('div', { testid: 'whatif-result' });
+  const boxes: HTMLInputElement[] = [];
+  const update = () => {
+    const mask = [...picked].reduce((m, k) => m | (1 << k), 0);
+    const n = wi.findings_retimed;
+    if (all && wi.combined) replace(out, resultNode(wi, wi.combined, `All ${n} re-timed findings applied together`));
+    else if (!mask)
+      replace(out, resultNode(wi, null, 'As recorded: pick findings to re-time the step with their fixes'));
+    else
+      replace(
+        out,
+        resultNode(wi, caseOf(wi, mask), `${picked.size} finding${picked.size === 1 ? '' : 's'} applied together`),
+      );
+  };
+  const allBox = h('input', {
+    props: { type: 'checkbox', checked: false },
+    data: { finding: '*' },
+    on: {
+      change: (ev) => {
+        all = (ev.target as HTMLInputElement).checked;
+        picked.clear();
+        if (all)
+          boxes.forEach((b, k) => {
+            b.checked = true;
+            picked.add(k);
+          });
+        else for (const b of boxes) b.checked = false;
+        update();
+      },
+    },
+  });
+  const items = wi.findings.map((fd, k) => {
+    const box = h('input', {
+      props: { type: 'checkbox', checked: false },
+      data: { finding: fd.id, index: String(k) },
+      on: {
+        change: (ev) => {
+          if ((ev.target as HTMLInputElement).checked) picked.add(k);
+          else picked.delete(k);
+          all = false;
+          allBox.checked = false;
+          update();
+        },
+      },
+    });
+    boxes.push(box);
+    return h(
+      'li',
+      null,
+      h(
+        'label',
+        { title: fd.change },
+        box,
+        ' ',
+        h('code', null, fd.id),
+        fd.subject ? h('span', { class: 'dim mono' }, ` ${fd.subject}`) : null,
+      ),
+      h('div', { class: 'dim small' }, fd.change),
+    );
+  });
+  update();
+  const more = wi.findings_retimed > wi.findings.length;
+  return card(
+    'What-if: the step re-timed with the fixes',
+    [
+      h(
+        'ul',
+        { class: 'plain whatif-picks', testid: 'whatif-picks' },
+        items,
+        wi.combined
+          ? h(
+              'li',
+              null,
+              h('label', null, allBox, ' ', h('strong', null, `All ${wi.findings_retimed} re-timed findings`)),
+            )
+          : null,
+      ),
+      out,
+      cardNotes(
+        [
+          `Each re-timing is the report's, on the critical-path model of ${wi.steps_modelled} step${wi.steps_modelled === 1 ? '' : 's'}: fixes picked together are re-timed together, not summed.`,
+          more
+            ? `The panel combines the ${wi.findings.length} largest of the ${wi.findings_retimed} re-timed findings; "All" applies every one.`
+            : '',
+        ].filter(Boolean),
+      ),
+    ],
+    {
+      testid: 'whatif',
+      help: 'Pick findings: the simulated step time and MFU with their fixes applied together, from the report (one re-timing of each set of fixes).',
+    },
+  );
+}

@@ -1,0 +1,96 @@
+"""What ``tb-mfu`` prints of the critical path (``WorkerReport.critical_path``) and of the what-if
+re-timings (``WorkerReport.whatif``): rendering only, every figure from the report."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from ..analysis.critical_path.report_types import WhatIf, WhatIfCase
+from ..analysis.definitions import help_text, label
+from ..analysis.fmt import pct, us
+from ..analysis.report import Finding, WorkerReport
+
+MAX_STEP_COLUMNS = 6  # steps shown side by side; the per-step figures are all in --json
+
+
+def print_critical_path(console: Console, w: WorkerReport) -> None:
+    """Each class's time on the modelled steps' critical paths, per step and over them."""
+    cp = w.critical_path
+    if cp is None or not cp.steps:
+        return
+    shown = cp.steps[:MAX_STEP_COLUMNS]
+    t = Table(
+        title=f"Critical path: what each step waits on ({cp.steps_modelled} of {len(w.steps)} steps modelled; "
+        f"bound by {label('critical_path.' + cp.bound).lower()})",
+        title_justify="left",
+        caption=f"launch call to kernel start {us(cp.launch_latency_us)}, queued ops {us(cp.stream_gap_us)} apart "
+        f"(medians); {cp.inferred_waits_per_step:.3g} waits on another stream per step, inferred from timing",
+        caption_justify="left",
+    )
+    t.add_column("")
+    t.add_column("per step", justify="right")
+    t.add_column("share", justify="right")
+    for s in shown:
+        t.add_column(f"step {s.step}", justify="right")
+    for c in cp.classes:
+        if c not in cp.us_per_step:
+            continue
+        t.add_row(
+            label("critical_path." + c),
+            us(cp.us_per_step[c]),
+            pct(cp.share.get(c)),
+            *(us(s.us[c]) if c in s.us else "" for s in shown),
+        )
+    t.add_row("Step", us(sum(cp.us_per_step.values())), pct(1.0), *(us(s.dur_us) for s in shown), style="bold")
+    console.print(t)
+
+
+def gain_text(f: Finding) -> str:
+    """A finding's gain cell: re-timed on the trace, its MFU after, and without the profiler."""
+    after = f.est_mfu_after
+    text = us(f.est_gain_us_per_step) + (f"\n→ MFU {pct(after)}" if after is not None else "")
+    w = f.evidence.get("whatif")
+    un = w.get("unprofiled") if isinstance(w, dict) else None
+    if isinstance(un, dict) and isinstance(un.get("gain_us_per_step"), int | float):
+        text += f"\nunprofiled {us(float(un['gain_us_per_step']))}"
+    return text
+
+
+def print_whatif(console: Console, w: WorkerReport) -> None:
+    """The step re-timed with each re-timed finding's fix, and with all of them at once."""
+    wi = w.whatif
+    if wi is None or not wi.findings or wi.combined is None:
+        return
+    t = Table(
+        title=f"What-if: the step re-timed with the fixes applied ({label('whatif.step_us').lower()}: "
+        f"{help_text('whatif.step_us').lower()})",
+        title_justify="left",
+    )
+    for col in (
+        "fix",
+        label("whatif.step_us"),
+        label("whatif.gain_us_per_step"),
+        label("whatif.mfu"),
+        label("whatif.floor_us"),
+        label("whatif.unprofiled_step_us"),
+    ):
+        t.add_column(col, justify="left" if col == "fix" else "right")
+    t.add_row("(as recorded)", us(wi.step_us), "", pct(wi.mfu), "", us(wi.unprofiled_step_us), style="dim")
+    for k, f in enumerate(wi.findings):
+        case = _case(wi, 1 << k)
+        if case is not None:
+            name = f.id + (f" · {f.subject}" if f.subject else "")
+            t.add_row(name[:60], *_cells(case))
+    together = f"all {wi.findings_retimed} re-timed findings together" if wi.findings_retimed > 1 else "the one above"
+    t.add_row(together, *_cells(wi.combined), style="bold")
+    console.print(t)
+
+
+def _case(wi: WhatIf, mask: int) -> WhatIfCase | None:
+    return next((c for c in wi.cases if c.mask == mask), None)
+
+
+def _cells(c: WhatIfCase) -> tuple[str, ...]:
+    un = us(c.unprofiled_step_us) if c.unprofiled_step_us is not None else ""
+    return us(c.step_us), f"{us(c.gain_us_per_step)} ({pct(c.gain_share)})", pct(c.mfu), us(c.floor_us), un

@@ -1,0 +1,170 @@
+"""Each finding's gain from re-timing the step with its fix applied, and the gains of several fixes
+from one re-timing of all of them.
+
+A rule says what its fix changes in the trace (``Hit.change``: ops faster or folded away, syncs
+removed, host time hidden, launches replayed from a CUDA graph...). The device's critical-path model
+(``analysis.critical_path``, built by the analysis) is re-timed with that change, and the modelled
+step less the re-timed one is the finding's ``est_gain_us_per_step``: what the fix gives once the
+work it exposes next (launches behind a removed sync, a host that becomes the limit once kernels are
+fused) is timed too. The rule's own estimate stays in the evidence (``whatif.rule_gain_us_per_step``).
+
+Applied together, the changes give the combined gain: weights only ever shrink, so it is at least
+each gain alone and never more than the step. The what-if panel's combinations (every subset of
+the ``MAX_PANEL`` largest re-timed findings) are re-timed here too, so that no face computes one.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+from ..analysis.critical_path.report_types import WhatIf, WhatIfCase, WhatIfFinding
+from ..analysis.critical_path.whatif import Change, Model, Outcome
+from ..analysis.device.mfu import projected_mfu
+from ..analysis.report import Finding, WorkerReport
+from .context import Context
+from .cost_time import Claim, TimeSet, combined_gain, union
+from .finding import make_finding
+
+MAX_PANEL = 6  # findings the panel combines (2^6 - 1 re-timings at most)
+# Ops x re-timings the panel's combinations may cost: fewer findings past it (on the 1 GB benchmark
+# trace, 16 modelled steps of 4.8 k ops, one re-timing takes about 12 ms and 4 findings are combined: docs/scaling.md)
+PANEL_WORK = 1.5e6
+
+Claimed = list[tuple[Finding, TimeSet | None]]
+# a re-timed finding: the finding, its change, the MFU its projection starts from, its re-timing on
+# the trace and without the profiler's host cost
+Timed = tuple[Finding, Change, float | None, Outcome, Outcome]
+
+
+def retime(ctx: Context, report: WorkerReport, claimed: Claimed) -> tuple[Claimed, float | None]:
+    """The claims with each re-timed finding's gain from its re-timing, and the combined gain (None:
+    no model, or no finding to re-time: the engine then combines the rules' own gains)."""
+    model = ctx.view.critical
+    if model is None:
+        return claimed, None
+    timed: list[Timed] = []
+    out: Claimed = []
+    for f, t in claimed:
+        got = ctx.changes.get((f.id, f.subject))
+        if got is None:
+            out.append((f, t))
+            continue
+        change, mfu = got
+        outcome, unprofiled = model.simulate([change]), model.simulate([change], without_profiler=True)
+        new = _retimed(ctx, f, change, mfu, outcome, unprofiled)
+        timed.append((new, change, mfu, outcome, unprofiled))
+        out.append((new, t))
+    report.whatif = _panel(ctx, model, timed)
+    if not timed:
+        return out, None
+    all_at_once = report.whatif.combined
+    assert all_at_once is not None
+    times = {id(f): t for f, t in out}
+    timed_ids = {id(f) for f, *_ in timed}
+    held = [t for f, *_ in timed if (t := times[id(f)]) is not None]
+    claims = [Claim(all_at_once.gain_us_per_step, union(held))]
+    claims += [Claim(f.est_gain_us_per_step, t) for f, t in out if id(f) not in timed_ids]
+    return out, combined_gain(claims, ctx.step_us)
+
+
+def _retimed(
+    ctx: Context, f: Finding, change: Change, mfu: float | None, outcome: Outcome, unprofiled: Outcome
+) -> Finding:
+    """The finding with the re-timed gain, its cost at least that (the fix removes at least what it
+    gives), and the re-timing in its evidence."""
+    evidence = {k: v for k, v in f.evidence.items() if k not in ("cost_us_per_step", "cost_share", "note")}
+    gain = max(0.0, outcome.gain_us)
+    evidence["whatif"] = {
+        "change": change.what,
+        "step_us_after": outcome.step_us,
+        "floor_us_per_step": outcome.floor_us,
+        "rule_gain_us_per_step": f.est_gain_us_per_step,
+        # the same re-timing with the profiler's host cost taken out of the trace (whatif.unprofiled):
+        # what the fix gives a run that is not profiled
+        "unprofiled": {
+            "step_us": unprofiled.step_us + unprofiled.gain_us,
+            "step_us_after": unprofiled.step_us,
+            "gain_us_per_step": max(0.0, unprofiled.gain_us),
+            "gain_share": max(0.0, unprofiled.gain_us) / (unprofiled.step_us + unprofiled.gain_us)
+            if unprofiled.step_us + unprofiled.gain_us > 0
+            else 0.0,
+        },
+        "steps_modelled": ctx.view.critical.g.steps if ctx.view.critical is not None else None,
+    }
+    note = f.evidence.get("note")
+    evidence["note"] = "gain: the step re-timed on its critical path with the fix applied (evidence.whatif)" + (
+        f"; the rule's own estimate: {note}" if isinstance(note, str) else ""
+    )
+    cost = max(float(f.evidence.get("cost_us_per_step", 0.0)), gain)
+    return make_finding(
+        id=f.id,
+        subject=f.subject,
+        title=f.title,
+        evidence=evidence,
+        cost_us=cost,
+        gain_us=gain,
+        step_us=ctx.step_us,
+        mfu=mfu,
+        recommendation=f.recommendation,
+        high_share=ctx.th.high_share,
+        medium_share=ctx.th.medium_share,
+    )
+
+
+def _panel(ctx: Context, model: Model, timed: list[Timed]) -> WhatIf:
+    """Every subset of the largest re-timed findings, and all of them at once."""
+    step = model.step_us
+    ranked = sorted(timed, key=lambda x: -x[0].est_gain_us_per_step)
+    k = MAX_PANEL
+    while k > 1 and len(model.g.ops) * (2**k) > PANEL_WORK:
+        k -= 1
+    shown = ranked[:k]
+    cases: list[WhatIfCase] = []
+    for size in range(1, len(shown) + 1):
+        for subset in combinations(range(len(shown)), size):
+            picked = [shown[i] for i in subset]
+            mask = sum(1 << i for i in subset)
+            if size == 1:
+                cases.append(_case(mask, step, picked[0][3], _mfu_basis(ctx, picked), picked[0][4]))
+            else:
+                cases.append(_case(mask, step, model.simulate([p[1] for p in picked]), _mfu_basis(ctx, picked)))
+    combined = None
+    if timed:
+        changes = [x[1] for x in timed]
+        out, unprofiled = model.simulate(changes), model.simulate(changes, without_profiler=True)
+        combined = _case((1 << len(shown)) - 1, step, out, _mfu_basis(ctx, timed), unprofiled)
+    findings = [WhatIfFinding(id=f.id, subject=f.subject, change=ch.what) for f, ch, *_ in shown]
+    return WhatIf(
+        step_us=step,
+        unprofiled_step_us=model.unprofiled_step_us,
+        mfu=ctx.mfu,
+        steps_modelled=model.g.steps,
+        findings=findings,
+        cases=cases,
+        combined=combined,
+        findings_retimed=len(timed),
+    )
+
+
+def _mfu_basis(ctx: Context, picked: list[Timed]) -> float | None:
+    """The MFU the projection starts from: a fix that moves the peak (fp32 to bf16 tensor cores)
+    gives its own; otherwise the run's."""
+    for _, _, mfu, *_ in picked:
+        if mfu is not ctx.mfu:
+            return mfu
+    return ctx.mfu
+
+
+def _case(mask: int, step: float, outcome: Outcome, mfu: float | None, unprofiled: Outcome | None = None) -> WhatIfCase:
+    gain = max(0.0, outcome.gain_us)
+    return WhatIfCase(
+        unprofiled_step_us=unprofiled.step_us if unprofiled is not None else None,
+        unprofiled_gain_us_per_step=max(0.0, unprofiled.gain_us) if unprofiled is not None else None,
+        unprofiled_floor_us=unprofiled.floor_us if unprofiled is not None else None,
+        mask=mask,
+        step_us=outcome.step_us,
+        gain_us_per_step=gain,
+        gain_share=gain / step if step > 0 else 0.0,
+        mfu=projected_mfu(mfu, step, gain),
+        floor_us=outcome.floor_us,
+    )
