@@ -88,7 +88,9 @@ class TensorBoard:
                     found.set()
 
         threading.Thread(target=read, daemon=True).start()
-        if not found.wait(120):
+        # torch-tb-profiler reads every sample run before TensorBoard prints its URL: on a busy
+        # 2-core machine that alone has taken over 120 s
+        if not found.wait(300):
             self.stop()
             raise RuntimeError("tensorboard did not start:\n" + "".join(self.log[-40:]))
 
