@@ -28,6 +28,7 @@ from . import procs, schema
 from .files import open_regular
 from .limits import RATIO_GRACE_BYTES, Deadline, Limits, cap_error, format_size
 from .locations import is_local
+from .memory_events import tagged_instants, untagged_instants, with_memory
 from .opener import open_location
 
 CHUNK_BYTES = 8 << 20
@@ -245,11 +246,12 @@ def complete_events(piece: Any) -> list[Any]:
         # an event without "ph", or an unknown phase: the untagged schema takes anything
         return only_complete(_event_list.decode(piece))
     complete = schema.Complete
-    return [e for e in events if type(e) is complete]
+    return with_memory([e for e in events if type(e) is complete], tagged_instants(events))
 
 
 def only_complete(events: list[schema.Event]) -> list[schema.Event]:
-    return [e for e in events if e.ph == "X"]
+    """The complete events, with the memory instants beside them (``memory_events.with_memory``)."""
+    return with_memory([e for e in events if e.ph == "X"], untagged_instants(events))
 
 
 def content_end(buf: bytes | bytearray, end: int) -> int:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..distinct import match_rows
+from .memory_events import MemoryTable
 
 # GpuTable.kind
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
@@ -156,6 +157,8 @@ class TraceTables:
     cpu: CpuTable
     gpu: GpuTable
     comm_args: list[CommArgs] = field(default_factory=list)  # GpuTable.comm indexes it
+    # the allocator's [memory] events (profile_memory=True), empty without them
+    memory: MemoryTable = field(default_factory=MemoryTable.empty)
 
     @cached_property
     def launch_rows(self) -> np.ndarray:
