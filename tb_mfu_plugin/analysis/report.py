@@ -15,6 +15,7 @@ from msgspec import UNSET, UnsetType
 
 from .dist_report import Communication, Pipeline
 from .flops_detail import FlopsDetail
+from .memory.types import Memory
 
 # 2: sync_wait_share -> host_sync_blocked_share, breakdown sync_wait/idle -> idle_after_sync/idle_other
 # (docs/metrics.md, "Schema versions")
@@ -322,6 +323,9 @@ class WorkerReport(msgspec.Struct, kw_only=True):
     # bubble, None unless the rank is a pipeline stage.
     communication: Communication | None = None
     pipeline: Pipeline | None = None
+    # Device memory from the allocator's [memory] events (analysis.memory, docs/memory.md); without
+    # them only its ``unavailable`` says why. None where the device was not analysed.
+    memory: Memory | None = None
 
 
 class RankRow(msgspec.Struct, kw_only=True):
