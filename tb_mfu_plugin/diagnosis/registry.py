@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..analysis.report import Severity
 from ..fmt import template
 from .context import Context
 from .cost_time import Findings, TimeSet
@@ -47,6 +48,9 @@ class Hit:
     # The run's MFU against the peak the fix moves to, where the fix changes it (no_tensor_cores:
     # the bf16 tensor-core peak): the MFU ``est_mfu_after`` projects from. None: the run's own MFU.
     mfu_at_fix_peak: float | None = None
+    # A risk rather than a time (the memory rules: a leak, a peak near the device's size): the
+    # severity at least, whatever the gain.
+    risk: Severity | None = None
 
 
 Check = Callable[[Context, Fired], list[Hit]]
@@ -90,6 +94,7 @@ class Rule:
             recommendation=" ".join(template(self.fixes[k], **hit.args) for k in hit.fix),
             high_share=ctx.th.high_share,
             medium_share=ctx.th.medium_share,
+            risk=hit.risk,
         )
 
 

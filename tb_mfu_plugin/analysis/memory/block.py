@@ -53,6 +53,9 @@ def memory_block(tables: TraceTables, device: int, device_name: str | None, step
         notes=notes,
     )
     _peak(out, tables, tl, rows, peaks)
+    if len(steps) > 1:
+        kept = live.kept_across_steps(tl.step, live.free_index(tl.mem), len(steps))
+        out.kept_ops = live.top_ops(tables, tl.mem, tl.op, tl.root, kept, None, per=len(steps) - 1)
     found = device_memory(props_of(tables, device), device_name)
     out.device_total_bytes, out.device_total_source = found.bytes, found.source
     if found.bytes is None:

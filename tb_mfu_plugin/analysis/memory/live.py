@@ -46,12 +46,25 @@ def alive_at(mem: MemoryTable, freed: np.ndarray, first: int, at: int) -> np.nda
     return idx[(mem.bytes[idx] > 0) & (freed[idx] > at)]
 
 
+def kept_across_steps(step: np.ndarray, freed: np.ndarray, n_steps: int) -> np.ndarray:
+    """The allocations made in an analysed step but the last that no later event frees: what the
+    run keeps from step to step (a leak, or a cache filling up). The last step is left out: its
+    allocations may be freed after the trace ends."""
+    return np.flatnonzero((step >= 0) & (step < n_steps - 1) & (freed == len(freed)))
+
+
 def top_ops(
-    tables: TraceTables, mem: MemoryTable, op: np.ndarray, root: np.ndarray, alive: np.ndarray, before: int | None
+    tables: TraceTables,
+    mem: MemoryTable,
+    op: np.ndarray,
+    root: np.ndarray,
+    alive: np.ndarray,
+    before: int | None,
+    per: int = 1,
 ) -> list[MemoryOp]:
     """The ops that made the ``alive`` allocations, by bytes, largest first (at most ``TOP_OPS``), and
     what was allocated before the step (``before``: the peak less what the step's alive allocations
-    hold; None when unknown, and never below zero)."""
+    hold; None when unknown, and never below zero). Bytes and counts are divided by ``per`` (steps)."""
     names = tables.names
     bytes_of: dict[str, int] = defaultdict(int)
     count: dict[str, int] = defaultdict(int)
@@ -67,8 +80,8 @@ def top_ops(
         MemoryOp(
             name=name,
             root_op=names[tables.cpu.name[largest[name][1]]] if largest[name][1] >= 0 else None,
-            bytes=b,
-            count=count[name],
+            bytes=round(b / per),
+            count=round(count[name] / per),
         )
         for name, b in bytes_of.items()
     ]

@@ -93,6 +93,9 @@ class Memory(msgspec.Struct, kw_only=True):
     peak_root_op: str | None = None
     peak_at_us: float | None = None
     top_ops: list[MemoryOp] = []  # alive at the peak, by bytes, largest first
+    # allocated in an analysed step (but the last) and never freed in the trace, per such step: what
+    # the run keeps from step to step, by the op that allocated it
+    kept_ops: list[MemoryOp] = []
     allocated_start_bytes: int | None = None  # at the start of the peak step
     # the median over consecutive analysed steps of the growth of allocated_start_bytes, per step
     growth_per_step_bytes: float | None = None
