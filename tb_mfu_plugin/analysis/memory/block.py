@@ -22,6 +22,10 @@ NO_EVENTS = (
     "The trace has no [memory] events: record with torch.profiler.profile(profile_memory=True) for peak memory, "
     "growth and headroom."
 )
+NO_TOTALS = (
+    "The trace's memory events carry no Total Allocated (PyTorch before 1.10 wrote only Bytes, the change): "
+    "the device's allocated memory, and so every memory figure, is unknown."
+)
 TIMELINE_POINTS = 2000  # the chart's points at most: buckets keep their highest allocation
 NEAR_FULL = 0.9  # the share of the device near_oom warns at, and the second headroom figure fills
 HEADROOM_METHOD = (
@@ -43,6 +47,8 @@ def memory_block(tables: TraceTables, device: int, device_name: str | None, step
             f"None of the trace's {len(tables.memory):,} memory events of this device lies in an analysed step."
         )
         return Memory(unavailable=why, events_outside_steps=len(tl.mem))
+    if not (tl.mem.total_allocated[tl.step >= 0] >= 0).any():
+        return Memory(unavailable=NO_TOTALS, events=inside, events_outside_steps=len(tl.mem) - inside, notes=notes)
     rows, peaks = step_figures(tables, tl, steps)
     out = Memory(
         events=inside,
