@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .analysis.dist_report import Collective
+from .analysis.memory.types import MemoryStep
 from .analysis.report import CopyStats, KernelStats, Report, Step, Summary, SyncStats, WorkerReport
 
 if TYPE_CHECKING:
@@ -70,6 +71,15 @@ WORKERS: Schema = {**IDENTITY, "file": "string", "error": "string", "device_name
                    **struct_schema(Summary, skip=("steps",)), "steps": "Int64",
                    "hfu": "float64", "achieved_tflops_while_busy": "float64", "flops_source": "string"}
 KERNELS: Schema = {**IDENTITY, **struct_schema(KernelStats)}
+# one row per analysed step of a profile_memory=True trace (analysis.memory, docs/memory.md), with the
+# device's memory and the worker's headroom beside each (a Literal phase is a string)
+MEMORY: Schema = {
+    **IDENTITY,
+    **struct_schema(MemoryStep),
+    "peak_phase": "string",
+    "device_total_bytes": "Int64",
+    "batch_factor": "float64",
+}
 COPIES: Schema = {**IDENTITY, **struct_schema(CopyStats)}
 SYNCS: Schema = {**IDENTITY, **struct_schema(SyncStats)}
 FINDINGS: Schema = {**IDENTITY, "id": "string", "severity": "string", "title": "string", "subject": "string",
@@ -193,4 +203,19 @@ def collectives_rows(report: Report) -> list[Row]:
         for c in w.communication.collectives:
             rows.append({**ident, "rank": rank, "collective": c.kind, "kernel_us_per_step": c.us_per_step,
                          **_fields(c, COLLECTIVES)})
+    return rows
+
+
+def memory_rows(report: Report) -> list[Row]:
+    """One row per analysed step of every worker with memory figures (``WorkerReport.memory``)."""
+    rows = []
+    for _, w, ident in _workers(report):
+        m = w.memory
+        if m is None or m.unavailable is not None:
+            continue
+        factor = m.headroom.batch_factor if m.headroom is not None else None
+        for s in m.steps:
+            rows.append(
+                {**ident, **_fields(s, MEMORY), "device_total_bytes": m.device_total_bytes, "batch_factor": factor}
+            )
     return rows

@@ -24,6 +24,7 @@ from .diagnosis.run_compare import Comparison
 from .escape import for_rich, markup_escape
 from .fmt import core_unit, count, figure, flop_rate, flops, gbps, mfu_shown, mfu_text, nbytes, pct, us
 from .render_dist import print_communication, print_ranks
+from .render_memory import compared_rows, print_memory
 
 if TYPE_CHECKING:
     from .pipeline import PathProgressFn
@@ -88,6 +89,7 @@ def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int) ->
     _print_copies_and_syncs(console, w)
     _print_launches(console, w)
     print_communication(console, w)
+    print_memory(console, w)
     _print_top_kernels(console, w, top)
     _print_roofline(console, w, top)
     _print_diagnosis(console, w)
@@ -379,6 +381,8 @@ def print_comparison(c: Comparison) -> None:
                     for x in (a, b)
                 ),
             )
+        for row in compared_rows(a.memory if a else None, b.memory if b else None):
+            t.add_row(*row)
         console.print(t)
         if a is not None and b is not None:
             _print_changes(console, who, pair.findings)

@@ -76,6 +76,19 @@ class MemoryTimeline(msgspec.Struct, kw_only=True):
     step_starts_us: list[float] = []  # each step's host start on the same axis
 
 
+class MemoryBrief(msgspec.Struct, kw_only=True):
+    """The memory block's headline figures, for a comparison of two runs (``tb-mfu compare --json``)."""
+
+    peak_allocated_bytes: int | None
+    peak_reserved_bytes: int | None
+    allocated_start_bytes: int | None
+    growth_per_step_bytes: float | None
+    peak_share: float | None
+    batch_factor: float | None
+    recompute_us_per_step: float | None
+    recompute_saved_bytes: int | None
+
+
 class Memory(msgspec.Struct, kw_only=True):
     """Device memory of one device over the analysed steps (analysis.memory.block)."""
 
@@ -109,3 +122,19 @@ class Memory(msgspec.Struct, kw_only=True):
     oom_events: int = 0  # the allocator's [OutOfMemory] events inside the steps
     timeline: MemoryTimeline | None = None
     notes: list[str] = []
+
+    def brief(self) -> MemoryBrief | None:
+        """The headline figures; None without memory figures."""
+        if self.unavailable is not None:
+            return None
+        h, r = self.headroom, self.recompute
+        return MemoryBrief(
+            peak_allocated_bytes=self.peak_allocated_bytes,
+            peak_reserved_bytes=self.peak_reserved_bytes,
+            allocated_start_bytes=self.allocated_start_bytes,
+            growth_per_step_bytes=self.growth_per_step_bytes,
+            peak_share=self.peak_share,
+            batch_factor=h.batch_factor if h is not None else None,
+            recompute_us_per_step=r.us_per_step if r is not None else None,
+            recompute_saved_bytes=r.saved_bytes if r is not None else None,
+        )
