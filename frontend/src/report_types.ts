@@ -466,6 +466,7 @@ export interface Memory {
   peak_root_op: string | null;
   peak_at_us: number | null;
   top_ops: MemoryOp[];
+  kept_ops: MemoryOp[];
   allocated_start_bytes: number | null;
   growth_per_step_bytes: number | null;
   reserved_minus_allocated_bytes: number | null;
