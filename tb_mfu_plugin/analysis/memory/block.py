@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...fmt import pct
+from ...fmt import nbytes
 from ...trace.tables import TraceTables
 from ..devices import props_of
 from ..steps import Steps
@@ -101,15 +101,18 @@ def _against_device(out: Memory) -> None:
     total, peak, start = out.device_total_bytes, out.peak_allocated_bytes, out.allocated_start_bytes
     if total is None or peak is None:
         return
-    out.peak_share = peak / total
-    if out.peak_reserved_bytes is not None:
-        out.peak_reserved_share = out.peak_reserved_bytes / total
-    if out.peak_share > 1 or (out.peak_reserved_share or 0) > 1:
+    reserved = out.peak_reserved_bytes
+    if peak > total or (reserved is not None and reserved > total):
+        # an impossible figure is never shown as one: no share, no headroom, and the likely cause
         out.notes.append(
-            f"The peak ({pct(out.peak_share)} allocated, {pct(out.peak_reserved_share)} reserved) exceeds the "
-            "device's memory: the device size or the events are wrong; no headroom."
+            f"The peak ({nbytes(peak)} allocated, {nbytes(reserved)} reserved) exceeds the device's memory "
+            f"({nbytes(total)}, {out.device_total_source}): the device size or the events are wrong, so the share "
+            "of the device and the headroom are not given."
         )
         return
+    out.peak_share = peak / total
+    if reserved is not None:
+        out.peak_reserved_share = reserved / total
     if start is None:
         return
     scaled = peak - start
