@@ -42,14 +42,14 @@ PHASES = ("decode", "analyze")
 
 def run_phase(phase: str, path: str) -> str:
     """The phase's work in this process (the package first on sys.path); what it produced."""
-    from tb_mfu_plugin.trace.decode import decode_trace
+    from tb_mfu_plugin.trace.decode.decode import decode_trace
 
     tables = decode_trace(path, processes=1)
     rows = len(getattr(tables, "memory", ()))
     if phase == "decode":
         return f"{len(tables.cpu):,} cpu, {len(tables.gpu):,} gpu, {rows:,} memory rows"
-    from tb_mfu_plugin.options import AnalysisOptions
-    from tb_mfu_plugin.pipeline import analyze_tables
+    from tb_mfu_plugin.analysis.options import AnalysisOptions
+    from tb_mfu_plugin.running.pipeline import analyze_tables
 
     reports = analyze_tables(tables, "rank0", "", AnalysisOptions())
     m = getattr(reports[0], "memory", None)

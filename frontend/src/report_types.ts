@@ -187,7 +187,7 @@ export interface KernelStats {
 
 /**
  * How the FLOPs behind MFU were counted, and every MFU-like figure besides the headline
- * (``analysis.mfu``). Per-step figures are means over the analysed steps.
+ * (``analysis.device.mfu``). Per-step figures are means over the analysed steps.
  */
 export interface FlopsDetail {
   source: string | null;
@@ -234,7 +234,7 @@ export interface UnattributedOp {
 
 /**
  * The peak MFU is measured against and how it was chosen (``analysis.peaks.PeakChoice``).
- * The defaults are the unknown peak; ``analysis.mfu`` always fills them.
+ * The defaults are the unknown peak; ``analysis.device.mfu`` always fills them.
  */
 export interface PeakFacts {
   name: string | null;
@@ -351,7 +351,7 @@ export interface WaterfallBar {
 }
 
 /**
- * The trace's ``distributedInfo`` (``analysis.distributed``); each key only where the
+ * The trace's ``distributedInfo`` (``analysis.distributed.info``); each key only where the
  * trace has it.
  */
 export interface Distributed {
@@ -430,7 +430,7 @@ export interface CommStep {
 }
 
 /**
- * One collective call, to match across ranks (``analysis.clock_skew``): the ``index``-th call
+ * One collective call, to match across ranks (``analysis.distributed.clock_skew``): the ``index``-th call
  * on ``group`` launched in profiler step ``step``. Written as an array to keep the JSON small:
  * [group, step, index, kind, dtype, bytes, start_us, end_us].
  */

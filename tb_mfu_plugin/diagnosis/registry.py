@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..analysis.fmt import template
 from ..analysis.report import Severity
-from ..fmt import template
 from .context import Context
 from .cost_time import Findings, TimeSet
 from .finding import Finding, make_finding

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..errors import TraceError
+from ..core.errors import TraceError
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
@@ -32,7 +32,7 @@ class Limits:
     max_line_bytes: int = 1 * GiB
     # Longer names (kernels, ops) are cut to this many characters, with a note.
     max_name_chars: int = 32 * KiB
-    # Complete ("X") events, and device memory events (trace/memory_events.py), kept from one file.
+    # Complete ("X") events, and device memory events (trace/decode/memory_events.py), kept from one file.
     max_events: int = 200_000_000
     # Devices analysed per file; the others are left out with a note.
     max_devices: int = 64

@@ -15,7 +15,7 @@ from tracegen import TraceBuilder
 from tb_mfu_plugin.analysis.memory import block, live
 from tb_mfu_plugin.analysis.memory.types import Memory
 from tb_mfu_plugin.analysis.report import WorkerReport
-from tb_mfu_plugin.pipeline import analyze_path
+from tb_mfu_plugin.running.pipeline import analyze_path
 
 RUNS = ("gpt_memory", "gpt_memory_checkpointing", "gpt_memory_batch2x", "memory_leak")
 _cache: dict[str, WorkerReport] = {}

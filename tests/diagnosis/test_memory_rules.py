@@ -11,7 +11,7 @@ from conftest import SAMPLES
 
 from tb_mfu_plugin.analysis.report import WorkerReport
 from tb_mfu_plugin.diagnosis import DEFAULT
-from tb_mfu_plugin.pipeline import analyze_path
+from tb_mfu_plugin.running.pipeline import analyze_path
 
 from .helpers import Builder, analyze, ids, one
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tb_mfu_plugin import fmt
+from tb_mfu_plugin.analysis import fmt
 
 from .conftest import ROOT
 from .test_browser import TIMEOUT_MS, cli_json, first_usable, open_tab

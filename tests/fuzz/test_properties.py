@@ -17,11 +17,11 @@ import numpy as np
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tb_mfu_plugin.errors import TraceError
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_tables
-from tb_mfu_plugin.trace.columns import MAX_ABS_TS, MAX_COPY_BYTES, MAX_DUR
-from tb_mfu_plugin.trace.decode import decode_trace
+from tb_mfu_plugin.analysis.options import AnalysisOptions
+from tb_mfu_plugin.core.errors import TraceError
+from tb_mfu_plugin.running.pipeline import analyze_tables
+from tb_mfu_plugin.trace.decode.columns import MAX_ABS_TS, MAX_COPY_BYTES, MAX_DUR
+from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.limits import Limits
 
 LONG = os.environ.get("TB_MFU_FUZZ_LONG") == "1"
@@ -194,7 +194,7 @@ def test_any_memory_events_give_a_memory_block_without_impossible_figures(
     import invariants
 
     from tb_mfu_plugin.analysis.report import to_json
-    from tb_mfu_plugin.trace.memory_events import UNKNOWN_BYTES
+    from tb_mfu_plugin.trace.tables import UNKNOWN_BYTES
 
     props = [{"id": 0, "name": "NVIDIA H200", **({} if total is None else {"totalGlobalMem": total})}]
     path = tmp_path_factory.mktemp("m") / "rank0.1.pt.trace.json"

@@ -1,4 +1,4 @@
-"""The allocator's ``[memory]`` instant events in ``TraceTables.memory`` (trace/memory_events.py):
+"""The allocator's ``[memory]`` instant events in ``TraceTables.memory`` (trace/decode/memory_events.py):
 on the real profile_memory=True samples the table holds the counters the ground truth measured, to the
 byte; every way of decoding gives the same table; hostile values are made unknown with a note."""
 
@@ -13,9 +13,9 @@ import pytest
 from conftest import SAMPLES
 from tracegen import TraceBuilder
 
-from tb_mfu_plugin.trace import parallel, stream
-from tb_mfu_plugin.trace.decode import decode_bytes, decode_trace
-from tb_mfu_plugin.trace.memory_events import MEMORY_COLUMNS, OOM, UNKNOWN_BYTES, MemoryTable
+from tb_mfu_plugin.trace.decode import parallel, stream
+from tb_mfu_plugin.trace.decode.decode import decode_bytes, decode_trace
+from tb_mfu_plugin.trace.tables import MEMORY_COLUMNS, OOM, UNKNOWN_BYTES, MemoryTable
 
 MEMORY_RUNS = ("gpt_memory", "gpt_memory_checkpointing", "gpt_memory_batch2x", "memory_leak")
 
@@ -130,7 +130,8 @@ def test_hostile_values_are_unknown_and_noted(layout: str, tmp_path: Path, monke
 
 
 def test_memory_events_count_under_the_event_cap() -> None:
-    from tb_mfu_plugin.errors import TraceError
+    from tb_mfu_plugin.core.errors import TraceError
+
     from tb_mfu_plugin.trace.limits import Limits
 
     b = TraceBuilder()

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...fmt import nbytes
 from ...trace.tables import TraceTables
-from ..devices import props_of
-from ..steps import Steps
+from ..device.devices import props_of
+from ..fmt import nbytes
+from ..time.steps import Steps
 from . import live, timeline
 from .capacity import device_memory
 from .checkpoint import recompute

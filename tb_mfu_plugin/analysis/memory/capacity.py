@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...fmt import nbytes
-from ..peaks import match_gpu
+from ..device.peaks import match_gpu
+from ..fmt import nbytes
 
 _GIB = 1 << 30
 

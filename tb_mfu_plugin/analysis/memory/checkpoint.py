@@ -23,11 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...trace.tables import KERNEL, TraceTables
-from .. import intervals, nesting
-from ..name_patterns import op_rows_named
-from ..op_attribution import launch_points, ops_by_external_id
-from ..recompute import FORWARD_COMPOSITES, is_backward_node
-from ..steps import Steps
+from ..flops.recompute import FORWARD_COMPOSITES, is_backward_node
+from ..kernels.name_patterns import op_rows_named
+from ..time import intervals, nesting
+from ..time.op_attribution import launch_points, ops_by_external_id
+from ..time.steps import Steps
 from .live import free_index
 from .timeline import Timeline
 from .types import Recompute

@@ -13,8 +13,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from ...trace.memory_events import UNKNOWN_BYTES, MemoryTable
-from ...trace.tables import TraceTables
+from ...trace.tables import UNKNOWN_BYTES, MemoryTable, TraceTables
 from .types import MemoryOp
 
 BEFORE_STEP = "(before the step)"

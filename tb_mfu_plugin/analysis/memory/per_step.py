@@ -17,9 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...trace.memory_events import UNKNOWN_BYTES
-from ...trace.tables import TraceTables
-from ..steps import Steps
+from ...trace.tables import UNKNOWN_BYTES, TraceTables
+from ..time.steps import Steps
 from .timeline import PHASES, Timeline
 from .types import MemoryStep
 

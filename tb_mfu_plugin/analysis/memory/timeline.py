@@ -26,14 +26,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...distinct import distinct
-from ...trace.memory_events import MEMORY, MemoryTable
-from ...trace.tables import ANNOTATION, OP, TraceTables
-from .. import intervals
-from ..devices import gpu_devices
-from ..recompute import is_backward_node
-from ..steps import Steps
-from ..syncs import enclosing_ops
+from ...core.distinct import distinct
+from ...trace.tables import ANNOTATION, MEMORY, OP, MemoryTable, TraceTables
+from ..device.devices import gpu_devices
+from ..flops.recompute import is_backward_node
+from ..time import intervals
+from ..time.steps import Steps
+from ..time.syncs import enclosing_ops
 
 FORWARD, BACKWARD, OPTIMIZER, OTHER = 0, 1, 2, 3
 PHASES = ("forward", "backward", "optimizer", "other")
