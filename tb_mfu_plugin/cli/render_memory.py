@@ -102,7 +102,7 @@ _COMPARED = (
     ("memory.peak_reserved_bytes", "peak_reserved_bytes", True),
     ("memory.peak_share", "peak_share", False),
     ("memory.growth_per_step_bytes", "growth_per_step_bytes", False),
-    ("memory.headroom.batch_factor", "batch_factor", False),
+    ("memory.headroom.batch_factor", "batch_factor", True),
     ("memory.recompute.us_per_step", "recompute_us_per_step", True),
     ("memory.recompute.saved_bytes", "recompute_saved_bytes", False),
 )

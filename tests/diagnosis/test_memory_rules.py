@@ -172,6 +172,25 @@ def test_the_checkpointing_sample_shows_its_trade() -> None:
     assert "activation_checkpointing" not in ids(_sample("gpt_memory"))
 
 
+def test_compare_gives_the_checkpointing_pairs_deltas() -> None:
+    """tb-mfu compare's memory rows on the pair: the peak it saves, the headroom it buys, the recompute it costs."""
+    from tb_mfu_plugin.cli.render_memory import compared_rows
+
+    base, ckpt = (_sample(r).memory for r in ("gpt_memory", "gpt_memory_checkpointing"))
+    assert base is not None and ckpt is not None
+    a, b = base.brief(), ckpt.brief()
+    assert a is not None and b is not None
+    rows = {name: (x, y) for name, x, y in compared_rows(a, b)}
+    assert b.peak_allocated_bytes is not None and a.peak_allocated_bytes is not None
+    assert a.peak_allocated_bytes - b.peak_allocated_bytes == 326897664  # the pair's measured saving
+    peak = next(v for k, v in rows.items() if "peak allocated" in k.lower())
+    assert peak == ("1.11 GB", "782 MB (-327 MB)")
+    headroom = next(v for k, v in rows.items() if "headroom" in k.lower())
+    assert headroom[1].endswith("(+136.8×)"), headroom
+    recompute = next(v for k, v in rows.items() if "recompute" in k.lower())
+    assert recompute == ("n/a", "7.85 ms (+7.85 ms)")
+
+
 @pytest.mark.parametrize("run", ["gpt_sdpa_fused", "gpt_checkpointing", "tiny_mlp_launch_bound"])
 def test_no_memory_finding_without_memory_events(run: str) -> None:
     w = _sample(run)
