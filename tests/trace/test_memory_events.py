@@ -131,7 +131,6 @@ def test_hostile_values_are_unknown_and_noted(layout: str, tmp_path: Path, monke
 
 def test_memory_events_count_under_the_event_cap() -> None:
     from tb_mfu_plugin.core.errors import TraceError
-
     from tb_mfu_plugin.trace.limits import Limits
 
     b = TraceBuilder()
