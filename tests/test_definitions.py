@@ -45,7 +45,16 @@ def _fields(cls: type[msgspec.Struct]) -> set[str]:
 
 def test_every_name_is_a_key_of_the_report() -> None:
     """A definition names a figure the report carries (or one derived only by reading it)."""
-    blocks = {"launches": _fields(LaunchStats), "ranks": _fields(RankRow)}
+    from tb_mfu_plugin.analysis.memory.types import Headroom, Memory, MemoryStep, Recompute
+
+    blocks = {
+        "launches": _fields(LaunchStats),
+        "ranks": _fields(RankRow),
+        "memory": _fields(Memory),
+        "memory.headroom": _fields(Headroom),
+        "memory.recompute": _fields(Recompute),
+        "memory.steps": _fields(MemoryStep),
+    }
     derived = {"mfu_median_step": "summary.distribution.mfu.median"}
     for name in D.DEFINITIONS:
         block, _, key = name.rpartition(".")
@@ -74,7 +83,7 @@ def test_every_name_is_a_key_of_the_report() -> None:
     from tb_mfu_plugin.diagnosis.strategies import StrategyRow
 
     assert {"hfu", "achieved_tflops_while_busy"} <= _fields(FlopsDetail)
-    assert "peak_flops" in _fields(Device) and "mfu_min" in _fields(StrategyRow)
+    assert "peak_flops" in _fields(Device) and {"mfu_min", "peak_allocated_max"} <= _fields(StrategyRow)
 
 
 def test_every_shared_summary_share_is_defined() -> None:

@@ -91,6 +91,26 @@ def test_checkpointing_sample_has_hfu_above_mfu(exported: Path) -> None:
     assert mfu.keys() == hfu.keys() and all(hfu[s] > mfu[s] * 1.05 for s in mfu)
 
 
+def test_peak_memory_per_step_beside_mfu(tmp_path: Path) -> None:
+    """A profile_memory=True trace: each step's peak memory (the memory block's) beside its MFU, and the
+    highest in the summary; a trace without memory events has no such tag."""
+    out = tmp_path / "scalars"
+    assert _cli("export-scalars", str(SAMPLES / "memory_leak"), "--out", str(out)).returncode == 0
+    (w,) = _json(SAMPLES / "memory_leak")["runs"][0]["workers"]
+    acc = _read(out / "memory_leak" / "rank0")
+    m = w["memory"]
+    assert _series(acc, "tb_mfu/peak_allocated_bytes") == {s["step"]: s["peak_allocated_bytes"] for s in m["steps"]}
+    assert _series(acc, "tb_mfu/peak_reserved_bytes") == {s["step"]: s["peak_reserved_bytes"] for s in m["steps"]}
+    assert list(_series(acc, "tb_mfu/peak_allocated_bytes").values()) == [1419984896, 1428373504, 1436762112]
+    assert _series(acc, "tb_mfu/summary/peak_allocated_bytes") == {5: m["peak_allocated_bytes"]}
+    assert _series(acc, "tb_mfu/mfu").keys() == {3, 4, 5}
+
+
+def test_no_memory_tag_without_memory_events(exported: Path) -> None:
+    acc = _read(exported / "gpt_naive_attention" / "gpt_naive_attention" / "rank0")
+    assert "tb_mfu/peak_allocated_bytes" not in acc.Tags()["tensors"]
+
+
 def test_hparams_session_and_experiment_config(exported: Path) -> None:
     acc = _read(exported / "ddp_2gpu" / "ddp_2gpu" / "rank1")
     content = acc.SummaryMetadata(hp_metadata.SESSION_START_INFO_TAG).plugin_data.content

@@ -20,7 +20,7 @@ from tb_mfu_plugin.analysis import fmt
 
 ROOT = Path(__file__).resolve().parent.parent
 FRONTEND = ROOT / "frontend"
-PAIRS = {"pct": fmt.pct, "dur": fmt.us, "bytes": fmt.nbytes, "flops": fmt.flops}
+PAIRS = {"pct": fmt.pct, "dur": fmt.us, "bytes": fmt.nbytes, "flops": fmt.flops, "factor": fmt.factor}
 
 
 def _values() -> dict[str, list[float]]:
@@ -35,6 +35,7 @@ def _values() -> dict[str, list[float]]:
         "dur": edges + spread,
         "bytes": edges + spread,
         "flops": edges + spread,
+        "factor": edges + spread,
     }
 
 

@@ -253,3 +253,46 @@ def test_ddp_and_the_all_reduced_mean_over_two_ranks(tmp_path: Path) -> None:
         assert step == 4 and own == pytest.approx(mfu)
         assert mean == pytest.approx(0.075) and time_mean == pytest.approx(1.5e5)
         assert last_step == 5
+
+
+def test_peak_memory_is_logged_per_window_and_absent_without_cuda(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """CPU torch: no CUDA, so no memory figure and no tag; with CUDA (its counters stood in for here,
+    the one way to reach that path without a GPU) each log reads max_memory_allocated() once, and
+    resets it only when asked."""
+    clock = FakeClock([0.1] * 6)
+    mon = MfuMonitor(str(tmp_path / "cpu"), log_every=2, flops_per_step=1e12, peak_tflops=10.0,
+                     timer=WallClockTimer(clock))
+    _drive(mon, clock, 6)
+    mon.close()
+    assert mon.logs and all(log.max_memory_allocated_bytes is None for log in mon.logs)
+    acc = ea.EventAccumulator(str(tmp_path / "cpu"))
+    acc.Reload()
+    assert "tb_mfu/max_memory_allocated_bytes" not in acc.Tags()["tensors"] + acc.Tags()["scalars"]
+
+    peaks = iter([1000, 3000, 2000, 500])
+    calls: list[str] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a: calls.append("read") or next(peaks))
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda *a: calls.append("reset"))
+    for reset, name in ((False, "plain"), (True, "reset")):
+        calls.clear()
+        clock = FakeClock([0.1] * 4)
+        mon = MfuMonitor(str(tmp_path / name), log_every=2, flops_per_step=1e12, peak_tflops=10.0,
+                         timer=WallClockTimer(clock), reset_peak_memory=reset)
+        _drive(mon, clock, 4)
+        mon.close()
+        assert calls == (["read", "reset"] * 2 if reset else ["read"] * 2)  # once per log, never per step
+    assert [log.max_memory_allocated_bytes for log in mon.logs] == [2000, 500]
+    acc = ea.EventAccumulator(str(tmp_path / "reset"), size_guidance={ea.TENSORS: 0})
+    acc.Reload()
+    events = acc.Tensors("tb_mfu/max_memory_allocated_bytes")
+    got = {e.step: float(tensor_util.make_ndarray(e.tensor_proto)) for e in events}
+    assert got == {2: 2000.0, 4: 500.0}
+    calls.clear()
+    clock = FakeClock([0.1] * 2)
+    off = MfuMonitor(log_every=1, flops_per_step=1e12, peak_tflops=10.0, timer=WallClockTimer(clock), memory=False)
+    _drive(off, clock, 2)
+    assert calls == [] and off.logs and off.logs[-1].max_memory_allocated_bytes is None

@@ -18,6 +18,7 @@ ACCESSORS = {
     "workers": frames.WORKERS, "steps": frames.STEPS, "kernels": frames.KERNELS, "copies": frames.COPIES,
     "syncs": frames.SYNCS, "findings": frames.FINDINGS, "ranks": frames.RANKS, "collectives": frames.COLLECTIVES,
     "critical_path": frames.CRITICAL_PATH, "whatif": frames.WHATIF,
+    "memory": frames.MEMORY,
 }
 BREAKDOWN = ["breakdown_kernel", "breakdown_memcpy", "breakdown_memset", "breakdown_idle_after_sync",
              "breakdown_idle_other"]
@@ -126,6 +127,23 @@ def test_single_gpu_run_has_empty_ranks_and_collectives_with_columns(naive: tm.R
     for df, schema in ((naive.ranks(), frames.RANKS), (naive.collectives(), frames.COLLECTIVES)):
         assert df.empty
         _check_schema(df, schema)
+
+
+def test_memory_is_the_json_reports_memory_steps(tmp_path: Path) -> None:
+    """memory(): a row per analysed step of a profile_memory=True trace, the JSON's values; the same
+    from the JSON file; no rows without memory events (its columns and dtypes all the same)."""
+    r = tm.analyze(SAMPLES / "gpt_memory_checkpointing")
+    df = r.memory()
+    _check_schema(df, frames.MEMORY)
+    data = _cli_json(SAMPLES / "gpt_memory_checkpointing")
+    m = data["runs"][0]["workers"][0]["memory"]
+    assert df["peak_allocated_bytes"].tolist() == [s["peak_allocated_bytes"] for s in m["steps"]]
+    assert df["peak_phase"].tolist() == [s["peak_phase"] for s in m["steps"]] == ["backward"] * 3
+    assert (df["device_total_bytes"] == m["device_total_bytes"]).all()
+    assert (df["batch_factor"] == m["headroom"]["batch_factor"]).all()
+    path = tmp_path / "r.json"
+    r.to_json(path)
+    pd.testing.assert_frame_equal(tm.Report.from_json(path).memory(), df)
 
 
 def test_from_json_gives_the_same_frames(naive: tm.Report, tmp_path: Path) -> None:

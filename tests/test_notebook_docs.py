@@ -17,7 +17,7 @@ def _blocks() -> list[str]:
 def test_the_docs_page_has_the_walkthrough() -> None:
     code = "\n".join(_blocks())
     for accessor in ("workers()", "steps()", "kernels()", "copies()", "syncs()", "findings()", "ranks()",
-                     "collectives()", "Report.from_json"):
+                     "collectives()", "memory()", "Report.from_json"):
         assert accessor in code, accessor
 
 
@@ -30,7 +30,7 @@ def test_every_python_block_runs(monkeypatch: pytest.MonkeyPatch, capsys: pytest
         exec(compile(block, f"{DOC.name}[block {i}]", "exec"), namespace)
     out = capsys.readouterr().out
     # what the page shows was printed: the sample's facts, not the exact float formatting
-    for fact in ("NVIDIA H200", "naive_attention", "aten::item", "allreduce", "pageable"):
+    for fact in ("NVIDIA H200", "naive_attention", "aten::item", "allreduce", "pageable", "8388608"):
         assert fact in out, fact
 
 

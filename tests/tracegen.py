@@ -100,6 +100,16 @@ class TraceBuilder:
             self.kernel(name, ts, dur, corr, **kw)
         return corr
 
+    def memory(self, ts: float, nbytes: Any, allocated: Any, reserved: Any, addr: Any = 1 << 40, device: Any = 0,
+               device_type: Any = 1, tid: int | None = None, name: str = "[memory]") -> None:
+        """One of the caching allocator's instant events (``profile_memory=True``)."""
+        self.events.append(
+            {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": name, "pid": self.pid,
+             "tid": self.tid if tid is None else tid, "ts": ts,
+             "args": {"Total Reserved": reserved, "Total Allocated": allocated, "Bytes": nbytes, "Device Id": device,
+                      "Device Type": device_type, "Addr": addr}}
+        )
+
     def _next_corr(self) -> int:
         self._corr += 1
         return self._corr

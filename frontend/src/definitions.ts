@@ -2,7 +2,7 @@
 // figure's label, one-line definition and unit, the same words as docs/metrics.md and the README.
 // Do not edit by hand (tests/test_definitions.py fails while this file is stale).
 
-export type Unit = 'share' | 'time' | 'bytes' | 'flops' | 'flop_rate' | 'tflop_rate' | 'bandwidth' | 'count';
+export type Unit = 'share' | 'time' | 'bytes' | 'flops' | 'flop_rate' | 'tflop_rate' | 'bandwidth' | 'count' | 'factor';
 
 export interface Definition {
   label: string;
@@ -318,6 +318,106 @@ export const DEFINITIONS = {
     label: 'MFU per rank, median step',
     definition: 'Lowest / mean / highest over the ranks of each rank\'s MFU, median step',
     unit: 'share',
+  },
+  'strategies.peak_allocated_max': {
+    label: 'Peak memory per rank',
+    definition: 'Lowest / highest over the ranks of each rank\'s peak allocated memory (profile_memory=True traces)',
+    unit: 'bytes',
+  },
+  'memory.peak_allocated_bytes': {
+    label: 'Peak allocated',
+    definition: 'The most memory the caching allocator had allocated to tensors in any analysed step (torch.cuda.max_memory_allocated() over that step)',
+    unit: 'bytes',
+  },
+  'memory.peak_reserved_bytes': {
+    label: 'Peak reserved',
+    definition: 'The most device memory the caching allocator held in any analysed step, allocated or cached (torch.cuda.max_memory_reserved())',
+    unit: 'bytes',
+  },
+  'memory.peak_share': {
+    label: 'Peak of device',
+    definition: 'Peak allocated / the device\'s memory (deviceProperties totalGlobalMem, else the model\'s datasheet size)',
+    unit: 'share',
+  },
+  'memory.device_total_bytes': {
+    label: 'Device memory',
+    definition: 'The device\'s memory: deviceProperties totalGlobalMem, else the GPU model\'s datasheet capacity',
+    unit: 'bytes',
+  },
+  'memory.allocated_start_bytes': {
+    label: 'Allocated at step start',
+    definition: 'Allocated just before the peak step\'s first allocation or free: parameters, optimizer state and whatever lives across steps',
+    unit: 'bytes',
+  },
+  'memory.growth_per_step_bytes': {
+    label: 'Growth / step',
+    definition: 'The median over consecutive analysed steps of the change in allocated-at-step-start, per step: a steady rise is a leak',
+    unit: 'bytes',
+  },
+  'memory.reserved_minus_allocated_bytes': {
+    label: 'Reserved − allocated',
+    definition: 'At the peak: memory the allocator holds that no tensor uses (its cache, or fragmented blocks)',
+    unit: 'bytes',
+  },
+  'memory.headroom.batch_factor': {
+    label: 'Batch headroom',
+    definition: 'How many times the batch could grow before the device is full, if the peak above the step\'s start scales with the batch and the start does not: (device memory − start) / (peak − start)',
+    unit: 'factor',
+  },
+  'memory.headroom.batch_factor_at_90': {
+    label: 'Batch headroom to 90 %',
+    definition: 'The batch headroom that fills 90 % of the device instead: (0.9 × device memory − start) / (peak − start)',
+    unit: 'factor',
+  },
+  'memory.headroom.batch_scaled_bytes': {
+    label: 'Batch-scaled memory',
+    definition: 'Peak allocated − allocated at step start: activations, their gradients and workspace, taken to scale with the batch',
+    unit: 'bytes',
+  },
+  'memory.headroom.fixed_bytes': {
+    label: 'Fixed memory',
+    definition: 'Allocated at the peak step\'s start, taken not to scale with the batch',
+    unit: 'bytes',
+  },
+  'memory.recompute.us_per_step': {
+    label: 'Recompute / step',
+    definition: 'Activation checkpointing\'s re-run of forward ops in backward, per step: the longer of its host time and its kernels\' GPU time',
+    unit: 'time',
+  },
+  'memory.recompute.saved_bytes': {
+    label: 'Memory saved (bound)',
+    definition: 'What the recompute allocates and still holds when it ends, per step: the activations checkpointing did not keep from the forward (an upper bound of what it saves)',
+    unit: 'bytes',
+  },
+  'memory.steps.peak_allocated_bytes': {
+    label: 'Step peak',
+    definition: 'The most memory allocated during the step (its max_memory_allocated())',
+    unit: 'bytes',
+  },
+  'memory.steps.peak_reserved_bytes': {
+    label: 'Step reserved',
+    definition: 'The most memory the allocator held during the step',
+    unit: 'bytes',
+  },
+  'memory.steps.allocated_start_bytes': {
+    label: 'At start',
+    definition: 'Allocated just before the step\'s first allocation or free (memory_allocated() at its start)',
+    unit: 'bytes',
+  },
+  'memory.steps.allocated_end_bytes': {
+    label: 'At end',
+    definition: 'Allocated after the step\'s last allocation or free',
+    unit: 'bytes',
+  },
+  'memory.steps.growth_bytes': {
+    label: 'Growth',
+    definition: 'Allocated at this step\'s start − at the previous analysed step\'s, per step between them',
+    unit: 'bytes',
+  },
+  'memory.steps.reserved_minus_allocated_bytes': {
+    label: 'Cached',
+    definition: 'At the step\'s peak: reserved − allocated',
+    unit: 'bytes',
   },
 } as const satisfies Record<string, Definition>;
 

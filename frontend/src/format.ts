@@ -85,6 +85,12 @@ export function count(x: number | null | undefined, digits?: number): string {
   return fixed(x, d);
 }
 
+/** A multiple (how many times something fits or grows): 2 decimals below 10, 1 above, then ×. */
+export function factor(x: number | null | undefined): string {
+  if (!isNum(x)) return NA;
+  return `${fixed(x, Math.abs(x) < 10 ? 2 : 1)}×`;
+}
+
 /** count() with ``digits`` fixed: a one-argument formatter for a table column or a metric. */
 export function counter(digits?: number): (x: number | null | undefined) => string {
   return (x) => count(x, digits);
@@ -131,6 +137,7 @@ export const BY_UNIT: Record<Unit, (x: number | null | undefined) => string> = {
   tflop_rate: tflopRate,
   bandwidth: gbps,
   count: (x) => count(x),
+  factor,
 };
 
 /** A figure of the definitions as text, by its unit's formatter. */

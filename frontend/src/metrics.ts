@@ -61,6 +61,11 @@ export const METRICS: MetricRow[] = [
   metric('sync_count_per_step', (s) => s.sync_count_per_step, 'lower'),
   metric('h2d_bytes_per_step', (s) => s.h2d_bytes_per_step, 'neutral'),
   metric('d2h_bytes_per_step', (s) => s.d2h_bytes_per_step, 'lower'),
+  // profile_memory=True traces (WorkerReport.memory): the peak, and what it leaves for a larger batch
+  metric('memory.peak_allocated_bytes', (_s, w) => w.memory?.peak_allocated_bytes, 'lower'),
+  metric('memory.peak_reserved_bytes', (_s, w) => w.memory?.peak_reserved_bytes, 'lower'),
+  metric('memory.headroom.batch_factor', (_s, w) => w.memory?.headroom?.batch_factor, 'higher'),
+  metric('memory.recompute.us_per_step', (_s, w) => w.memory?.recompute?.us_per_step, 'lower'),
 ];
 
 export function deltaNode(m: MetricRow, base: number | null | undefined, v: number | null | undefined): Child {

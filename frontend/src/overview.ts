@@ -9,6 +9,7 @@ import { findingsCard } from './diagnosis';
 import { type Child, h, ICONS, icon } from './dom';
 import { flopsCard, mfuReason, peakInfo } from './flops';
 import * as f from './format';
+import { memoryCard } from './memory';
 import { COLORS, UI } from './palette';
 import { rooflineCard } from './roofline';
 import { meanStep, stepBreakdownSummary, stepsChart } from './steps';
@@ -300,6 +301,7 @@ export function renderWorker(w: WorkerReport): HTMLElement {
     criticalPathCard(w),
     whatIfCard(w),
     communicationCard(w),
+    memoryCard(w),
     h('div', { class: 'row two' }, flopsCard(w), launchesCard(w), copiesCard(w), syncsCard(w)),
     rooflineCard(w),
     kernelsCard(w),

@@ -45,6 +45,7 @@ export interface WorkerReport {
   pipeline: Pipeline | null;
   critical_path: CriticalPath | null;
   whatif: WhatIf | null;
+  memory: Memory | null;
 }
 
 export interface Device {
@@ -505,6 +506,99 @@ export interface WhatIfCase {
   unprofiled_floor_us: number | null;
 }
 
+/** Device memory of one device over the analysed steps (analysis.memory.block). */
+export interface Memory {
+  unavailable: string | null;
+  events: number;
+  events_outside_steps: number;
+  steps: MemoryStep[];
+  peak_allocated_bytes: number | null;
+  peak_reserved_bytes: number | null;
+  peak_step: number | null;
+  peak_phase: 'backward' | 'forward' | 'optimizer' | 'other' | null;
+  peak_op: string | null;
+  peak_root_op: string | null;
+  peak_at_us: number | null;
+  top_ops: MemoryOp[];
+  kept_ops: MemoryOp[];
+  allocated_start_bytes: number | null;
+  growth_per_step_bytes: number | null;
+  reserved_minus_allocated_bytes: number | null;
+  device_total_bytes: number | null;
+  device_total_source: string | null;
+  peak_share: number | null;
+  peak_reserved_share: number | null;
+  headroom: Headroom | null;
+  recompute: Recompute | null;
+  oom_events: number;
+  timeline: MemoryTimeline | null;
+  notes: string[];
+}
+
+/** One analysed step (its host window: ``ProfilerStep#N``), from the memory events inside it. */
+export interface MemoryStep {
+  step: number;
+  events: number;
+  peak_allocated_bytes: number | null;
+  peak_reserved_bytes: number | null;
+  allocated_start_bytes: number | null;
+  allocated_end_bytes: number | null;
+  growth_bytes: number | null;
+  reserved_minus_allocated_bytes: number | null;
+  peak_at_us: number | null;
+  peak_phase: 'backward' | 'forward' | 'optimizer' | 'other' | null;
+  peak_op: string | null;
+  peak_root_op: string | null;
+}
+
+/**
+ * The allocations alive at the peak that one op made (the innermost op around the allocation
+ * on its thread that is not an allocation primitive such as ``aten::empty_strided``).
+ */
+export interface MemoryOp {
+  name: string;
+  root_op: string | null;
+  bytes: number;
+  count: number;
+}
+
+/**
+ * How many times the batch could grow, if the memory that scales with it (the peak above the
+ * step's start: activations, their gradients, workspace) scaled exactly with it and the rest
+ * (parameters, gradients kept across steps, optimizer state: what is allocated at the step's
+ * start) did not. ``method`` says so in one line.
+ */
+export interface Headroom {
+  fixed_bytes: number;
+  batch_scaled_bytes: number;
+  batch_factor: number | null;
+  batch_factor_at_90: number | null;
+  method: string;
+}
+
+/**
+ * Activation checkpointing: the forward ops re-run inside backward (analysis.recompute) and
+ * what they cost and hold, per step.
+ */
+export interface Recompute {
+  regions_per_step: number;
+  host_us_per_step: number;
+  gpu_us_per_step: number;
+  us_per_step: number;
+  saved_bytes: number | null;
+}
+
+/**
+ * Allocated and reserved over the analysed steps, for the tab's chart: at most
+ * ``block.TIMELINE_POINTS`` points, each bucket keeping its highest allocation (the peak stays).
+ */
+export interface MemoryTimeline {
+  t_us: number[];
+  allocated: number[];
+  reserved: (number | null)[];
+  step_starts_us: number[];
+}
+
 /**
  * The ranks of a distributed run side by side, and the one the others wait for
  * (``diagnosis.ranks``).
@@ -558,6 +652,8 @@ export interface StrategyRow {
   bubble_share: number | null;
   busbw_gbps: number | null;
   link: string | null;
+  peak_allocated_min: number | null;
+  peak_allocated_max: number | null;
 }
 
 /**

@@ -62,6 +62,19 @@ const STRATEGY_COLUMNS: Column<StrategyRow>[] = [
   ),
   bubbleColumn(),
   numColumn('busbw', 'Bus bandwidth', (r) => r.busbw_gbps, f.gbps, 'The busiest collective, mean over ranks'),
+  {
+    key: 'memory',
+    label: f.label('strategies.peak_allocated_max'),
+    num: true,
+    value: (r) => r.peak_allocated_max,
+    cell: (r) =>
+      r.peak_allocated_max === null
+        ? '—'
+        : r.ranks > 1
+          ? `${f.bytes(r.peak_allocated_min)} / ${f.bytes(r.peak_allocated_max)}`
+          : f.bytes(r.peak_allocated_max),
+    title: `${f.definition('strategies.peak_allocated_max')}: FSDP against DDP is largely a memory trade. — where the traces have no memory events.`,
+  },
 ];
 
 /** The strategies table of the runs picked in Compare. */
@@ -74,7 +87,7 @@ export function strategiesCard(rows: StrategyRow[]): HTMLElement {
     {
       testid: 'strategies',
       cls: 'wide',
-      help: 'One row per run picked above: per-rank MFU and the costs of parallelism, from the traces alone. Memory is not shown: traces carry it only with profile_memory=True.',
+      help: 'One row per run picked above: per-rank MFU and the costs of parallelism, from the traces alone; peak memory per rank where the traces were recorded with profile_memory=True.',
     },
   );
 }

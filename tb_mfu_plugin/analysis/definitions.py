@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Unit = Literal["share", "time", "bytes", "flops", "flop_rate", "tflop_rate", "bandwidth", "count"]
+Unit = Literal["share", "time", "bytes", "flops", "flop_rate", "tflop_rate", "bandwidth", "count", "factor"]
 # What each unit is in the report (its formatter turns it into text with the unit's symbol).
 UNIT_MEANING: dict[Unit, str] = {
     "share": "a fraction 0-1, shown as a percentage",
@@ -29,6 +29,7 @@ UNIT_MEANING: dict[Unit, str] = {
     "tflop_rate": "TFLOP/s",
     "bandwidth": "GB/s (10⁹ bytes per second)",
     "count": "a number per step",
+    "factor": "a multiple, shown with ×",
 }
 
 AGGREGATION = "time-weighted over the analysed steps"
@@ -271,6 +272,115 @@ DEFINITIONS: dict[str, Definition] = {
         "MFU per rank, median step",
         "Lowest / mean / highest over the ranks of each rank's MFU, median step",
         "share",
+    ),
+    "strategies.peak_allocated_max": _d(
+        "Peak memory per rank",
+        "Lowest / highest over the ranks of each rank's peak allocated memory (profile_memory=True traces)",
+        "bytes",
+    ),
+    # ---- memory (profile_memory=True: the caching allocator's [memory] events; docs/memory.md)
+    "memory.peak_allocated_bytes": _d(
+        "Peak allocated",
+        "The most memory the caching allocator had allocated to tensors in any analysed step "
+        "(torch.cuda.max_memory_allocated() over that step)",
+        "bytes",
+    ),
+    "memory.peak_reserved_bytes": _d(
+        "Peak reserved",
+        "The most device memory the caching allocator held in any analysed step, allocated or cached "
+        "(torch.cuda.max_memory_reserved())",
+        "bytes",
+    ),
+    "memory.peak_share": _d(
+        "Peak of device",
+        "Peak allocated / the device's memory (deviceProperties totalGlobalMem, else the model's datasheet size)",
+        "share",
+    ),
+    "memory.device_total_bytes": _d(
+        "Device memory",
+        "The device's memory: deviceProperties totalGlobalMem, else the GPU model's datasheet capacity",
+        "bytes",
+    ),
+    "memory.allocated_start_bytes": _d(
+        "Allocated at step start",
+        "Allocated just before the peak step's first allocation or free: parameters, optimizer state and "
+        "whatever lives across steps",
+        "bytes",
+    ),
+    "memory.growth_per_step_bytes": _d(
+        "Growth / step",
+        "The median over consecutive analysed steps of the change in allocated-at-step-start, per step: a "
+        "steady rise is a leak",
+        "bytes",
+    ),
+    "memory.reserved_minus_allocated_bytes": _d(
+        "Reserved − allocated",
+        "At the peak: memory the allocator holds that no tensor uses (its cache, or fragmented blocks)",
+        "bytes",
+    ),
+    "memory.headroom.batch_factor": _d(
+        "Batch headroom",
+        "How many times the batch could grow before the device is full, if the peak above the step's start "
+        "scales with the batch and the start does not: (device memory − start) / (peak − start)",
+        "factor",
+    ),
+    "memory.headroom.batch_factor_at_90": _d(
+        "Batch headroom to 90 %",
+        "The batch headroom that fills 90 % of the device instead: (0.9 × device memory − start) / (peak − start)",
+        "factor",
+    ),
+    "memory.headroom.batch_scaled_bytes": _d(
+        "Batch-scaled memory",
+        "Peak allocated − allocated at step start: activations, their gradients and workspace, taken to "
+        "scale with the batch",
+        "bytes",
+    ),
+    "memory.headroom.fixed_bytes": _d(
+        "Fixed memory",
+        "Allocated at the peak step's start, taken not to scale with the batch",
+        "bytes",
+    ),
+    "memory.recompute.us_per_step": _d(
+        "Recompute / step",
+        "Activation checkpointing's re-run of forward ops in backward, per step: the longer of its host "
+        "time and its kernels' GPU time",
+        "time",
+    ),
+    "memory.recompute.saved_bytes": _d(
+        "Memory saved (bound)",
+        "What the recompute allocates and still holds when it ends, per step: the activations checkpointing "
+        "did not keep from the forward (an upper bound of what it saves)",
+        "bytes",
+    ),
+    "memory.steps.peak_allocated_bytes": _d(
+        "Step peak",
+        "The most memory allocated during the step (its max_memory_allocated())",
+        "bytes",
+    ),
+    "memory.steps.peak_reserved_bytes": _d(
+        "Step reserved",
+        "The most memory the allocator held during the step",
+        "bytes",
+    ),
+    "memory.steps.allocated_start_bytes": _d(
+        "At start",
+        "Allocated just before the step's first allocation or free (memory_allocated() at its start)",
+        "bytes",
+    ),
+    "memory.steps.allocated_end_bytes": _d(
+        "At end",
+        "Allocated after the step's last allocation or free",
+        "bytes",
+    ),
+    "memory.steps.growth_bytes": _d(
+        "Growth",
+        "Allocated at this step's start − at the previous analysed step's, per step between them",
+        "bytes",
+    ),
+    "memory.steps.reserved_minus_allocated_bytes": _d(
+        "Cached",
+        "At the step's peak: reserved − allocated",
+        "bytes",
     ),
 }
 

@@ -16,6 +16,7 @@ FLOP/s        ``flop_rate``    ``tflops``
 GB/s          ``gbps``         ``gbps``
 FLOP/B        ``intensity``    ``intensity``
 count         ``count``        ``count``
+factor        ``factor``       ``factor``
 ============  ===============  ==========================================
 
 Rounding is half away from zero on the shortest decimal that reads back as the value, as
@@ -133,6 +134,13 @@ def count(x: float | None, digits: int | None = None) -> str:
     return fixed(x, d)
 
 
+def factor(x: float | None) -> str:
+    """A multiple (how many times something fits or grows): 2 decimals below 10, 1 above, then ×."""
+    if x is None or not _known(x):
+        return NA
+    return f"{fixed(x, 2 if abs(x) < 10 else 1)}×"
+
+
 def setting(value: float, unit: str) -> str:
     """A setting (a flag's or variable's value) written back in the unit it is given in, as the
     user would type it again ("60 s"): not a figure of a trace, so none of the units above."""
@@ -153,6 +161,7 @@ FORMATTERS: dict[Unit, Callable[[float | None], str]] = {
     "tflop_rate": _tflop_rate,
     "bandwidth": gbps,
     "count": count,
+    "factor": factor,
 }
 
 

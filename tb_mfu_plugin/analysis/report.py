@@ -16,6 +16,7 @@ from msgspec import UNSET, UnsetType
 from .critical_path.report_types import CriticalPath, WhatIf
 from .distributed.blocks import Communication, Pipeline
 from .flops.detail import FlopsDetail
+from .memory.types import Memory
 
 # 2: sync_wait_share -> host_sync_blocked_share, breakdown sync_wait/idle -> idle_after_sync/idle_other
 # (docs/metrics.md, "Schema versions")
@@ -327,6 +328,9 @@ class WorkerReport(msgspec.Struct, kw_only=True):
     # re-timed with the findings' fixes, alone and together (diagnosis.engine; docs/diagnosis.md).
     critical_path: CriticalPath | None = None
     whatif: WhatIf | None = None
+    # Device memory from the allocator's [memory] events (analysis.memory, docs/memory.md); without
+    # them only its ``unavailable`` says why. None where the device was not analysed.
+    memory: Memory | None = None
 
 
 class RankRow(msgspec.Struct, kw_only=True):

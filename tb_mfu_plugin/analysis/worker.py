@@ -19,6 +19,7 @@ from .fmt import pct
 from .kernels import families as kernel_families
 from .kernels import kernels
 from .kernels.name_patterns import KERNEL_LAUNCH_CALL, name_mask
+from .memory.block import memory_block
 from .options import AnalysisOptions
 from .report import Device, IdleGaps, LaunchStats, Metrics, Step, Summary, WorkerReport
 from .time import aggregate, copies, graphs, idle_gaps, intervals, nesting, syncs
@@ -230,6 +231,10 @@ def analyze_device(
     report.steps, step_gaps = _step_reports(tables, view, steps, classes)
     report.summary = _summary(view, report.steps, classes.tensor_core, name_classes)
     _kernel_sections(report, tables, view, steps, dev_launcher, step_gaps, options)
+    try:
+        report.memory = memory_block(tables, device, dev.name, steps)
+    except Exception as exc:  # a memory bug on odd input must not cost the rest of the report
+        report.notes.append(f"memory analysis failed: {type(exc).__name__}: {exc}")
     return report, steps, view
 
 

@@ -25,6 +25,7 @@ from ..diagnosis.run_compare import Comparison
 from .console import console as stdout_console
 from .render_critical import gain_text, print_critical_path, print_whatif
 from .render_dist import print_communication, print_ranks
+from .render_memory import compared_rows, print_memory
 
 if TYPE_CHECKING:
     from ..running.pipeline import PathProgressFn
@@ -89,6 +90,7 @@ def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int) ->
     _print_copies_and_syncs(console, w)
     _print_launches(console, w)
     print_communication(console, w)
+    print_memory(console, w)
     _print_top_kernels(console, w, top)
     _print_roofline(console, w, top)
     print_critical_path(console, w)
@@ -385,6 +387,8 @@ def print_comparison(c: Comparison) -> None:
                     for x in (a, b)
                 ),
             )
+        for row in compared_rows(a.memory if a else None, b.memory if b else None):
+            t.add_row(*row)
         console.print(t)
         if a is not None and b is not None:
             _print_changes(console, who, pair.findings)

@@ -55,16 +55,20 @@ def make_finding(
     high_share: float,
     medium_share: float,
     subject: str | None = None,
+    risk: Severity | None = None,
 ) -> Finding:
     """A finding whose gain is clamped to [0, cost] and whose cost to the step: no estimate exceeds
     what it removes, and no cause takes more than the step (a rule that sums the durations of
     events that run at once, duplicated or on many streams, could claim more: the evidence then
-    keeps the figure it measured, ``cost_above_step_us_per_step``)."""
+    keeps the figure it measured, ``cost_above_step_us_per_step``). ``risk``: the least severity,
+    for a finding about a risk rather than a time (a leak that will fill the device)."""
     measured = max(0.0, float(cost_us))
     cost = min(measured, step_us) if step_us > 0 else measured
     gain = min(max(0.0, float(gain_us)), cost)
     share = gain / step_us if step_us > 0 else 0.0
     severity: Severity = "high" if share >= high_share else "medium" if share >= medium_share else "low"
+    if risk is not None:
+        severity = min(severity, risk, key=SEVERITIES.index)
     after = projected_mfu(mfu, step_us, gain)
     if after is not None:
         after = round(after, 4)

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..analysis.critical_path.whatif import Change
 from ..analysis.fmt import template
+from ..analysis.report import Severity
 from .context import Context
 from .cost_time import Findings, TimeSet
 from .finding import Finding, make_finding
@@ -51,6 +52,9 @@ class Hit:
     # What the fix does to the trace (analysis.critical_path.whatif): the engine re-times the step with
     # it applied, and that gives the finding's gain (diagnosis.whatif_gains). None: the rule's own estimate.
     change: Change | None = None
+    # A risk rather than a time (the memory rules: a leak, a peak near the device's size): the
+    # severity at least, whatever the gain.
+    risk: Severity | None = None
 
 
 Check = Callable[[Context, Fired], list[Hit]]
@@ -103,6 +107,7 @@ class Rule:
             recommendation=" ".join(template(self.fixes[k], **hit.args) for k in hit.fix),
             high_share=ctx.th.high_share,
             medium_share=ctx.th.medium_share,
+            risk=hit.risk,
         )
 
 

@@ -13,6 +13,7 @@ from typing import Literal
 
 import msgspec
 
+from ..analysis.memory.types import MemoryBrief
 from ..analysis.report import Report, Summary, WorkerReport
 from .compare import FindingChange, compare_findings
 from .strategies import StrategyRow
@@ -27,6 +28,7 @@ class ComparedWorker(msgspec.Struct, kw_only=True):
     file: str
     summary: Summary
     flags: list[str]  # the worker's (an MFU withheld as impossible is flagged)
+    memory: MemoryBrief | None = None  # profile_memory=True traces only (analysis.memory)
 
 
 class ComparedRank(msgspec.Struct, kw_only=True):
@@ -59,7 +61,10 @@ def _rank(w: WorkerReport) -> int | None:
 
 def _compared(run: str, w: WorkerReport) -> ComparedWorker:
     assert w.summary is not None
-    return ComparedWorker(run=run, worker=w.name, span=w.span, file=w.file, summary=w.summary, flags=w.flags)
+    memory = w.memory.brief() if w.memory is not None else None
+    return ComparedWorker(
+        run=run, worker=w.name, span=w.span, file=w.file, summary=w.summary, flags=w.flags, memory=memory
+    )
 
 
 def compare_runs(baseline: Report, other: Report) -> Comparison:

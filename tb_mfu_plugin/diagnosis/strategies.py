@@ -7,9 +7,9 @@ each rank's MFU at its median step (the median of its per-step MFUs, ``summary.d
 the steady state, which the first profiled step, still draining the warm-up's GPU work, does not
 disturb; the lowest, the mean and the highest over the ranks; the headline MFU over all the steps is
 another figure, under another label), and the mean over ranks of the exposed communication, the
-overlap and the pipeline bubble. Memory is left
-out: the traces hold it only with ``profile_memory=True``, as instant events the decoder does not
-read.
+overlap and the pipeline bubble; and the lowest and highest peak allocated memory over the ranks
+(FSDP against DDP is largely a memory trade), known only for traces recorded with
+``profile_memory=True``.
 """
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ class StrategyRow(msgspec.Struct, kw_only=True):
     bubble_share: float | None  # mean over pipeline stages
     busbw_gbps: float | None  # the largest collective's bus bandwidth (by time), mean over ranks
     link: str | None
+    # each rank's peak allocated memory (analysis.memory), lowest and highest over the ranks that have it
+    peak_allocated_min: int | None = None
+    peak_allocated_max: int | None = None
 
 
 def _mean(xs: list[float | None]) -> float | None:
@@ -73,6 +76,7 @@ def strategy_row(run: RunReport) -> StrategyRow:
     mfu = [m for s in summaries if (m := median_step_mfu(s)) is not None]
     ranks = _ranks(run)
     main = [max(c.collectives, key=lambda x: x.us_per_step) for c, _ in comm if c.collectives]
+    peaks = [w.memory.peak_allocated_bytes for w in ok if w.memory is not None and w.memory.peak_allocated_bytes]
     return StrategyRow(
         run=run.name,
         strategy=list(run.strategy),
@@ -90,6 +94,8 @@ def strategy_row(run: RunReport) -> StrategyRow:
         bubble_share=_mean([w.pipeline.bubble_share for w in ok if w.pipeline is not None]),
         busbw_gbps=_mean([c.busbw_gbps for c in main]),
         link=next((c.link for c, _ in comm if c.link), None),
+        peak_allocated_min=min(peaks) if peaks else None,
+        peak_allocated_max=max(peaks) if peaks else None,
     )
 
 

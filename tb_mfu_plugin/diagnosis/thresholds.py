@@ -112,5 +112,16 @@ class Thresholds:
     roofline_tile: int = 64  # GEMM dims not a multiple of this waste tile work
     roofline_top_ops: int = 5
 
+    # --- device memory (profile_memory=True traces: analysis.memory)
+    leak_min_bytes_per_step: float = 1 << 20  # allocated at step start grows this much a step, in every step
+    leak_min_steps: int = 3  # analysed steps of known start (two growths at least)
+    leak_high_risk_steps: float = 10_000  # high when the device fills within this many more steps
+    near_oom_share: float = 0.90  # the peak (allocated or reserved) above this share of the device
+    fragmentation_min_share: float = 0.30  # reserved - allocated at the peak, share of reserved ...
+    fragmentation_min_bytes: float = 1 << 30  # ... and at least this much
+    headroom_min_factor: float = 2.0  # the batch could at least double within 90 % of the device
+    headroom_max_suggested: float = 8.0  # the largest batch factor a finding suggests at once
+    checkpoint_min_share: float = 0.05  # recompute time, share of step
+
 
 DEFAULT = Thresholds()

@@ -24,6 +24,7 @@ import msgspec
 from ..analysis.critical_path.classes import CLASSES
 from ..analysis.critical_path.report_types import WhatIfCase
 from ..analysis.distributed.blocks import Collective
+from ..analysis.memory.types import MemoryStep
 from ..analysis.report import CopyStats, KernelStats, Report, Step, Summary, SyncStats, WorkerReport
 
 if TYPE_CHECKING:
@@ -74,6 +75,15 @@ WORKERS: Schema = {**IDENTITY, "file": "string", "error": "string", "device_name
                    # the gain of fixing every finding at once: one interval union, not the column's sum
                    "combined_gain_us_per_step": "float64", "combined_gain_share": "float64"}
 KERNELS: Schema = {**IDENTITY, **struct_schema(KernelStats)}
+# one row per analysed step of a profile_memory=True trace (analysis.memory, docs/memory.md), with the
+# device's memory and the worker's headroom beside each (a Literal phase is a string)
+MEMORY: Schema = {
+    **IDENTITY,
+    **struct_schema(MemoryStep),
+    "peak_phase": "string",
+    "device_total_bytes": "Int64",
+    "batch_factor": "float64",
+}
 COPIES: Schema = {**IDENTITY, **struct_schema(CopyStats)}
 SYNCS: Schema = {**IDENTITY, **struct_schema(SyncStats)}
 FINDINGS: Schema = {**IDENTITY, "id": "string", "severity": "string", "title": "string", "subject": "string",
@@ -235,4 +245,19 @@ def whatif_rows(report: Report) -> list[Row]:
             more = wi.findings_retimed - len(names)  # re-timed findings the panel does not list
             every = names + ([f"and {more} more"] if more > 0 else [])
             rows.append({**ident, "findings": every, "combined": True, **_fields(wi.combined, WHATIF)})
+    return rows
+
+
+def memory_rows(report: Report) -> list[Row]:
+    """One row per analysed step of every worker with memory figures (``WorkerReport.memory``)."""
+    rows = []
+    for _, w, ident in _workers(report):
+        m = w.memory
+        if m is None or m.unavailable is not None:
+            continue
+        factor = m.headroom.batch_factor if m.headroom is not None else None
+        for s in m.steps:
+            rows.append(
+                {**ident, **_fields(s, MEMORY), "device_total_bytes": m.device_total_bytes, "batch_factor": factor}
+            )
     return rows

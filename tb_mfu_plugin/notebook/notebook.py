@@ -115,6 +115,13 @@ class Report:
         for, with each rank's overlap, pipeline bubble and clock shift; empty for single-GPU runs."""
         return frames.frame(frames.ranks_rows(self.report), frames.RANKS)
 
+    def memory(self) -> pd.DataFrame:
+        """Device memory per analysed step of the traces recorded with ``profile_memory=True``: peak
+        allocated and reserved, allocated at the step's start and end, growth, reserved minus
+        allocated, where the peak falls (phase, op), with the device's memory and the batch headroom
+        (docs/memory.md); no rows for traces without memory events."""
+        return frames.frame(frames.memory_rows(self.report), frames.MEMORY)
+
     def collectives(self) -> pd.DataFrame:
         """Every worker's collectives by kind, process group and dtype: count, bytes and kernel time
         per step, exposed time, and the nccl-tests bandwidths against the link's peak."""

@@ -20,6 +20,14 @@ Steps are timed with CUDA events and no synchronisation (``steptimer``); every
 at the last of them as the global step. The peak comes from the analyser's table
 (``analysis.device.peaks``) for ``torch.cuda.get_device_name()`` and ``dtype``.
 
+Memory (``memory=True``, the default): each log also records the caching allocator's peak,
+``torch.cuda.max_memory_allocated()``, as ``tb_mfu/max_memory_allocated_bytes``: a host-side
+counter read once per log, with no device sync, so it costs nothing per step. It is the peak since
+the process started (or since the training code last reset it), as PyTorch defines it; with
+``reset_peak_memory=True`` the monitor resets it after each read, so each log holds its own
+window's peak (leave it off if the training code reads the peak itself). Without CUDA, or before
+CUDA is initialised, nothing is logged for it.
+
 Distributed (DDP, FSDP): each rank times and logs its own steps. With
 ``all_reduce_mean=True`` every rank also all-reduces its figures at log time (one small
 collective and one host sync every ``log_every`` steps, never per step) and logs
@@ -56,6 +64,23 @@ class MonitorLog:
     mfu: float | None  # achieved FLOP/s / peak
     mfu_mean_over_ranks: float | None = None
     step_time_us_mean_over_ranks: float | None = None
+    max_memory_allocated_bytes: float | None = None  # torch.cuda.max_memory_allocated() at log time
+
+
+def _max_memory_allocated(reset: bool) -> float | None:
+    """The caching allocator's peak on the current device; None without CUDA or before it is initialised
+    (reading it then would initialise CUDA for nothing)."""
+    try:
+        import torch
+
+        if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+            return None
+        peak = float(torch.cuda.max_memory_allocated())
+        if reset:
+            torch.cuda.reset_peak_memory_stats()
+        return peak
+    except (RuntimeError, AssertionError, AttributeError):  # a build without the allocator's stats
+        return None
 
 
 def _device_props() -> dict[str, Any] | None:
@@ -91,18 +116,23 @@ class MfuMonitor:
         all_reduce_mean: bool = False,
         process_group: Any = None,
         timer: StepTimer | None = None,
+        memory: bool = True,
+        reset_peak_memory: bool = False,
     ) -> None:
         """``writer``: a ``SummaryWriter`` (anything with ``add_scalar(tag, value, global_step)``),
         a directory to write a TensorBoard run into, or None to only keep ``logs``.
         ``warmup_steps``: the first steps are not timed (compilation, allocator warm-up); at
         least 1, since a step's time runs from the end of the step before it. ``start_step``: the
-        global step of the step before the first ``step()`` call (a resumed run's step count)."""
+        global step of the step before the first ``step()`` call (a resumed run's step count).
+        ``memory``: log ``torch.cuda.max_memory_allocated()`` with each window; ``reset_peak_memory``:
+        reset it after each read (see the module's doc)."""
         if log_every < 1 or warmup_steps < 1:
             raise ValueError("log_every and warmup_steps must be at least 1")
         self.log_every = log_every
         self.warmup_steps = warmup_steps
         self.all_reduce_mean = all_reduce_mean
         self.process_group = process_group
+        self.memory, self.reset_peak_memory = memory, reset_peak_memory
         self.flops_per_step, self.flops_source = self._known_flops(flops_per_step, model, sidecar)
         choice = resolve_peak(
             None if (peak_tflops or device_name) else _device_props(),
@@ -205,6 +235,8 @@ class MfuMonitor:
             entry = self._reduce(entry)
         if entry is None:
             return None
+        if self.memory:
+            entry = dataclasses.replace(entry, max_memory_allocated_bytes=_max_memory_allocated(self.reset_peak_memory))
         self.logs.append(entry)
         if self._writer is not None:
             for key in (
@@ -213,6 +245,7 @@ class MfuMonitor:
                 "step_time_us",
                 "mfu_mean_over_ranks",
                 "step_time_us_mean_over_ranks",
+                "max_memory_allocated_bytes",
             ):
                 value = getattr(entry, key)
                 if value is not None and math.isfinite(value):

@@ -8,7 +8,9 @@ report is a point at its profiler step number (``ProfilerStep#N``), under the JS
 report's key name with a ``tb_mfu/`` prefix (``tb_mfu/mfu``, ``tb_mfu/sm_efficiency``,
 …; the step's ``dur_us`` is ``tb_mfu/step_time_us``, the summary's name for it). Each
 span's summary goes under ``tb_mfu/summary/<key>`` at the span's last step: those are
-the HParams dashboard's metric columns.
+the HParams dashboard's metric columns. Traces recorded with ``profile_memory=True`` add each
+step's peak memory (``tb_mfu/peak_allocated_bytes``, ``tb_mfu/peak_reserved_bytes``; the report's
+``memory.steps``) and the highest over the steps to the summary.
 
 Nothing is written unless ``--out`` is given. The event files' names end in
 ``.tb_mfu``; such files already in a target directory (an earlier export) are an error
@@ -44,8 +46,11 @@ HPARAMS_METRICS: tuple[tuple[str, str], ...] = tuple(
         ("gpu_busy_share", "gpu_busy_share"),
         ("kernel_time_share", "kernel_time_share"),
         ("sm_efficiency", "sm_efficiency"),
+        ("peak_allocated_bytes", "memory.peak_allocated_bytes"),
     )
 )
+# The memory block's per-step figures exported beside each step's (analysis.memory).
+MEMORY_STEP_KEYS = ("peak_allocated_bytes", "peak_reserved_bytes")
 HPARAMS: tuple[tuple[str, str], ...] = (
     ("run", "the analysed run (directory under the logdir)"),
     ("worker", "the profiler worker (trace file prefix)"),
@@ -93,6 +98,10 @@ def step_figures(w: WorkerReport, st: Step) -> dict[str, float]:
     busy = achieved_tflops_while_busy(executed, st.gpu_busy_share * st.dur_us)
     if busy is not None:
         out["achieved_tflops_while_busy"] = busy
+    mem = next((s for s in w.memory.steps if s.step == st.step), None) if w.memory is not None else None
+    for key in MEMORY_STEP_KEYS if mem is not None else ():
+        if (value := getattr(mem, key)) is not None:
+            out[key] = float(value)
     return out
 
 
@@ -109,6 +118,10 @@ def summary_figures(w: WorkerReport) -> dict[str, float]:
         out["hfu"] = f.hfu
     if f is not None and f.achieved_tflops_while_busy is not None:
         out["achieved_tflops_while_busy"] = f.achieved_tflops_while_busy
+    m = w.memory
+    for key in MEMORY_STEP_KEYS if m is not None else ():
+        if (value := getattr(m, key)) is not None:
+            out[key] = float(value)
     return out
 
 

@@ -31,7 +31,7 @@ class Limits:
     max_line_bytes: int = 1 * GiB
     # Longer names (kernels, ops) are cut to this many characters, with a note.
     max_name_chars: int = 32 * KiB
-    # Complete ("X") events kept from one file.
+    # Complete ("X") events, and device memory events (trace/decode/memory_events.py), kept from one file.
     max_events: int = 200_000_000
     # Devices analysed per file; the others are left out with a note.
     max_devices: int = 64

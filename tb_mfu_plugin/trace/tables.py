@@ -15,6 +15,50 @@ import numpy as np
 
 from ..core.distinct import match_rows
 
+# The allocator's device memory events (profile_memory=True), decoded in decode/memory_events.py.
+MEMORY, OOM = 0, 1  # MemoryTable.kind
+UNKNOWN_BYTES = np.iinfo(np.int64).min  # MemoryTable.bytes: the one value a change cannot take
+
+MEMORY_COLUMNS: dict[str, Any] = {
+    "kind": np.int8,
+    "ts": np.float64,
+    "pid": np.int64,
+    "tid": np.int64,
+    "device_type": np.int16,  # c10::DeviceType (1 CUDA, 6 HIP...), -1 unknown
+    "device": np.int64,  # Device Id, -1 unknown
+    "bytes": np.int64,  # + allocated, - freed; UNKNOWN_BYTES unknown
+    "total_allocated": np.int64,  # after the event, -1 unknown
+    "total_reserved": np.int64,  # after the event, -1 unknown
+    "addr": np.int64,  # -1 unknown
+}
+
+
+@dataclass(frozen=True)
+class MemoryTable:
+    """Device memory events, sorted by time. Unknown values: -1 (UNKNOWN_BYTES for ``bytes``)."""
+
+    kind: np.ndarray
+    ts: np.ndarray  # float64 µs
+    pid: np.ndarray
+    tid: np.ndarray
+    device_type: np.ndarray
+    device: np.ndarray
+    bytes: np.ndarray
+    total_allocated: np.ndarray
+    total_reserved: np.ndarray
+    addr: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    @staticmethod
+    def empty() -> MemoryTable:
+        return MemoryTable(**{k: np.empty(0, dt) for k, dt in MEMORY_COLUMNS.items()})
+
+    def take(self, index: np.ndarray) -> MemoryTable:
+        return MemoryTable(**{k: getattr(self, k)[index] for k in MEMORY_COLUMNS})
+
+
 # GpuTable.kind
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
 # CpuTable.kind
@@ -156,6 +200,8 @@ class TraceTables:
     cpu: CpuTable
     gpu: GpuTable
     comm_args: list[CommArgs] = field(default_factory=list)  # GpuTable.comm indexes it
+    # the allocator's [memory] events (profile_memory=True), empty without them
+    memory: MemoryTable = field(default_factory=MemoryTable.empty)
 
     @cached_property
     def launch_rows(self) -> np.ndarray:

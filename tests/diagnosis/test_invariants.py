@@ -47,7 +47,7 @@ def _fuzz_cases(tmp: Path) -> list[Path]:
     sys.path.append(str(Path(__file__).resolve().parents[1] / "fuzz"))
     import corpus  # the fuzz corpus' mutations of real traces (tests/fuzz/corpus.py)
 
-    return corpus.mutated_cases(tmp, per_base=12)
+    return corpus.mutated_cases(tmp, per_base=12) + corpus.memory_cases(tmp, per_base=6)
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ TABLE_END = "<!-- end of the thresholds table -->"
 
 
 def test_every_rule_has_a_title_a_fix_and_known_thresholds() -> None:
-    assert len(RULES) == len(set(RULE_IDS)) == 17
+    assert len(RULES) == len(set(RULE_IDS)) == 22
     for r in RULES:
         assert r.titles and all(t.strip() for t in r.titles.values()), r.id
         assert r.fixes and all(t.strip() for t in r.fixes.values()), r.id
@@ -64,6 +64,7 @@ def test_rules_run_after_the_rules_whose_findings_they_read() -> None:
         "dataloader_stall",
         "gpu_idle",
         "below_roofline",
+        "memory_headroom",
     ]
     for r in RULES:
         assert all(order[a] < order[r.id] for a in r.after), r.id
@@ -109,12 +110,15 @@ RUNS = (
     "small_copies",
     "low_sm_efficiency",
     "ddp_2gpu",
+    "memory_leak",
+    "gpt_memory_checkpointing",
 )
 # Rules no sample trace shows yet, each fired on hand-made traces by its own tests: the pipeline
 # runs are shared fixtures, not samples (tests/diagnosis/test_pipeline_real.py); the samples'
 # collectives reach about half the link's peak once the wait for the straggler is taken out; and
 # pageable_copy_loop's copies, which run with no kernel alongside, are all pageable: pageable_memcpy's.
-SHOWN_BY_HAND_MADE = {"pipeline_bubble", "low_bus_bandwidth", "memcpy_bound"}
+# No sample comes near its device's memory or fragments its allocator (near_oom, allocator_fragmentation).
+SHOWN_BY_HAND_MADE = {"pipeline_bubble", "low_bus_bandwidth", "memcpy_bound", "near_oom", "allocator_fragmentation"}
 
 
 def test_on_real_traces_rules_read_only_what_they_declare(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -38,6 +38,11 @@ def test_rule_ids_are_the_fixed_ones() -> None:
         "pipeline_bubble",
         "gpu_idle",
         "below_roofline",
+        "memory_leak",
+        "near_oom",
+        "allocator_fragmentation",
+        "memory_headroom",
+        "activation_checkpointing",
     )
 
 

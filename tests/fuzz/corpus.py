@@ -278,9 +278,62 @@ def mutated_cases(out_dir: Path, seed: int = 15, per_base: int = MUTATIONS_PER_B
     return cases
 
 
+# The profile_memory=True sample: its [memory] events (issue 25) get hostile values.
+MEMORY_BASE = "gpt_memory"
+MEMORY_MUTATIONS = 24
+MEMORY_KEYS = ("Total Allocated", "Total Reserved", "Bytes", "Device Id", "Device Type", "Addr")
+
+
+def _is_memory(e: Doc) -> bool:
+    return e.get("name") == "[memory]"
+
+
+def _m_memory_args(doc: Doc, rng: random.Random) -> str:
+    key = rng.choice(MEMORY_KEYS)
+    value = rng.choice(HOSTILE_NUMBERS)
+    for e in _events(doc, rng, _is_memory, rng.choice((1, 20, 500))):
+        e.setdefault("args", {})[key] = value
+    return f"memory args[{key}]={value!r}"[:80]
+
+
+def _m_memory_shape(doc: Doc, rng: random.Random) -> str:
+    """Events moved in time, addresses made to collide, frees lost, or events duplicated."""
+    what = rng.choice(("shift", "addr", "drop_frees", "duplicate", "top"))
+    mem = _events(doc, rng, _is_memory, rng.choice((10, 200, 2000)))
+    for e in mem:
+        if what == "shift":
+            e["ts"] = e["ts"] + rng.choice((-1e7, 1e7, 0.5))
+        elif what == "addr":
+            e["args"]["Addr"] = 4096
+        elif what == "drop_frees" and e["args"].get("Bytes", 0) < 0:
+            e["name"] = "[memory gone]"
+        elif what == "top":
+            e[rng.choice(TOP_KEYS)] = rng.choice(HOSTILE_NUMBERS)
+    if what == "duplicate":
+        doc["traceEvents"] += [dict(e) for e in mem]
+    return f"memory events: {what}"
+
+
+def memory_cases(out_dir: Path, seed: int = 25, per_base: int = MEMORY_MUTATIONS) -> list[Path]:
+    """Mutations of the profile_memory=True sample's memory events (and sometimes of the rest)."""
+    rng = random.Random(seed)
+    original = _raw(MEMORY_BASE)
+    cases = []
+    for i in range(per_base):
+        doc: Doc = msgspec.json.decode(original)
+        what = [f(doc, rng) for f in rng.sample((_m_memory_args, _m_memory_args, _m_memory_shape), rng.choice((1, 2)))]
+        if rng.random() < 0.25:
+            what.append(rng.choice(STRUCTURED)(doc, rng))
+        name = f"m_{MEMORY_BASE}_{i:03d}"
+        cases.append(write_case(out_dir, name, gz(kineto_text(doc))))
+        (out_dir / f"{name}.what").write_text("; ".join(what) + "\n")
+    return cases
+
+
 def build_corpus(out_dir: Path, seed: int = 15, per_base: int = MUTATIONS_PER_BASE) -> list[Path]:
     """Write the whole corpus under ``out_dir``; one run directory per case."""
     out_dir.mkdir(parents=True, exist_ok=True)
     cases = mutated_cases(out_dir, seed, per_base)
+    cases += memory_cases(out_dir)
     cases += hostile.hand_written_cases(out_dir, _load("low_sm_efficiency"))
     return cases

@@ -156,9 +156,52 @@ def _figures(out: Path, good_doc: Doc) -> list[Path]:
     return cases
 
 
+def _mem(ts: float, nbytes: Any, allocated: Any, reserved: Any, addr: Any = 1 << 40, **args: Any) -> Doc:
+    a = {"Total Reserved": reserved, "Total Allocated": allocated, "Bytes": nbytes, "Device Id": 0,
+         "Device Type": 1, "Addr": addr}
+    a.update(args)
+    return {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
+            "args": a}
+
+
+def _with_memory(good_doc: Doc, events: list[Doc]) -> bytes:
+    return corpus.gz(corpus.kineto_text({**good_doc, "traceEvents": [*good_doc["traceEvents"], *events]}))
+
+
+def _memory(out: Path, good_doc: Doc) -> list[Path]:
+    """The allocator's [memory] events (issue 25) with values no allocator writes, on a real trace's
+    steps: negative and overflowing totals, reserved below allocated, one address allocated twice,
+    events outside every step, another device's, wrong types; and very many of them."""
+    steps = [e for e in good_doc["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")]
+    t0 = min(e["ts"] for e in steps)
+    t1 = max(e["ts"] + e["dur"] for e in steps)
+    mid = (t0 + t1) / 2
+    n = 200_000 if LONG else 20_000
+    specs: dict[str, list[Doc]] = {
+        "totals": [_mem(mid, 64, -(2**40), -1), _mem(mid + 1, 64, 2**64, 2**70), _mem(mid + 2, 64, 1e300, "x"),
+                   _mem(mid + 3, 64, [1], {"a": 1}), _mem(mid + 4, 64, 2**62, 2**62)],
+        "reserved_below": [_mem(mid + i, 64, 10**9 + i, 10**6) for i in range(5)],
+        "bytes": [_mem(mid, -(2**63), 100, 200), _mem(mid + 1, 2**64, 100, 200), _mem(mid + 2, "12", 100, 200),
+                  _mem(mid + 3, None, 100, 200), _mem(mid + 4, True, 100, 200)],
+        "addr_reused": [_mem(mid + i, 1 << 30, (i + 1) << 30, 1 << 40, addr=7) for i in range(10)]
+        + [_mem(mid + 20, -(1 << 30), 1 << 30, 1 << 40, addr=7)],
+        "outside_steps": [_mem(t0 - 1e6, 64, 64, 128), _mem(t1 + 1e6, 64, 64, 128), _mem(-1e300, 64, 64, 128)],
+        "devices": [_mem(mid, 64, 64, 128, **{"Device Id": d}) for d in (-1, 2**63, 2**64, "0", 3, None)]
+        + [_mem(mid, 64, 64, 128, **{"Device Type": t}) for t in (0, -1, 2**40, "cuda", None)],
+        "beyond_device": [_mem(mid, 1 << 49, 1 << 49, 1 << 49)],
+        "oom": [{**_mem(mid, 1 << 45, 1 << 30, 1 << 31), "name": "[OutOfMemory]"}],
+        "many": [_mem(t0 + (t1 - t0) * i / n, 512 if i % 2 == 0 else -512, 1 << 20, 1 << 21, addr=i // 2)
+                 for i in range(n)],
+    }
+    cases = [corpus.write_case(out, f"h_memory_{k}", _with_memory(good_doc, v)) for k, v in specs.items()]
+    only = {**good_doc, "traceEvents": specs["totals"] + specs["addr_reused"]}  # memory events and nothing else
+    cases.append(corpus.write_case(out, "h_memory_only", corpus.gz(corpus.kineto_text(only))))
+    return cases
+
+
 def hand_written_cases(out: Path, good_doc: Doc) -> list[Path]:
     good = gzip.compress(corpus.kineto_text(good_doc), mtime=0)
     return (
         _special(out) + _sidecars(out, good) + _bombs(out, good_doc) + _structure(out, good_doc)
-        + _figures(out, good_doc)
+        + _figures(out, good_doc) + _memory(out, good_doc)
     )

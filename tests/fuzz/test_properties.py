@@ -156,3 +156,63 @@ def test_any_bytes_decode_or_give_a_one_line_error(tmp_path_factory: Any, data: 
         assert "\n" not in str(exc)
         return
     _check_tables(t)
+
+
+# ---- the allocator's [memory] events (issue 25): any values, on steps that have GPU work
+memory_values = st.one_of(hostile_ints, st.integers(-(2**40), 2**40), st.integers(0, 2**34), numbers, scalars)
+
+
+@st.composite
+def memory_event(draw: st.DrawFn) -> dict[str, Any]:
+    keys = {"Total Allocated": memory_values, "Total Reserved": memory_values, "Bytes": memory_values,
+            "Addr": st.one_of(st.integers(0, 8), memory_values), "Device Id": st.one_of(st.just(0), ids),
+            "Device Type": st.one_of(st.just(1), memory_values)}
+    args = {k: draw(v) for k, v in keys.items() if draw(st.integers(0, 9))}
+    return {"ph": "i", "cat": "cpu_instant_event", "name": draw(st.sampled_from(["[memory]", "[OutOfMemory]"])),
+            "pid": 1, "tid": draw(st.sampled_from([1, 2])), "ts": _value(draw, st.floats(-50, 400)), "args": args}
+
+
+def _steps_with_kernels() -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for i in range(3):
+        t = 100.0 * i
+        out.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1, "ts": t,
+                    "dur": 90.0})
+        out.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 1,
+                    "dur": 1.0, "args": {"correlation": 10 + i}})
+        out.append({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": t + 2, "dur": 50.0,
+                    "args": {"device": 0, "stream": 7, "correlation": 10 + i}})
+    return out
+
+
+@SETTINGS
+@given(mem=st.lists(memory_event(), max_size=40), kineto=st.booleans(),
+       total=st.sampled_from([None, 0, -1, 2**20, 2**34, 2**80, "x"]))
+def test_any_memory_events_give_a_memory_block_without_impossible_figures(
+    tmp_path_factory: Any, mem: list[dict[str, Any]], kineto: bool, total: Any
+) -> None:
+    import invariants
+
+    from tb_mfu_plugin.analysis.report import to_json
+    from tb_mfu_plugin.trace.tables import UNKNOWN_BYTES
+
+    props = [{"id": 0, "name": "NVIDIA H200", **({} if total is None else {"totalGlobalMem": total})}]
+    path = tmp_path_factory.mktemp("m") / "rank0.1.pt.trace.json"
+    _write(path, {"deviceProperties": props, "traceEvents": _steps_with_kernels() + mem}, kineto)
+    try:
+        t = decode_trace(str(path), limits=LIMITS)
+    except TraceError as exc:
+        assert "\n" not in str(exc)
+        event(f"refused: {exc.reason[:50]}")
+        return
+    m = t.memory
+    assert (m.total_allocated >= -1).all() and (m.total_reserved >= -1).all() and (m.addr >= -1).all()
+    both = (m.total_allocated >= 0) & (m.total_reserved >= 0)
+    assert (m.total_reserved[both] >= m.total_allocated[both]).all()
+    known = m.bytes != UNKNOWN_BYTES
+    assert (np.abs(m.bytes[known]) <= 2**50).all() and np.isfinite(m.ts).all()
+    event(f"{len(m)} memory rows")
+    for r in analyze_tables(t, "w", "", AnalysisOptions(limits=LIMITS)):
+        if r.error is None:
+            problems = invariants.memory_problems(json.loads(to_json(r)))
+            assert not problems, problems

@@ -87,6 +87,8 @@ def _callers(ts: np.ndarray, end: np.ndarray, t: np.ndarray, e: np.ndarray) -> t
 
 
 _BLOCK = 32  # ops looked at per step of the backward search (doubling)
+# The memory timeline asks the same question of the allocator's events (analysis.memory.timeline).
+enclosing_ops = _callers
 
 
 def _rows_or_none(rows: np.ndarray) -> list[int | None]:

@@ -26,6 +26,7 @@ from ..tables import (
     ANNOTATION,
     CPU_COLUMNS,
     GPU_COLUMNS,
+    MEMORY_COLUMNS,
     CpuTable,
     GpuTable,
     OpInputs,
@@ -36,6 +37,7 @@ from ..tables import (
 from . import schema
 from .categories import CAT_CLASS, CPU, GPU, NO_CAT, kind_without_category
 from .comm_args import CommArgs, comm_column, renumber
+from .memory_events import MEMORY_NOTES, memory_columns, memory_of, memory_table
 from .schema import Event
 from .values import MAX_ABS_TS, MAX_COPY_BYTES, MAX_DUR, MAX_PER_SM, floats, in_int64, products
 
@@ -69,6 +71,7 @@ NOTES = {
     "ids": "ids (device, stream, correlation, pid, tid) beyond 64 bits were treated as unknown",
     "flops": "events with a negative or non-finite 'flops' arg have it unknown",
     "names": "names longer than the max_name_chars cap were cut short",
+    **MEMORY_NOTES,
 }
 
 
@@ -93,6 +96,8 @@ class Part:
     records: list[OpInputs] = field(default_factory=list)  # the cpu "input_id" column indexes it
     problems: Counter[str] = field(default_factory=Counter)
     comm_args: list[CommArgs] = field(default_factory=list)  # the gpu "comm" column indexes it
+    memory: dict[str, np.ndarray] | None = None  # the memory_events columns
+    memory_rows: int = 0
 
 
 class Columns:
@@ -112,8 +117,10 @@ class Columns:
         # One record per distinct (dims, types, concrete): a step repeats the same few hundred
         # shapes thousands of times, and a 1 GB trace would otherwise hold ~400k copies.
         self._record_ids: dict[InputsKey, int] = {}
+        self.memory_parts: list[dict[str, np.ndarray]] = []  # memory_events columns, per chunk
         self.cpu_rows = 0
         self.gpu_rows = 0
+        self.memory_rows = 0
         self.problems: Counter[str] = Counter()
         self._cats = dict(CAT_CLASS)
         # Non-numeric pid/tid labels ("Spans", "stream 7") -> stable negative ids, per file.
@@ -121,7 +128,7 @@ class Columns:
 
     @property
     def rows(self) -> int:
-        return self.cpu_rows + self.gpu_rows
+        return self.cpu_rows + self.gpu_rows + self.memory_rows
 
     def notes(self) -> list[str]:
         return [f"{n} {NOTES[k]}." for k, n in sorted(self.problems.items()) if n]
@@ -199,7 +206,11 @@ class Columns:
         return which, kind
 
     def add(self, events: list[Any]) -> None:
-        """Add complete ("X") events: ``Complete`` structs, or ``Event`` structs already filtered."""
+        """Add complete ("X") events: ``Complete`` structs, or ``Event`` structs already filtered
+        (and the memory instants a chunk carries beside them, ``memory_events.with_memory``)."""
+        memory = memory_of(events)
+        if memory:
+            self._add_memory(memory)
         if not events:
             return
         which, kind = self._classify(events)
@@ -323,6 +334,12 @@ class Columns:
         self.gpu_parts.append(cols)
         self.gpu_rows += len(evs)
 
+    def _add_memory(self, events: list[Any]) -> None:
+        cols = memory_columns(events, self.int_ids, self.problems)
+        if cols is not None:
+            self.memory_parts.append(cols)
+            self.memory_rows += len(cols["ts"])
+
     # -- parallel decoding ---------------------------------------------------------------
 
     def part(self) -> Part:
@@ -338,6 +355,8 @@ class Columns:
             records=self.records,
             comm_args=list(self.comm_args),
             problems=problems,
+            memory=concat_columns(self.memory_parts, MEMORY_COLUMNS) if self.memory_parts else None,
+            memory_rows=self.memory_rows,
         )
 
     def absorb(self, part: Part) -> None:
@@ -358,8 +377,13 @@ class Columns:
             _relabel(part.gpu["device"], labels)
             renumber(part.gpu["comm"], part.comm_args, self.comm_args)
             self.gpu_parts.append(part.gpu)
+        if part.memory is not None:
+            for k in ("pid", "tid"):
+                _relabel(part.memory[k], labels)
+            self.memory_parts.append(part.memory)
         self.cpu_rows += part.cpu_rows
         self.gpu_rows += part.gpu_rows
+        self.memory_rows += part.memory_rows
         self.problems.update(part.problems)
 
     def tables(self, meta: TraceMeta) -> TraceTables:
@@ -373,7 +397,9 @@ class Columns:
         gpu_table = GpuTable(**{k: gpu.pop(k)[gpu_order] for k in list(gpu)})
         meta.notes.extend(self.notes())
         comm = list(self.comm_args)
-        return TraceTables(meta=meta, names=self.names, cpu=cpu_table, gpu=gpu_table, comm_args=comm)
+        memory = memory_table(self.memory_parts)
+        self.memory_parts = []
+        return TraceTables(meta=meta, names=self.names, cpu=cpu_table, gpu=gpu_table, comm_args=comm, memory=memory)
 
 
 def _relabel(ids: np.ndarray, labels: np.ndarray) -> None:

@@ -66,10 +66,35 @@ class EventFields(msgspec.Struct, gc=False):
     args: Args = msgspec.field(default_factory=Args)
 
 
+class MemoryArgs(msgspec.Struct, gc=False):
+    """The args of a ``[memory]`` instant event (``profile_memory=True``): what the caching
+    allocator did and its totals after it. Any, checked in memory_events.py: an instant of another
+    name may carry these keys with other types, and a bad value is never a reason to refuse a file."""
+
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
+    bytes_changed: Any = msgspec.field(default=None, name="Bytes")
+    device_id: Any = msgspec.field(default=None, name="Device Id")
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+    addr: Any = msgspec.field(default=None, name="Addr")
+
+
+class EventArgs(Args, gc=False):
+    """``Args`` and the memory args: the untagged schema decodes every phase with the same struct."""
+
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
+    bytes_changed: Any = msgspec.field(default=None, name="Bytes")
+    device_id: Any = msgspec.field(default=None, name="Device Id")
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+    addr: Any = msgspec.field(default=None, name="Addr")
+
+
 class Event(EventFields, gc=False):
     """Any event, its phase as a plain field: the schema for traces the tagged one refuses."""
 
     ph: str = ""
+    args: EventArgs = msgspec.field(default_factory=EventArgs)
 
 
 class Complete(EventFields, tag_field="ph", tag="X", gc=False):
@@ -80,11 +105,23 @@ class Complete(EventFields, tag_field="ph", tag="X", gc=False):
     """
 
 
+class Instant(msgspec.Struct, tag_field="ph", tag="i", gc=False):
+    """An instant event (``"ph": "i"``): the allocator's ``[memory]`` events are instants. Every
+    field is Any (memory_events.py keeps what it can use): instants of other names were never
+    read, and no value of theirs may now fail a file."""
+
+    name: Any = ""
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    args: MemoryArgs = msgspec.field(default_factory=MemoryArgs)
+
+
 # Every other phase letter of the Chrome trace format, decoded to an empty struct.
 _OTHER_PHASES = tuple(
-    msgspec.defstruct(f"Phase_{c}", [], tag_field="ph", tag=c, gc=False) for c in "BEiICbnestfPONDMRc()"
+    msgspec.defstruct(f"Phase_{c}", [], tag_field="ph", tag=c, gc=False) for c in "BEICbnestfPONDMRc()"
 )
-TaggedEvent = Union[(Complete, *_OTHER_PHASES)]  # type: ignore[valid-type]  # noqa: UP007
+TaggedEvent = Union[(Complete, Instant, *_OTHER_PHASES)]  # type: ignore[valid-type]  # noqa: UP007
 
 
 class Header(msgspec.Struct):

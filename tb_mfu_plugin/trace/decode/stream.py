@@ -29,6 +29,7 @@ from ..locate.files import open_regular
 from ..locate.locations import is_local
 from ..locate.opener import open_location
 from . import procs, schema
+from .memory_events import tagged_instants, untagged_instants, with_memory
 
 CHUNK_BYTES = 8 << 20
 # Smaller gzip files inflate in about the time a child process takes to start.
@@ -245,11 +246,12 @@ def complete_events(piece: Any) -> list[Any]:
         # an event without "ph", or an unknown phase: the untagged schema takes anything
         return only_complete(_event_list.decode(piece))
     complete = schema.Complete
-    return [e for e in events if type(e) is complete]
+    return with_memory([e for e in events if type(e) is complete], tagged_instants(events))
 
 
 def only_complete(events: list[schema.Event]) -> list[schema.Event]:
-    return [e for e in events if e.ph == "X"]
+    """The complete events, with the memory instants beside them (``memory_events.with_memory``)."""
+    return with_memory([e for e in events if e.ph == "X"], untagged_instants(events))
 
 
 def content_end(buf: bytes | bytearray, end: int) -> int:
