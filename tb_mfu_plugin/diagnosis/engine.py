@@ -62,7 +62,12 @@ def diagnose(
     if report.error is not None or report.summary is None or len(steps) == 0:
         return
     ctx = Context(report, tables, steps, view, thresholds or DEFAULT)
-    claimed, retimed = retime(ctx, report, run_claims(ctx, report))  # gains from re-timing the step
+    claimed = run_claims(ctx, report)
+    try:
+        claimed, retimed = retime(ctx, report, claimed)  # gains from re-timing the step
+    except Exception as exc:  # a bug in the re-timing must not cost the findings: their own estimates stay
+        report.whatif, retimed = None, None
+        report.notes.append(f"what-if re-timing failed: {type(exc).__name__}: {exc}")
     claimed.sort(key=lambda c: _order(c[0]))
     report.findings = [f for f, _ in claimed]
     combined = (

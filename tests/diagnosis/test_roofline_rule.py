@@ -39,8 +39,10 @@ def ctx_with(*ops: RooflineOp) -> Any:
 
 @pytest.fixture
 def no_trace(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The rule on a report alone: no trace to say when the named ops' kernels ran."""
+    """The rule on a report alone: no trace to say when the named ops' kernels ran, nor whether
+    the run was compiled (it was not)."""
     monkeypatch.setattr(roofline_rule, "_ops_time", lambda *_: None)
+    monkeypatch.setattr(roofline_rule, "compiled", lambda _: False)
 
 
 def test_registered() -> None:

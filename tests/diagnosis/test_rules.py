@@ -440,3 +440,18 @@ def test_error_report_gets_no_findings(tmp_path: Path) -> None:
     rep.error = "broken"
     diagnose(rep, tables, steps, view)
     assert rep.findings == [] and rep.waterfall == []
+
+
+def test_a_failing_retiming_keeps_the_findings_with_their_own_estimates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tb_mfu_plugin.diagnosis import engine
+
+    def broken(*_: object) -> None:
+        raise ValueError("a bug in the model")
+
+    monkeypatch.setattr(engine, "retime", broken)
+    rep, *_ = analyze(_sync_trace(explicit=False), tmp_path)
+    f = one(rep, "sync_point")
+    assert f.est_gain_us_per_step == pytest.approx(rule_gain(f)) and rep.whatif is None
+    assert "what-if re-timing failed: ValueError: a bug in the model" in rep.notes

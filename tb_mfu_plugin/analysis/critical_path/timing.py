@@ -86,7 +86,8 @@ def _plan(g: Graph) -> _Plan:
     order = np.argsort(key, kind="stable")
     skey = key[order]
     heads = np.flatnonzero(np.r_[True, skey[1:] != skey[:-1]]) if len(skey) else np.empty(0, np.int64)
-    stops = np.r_[heads[1:], len(skey)].astype(np.int64)
+    # no op at all (a step with no GPU work): no group, rather than one stop without a head
+    stops = np.r_[heads[1:], len(skey)].astype(np.int64) if len(heads) else np.empty(0, np.int64)
     groups: list[list[tuple[int, int, int]]] = [[] for _ in range(len(cuts) + 1)]
     for h, e in zip(heads.tolist(), stops.tolist(), strict=True):
         k = int(skey[h])
