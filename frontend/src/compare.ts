@@ -336,6 +336,24 @@ function findingsDiff(cols: Drawn[], findings: FindingsAgainstBaseline[]): HTMLE
       ),
     ),
   );
+  // every finding of a run fixed at once (WorkerReport.combined_gain_us_per_step): not the column's sum
+  const together = (w: WorkerReport): Child => {
+    const us = w.combined_gain_us_per_step;
+    if (!f.isNumber(us) || w.findings.length < 2) return h('span', { class: 'dim' }, '—');
+    return h('span', { class: 'small' }, `${f.dur(us)} · ${f.pct(w.combined_gain_share ?? null)}`);
+  };
+  body.push(
+    h(
+      'tr',
+      { class: 'combined-row', testid: 'findings-together' },
+      h(
+        'td',
+        { title: 'every finding of the run fixed at once (the Overview says how)' },
+        h('strong', null, 'All together'),
+      ),
+      cols.map((c) => h('td', { class: 'num' }, together(c.worker))),
+    ),
+  );
   return card(
     'Findings by run',
     h(

@@ -179,6 +179,13 @@ function combinedNode(w: WorkerReport): Child {
     { class: 'combined-gain', testid: 'combined-gain' },
     h('strong', null, `All ${w.findings.length} together: `),
     `saves ≈ ${f.dur(us)} / step · ${f.pct(w.combined_gain_share ?? null)} of step`,
-    h('span', { class: 'dim small' }, ' (each time counted once; the gains below overlap and do not add up)'),
+    // the same words as the CLI's caption (cli/render.py): how the figure was reached
+    h(
+      'span',
+      { class: 'dim small' },
+      w.whatif?.combined
+        ? ' (one re-timing of the step with every fix applied: a fix can expose or hide time for another, so the gains below do not add up to it)'
+        : ' (each time counted once; the gains below overlap and do not add up)',
+    ),
   );
 }

@@ -8,7 +8,7 @@ from ..analysis.worker import DeviceView
 from ..trace.tables import TraceTables
 from .context import Context
 from .cost_time import Claim, Findings, TimeSet, combined_gain
-from .finding import SEVERITIES, Finding
+from .finding import SEVERITIES, Finding, round_gain
 from .rules import RULES
 from .thresholds import DEFAULT, Thresholds
 from .waterfall import waterfall
@@ -75,8 +75,9 @@ def diagnose(
         if retimed is not None
         else combined_gain([Claim(f.est_gain_us_per_step, t) for f, t in claimed], ctx.step_us)
     )
-    report.combined_gain_us_per_step = combined
-    report.combined_gain_share = combined / ctx.step_us if ctx.step_us > 0 else None
+    # rounded as each finding's gain is, so that one finding's combined gain equals its own
+    report.combined_gain_us_per_step = round_gain(combined)
+    report.combined_gain_share = report.combined_gain_us_per_step / ctx.step_us if ctx.step_us > 0 else None
     try:
         report.waterfall = waterfall(ctx)
     except Exception as exc:

@@ -34,10 +34,10 @@ def _clean(v: Any) -> Any:
         return None
     if f.is_integer() and abs(f) < 1e15 and not isinstance(v, float):
         return int(f)
-    return _round(f)
+    return round_gain(f)
 
 
-def _round(f: float) -> float:
+def round_gain(f: float) -> float:
     # monotone, so a rounded gain never exceeds the rounded cost it is bounded by
     return round(f, 4) if abs(f) < 10 else round(f, 1)
 
@@ -80,7 +80,7 @@ def make_finding(
         severity=severity,
         title=title,
         evidence=_clean(ev),
-        est_gain_us_per_step=_round(gain),
+        est_gain_us_per_step=round_gain(gain),
         est_gain_share=round(share, 4),
         est_mfu_after=after,
         recommendation=recommendation,

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from ..analysis import fmt
 from ..analysis.critical_path import classes as cpc
 from ..analysis.critical_path.dispatch import dispatch_windows
 from ..analysis.critical_path.whatif import GRAPH_GAP_US, Change, HostChange, OpChange
@@ -67,7 +68,7 @@ def pinned(ctx: Context, pageable: np.ndarray, gbps: dict[str, float]) -> Change
     calls = calls[calls >= 0]
     launch = np.full(len(calls), typical_launch_us(ctx))
     text = (
-        f"the pageable copies from pinned memory at {', '.join(f'{d} {v:.3g} GB/s' for d, v in sorted(gbps.items()))}"
+        f"the pageable copies from pinned memory at {', '.join(f'{d} {fmt.gbps(v)}' for d, v in sorted(gbps.items()))}"
     )
     return Change(
         text + ", copied with non_blocking=True (their syncs removed)",
@@ -176,7 +177,8 @@ def tensor_core_factor(ctx: Context, fallback_speedup: float) -> tuple[float, st
     if found is not None and found.tflops.get("fp32"):
         fast = found.tflops.get("bf16") or found.tflops.get("fp16")
         if fast:
-            return found.tflops["fp32"] / fast, f"{found.key} fp32 {found.tflops['fp32']:g} -> 16-bit {fast:g} TFLOP/s"
+            peaks_text = f"fp32 {fmt.flop_rate(found.tflops['fp32'] * 1e12)} -> 16-bit {fmt.flop_rate(fast * 1e12)}"
+            return found.tflops["fp32"] / fast, f"{found.key} {peaks_text}"
     return 1.0 / fallback_speedup, f"{fallback_speedup:g}x (device peaks unknown)"
 
 

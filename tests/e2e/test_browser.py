@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from tb_mfu_plugin.analysis import fmt
+
 from .conftest import ROOT
 
 pytestmark = pytest.mark.e2e
@@ -176,6 +178,12 @@ def test_mfu_tab_shows_the_cli_figures_switches_run_and_compares(start_tensorboa
         )
         # naive_attention is in one run only: "fixed" or "new" depending on which is the baseline
         assert changes.locator("[data-testid=finding-fixed], [data-testid=finding-new]").count() == 1
+        # every finding fixed at once, per run: the report's combined gain, not the column's sum
+        together = frame.locator("[data-testid=findings-together] td.num").all_text_contents()
+        for name, text in zip(heads, together, strict=True):
+            w = first_usable(expected[name])
+            want = "—" if len(w["findings"]) < 2 else fmt.us(w["combined_gain_us_per_step"])
+            assert text.startswith(want), (name, text, want)
     page.set_viewport_size({"width": 1440, "height": 1700})
     page.wait_for_timeout(800)
     page.screenshot(path=str(output_dir / "mfu-compare.png"))
