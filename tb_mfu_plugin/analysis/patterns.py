@@ -80,7 +80,7 @@ def launched_in(tables: TraceTables, launcher: np.ndarray, w: Windows) -> np.nda
 def rows_named(tables: TraceTables, pattern: re.Pattern[str], kinds: tuple[int, ...] = (OP, ANNOTATION)) -> np.ndarray:
     """CPU rows of the given kinds whose name matches ``pattern``, in time order."""
     cpu = tables.cpu
-    hit = name_mask(tables.names, pattern)
+    hit = name_mask(tables.names, pattern, codes=tables.cpu_name_codes(kinds))
     kind_ok = np.isin(cpu.kind, np.array(kinds, dtype=cpu.kind.dtype))
     return np.flatnonzero(kind_ok & hit[cpu.name])
 

@@ -256,7 +256,9 @@ def analyze_device(
         names, distinct(gpu.name[gpu.kind == KERNEL]), options.tensor_core_patterns
     )
     classes = KernelClasses(
-        name_classes.mask(kernel_families.TENSOR_CORE), copies.classify(names)[0], name_classes.core
+        name_classes.mask(kernel_families.TENSOR_CORE),
+        copies.classify(names, tables.gpu_name_codes)[0],
+        name_classes.core,
     )
     host_windows = [(float(a), float(b)) for a, b in zip(steps.cpu_start, steps.cpu_end, strict=True)]
     dev_launcher = launcher[tables.gpu.device == device]
@@ -428,12 +430,12 @@ def _launch_api_us(tables: TraceTables, steps: Steps) -> tuple[float, float]:
     Each is the union of the calls on their threads, so a runtime call that shows the driver
     call it makes nested inside it is counted once."""
     cpu = tables.cpu
-    is_launch = name_mask(tables.names, KERNEL_LAUNCH_CALL)
+    is_launch = name_mask(tables.names, KERNEL_LAUNCH_CALL, codes=tables.call_name_codes)
     rows = np.flatnonzero(((cpu.kind == RUNTIME) | (cpu.kind == DRIVER)) & is_launch[cpu.name])
     rows = rows[intervals.in_any(cpu.ts[rows], steps.cpu_start, steps.cpu_end)]
     if not len(rows):
         return 0.0, 0.0
     ax = nesting.thread_axis(tables)
-    is_graph = graphs.graph_launch_codes(tables.names)[cpu.name[rows]]
+    is_graph = graphs.graph_launch_codes(tables.names, tables.call_name_codes)[cpu.name[rows]]
     one, graph = rows[~is_graph], rows[is_graph]
     return intervals.union_length(ax.g0[one], ax.g1[one]), intervals.union_length(ax.g0[graph], ax.g1[graph])
