@@ -10,6 +10,7 @@ above 100 % as "impossible", never as a figure.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -121,12 +122,15 @@ def guard_shares(report: WorkerReport) -> None:
         for key, v in (report.summary.breakdown or {}).items():
             _clamp(report.summary, key, v, bad, breakdown=True)
     steps = report.steps
+    keys = _share_fields(steps[0]) if steps else []
+    if keys:
+        table = np.array(list(map(attrgetter(*keys), steps)), dtype=np.float64).reshape(len(steps), len(keys))
+        for i, k in zip(*np.nonzero(table > 1.0), strict=True):  # None is NaN here: never above 1
+            _clamp(steps[i], keys[k], getattr(steps[i], keys[k]), bad)
     if steps:
-        for key in _share_fields(steps[0]):
-            for i in _above_one([getattr(st, key) for st in steps]).tolist():
-                _clamp(steps[i], key, getattr(steps[i], key), bad)
-        values = [v for st in steps for v in st.breakdown.values()]
-        owner = np.repeat(np.arange(len(steps)), [len(st.breakdown) for st in steps])
+        breakdowns = [st.breakdown for st in steps]
+        values = [v for b in breakdowns for v in b.values()]
+        owner = np.repeat(np.arange(len(steps)), list(map(len, breakdowns)))
         for i in sorted(set(owner[_above_one(values)].tolist())):
             for key, v in steps[i].breakdown.items():
                 _clamp(steps[i], key, v, bad, breakdown=True)

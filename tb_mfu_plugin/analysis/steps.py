@@ -16,6 +16,7 @@ import numpy as np
 from ..trace.tables import ANNOTATION, TraceTables
 from . import intervals
 from .name_patterns import launch_call_rows
+from .per_trace import once_per_trace
 
 # ASCII digits only (\d also matches other scripts' digits), and at most 18 of them, so
 # that every step number fits int64; other "ProfilerStep#..." names are not markers.
@@ -41,13 +42,35 @@ class Steps:
         return dur
 
 
+def _step_numbers(tables: TraceTables) -> np.ndarray:
+    """Per name code: N of a ``ProfilerStep#N`` marker (``_STEP_NAME``), -1 for other names.
+
+    A trace has a marker name per step: the plain ``ProfilerStep#<1 to 18 ASCII digits>`` is
+    read with string tests, which accept only what the regex accepts; the regex judges the
+    rest (a trailing newline, which ``$`` allows, or no number)."""
+    out = np.full(len(tables.names), -1, np.int64)
+    codes, numbers = [], []
+    for code, n in enumerate(tables.names):
+        if not n.startswith("ProfilerStep#"):
+            continue
+        digits = n[13:]
+        if not (digits.isascii() and digits.isdigit() and len(digits) <= 18):
+            m = _STEP_NAME.match(n)
+            if m is None:
+                continue
+            digits = m.group(1)
+        codes.append(code)
+        numbers.append(int(digits))
+    out[codes] = numbers
+    return out
+
+
+_step_numbers_cached = once_per_trace(_step_numbers)
+
+
 def _markers(tables: TraceTables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     cpu = tables.cpu
-    step_of_name = np.full(len(tables.names), -1, np.int64)
-    for code, n in enumerate(tables.names):
-        m = _STEP_NAME.match(n)
-        if m:
-            step_of_name[code] = int(m.group(1))
+    step_of_name = _step_numbers_cached(tables)
     rows = np.flatnonzero((cpu.kind == ANNOTATION) & (step_of_name[cpu.name] >= 0))
     numbers = step_of_name[cpu.name[rows]]
     # One marker per step number: several threads may record the same step.
@@ -106,7 +129,8 @@ def find_steps(tables: TraceTables, device: int, launcher: np.ndarray | None = N
 
 def _malformed_markers(tables: TraceTables) -> list[str]:
     """Why "ProfilerStep#..." names that are not ``ProfilerStep#<int64>`` were left out."""
-    bad = [n for n in tables.names if n.startswith("ProfilerStep#") and not _STEP_NAME.match(n)]
+    number = _step_numbers_cached(tables)
+    bad = [n for n, k in zip(tables.names, number.tolist(), strict=True) if k < 0 and n.startswith("ProfilerStep#")]
     if not bad:
         return []
     example = bad[0] if len(bad[0]) <= 60 else bad[0][:60] + "…"

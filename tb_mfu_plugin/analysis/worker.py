@@ -260,7 +260,7 @@ def analyze_device(
         copies.classify(names, tables.gpu_name_codes)[0],
         name_classes.core,
     )
-    host_windows = [(float(a), float(b)) for a, b in zip(steps.cpu_start, steps.cpu_end, strict=True)]
+    host_windows = list(zip(steps.cpu_start.tolist(), steps.cpu_end.tolist(), strict=True))
     dev_launcher = launcher[tables.gpu.device == device]
     found_syncs = syncs.find_syncs(tables.cpu, names, host_windows)
     th = idle_gaps.GapThresholds.of(options.thresholds)

@@ -113,7 +113,7 @@ class Context:
 
     @cached_property
     def host_windows(self) -> list[tuple[float, float]]:
-        return [(float(a), float(b)) for a, b in zip(self.steps.cpu_start, self.steps.cpu_end, strict=True)]
+        return list(zip(self.steps.cpu_start.tolist(), self.steps.cpu_end.tolist(), strict=True))
 
     def host_in_steps(self, ts: np.ndarray) -> np.ndarray:
         """Whether each host time lies in a step's host window ``[cpu_start, cpu_end]``."""
