@@ -103,7 +103,8 @@ def flop_rates(flops: np.ndarray, time_us: np.ndarray) -> tuple[np.ndarray, np.n
     """``flop_rate`` of arrays, element by element: the rates and where they are known (not where
     no FLOPs were counted or the time is not positive; a NaN passes, as it does the scalar's tests)."""
     known = (flops != 0) & (time_us != 0) & ~(time_us <= 0)
-    rate = np.divide(flops, time_us * 1e-6, out=np.zeros(len(flops)), where=known)
+    with np.errstate(all="ignore"):  # NaN and inf give what the scalar gives, silently as it does
+        rate = np.divide(flops, time_us * 1e-6, out=np.zeros(len(flops)), where=known)
     return rate, known
 
 
@@ -123,7 +124,8 @@ def mfus_for(flops_per_step: np.ndarray, step_time_us: np.ndarray, peak_flops: f
     rate, known = flop_rates(flops_per_step, step_time_us)
     if not peak_flops or peak_flops <= 0:
         return [None] * len(rate)
-    return _or_none(rate / float(peak_flops), known)
+    with np.errstate(all="ignore"):
+        return _or_none(rate / float(peak_flops), known)
 
 
 def _or_none(values: np.ndarray, known: np.ndarray) -> list[float | None]:
