@@ -148,7 +148,7 @@ def summarize_columns(
     breakdown: dict[str, np.ndarray],
     kernels: KernelTotals,
 ) -> Summary:
-    """``summarize`` of the steps as columns (``worker.StepColumns``): ``values[f]`` per step,
+    """``summarize`` of the steps as columns (``step_metrics.StepColumns``): ``values[f]`` per step,
     ``known[f]`` where an optional figure is not None, ``breakdown[k]`` per step."""
     n = len(dur)
     if not n:

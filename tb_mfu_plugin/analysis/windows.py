@@ -151,4 +151,5 @@ def capped_coverages(s: np.ndarray, e: np.ndarray, w: np.ndarray, counts: np.nda
 
 def share(part: np.ndarray, dur: np.ndarray) -> np.ndarray:
     """``part / dur`` where ``dur > 0``, else 0.0."""
-    return np.divide(part, dur, out=np.zeros(len(part)), where=dur > 0)
+    out: np.ndarray = np.divide(part, dur, out=np.zeros(len(part)), where=dur > 0)
+    return out

@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tb_mfu_plugin.analysis import aggregate, copies, intervals, kernel_families, kernels, windows, worker
+from tb_mfu_plugin.analysis import aggregate, copies, intervals, kernel_families, kernels, step_metrics, windows, worker
 from tb_mfu_plugin.analysis.idle_gaps import Gaps, sync_us_by_step
 from tb_mfu_plugin.analysis.report import Metrics, Step
 from tb_mfu_plugin.analysis.steps import Steps
@@ -111,7 +111,7 @@ def _old_step_metrics(
     index: int,
     lo: float,
     hi: float,
-    classes: worker.KernelClasses,
+    classes: step_metrics.KernelClasses,
     host_sync_us: float,
     sync_count: int,
     idle_after_sync_us: float,
@@ -144,7 +144,7 @@ def _old_step_metrics(
     k_in = is_k & (end > lo) & (ts < hi)
     known = k_in & ~np.isnan(bps)
     k_time = float(g.dur[sl][k_in].sum())
-    ok = bool(known.any()) and float(g.dur[sl][k_in & ~known].sum()) <= worker.SM_EFFICIENCY_MAX_UNKNOWN * k_time
+    ok = bool(known.any()) and float(g.dur[sl][k_in & ~known].sum()) <= step_metrics.SM_EFFICIENCY_MAX_UNKNOWN * k_time
     sm = share(intervals.capped_coverage(ts[known], end[known], bps[known], lo, hi), dur) if ok else None
     # launched counts
     own = view.step[sl] == index
@@ -183,7 +183,7 @@ def _old_step_metrics(
     return m, breakdown, intervals.gaps(ts, end, lo, hi)
 
 
-def _view(scene: tuple[np.ndarray, ...], seed: int) -> tuple[worker.DeviceView, Steps, worker.KernelClasses]:
+def _view(scene: tuple[np.ndarray, ...], seed: int) -> tuple[worker.DeviceView, Steps, step_metrics.KernelClasses]:
     lo, hi, ts, dur, bps = scene
     rng = np.random.default_rng(seed)
     n, rows = len(lo), len(ts)
@@ -209,7 +209,7 @@ def _view(scene: tuple[np.ndarray, ...], seed: int) -> tuple[worker.DeviceView, 
     view = worker.DeviceView(gpu, bps, occ, step, float(dur.max()) if rows else 0.0)
     kf = kernel_families
     core = [kf.CODE[c] for c in (kf.TENSOR_CORE, kf.UNKNOWN, kf.CUDA_CORE, kf.NOT_MATMUL)]
-    classes = worker.KernelClasses(
+    classes = step_metrics.KernelClasses(
         np.array([True, False, False, True]), np.array([0, 1, 2, 3], np.int8), np.array(core, np.int8)
     )
     return view, steps, classes
@@ -224,8 +224,8 @@ def test_step_columns_are_the_per_step_loop(scene: tuple[np.ndarray, ...], seed:
     sync_us = np.where(rng.random(n) < 0.5, 0.0, rng.random(n) * 30)
     sync_count = rng.integers(0, 3, n)
     after = np.minimum(rng.random(n) * 20, steps.end - steps.start)
-    cols = worker.step_columns(view, steps, classes, sync_us, sync_count, after)
-    built = worker.build_steps(steps, cols)
+    cols = step_metrics.step_columns(view, steps, classes, sync_us, sync_count, after)
+    built = step_metrics.build_steps(steps, cols)
     ref_gaps = []
     for i in range(n):
         lo, hi = float(steps.start[i]), float(steps.end[i])
@@ -269,8 +269,8 @@ def _old_summarize(steps: list[Step], kt: aggregate.KernelTotals) -> Any:
 def test_summary_of_columns_is_the_summary_of_the_structs(scene: tuple[np.ndarray, ...], seed: int) -> None:
     view, steps, classes = _view(scene, seed)
     n = len(steps)
-    cols = worker.step_columns(view, steps, classes, np.zeros(n), np.zeros(n, np.int64), np.zeros(n))
-    built = worker.build_steps(steps, cols)
+    cols = step_metrics.step_columns(view, steps, classes, np.zeros(n), np.zeros(n, np.int64), np.zeros(n))
+    built = step_metrics.build_steps(steps, cols)
     kt = aggregate.KernelTotals(kernel_us=1.0, tensor_core_us=0.5, occupancy=None)
     got = aggregate.summarize_columns(steps.end - steps.start, cols.values, cols.known, cols.breakdown, kt)
     ref = _old_summarize(built, kt)
@@ -316,5 +316,5 @@ def test_sync_time_laid_over_the_steps_is_the_loop(scene: tuple[np.ndarray, ...]
 
 def test_step_structs_hold_every_field() -> None:
     fields = set(Step.__struct_fields__) - {"flops_per_step", "mfu", "achieved_flops"}
-    assert fields == {"step", "start_us", "dur_us", "breakdown", *worker._METRIC_FIELDS}
-    assert set(worker._METRIC_FIELDS) < set(Metrics.__struct_fields__)
+    assert fields == {"step", "start_us", "dur_us", "breakdown", *step_metrics.METRIC_FIELDS}
+    assert set(step_metrics.METRIC_FIELDS) < set(Metrics.__struct_fields__)
