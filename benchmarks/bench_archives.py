@@ -105,7 +105,7 @@ def build_real(out: Path) -> dict[str, Path]:
 
 def read_all(path: Path) -> None:
     """In a child: list the archive, read every member once, print seconds and MB read."""
-    from tb_mfu_plugin.trace.archive import Archive
+    from tb_mfu_plugin.trace.archive.reader import Archive
 
     t0 = time.perf_counter()
     total = 0

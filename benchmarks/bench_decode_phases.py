@@ -37,8 +37,8 @@ def run_phase(phase: str, path: str) -> str:
     """The phase's work in this process; returns a short description of what it produced."""
     sys.path.insert(0, str(ROOT))
     if phase == "read":
+        from tb_mfu_plugin.trace.decode.stream import Source
         from tb_mfu_plugin.trace.limits import DEFAULT_LIMITS, Deadline
-        from tb_mfu_plugin.trace.stream import Source
 
         with Source(path, DEFAULT_LIMITS, Deadline(path, 3600)) as src:
             while src.block():
@@ -48,9 +48,9 @@ def run_phase(phase: str, path: str) -> str:
         return _msgspec_only(path)
     if phase == "pyarrow":
         return _pyarrow(path)
-    from tb_mfu_plugin import pipeline
-    from tb_mfu_plugin.trace.decode import decode_trace
-    from tb_mfu_plugin.trace.discover import SpanFile
+    from tb_mfu_plugin.running import pipeline
+    from tb_mfu_plugin.trace.decode.decode import decode_trace
+    from tb_mfu_plugin.trace.locate.discover import SpanFile
 
     if phase == "decode":
         # as analyze_file decodes: the recorded shapes of the ops with FLOP formulas kept
@@ -67,8 +67,8 @@ def _msgspec_only(path: str) -> str:
     import gc
     import re
 
+    from tb_mfu_plugin.trace.decode.stream import EventStream, Source
     from tb_mfu_plugin.trace.limits import DEFAULT_LIMITS, Deadline
-    from tb_mfu_plugin.trace.stream import EventStream, Source
 
     gc.disable()  # as decode_trace does
     with Source(path, DEFAULT_LIMITS, Deadline(path, 3600)) as src:

@@ -31,10 +31,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tb_mfu_plugin.analysis.communication import comm_rows, overlap_in  # noqa: E402
-from tb_mfu_plugin.analysis.steps import find_steps  # noqa: E402
-from tb_mfu_plugin.pipeline import analyze_path  # noqa: E402
-from tb_mfu_plugin.trace.decode import decode_trace  # noqa: E402
+from tb_mfu_plugin.analysis.distributed.communication import comm_rows, overlap_in  # noqa: E402
+from tb_mfu_plugin.analysis.time.steps import find_steps  # noqa: E402
+from tb_mfu_plugin.running.pipeline import analyze_path  # noqa: E402
+from tb_mfu_plugin.trace.decode.decode import decode_trace  # noqa: E402
 from tb_mfu_plugin.trace.tables import TraceTables  # noqa: E402
 
 SAMPLES = ROOT / "sample_traces"

@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT / "sample_traces"))
 import sample_common as sc  # noqa: E402
 
 from tb_mfu_plugin.profiling import MfuMonitor, count_step_flops  # noqa: E402
-from tb_mfu_plugin.tbevents import ScalarWriter  # noqa: E402
+from tb_mfu_plugin.scalars.tbevents import ScalarWriter  # noqa: E402
 
 Step = Callable[[int], None]
 

@@ -83,7 +83,7 @@ def _best(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
 
 
 def _read_all(location: str) -> None:
-    from tb_mfu_plugin.trace.opener import open_location
+    from tb_mfu_plugin.trace.locate.opener import open_location
 
     with open_location(location) as f:
         while f.read(8 << 20):
@@ -91,7 +91,7 @@ def _read_all(location: str) -> None:
 
 
 def _analyse_here(location: str) -> None:
-    from tb_mfu_plugin.pipeline import analyze_path
+    from tb_mfu_plugin.running.pipeline import analyze_path
 
     report = analyze_path(location)
     if not report.runs or any(w.error for r in report.runs for w in r.workers):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from .core.version import __version__
 
 __all__ = ["Report", "__version__", "analyze"]
 
@@ -18,7 +18,7 @@ def __getattr__(name: str) -> Any:
     # The notebook API is imported on first use, so `import tb_mfu_plugin` (the CLI,
     # TensorBoard's plugin loader) stays light.
     if name in ("analyze", "Report"):
-        from . import notebook
+        from .notebook import notebook
 
         return getattr(notebook, name)
     raise AttributeError(f"module 'tb_mfu_plugin' has no attribute {name!r}")

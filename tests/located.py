@@ -9,9 +9,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import to_json
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_path
+from tb_mfu_plugin.running.pipeline import analyze_path
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 # The user FLOPs read from a run's sidecar, so that every test also reads a sidecar remotely.

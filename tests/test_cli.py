@@ -15,8 +15,8 @@ from tracegen import TraceBuilder
 
 from tb_mfu_plugin.analysis.report import SCHEMA_VERSION
 from tb_mfu_plugin.cli import main
-from tb_mfu_plugin.pipeline import analyze_path
-from tb_mfu_plugin.trace.decode import uncompressed_size
+from tb_mfu_plugin.running.pipeline import analyze_path
+from tb_mfu_plugin.trace.locate.files import uncompressed_size
 
 SUMMARY_KEYS = {
     "steps",
@@ -179,7 +179,7 @@ def test_analysis_needs_no_torch(tmp_path: Path) -> None:
     """The analysis runs on a laptop without torch: importing and running it never loads torch."""
     trace = _good(tmp_path / "x.pt.trace.json.gz")
     code = (
-        "import sys; from tb_mfu_plugin.pipeline import analyze_path; "
+        "import sys; from tb_mfu_plugin.running.pipeline import analyze_path; "
         f"r = analyze_path({str(trace)!r}); assert r.runs[0].workers[0].error is None; "
         "print(sorted(m for m in ('torch', 'tensorboard') if m in sys.modules))"
     )

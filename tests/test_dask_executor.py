@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLES
 
+from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import to_json
 from tb_mfu_plugin.cli import main
-from tb_mfu_plugin.executors import FileJob, SchedulerError, open_executor
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_file, analyze_path
-from tb_mfu_plugin.trace.discover import discover_runs
+from tb_mfu_plugin.running.executors import open_executor
+from tb_mfu_plugin.running.jobs import FileJob, SchedulerError
+from tb_mfu_plugin.running.pipeline import analyze_file, analyze_path
+from tb_mfu_plugin.trace.locate.discover import discover_runs
 
 distributed = pytest.importorskip("distributed")
 
@@ -67,7 +68,7 @@ def test_cli_scheduler_local_equals_jobs_1(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_an_unreachable_scheduler_is_one_line(capsys: pytest.CaptureFixture[str], monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr("tb_mfu_plugin.dask_executor.CONNECT_TIMEOUT_S", 1)
+    monkeypatch.setattr("tb_mfu_plugin.running.dask_executor.CONNECT_TIMEOUT_S", 1)
     assert main(["analyze", str(SAMPLES / "tp_2gpu"), "--scheduler", "tcp://127.0.0.1:9"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("tb-mfu: cannot use the Dask scheduler 'tcp://127.0.0.1:9'") and "\n" not in err

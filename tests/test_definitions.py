@@ -54,14 +54,14 @@ def test_every_name_is_a_key_of_the_report() -> None:
         elif block in blocks:
             assert key in blocks[block], name
         elif block == "breakdown":
-            from tb_mfu_plugin.analysis.aggregate import BREAKDOWN_KEYS
+            from tb_mfu_plugin.analysis.time.aggregate import BREAKDOWN_KEYS
 
             assert key in BREAKDOWN_KEYS, name
         elif block in ("flops", "device", "strategies"):
             continue  # FlopsDetail, Device, StrategyRow: checked by name below
         else:
             assert key in _fields(Summary), name
-    from tb_mfu_plugin.analysis.flops_detail import FlopsDetail
+    from tb_mfu_plugin.analysis.flops.detail import FlopsDetail
     from tb_mfu_plugin.analysis.report import Device
     from tb_mfu_plugin.diagnosis.strategies import StrategyRow
 

@@ -1,4 +1,4 @@
-"""``tb_mfu_plugin.distinct`` returns exactly what ``np.unique`` returns."""
+"""``tb_mfu_plugin.core.distinct`` returns exactly what ``np.unique`` returns."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tb_mfu_plugin.distinct import distinct, distinct_counts, distinct_inverse, in_distinct, match_rows
+from tb_mfu_plugin.core.distinct import distinct, distinct_counts, distinct_inverse, in_distinct, match_rows
 
 INTS = hnp.arrays(
     dtype=st.sampled_from([np.int8, np.int32, np.int64, np.uint16, np.bool_]),

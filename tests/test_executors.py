@@ -15,21 +15,14 @@ import msgspec
 import pytest
 from conftest import SAMPLES
 
+from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import WorkerReport, to_json
 from tb_mfu_plugin.cli import main
-from tb_mfu_plugin.executors import (
-    FileJob,
-    ProcessExecutor,
-    SerialExecutor,
-    decode_reports,
-    encode_reports,
-    open_executor,
-    usable_cores,
-)
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_file, analyze_path, analyze_paths
-from tb_mfu_plugin.trace.decode import uncompressed_size
-from tb_mfu_plugin.trace.discover import discover_runs
+from tb_mfu_plugin.running.executors import ProcessExecutor, SerialExecutor, open_executor
+from tb_mfu_plugin.running.jobs import FileJob, decode_reports, encode_reports, usable_cores
+from tb_mfu_plugin.running.pipeline import analyze_file, analyze_path, analyze_paths
+from tb_mfu_plugin.trace.locate.discover import discover_runs
+from tb_mfu_plugin.trace.locate.files import uncompressed_size
 
 MULTI = ["ddp_4gpu", "tpdp_4gpu"]
 

@@ -18,7 +18,7 @@ from tensorboard.util import tensor_util
 
 from tb_mfu_plugin.analysis.report import Device, Report, RunReport, Step, Summary, WorkerReport
 from tb_mfu_plugin.cli import main
-from tb_mfu_plugin.export_scalars import export_report, plan_runs, step_figures
+from tb_mfu_plugin.scalars.export_scalars import export_report, plan_runs, step_figures
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,4 @@
-"""``tb_mfu_plugin.fmt`` writes each figure as the tab's ``frontend/src/format.ts`` does: the
+"""``tb_mfu_plugin.analysis.fmt`` writes each figure as the tab's ``frontend/src/format.ts`` does: the
 same string for the same number, checked against format.ts itself, run under node.
 
 The CLI, the tab and the saved page then show one figure as one string (tests/e2e/test_faces.py
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tb_mfu_plugin import fmt
+from tb_mfu_plugin.analysis import fmt
 
 ROOT = Path(__file__).resolve().parent.parent
 FRONTEND = ROOT / "frontend"

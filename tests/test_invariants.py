@@ -19,7 +19,7 @@ from conftest import SAMPLES, SHARED
 from invariants import report_problems
 
 from tb_mfu_plugin.analysis.report import Report, to_json
-from tb_mfu_plugin.pipeline import analyze_path
+from tb_mfu_plugin.running.pipeline import analyze_path
 
 # The fixtures with GPU work in steps: the pipeline-parallel H200 runs (rank pairs), TraceLens'
 # inference twins, torch-tb-profiler's samples, HTA's traces.
@@ -50,7 +50,7 @@ def _sample(run: str) -> Report:
 
 
 def _cli_text(report: Report, capsys: pytest.CaptureFixture[str]) -> str:
-    from tb_mfu_plugin.render import print_report
+    from tb_mfu_plugin.cli.render import print_report
 
     print_report(report, top=5)
     return capsys.readouterr().out
@@ -88,7 +88,7 @@ def test_scalars_write_no_point_for_an_unknown(tmp_path: Path) -> None:
     from tensorboard.backend.event_processing import event_accumulator as ea
     from tensorboard.util import tensor_util
 
-    from tb_mfu_plugin.export_scalars import export_report
+    from tb_mfu_plugin.scalars.export_scalars import export_report
 
     (run,) = export_report(_sample("tiny_mlp_cuda_graph"), str(tmp_path))
     acc = ea.EventAccumulator(run.path, size_guidance={ea.TENSORS: 0})

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 from conftest import fixture_path
 
-from tb_mfu_plugin.analysis import kernel_families as kf
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_file
-from tb_mfu_plugin.trace.decode import decode_trace
-from tb_mfu_plugin.trace.discover import single_file_run
+from tb_mfu_plugin.analysis.kernels import families as kf
+from tb_mfu_plugin.analysis.options import AnalysisOptions
+from tb_mfu_plugin.running.pipeline import analyze_file
+from tb_mfu_plugin.trace.decode.decode import decode_trace
+from tb_mfu_plugin.trace.locate.discover import single_file_run
 from tb_mfu_plugin.trace.tables import KERNEL
 
 MODELS = ["Falconsai_nsfw_image_detection__1016002", "Qwen_Qwen1.5-0.5B-Chat__1016005",

@@ -8,14 +8,15 @@ import os
 import pytest
 from conftest import SAMPLES
 
+from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import to_json
-from tb_mfu_plugin.executors import FileJob, ProcessExecutor, open_executor
-from tb_mfu_plugin.memory_cap import MEMORY_ENV, MIN_DEFAULT_BYTES, MemoryCap, default_cap_bytes, memory_cap
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_file
+from tb_mfu_plugin.running.executors import ProcessExecutor, open_executor
+from tb_mfu_plugin.running.jobs import FileJob
+from tb_mfu_plugin.running.memory_cap import MEMORY_ENV, MIN_DEFAULT_BYTES, MemoryCap, default_cap_bytes, memory_cap
+from tb_mfu_plugin.running.pipeline import analyze_file
 from tb_mfu_plugin.tensorboard.cache import AnalysisCache
-from tb_mfu_plugin.trace.discover import discover_runs
 from tb_mfu_plugin.trace.limits import MiB
+from tb_mfu_plugin.trace.locate.discover import discover_runs
 
 CAP = MemoryCap(512 * MiB, "--mfu_worker_max_memory")  # a worker starts at about 100 MB of data here
 

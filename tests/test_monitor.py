@@ -12,11 +12,11 @@ torch = pytest.importorskip("torch")
 from tensorboard.backend.event_processing import event_accumulator as ea  # noqa: E402
 from tensorboard.util import tensor_util  # noqa: E402
 
-from tb_mfu_plugin.analysis.peaks import resolve_peak  # noqa: E402
-from tb_mfu_plugin.options import AnalysisOptions  # noqa: E402
+from tb_mfu_plugin.analysis.device.peaks import resolve_peak  # noqa: E402
+from tb_mfu_plugin.analysis.options import AnalysisOptions  # noqa: E402
 from tb_mfu_plugin.profiling import MfuMonitor, count_step_flops, write_sidecar  # noqa: E402
-from tb_mfu_plugin.sidecar import ModelDims, Sidecar  # noqa: E402
-from tb_mfu_plugin.steptimer import CudaEventTimer, WallClockTimer  # noqa: E402
+from tb_mfu_plugin.profiling.steptimer import CudaEventTimer, WallClockTimer  # noqa: E402
+from tb_mfu_plugin.trace.locate.sidecar import ModelDims, Sidecar  # noqa: E402
 
 
 class FakeClock:

@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT, SAMPLES, fixture_path
 
 import tb_mfu_plugin as tm
-from tb_mfu_plugin import frames
+from tb_mfu_plugin.notebook import frames
 
 ACCESSORS = {
     "workers": frames.WORKERS, "steps": frames.STEPS, "kernels": frames.KERNELS, "copies": frames.COPIES,

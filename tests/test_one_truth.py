@@ -12,7 +12,7 @@ from conftest import SAMPLES
 
 from tb_mfu_plugin.analysis.report import Report, WorkerReport
 from tb_mfu_plugin.diagnosis.strategies import median_step_mfu, strategy_row
-from tb_mfu_plugin.pipeline import analyze_path
+from tb_mfu_plugin.running.pipeline import analyze_path
 
 
 @functools.cache
@@ -111,12 +111,12 @@ def test_one_rule_says_which_step_a_kernel_belongs_to(tmp_path: Path) -> None:
     old rule), and in none by its launch (what the summary counted): now in none for both."""
     from tracegen import TraceBuilder
 
-    from tb_mfu_plugin.analysis import intervals
+    from tb_mfu_plugin.analysis.options import AnalysisOptions
+    from tb_mfu_plugin.analysis.time import intervals
     from tb_mfu_plugin.analysis.worker import analyze_device
     from tb_mfu_plugin.diagnosis import DEFAULT
     from tb_mfu_plugin.diagnosis.context import Context
-    from tb_mfu_plugin.options import AnalysisOptions
-    from tb_mfu_plugin.trace.decode import decode_trace
+    from tb_mfu_plugin.trace.decode.decode import decode_trace
 
     b = TraceBuilder()
     b.step(1, 0, 100)
@@ -137,11 +137,11 @@ def test_one_rule_says_which_step_a_kernel_belongs_to(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("run", ["gpt_naive_attention", "ddp_2gpu", "tiny_mlp_cuda_graph"])
 def test_on_real_traces_the_rules_count_the_rows_the_summary_counts(run: str) -> None:
+    from tb_mfu_plugin.analysis.options import AnalysisOptions
     from tb_mfu_plugin.analysis.worker import analyze_device
     from tb_mfu_plugin.diagnosis import DEFAULT
     from tb_mfu_plugin.diagnosis.context import Context
-    from tb_mfu_plugin.options import AnalysisOptions
-    from tb_mfu_plugin.trace.decode import decode_trace
+    from tb_mfu_plugin.trace.decode.decode import decode_trace
     from tb_mfu_plugin.trace.tables import KERNEL
 
     files = sorted((SAMPLES / run).glob("rank0.*.pt.trace.json.gz"))

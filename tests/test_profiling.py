@@ -12,12 +12,12 @@ torch = pytest.importorskip("torch")
 
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from tb_mfu_plugin.analysis import flops as F  # noqa: E402
-from tb_mfu_plugin.analysis.flop_count import count_flops  # noqa: E402
-from tb_mfu_plugin.analysis.op_flops import flops_in_windows  # noqa: E402
+from tb_mfu_plugin.analysis.flops import shapes as F  # noqa: E402
+from tb_mfu_plugin.analysis.flops.count_once import count_flops  # noqa: E402
+from tb_mfu_plugin.analysis.flops.per_window import flops_in_windows  # noqa: E402
 from tb_mfu_plugin.profiling import count_step_flops, mfu_profile  # noqa: E402
-from tb_mfu_plugin.sidecar import SIDECAR_NAME, ModelDims, load_sidecar  # noqa: E402
-from tb_mfu_plugin.trace.decode import decode_trace  # noqa: E402
+from tb_mfu_plugin.trace.decode.decode import decode_trace  # noqa: E402
+from tb_mfu_plugin.trace.locate.sidecar import SIDECAR_NAME, ModelDims, load_sidecar  # noqa: E402
 from tb_mfu_plugin.trace.tables import ANNOTATION  # noqa: E402
 
 

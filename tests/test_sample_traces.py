@@ -10,10 +10,10 @@ import pytest
 from conftest import SAMPLES
 from invariants import worker_problems
 
+from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import WorkerReport, to_json
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_run
-from tb_mfu_plugin.trace.discover import discover_runs
+from tb_mfu_plugin.running.pipeline import analyze_run
+from tb_mfu_plugin.trace.locate.discover import discover_runs
 
 RUNS = sorted(p.parent.name for p in SAMPLES.glob("*/ground_truth.json"))
 

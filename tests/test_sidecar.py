@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tb_mfu_plugin.errors import TraceError
-from tb_mfu_plugin.sidecar import (
+from tb_mfu_plugin.core.errors import TraceError
+from tb_mfu_plugin.trace.locate.sidecar import (
     SIDECAR_NAME,
     ModelDims,
     Sidecar,

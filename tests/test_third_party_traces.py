@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from conftest import fixture_path
 
+from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import WorkerReport
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_file
-from tb_mfu_plugin.trace.discover import discover_runs, single_file_run
+from tb_mfu_plugin.running.pipeline import analyze_file
+from tb_mfu_plugin.trace.locate.discover import discover_runs, single_file_run
 
 
 def _overall(w: WorkerReport, field: str) -> float:

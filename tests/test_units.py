@@ -1,5 +1,5 @@
 """Every number with a unit is formatted by one function per unit (issue 23): in Python by
-``tb_mfu_plugin/fmt.py``, in the tab by ``frontend/src/format.ts``, and the two give the same text
+``tb_mfu_plugin/analysis/fmt.py``, in the tab by ``frontend/src/format.ts``, and the two give the same text
 for the same value.
 
 The scan reads every string literal of the package (``tokenize``: f-strings and ``str.format``
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tb_mfu_plugin import fmt
+from tb_mfu_plugin.analysis import fmt
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "tb_mfu_plugin"
@@ -33,7 +33,7 @@ _PY_ADHOC = re.compile(r"\{[^{}:!]*(?:![rsa])?:[^{}]*[dfegn]\}\s?" + _UNIT + r"|
 # Allowed their own: the formatters themselves; and the trace layer, which reads files and words
 # I/O errors about its settings in the units they are given in (limits.py writes the size flags
 # back as "8 GiB", the inverse of parse_size; a listing timeout in seconds), never a figure.
-_PY_OWN = {PACKAGE / "fmt.py"}
+_PY_OWN = {PACKAGE / "analysis" / "fmt.py"}
 _PY_OWN_DIRS = (PACKAGE / "trace",)
 
 # A value turned into text in place (toFixed / toLocaleString / String(...)) and followed by a unit,
@@ -70,7 +70,7 @@ def test_no_figure_is_formatted_in_place_in_the_package() -> None:
                 continue
             for m in _PY_ADHOC.finditer(text):
                 found.append(f"{path.relative_to(ROOT)}:{line}: {m.group(0)!r}")
-    assert not found, "format these with tb_mfu_plugin.fmt (one function per unit):\n" + "\n".join(found)
+    assert not found, "format these with tb_mfu_plugin.analysis.fmt (one function per unit):\n" + "\n".join(found)
 
 
 def test_no_figure_is_formatted_in_place_in_the_tab() -> None:

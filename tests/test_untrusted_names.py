@@ -18,7 +18,7 @@ import msgspec
 import pytest
 
 from tb_mfu_plugin.analysis.report import Report, RunReport, WorkerReport
-from tb_mfu_plugin.escape import escape_surrogates, for_rich, json_bytes, one_line
+from tb_mfu_plugin.core.escape import escape_surrogates, for_rich, json_bytes, one_line
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = next((ROOT / "sample_traces" / "low_sm_efficiency").glob("*.pt.trace.json.gz"))

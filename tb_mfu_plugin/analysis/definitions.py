@@ -9,7 +9,7 @@ with its ``definition``; ``scripts/gen_definitions.py`` writes the table into th
 of that unit (``fmt.FORMATTERS`` in Python, ``format.ts`` ``byUnit`` in the tab).
 
 Aggregation: a ``summary`` share is time-weighted over the analysed steps (Σ part / Σ step time,
-``analysis.aggregate``) and a per-step count is the mean step's; ``AGGREGATION`` says it in
+``analysis.time.aggregate``) and a per-step count is the mean step's; ``AGGREGATION`` says it in
 the words the faces put beside a summary figure.
 """
 

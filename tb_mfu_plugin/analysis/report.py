@@ -13,8 +13,8 @@ from typing import Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from .dist_report import Communication, Pipeline
-from .flops_detail import FlopsDetail
+from .distributed.blocks import Communication, Pipeline
+from .flops.detail import FlopsDetail
 
 # 2: sync_wait_share -> host_sync_blocked_share, breakdown sync_wait/idle -> idle_after_sync/idle_other
 # (docs/metrics.md, "Schema versions")
@@ -26,7 +26,7 @@ BarKind = Literal["total", "loss", "subtotal", "result"]  # a waterfall bar's
 
 class Metrics(msgspec.Struct, kw_only=True):
     """Metrics of one step, or their aggregate over the analysed steps in ``Summary``
-    (time-weighted: a ratio of sums, see ``analysis.aggregate``)."""
+    (time-weighted: a ratio of sums, see ``analysis.time.aggregate``)."""
 
     gpu_busy_share: float
     kernel_time_share: float
@@ -283,7 +283,7 @@ class ProcessGroup(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class Distributed(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """The trace's ``distributedInfo`` (``analysis.distributed``); each key only where the
+    """The trace's ``distributedInfo`` (``analysis.distributed.info``); each key only where the
     trace has it."""
 
     backend: str | None = None  # nccl, gloo...

@@ -1,5 +1,5 @@
 """One device of one trace file -> a ``WorkerReport``: step windows, per-step metrics,
-their time-weighted summary (``analysis.aggregate``), copies, syncs, launch statistics and
+their time-weighted summary (``analysis.time.aggregate``), copies, syncs, launch statistics and
 the top kernels."""
 
 from __future__ import annotations
@@ -10,27 +10,18 @@ from typing import Any
 
 import numpy as np
 
-from ..distinct import distinct
-from ..fmt import pct
-from ..options import AnalysisOptions
+from ..core.distinct import distinct
 from ..trace.tables import DRIVER, KERNEL, MEMCPY, RUNTIME, GpuTable, TraceTables
-from . import (
-    aggregate,
-    copies,
-    devices,
-    graphs,
-    idle_gaps,
-    intervals,
-    kernel_families,
-    kernels,
-    nesting,
-    syncs,
-    windows,
-)
-from .name_patterns import KERNEL_LAUNCH_CALL, name_mask
+from .device import devices
+from .fmt import pct
+from .kernels import families as kernel_families
+from .kernels import kernels
+from .kernels.name_patterns import KERNEL_LAUNCH_CALL, name_mask
+from .options import AnalysisOptions
 from .report import Device, IdleGaps, LaunchStats, Step, Summary, WorkerReport
-from .step_metrics import KernelClasses, StepColumns, build_steps, step_columns
-from .steps import Steps, assign, find_steps
+from .time import aggregate, copies, graphs, idle_gaps, intervals, nesting, syncs, windows
+from .time.step_metrics import KernelClasses, StepColumns, build_steps, step_columns
+from .time.steps import Steps, assign, find_steps
 
 
 @dataclass(frozen=True)
@@ -81,7 +72,7 @@ def analyze_device(
     options: AnalysisOptions,
     launcher: np.ndarray | None = None,
 ) -> tuple[WorkerReport, Steps, DeviceView]:
-    """Everything about one device of one trace, except FLOPs (see ``analysis.mfu``)."""
+    """Everything about one device of one trace, except FLOPs (see ``analysis.device.mfu``)."""
     names = tables.names
     if launcher is None:
         launcher = tables.launcher

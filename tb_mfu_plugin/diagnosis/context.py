@@ -12,14 +12,16 @@ from functools import cached_property
 
 import numpy as np
 
-from ..analysis import copies, graphs, intervals, kernel_families, name_patterns, syncs, windows
-from ..analysis import patterns as pt
-from ..analysis.attention_chains import AttentionChain, attention_chains
-from ..analysis.idle_gaps import Gaps, GapThresholds, HostActivity, idle_gaps
+from ..analysis.flops.attention_chains import AttentionChain, attention_chains
+from ..analysis.kernels import families as kernel_families
+from ..analysis.kernels import name_patterns
 from ..analysis.report import WorkerReport
-from ..analysis.steps import Steps
+from ..analysis.time import copies, graphs, intervals, syncs, windows
+from ..analysis.time import patterns as pt
+from ..analysis.time.idle_gaps import Gaps, GapThresholds, HostActivity, idle_gaps
+from ..analysis.time.steps import Steps
 from ..analysis.worker import DeviceView
-from ..distinct import distinct, distinct_counts
+from ..core.distinct import distinct, distinct_counts
 from ..trace.tables import KERNEL, MEMCPY, MEMSET, OP, TraceTables
 from .thresholds import Thresholds
 
@@ -249,7 +251,7 @@ class Context:
 
     @cached_property
     def gaps(self) -> Gaps:
-        """GPU idle gaps over the analysed steps and what caused them (``analysis.idle_gaps``): the
+        """GPU idle gaps over the analysed steps and what caused them (``analysis.time.idle_gaps``): the
         analysis' own (``DeviceView.gaps``, behind the report's ``gpu_idle_after_sync_share``) when it
         attributed them with these thresholds, so the waterfall and the report agree."""
         th = self.th

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis import intervals
 from ..analysis.report import Finding
+from ..analysis.time import intervals
 from .context import Context
 
 

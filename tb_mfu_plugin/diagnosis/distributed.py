@@ -13,16 +13,16 @@ from typing import cast
 
 import msgspec
 
-from ..analysis import collectives as co
-from ..analysis.clock_skew import Alignment, Arrivals, Transfer, align, arrivals
-from ..analysis.dist_report import Collective, Communication
+from ..analysis.distributed import collectives as co
+from ..analysis.distributed.blocks import Collective, Communication
+from ..analysis.distributed.clock_skew import Alignment, Arrivals, Transfer, align, arrivals
+from ..analysis.distributed.strategy import run_strategy
+from ..analysis.fmt import us
 from ..analysis.report import WorkerReport
-from ..analysis.strategy import run_strategy
-from ..fmt import us
 from .context import Context
 from .finding import SEVERITIES, Finding
 from .ranks import RankClock, RankSummary, compare_ranks
-from .rules.bandwidth import low_bus_bandwidth
+from .rules.collective_bandwidth import low_bus_bandwidth
 from .thresholds import DEFAULT, Thresholds
 
 

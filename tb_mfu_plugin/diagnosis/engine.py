@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..analysis.report import WorkerReport
-from ..analysis.steps import Steps
+from ..analysis.time.steps import Steps
 from ..analysis.worker import DeviceView
 from ..trace.tables import TraceTables
 from .context import Context

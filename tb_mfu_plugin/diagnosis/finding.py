@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analysis.mfu import projected_mfu
+from ..analysis.device.mfu import projected_mfu
 from ..analysis.report import Finding, Severity
 
 __all__ = ["SEVERITIES", "Finding", "make_finding"]

@@ -23,9 +23,9 @@ from itertools import combinations
 
 import msgspec
 
+from ..analysis.distributed.strategy import run_strategy
+from ..analysis.fmt import flops as flops_text
 from ..analysis.report import RunReport
-from ..analysis.strategy import run_strategy
-from ..fmt import flops as flops_text
 
 FLOPS_TOLERANCE = 0.03  # FLOPs per step this close (relative) count as one model
 KERNEL_OVERLAP = 0.6  # Jaccard overlap of the top kernels' names that counts as one model

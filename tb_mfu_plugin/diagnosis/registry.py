@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..fmt import template
+from ..analysis.fmt import template
 from .context import Context
 from .cost_time import Findings, TimeSet
 from .finding import Finding, make_finding

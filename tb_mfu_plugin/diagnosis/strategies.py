@@ -56,7 +56,7 @@ def _ranks(run: RunReport) -> RankSummary | None:
 
 
 def median_step_mfu(s: Summary) -> float | None:
-    """The MFU of the median step: the median of the per-step MFUs, which ``analysis.mfu`` keeps in
+    """The MFU of the median step: the median of the per-step MFUs, which ``analysis.device.mfu`` keeps in
     ``summary.distribution`` (None when no step has an MFU)."""
     spread = s.distribution.get("mfu")
     return spread.median if spread is not None else None

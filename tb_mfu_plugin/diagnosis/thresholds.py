@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..analysis.idle_gaps import LAUNCH_GAP_MAX_US, SYNC_GAP_TOLERANCE_US
+from ..analysis.time.idle_gaps import LAUNCH_GAP_MAX_US, SYNC_GAP_TOLERANCE_US
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ lost to one cause and each ``subtotal`` is what remains, so ``total - losses = s
 at every level and the last entry (``result``) is MFU x step time. All values are µs per
 step: totals over the analysed steps divided by their number (the mean step,
 ``summary.step_time_mean_us``), so they add up exactly. That is the aggregation of the
-summary (``analysis.aggregate``: time-weighted shares, mean FLOPs per step) and of MFU, so
+summary (``analysis.time.aggregate``: time-weighted shares, mean FLOPs per step) and of MFU, so
 each level is the summary's share of the mean step: ``gpu_busy`` = ``gpu_busy_share`` x
 step, ``kernels`` = ``kernel_time_share`` x step, ``mfu`` = ``summary.mfu`` x step.
 (``summary.step_time_us`` is the median step and is not used here.)
@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.idle_gaps import GRAPH, HOST, LAUNCH, OTHER, SYNC
+from ..analysis.fmt import template
 from ..analysis.report import BarKind, WaterfallBar
-from ..fmt import template
+from ..analysis.time.idle_gaps import GRAPH, HOST, LAUNCH, OTHER, SYNC
 from .context import Context
 from .registry import GAP_THRESHOLDS
 

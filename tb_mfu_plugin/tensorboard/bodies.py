@@ -18,7 +18,7 @@ from ..analysis.report import Report, RunReport, WorkerReport
 from ..diagnosis.compare import FindingsAgainstBaseline
 from ..diagnosis.pairing import Suggestion, suggest_compare, suggest_strategies
 from ..diagnosis.strategies import StrategyRow
-from ..trace.locations import basename, is_local
+from ..trace.locate.locations import basename, is_local
 
 # A file's analysis (cache.QUEUED, LOADING, DONE, ERROR); a run's, from its files' (plugin._run_state).
 SpanState = Literal["queued", "loading", "done", "error"]

@@ -40,16 +40,17 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from ..analysis.options import AnalysisOptions
 from ..analysis.report import SCHEMA_VERSION, WorkerReport
-from ..escape import json_bytes, one_line
-from ..executors import AnalyzeFn, Executor, FileJob, ProcessExecutor, SchedulerError, SerialExecutor
-from ..memory_cap import memory_cap
-from ..options import AnalysisOptions
-from ..pipeline import analyze_file
-from ..trace.discover import SpanFile
-from ..trace.locations import is_local
-from ..trace.opener import decoded_size
-from ..trace.redact import redacting_logger
+from ..core.escape import json_bytes, one_line
+from ..running.executors import ProcessExecutor, SerialExecutor
+from ..running.jobs import AnalyzeFn, Executor, FileJob, SchedulerError
+from ..running.memory_cap import memory_cap
+from ..running.pipeline import analyze_file
+from ..trace.locate.discover import SpanFile
+from ..trace.locate.locations import is_local
+from ..trace.locate.opener import decoded_size
+from ..trace.remote.redact import redacting_logger
 from .disk_cache import DiskCache
 from .env import CACHE_DIR_ENV
 from .file_queue import FileQueue, is_remote_file, remote_slots
@@ -287,7 +288,7 @@ class AnalysisCache:
                 if self._stand_in is not None:
                     self._executor = SerialExecutor(self._stand_in, self.options)
                 elif self._scheduler:
-                    from ..dask_executor import DaskExecutor
+                    from ..running.dask_executor import DaskExecutor
 
                     try:
                         self._executor = DaskExecutor(analyze_file, self.options, self._scheduler)

@@ -21,7 +21,7 @@ import os
 import tempfile
 import time
 
-from ..escape import one_line
+from ..core.escape import one_line
 from .settings import DEFAULT_CACHE_MAX_BYTES
 
 logger = logging.getLogger(__name__)

@@ -39,7 +39,7 @@ class MfuPluginLoader(base_plugin.TBLoader):
         move_unreadable_sources(flags)
         options_file = getattr(flags, "mfu_storage_options", None)
         if options_file:
-            from ..trace.storage import use_storage_options
+            from ..trace.remote.storage import use_storage_options
 
             try:
                 use_storage_options(options_file)
@@ -97,7 +97,7 @@ def _cache_and_worker_flags(group):  # type: ignore[no-untyped-def]
             "at most 8). Each holds one decoded trace, about its size in memory."
         ),
     )
-    from ..memory_cap import MEMORY_ENV  # a leaf module: the standard library and trace.limits
+    from ..running.memory_cap import MEMORY_ENV  # a leaf module: the standard library and trace.limits
 
     group.add_argument(
         "--mfu_worker_max_memory",
@@ -213,7 +213,7 @@ def _access_flags(group):  # type: ignore[no-untyped-def]
     )
 
     # storage.py imports only the standard library and our leaf modules (fsspec when used)
-    from ..trace.storage import STORAGE_OPTIONS_ENV
+    from ..trace.remote.storage import STORAGE_OPTIONS_ENV
 
     group.add_argument(
         "--mfu_storage_options",

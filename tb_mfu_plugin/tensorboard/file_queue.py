@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from ..trace.locations import is_local, parse_member
+from ..trace.locate.locations import is_local, parse_member
 
 K = TypeVar("K")
 

@@ -29,7 +29,7 @@ import os
 import re
 from urllib.parse import urlsplit, urlunsplit
 
-from ..trace.locations import archive_kind, scheme
+from ..trace.locate.locations import archive_kind, scheme
 
 logger = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ import re
 from collections.abc import Callable
 
 from ..analysis.report import Report
-from ..escape import escape_surrogates, json_bytes
+from ..core.escape import escape_surrogates, json_bytes
 from .bodies import OfflinePayload, RunsBody, runs_body
 
 DATA_ID = "mfu-offline-report"  # the data block's id; frontend/src/offline.ts looks for it

@@ -24,10 +24,10 @@ import re
 import stat
 from collections.abc import Sequence
 
-from ..escape import json_bytes
-from ..sidecar import sidecar_paths
-from ..trace.locations import is_local, parse_member
-from ..trace.redact import shown_json
+from ..core.escape import json_bytes
+from ..trace.locate.locations import is_local, parse_member
+from ..trace.locate.sidecar import sidecar_paths
+from ..trace.remote.redact import shown_json
 from .runs import Source, is_remote
 
 
@@ -68,7 +68,7 @@ class PathView:
     def json(self, body: bytes) -> bytes:
         """Encoded JSON with every server path relative to its logdir (unless full paths are
         asked for), and with no signature of a signed URL nor any storage option value in it,
-        full paths or not (``trace.redact``)."""
+        full paths or not (``trace.remote.redact``)."""
         if self._pattern is not None:
             body = self._pattern.sub(self._relative, body)
         return shown_json(body)

@@ -24,19 +24,19 @@ from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
-from .. import __version__ as TOOL_VERSION
+from ..analysis.options import AnalysisOptions
 from ..analysis.report import SCHEMA_VERSION, RunReport
+from ..core.escape import json_bytes
+from ..core.version import __version__ as TOOL_VERSION
 from ..diagnosis.compare import findings_against_baseline
 from ..diagnosis.pairing import Suggestion, suggest_compare, suggest_strategies
 from ..diagnosis.ranks import compare_ranks
 from ..diagnosis.strategies import strategy_table
-from ..escape import json_bytes
-from ..options import AnalysisOptions
-from ..pipeline import run_report
-from ..trace.discover import RunFiles, SpanFile
+from ..running.pipeline import run_report
 from ..trace.limits import limits_from_flags
-from ..trace.locations import basename
-from ..trace.storage import use_storage_options
+from ..trace.locate.discover import RunFiles, SpanFile
+from ..trace.locate.locations import basename
+from ..trace.remote.storage import use_storage_options
 from .bodies import (
     CompareBody,
     CompareEntry,

@@ -1,7 +1,7 @@
 """The server-side map of runs: which logdirs to scan, and a cached background scan.
 
 Sources are local folders, URLs (``s3://``, ``gs://``, ``http://``, ...) and
-archives, listed by ``trace.listing.discover``. Requests never walk the file
+archives, listed by ``trace.locate.listing.discover``. Requests never walk the file
 system. They read the last scan shown, and at
 most ask for a new one, which a daemon thread runs (at most one at a time, and
 not more often than ``min_interval_s``). New runs and spans thus appear on the
@@ -25,16 +25,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..errors import TraceError
-from ..escape import escape_surrogates, one_line
-from ..fmt import setting
-from ..sidecar import SIDECAR_NAME
-from ..trace.discover import RunFiles
+from ..analysis.fmt import setting
+from ..core.errors import TraceError
+from ..core.escape import escape_surrogates, one_line
 from ..trace.limits import Limits
-from ..trace.listing import LIST_TIMEOUT_ENV, discover, list_timeout_s
-from ..trace.locations import archive_kind, normalize
-from ..trace.redact import redacting_logger
-from ..trace.storage import redact
+from ..trace.locate.discover import SIDECAR_NAME, RunFiles
+from ..trace.locate.listing import LIST_TIMEOUT_ENV, discover, list_timeout_s
+from ..trace.locate.locations import archive_kind, normalize
+from ..trace.remote.redact import redacting_logger
+from ..trace.remote.storage import redact
 from .logdir_spec import NO_TENSORBOARD_LOGDIR, spec_parts, split_part
 
 logger = redacting_logger(__name__)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..memory_cap import memory_cap
+from ..running.memory_cap import memory_cap
 from ..trace.limits import GiB, parse_size
 from .env import CACHE_MAX_BYTES_ENV, SCHEDULER_ENV, TEST_STAGGER_ENV, WORKERS_ENV
 
@@ -66,7 +66,7 @@ def settings_from_flags(flags: object) -> RunSettings:
 def default_workers() -> int:
     """Processes the tab analyses with by default: the usable cores, at most 8 (each holds
     one decoded trace, about its size in memory)."""
-    from ..executors import usable_cores
+    from ..running.jobs import usable_cores
 
     return min(usable_cores(), 8)
 

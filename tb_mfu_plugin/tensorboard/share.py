@@ -38,9 +38,9 @@ from tensorboard.backend import http_util
 from werkzeug import wrappers
 from werkzeug.exceptions import ClientDisconnected
 
-from .. import __version__ as TOOL_VERSION
 from ..analysis.report import SCHEMA_VERSION, Report, RunReport
-from ..escape import json_bytes
+from ..core.escape import json_bytes
+from ..core.version import __version__ as TOOL_VERSION
 from ..trace.limits import parse_size
 from .bodies import (
     ErrorBody,

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
-from ..fmt import setting
+from ..analysis.fmt import setting
 from ..trace.limits import format_size
 from .upload_files import shown
 

@@ -25,8 +25,7 @@ from __future__ import annotations
 import re
 import zlib
 
-from ..sidecar import SIDECAR_NAME
-from ..trace.discover import TRACE_FILE
+from ..trace.locate.discover import SIDECAR_NAME, TRACE_FILE
 
 TRACE, SIDECAR, ZIP, TAR = "trace", "sidecar", "zip", "tar"
 ARCHIVES = (ZIP, TAR)

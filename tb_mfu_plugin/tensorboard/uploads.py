@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..fmt import setting
+from ..analysis.fmt import setting
 from ..trace.limits import GiB, MiB, format_size
 from .runs import Source
 from .upload_body import Body, Metered, UploadError, Watchdog

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..errors import TraceError
+from ..core.errors import TraceError
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 

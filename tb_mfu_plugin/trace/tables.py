@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..distinct import distinct, match_rows
+from ..core.distinct import distinct, match_rows
 
 # GpuTable.kind
 KERNEL, MEMCPY, MEMSET = 0, 1, 2

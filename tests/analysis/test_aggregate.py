@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from tracegen import TraceBuilder
 
-from tb_mfu_plugin.analysis.aggregate import spread, time_weighted
+from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import WorkerReport
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_tables
-from tb_mfu_plugin.trace.decode import decode_trace
+from tb_mfu_plugin.analysis.time.aggregate import spread, time_weighted
+from tb_mfu_plugin.running.pipeline import analyze_tables
+from tb_mfu_plugin.trace.decode.decode import decode_trace
 
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"  # a tensor-core kernel by name
 ADD = "vectorized_elementwise_kernel_add"

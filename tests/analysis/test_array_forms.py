@@ -12,10 +12,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tb_mfu_plugin.analysis import flops, mfu, plausibility, steps
-from tb_mfu_plugin.analysis.name_patterns import DATALOADER, name_mask
-from tb_mfu_plugin.analysis.patterns import NEEDLES
+from tb_mfu_plugin.analysis.device import mfu, plausibility
+from tb_mfu_plugin.analysis.flops import shapes as flops
+from tb_mfu_plugin.analysis.kernels.name_patterns import DATALOADER, name_mask
 from tb_mfu_plugin.analysis.report import Step, Summary, WorkerReport
+from tb_mfu_plugin.analysis.time import steps
+from tb_mfu_plugin.analysis.time.patterns import NEEDLES
 from tb_mfu_plugin.trace.tables import name_lookup
 
 

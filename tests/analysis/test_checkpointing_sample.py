@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from conftest import SAMPLES
 
+from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import WorkerReport
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_run
-from tb_mfu_plugin.trace.discover import discover_runs
+from tb_mfu_plugin.running.pipeline import analyze_run
+from tb_mfu_plugin.trace.locate.discover import discover_runs
 
 RUN = SAMPLES / "gpt_checkpointing"
 

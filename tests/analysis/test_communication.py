@@ -10,13 +10,13 @@ import pytest
 from conftest import SAMPLES, fixture_path
 from tracegen import DistBuilder, nccl_args
 
-from tb_mfu_plugin.analysis import collectives as co
-from tb_mfu_plugin.analysis.interconnects import LINKS, choose_link
+from tb_mfu_plugin.analysis.distributed import collectives as co
+from tb_mfu_plugin.analysis.distributed.interconnects import LINKS, choose_link
+from tb_mfu_plugin.analysis.distributed.strategy import group_role
+from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import WorkerReport
-from tb_mfu_plugin.analysis.strategy import group_role
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_path, analyze_tables
-from tb_mfu_plugin.trace.decode import decode_bytes, decode_trace
+from tb_mfu_plugin.running.pipeline import analyze_path, analyze_tables
+from tb_mfu_plugin.trace.decode.decode import decode_bytes, decode_trace
 from tb_mfu_plugin.trace.tables import CommArgs
 
 GEMM = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"

@@ -14,13 +14,14 @@ import pytest
 from conftest import fixture_path
 from tracegen import H100, TraceBuilder
 
-from tb_mfu_plugin.analysis import devices, kernels
-from tb_mfu_plugin.analysis import peaks as P
+from tb_mfu_plugin.analysis.device import devices
+from tb_mfu_plugin.analysis.device import peaks as P
+from tb_mfu_plugin.analysis.kernels import kernels
+from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import WorkerReport
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_file
-from tb_mfu_plugin.trace.decode import decode_trace
-from tb_mfu_plugin.trace.discover import single_file_run
+from tb_mfu_plugin.running.pipeline import analyze_file
+from tb_mfu_plugin.trace.decode.decode import decode_trace
+from tb_mfu_plugin.trace.locate.discover import single_file_run
 from tb_mfu_plugin.trace.tables import TraceTables
 
 MI300X_VF = {"id": 0, "name": "AMD Instinct MI300X VF", "computeMajor": 9, "computeMinor": 4, "warpSize": 64,

@@ -9,9 +9,9 @@ import msgspec
 import pytest
 from conftest import SAMPLES
 
-from tb_mfu_plugin.analysis.distributed import distributed_block
+from tb_mfu_plugin.analysis.distributed.info import distributed_block
 from tb_mfu_plugin.analysis.report import Distributed, to_json
-from tb_mfu_plugin.trace.decode import decode_trace
+from tb_mfu_plugin.trace.decode.decode import decode_trace
 
 
 @pytest.mark.parametrize("run", ["ddp_2gpu", "tp_2gpu"])

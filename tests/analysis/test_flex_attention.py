@@ -14,8 +14,8 @@ import json
 import pytest
 from conftest import SAMPLES
 
-from tb_mfu_plugin.analysis import flops as F
-from tb_mfu_plugin.pipeline import analyze_path
+from tb_mfu_plugin.analysis.flops import shapes as F
+from tb_mfu_plugin.running.pipeline import analyze_path
 from tb_mfu_plugin.trace.tables import OpInputs
 
 B, H, S, D = 4, 16, 2048, 64

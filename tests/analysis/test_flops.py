@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from tb_mfu_plugin.analysis import flops as F
-from tb_mfu_plugin.analysis.flop_formulas import FlopEstimate, Hints
-from tb_mfu_plugin.analysis.recorded_inputs import dtype_of, parse_inputs
+from tb_mfu_plugin.analysis.flops import shapes as F
+from tb_mfu_plugin.analysis.flops.formulas import FlopEstimate, Hints
+from tb_mfu_plugin.analysis.flops.recorded_inputs import dtype_of, parse_inputs
 from tb_mfu_plugin.trace.tables import OpInputs
 
 

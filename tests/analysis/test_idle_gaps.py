@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 from tracegen import TraceBuilder
 
-from tb_mfu_plugin.analysis import graphs, patterns, syncs
-from tb_mfu_plugin.analysis.idle_gaps import HOST, OTHER, SYNC, HostActivity, idle_gaps
-from tb_mfu_plugin.analysis.steps import find_steps
-from tb_mfu_plugin.trace.decode import decode_trace
+from tb_mfu_plugin.analysis.time import graphs, patterns, syncs
+from tb_mfu_plugin.analysis.time.idle_gaps import HOST, OTHER, SYNC, HostActivity, idle_gaps
+from tb_mfu_plugin.analysis.time.steps import find_steps
+from tb_mfu_plugin.trace.decode.decode import decode_trace
 
 
 def test_gaps_split_into_dataloader_sync_and_rest(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tb_mfu_plugin.analysis import intervals
+from tb_mfu_plugin.analysis.time import intervals
 
 A = np.array
 

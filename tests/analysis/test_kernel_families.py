@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tb_mfu_plugin.analysis import kernel_families as kf
-from tb_mfu_plugin.analysis.kernels import tensor_core_mask
-from tb_mfu_plugin.analysis.name_patterns import MATMUL_KERNEL
+from tb_mfu_plugin.analysis.kernels import families as kf
+from tb_mfu_plugin.analysis.kernels.families import MATMUL_KERNEL
+from tb_mfu_plugin.analysis.kernels.kernels import tensor_core_mask
 
 TC, CUDA, NOT, UNK = kf.TENSOR_CORE, kf.CUDA_CORE, kf.NOT_MATMUL, kf.UNKNOWN
 

@@ -13,10 +13,10 @@ import pytest
 from conftest import SAMPLES, fixture_path
 from tracegen import TraceBuilder
 
+from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import LaunchStats
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_file
-from tb_mfu_plugin.trace.discover import single_file_run
+from tb_mfu_plugin.running.pipeline import analyze_file
+from tb_mfu_plugin.trace.locate.discover import single_file_run
 
 ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int)"
 

@@ -12,14 +12,14 @@ import msgspec
 import numpy as np
 import pytest
 
-from tb_mfu_plugin.analysis import flops as F
-from tb_mfu_plugin.analysis import mfu as M
-from tb_mfu_plugin.analysis.flop_count import count_flops
-from tb_mfu_plugin.analysis.flops_detail import FlopsDetail
-from tb_mfu_plugin.analysis.op_flops import OpFlops, flops_in_windows
-from tb_mfu_plugin.analysis.palm import palm_flops_per_token
+from tb_mfu_plugin.analysis.device import mfu as M
+from tb_mfu_plugin.analysis.flops import shapes as F
+from tb_mfu_plugin.analysis.flops.count_once import count_flops
+from tb_mfu_plugin.analysis.flops.detail import FlopsDetail
+from tb_mfu_plugin.analysis.flops.per_window import OpFlops, flops_in_windows
 from tb_mfu_plugin.analysis.report import to_json
-from tb_mfu_plugin.trace.decode import decode_trace
+from tb_mfu_plugin.core.palm import palm_flops_per_token
+from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.tables import ANNOTATION, TraceTables
 
 try:
@@ -397,8 +397,8 @@ def test_report_hook_fills_mfu_and_uses_the_sidecar(tmp_path: Path) -> None:
     run = SAMPLES / "gpt_sdpa_fused"
     if not (run / "ground_truth.json").exists():
         pytest.skip("sample traces not available")
-    from tb_mfu_plugin.options import AnalysisOptions
-    from tb_mfu_plugin.pipeline import analyze_path
+    from tb_mfu_plugin.analysis.options import AnalysisOptions
+    from tb_mfu_plugin.running.pipeline import analyze_path
 
     gt = json.loads((run / "ground_truth.json").read_text())
     for f in run.glob("*.pt.trace.json*"):

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 from tracegen import TraceBuilder
 
-from tb_mfu_plugin.analysis import nesting
-from tb_mfu_plugin.trace.decode import decode_trace
+from tb_mfu_plugin.analysis.time import nesting
+from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.tables import OP, TraceTables
 
 

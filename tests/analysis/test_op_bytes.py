@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tb_mfu_plugin.analysis import flops as F
-from tb_mfu_plugin.analysis import op_bytes as B
-from tb_mfu_plugin.trace.decode import decode_trace
+from tb_mfu_plugin.analysis.bytes import op_bytes as B
+from tb_mfu_plugin.analysis.flops import shapes as F
+from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.tables import OP, OpInputs
 
 try:

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from tracegen import TraceBuilder
 
-from tb_mfu_plugin.analysis import attention_chains as ac
-from tb_mfu_plugin.analysis import name_patterns as nm
-from tb_mfu_plugin.analysis import patterns as pt
-from tb_mfu_plugin.analysis.kernels import tensor_core_mask
-from tb_mfu_plugin.trace.decode import decode_trace
+from tb_mfu_plugin.analysis.flops import attention_chains as ac
+from tb_mfu_plugin.analysis.kernels import name_patterns as nm
+from tb_mfu_plugin.analysis.kernels.kernels import tensor_core_mask
+from tb_mfu_plugin.analysis.time import patterns as pt
+from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.tables import GpuTable, TraceTables
 
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"

@@ -16,11 +16,11 @@ from conftest import SAMPLES
 from msgspec import UNSET
 from tracegen import TraceBuilder
 
-from tb_mfu_plugin.analysis.flops_detail import Impossible
+from tb_mfu_plugin.analysis.flops.detail import Impossible
+from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import WorkerReport
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_run
-from tb_mfu_plugin.trace.discover import discover_runs
+from tb_mfu_plugin.running.pipeline import analyze_run
+from tb_mfu_plugin.trace.locate.discover import discover_runs
 
 SHAPE_ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
 

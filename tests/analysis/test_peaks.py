@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tb_mfu_plugin.analysis import peaks as P
-from tb_mfu_plugin.options import AnalysisOptions
+from tb_mfu_plugin.analysis.device import peaks as P
+from tb_mfu_plugin.analysis.options import AnalysisOptions
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from msgspec import UNSET
 
-from tb_mfu_plugin.analysis import plausibility as P
-from tb_mfu_plugin.analysis.flops_detail import FlopsDetail, Impossible
-from tb_mfu_plugin.analysis.peaks import PeakChoice
+from tb_mfu_plugin.analysis.device import plausibility as P
+from tb_mfu_plugin.analysis.device.peaks import PeakChoice
+from tb_mfu_plugin.analysis.flops.detail import FlopsDetail, Impossible
 from tb_mfu_plugin.analysis.report import Step, Summary, WorkerReport
 
 BASE: dict[str, Any] = dict(

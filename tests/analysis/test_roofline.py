@@ -9,12 +9,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tb_mfu_plugin.analysis import roofline as R
-from tb_mfu_plugin.analysis.bandwidth import BANDWIDTH, peak_bandwidth
-from tb_mfu_plugin.analysis.op_placement import place_ops
+from tb_mfu_plugin.analysis.bytes import roofline as R
+from tb_mfu_plugin.analysis.bytes.hbm_bandwidth import BANDWIDTH, peak_bandwidth
+from tb_mfu_plugin.analysis.bytes.placement import place_ops
 from tb_mfu_plugin.analysis.report import Roofline, RooflineOp, WorkerReport, to_json
-from tb_mfu_plugin.pipeline import _keep_inputs, analyze_path
-from tb_mfu_plugin.trace.decode import decode_trace
+from tb_mfu_plugin.running.pipeline import _keep_inputs, analyze_path
+from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.tables import TraceTables
 
 from .test_mfu import Trace

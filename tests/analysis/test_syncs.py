@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tb_mfu_plugin.analysis.syncs import _callers
+from tb_mfu_plugin.analysis.time.syncs import _callers
 
 
 def _by_definition(ts, end, t, e):  # type: ignore[no-untyped-def]

@@ -11,7 +11,7 @@ from conftest import SAMPLES
 from tracegen import TraceBuilder
 
 from tb_mfu_plugin.analysis.report import WorkerReport
-from tb_mfu_plugin.pipeline import analyze_path
+from tb_mfu_plugin.running.pipeline import analyze_path
 
 RECORD_ADVICE = "no FLOPs from shapes: record with record_shapes=True"
 TRITON_MM = "triton_tem_fused_mm_0"
@@ -36,7 +36,7 @@ def test_cuda_graph_replays_are_named_not_record_shapes() -> None:
     w = _worker(_sample("tiny_mlp_cuda_graph"))
     assert w.summary is not None and w.summary.flops_per_step is None
     (note,) = [n for n in w.flops.notes if "FLOPs from shapes" in n]
-    assert "100% of the steps' kernel time ran in CUDA graph replays" in note
+    assert "100.0 % of the steps' kernel time ran in CUDA graph replays" in note
     assert not note.startswith(RECORD_ADVICE)
     assert "--flops-per-step" in note and "tb_mfu.json" in note and "MfuMonitor" in note
 

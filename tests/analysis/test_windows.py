@@ -13,10 +13,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tb_mfu_plugin.analysis import aggregate, copies, intervals, kernel_families, kernels, step_metrics, windows, worker
-from tb_mfu_plugin.analysis.idle_gaps import Gaps, sync_us_by_step
+from tb_mfu_plugin.analysis import worker
+from tb_mfu_plugin.analysis.kernels import families as kernel_families
+from tb_mfu_plugin.analysis.kernels import kernels
 from tb_mfu_plugin.analysis.report import Metrics, Step
-from tb_mfu_plugin.analysis.steps import Steps
+from tb_mfu_plugin.analysis.time import aggregate, copies, intervals, step_metrics, windows
+from tb_mfu_plugin.analysis.time.idle_gaps import Gaps, sync_us_by_step
+from tb_mfu_plugin.analysis.time.steps import Steps
 from tb_mfu_plugin.trace.tables import KERNEL, MEMCPY, MEMSET, GpuTable
 
 T0 = 5120648354000.0

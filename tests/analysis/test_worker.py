@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from tracegen import H100, TraceBuilder
 
+from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import WorkerReport
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_tables
-from tb_mfu_plugin.trace.decode import decode_trace
+from tb_mfu_plugin.running.pipeline import analyze_tables
+from tb_mfu_plugin.trace.decode.decode import decode_trace
 
 
 def _analyze(b: TraceBuilder, tmp_path: Path) -> list[WorkerReport]:

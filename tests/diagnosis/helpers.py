@@ -8,17 +8,17 @@ from typing import Any
 
 from tracegen import TraceBuilder
 
+from tb_mfu_plugin.analysis.fmt import template
+from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import Finding, WaterfallBar, WorkerReport
-from tb_mfu_plugin.analysis.steps import Steps
+from tb_mfu_plugin.analysis.time.steps import Steps
 from tb_mfu_plugin.analysis.worker import DeviceView, analyze_device
 from tb_mfu_plugin.diagnosis import DEFAULT, RULES, Thresholds, diagnose
 from tb_mfu_plugin.diagnosis import waterfall as wf
 from tb_mfu_plugin.diagnosis.context import Context
 from tb_mfu_plugin.diagnosis.cost_time import Findings
 from tb_mfu_plugin.diagnosis.registry import SEVERITY_THRESHOLDS, Rule
-from tb_mfu_plugin.fmt import template
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.trace.decode import decode_trace
+from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.tables import TraceTables
 
 KEEP = ("aten::matmul", "aten::bmm", "aten::mm", "aten::addmm", "aten::linear", "aten::conv2d")

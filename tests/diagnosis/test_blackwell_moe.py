@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from tracegen import TraceBuilder
 
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_run
-from tb_mfu_plugin.trace.discover import discover_runs
+from tb_mfu_plugin.analysis.options import AnalysisOptions
+from tb_mfu_plugin.running.pipeline import analyze_run
+from tb_mfu_plugin.trace.locate.discover import discover_runs
 
 B200 = {"id": 0, "name": "NVIDIA B200", "computeMajor": 10, "computeMinor": 0, "numSms": 148,
         "maxThreadsPerMultiprocessor": 2048}

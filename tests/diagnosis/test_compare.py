@@ -5,7 +5,7 @@ from conftest import SAMPLES
 
 from tb_mfu_plugin.analysis.report import Finding
 from tb_mfu_plugin.diagnosis.compare import compare_findings, findings_against_baseline
-from tb_mfu_plugin.pipeline import analyze_path
+from tb_mfu_plugin.running.pipeline import analyze_path
 
 
 def _f(id: str, gain: float, subject: str | None = None) -> Finding:

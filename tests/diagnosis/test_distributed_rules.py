@@ -10,13 +10,13 @@ import pytest
 from conftest import SAMPLES
 from tracegen import DistBuilder, nccl_args
 
-from tb_mfu_plugin.analysis.clock_skew import align, arrivals
-from tb_mfu_plugin.analysis.dist_report import SyncPoint
+from tb_mfu_plugin.analysis.distributed.blocks import SyncPoint
+from tb_mfu_plugin.analysis.distributed.clock_skew import align, arrivals
+from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import RunReport, WorkerReport
 from tb_mfu_plugin.diagnosis.distributed import analyze_ranks
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_path, analyze_tables
-from tb_mfu_plugin.trace.decode import decode_trace
+from tb_mfu_plugin.running.pipeline import analyze_path, analyze_tables
+from tb_mfu_plugin.trace.decode.decode import decode_trace
 
 GEMM = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
 SHIFT = 250.0  # rank 1's clock reads 250 µs ahead of rank 0's

@@ -8,10 +8,10 @@ import pytest
 from conftest import SAMPLES
 from tracegen import TraceBuilder
 
+from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import Finding
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_path, analyze_tables
-from tb_mfu_plugin.trace.decode import decode_trace
+from tb_mfu_plugin.running.pipeline import analyze_path, analyze_tables
+from tb_mfu_plugin.trace.decode.decode import decode_trace
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 

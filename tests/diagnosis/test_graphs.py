@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.worker import analyze_device
 from tb_mfu_plugin.diagnosis import DEFAULT, diagnose
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.trace.decode import decode_trace
+from tb_mfu_plugin.trace.decode.decode import decode_trace
 
 from .helpers import Builder, analyze, ids, one
 

@@ -22,7 +22,7 @@ from conftest import SAMPLES, SHARED
 from tb_mfu_plugin.analysis.report import Finding, WorkerReport
 from tb_mfu_plugin.diagnosis import engine
 from tb_mfu_plugin.diagnosis.cost_time import TimeSet, union
-from tb_mfu_plugin.pipeline import analyze_path
+from tb_mfu_plugin.running.pipeline import analyze_path
 
 # Two findings may both claim a sliver of time where the trace rounds to whole microseconds (a
 # copy that ends where a gap laid from its start begins): 0.1 % of the step, and 1 µs per step.

@@ -12,7 +12,7 @@ from conftest import SAMPLES
 
 from tb_mfu_plugin.analysis.report import RunReport, WorkerReport
 from tb_mfu_plugin.diagnosis.pairing import suggest_compare, suggest_strategies
-from tb_mfu_plugin.pipeline import analyze_path
+from tb_mfu_plugin.running.pipeline import analyze_path
 
 RUNS = ("dataloader_stall", "ddp_2gpu", "fsdp2_2gpu", "gpt_naive_attention", "gpt_sdpa_fused", "tp_2gpu")
 

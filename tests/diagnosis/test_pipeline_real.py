@@ -12,7 +12,7 @@ import pytest
 from conftest import SHARED
 
 from tb_mfu_plugin.analysis.report import RunReport
-from tb_mfu_plugin.pipeline import analyze_path
+from tb_mfu_plugin.running.pipeline import analyze_path
 
 FIXTURE = SHARED / "pipeline_parallel_h200"
 RUNS = ("gpt_pp2_gpipe", "gpt_pp2_1f1b")

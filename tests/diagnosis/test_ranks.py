@@ -5,10 +5,10 @@ import json
 import pytest
 from conftest import SAMPLES
 
+from tb_mfu_plugin.analysis.fmt import pct
 from tb_mfu_plugin.analysis.report import Distributed, Finding, Summary, WaterfallBar, WorkerReport, to_json
 from tb_mfu_plugin.diagnosis.ranks import compare_ranks
-from tb_mfu_plugin.fmt import pct
-from tb_mfu_plugin.pipeline import analyze_path
+from tb_mfu_plugin.running.pipeline import analyze_path
 
 
 def _worker(rank: int, exposed_us: float, idle: float, step_us: float = 1000.0) -> WorkerReport:

@@ -18,7 +18,7 @@ from tb_mfu_plugin.diagnosis import context as context_module
 from tb_mfu_plugin.diagnosis import waterfall as wf
 from tb_mfu_plugin.diagnosis.context import Context
 from tb_mfu_plugin.diagnosis.registry import SEVERITY_THRESHOLDS, Rule, rule
-from tb_mfu_plugin.pipeline import analyze_path
+from tb_mfu_plugin.running.pipeline import analyze_path
 
 from .helpers import check_reads_and_words
 

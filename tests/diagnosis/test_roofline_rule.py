@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from conftest import SAMPLES, fixture_path
 
+from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import Finding, Roofline, RooflineOp, WorkerReport
 from tb_mfu_plugin.diagnosis import DEFAULT, RULE_IDS
 from tb_mfu_plugin.diagnosis.rules import roofline as roofline_rule
 from tb_mfu_plugin.diagnosis.rules.roofline import below_roofline
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_file, analyze_path
-from tb_mfu_plugin.trace.discover import single_file_run
+from tb_mfu_plugin.running.pipeline import analyze_file, analyze_path
+from tb_mfu_plugin.trace.locate.discover import single_file_run
 
 STEP_US = 10_000.0
 

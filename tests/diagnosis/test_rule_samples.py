@@ -10,7 +10,7 @@ import pytest
 from conftest import SAMPLES
 
 from tb_mfu_plugin.analysis.report import Finding, WorkerReport
-from tb_mfu_plugin.pipeline import analyze_path
+from tb_mfu_plugin.running.pipeline import analyze_path
 
 # run directory -> the rule it was built to show
 BUILT_FOR = {

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLES, fixture_path
 
-from tb_mfu_plugin.analysis.mfu import mfu_for
+from tb_mfu_plugin.analysis.device.mfu import mfu_for
+from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import WorkerReport
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_file
-from tb_mfu_plugin.trace.discover import discover_runs
+from tb_mfu_plugin.running.pipeline import analyze_file
+from tb_mfu_plugin.trace.locate.discover import discover_runs
 
 from .helpers import Builder, analyze, check_waterfall_matches_summary
 

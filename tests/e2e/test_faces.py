@@ -3,7 +3,7 @@ in the tab (a real TensorBoard in a real Chromium) and in the HTML export.
 
 For every worker report and every rank of every sample trace (and of the ../shared fixtures for
 the faces without a browser), each figure of ``WORKER_FIGURES`` and ``RANK_FIGURES`` is formatted
-from the JSON by ``tb_mfu_plugin.fmt`` (which writes a figure as the tab's format.ts does); the
+from the JSON by ``tb_mfu_plugin.analysis.fmt`` (which writes a figure as the tab's format.ts does); the
 CLI's tables must print that very string where the table says, and the tab and the saved page
 must show it where the table says. Where the JSON has None, every face shows "n/a".
 
@@ -35,11 +35,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from tb_mfu_plugin import fmt
+from tb_mfu_plugin.analysis import fmt
 from tb_mfu_plugin.analysis.definitions import label
 from tb_mfu_plugin.analysis.report import Report
-from tb_mfu_plugin.escape import json_bytes
-from tb_mfu_plugin.pipeline import analyze_paths
+from tb_mfu_plugin.core.escape import json_bytes
+from tb_mfu_plugin.running.pipeline import analyze_paths
 
 from .conftest import ROOT, TensorBoard, _skip_without_browser
 from .test_browser import TIMEOUT_MS, open_tab, poll
@@ -238,7 +238,7 @@ def trace_paths(root: Path) -> list[str]:
 
 
 def faces_of(root: Path, monkeypatch: pytest.MonkeyPatch) -> Faces:
-    from tb_mfu_plugin.render import print_report
+    from tb_mfu_plugin.cli.render import print_report
 
     reports = analyze_paths(trace_paths(root), jobs=None)
     report = Report(runs=[run for r in reports for run in r.runs], tool_version=reports[0].tool_version)

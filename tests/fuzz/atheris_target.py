@@ -40,10 +40,10 @@ def main() -> None:
     import numpy  # noqa: F401
 
     with atheris.instrument_imports(include=["tb_mfu_plugin"]):
-        from tb_mfu_plugin.errors import TraceError
-        from tb_mfu_plugin.options import AnalysisOptions
-        from tb_mfu_plugin.pipeline import analyze_tables
-        from tb_mfu_plugin.trace.decode import decode_trace
+        from tb_mfu_plugin.analysis.options import AnalysisOptions
+        from tb_mfu_plugin.core.errors import TraceError
+        from tb_mfu_plugin.running.pipeline import analyze_tables
+        from tb_mfu_plugin.trace.decode.decode import decode_trace
         from tb_mfu_plugin.trace.limits import Limits
 
     options = AnalysisOptions(limits=Limits(max_trace_bytes=64 << 20, max_devices=4, max_seconds=20))

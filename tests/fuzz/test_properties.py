@@ -17,11 +17,11 @@ import numpy as np
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tb_mfu_plugin.errors import TraceError
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_tables
-from tb_mfu_plugin.trace.columns import MAX_ABS_TS, MAX_COPY_BYTES, MAX_DUR
-from tb_mfu_plugin.trace.decode import decode_trace
+from tb_mfu_plugin.analysis.options import AnalysisOptions
+from tb_mfu_plugin.core.errors import TraceError
+from tb_mfu_plugin.running.pipeline import analyze_tables
+from tb_mfu_plugin.trace.decode.columns import MAX_ABS_TS, MAX_COPY_BYTES, MAX_DUR
+from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.limits import Limits
 
 LONG = os.environ.get("TB_MFU_FUZZ_LONG") == "1"

@@ -101,7 +101,7 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Served]]:
         ctx = make_context(str(logdir) if logdir is not None else None, logdir_spec, cache_dir, **mfu_flags)
         cache = None
         if analyze is not None or cache_dir is not None:
-            from tb_mfu_plugin.options import AnalysisOptions
+            from tb_mfu_plugin.analysis.options import AnalysisOptions
 
             workers = int(mfu_flags["workers"]) if "workers" in mfu_flags else None
             cache = AnalysisCache(

@@ -57,7 +57,7 @@ def test_the_partial_report_decodes_as_its_struct(serve, tmp_path: Path):
     """/report's 202 body while one rank of ddp_2gpu is still analysed."""
     import threading
 
-    from tb_mfu_plugin.pipeline import analyze_file
+    from tb_mfu_plugin.running.pipeline import analyze_file
     from tb_mfu_plugin.tensorboard.bodies import PartialReport
 
     logdir = tmp_path / "logs"

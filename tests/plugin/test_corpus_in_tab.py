@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from tb_mfu_plugin.analysis.report import to_json
-from tb_mfu_plugin.pipeline import analyze_path
+from tb_mfu_plugin.running.pipeline import analyze_path
 
 from .conftest import ROOT
 

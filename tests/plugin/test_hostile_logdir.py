@@ -28,7 +28,7 @@ import pytest
 from werkzeug.test import Client
 
 from tb_mfu_plugin.analysis.report import WorkerReport, to_json
-from tb_mfu_plugin.pipeline import analyze_file, analyze_path
+from tb_mfu_plugin.running.pipeline import analyze_file, analyze_path
 from tb_mfu_plugin.tensorboard import cache as cache_mod
 
 from .conftest import RUN_A, sample_file

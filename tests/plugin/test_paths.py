@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tb_mfu_plugin.escape import json_bytes
+from tb_mfu_plugin.core.escape import json_bytes
 from tb_mfu_plugin.tensorboard.paths import FileGate, PathView
 from tb_mfu_plugin.tensorboard.runs import Source
 

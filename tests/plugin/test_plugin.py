@@ -19,15 +19,15 @@ from tensorboard.plugins import base_plugin
 
 from tb_mfu_plugin.analysis.report import Finding, WorkerReport, to_json
 from tb_mfu_plugin.diagnosis.compare import compare_findings
-from tb_mfu_plugin.pipeline import analyze_path
+from tb_mfu_plugin.running.pipeline import analyze_path
 from tb_mfu_plugin.tensorboard import cache as cache_mod
 from tb_mfu_plugin.tensorboard import runs as runs_mod
 from tb_mfu_plugin.tensorboard.entry import MfuPluginLoader
 from tb_mfu_plugin.tensorboard.env import CACHE_DIR_ENV
 from tb_mfu_plugin.tensorboard.plugin import MfuPlugin, options_from_flags
 from tb_mfu_plugin.tensorboard.runs import Source, parse_logdir_spec
-from tb_mfu_plugin.trace.decode import uncompressed_size
 from tb_mfu_plugin.trace.limits import DEFAULT_LIMITS
+from tb_mfu_plugin.trace.locate.files import uncompressed_size
 
 from .conftest import ROOT, RUN_A, RUN_B, later_span_name, make_context, sample_file
 
@@ -130,7 +130,7 @@ def test_entry_module_imports_almost_nothing():
         "import sys\n"
         "import tb_mfu_plugin.tensorboard.entry\n"
         "heavy = [m for m in ('numpy', 'pandas', 'msgspec', 'tb_mfu_plugin.tensorboard.plugin',"
-        " 'tb_mfu_plugin.pipeline', 'tb_mfu_plugin.analysis', 'werkzeug') if m in sys.modules]\n"
+        " 'tb_mfu_plugin.running.pipeline', 'tb_mfu_plugin.analysis', 'werkzeug') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

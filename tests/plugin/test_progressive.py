@@ -13,8 +13,8 @@ import pytest
 from tensorboard.plugins import base_plugin
 
 from tb_mfu_plugin.analysis.report import WorkerReport
-from tb_mfu_plugin.executors import ProcessExecutor
-from tb_mfu_plugin.pipeline import analyze_file
+from tb_mfu_plugin.running.executors import ProcessExecutor
+from tb_mfu_plugin.running.pipeline import analyze_file
 from tb_mfu_plugin.tensorboard.entry import MfuPluginLoader
 from tb_mfu_plugin.tensorboard.env import CACHE_MAX_BYTES_ENV, SCHEDULER_ENV, WORKERS_ENV
 from tb_mfu_plugin.tensorboard.settings import DEFAULT_CACHE_MAX_BYTES, settings_from_flags
@@ -144,7 +144,7 @@ def test_workers_scheduler_and_cache_cap_from_flags_or_environment(monkeypatch):
 
 
 def test_a_scheduler_that_cannot_be_had_is_each_files_error(serve, four_ranks, monkeypatch):
-    monkeypatch.setattr("tb_mfu_plugin.dask_executor.CONNECT_TIMEOUT_S", 1)
+    monkeypatch.setattr("tb_mfu_plugin.running.dask_executor.CONNECT_TIMEOUT_S", 1)
     s = serve(four_ranks, scheduler="tcp://127.0.0.1:9")
     s.settle(timeout=120)
     report = s.json(f"/report?run={RUN}")

@@ -6,12 +6,12 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import to_json
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_file
+from tb_mfu_plugin.running.pipeline import analyze_file
 from tb_mfu_plugin.tensorboard.cache import DONE, LOADING, QUEUED, AnalysisCache
 from tb_mfu_plugin.tensorboard.file_queue import FileQueue, is_remote_file, remote_slots
-from tb_mfu_plugin.trace.discover import SpanFile
+from tb_mfu_plugin.trace.locate.discover import SpanFile
 
 from .conftest import sample_file
 

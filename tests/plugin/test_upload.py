@@ -21,7 +21,7 @@ from urllib.parse import quote
 import pytest
 
 from tb_mfu_plugin.analysis.report import to_json
-from tb_mfu_plugin.pipeline import analyze_path
+from tb_mfu_plugin.running.pipeline import analyze_path
 from tb_mfu_plugin.tensorboard import uploads as uploads_mod
 from tb_mfu_plugin.tensorboard.uploads import UploadArea, UploadError
 

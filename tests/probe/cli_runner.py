@@ -6,7 +6,7 @@ Started in a subprocess by the probe tests (as tests/fuzz/runner.py is by the fu
 suite), so that a hang or a memory blow-up costs this process, not pytest, and one
 interpreter start serves every case. Each line holds the case's exit status, wall time,
 stdout, stderr, any exception that escaped ``cli.main``, and the process's peak RSS so
-far (``getrusage``: a high-water mark, so it bounds every case run before it). A case
+far (``VmHWM``: a high-water mark, so it bounds every case run before it). A case
 that runs past ``TB_MFU_PROBE_CASE_S`` makes faulthandler print where it hangs and end
 the process: the parent sees the missing line and names the case.
 """
@@ -28,6 +28,20 @@ from tb_mfu_plugin import cli
 CASE_SECONDS = float(os.environ.get("TB_MFU_PROBE_CASE_S", "60"))
 
 
+def peak_rss_mb() -> float:
+    """This process's peak RSS so far. VmHWM belongs to the address space, which exec makes anew;
+    getrusage's ru_maxrss survives exec on Linux, so a runner started by a big pytest process would
+    report pytest's peak instead of its own."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def run_case(name: str, argv: list[str]) -> dict[str, object]:
     out, err = io.BytesIO(), io.StringIO()
     stdout = io.TextIOWrapper(out, encoding="utf-8")
@@ -43,7 +57,7 @@ def run_case(name: str, argv: list[str]) -> dict[str, object]:
         "name": name,
         "rc": rc,
         "seconds": round(time.perf_counter() - t0, 3),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
         "stdout": out.getvalue().decode("utf-8", "replace"),
         "stderr": err.getvalue(),
         "crash": crash,

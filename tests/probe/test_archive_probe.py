@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 from located import runs_by_name
 
-from tb_mfu_plugin.escape import json_bytes
-from tb_mfu_plugin.pipeline import analyze_path
+from tb_mfu_plugin.core.escape import json_bytes
+from tb_mfu_plugin.running.pipeline import analyze_path
 
 from . import hostile_archives as H
 

@@ -20,9 +20,9 @@ from urllib.parse import quote
 
 import pytest
 
+from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import to_json
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_file, analyze_path
+from tb_mfu_plugin.running.pipeline import analyze_file, analyze_path
 from tb_mfu_plugin.tensorboard.cache import AnalysisCache
 from tb_mfu_plugin.tensorboard.plugin import MfuPlugin
 

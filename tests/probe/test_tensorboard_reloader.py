@@ -29,8 +29,8 @@ from urllib.parse import quote
 import pytest
 
 from tb_mfu_plugin.analysis.report import to_json
-from tb_mfu_plugin.pipeline import analyze_path
-from tb_mfu_plugin.tbevents import ScalarWriter
+from tb_mfu_plugin.running.pipeline import analyze_path
+from tb_mfu_plugin.scalars.tbevents import ScalarWriter
 
 from ..e2e.conftest import TensorBoard, _tensorboard_cmd
 from ..plugin.conftest import SAMPLES

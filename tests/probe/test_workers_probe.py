@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tb_mfu_plugin.analysis.report import to_json
-from tb_mfu_plugin.pipeline import analyze_path
+from tb_mfu_plugin.running.pipeline import analyze_path
 from tb_mfu_plugin.tensorboard.plugin import MfuPlugin
 
 from ..plugin.conftest import Served, make_context, sample_file

@@ -14,7 +14,7 @@ import pytest
 from located import reports_at, runs_by_name
 
 from tb_mfu_plugin.analysis.report import to_json
-from tb_mfu_plugin.pipeline import analyze_path
+from tb_mfu_plugin.running.pipeline import analyze_path
 
 ROOT = Path(__file__).resolve().parents[2]
 # Two real one-file runs and a real 2-GPU run, committed with the repository.

@@ -16,9 +16,9 @@ from azurite_server import ACCOUNT, ACCOUNT_KEY, AZURE_VARS_CLEARED, AzuriteServ
 from located import reports_at, runs_by_name
 
 from tb_mfu_plugin.analysis.report import to_json
-from tb_mfu_plugin.errors import TraceError
-from tb_mfu_plugin.pipeline import analyze_path
-from tb_mfu_plugin.trace.listing import discover
+from tb_mfu_plugin.core.errors import TraceError
+from tb_mfu_plugin.running.pipeline import analyze_path
+from tb_mfu_plugin.trace.locate.listing import discover
 
 from .conftest import RUNS
 from .scenarios import check_tab_mixes_it_with_local, cli, open_twice_unchanged, texts_a_user_sees

@@ -19,10 +19,10 @@ import gcsfs.core  # noqa: E402
 from gcs_server import GCS_VARS_CLEARED, GcsBucket, GcsServer, closed_port_endpoint  # noqa: E402
 
 from tb_mfu_plugin.analysis.report import to_json  # noqa: E402
-from tb_mfu_plugin.errors import TraceError  # noqa: E402
-from tb_mfu_plugin.pipeline import analyze_path  # noqa: E402
-from tb_mfu_plugin.trace.listing import discover, identity  # noqa: E402
-from tb_mfu_plugin.trace.storage import filesystem  # noqa: E402
+from tb_mfu_plugin.core.errors import TraceError  # noqa: E402
+from tb_mfu_plugin.running.pipeline import analyze_path  # noqa: E402
+from tb_mfu_plugin.trace.locate.listing import discover, identity  # noqa: E402
+from tb_mfu_plugin.trace.remote.remote import filesystem  # noqa: E402
 
 from .conftest import RUNS  # noqa: E402
 from .scenarios import check_tab_mixes_it_with_local, cli, open_twice_unchanged  # noqa: E402

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import yarl
 
-from tb_mfu_plugin.errors import TraceError
+from tb_mfu_plugin.core.errors import TraceError
 from tb_mfu_plugin.tensorboard import runs as runs_mod
 from tb_mfu_plugin.tensorboard.runs import Scan, Source, scan_sources
-from tb_mfu_plugin.trace import storage
-from tb_mfu_plugin.trace.http_fs import Scope, inside, links_of
-from tb_mfu_plugin.trace.redact import redact_query, shown, shown_json
+from tb_mfu_plugin.trace.remote import storage
+from tb_mfu_plugin.trace.remote.http_fs import Scope, inside, links_of
+from tb_mfu_plugin.trace.remote.redact import redact_query, shown, shown_json
 
 SIGNED_URLS = [
     # (a presigned URL, the values that must not show)
@@ -180,7 +180,7 @@ def test_local_runs_are_shown_before_a_slow_source_is_listed(tmp_path: Path, mon
 
 def test_a_signed_files_folder_is_its_paths():
     """Sidecars are looked for beside the file, without its query (which signs that object only)."""
-    from tb_mfu_plugin.trace.locations import parent
+    from tb_mfu_plugin.trace.locate.locations import parent
 
     url = (
         "https://b.s3.amazonaws.com/logs/run/x.json.gz?X-Amz-Credential=AKIA/2030/us/s3/aws4_request&X-Amz-Signature=ab"

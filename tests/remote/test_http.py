@@ -8,8 +8,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 from tb_mfu_plugin.analysis.report import to_json
-from tb_mfu_plugin.pipeline import analyze_path
-from tb_mfu_plugin.trace.listing import discover
+from tb_mfu_plugin.running.pipeline import analyze_path
+from tb_mfu_plugin.trace.locate.listing import discover
 
 from .conftest import RUNS, HttpServer
 from .test_s3 import by_run, local_reports

@@ -13,9 +13,9 @@ import pytest
 from located import reports_at, runs_by_name
 
 from tb_mfu_plugin.analysis.report import to_json
-from tb_mfu_plugin.errors import TraceError
-from tb_mfu_plugin.pipeline import analyze_path
-from tb_mfu_plugin.trace.listing import discover
+from tb_mfu_plugin.core.errors import TraceError
+from tb_mfu_plugin.running.pipeline import analyze_path
+from tb_mfu_plugin.trace.locate.listing import discover
 
 from .conftest import RUNS, Bucket
 from .scenarios import check_tab_mixes_it_with_local, cli, open_twice_unchanged
@@ -58,7 +58,7 @@ def test_cli_compare_two_urls_equals_the_local_compare(bucket: Bucket, logdir: P
 def test_progress_follows_the_decoded_bytes_as_for_local_files(bucket: Bucket, logdir: Path):
     """The CLI's bar over a bucket: from 0 to the decoded size of every object (gzip's ISIZE,
     read with one 4-byte range), never backwards, as for the same local files."""
-    from tb_mfu_plugin.trace.decode import uncompressed_size
+    from tb_mfu_plugin.trace.locate.files import uncompressed_size
 
     bucket.upload_dir(logdir / "ddp_2gpu", "ddp")
     calls: list[tuple[str, str, int, int]] = []

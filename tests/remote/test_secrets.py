@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from s3_server import KEY_ID, SECRET, Bucket
 
-from tb_mfu_plugin.errors import TraceError
-from tb_mfu_plugin.trace.listing import discover
-from tb_mfu_plugin.trace.locations import normalize
+from tb_mfu_plugin.core.errors import TraceError
+from tb_mfu_plugin.trace.locate.listing import discover
+from tb_mfu_plugin.trace.locate.locations import normalize
 
 from .scenarios import cli, texts_a_user_sees
 

@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 from located import reports_at, sample_logdir
 
+from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import to_json
-from tb_mfu_plugin.errors import TraceError, TraceNotFound
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_path
-from tb_mfu_plugin.trace.archive import Archive, open_member_location
+from tb_mfu_plugin.core.errors import TraceError, TraceNotFound
+from tb_mfu_plugin.running.pipeline import analyze_path
+from tb_mfu_plugin.trace.archive.reader import Archive, open_member_location
 from tb_mfu_plugin.trace.limits import KiB, Limits, MiB
-from tb_mfu_plugin.trace.listing import discover
+from tb_mfu_plugin.trace.locate.listing import discover
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_traces"

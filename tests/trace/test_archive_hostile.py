@@ -24,15 +24,15 @@ import pytest
 from located import runs_by_name
 from probe import hostile_archives as H
 
-from tb_mfu_plugin.errors import TraceError
-from tb_mfu_plugin.escape import json_bytes
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_path
-from tb_mfu_plugin.trace import archive as archive_mod
-from tb_mfu_plugin.trace import archive_streams
-from tb_mfu_plugin.trace.archive import Archive
+from tb_mfu_plugin.analysis.options import AnalysisOptions
+from tb_mfu_plugin.core.errors import TraceError
+from tb_mfu_plugin.core.escape import json_bytes
+from tb_mfu_plugin.running.pipeline import analyze_path
+from tb_mfu_plugin.trace.archive import reader as archive_mod
+from tb_mfu_plugin.trace.archive import streams as archive_streams
+from tb_mfu_plugin.trace.archive.reader import Archive
 from tb_mfu_plugin.trace.limits import KiB, Limits, MiB
-from tb_mfu_plugin.trace.listing import discover
+from tb_mfu_plugin.trace.locate.listing import discover
 
 SAMPLE = next((Path(__file__).resolve().parents[2] / "sample_traces" / "low_sm_efficiency").glob("*.json.gz"))
 GOOD = {f"good/{SAMPLE.name}": SAMPLE.read_bytes()}

@@ -8,7 +8,7 @@ import json
 import pytest
 from conftest import SAMPLES
 
-from tb_mfu_plugin.trace.decode import decode_bytes, decode_trace
+from tb_mfu_plugin.trace.decode.decode import decode_bytes, decode_trace
 from tb_mfu_plugin.trace.tables import CommArgs
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"

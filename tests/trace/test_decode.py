@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from tracegen import TraceBuilder
 
-from tb_mfu_plugin.errors import TraceError
-from tb_mfu_plugin.trace import stream
-from tb_mfu_plugin.trace.decode import decode_bytes, decode_trace
+from tb_mfu_plugin.core.errors import TraceError
+from tb_mfu_plugin.trace.decode import stream
+from tb_mfu_plugin.trace.decode.decode import decode_bytes, decode_trace
 from tb_mfu_plugin.trace.tables import ANNOTATION, KERNEL, MEMCPY, OP, RUNTIME
 
 

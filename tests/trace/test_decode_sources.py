@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tb_mfu_plugin.errors import TraceError
-from tb_mfu_plugin.trace.decode import decode_trace
+from tb_mfu_plugin.core.errors import TraceError
+from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.limits import Limits
 
 from .test_parallel import _assert_same

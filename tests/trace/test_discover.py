@@ -3,7 +3,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tb_mfu_plugin.trace.discover import discover_runs
+from tb_mfu_plugin.trace.locate.discover import discover_runs
 
 
 def _touch(p: Path) -> None:

@@ -15,15 +15,17 @@ from typing import Any
 import pytest
 from tracegen import TraceBuilder
 
+from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.cli import main
-from tb_mfu_plugin.errors import TraceError
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_file
-from tb_mfu_plugin.sidecar import load_sidecar
-from tb_mfu_plugin.trace import limits, stream
-from tb_mfu_plugin.trace.decode import decode_trace, uncompressed_size
-from tb_mfu_plugin.trace.discover import single_file_run
+from tb_mfu_plugin.core.errors import TraceError
+from tb_mfu_plugin.running.pipeline import analyze_file
+from tb_mfu_plugin.trace import limits
+from tb_mfu_plugin.trace.decode import stream
+from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.limits import Limits, parse_size
+from tb_mfu_plugin.trace.locate.discover import single_file_run
+from tb_mfu_plugin.trace.locate.files import uncompressed_size
+from tb_mfu_plugin.trace.locate.sidecar import load_sidecar
 
 
 def _trace(n: int = 50) -> TraceBuilder:

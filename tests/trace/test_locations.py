@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tb_mfu_plugin.errors import TraceError
-from tb_mfu_plugin.trace import storage
-from tb_mfu_plugin.trace.locations import (
+from tb_mfu_plugin.core.errors import TraceError
+from tb_mfu_plugin.trace.locate.locations import (
     archive_kind,
     basename,
     is_local,
@@ -20,6 +19,7 @@ from tb_mfu_plugin.trace.locations import (
     parent,
     parse_member,
 )
+from tb_mfu_plugin.trace.remote import storage
 
 MEMBER = "zip://run_a/rank0.1.pt.trace.json.gz::s3://bucket/team.zip"
 

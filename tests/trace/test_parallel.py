@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from tracegen import TraceBuilder
 
-from tb_mfu_plugin.errors import TraceError
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import _keep_inputs, analyze_tables
-from tb_mfu_plugin.trace import decode, parallel, stream
-from tb_mfu_plugin.trace.decode import decode_trace
+from tb_mfu_plugin.analysis.options import AnalysisOptions
+from tb_mfu_plugin.core.errors import TraceError
+from tb_mfu_plugin.running.pipeline import _keep_inputs, analyze_tables
+from tb_mfu_plugin.trace.decode import decode, parallel, stream
+from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.limits import Limits
 from tb_mfu_plugin.trace.tables import TraceTables
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tb_mfu_plugin.trace.redact import _PARAM, _mask, redact_query
+from tb_mfu_plugin.trace.remote.redact import _PARAM, _mask, redact_query
 
 PIECES = ["?", "&", ";", "\\u0026", "=", "a", "sig", "key", "X", '"', "\\", " ", "#", "<", "1", "~", "-", "_"]
 PIECES += ["signature", "Signature", "sas", "token", "\\u00", "u0026"]

@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 from tracegen import TraceBuilder
 
-from tb_mfu_plugin import pipeline
-from tb_mfu_plugin.analysis import flops
+from tb_mfu_plugin.analysis.flops import shapes as flops
+from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.cli import main
-from tb_mfu_plugin.errors import TraceError
-from tb_mfu_plugin.options import AnalysisOptions
-from tb_mfu_plugin.pipeline import analyze_file, analyze_path
-from tb_mfu_plugin.sidecar import parse_sidecar
-from tb_mfu_plugin.trace.decode import decode_trace
-from tb_mfu_plugin.trace.discover import single_file_run
+from tb_mfu_plugin.core.errors import TraceError
+from tb_mfu_plugin.running import pipeline
+from tb_mfu_plugin.running.pipeline import analyze_file, analyze_path
+from tb_mfu_plugin.trace.decode.decode import decode_trace
+from tb_mfu_plugin.trace.locate.discover import single_file_run
+from tb_mfu_plugin.trace.locate.sidecar import parse_sidecar
 from tb_mfu_plugin.trace.tables import CpuTable, OpInputs
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"

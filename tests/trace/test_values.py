@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tb_mfu_plugin.trace.values import MAX_PRODUCT, product, products
+from tb_mfu_plugin.trace.decode.values import MAX_PRODUCT, product, products
 
 DIM = st.one_of(st.integers(0, 4096), st.integers(-5, 2**64), st.sampled_from([2**31, 2**62, MAX_PRODUCT + 1]))
 VALUE = st.one_of(

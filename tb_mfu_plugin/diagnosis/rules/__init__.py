@@ -13,7 +13,7 @@ from ..registry import RULES
 # The order of these imports is the evaluation order: sorting them would change it.
 # isort: off
 from . import syncs, copies, fusion, launches, sm_efficiency, tensor_cores, dataloader  # noqa: F401
-from . import communication, bandwidth, pipeline, idle, roofline  # noqa: F401
+from . import communication, collective_bandwidth, pipeline, idle, roofline  # noqa: F401
 # isort: on
 
 RULE_IDS = tuple(r.id for r in RULES)

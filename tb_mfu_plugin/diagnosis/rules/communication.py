@@ -7,7 +7,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from ...analysis.communication import comm_rows, p2p_mask
+from ...analysis.distributed.communication import comm_rows, p2p_mask
 from ...analysis.report import Distributed
 from ..context import Context
 from ..cost_time import rows_time

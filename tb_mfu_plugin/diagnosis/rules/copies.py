@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...analysis import copies as cp
+from ...analysis.time import copies as cp
 from ..context import Context
 from ..cost_time import claimed_by, rows_time
 from ..registry import Fired, Hit, rule

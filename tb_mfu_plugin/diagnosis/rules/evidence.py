@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ...distinct import distinct_inverse
+from ...core.distinct import distinct_inverse
 from ..context import Context
 
 

@@ -7,10 +7,10 @@ import json
 
 import numpy as np
 
-from ...analysis import name_patterns as nm
-from ...analysis import patterns as pt
-from ...analysis import windows
-from ...analysis.unshaped import compiled_regions
+from ...analysis.flops.unshaped import compiled_regions
+from ...analysis.kernels import name_patterns as nm
+from ...analysis.time import patterns as pt
+from ...analysis.time import windows
 from ...trace.tables import OP
 from ..context import Context
 from ..cost_time import TimeSet, claimed_by, rows_time

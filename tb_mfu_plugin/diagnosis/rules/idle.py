@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from ...analysis import patterns as pt
-from ...analysis.idle_gaps import GRAPH, HOST, LAUNCH, OTHER
+from ...analysis.time import patterns as pt
+from ...analysis.time.idle_gaps import GRAPH, HOST, LAUNCH, OTHER
 from ..context import Context
 from ..cost_time import TimeSet, claimed_by, gap_time, union
 from ..registry import GAP_THRESHOLDS, Fired, Hit, rule

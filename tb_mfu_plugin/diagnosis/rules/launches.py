@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...analysis.idle_gaps import GRAPH, HOST, LAUNCH
+from ...analysis.time.idle_gaps import GRAPH, HOST, LAUNCH
 from ..context import Context
 from ..cost_time import TimeSet, claimed_by, gap_time
 from ..registry import GAP_THRESHOLDS, Fired, Hit, rule

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ...analysis.dist_report import Pipeline
-from ...fmt import pct
+from ...analysis.distributed.blocks import Pipeline
+from ...analysis.fmt import pct
 from ..context import Context
 from ..cost_time import rows_time
 from ..registry import Hit, rule

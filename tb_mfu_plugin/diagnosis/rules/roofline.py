@@ -26,10 +26,10 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from ...analysis import intervals
+from ...analysis.bytes.roofline import placed_ops
+from ...analysis.fmt import nbytes, us
 from ...analysis.report import RooflineOp
-from ...analysis.roofline import placed_ops
-from ...fmt import nbytes, us
+from ...analysis.time import intervals
 from ..context import Context
 from ..cost_time import TimeSet, claimed_by, rows_in, rows_time
 from ..registry import Fired, Hit, rule

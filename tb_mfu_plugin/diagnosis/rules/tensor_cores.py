@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from ...analysis import kernel_families as kf
-from ...distinct import distinct
+from ...analysis.kernels import families as kf
+from ...core.distinct import distinct
 from ..context import Context
 from ..cost_time import rows_time
 from ..registry import Hit, rule
@@ -119,7 +119,7 @@ def no_tensor_cores(ctx: Context) -> list[Hit]:
 def _mfu_at_bf16_peak(ctx: Context) -> float | None:
     """The fix moves the matmuls to bf16 (or TF32) tensor cores, so the MFU after it is measured
     against the bf16 dense peak, not the fp32 CUDA-core one an fp32 run's MFU uses: projecting from
-    the fp32 MFU would read above 100 %. ``analysis.mfu`` computed that MFU once (fp32 runs only)."""
+    the fp32 MFU would read above 100 %. ``analysis.device.mfu`` computed that MFU once (fp32 runs only)."""
     fl = ctx.report.flops
     at_bf16 = fl.mfu_at_bf16_peak if fl is not None else None
     return at_bf16 if isinstance(at_bf16, float) else None

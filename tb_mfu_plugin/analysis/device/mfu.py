@@ -1,0 +1,419 @@
+"""MFU: the counted FLOPs over step time and the peak, and the GPU time MFU leaves out.
+
+Which ops count and their FLOPs are ``flop_count`` (the count-once rule); this module turns
+them into figures per step and fills one device's report:
+
+- MFU = FLOPs per step / step time / peak FLOP/s (``mfu_for``), aggregated over the analysed
+  steps as all their FLOPs over all their time (``overall_mfu``);
+- three conventions (``op_flops``): the headline MFU leaves activation-checkpoint re-runs
+  out, HFU (``hfu``) counts every executed FLOP, ``mfu_model`` removes all recompute (PaLM);
+- the kernel time launched outside every counted op (``unattributed_kernel_time``): what
+  the FLOP count cannot see, such as ops whose shapes were not recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from ...core.distinct import distinct, distinct_inverse
+from ...trace.locate.sidecar import Sidecar
+from ...trace.tables import KERNEL, TraceTables
+from .. import fmt
+from ..flops import shapes as F
+from ..flops import unshaped
+from ..flops.count_once import count_flops
+from ..flops.detail import FlopsDetail, OpFlopsShare, PeakFacts, UnattributedOp
+from ..flops.per_window import OpFlops, WindowFlops, flops_in_windows
+from ..kernels import families as kernel_families
+from ..options import AnalysisOptions
+from ..per_trace import once_per_trace
+from ..report import WorkerReport
+from ..time import intervals
+from ..time.aggregate import spread
+from ..time.steps import Steps, launched_in_steps
+from ..worker import DeviceView
+from . import dtype_choice, plausibility
+from .devices import props_of
+from .dtype_choice import DtypeChoice
+from .peaks import PeakChoice, resolve_peak
+
+
+@dataclass(frozen=True)
+class UnattributedEntry:
+    op: str
+    kernel_us: float
+    kernels: int
+
+
+@dataclass(frozen=True)
+class UnattributedTime:
+    kernel_us: float  # all kernel time considered
+    attributed_us: float  # kernels launched inside counted ops
+    unattributed_us: float
+    top: list[UnattributedEntry]
+
+    @property
+    def unattributed_share(self) -> float | None:
+        return self.unattributed_us / self.kernel_us if self.kernel_us > 0 else None
+
+
+def unattributed_kernel_time(
+    tables: TraceTables, of: OpFlops, selected: np.ndarray | None = None, top: int = 10
+) -> UnattributedTime:
+    """Kernel time launched outside every counted op, grouped by the launching op.
+
+    Kernels are those of ``selected`` (a mask of ``tables.gpu`` rows: ``steps.launched_in_steps``,
+    the rows the steps launched, as every figure of the report counts them), else all. The group
+    is the op named by the kernel's external id (the innermost op that launched it), else the
+    outermost op around its launch call, else ``(no op)``.
+    """
+    g = tables.gpu
+    sel = g.kind == KERNEL
+    if selected is not None:
+        sel &= selected
+    dur = g.dur
+    total = float(dur[sel].sum())
+    att = float(dur[sel & of.kernel_counted].sum())
+    un = sel & ~of.kernel_counted
+    entries: list[UnattributedEntry] = []
+    if un.any():
+        uniq, inv = distinct_inverse(of.kernel_op_name[un])
+        sums = np.bincount(inv, weights=dur[un])
+        counts = np.bincount(inv)
+        for i in np.argsort(-sums)[: max(top, 0)]:
+            code = int(uniq[i])
+            nm = tables.names[code] if code >= 0 else "(no op)"
+            if F.formula_of(nm) is not None:
+                nm += " (shapes not recorded)"
+            entries.append(UnattributedEntry(nm, float(sums[i]), int(counts[i])))
+    return UnattributedTime(total, att, total - att, entries)
+
+
+def flop_rate(flops: float | None, time_us: float | None) -> float | None:
+    """FLOP/s: FLOPs over a time in µs. None if either is unknown, no FLOPs were counted or the time
+    is not positive."""
+    if flops is None or time_us is None:
+        return None
+    rate, known = flop_rates(np.array([float(flops)]), np.array([float(time_us)]))
+    return float(rate[0]) if known[0] else None
+
+
+def flop_rates(flops: np.ndarray, time_us: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``flop_rate`` of arrays, element by element: the rates and where they are known (not where
+    no FLOPs were counted or the time is not positive; a NaN passes, as it does the scalar's tests)."""
+    known = (flops != 0) & (time_us != 0) & ~(time_us <= 0)
+    with np.errstate(all="ignore"):  # NaN and inf give what the scalar gives, silently as it does
+        rate = np.divide(flops, time_us * 1e-6, out=np.zeros(len(flops)), where=known)
+    return rate, known
+
+
+def mfu_for(flops_per_step: float | None, step_time_us: float | None, peak_flops: float | None) -> float | None:
+    """MFU = FLOPs per step / step time / peak FLOP/s (a fraction, 0-1). None if any is unknown.
+
+    The one MFU formula: the summary, the steps, HFU and its variants, the Strategies table, the
+    Scalars export and ``MfuMonitor`` all call it (the steps through ``mfus_for``)."""
+    rate = flop_rate(flops_per_step, step_time_us)
+    if rate is None or not peak_flops or peak_flops <= 0:
+        return None
+    return rate / float(peak_flops)
+
+
+def mfus_for(flops_per_step: np.ndarray, step_time_us: np.ndarray, peak_flops: float | None) -> list[float | None]:
+    """``mfu_for`` of every step at once."""
+    rate, known = flop_rates(flops_per_step, step_time_us)
+    if not peak_flops or peak_flops <= 0:
+        return [None] * len(rate)
+    with np.errstate(all="ignore"):
+        return _or_none(rate / float(peak_flops), known)
+
+
+def _or_none(values: np.ndarray, known: np.ndarray) -> list[float | None]:
+    return [v if k else None for v, k in zip(values.tolist(), known.tolist(), strict=True)]
+
+
+def overall_mfu(flops: np.ndarray | None, dur_us: np.ndarray, peak_flops: float | None) -> float | None:
+    """MFU over several steps: sum of FLOPs / sum of step time / peak."""
+    if flops is None or not len(dur_us):
+        return None
+    return mfu_for(float(np.sum(flops)), float(np.sum(dur_us)), peak_flops)
+
+
+def achieved_tflops_while_busy(flops: float | None, busy_us: float | None) -> float | None:
+    """FLOPs / GPU busy time, in TFLOP/s: the rate while the GPU works (idle time excluded)."""
+    rate = flop_rate(flops, busy_us)
+    return None if rate is None else rate / 1e12
+
+
+def projected_mfu(mfu: float | None, step_us: float, gain_us: float) -> float | None:
+    """The MFU once a step of ``step_us`` is ``gain_us`` shorter with the same FLOPs:
+    mfu x step / (step - gain). None when MFU is unknown, the gain takes the whole step, or the
+    projection would pass 100 % (the gain or the peak it starts from is then wrong, and an
+    impossible figure is never shown)."""
+    if mfu is None or step_us <= 0 or gain_us >= step_us:
+        return None
+    after = float(mfu) * step_us / (step_us - max(0.0, gain_us))
+    return after if after <= 1.0 else None
+
+
+def flops_summary(
+    of: OpFlops,
+    start_us: np.ndarray,
+    end_us: np.ndarray,
+    unattributed: UnattributedTime,
+    top_ops: int = 10,
+) -> FlopsDetail:
+    """The counted part of ``WorkerReport.flops`` (per-step figures are means over the windows
+    ``[start, end)``, as the summary's: total / windows); ``apply_to_report`` adds the rest."""
+    wf = flops_in_windows(of, start_us, end_us)
+    in_win = intervals.window_of_unsorted(of.ts, start_us, end_us) >= 0
+    nwin = max(len(wf.flops), 1)
+    total = of.total
+    return FlopsDetail(
+        source="shapes",
+        convention="FlopCounterMode",
+        flops_per_step=_mean(wf.mfu_flops),
+        executed_flops_per_step=_mean(wf.flops),
+        model_flops_per_step=_mean(wf.model_flops),
+        attention_recompute_flops_per_step=float(of.recompute_flops[in_win & ~of.checkpoint_recompute].sum()) / nwin,
+        checkpoint_recompute_flops_per_step=float(of.recompute_flops[in_win & of.checkpoint_recompute].sum()) / nwin,
+        ops_counted=int(in_win.sum()),
+        dtype=of.dominant_dtype(),
+        dtype_shares=of.dtype_shares(),
+        by_op=[
+            OpFlopsShare(op=k, flops_share=v / total if total else 0.0) for k, v in list(of.by_op().items())[:top_ops]
+        ],
+        approximate_share=float(of.flops[~of.exact].sum() / total) if total else 0.0,
+        notes=list(of.notes),
+        unattributed_kernel_us=unattributed.unattributed_us,
+        unattributed_kernel_share=unattributed.unattributed_share,
+        unattributed_top=[UnattributedOp(op=e.op, kernel_us=e.kernel_us, kernels=e.kernels) for e in unattributed.top],
+    )
+
+
+def _mean(values: np.ndarray) -> float | None:
+    return float(np.mean(values)) if len(values) else None
+
+
+# ---------------------------------------------------------------------------
+# the report hook (``pipeline._add_flops`` calls it for every device of a trace)
+
+_op_flops_cached = once_per_trace(count_flops)
+
+
+@dataclass(frozen=True)
+class _UserFlops:
+    """FLOPs per step the user gave (``--flops-per-step`` beats the sidecar), and the options
+    to resolve the peak with (the sidecar's ``tf32`` switched on)."""
+
+    flops: float | None
+    source: str | None
+    options: AnalysisOptions
+
+
+def _user_flops(options: AnalysisOptions, sidecar: tuple[Sidecar, str] | None) -> _UserFlops:
+    user: float | None = None
+    source: str | None = None
+    opts = options
+    if sidecar is not None:
+        sc, sc_path = sidecar
+        user = sc.model_flops_per_step()
+        source = f"{sc.method} ({sc_path})"
+        if sc.tf32 and not options.tf32:
+            opts = replace(options, tf32=True)
+    if options.flops_per_step:
+        user, source = float(options.flops_per_step), "--flops-per-step"
+    return _UserFlops(user, source, opts)
+
+
+def _kernel_dtype(tables: TraceTables, view: DeviceView | None, of: OpFlops) -> tuple[set[str], DtypeChoice]:
+    """The device's kernel names, and the compute dtype chosen from the counted ops' shapes and
+    the dtypes in the names of the kernels that ran in the steps."""
+    gpu = view.gpu if view is not None else tables.gpu
+    is_k = gpu.kind == KERNEL
+    kernel_codes = distinct(gpu.name[is_k])
+    kernel_names = {tables.names[int(c)] for c in kernel_codes}
+    classes = (view.classes if view is not None else None) or kernel_families.classify_names(
+        tables.names, kernel_codes
+    )
+    in_steps = is_k & (view.step >= 0) if view is not None else is_k
+    kshares = dtype_choice.kernel_dtype_shares(gpu.name[in_steps], gpu.dur[in_steps], classes)
+    return kernel_names, dtype_choice.choose_dtype(of.dominant_dtype(), kshares)
+
+
+def _headline(
+    options: AnalysisOptions, has_shapes: bool, wf: WindowFlops, user: _UserFlops, nsteps: int
+) -> tuple[np.ndarray | None, str | None]:
+    """FLOPs per step for the headline MFU and where they come from: ``--flops-per-step``, else
+    the shapes, else the sidecar."""
+    if options.flops_per_step:
+        return np.full(nsteps, float(options.flops_per_step)), "--flops-per-step"
+    if has_shapes:
+        # MFU counts the model's FLOPs: activation-checkpoint re-runs go to HFU only
+        return wf.mfu_flops, "shapes (FlopCounterMode convention)"
+    if user.flops:
+        return np.full(nsteps, float(user.flops)), user.source or "sidecar"
+    return None, None
+
+
+def _fill_mfu(report: WorkerReport, head: np.ndarray | None, dur: np.ndarray, peak_flops: float | None) -> None:
+    """Per-step and summary FLOPs and MFU. The summary's are those of the mean step over the
+    analysed steps: all their FLOPs over all their time (the time-weighted mean of the per-step
+    MFUs), the aggregation of every summary share (``analysis.time.aggregate``), so
+    mfu = flops_per_step / step_time_mean_us / peak."""
+    assert report.summary is not None
+    n = len(dur)
+    flops: list[float | None] = [None] * n
+    mfus, rates = flops[:], flops[:]
+    if head is not None:
+        head = np.asarray(head, np.float64)
+        flops = head.tolist()
+        mfus = mfus_for(head, dur, peak_flops)
+        rates = _or_none(*flop_rates(head, dur))
+    for st, f, m, r in zip(report.steps[:n], flops, mfus, rates, strict=False):
+        st.flops_per_step, st.mfu, st.achieved_flops = f, m, r
+    report.summary.flops_per_step = float(np.mean(head)) if head is not None else None
+    report.summary.mfu = overall_mfu(head, dur, peak_flops)
+    report.summary.achieved_flops = flop_rate(float(np.sum(head)), float(np.sum(dur))) if head is not None else None
+
+
+def _fill_detail(
+    detail: FlopsDetail,
+    report: WorkerReport,
+    wf: WindowFlops,
+    dur: np.ndarray,
+    has_shapes: bool,
+    user: _UserFlops,
+    choice: PeakChoice,
+    dchoice: DtypeChoice,
+) -> None:
+    """Every MFU that can be computed besides the headline, the achieved rate and the peak."""
+    peak = choice.peak_flops
+    busy = [s.gpu_busy_share * s.dur_us for s in report.steps[: len(dur)]]
+    detail.hfu = overall_mfu(wf.flops, dur, peak) if has_shapes else None
+    detail.mfu_model = overall_mfu(wf.model_flops, dur, peak) if has_shapes else None
+    detail.user_flops_per_step = user.flops
+    detail.user_flops_source = user.source
+    detail.mfu_user = overall_mfu(np.full(len(dur), user.flops), dur, peak) if user.flops else None
+    # all FLOPs over all busy time, aggregated as MFU (not a median of the steps' rates)
+    detail.achieved_tflops_while_busy = (
+        achieved_tflops_while_busy(float(np.sum(wf.flops)), float(sum(busy))) if has_shapes else None
+    )
+    detail.peak = msgspec.convert(choice, PeakFacts, from_attributes=True)  # PeakChoice's fields, by name
+    detail.kernel_dtype = dchoice.kernel_dtype
+    detail.kernel_dtype_shares = dchoice.kernel_shares
+
+
+def apply_to_report(
+    report: WorkerReport,
+    tables: TraceTables,
+    steps: Steps | None,
+    view: DeviceView | None,
+    options: AnalysisOptions,
+    sidecar: tuple[Sidecar, str] | None = None,
+) -> None:
+    """Fill FLOPs, MFU, the peak and the FLOPs detail of one device's ``WorkerReport``.
+
+    ``sidecar`` is the run's ``tb_mfu.json`` and its path, already read by the caller
+    (the analysis does no I/O).
+
+    - ``flops_per_step`` / ``mfu`` (per step and over the analysed steps) use, in order:
+      ``options.flops_per_step`` (``--flops-per-step``), the trace's shapes
+      (FlopCounterMode convention), the run's sidecar (``tb_mfu.json``).
+    - ``report.device.peak_flops`` / ``peak_source`` / ``dtype`` from ``resolve_peak``.
+    - ``report.flops``: ``flops_summary`` plus every MFU that can be computed
+      (shapes = HFU, model = recompute removed, user/sidecar), the achieved TFLOP/s
+      while the GPU is busy, the unattributed kernel time and the peak choice.
+    """
+    if report.error or report.summary is None or steps is None or not len(steps):
+        return
+    plausibility.guard_shares(report)
+    device = report.device.index if report.device is not None else None
+    of = _op_flops_cached(tables)
+    if device is not None:
+        of = of.for_device(device)
+    cpu_start = np.asarray(steps.cpu_start, np.float64)
+    cpu_end = np.asarray(steps.cpu_end, np.float64)
+    dur = np.asarray(steps.dur, np.float64)
+    wf = flops_in_windows(of, cpu_start, cpu_end)
+    user = _user_flops(options, sidecar)
+    kernel_names, dchoice = _kernel_dtype(tables, view, of)
+    props = props_of(tables, device)
+    choice = resolve_peak(props, kernel_names, dchoice.dtype, user.options, dchoice.how, dchoice.source)
+    if report.device is not None:
+        report.device.peak_flops = choice.peak_flops
+        report.device.peak_source = choice.source
+        report.device.dtype = choice.dtype
+
+    has_shapes = bool(len(of)) and float(wf.flops.sum()) > 0
+    head, head_source = _headline(options, has_shapes, wf, user, len(dur))
+    _fill_mfu(report, head, dur, choice.peak_flops)
+    unattributed = unattributed_kernel_time(tables, of, launched_in_steps(tables, steps, device))
+    detail = flops_summary(of, cpu_start, cpu_end, unattributed)
+    detail.headline_source = head_source
+    _fill_detail(detail, report, wf, dur, has_shapes, user, choice, dchoice)
+    if choice.dtype_source == "assumed" and head is not None:
+        report.notes.append(f"MFU peak: {choice.source}")
+    if not has_shapes:
+        # nothing counted is an unknown count, not a count of 0 (a CUDA-graph replay has no ops)
+        detail.source = None
+        detail.flops_per_step = detail.executed_flops_per_step = detail.model_flops_per_step = None
+    why = unshaped.missing_flops_note(tables, np.asarray(steps.start), np.asarray(steps.end), device, has_shapes)
+    if why is not None:
+        detail.notes.append(why)
+    plausibility.guard_mfu(report, detail, choice, head_source)
+    _withhold_impossible_rates(report)
+    _mfu_spread(report)
+    _note_fp32_peak(report, detail, props, kernel_names, choice, user.options)
+    report.flops = detail
+
+
+def _mfu_spread(report: WorkerReport) -> None:
+    """The per-step MFU spread (its median is the MFU of the median step), from the steps' MFUs
+    the plausibility guard left: a withheld MFU is in no spread."""
+    assert report.summary is not None
+    mfu_spread = spread(st.mfu for st in report.steps)
+    if mfu_spread is not None:
+        report.summary.distribution["mfu"] = mfu_spread
+
+
+def _withhold_impossible_rates(report: WorkerReport) -> None:
+    """The FLOP/s behind an MFU withheld as impossible is not shown either: its FLOPs (or the step)
+    are what made the MFU impossible."""
+    if plausibility.IMPOSSIBLE_MFU not in report.flags:
+        return
+    for m in [report.summary, *report.steps]:
+        if m is not None and m.mfu is None:
+            m.achieved_flops = None
+
+
+def _note_fp32_peak(
+    report: WorkerReport,
+    detail: FlopsDetail,
+    props: dict[str, Any] | None,
+    kernel_names: set[str],
+    choice: PeakChoice,
+    options: AnalysisOptions,
+) -> None:
+    """An fp32 run is measured against the CUDA-core fp32 peak, which flatters it: say what
+    the same work scores against the bf16 tensor-core peak that the fix would use."""
+    mfu = report.summary.mfu if report.summary is not None else None
+    if choice.dtype != "fp32" or mfu is None or options.peak_tflops:
+        return
+    bf16 = resolve_peak(props, kernel_names, "bf16", options)
+    if not bf16.peak_flops or not choice.peak_flops or bf16.peak_flops <= choice.peak_flops:
+        return
+    s = report.summary
+    assert s is not None
+    at_bf16 = mfu_for(s.flops_per_step, s.step_time_mean_us, bf16.peak_flops)
+    if at_bf16 is None:
+        return
+    detail.mfu_at_bf16_peak = at_bf16
+    report.notes.append(
+        f"MFU {fmt.pct(mfu)} is against the fp32 CUDA-core peak ({fmt.flop_rate(choice.peak_flops)}) because "
+        f"the matmuls ran in fp32; against the bf16 tensor-core peak ({fmt.flop_rate(bf16.peak_flops)}) the "
+        f"same work is {fmt.pct(at_bf16)} (see no_tensor_cores: bf16 autocast or TF32)."
+    )

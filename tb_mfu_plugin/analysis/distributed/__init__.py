@@ -1,0 +1,1 @@
+"""Distributed runs: communication, collectives, clock skew, pipeline bubble, strategy, interconnects."""

@@ -1,0 +1,196 @@
+"""Step windows: ``ProfilerStep#N`` on the host, extended to the GPU work it launched.
+
+A step starts where its host annotation starts (or earlier, if its first GPU work
+does) but never before the previous step ended, and ends when both its host
+annotation and the last GPU work launched inside it have ended. This follows
+torch-tb-profiler, so "GPU utilization" means the same thing in both tools.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...trace.tables import ANNOTATION, TraceTables
+from ..kernels.name_patterns import launch_call_rows
+from ..per_trace import once_per_trace
+from . import intervals
+
+# ASCII digits only (\d also matches other scripts' digits), and at most 18 of them, so
+# that every step number fits int64; other "ProfilerStep#..." names are not markers.
+_STEP_NAME = re.compile(r"^ProfilerStep#([0-9]{1,18})$", re.ASCII)
+
+
+@dataclass(frozen=True)
+class Steps:
+    number: np.ndarray  # int64, N of ProfilerStep#N (0.. when synthetic)
+    start: np.ndarray  # float64 µs, device-extended window
+    end: np.ndarray
+    cpu_start: np.ndarray
+    cpu_end: np.ndarray
+    synthetic: bool = False  # no step markers: the whole trace is one step
+    dropped: list[str] = field(default_factory=list)  # why steps were left out
+
+    def __len__(self) -> int:
+        return len(self.number)
+
+    @property
+    def dur(self) -> np.ndarray:
+        dur: np.ndarray = self.end - self.start
+        return dur
+
+
+def _step_numbers(tables: TraceTables) -> np.ndarray:
+    """Per name code: N of a ``ProfilerStep#N`` marker (``_STEP_NAME``), -1 for other names.
+
+    A trace has a marker name per step: the plain ``ProfilerStep#<1 to 18 ASCII digits>`` is
+    read with string tests, which accept only what the regex accepts; the regex judges the
+    rest (a trailing newline, which ``$`` allows, or no number)."""
+    out = np.full(len(tables.names), -1, np.int64)
+    codes, numbers = [], []
+    for code, n in enumerate(tables.names):
+        if not n.startswith("ProfilerStep#"):
+            continue
+        digits = n[13:]
+        if not (digits.isascii() and digits.isdigit() and len(digits) <= 18):
+            m = _STEP_NAME.match(n)
+            if m is None:
+                continue
+            digits = m.group(1)
+        codes.append(code)
+        numbers.append(int(digits))
+    out[codes] = numbers
+    return out
+
+
+_step_numbers_cached = once_per_trace(_step_numbers)
+
+
+def _markers(tables: TraceTables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    cpu = tables.cpu
+    step_of_name = _step_numbers_cached(tables)
+    rows = np.flatnonzero((cpu.kind == ANNOTATION) & (step_of_name[cpu.name] >= 0))
+    numbers = step_of_name[cpu.name[rows]]
+    # One marker per step number: several threads may record the same step.
+    _, first = np.unique(numbers, return_index=True)
+    rows = rows[first]
+    rows = rows[np.argsort(cpu.ts[rows], kind="stable")]
+    return step_of_name[cpu.name[rows]], cpu.ts[rows], cpu.end[rows]
+
+
+def find_steps(tables: TraceTables, device: int, launcher: np.ndarray | None = None) -> Steps:
+    """Step windows for one device. ``launcher`` is ``tables.launcher``, if known."""
+    cpu, gpu = tables.cpu, tables.gpu
+    if launcher is None:
+        launcher = tables.launcher
+    on_dev = gpu.device == device
+    numbers, cpu_start, cpu_end = _markers(tables)
+    if len(numbers) == 0:
+        steps = _whole_trace(tables, on_dev, launcher)
+        steps.dropped.extend(_malformed_markers(tables))
+        return steps
+
+    # Which step launched each GPU event of this device (by the host time of its launch).
+    dev_rows = np.flatnonzero(on_dev & (launcher >= 0))
+    launch_ts = cpu.ts[launcher[dev_rows]]
+    idx = intervals.window_of(launch_ts, cpu_start, cpu_end, closed=True)
+    inside = idx >= 0
+    dev_rows, idx = dev_rows[inside], idx[inside]
+    n = len(numbers)
+    dev_first = np.full(n, np.inf)
+    dev_last = np.full(n, -np.inf)
+    np.minimum.at(dev_first, idx, gpu.ts[dev_rows])
+    np.maximum.at(dev_last, idx, gpu.end[dev_rows])
+
+    start = np.minimum(cpu_start, dev_first)
+    end = np.maximum(cpu_end, dev_last)
+    for i in range(1, n):
+        start[i] = max(start[i], end[i - 1])
+        end[i] = max(end[i], start[i])
+
+    dropped: list[str] = []
+    keep = np.ones(n, bool)
+    missing = _unrecorded_launches(tables, launcher, cpu_start, cpu_end)
+    # Some launches never get a GPU record in any step (CUPTI skips empty memsets), so
+    # a step is cut short only when it misses more than the steadiest step does.
+    baseline = missing.min() if n else 0
+    for i in range(n - 1, 0, -1):  # only trailing steps can be cut short by the trace's end
+        if missing[i] > baseline:
+            keep[i] = False
+            lost = missing[i] - baseline
+            dropped.append(f"step {numbers[i]}: {lost} launched GPU operations missing (trace cut short)")
+        else:
+            break
+    dropped = _malformed_markers(tables) + dropped[::-1]
+    return Steps(numbers[keep], start[keep], end[keep], cpu_start[keep], cpu_end[keep], False, dropped)
+
+
+def _malformed_markers(tables: TraceTables) -> list[str]:
+    """Why "ProfilerStep#..." names that are not ``ProfilerStep#<int64>`` were left out."""
+    number = _step_numbers_cached(tables)
+    bad = [n for n, k in zip(tables.names, number.tolist(), strict=True) if k < 0 and n.startswith("ProfilerStep#")]
+    if not bad:
+        return []
+    example = bad[0] if len(bad[0]) <= 60 else bad[0][:60] + "…"
+    return [f"{len(bad)} step marker name(s) such as {example!r}: the step number is not a decimal integer "
+            "that fits 64 bits, so they were not used as steps"]
+
+
+def assign(steps: Steps, gpu_ts: np.ndarray, launch_ts: np.ndarray) -> np.ndarray:
+    """Step index of each GPU row (-1: in no step).
+
+    A row belongs to the step whose host window ``[cpu_start, cpu_end]`` holds its launch,
+    so work that a previous step queued and that still runs when the next step begins
+    stays with the step that asked for it. Rows with no known launch (NaN) go by their
+    start time, in the device-extended window ``[start, end)``.
+    """
+    out = np.full(len(gpu_ts), -1, np.int64)
+    if len(steps) == 0:
+        return out
+    launched = ~np.isnan(launch_ts)
+    out[launched] = intervals.window_of(launch_ts[launched], steps.cpu_start, steps.cpu_end, closed=True)
+    rest = ~launched
+    out[rest] = intervals.window_of(gpu_ts[rest], steps.start, steps.end, closed=False)
+    return out
+
+
+def launched_in_steps(tables: TraceTables, steps: Steps, device: int | None) -> np.ndarray:
+    """Per row of ``tables.gpu``: whether ``assign`` puts it in a step (rows of other devices: no)."""
+    gpu = tables.gpu
+    rows = np.flatnonzero(gpu.device == device) if device is not None else np.arange(len(gpu))
+    launcher = tables.launcher[rows]
+    launch_ts = np.full(len(rows), np.nan)
+    launch_ts[launcher >= 0] = tables.cpu.ts[launcher[launcher >= 0]]
+    out = np.zeros(len(gpu), bool)
+    out[rows] = assign(steps, gpu.ts[rows], launch_ts) >= 0
+    return out
+
+
+def _unrecorded_launches(
+    tables: TraceTables, launcher: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray
+) -> np.ndarray:
+    """Per step: its launch calls (host windows ``[cpu_start, cpu_end]``) that no GPU event records."""
+    cpu = tables.cpu
+    rows = launch_call_rows(tables)
+    recorded = np.zeros(len(cpu), bool)
+    recorded[launcher[launcher >= 0]] = True
+    rows = rows[~recorded[rows]]
+    idx = intervals.window_of(cpu.ts[rows], cpu_start, cpu_end, closed=True)
+    return np.bincount(idx[idx >= 0], minlength=len(cpu_start))
+
+
+def _whole_trace(tables: TraceTables, on_dev: np.ndarray, launcher: np.ndarray) -> Steps:
+    gpu, cpu = tables.gpu, tables.cpu
+    if not on_dev.any():
+        empty = np.empty(0)
+        return Steps(empty.astype(np.int64), empty, empty, empty, empty, synthetic=True)
+    lo = float(gpu.ts[on_dev].min())
+    hi = float(gpu.end[on_dev].max())
+    launched = launcher[on_dev]
+    launched = launched[launched >= 0]
+    if len(launched):
+        lo = min(lo, float(cpu.ts[launched].min()))
+    start, end = np.array([lo]), np.array([hi])
+    return Steps(np.array([0]), start, end, start.copy(), end.copy(), synthetic=True)

@@ -1,0 +1,5 @@
+"""Face: the ``tb-mfu`` command (``main``), the tables it prints, and its console."""
+
+from .main import main
+
+__all__ = ["main"]

@@ -1,0 +1,390 @@
+"""``tb-mfu``: the same RunReport as the TensorBoard tab, as tables or JSON.
+
+This module runs the commands: it reads the flags, has ``pipeline`` analyse the
+paths, and decides what goes out and the exit status. ``render`` draws the tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+import msgspec
+
+from ..analysis.fmt import mfu_text
+from ..analysis.options import AnalysisOptions
+from ..analysis.report import Report, WorkerReport
+from ..core.errors import TraceError
+from ..core.escape import for_rich, json_bytes, map_strings, one_line
+from ..core.small_pages import prefer_small_pages
+from ..core.version import __version__
+from ..running.jobs import SchedulerError, usable_cores
+from ..running.pipeline import analyze_paths, thresholds_from
+from ..trace.limits import DEFAULT_LIMITS, FLAGS, Limits, format_limit, parse_size
+from ..trace.locate.locations import is_local, normalize
+from ..trace.remote.redact import shown, shown_json
+from ..trace.remote.storage import STORAGE_OPTIONS_ENV, use_storage_options
+
+EXIT_STATUSES = """\
+exit status:
+  0  done (bad files are reported, one line each, and the others analysed)
+  1  no file could be analysed, compare found no analysable worker in a run, or a file
+     could not be written
+  2  bad usage: a missing path, a location with no trace files or that cannot be listed,
+     an unknown threshold
+  3  --min-mfu: a worker's MFU is below the threshold
+  4  --min-mfu: no worker is below the threshold, but a worker's MFU is unknown (no FLOP
+     count, no known peak) or impossible (above 100 %), so the gate could not be checked
+"""
+
+_WHERE = (
+    "a logdir, run directory or trace file: a local path, a URL (s3://, gs://, az://, http(s)://, ...) "
+    "or a .zip/.tar.gz of a logdir"
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tb-mfu",
+        description="Why is training slow when the GPU reads 100 % busy?",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"tb-mfu {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    a = sub.add_parser(
+        "analyze",
+        help="analyse a logdir, a run directory or one trace file",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    a.add_argument("path", help=_WHERE)
+    a.add_argument("--json", action="store_true", help="print the versioned JSON report on stdout")
+    a.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write the report as one self-contained HTML page (the tab's Overview of every run, offline: "
+        "no server, no network), e.g. to keep as a CI artifact",
+    )
+    a.add_argument("--top", type=int, default=10, help="kernels to list in the table view (default 10)")
+    a.add_argument(
+        "--min-mfu",
+        type=float,
+        metavar="PCT",
+        help="for CI: exit with status 3 when an analysed worker's MFU is below PCT percent, 4 when none is "
+        "below but an MFU is unknown or impossible",
+    )
+    _add_analysis_flags(a)
+    c = sub.add_parser(
+        "compare",
+        help="compare two runs rank by rank: each rank's figures and findings fixed or new; distributed runs "
+        "or more than two runs also side by side by parallel strategy",
+        description="Compares every rank of the baseline with the same rank of the other run (matched by the "
+        "traces' distributed rank, else by the workers' order), then puts every run given side by side by "
+        "parallel strategy.",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    c.add_argument("baseline", help="the run before (a run directory or a trace file; local, URL or archive)")
+    c.add_argument("other", nargs="+", help="the run after; more runs (e.g. one per strategy) may follow")
+    c.add_argument("--json", action="store_true", help="print the comparison as JSON on stdout")
+    _add_analysis_flags(c)
+    e = sub.add_parser("export-scalars", help="write the per-step figures as TensorBoard scalars (Scalars, HParams)")
+    e.add_argument("path", help=_WHERE)
+    e.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="directory to write the event files into (one TensorBoard run per run and worker)",
+    )
+    e.add_argument("--replace", action="store_true", help="overwrite the event files of an earlier export in DIR")
+    _add_analysis_flags(e)
+    return p
+
+
+def _add_analysis_flags(a: argparse.ArgumentParser) -> None:
+    a.add_argument("--peak-tflops", type=float, help="peak dense TFLOP/s to use for MFU (overrides the device)")
+    a.add_argument("--device-name", help="GPU model to take the peak from, e.g. 'H100 SXM' (overrides the trace)")
+    a.add_argument("--flops-per-step", type=float, help="model FLOPs per step (overrides the sidecar file)")
+    a.add_argument("--tf32", action="store_true", help="fp32 matmuls ran as TF32 on tensor cores")
+    a.add_argument(
+        "--interconnect",
+        metavar="LINK",
+        help="the link collectives run over, for bus-bandwidth shares: 'NVLink 4', 'PCIe 5 x16', ... or a "
+        "GB/s figure (default: inferred from the GPU model; docs/distributed.md)",
+    )
+    a.add_argument(
+        "--tensor-core-pattern",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="also count kernels matching REGEX as tensor-core kernels (repeatable)",
+    )
+    a.add_argument(
+        "--threshold",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        type=_threshold,
+        help="change a diagnosis threshold, e.g. memcpy_bound_share=0.1 (repeatable; names in docs/diagnosis.md)",
+    )
+    a.add_argument(
+        "--storage-options",
+        metavar="FILE",
+        help=f"JSON or TOML file of fsspec storage options keyed by URL prefix (default: ${STORAGE_OPTIONS_ENV}); "
+        "credentials otherwise come from the environment, profiles and instance roles",
+    )
+    _add_limit_flags(a)
+    _add_executor_flags(a)
+
+
+def _add_executor_flags(a: argparse.ArgumentParser) -> None:
+    g = a.add_argument_group("parallelism", "trace files analysed at once (docs/scaling.md)")
+    g.add_argument(
+        "--jobs",
+        "-j",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help=f"files at once, in N local processes (default: the {usable_cores()} usable cores; 1: one after another)",
+    )
+    g.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run on Dask instead: tcp://host:8786 for an existing cluster, 'local' for a LocalCluster "
+        "of --jobs workers (needs pip install 'tb_mfu_plugin[dask]')",
+    )
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _add_limit_flags(a: argparse.ArgumentParser) -> None:
+    g = a.add_argument_group(
+        "limits", "caps on what one trace file may cost (docs/limits.md); 0 means none for --max-seconds"
+    )
+    for flag, (field, unit) in FLAGS.items():
+        default = getattr(DEFAULT_LIMITS, field)
+        suffixes = " (K, M, G suffixes)" if unit == "bytes" else ""
+        g.add_argument(
+            flag,
+            dest=field,
+            type=_limit_value(unit),
+            default=default,
+            metavar=unit.upper(),
+            help=f"default {format_limit(default, unit)}{suffixes}",
+        )
+
+
+def _limit_value(unit: str):  # type: ignore[no-untyped-def]
+    def parse(text: str) -> float:
+        try:
+            value = float(parse_size(text)) if unit == "bytes" else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a non-negative number, got {text!r}") from None
+        if not value >= 0:
+            raise argparse.ArgumentTypeError(f"expected a non-negative number, got {text!r}")
+        return value
+
+    return parse
+
+
+def _threshold(text: str) -> tuple[str, float]:
+    name, sep, value = text.partition("=")
+    try:
+        if not sep:
+            raise ValueError
+        return name.strip(), float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected NAME=NUMBER, got {text!r}") from None
+
+
+def _options(args: argparse.Namespace) -> AnalysisOptions:
+    return AnalysisOptions(
+        peak_tflops=args.peak_tflops,
+        device_name=args.device_name,
+        flops_per_step=args.flops_per_step,
+        tf32=args.tf32,
+        interconnect=args.interconnect,
+        tensor_core_patterns=tuple(args.tensor_core_pattern),
+        thresholds=tuple(args.threshold),
+        limits=Limits(**{f: type(getattr(DEFAULT_LIMITS, f))(getattr(args, f)) for f, _ in FLAGS.values()}),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    prefer_small_pages()
+    paths = [args.baseline, *args.other] if args.command == "compare" else [args.path]
+    options = _options(args)
+    refusal = _refusal(paths, options, args.storage_options)
+    if refusal is not None:
+        print(f"tb-mfu: {shown(refusal)}", file=sys.stderr)
+        return 2
+    try:
+        reports = _analyse(paths, options, args.jobs, args.scheduler, show_progress=sys.stderr.isatty())
+    except (TraceError, SchedulerError) as exc:  # a location that cannot be listed; Dask missing or unreachable
+        print(f"tb-mfu: {shown(one_line(exc))}", file=sys.stderr)
+        return 2
+    shown_reports = [_shown(r) for r in reports]  # every output below is made from these
+    reports = [r for r, _ in shown_reports]
+    for path, report in zip(paths, reports, strict=True):
+        if not any(r.workers for r in report.runs):
+            print(f"tb-mfu: {shown(one_line(path))}: no trace files (*.pt.trace.json[.gz]) found", file=sys.stderr)
+            return 2
+    # Each bad file once, as one line on stderr (the tables only say that its worker failed).
+    for w in (w for report in reports for r in report.runs for w in r.workers):
+        if w.error:
+            print(f"tb-mfu: {one_line(w.file)}: {one_line(w.error)}", file=sys.stderr)
+    if args.command == "compare":
+        return _compare(reports, args.json)
+    if args.command == "export-scalars":
+        return _export_scalars(reports[0], args.out, args.replace)
+    return _analyze(reports[0], args, shown_reports[0][1])
+
+
+def _shown(report: Report) -> tuple[Report, bytes | None]:
+    """``report`` as the CLI shows it (tables, JSON, error lines): no signature of a signed URL
+    and no storage option value in any of its strings (``trace.remote.redact``); and its JSON when
+    that needed no change (a report of many steps is tens of MB: encoded once, not twice)."""
+    if shown_json(encoded := json_bytes(report)) is encoded:
+        return report, encoded
+    return msgspec.convert(map_strings(msgspec.to_builtins(report), shown), type(report)), None
+
+
+def _refusal(paths: list[str], options: AnalysisOptions, storage_options: str | None) -> str | None:
+    """Why the command cannot start (a missing path, an unknown threshold, an unreadable
+    storage options file) as one line, or None."""
+    try:
+        use_storage_options(storage_options)
+        for path in paths:
+            if is_local(normalize(path)) and not os.path.exists(normalize(path)):
+                return one_line(TraceError(path, "no such file or directory"))
+        thresholds_from(options)
+    except (ValueError, TraceError) as exc:
+        return one_line(exc)
+    return None
+
+
+def _analyse(
+    paths: list[str], options: AnalysisOptions, jobs: int | None, scheduler: str | None, show_progress: bool
+) -> list[Report]:
+    """The pipeline's reports of ``paths``, their files run ``jobs`` at once or on Dask, with
+    one progress bar over all of them on a terminal's stderr."""
+    if not show_progress:
+        return analyze_paths(paths, options, jobs=jobs, scheduler=scheduler)
+    from .render import progress_bar
+
+    with progress_bar() as show:
+        return analyze_paths(paths, options, show, jobs, scheduler)
+
+
+def _analyze(report: Report, args: argparse.Namespace, encoded: bytes | None = None) -> int:
+    """``tb-mfu analyze``: the report as JSON or tables, and as an HTML page with ``--html``;
+    1 when no file was analysed or the page cannot be written, else the ``--min-mfu`` gate's."""
+    workers = [w for r in report.runs for w in r.workers]
+    if args.json:
+        # file names that are not UTF-8 come escaped
+        sys.stdout.buffer.write(encoded if encoded is not None else json_bytes(report))
+        sys.stdout.buffer.write(b"\n")
+        sys.stdout.flush()
+    else:
+        from .render import print_report
+
+        print_report(report, args.top)
+    if args.html is not None and not _write_html(report, args.path, args.html):
+        return 1
+    if not any(w.error is None for w in workers):
+        return 1
+    return 0 if args.min_mfu is None else _min_mfu_gate(workers, args.min_mfu)
+
+
+def _write_html(report: Report, path: str, out: str) -> bool:
+    """The offline page of every run of ``report`` into ``out``; False (said on stderr) if it cannot be."""
+    from ..tensorboard.offline import cli_page
+
+    try:
+        page = cli_page(report, path)
+        with open(out, "wb") as f:
+            f.write(page)
+    except OSError as exc:  # the file, or the bundle when it is not built
+        print(f"tb-mfu: {one_line(out)}: cannot write the HTML report ({one_line(exc)})", file=sys.stderr)
+        return False
+    runs = len(report.runs)
+    print(f"tb-mfu: wrote {one_line(out)} ({runs} run{'s' if runs != 1 else ''})", file=sys.stderr)
+    return True
+
+
+def _min_mfu_gate(workers: list[WorkerReport], min_mfu: float) -> int:
+    """For CI: 3 when an analysed worker's MFU is below ``min_mfu`` percent, else 4 when one's MFU
+    is unknown or impossible (the gate cannot be checked on it), else 0; each such worker named."""
+    analysed = [w for w in workers if w.error is None and w.summary is not None]
+    low = [w for w in analysed if w.summary is not None and w.summary.mfu is not None and w.summary.mfu * 100 < min_mfu]
+    for w in low:
+        print(f"tb-mfu: {one_line(w.file)}: MFU {mfu_text(w)} is below --min-mfu {min_mfu} %", file=sys.stderr)
+    if low:
+        return 3
+    unknown = [w for w in analysed if w.summary is not None and w.summary.mfu is None]
+    for w in unknown:
+        why = "impossible (above 100 %)" if mfu_text(w) == "impossible" else "unknown"
+        print(
+            f"tb-mfu: {one_line(w.file)}: MFU is {why}, so --min-mfu {min_mfu} % cannot be checked "
+            "(give --flops-per-step or --peak-tflops, or see the report's notes)",
+            file=sys.stderr,
+        )
+    return 4 if unknown else 0
+
+
+def _export_scalars(report: Report, out: str, replace: bool) -> int:
+    from ..scalars.export_scalars import ExportError, export_report
+
+    try:
+        runs = export_report(report, out, replace)
+    except (ExportError, OSError) as exc:
+        print(f"tb-mfu: {exc}", file=sys.stderr)
+        return 1
+    for r in runs:
+        print(f"{r.path}: {r.points} points from {sum(len(w.steps) for w in r.workers)} steps")
+    print(f"tensorboard --logdir {out}")
+    return 0
+
+
+def _compare(reports: list[Report], as_json: bool) -> int:
+    """``tb-mfu compare``: the first two paths rank by rank, figures and findings; with a
+    distributed run or more than two paths, every run side by side by strategy."""
+    from ..diagnosis.run_compare import analysed, compare_runs
+    from ..diagnosis.strategies import strategy_table
+
+    if not as_json:  # text in the tables, never markup; the findings are matched as shown
+        reports = [for_rich(r) for r in reports]
+    if not analysed(reports[0]) or not analysed(reports[1]):
+        print("tb-mfu: compare needs one analysable worker in each run", file=sys.stderr)
+        return 1
+    comparison = compare_runs(reports[0], reports[1])
+    runs = [run for r in reports for run in r.runs]
+    if len(reports) > 2 or any(run.strategy for run in runs):
+        comparison.strategies = strategy_table(runs)
+    if as_json:
+        sys.stdout.buffer.write(json_bytes(comparison) + b"\n")
+        return 0
+    from .render import print_comparison
+
+    print_comparison(comparison)
+    if comparison.strategies:
+        from .render_dist import print_strategies
+
+        print_strategies(comparison.strategies)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,396 @@
+"""What ``tb-mfu`` prints on a terminal: a report, and two runs compared, as rich tables.
+
+Rendering only: ``cli`` runs the analysis and decides what to print. Every string
+shown comes from a report made safe by ``escape.for_rich`` (names from traces and
+file names are text, never markup), so no table or title can be restyled by a name.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+
+from ..analysis.definitions import AGGREGATION, label
+from ..analysis.flops.detail import FlopsDetail
+from ..analysis.fmt import core_unit, count, figure, flop_rate, flops, gbps, mfu_shown, mfu_text, nbytes, pct, us
+from ..analysis.report import Device, Report, Summary, WorkerReport
+from ..core.escape import for_rich, markup_escape
+from ..diagnosis.compare import FindingChange
+from ..diagnosis.run_compare import Comparison
+from .console import console as stdout_console
+from .render_dist import print_communication, print_ranks
+
+if TYPE_CHECKING:
+    from ..running.pipeline import PathProgressFn
+
+
+def _table(title: str, columns: tuple[str, ...]) -> Table:
+    """A left-titled table of right-justified columns, the shape of most tables here."""
+    t = Table(title=title, title_justify="left")
+    for col in columns:
+        t.add_column(col, justify="right")
+    return t
+
+
+@contextmanager
+def progress_bar() -> Iterator[PathProgressFn]:
+    """A transient bar of decoded bytes on stderr, fed by ``pipeline.analyze_path``'s progress."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeElapsedColumn(),
+        transient=True,
+        console=Console(stderr=True),
+    )
+    with bar:
+        task = bar.add_task("Analysing", total=1)
+
+        def show(run: str, worker: str, done: int, total: int) -> None:
+            bar.update(task, description=markup_escape(f"{run} · {worker}"[-40:]), completed=done, total=total)
+
+        yield show
+
+
+def print_report(report: Report, top: int) -> None:
+    """Every worker of every run, then each distributed run's ranks side by side."""
+    console = stdout_console()
+    report = for_rich(report)  # names from traces and file names are text, never markup
+    for run in report.runs:
+        for w in run.workers:
+            _print_worker(console, run.name, w, top)
+        print_ranks(console, run)
+
+
+def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int) -> None:
+    title = f"[bold]{run_name}[/] · worker {w.name}" + (f" · span {w.span}" if w.span else "")
+    if w.error:  # its one-line error, naming the file and the reason, is on stderr (cli.main)
+        console.print(f"{title}\n  [red]not analysed[/]: the reason is on stderr\n", highlight=False)
+        return
+    s, dev = w.summary, w.device
+    assert s is not None and dev is not None
+    console.rule(title)
+    _print_device_and_steps(console, dev, s)
+    t = _table(
+        f"Where the step goes ({AGGREGATION}: {s.steps} step{'' if s.steps == 1 else 's'})",
+        tuple(label(k) for k in _SUMMARY_ROW),
+    )
+    t.add_row(*(mfu_text(w) if k == "mfu" else figure(k, getattr(s, k)) for k in _SUMMARY_ROW))
+    console.print(t)
+    _print_flops(console, w)
+    _print_copies_and_syncs(console, w)
+    _print_launches(console, w)
+    print_communication(console, w)
+    _print_top_kernels(console, w, top)
+    _print_roofline(console, w, top)
+    _print_diagnosis(console, w)
+    for n in w.notes:
+        console.print(f"[dim]note:[/] {n}", highlight=False)
+    console.print()
+
+
+# The summary figures of the "where the step goes" table, by report key (analysis.definitions).
+_SUMMARY_ROW = (
+    "mfu",
+    "gpu_busy_share",
+    "kernel_time_share",
+    "sm_efficiency",
+    "achieved_occupancy",
+    "tensor_core_kernel_share",
+    "memcpy_time_share",
+    "idle_share",
+    "gpu_idle_after_sync_share",
+    "host_sync_blocked_share",
+)
+
+
+def _print_device_and_steps(console: Console, dev: Device, s: Summary) -> None:
+    peak = f"{flop_rate(dev.peak_flops)} {dev.dtype or ''} ({dev.peak_source})" if dev.peak_flops else "unknown"
+    console.print(
+        f"device {dev.index}: {dev.name or 'unknown GPU'}"
+        + (f", {dev.num_sms} SMs, sm_{(dev.compute_capability or '').replace('.', '')}" if dev.num_sms else "")
+        + f" · peak {peak}",
+        highlight=False,
+    )
+    spread = s.distribution.get("step_time_us")
+    console.print(
+        f"{s.steps} steps, {label('step_time_us').lower()} {us(s.step_time_us)}"
+        + (f" (mean {us(s.step_time_mean_us)}, min {us(spread.min)}, max {us(spread.max)})" if spread else ""),
+        highlight=False,
+    )
+
+
+def _print_copies_and_syncs(console: Console, w: WorkerReport) -> None:
+    if w.copies:
+        t = _table("Copies per step", ("direction", "host memory", "count", "bytes", "time", "bandwidth", "< 64 kB"))
+        for c in w.copies:
+            t.add_row(
+                c.direction,
+                c.memory,
+                count(c.count_per_step, 1),
+                nbytes(c.bytes_per_step),
+                us(c.time_us_per_step),
+                gbps(c.gbps),
+                count(c.small_count_per_step, 1),
+            )
+        console.print(t)
+    if w.syncs:
+        t = _table("Host-device syncs per step", ("API", "issued by", "inside", "count", "blocked"))
+        for y in w.syncs:
+            t.add_row(
+                y.api,
+                y.root_op or "(no op: direct call)",
+                y.op or "",
+                count(y.count_per_step, 1),
+                us(y.blocked_us_per_step),
+            )
+        console.print(t)
+
+
+def _print_launches(console: Console, w: WorkerReport) -> None:
+    ln = w.launches
+    if not ln:
+        return
+    console.print(
+        f"launches: {count(ln.kernels_per_step, 0)} kernels/step, median kernel {us(ln.median_kernel_us)}, "
+        f"{pct(ln.short_kernel_share)} under {us(10)}, launch API {us(ln.launch_api_us_per_step)}/step; "
+        f"GPU idle gaps {count(ln.idle_gaps.count_per_step, 0)}/step totalling {us(ln.idle_gaps.total_us_per_step)}",
+        highlight=False,
+    )
+    if ln.graph_launches_per_step:
+        console.print(
+            f"CUDA graph replays: {count(ln.graph_launches_per_step)}/step running "
+            f"{count(ln.graph_kernels_per_step, 0)} kernels (median {us(ln.graph_median_kernel_us)}), graph launch API "
+            f"{us(ln.graph_launch_api_us_per_step)}/step; the host "
+            f"launched {count(ln.kernels_per_step - ln.graph_kernels_per_step, 0)} kernels/step one by one",
+            highlight=False,
+        )
+
+
+def _print_top_kernels(console: Console, w: WorkerReport, top: int) -> None:
+    if not w.top_kernels:
+        return
+    t = Table(title=f"Top {min(top, len(w.top_kernels))} kernels", title_justify="left")
+    for col, just in (
+        ("kernel", "left"),
+        ("count", "right"),
+        ("total", "right"),
+        ("share", "right"),
+        ("blocks/SM", "right"),
+        ("SM eff.", "right"),
+        ("occupancy", "right"),
+        ("unit", "center"),
+    ):
+        if col == "kernel":
+            t.add_column(col, overflow="ellipsis", no_wrap=True, max_width=48)
+        else:
+            t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
+    for k in w.top_kernels[:top]:
+        t.add_row(
+            k.name,
+            str(k.count),
+            us(k.total_us),
+            pct(k.share),
+            count(k.mean_blocks_per_sm, 2),
+            pct(k.sm_efficiency),
+            pct(k.achieved_occupancy),
+            core_unit(k),
+        )
+    console.print(t)
+
+
+def _print_roofline(console: Console, w: WorkerReport, top: int) -> None:
+    """The ops that lose the most time below their roof (docs/roofline.md)."""
+    r = w.roofline
+    if r is None or not r.ops or not r.peak_flops or not r.peak_bandwidth:
+        return
+    ops = sorted(r.ops, key=lambda o: -(o.lost_us_per_step or 0.0))[:top]
+    t = Table(
+        title=f"Roofline: ops by time lost below their roof (peak {flop_rate(r.peak_flops)}, HBM "
+        f"{gbps(r.peak_bandwidth / 1e9)}; {pct(r.coverage)} of GPU time placed; ↑ above roof: cached)",
+        title_justify="left",
+    )
+    t.add_column("op", overflow="ellipsis", no_wrap=True, min_width=14, max_width=40)
+    for col in ("bound", "time/step", "achieved", "of roof", "lost/step"):
+        t.add_column(col, no_wrap=True, justify="left" if col == "bound" else "right")
+    for o in ops:
+        got = (
+            flop_rate(o.achieved_flops)
+            if o.bound == "compute"
+            else gbps(o.achieved_bandwidth / 1e9 if o.achieved_bandwidth is not None else None)
+        )
+        share = pct(o.roof_share) + (" ↑" if o.above_roof else "")
+        t.add_row(f"{o.name} {o.shapes}", o.bound or "n/a", us(o.us_per_step), got, share, us(o.lost_us_per_step))
+    console.print(t)
+
+
+def _print_flops(console: Console, w: WorkerReport) -> None:
+    s, f = w.summary, w.flops
+    assert s is not None
+    line = f"{label('flops_per_step')}: {flops(s.flops_per_step)}"
+    if f is not None and f.headline_source:
+        line += f" from {f.headline_source}"
+    if f is not None and f.achieved_tflops_while_busy is not None:
+        busy = figure("flops.achieved_tflops_while_busy", f.achieved_tflops_while_busy)
+        line += f"; achieved {busy} while the GPU is busy"
+    console.print(line, highlight=False)
+    if f is not None and f.impossible:
+        console.print(
+            f"  [bold red]MFU impossible[/] (above 100 %), not shown as a figure; likely cause: "
+            f"{f.impossible.explanation}",
+            highlight=False,
+        )
+    console.print(
+        f"  matmul kernels: tensor-core {pct(s.tensor_core_kernel_share)} of kernel time, CUDA-core "
+        f"{pct(s.cuda_core_matmul_kernel_share)}, unknown unit {pct(s.unknown_core_kernel_share)}; dtype "
+        f"{(f and f.kernel_dtype) or 'unknown'} by kernel names, peak dtype "
+        f"{(f and f.peak.dtype) or 'n/a'} from {(f and f.peak.dtype_source) or 'n/a'}",
+        highlight=False,
+    )
+    for e in _other_utilisations(f):
+        console.print(f"  {e}", highlight=False)
+    if s.mfu is not None:
+        console.print(
+            "  [dim]MFU from a trace is a lower bound: the profiler slows host-bound steps down; "
+            "the TFLOP/s while busy is the matching upper view.[/]",
+            highlight=False,
+        )
+
+
+def _other_utilisations(f: FlopsDetail | None) -> list[str]:
+    """HFU and the MFUs of the other FLOP counts where they differ, and what the count missed."""
+    if f is None:
+        return []
+    extra = []
+    if f.mfu_model is not None and f.hfu is not None and abs(f.mfu_model - f.hfu) > 1e-4:
+        extra.append(f"MFU without recompute {pct(f.mfu_model)}, HFU {pct(f.hfu)}")
+    if f.mfu_user is not None:
+        extra.append(f"MFU from your model FLOPs ({f.user_flops_source}) {pct(f.mfu_user)}")
+    if f.unattributed_kernel_share:
+        extra.append(f"{pct(f.unattributed_kernel_share)} of kernel time is in ops with no FLOP formula")
+    return extra
+
+
+_SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "dim"}
+
+
+def _print_diagnosis(console: Console, w: WorkerReport) -> None:
+    s = w.summary
+    if w.waterfall and s is not None:
+        t = Table(
+            title=f"GPU busy {pct(s.gpu_busy_share)} but MFU {mfu_text(w)}: where the step goes", title_justify="left"
+        )
+        t.add_column("")
+        t.add_column("per step", justify="right")
+        t.add_column("share", justify="right")
+        for row in w.waterfall:
+            style = "bold" if row.kind in ("total", "subtotal", "result") else None
+            prefix = "  − " if row.kind == "loss" else ""
+            t.add_row(prefix + row.label, us(row.us_per_step), pct(row.share), style=style)
+        console.print(t)
+    if w.findings:
+        t = Table(
+            title="Findings, by estimated gain (each alone: the gains overlap and do not add up)",
+            title_justify="left",
+            show_lines=True,
+            caption=_combined_caption(w),
+            caption_justify="left",
+        )
+        t.add_column("severity")
+        t.add_column("finding", ratio=3)
+        t.add_column("est. gain/step", justify="right")
+        t.add_column("fix", ratio=4)
+        for f in w.findings:
+            after = f.est_mfu_after
+            gain_text = us(f.est_gain_us_per_step) + (f"\n→ MFU {pct(after)}" if after is not None else "")
+            t.add_row(
+                f"[{_SEVERITY_STYLE[f.severity]}]{f.severity}[/]",
+                f"[bold]{f.id}[/]\n{f.title}",
+                gain_text,
+                f.recommendation,
+            )
+        console.print(t)
+
+
+def _combined_caption(w: WorkerReport) -> str | None:
+    """The gain of fixing every finding at once (``combined_gain_us_per_step``), under the table."""
+    if w.combined_gain_us_per_step is None or len(w.findings) < 2:
+        return None
+    return (
+        f"All {len(w.findings)} findings together: {us(w.combined_gain_us_per_step)} per step "
+        f"({pct(w.combined_gain_share)} of the step), each time counted once"
+    )
+
+
+# The summary figures compared side by side, by report key (analysis.definitions: label, unit).
+_COMPARED = (
+    "mfu",
+    "step_time_us",
+    "gpu_busy_share",
+    "kernel_time_share",
+    "sm_efficiency",
+    "tensor_core_kernel_share",
+    "idle_share",
+    "gpu_idle_after_sync_share",
+    "host_sync_blocked_share",
+    "kernels_per_step",
+    "sync_count_per_step",
+    "flops_per_step",
+)
+_CHANGE_STYLE = {"fixed": "green", "new": "red", "remains": "dim"}
+
+
+def print_comparison(c: Comparison) -> None:
+    """Each rank's figures side by side, then its findings fixed, new or remaining.
+
+    ``c`` comes from reports already made safe by ``escape.for_rich``: the findings were
+    matched on those same strings.
+    """
+    console = stdout_console()
+    how = "the same rank of each run" if c.matched_by == "rank" else "the workers of each run in order"
+    for pair in c.ranks:
+        a, b = pair.baseline, pair.other
+        who = f"rank {pair.rank}" if pair.rank is not None else f"worker {pair.position + 1} of {len(c.ranks)}"
+        title = f"Compare {who} ({how})"
+        if pair.rank is None and len(c.ranks) == 1:
+            who, title = "the runs", "Compare (the one worker of each run)"
+        t = Table(title=title, title_justify="left")
+        for col in ("", "baseline", "other"):
+            t.add_column(col, justify="right" if col else "left")
+        t.add_row("worker", *(f"{x.run} · {x.worker}" if x else "(no such rank)" for x in (a, b)))
+        t.add_row("file", *(os.path.basename(x.file) if x else "" for x in (a, b)))
+        for key in _COMPARED:
+            # an impossible MFU reads "impossible", not n/a
+            t.add_row(
+                label(key),
+                *(
+                    ""
+                    if x is None
+                    else mfu_shown(x.summary, x.flags)
+                    if key == "mfu"
+                    else figure(key, getattr(x.summary, key))
+                    for x in (a, b)
+                ),
+            )
+        console.print(t)
+        if a is not None and b is not None:
+            _print_changes(console, who, pair.findings)
+
+
+def _print_changes(console: Console, who: str, changes: list[FindingChange]) -> None:
+    t = Table(title=f"Findings of {who}", title_justify="left")
+    for col in ("status", "finding", "gain before", "gain after"):
+        t.add_column(col)
+    for c in changes:
+        name = c.id + (f" · {c.subject}" if c.subject else "")
+        t.add_row(
+            f"[{_CHANGE_STYLE[c.status]}]{c.status}[/]", name, us(c.baseline_gain_us_per_step), us(c.gain_us_per_step)
+        )
+    console.print(t)

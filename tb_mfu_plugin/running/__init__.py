@@ -1,0 +1,1 @@
+"""Layer 5, running analyses: files in, reports out (``pipeline``), here, in local processes or on Dask."""

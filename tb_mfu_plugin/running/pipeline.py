@@ -1,0 +1,340 @@
+"""Files in, reports out: discovery + decoding + analysis, shared by the CLI and the plugin.
+
+Nothing here raises on a bad trace: a file that cannot be analysed becomes a
+``WorkerReport`` whose ``error`` is a one-line reason, and the others go on. That
+holds for *any* exception raised while decoding or analysing one file (an
+analysis bug on odd input included), not only for the ``TraceError`` of a file we
+knew to refuse. What the decoder repaired (``TraceMeta.notes``) is copied into
+every report of the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+
+from ..analysis.bytes.op_bytes import is_roofline_op
+from ..analysis.bytes.roofline import apply_to_report as apply_roofline
+from ..analysis.device.devices import gpu_devices
+from ..analysis.device.mfu import apply_to_report as apply_flops
+from ..analysis.distributed.communication import analyze_communication
+from ..analysis.distributed.info import distributed_block
+from ..analysis.distributed.pipeline_bubble import analyze_pipeline
+from ..analysis.flops.shapes import implausible_input_ops, is_flop_op
+from ..analysis.options import AnalysisOptions
+from ..analysis.report import Report, RunReport, WorkerReport
+from ..analysis.time.steps import Steps
+from ..analysis.worker import DeviceView, analyze_device
+from ..core.distinct import distinct_counts
+from ..core.errors import TraceError, reason_line
+from ..core.version import __version__
+from ..diagnosis import DEFAULT, Thresholds, diagnose
+from ..diagnosis.distributed import analyze_ranks
+from ..diagnosis.ranks import compare_ranks
+from ..trace.decode.decode import decode_trace
+from ..trace.limits import Deadline
+from ..trace.locate.discover import RunFiles, SpanFile
+from ..trace.locate.listing import discover
+from ..trace.locate.locations import is_local, normalize, parent
+from ..trace.locate.opener import decoded_size
+from ..trace.locate.sidecar import Sidecar, load_sidecar
+from ..trace.tables import TraceTables
+from .executors import open_executor
+from .jobs import Executor, FileJob
+
+# Uncompressed bytes of one file decoded so far.
+ProgressFn = Callable[[int], None]
+# (run, worker, bytes decoded so far, bytes in all) over every file of a path.
+PathProgressFn = Callable[[str, str, int, int], None]
+
+
+def _keep_inputs(name: str) -> bool:
+    """The decoder keeps recorded shapes only for ops with a FLOP or a byte formula (the
+    roofline's); it asks once per distinct op name."""
+    return is_flop_op(name) or is_roofline_op(name)
+
+
+def _error_report(span: SpanFile, worker: str, reason: str) -> WorkerReport:
+    return WorkerReport(name=worker, span=span.span, file=span.path, error=reason_line(reason))
+
+
+def _unexpected(what: str, exc: BaseException) -> str:
+    return f"{what} failed: {type(exc).__name__}: {exc}"
+
+
+def thresholds_from(options: AnalysisOptions) -> Thresholds:
+    """The diagnosis thresholds with the options' overrides; ValueError names a bad one."""
+    if not options.thresholds:
+        return DEFAULT
+    changes: dict[str, Any] = {}
+    for name, value in options.thresholds:
+        current = getattr(DEFAULT, name, None)
+        if name not in Thresholds.__dataclass_fields__ or not isinstance(current, int | float):
+            numeric = sorted(k for k in Thresholds.__dataclass_fields__ if isinstance(getattr(DEFAULT, k), int | float))
+            raise ValueError(f"unknown diagnosis threshold {name!r} (known: {', '.join(numeric)})")
+        changes[name] = type(current)(value)
+    return dataclasses.replace(DEFAULT, **changes)
+
+
+def analyze_tables(
+    tables: TraceTables,
+    worker: str,
+    span: str,
+    options: AnalysisOptions,
+    sidecar: tuple[Sidecar, str] | None = None,
+    deadline: Deadline | None = None,
+) -> list[WorkerReport]:
+    """Reports for every device of one decoded trace (pure: no I/O). ``sidecar`` is the
+    run's ``tb_mfu.json`` with its path, when there is one."""
+    devices, devices_note = _capped_devices(tables, options.limits.max_devices)
+    if not devices:
+        reason = (
+            "CPU-only trace: no GPU activity (no kernel, memcpy or memset events)"
+            if len(tables.cpu)
+            else "trace has no events"
+        )
+        if tables.meta.notes:  # e.g. every event dropped for an impossible timestamp
+            reason += f" ({' '.join(tables.meta.notes)})"
+        return [WorkerReport(name=worker, span=span, file=tables.meta.path, error=reason_line(reason))]
+    notes = list(tables.meta.notes)
+    bad_shapes = implausible_input_ops(tables.names, tables.cpu)
+    if bad_shapes:
+        notes.append(
+            f"{bad_shapes} ops have impossible recorded shapes (negative dims or absurd sizes): "
+            "their FLOPs are unknown."
+        )
+    if devices_note:
+        notes.append(devices_note)
+    reports = []
+    for device in devices:
+        if deadline is not None:
+            deadline.check()
+        report, steps, view = analyze_device(tables, device, options)
+        report.name = worker
+        report.span = span
+        report.distributed = distributed_block(tables.meta.distributed_info, report.notes)
+        apply_flops(report, tables, steps, view, options, sidecar)
+        _apply_distributed(report, tables, steps, view, options)
+        try:
+            apply_roofline(report, tables, steps)  # after FLOPs: the roof uses MFU's peak
+        except Exception as exc:  # a roofline bug must not cost the rest of the report
+            report.notes.append(f"roofline failed: {type(exc).__name__}: {exc}")
+        # after FLOPs: findings estimate the MFU they would bring
+        diagnose(report, tables, steps, view, thresholds_from(options))
+        if len(tables.cpu) == 0:  # valid input (a GPU-only export): flagged, host figures unknown
+            report.flags.append("gpu_only_trace")
+            report.notes.append(
+                "The trace has GPU events but no CPU events: host-side figures (syncs, launch API time, "
+                "step markers) are unavailable."
+            )
+        report.notes.extend(notes)
+        reports.append(report)
+    return reports
+
+
+def _apply_distributed(
+    report: WorkerReport, tables: TraceTables, steps: Steps, view: DeviceView, options: AnalysisOptions
+) -> None:
+    """The communication and pipeline blocks; before the diagnosis, whose rules read them."""
+    if report.error is not None or len(steps) == 0:
+        return
+    try:
+        name = report.device.name if report.device else None
+        launched = tables.launcher[tables.gpu.device == view.gpu.device[0]] >= 0 if len(view.gpu) else None
+        report.communication = analyze_communication(
+            tables, view.gpu, view.step, steps, name, options.interconnect, launched
+        )
+        report.pipeline = analyze_pipeline(tables, view.gpu, view.step, steps, report.communication)
+    except Exception as exc:  # a bug here must not cost the rest of the report
+        report.notes.append(f"communication analysis failed: {type(exc).__name__}: {exc}")
+
+
+def _capped_devices(tables: TraceTables, cap: int) -> tuple[list[int], str | None]:
+    """The devices to analyse: all of them, or the ``cap`` with the most GPU events.
+
+    Each device is analysed over the whole trace, so thousands of declared devices
+    cost thousands of passes; no real trace has more than a node's GPUs.
+    """
+    devices = gpu_devices(tables)
+    if len(devices) <= cap:
+        return devices, None
+    ids, counts = distinct_counts(tables.gpu.device)
+    busiest = ids[np.lexsort((ids, -counts))[:cap]]
+    note = (
+        f"GPU work on {len(devices)} devices: only the {cap} with the most GPU events were analysed "
+        "(the max_devices cap)."
+    )
+    return sorted(int(d) for d in busiest), note
+
+
+def analyze_file(
+    span: SpanFile,
+    worker: str,
+    options: AnalysisOptions | None = None,
+    progress: ProgressFn | None = None,
+) -> list[WorkerReport]:
+    options = options or AnalysisOptions()
+    deadline = Deadline(span.path, options.limits.max_seconds)
+    try:
+        tables = decode_trace(
+            span.path, keep_inputs=_keep_inputs, progress=progress, limits=options.limits, deadline=deadline
+        )
+    except TraceError as exc:
+        return [_error_report(span, worker, exc.reason)]
+    except Exception as exc:  # noqa: BLE001 - one file's failure, whatever it is, stays that file's
+        return [_error_report(span, worker, _unexpected("decoding", exc))]
+    sidecar, sidecar_error = None, None
+    try:
+        sidecar = load_sidecar(parent(span.path), worker)
+    except TraceError as exc:  # a bad sidecar costs its figures, not the analysis
+        sidecar_error = str(exc)
+    except Exception as exc:  # noqa: BLE001
+        sidecar_error = _unexpected("reading the MFU sidecar", exc)
+    try:
+        reports = analyze_tables(tables, worker, span.span, options, sidecar, deadline)
+    except TraceError as exc:  # a cap (wall time) reached during the analysis
+        return [_error_report(span, worker, exc.reason)]
+    except Exception as exc:  # noqa: BLE001 - an analysis bug on odd input must not hide the other files
+        return [_error_report(span, worker, _unexpected("analysis", exc))]
+    if sidecar_error:
+        for r in reports:
+            r.notes.append(reason_line(sidecar_error))
+    return reports
+
+
+# A file's reports from its worker's name and its span: ``analyze_file``, or the tab's cache.
+FileReportsFn = Callable[[str, SpanFile], list[WorkerReport]]
+
+
+def run_report(
+    run: RunFiles, reports_of: FileReportsFn, thresholds: Thresholds = DEFAULT, with_ranks: bool = True
+) -> RunReport:
+    """A run's report, the one way every face puts it together: the reports of its files
+    (workers in discovery order, each worker's spans in time order, each file's devices),
+    with the ranks compared, their clocks aligned and the strategy named for distributed runs
+    (``diagnosis.distributed``). ``with_ranks=False`` leaves the run-level view out (the
+    tab's partial report: a comparison of the ranks in so far would mislead)."""
+    workers = [r for w in run.workers for span in w.spans for r in reports_of(w.name, span)]
+    if not with_ranks:
+        return RunReport(name=run.name, workers=workers)
+    try:
+        view = analyze_ranks(workers, thresholds)
+    except Exception:  # noqa: BLE001 - the run-level view is optional; the workers' reports are not
+        try:
+            return RunReport(name=run.name, workers=workers, ranks=compare_ranks(workers))
+        except Exception:  # noqa: BLE001
+            return RunReport(name=run.name, workers=workers)
+    return RunReport(name=run.name, workers=view.workers, ranks=view.ranks, strategy=view.strategy)
+
+
+def analyze_run(run: RunFiles, options: AnalysisOptions | None = None, progress: ProgressFn | None = None) -> RunReport:
+    """Analyse every file of ``run`` here, in turn; ``progress`` gets each file's decoded bytes."""
+    opts = options or AnalysisOptions()
+    return run_report(run, lambda worker, span: analyze_file(span, worker, opts, progress), thresholds_from(opts))
+
+
+def analyze_path(
+    path: str,
+    options: AnalysisOptions | None = None,
+    progress: PathProgressFn | None = None,
+    jobs: int | None = 1,
+    scheduler: str | None = None,
+) -> Report:
+    """Analyse every run under ``path``: a logdir, a run directory or one trace file, local,
+    remote (a URL) or an archive (``.zip``, ``.tar.gz``). A location that cannot be listed
+    raises ``TraceError``.
+
+    ``jobs`` files at once in local processes (None: the usable cores; 1, the default
+    for library use: here, in turn), or on the Dask ``scheduler`` (``tcp://host:port``
+    or ``local``). ``progress(run, worker, done, total)`` follows the bytes decoded over
+    all the files. The report is the same whichever way the files were run.
+    """
+    return analyze_paths([path], options, progress, jobs, scheduler)[0]
+
+
+def analyze_paths(
+    paths: list[str],
+    options: AnalysisOptions | None = None,
+    progress: PathProgressFn | None = None,
+    jobs: int | None = 1,
+    scheduler: str | None = None,
+) -> list[Report]:
+    """``analyze_path`` of each path, their files sharing one executor and one progress count.
+
+    Raises ``TraceError`` for a missing path or a location that cannot be listed,
+    ``executors.SchedulerError`` when the scheduler cannot be used.
+    """
+    opts = options or AnalysisOptions()
+    paths = [normalize(p) for p in paths]
+    for path in paths:
+        if is_local(path) and not os.path.exists(path):
+            raise TraceError(path, "no such file or directory")
+    found = [discover(p, limits=opts.limits) for p in paths]
+    every = [r for runs in found for r in runs]
+    meter = _PathMeter(every, progress) if progress is not None else None
+    with open_executor(analyze_file, opts, jobs, scheduler, files=sum(len(r.files) for r in every)) as executor:
+        # Every file goes in first (the executor runs them as it can), then each run takes its reports in order.
+        futures = [
+            {(w.name, s.path): _submit(executor, meter, r.name, w.name, s) for w in r.workers for s in w.spans}
+            for r in every
+        ]
+        th = thresholds_from(opts)
+        reports = iter([run_report(r, _results(files), th) for r, files in zip(every, futures, strict=True)])
+    return [Report(tool_version=__version__, runs=[next(reports) for _ in runs]) for runs in found]
+
+
+def _submit(
+    executor: Executor, meter: _PathMeter | None, run: str, worker: str, span: SpanFile
+) -> Future[list[WorkerReport]]:
+    fut = executor.submit(FileJob(span, worker), meter.follow(run, worker, span.path) if meter else None)
+    if meter is not None:
+        fut.add_done_callback(functools.partial(meter.finish, run, worker, span.path))
+    return fut
+
+
+def _results(files: dict[tuple[str, str], Future[list[WorkerReport]]]) -> FileReportsFn:
+    return lambda worker, span: files[(worker, span.path)].result()
+
+
+class _PathMeter:
+    """Decoded bytes over all the files of a path, for one progress bar: gzip's trailer
+    tells each file's decoded size up front. Files run at once report from several
+    threads; the lock keeps the count from ever going back."""
+
+    def __init__(self, runs: list[RunFiles], progress: PathProgressFn) -> None:
+        self._sizes = {s.path: decoded_size(s.path, s.size) for r in runs for s in r.files}
+        self._total = sum(self._sizes.values()) or 1
+        self._done: dict[str, int] = {}
+        self._sum = 0
+        self._lock = threading.Lock()
+        self._progress = progress
+
+    def follow(self, run: str, worker: str, path: str) -> ProgressFn:
+        """The progress callback of one file; the bar names it from now on (it is about to start)."""
+        with self._lock:
+            self._progress(run, worker, self._sum, self._total)
+
+        def advance(n: int) -> None:
+            self._advance(run, worker, path, n)
+
+        return advance
+
+    def finish(self, run: str, worker: str, path: str, _: object) -> None:
+        self._advance(run, worker, path, self._sizes[path])
+
+    def _advance(self, run: str, worker: str, path: str, n: int) -> None:
+        with self._lock:
+            n = min(n, self._sizes[path])
+            before = self._done.get(path, 0)
+            if n <= before:
+                return
+            self._done[path] = n
+            self._sum += n - before
+            self._progress(run, worker, self._sum, self._total)

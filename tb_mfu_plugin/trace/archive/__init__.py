@@ -1,0 +1,1 @@
+"""Traces inside ``.zip`` and ``.tar(.gz)`` archives, read member by member under caps."""

@@ -1,0 +1,389 @@
+"""A ``.zip`` or ``.tar(.gz)`` of a logdir, read in place: members listed and streamed,
+never extracted onto disk.
+
+API (the CLI, the tab's run discovery and the tab's upload all use it)::
+
+    with Archive.open("team.zip") as arc:          # a path, a URL, or a seekable file object
+        for m in arc.traces():                    # members named like traces, in name order
+            if m.refusal is None:
+                with arc.open_member(m.name) as f:  # a binary stream of the member's bytes
+                    ...
+
+    open_member_location("zip://run_a/rank0.1.pt.trace.json.gz::team.zip")  # the same, by location
+
+An archive comes from anyone, so it is checked before any member is read. The
+whole archive is refused (``TraceError`` naming it) when it lists more members
+than ``Limits.max_archive_members``, declares more decompressed bytes than
+``Limits.max_archive_bytes``, or its members declare more than
+``max_archive_ratio`` times its own size (past a grace of 64 MiB: a bomb of many
+members, each under the per-member grace, is still one bomb); a ``.tar.gz`` is
+also held to the first two caps, and to ``max_compression_ratio``, while it is
+inflated. A *member* is refused, with a one-line reason naming the archive and the
+member, when its name is absolute or climbs out of the archive (zip-slip), is not
+valid UTF-8 though its zip entry says so, it is a symbolic or hard link or a special
+file, it is encrypted or compressed by a method we cannot read, its name appears
+twice, its tar header is too big or malformed (archive_tar.py), it declares more
+than ``max_trace_bytes``, or it inflates more than ``max_compression_ratio`` to
+one. Refused members are listed (so that each shows its error) but never opened.
+While members are read, the bytes inflated for them (the most one read of each
+has cost, a .tar.gz's bytes skipped to reach it included) are held to
+``max_archive_ratio`` as well: a member read past it is refused.
+
+Whatever the archive holds, reading it raises nothing but ``TraceError``: an
+exception of ``zipfile``, ``tarfile``, zlib, bz2 or lzma, or of name handling,
+becomes one line naming the archive (and the member, when reading one).
+
+A ``.tar.gz`` has no index: listing it inflates it once and keeps index points
+(archive_streams.py), so that opening a member inflates it from the last point
+before that member. A ``.zip`` (or a plain ``.tar``) seeks straight to the
+member, also inside a bucket.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import os
+import re
+import struct
+import tarfile
+import threading
+import time
+import zipfile
+import zlib
+from collections import Counter, OrderedDict
+from dataclasses import dataclass
+from typing import IO, Any, cast
+
+from ...core.errors import TraceError, TraceNotFound
+from ...core.escape import escape_surrogates
+from ..limits import ARCHIVE_RATIO_GRACE_BYTES, DEFAULT_LIMITS, RATIO_GRACE_BYTES, Limits, cap_error, format_size
+from ..locate.discover import TRACE_FILE
+from ..locate.files import open_regular
+from ..locate.locations import archive_kind, basename, is_url, member_location, parse_member
+from . import tar as archive_tar
+from .streams import Checkpoints, Counted, Inflater, Locked, Slice, described, member_error
+from .zip import entry_refusal, open_zip
+
+_ABSOLUTE = re.compile(r"^([\\/]|[A-Za-z]:)")
+# What a malformed archive raises from zipfile, tarfile, gzip/zlib and name handling
+_FORMAT_ERRORS = (
+    zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error, UnicodeError, ValueError, struct.error,
+    NotImplementedError, RecursionError, MemoryError, io.UnsupportedOperation,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ArchiveMember:
+    name: str  # as stored in the archive (bytes that are not UTF-8 kept as surrogates)
+    size: int  # decompressed bytes, as declared
+    packed: int  # bytes in the archive
+    refusal: str | None = None  # why it is never read; None for a readable member
+
+    @property
+    def is_trace(self) -> bool:
+        return TRACE_FILE.match(self.name.rsplit("/", 1)[-1]) is not None
+
+
+def is_archive(location: str) -> bool:
+    return archive_kind(location) is not None
+
+
+def _open_raw(location: str) -> IO[bytes]:
+    if is_url(location):
+        from ..remote.remote import open_seekable
+
+        return open_seekable(location)
+    return open_regular(location, "archive")
+
+
+def quoted(name: str) -> str:
+    """A member name in a message: ``repr``, with the bytes that are not UTF-8 as ``\\xNN``."""
+    return repr(name) if name == escape_surrogates(name) else f"'{escape_surrogates(name)}'"
+
+
+class Archive:
+    """The members of one archive, and streams of them."""
+
+    def __init__(self, raw: IO[bytes], label: str, kind: str, limits: Limits, location: str | None) -> None:
+        self.label, self.kind, self.limits, self.location = label, kind, limits, location
+        self._raw = raw
+        self._lock = threading.Lock()  # a file object given to us is shared by every member read
+        self._zip: zipfile.ZipFile | None = None
+        self._tar_offsets: dict[str, tuple[int, int]] = {}  # member -> (first header, data)
+        self._index: Checkpoints | None = None  # a .tar.gz's index points
+        self._work: dict[str, int] = {}  # member -> the most bytes one read of it has inflated
+        self._worked = 0
+        with self._lock:
+            self.packed = raw.seek(0, io.SEEK_END)  # the archive's own bytes
+            raw.seek(0)
+        self.members = self._list_zip() if kind == "zip" else self._list_tar()
+        self._by_name = {m.name: m for m in self.members}
+        self._ratio_cap(sum(m.size for m in self.members if m.refusal is None), "its members declare")
+
+    @classmethod
+    def open(
+        cls, source: str | IO[bytes], name: str | None = None, limits: Limits | None = None, kind: str | None = None
+    ) -> Archive:
+        """An archive from a path or URL (``.zip``, ``.tar.gz``, ``.tgz``, ``.tar``), or from a
+        seekable binary file object (``name`` then says what it is called in errors, and its
+        suffix the kind, unless ``kind`` is ``zip`` or ``tar``)."""
+        location = source if isinstance(source, str) else None
+        label = name or location or "archive"
+        kind = kind or archive_kind(label)
+        if kind is None:
+            raise TraceError(label, "not an archive we read (.zip, .tar.gz, .tgz, .tar)")
+        raw = _open_raw(source) if isinstance(source, str) else source
+        try:
+            return cls(raw, label, kind, limits or DEFAULT_LIMITS, location)
+        except BaseException as exc:
+            if location is not None:
+                raw.close()
+            if isinstance(exc, TraceError) or not isinstance(exc, Exception):
+                raise
+            raise _unreadable(label, kind, exc) from None
+
+    def __enter__(self) -> Archive:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._zip is not None:
+            self._zip.close()
+        if self.location is not None:  # a file object given to us is the caller's to close
+            self._raw.close()
+
+    def traces(self) -> list[ArchiveMember]:
+        """The members named like traces (``*.pt.trace.json[.gz]``), refused ones included."""
+        return sorted((m for m in self.members if m.is_trace), key=lambda m: m.name)
+
+    def member(self, name: str) -> ArchiveMember | None:
+        return self._by_name.get(name)
+
+    @property
+    def inflated(self) -> int:
+        """Bytes inflated to read members so far: of each member, its costliest read (for a
+        .tar.gz, the bytes skipped from the index point to the member included)."""
+        return self._worked
+
+    # -- listing ---------------------------------------------------------
+    def _list_zip(self) -> list[ArchiveMember]:
+        zf, renamed = open_zip(self._raw)
+        self._zip = zf
+        infos = [i for i in zf.infolist() if not i.is_dir()]
+        self._count_cap(len(infos))
+        self._bytes_cap(sum(i.file_size for i in infos))
+        names = [renamed.get(i.filename, i.filename) if not i.flag_bits & 0x800 else i.filename for i in infos]
+        seen = Counter(names)
+        return [
+            ArchiveMember(
+                name,
+                i.file_size,
+                i.compress_size,
+                self._refusal(name, entry_refusal(i, name != i.filename), seen[name], i.file_size, i.compress_size),
+            )
+            for i, name in zip(infos, names, strict=True)
+        ]
+
+    def _list_tar(self) -> list[ArchiveMember]:
+        with self._lock:
+            gzipped = self._raw.read(2) == b"\x1f\x8b"
+            self._raw.seek(0)
+        view = cast(IO[bytes], Locked(self._raw, self._lock))
+        stream: Any = Inflater(view, self.label, self.limits) if gzipped else view
+        index = self._index = Checkpoints() if gzipped else None
+        offer = (lambda: index.offer(stream)) if index is not None else (lambda: None)
+        infos: list[archive_tar.CappedTarInfo] = []
+        total = 0
+        for ti in archive_tar.members(stream, offer):
+            if ti.isdir():
+                continue
+            infos.append(ti)
+            total += ti.size
+            self._count_cap(len(infos))
+            self._bytes_cap(total)
+        seen = Counter(i.name for i in infos)
+        out = []
+        for ti in infos:
+            why = archive_tar.member_refusal(ti)
+            out.append(ArchiveMember(ti.name, ti.size, ti.size, self._refusal(ti.name, why, seen[ti.name], ti.size)))
+            self._tar_offsets[ti.name] = (ti.offset, ti.offset_data)
+        return out
+
+    def _count_cap(self, n: int) -> None:
+        if n > self.limits.max_archive_members:
+            detail = f"more than {self.limits.max_archive_members:,} members"
+            raise cap_error(self.label, "max_archive_members", detail)
+
+    def _bytes_cap(self, n: int) -> None:
+        if n > self.limits.max_archive_bytes:
+            detail = f"members of more than {format_size(self.limits.max_archive_bytes)} decompressed"
+            raise cap_error(self.label, "max_archive_bytes", detail)
+
+    def _ratio_cap(self, n: int, what: str, where: str | None = None) -> None:
+        if n <= ARCHIVE_RATIO_GRACE_BYTES:
+            return
+        ratio = n / max(1, self.packed)
+        if ratio > self.limits.max_archive_ratio:
+            detail = f"{what} {format_size(n)}, {ratio:.0f}:1 of its {format_size(self.packed)} (an archive bomb?)"
+            raise cap_error(where or self.label, "max_archive_ratio", detail)
+
+    def _refusal(self, name: str, why: str | None, copies: int, size: int, packed: int | None = None) -> str | None:
+        reason = _name_refusal(name) or why
+        if reason is None and copies > 1:
+            reason = f"appears {copies} times"
+        if reason is None and size > self.limits.max_trace_bytes:
+            reason = f"declares {format_size(size)}: over the max_trace_bytes cap (--max-trace-bytes)"
+        if reason is None and packed is not None and size > RATIO_GRACE_BYTES:
+            ratio = size / max(1, packed)
+            if ratio > self.limits.max_compression_ratio:
+                reason = f"inflates {ratio:.0f}:1 (a zip bomb?): over the max_compression_ratio cap"
+        if reason is None:
+            return None
+        return f"member {quoted(name)} of {self._shown()} {reason}: refused, not read"
+
+    def _shown(self) -> str:
+        return basename(self.label) or self.label
+
+    # -- reading ---------------------------------------------------------
+    def open_member(self, name: str) -> IO[bytes]:
+        """A stream of one member's bytes; ``TraceError`` (one line) when it is refused, absent
+        or unreadable."""
+        m = self._by_name.get(name)
+        where = self._where(name)
+        if m is None:
+            raise TraceNotFound(where, f"no member {quoted(name)} in {self._shown()}")
+        if m.refusal is not None:
+            raise TraceError(where, m.refusal)
+        what = f"member {quoted(name)} of {self._shown()}"
+
+        def error(exc: Exception) -> TraceError:
+            if self.location is not None and is_url(self.location) and not isinstance(exc, _FORMAT_ERRORS):
+                from ..remote.storage import (
+                    storage_error,  # a remote read's: worded as listings word them, secrets blanked
+                )
+
+                return storage_error(where, exc)
+            return member_error(where, what, exc)
+
+        try:
+            inner, skipped = self._open_inner(m)
+        except TraceError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - zipfile, zlib, a remote read: one line
+            raise error(exc) from None
+        charge = functools.partial(self._charge, m)
+        return cast(IO[bytes], Counted(inner, m.size, where, what, charge, skipped, error))
+
+    def _open_inner(self, m: ArchiveMember) -> tuple[IO[bytes], int]:
+        if self._zip is not None:
+            with self._lock:
+                return self._zip.open(m.name), 0
+        header, data = self._tar_offsets[m.name]
+        raw = _open_raw(self.location) if self.location is not None else cast(IO[bytes], Locked(self._raw, self._lock))
+        if self._index is None:
+            raw.seek(data)
+            return cast(IO[bytes], Slice(raw, m.size)), 0
+        at = self._index.before(header)
+        self._charge(m, data - at.out)  # before inflating what lies between the point and the member
+        stream = Inflater(raw, self.label, at=at)
+        stream.seek(data)
+        return cast(IO[bytes], Slice(stream, m.size)), data - at.out
+
+    def _charge(self, m: ArchiveMember, n: int) -> None:
+        """Count ``n`` bytes inflated by a read of ``m`` (the most of any of its reads) against
+        the archive's ratio cap; past the cap the read is refused, and not counted."""
+        with self._lock:
+            before = self._work.get(m.name, 0)
+            if n <= before:
+                return
+            worked = self._worked + n - before
+            self._ratio_cap(worked, "reading its members would inflate", self._where(m.name))
+            self._work[m.name] = n
+            self._worked = worked
+
+    def _where(self, name: str) -> str:
+        return member_location(self.kind, name, self.location or self.label)
+
+
+def _unreadable(label: str, kind: str, exc: Exception) -> TraceError:
+    """Any exception met while listing an archive, as one line naming it. A remote archive's
+    error that is not one of its format is a read's: worded as the storage layer words those,
+    secrets blanked."""
+    if is_url(label) and not isinstance(exc, _FORMAT_ERRORS):
+        from ..remote.storage import storage_error
+
+        return storage_error(label, exc)
+    return TraceError(label, f"not a readable {kind} archive ({described(exc)})")
+
+
+def _name_refusal(name: str) -> str | None:
+    if "\x00" in name:
+        return "has a NUL byte in its name"
+    if _ABSOLUTE.match(name):
+        return "is an absolute path"
+    if ".." in re.split(r"[\\/]", name):
+        return "climbs out of the archive with '..' (zip-slip)"
+    if "::" in name:
+        return "has '::' in its name"
+    return None
+
+
+# -- by location ------------------------------------------------------------------
+
+_CACHE_SIZE = 8
+_REMOTE_TTL_S = 60.0
+# (location, caps) -> (identity, when listed, archive): caps other than the listing's would
+# refuse other members
+_cache: OrderedDict[tuple[str, Limits], tuple[Any, float, Archive]] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _forget_after_fork() -> None:
+    """A forked child (``tb-mfu --jobs``) shares its parent's open file descriptions, and so
+    their read offsets: two processes reading members of one archive would read each other's
+    bytes. The child drops the inherited archives and opens its own."""
+    global _cache_lock
+    _cache_lock = threading.Lock()
+    _cache.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def _identity(location: str) -> Any:
+    """What says an archive changed: size and mtime of a local file; remote ones expire instead."""
+    if is_url(location):
+        return None
+    st = os.stat(location)
+    return (st.st_size, st.st_mtime_ns)
+
+
+def archive_at(location: str, limits: Limits | None = None) -> Archive:
+    """The archive at ``location``, listed once and kept (a few, for a minute when remote)."""
+    limits = limits or DEFAULT_LIMITS
+    key = (location, limits)
+    ident = _identity(location)
+    now = time.monotonic()
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None and hit[0] == ident and (ident is not None or now - hit[1] < _REMOTE_TTL_S):
+            _cache.move_to_end(key)
+            return hit[2]
+    arc = Archive.open(location, limits=limits)
+    with _cache_lock:
+        _cache[key] = (ident, now, arc)
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)[1][2].close()
+    return arc
+
+
+def open_member_location(location: str, limits: Limits | None = None) -> IO[bytes]:
+    """The member named by ``zip://member::archive`` (or ``tar://``), streamed."""
+    m = parse_member(location)
+    if m is None:
+        raise TraceError(location, "not an archive member location")
+    stream = cast(io.RawIOBase, archive_at(m.archive, limits).open_member(m.name))
+    return cast(IO[bytes], io.BufferedReader(stream, 1 << 20))

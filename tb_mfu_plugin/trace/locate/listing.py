@@ -1,0 +1,250 @@
+"""Runs under any location: a local folder, a URL of a remote folder or file, or an archive.
+
+:func:`discover` is the one entry point of the faces (``tb-mfu``, the tab's scan).
+A local folder is walked by ``discover.discover_runs``. A remote folder is listed
+with one recursive ``find`` (S3, GCS and Azure list a whole prefix in pages of
+1,000 keys, without a request per folder), bounded by ``list_timeout_s()``; an
+HTTP logdir is walked page by page under the caps of ``http_fs`` (its folder,
+its origin, bytes and links), and cancelled at the deadline. The files whose
+listing lacks a size or an identity (an HTTP server's index pages) are then asked
+for them by up to ``INFO_THREADS`` concurrent requests under the same deadline; a
+file whose answer fails or is late stays listed, and its read tells why. An
+archive is listed by ``archive.Archive``. Each file keeps its
+store's identity (ETag, version id, GCS's md5Hash or generation) in ``SpanFile.ident``, so an
+unchanged object keeps its cache entry when it is listed again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import posixpath
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
+from typing import Any
+
+from ...core.errors import TraceError, TraceNotFound
+from ..archive.reader import ArchiveMember, archive_at
+from ..limits import Limits
+from ..remote.remote import filesystem
+from ..remote.storage import storage_error
+from .discover import SIDECAR_NAME, RunFiles, SpanFile, WorkerFiles, discover_runs, is_trace_name, run_of, single_name
+from .locations import archive_kind, basename, is_url, member_location, normalize
+
+LIST_TIMEOUT_ENV = "TB_MFU_LIST_TIMEOUT"
+DEFAULT_LIST_TIMEOUT_S = 120.0
+INFO_THREADS = 16
+# Keys of an fsspec info dict that identify an object's content, best first. GCS's md5Hash
+# (a hash of the bytes) comes before its generation and etag, which change whenever the same
+# bytes are uploaded again (or, for etag, the metadata is patched); composite objects have
+# no md5Hash and fall back to the generation.
+_IDENTITY_KEYS = ("md5Hash", "VersionId", "version_id", "generation", "ETag", "etag", "content_md5", "checksum")
+# Keys that only date it (an HTTP server without ETags): used when there is nothing better.
+_DATE_KEYS = ("Last-Modified", "LastModified", "last_modified", "mtime", "updated")
+
+Sidecars = tuple[tuple[str, int, int | str], ...]
+
+
+def list_timeout_s() -> float:
+    """Seconds a remote listing may take: ``$TB_MFU_LIST_TIMEOUT``, else 120."""
+    try:
+        value = float(os.environ.get(LIST_TIMEOUT_ENV, ""))
+    except ValueError:
+        return DEFAULT_LIST_TIMEOUT_S
+    return value if value > 0 else DEFAULT_LIST_TIMEOUT_S
+
+
+def discover(path: str, name: str | None = None, limits: Limits | None = None) -> list[RunFiles]:
+    """All runs under ``path``, sorted by name. Raises ``TraceError`` (one line) when a remote
+    location or an archive cannot be listed; a missing local path gives no runs."""
+    path = normalize(path)
+    if archive_kind(path) is not None:
+        return discover_archive(path, name, limits)
+    if is_url(path):
+        return discover_remote(path, name)
+    return discover_runs(path, name)
+
+
+def identity(info: dict[str, Any]) -> str:
+    """An object's identity from its fsspec info: a version or content hash, else its date."""
+    for keys in (_IDENTITY_KEYS, _DATE_KEYS):
+        for k in keys:
+            v = info.get(k)
+            if v not in (None, ""):
+                return f"{k}:{str(v).strip(chr(34))}"
+    return ""
+
+
+def _size(info: dict[str, Any]) -> int | None:
+    size = info.get("size")
+    return int(size) if isinstance(size, int | float) and size >= 0 else None
+
+
+def discover_remote(url: str, name: str | None = None) -> list[RunFiles]:
+    single = is_trace_name(basename(url))
+    fs, root = filesystem(url, is_folder=not single)
+    deadline = time.monotonic() + list_timeout_s()
+    if single:  # one file, named directly
+        info = _call(url, deadline, lambda: fs.info(root))
+        worker, span = single_name(basename(url))
+        f = SpanFile(span, url, _size(info) or 0, 0.0, identity(info))
+        return [RunFiles(name or basename(url), url, [WorkerFiles(worker, [f])])]
+    found = _find(fs, url, root, deadline)
+    root_path = root.rstrip("/")
+    base = name or basename(url) or url
+    by_dir: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
+    for path, info in found.items():
+        rel = path[len(root_path) :].lstrip("/") if path.startswith(root_path) else path
+        folder, _, fname = rel.rpartition("/")
+        by_dir[folder].append((fname, info))
+    runs = []
+    for folder, files in sorted(by_dir.items()):
+        run_name = base if not folder else (folder if name is None else f"{name}/{folder}")
+        directory = f"{url.rstrip('/')}/{folder}" if folder else url.rstrip("/")
+        spans = [(f, SpanFile("", f"{directory}/{f}", _size(i) or 0, 0.0, identity(i))) for f, i in files]
+        run = run_of(run_name, directory, spans)
+        if run is not None:
+            run.sidecars = tuple(sorted((f, _size(i) or 0, identity(i)) for f, i in files if f.endswith(SIDECAR_NAME)))
+            runs.append(run)
+    runs.sort(key=lambda r: r.name)
+    return runs
+
+
+def _wanted(path: str) -> bool:
+    fname = path.rstrip("/").rsplit("/", 1)[-1]
+    return is_trace_name(fname) or fname.endswith(SIDECAR_NAME)
+
+
+def _find(fs: Any, url: str, root: str, deadline: float) -> dict[str, dict[str, Any]]:
+    """fsspec path -> info of the trace and sidecar files under ``root``, with sizes and identities."""
+    kwargs = {"timeout": max(0.1, deadline - time.monotonic())} if getattr(fs, "async_impl", False) else {}
+    try:
+        fs.invalidate_cache(root)  # a re-scan must see new and changed objects
+    except Exception:  # noqa: BLE001 - a file system without a listing cache
+        pass
+    try:
+        if hasattr(fs, "walk_tree"):  # http(s): an index page per folder, under our caps (http_fs.py)
+            listed = _call(url, deadline, lambda: _walk(fs, root, deadline))
+        else:
+            listed = _call(url, deadline, lambda: fs.find(root, withdirs=False, detail=True, **kwargs))
+    except TraceNotFound:  # a store whose listing itself is not found (GCS: a missing bucket)
+        raise TraceNotFound(url, "no such folder or file") from None
+    if not listed:  # an empty folder, or none: ask, so that a store that cannot be reached says so
+        try:
+            _call(url, deadline, lambda: fs.info(root))
+        except TraceNotFound:
+            raise TraceNotFound(url, "no such folder or file") from None
+    found = {p: dict(i) for p, i in listed.items() if _wanted(p) and i.get("type", "file") != "directory"}
+    missing = [p for p, i in found.items() if _size(i) is None or not identity(i)]
+    if missing:
+        for p, info in zip(missing, _infos(fs, url, missing, deadline), strict=True):
+            found[p].update(info)
+    return found
+
+
+def _walk(fs: Any, root: str, deadline: float) -> dict[str, dict[str, Any]]:
+    """The guarded walk of an HTTP logdir, cancelled (its requests with it) at the deadline."""
+    from fsspec.asyn import sync
+
+    async def bounded() -> dict[str, dict[str, Any]]:
+        return await asyncio.wait_for(fs.walk_tree(root), max(0.01, deadline - time.monotonic()))
+
+    try:
+        result: dict[str, dict[str, Any]] = sync(fs.loop, bounded)
+    except asyncio.TimeoutError:
+        raise _timeout(root) from None
+    return result
+
+
+def _infos(fs: Any, url: str, paths: list[str], deadline: float) -> Iterable[dict[str, Any]]:
+    """``fs.info`` of each path, ``INFO_THREADS`` at a time, all within the deadline. A file
+    whose info fails (a dead link, a refused redirect) or does not come in time is kept with
+    what the listing said: its read then fails with its own one-line error, and the other
+    files of the folder are not lost with it."""
+    pool = ThreadPoolExecutor(INFO_THREADS, thread_name_prefix="mfu-list")
+    try:
+        futures = [pool.submit(fs.info, p) for p in paths]
+        out: list[dict[str, Any]] = []
+        for fut in futures:
+            try:
+                out.append(dict(fut.result(timeout=max(0.0, deadline - time.monotonic()))))
+            except Exception:  # noqa: BLE001 - that file's error, told when it is read
+                out.append({})
+        return out
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _call(url: str, deadline: float, fn: Callable[[], Any]) -> Any:
+    """``fn()`` on a helper thread, given up at the deadline (a store that hangs cannot hang us)."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="mfu-list")
+    try:
+        return pool.submit(fn).result(timeout=max(0.0, deadline - time.monotonic()))
+    except FuturesTimeout:
+        raise _timeout(url) from None
+    except TraceError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        if "Timeout" in type(exc).__name__:
+            raise _timeout(url) from None
+        raise storage_error(url, exc) from None
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _timeout(url: str) -> TraceError:
+    return TraceError(url, f"listing took longer than {list_timeout_s():g} s (${LIST_TIMEOUT_ENV} raises it)")
+
+
+# -- archives ---------------------------------------------------------------------
+
+
+def archive_identity(location: str) -> str:
+    """What changes when the archive does: local size and mtime, or the store's identity."""
+    if is_url(location):
+        fs, path = filesystem(location)
+        info = _call(location, time.monotonic() + list_timeout_s(), lambda: fs.info(path))
+        return f"{_size(info)}:{identity(info)}"
+    st = os.stat(location)
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
+def discover_archive(location: str, name: str | None = None, limits: Limits | None = None) -> list[RunFiles]:
+    """The runs of an archive read as a logdir; its refused trace members are listed too, in the
+    run of their folder (or the archive's own), each to show why it is not read."""
+    if not is_url(location) and not os.path.isfile(location):
+        raise TraceError(location, "no such file" if not os.path.exists(location) else "not a regular file")
+    arc = archive_at(location, limits)
+    ident = archive_identity(location)
+    base = name or _stem(basename(location))
+    by_dir: dict[str, list[ArchiveMember]] = defaultdict(list)
+    for m in arc.members:
+        folder = posixpath.dirname(m.name.strip("/")) if m.refusal is None else ""
+        by_dir[folder].append(m)
+    runs = []
+    for folder, members in sorted(by_dir.items()):
+        run_name = base if not folder else (folder if name is None else f"{name}/{folder}")
+        directory = member_location(arc.kind, folder, location)
+        files = [
+            (posixpath.basename(m.name), SpanFile("", member_location(arc.kind, m.name, location), m.size, 0.0, ident))
+            for m in members
+            if m.is_trace
+        ]
+        run = run_of(run_name, directory, files)
+        if run is not None:
+            sidecars = (m for m in members if m.name.endswith(SIDECAR_NAME))
+            run.sidecars = tuple(sorted((posixpath.basename(m.name), m.size, ident) for m in sidecars))
+            runs.append(run)
+    runs.sort(key=lambda r: r.name)
+    return runs
+
+
+def _stem(fname: str) -> str:
+    low = fname.lower()
+    for suffix in (".tar.gz", ".tgz", ".zip", ".tar"):
+        if low.endswith(suffix):
+            return fname[: -len(suffix)] or fname
+    return fname

@@ -1,0 +1,1 @@
+"""Remote logdirs through fsspec: storage options, the guarded HTTP file system, redaction of secrets."""
