@@ -80,6 +80,19 @@ def test_step_numbers_are_the_regexs(names: list[str]) -> None:
 
 
 @settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1e6), st.floats(0, 1e3)), min_size=1, max_size=30))
+def test_step_windows_without_overlap_are_the_loop(spans: list[tuple[float, float]]) -> None:
+    start = np.array([5e12 + s for s, _ in spans])
+    end = start + np.array([d for _, d in spans])
+    ref_start, ref_end = start.copy(), end.copy()
+    for i in range(1, len(spans)):  # find_steps as it was
+        ref_start[i] = max(ref_start[i], ref_end[i - 1])
+        ref_end[i] = max(ref_end[i], ref_start[i])
+    got_start, got_end = steps._no_overlap(start, end)
+    assert got_start.tobytes() == ref_start.tobytes() and got_end.tobytes() == ref_end.tobytes()
+
+
+@settings(max_examples=300, deadline=None)
 @given(
     st.lists(
         st.sampled_from([*"DataLoderIt_nxm().#ptizgrsOS", "DataLoader", "Optimizer.", "enumerate("]), max_size=12

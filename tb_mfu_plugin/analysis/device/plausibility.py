@@ -10,6 +10,7 @@ above 100 % as "impossible", never as a figure.
 
 from __future__ import annotations
 
+from itertools import chain
 from operator import attrgetter
 from typing import Any
 
@@ -128,10 +129,12 @@ def guard_shares(report: WorkerReport) -> None:
         for i, k in zip(*np.nonzero(table > 1.0), strict=True):  # None is NaN here: never above 1
             _clamp(steps[i], keys[k], getattr(steps[i], keys[k]), bad)
     if steps:
-        breakdowns = [st.breakdown for st in steps]
-        values = [v for b in breakdowns for v in b.values()]
-        owner = np.repeat(np.arange(len(steps)), list(map(len, breakdowns)))
-        for i in sorted(set(owner[_above_one(values)].tolist())):
+        breakdowns = list(map(attrgetter("breakdown"), steps))
+        counts = np.fromiter(map(len, breakdowns), np.int64, len(breakdowns))
+        # floats only (a breakdown holds no None): read in C, as one array
+        values = np.fromiter(chain.from_iterable(map(dict.values, breakdowns)), np.float64, int(counts.sum()))
+        owner = np.repeat(np.arange(len(steps)), counts)
+        for i in sorted(set(owner[np.flatnonzero(values > 1.0)].tolist())):
             for key, v in steps[i].breakdown.items():
                 _clamp(steps[i], key, v, bad, breakdown=True)
     if bad and IMPOSSIBLE_SHARE not in report.flags:

@@ -10,6 +10,7 @@ unknown key ``""`` with a 6-character string (8 bytes), which the decoder skips.
 
 from __future__ import annotations
 
+import gc
 from typing import Any, TypeVar
 
 import msgspec
@@ -63,23 +64,44 @@ def structs_of_columns(
     entries = len(values) + len(nested)
     decoder = msgspec.msgpack.Decoder(list[struct])  # type: ignore[valid-type]
     out: list[T] = []
-    for lo in range(0, n, _ROWS_AT_ONCE):
-        hi = min(n, lo + _ROWS_AT_ONCE)
-        buf = bytearray(5 + (hi - lo) * row.itemsize)
-        buf[0], buf[1:5] = _ARRAY32, (hi - lo).to_bytes(4, "big")
-        rows = np.frombuffer(buf, row, offset=5)
-        rows[...] = template
-        nones = np.zeros(hi - lo, np.int64)
-        for i, (column, known) in enumerate(values.values()):
-            rows[f"v{i}"] = column[lo:hi]
-            if known is not None:
-                missing = ~known[lo:hi]
-                rows[f"c{i}"][missing] = _NIL
-                rows[f"v{i}"][missing] = _PAD
-                nones += missing
-        rows["count"] = entries + nones  # each None brings a padding entry
-        for i, inner in enumerate(nested.values()):
-            for j, column in enumerate(inner.values()):
-                rows[f"n{i}v{j}"] = column[lo:hi]
-        out += decoder.decode(buf)
+    gc_was_enabled = gc.isenabled()
+    # The rows' dicts are new containers the cyclic GC would walk again and again while they are
+    # made, and they form no cycles (as in trace.decode.decode: 100,000 Steps decoded in 0.34 s
+    # of CPU time instead of 0.55 s)
+    gc.disable()
+    try:
+        for lo in range(0, n, _ROWS_AT_ONCE):
+            out += decoder.decode(_rows(lo, min(n, lo + _ROWS_AT_ONCE), row, template, values, nested, entries))
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     return out
+
+
+def _rows(
+    lo: int,
+    hi: int,
+    row: np.dtype,
+    template: np.ndarray,
+    values: dict[str, tuple[np.ndarray, np.ndarray | None]],
+    nested: dict[str, dict[str, np.ndarray]],
+    entries: int,
+) -> bytearray:
+    """The msgpack array of rows ``lo`` to ``hi`` (see ``structs_of_columns``)."""
+    buf = bytearray(5 + (hi - lo) * row.itemsize)
+    buf[0], buf[1:5] = _ARRAY32, (hi - lo).to_bytes(4, "big")
+    rows = np.frombuffer(buf, row, offset=5)
+    rows[...] = template
+    nones = np.zeros(hi - lo, np.int64)
+    for i, (column, known) in enumerate(values.values()):
+        rows[f"v{i}"] = column[lo:hi]
+        if known is not None:
+            missing = ~known[lo:hi]
+            rows[f"c{i}"][missing] = _NIL
+            rows[f"v{i}"][missing] = _PAD
+            nones += missing
+    rows["count"] = entries + nones  # each None brings a padding entry
+    for i, inner in enumerate(nested.values()):
+        for j, column in enumerate(inner.values()):
+            rows[f"n{i}v{j}"] = column[lo:hi]
+    return buf
