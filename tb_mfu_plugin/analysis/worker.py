@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..core.distinct import distinct
-from ..trace.tables import DRIVER, KERNEL, MEMCPY, MEMSET, RUNTIME, GpuTable, TraceTables
+from ..trace.tables import DRIVER, KERNEL, MEMCPY, RUNTIME, GpuTable, TraceTables
 from .critical_path.device import device_model
 from .critical_path.whatif import Model
 from .device import devices
@@ -21,8 +21,9 @@ from .kernels import kernels
 from .kernels.name_patterns import KERNEL_LAUNCH_CALL, name_mask
 from .memory.block import memory_block
 from .options import AnalysisOptions
-from .report import Device, IdleGaps, LaunchStats, Metrics, Step, Summary, WorkerReport
-from .time import aggregate, copies, graphs, idle_gaps, intervals, nesting, syncs
+from .report import Device, IdleGaps, LaunchStats, Step, Summary, WorkerReport
+from .time import aggregate, copies, graphs, idle_gaps, intervals, nesting, syncs, windows
+from .time.step_metrics import KernelClasses, StepColumns, build_steps, step_columns
 from .time.steps import Steps, assign, find_steps
 
 
@@ -69,124 +70,6 @@ def _count(value: Any) -> int | None:
     return None if isinstance(value, float) and not value.is_integer() else int(value)
 
 
-def _share(x: float, dur: float) -> float:
-    return x / dur if dur > 0 else 0.0
-
-
-@dataclass(frozen=True)
-class KernelClasses:
-    """Per name code: tensor-core kernel, copy direction (index into ``copies.DIRECTIONS``) and
-    core class (``kernel_families.NameClasses.core``, None to leave the core shares at 0)."""
-
-    tensor_core: np.ndarray
-    direction: np.ndarray
-    core: np.ndarray | None = None
-
-
-def step_metrics(
-    view: DeviceView,
-    index: int,
-    lo: float,
-    hi: float,
-    classes: KernelClasses,
-    host_sync_us: float,
-    sync_count: int,
-    idle_after_sync_us: float = 0.0,
-) -> tuple[Metrics, dict[str, float], np.ndarray]:
-    """Metrics of the window ``[lo, hi)`` on one device, its time breakdown, and its GPU idle gaps.
-
-    Time shares are unions of the rows' intervals clipped to the window; counts (bytes,
-    kernels, occupancy) use the rows the step ``index`` launched (``_launched_counts``).
-    ``host_sync_us``: the host time blocked in the step's syncs; ``idle_after_sync_us``: the step's
-    GPU idle time those syncs explain (``idle_gaps.sync_us_by_step``)."""
-    g = view.gpu
-    sl = intervals.overlap_slice(g.ts, lo, hi, view.max_dur)
-    kind, ts, end = g.kind[sl], g.ts[sl], g.end[sl]
-    dur = hi - lo
-    is_k, is_c, is_s = kind == KERNEL, kind == MEMCPY, kind == MEMSET
-    busy = intervals.union_length(ts, end, lo, hi)
-    k_union = intervals.union_length(ts[is_k], end[is_k], lo, hi)
-    kc = is_k | is_c
-    kc_union = intervals.union_length(ts[kc], end[kc], lo, hi)
-    idle = max(0.0, 1.0 - _share(busy, dur))
-    after_sync = min(_share(idle_after_sync_us, dur), idle)  # (min: float rounding only)
-    breakdown = {
-        "kernel": _share(k_union, dur),
-        "memcpy": _share(kc_union - k_union, dur),
-        "memset": _share(busy - kc_union, dur),
-        "idle_after_sync": after_sync,
-        "idle_other": idle - after_sync,
-    }
-    m = Metrics(
-        gpu_busy_share=_share(busy, dur),
-        kernel_time_share=_share(k_union, dur),
-        memcpy_time_share=_share(intervals.union_length(ts[is_c], end[is_c], lo, hi), dur),
-        memset_time_share=_share(intervals.union_length(ts[is_s], end[is_s], lo, hi), dur),
-        idle_share=idle,
-        gpu_idle_after_sync_share=after_sync,
-        host_sync_blocked_share=_share(host_sync_us, dur),
-        sm_efficiency=_sm_efficiency(view, sl, is_k, lo, hi),
-        sync_count_per_step=float(sync_count),
-        **_launched_counts(view, sl, view.step[sl] == index, classes),
-    )
-    return m, breakdown, intervals.gaps(ts, end, lo, hi)
-
-
-def _sm_efficiency(view: DeviceView, sl: slice, is_k: np.ndarray, lo: float, hi: float) -> float | None:
-    """∫ min(1, Σ blocks per SM) dt over ``[lo, hi)`` / its length, of the kernels in the window
-    (the slice also holds earlier rows that end before ``lo``); None when too much kernel time
-    has no blocks per SM (``SM_EFFICIENCY_MAX_UNKNOWN``)."""
-    g = view.gpu
-    ts, end, bps = g.ts[sl], g.end[sl], view.bps[sl]
-    k_in = is_k & (end > lo) & (ts < hi)
-    known = k_in & ~np.isnan(bps)
-    if not _blocks_known(g.dur[sl], k_in, known):
-        return None
-    return _share(intervals.capped_coverage(ts[known], end[known], bps[known], lo, hi), hi - lo)
-
-
-def _launched_counts(view: DeviceView, sl: slice, own: np.ndarray, classes: KernelClasses) -> dict[str, Any]:
-    """The ``Metrics`` fields counted over the rows ``own`` of the slice (those the step launched):
-    occupancy, kernel-time shares by core class, bytes copied per direction, kernels."""
-    g = view.gpu
-    kind, codes, kdur = g.kind[sl], g.name[sl], g.dur[sl]
-    ko = (kind == KERNEL) & own
-    k_time = float(kdur[ko].sum())
-    kcore = classes.core[codes] if classes.core is not None else None
-
-    def core_time(cls: str) -> float:
-        return float(kdur[ko & (kcore == kernel_families.CODE[cls])].sum()) if kcore is not None else 0.0
-
-    co = (kind == MEMCPY) & own
-    nbytes = np.maximum(g.bytes[sl][co], 0)
-    dirs = classes.direction[codes[co]]
-    per_dir = [float(nbytes[dirs == i].sum(dtype=np.float64)) for i in range(len(copies.DIRECTIONS))]
-    return {
-        "achieved_occupancy": kernels.weighted_mean(view.occ[sl][ko], kdur[ko]),
-        "tensor_core_kernel_share": _share(float(kdur[ko & classes.tensor_core[codes]].sum()), k_time),
-        "unknown_core_kernel_share": _share(core_time(kernel_families.UNKNOWN), k_time),
-        "cuda_core_matmul_kernel_share": _share(core_time(kernel_families.CUDA_CORE), k_time),
-        "h2d_bytes_per_step": per_dir[0],
-        "d2h_bytes_per_step": per_dir[1],
-        "d2d_bytes_per_step": per_dir[2],
-        "p2p_bytes_per_step": per_dir[3],
-        "kernels_per_step": float(ko.sum()),
-    }
-
-
-# SM efficiency counts a kernel of unknown blocks as covering no SM; past this share of the
-# kernel time unknown (ROCm kernels without a grid or launch call) the figure is not given.
-SM_EFFICIENCY_MAX_UNKNOWN = 0.01
-
-
-def _blocks_known(dur: np.ndarray, is_k: np.ndarray, known: np.ndarray) -> bool:
-    k_time = float(dur[is_k].sum())
-    return bool(known.any()) and float(dur[is_k & ~known].sum()) <= SM_EFFICIENCY_MAX_UNKNOWN * k_time
-
-
-_METRIC_FIELDS = [f for f in Metrics.__struct_fields__]
-
-
 def analyze_device(
     tables: TraceTables,
     device: int,
@@ -217,9 +100,11 @@ def analyze_device(
         names, distinct(gpu.name[gpu.kind == KERNEL]), options.tensor_core_patterns
     )
     classes = KernelClasses(
-        name_classes.mask(kernel_families.TENSOR_CORE), copies.classify(names)[0], name_classes.core
+        name_classes.mask(kernel_families.TENSOR_CORE),
+        copies.classify(names, tables.gpu_name_codes)[0],
+        name_classes.core,
     )
-    host_windows = [(float(a), float(b)) for a, b in zip(steps.cpu_start, steps.cpu_end, strict=True)]
+    host_windows = list(zip(steps.cpu_start.tolist(), steps.cpu_end.tolist(), strict=True))
     dev_launcher = launcher[tables.gpu.device == device]
     found_syncs = syncs.find_syncs(tables.cpu, names, host_windows)
     th = idle_gaps.GapThresholds.of(options.thresholds)
@@ -228,9 +113,9 @@ def analyze_device(
     )
     view = dataclasses.replace(view, syncs=found_syncs, classes=name_classes, gaps=gaps, gap_thresholds=th)
     view = _with_critical_path(report, tables, view, dev_launcher, steps)
-    report.steps, step_gaps = _step_reports(tables, view, steps, classes)
-    report.summary = _summary(view, report.steps, classes.tensor_core, name_classes)
-    _kernel_sections(report, tables, view, steps, dev_launcher, step_gaps, options)
+    report.steps, cols = _step_reports(tables, view, steps, classes)
+    report.summary = _summary(view, cols, steps.end - steps.start, classes.tensor_core, name_classes)
+    _kernel_sections(report, tables, view, steps, dev_launcher, cols.gaps, options)
     try:
         report.memory = memory_block(tables, device, dev.name, steps)
     except Exception as exc:  # a memory bug on odd input must not cost the rest of the report
@@ -279,34 +164,34 @@ def _device_view(
 
 def _step_reports(
     tables: TraceTables, view: DeviceView, steps: Steps, classes: KernelClasses
-) -> tuple[list[Step], np.ndarray]:
-    """One ``Step`` per analysed step, and the GPU idle gaps of all of them. A sync belongs to
-    the last step whose host window starts at or before it (``find_syncs`` kept those inside)."""
+) -> tuple[list[Step], StepColumns]:
+    """One ``Step`` per analysed step, and the columns they were built from (with the GPU idle
+    gaps of all of them). A sync belongs to the last step whose host window starts at or before
+    it (``find_syncs`` kept those inside)."""
     assert view.syncs is not None
-    cpu = tables.cpu
+    cpu, n = tables.cpu, len(steps)
     sync_rows = view.syncs.rows
     sync_step = intervals.window_starting_before(cpu.ts[sync_rows], steps.cpu_start)
-    sync_dur = cpu.dur[sync_rows]
-    after_sync = idle_gaps.sync_us_by_step(view.gaps, steps) if view.gaps is not None else np.zeros(len(steps))
-    out: list[Step] = []
-    all_gaps: list[np.ndarray] = []
-    for i in range(len(steps)):
-        lo, hi = float(steps.start[i]), float(steps.end[i])
-        mine = sync_step == i
-        m, breakdown, gaps = step_metrics(
-            view, i, lo, hi, classes, float(sync_dur[mine].sum()), int(mine.sum()), float(after_sync[i])
-        )
-        all_gaps.append(gaps)
-        out.append(Step(step=int(steps.number[i]), start_us=lo, dur_us=hi - lo, **_fields(m), breakdown=breakdown))
-    return out, np.concatenate(all_gaps) if all_gaps else np.empty(0)
+    mine = sync_step >= 0
+    order = np.argsort(sync_step[mine], kind="stable")  # by step, in row order
+    per_step = np.bincount(sync_step[mine], minlength=n)
+    host_sync_us = windows.sums(cpu.dur[sync_rows][mine][order], per_step)
+    after_sync = idle_gaps.sync_us_by_step(view.gaps, steps) if view.gaps is not None else np.zeros(n)
+    cols = step_columns(view, steps, classes, host_sync_us, per_step, after_sync)
+    return build_steps(steps, cols), cols
 
 
-def _summary(view: DeviceView, step_list: list[Step], tc: np.ndarray, classes: kernel_families.NameClasses) -> Summary:
+def _summary(
+    view: DeviceView, cols: StepColumns, dur: np.ndarray, tc: np.ndarray, classes: kernel_families.NameClasses
+) -> Summary:
     """The steps as one (``aggregate``), with the kernel-weighted figures over their kernels."""
     gpu = view.gpu
     ks = (view.step >= 0) & (gpu.kind == KERNEL)
-    return aggregate.summarize(
-        step_list,
+    return aggregate.summarize_columns(
+        dur,
+        cols.values,
+        cols.known,
+        cols.breakdown,
         aggregate.KernelTotals.of(
             gpu.dur[ks],
             view.occ[ks],
@@ -353,10 +238,6 @@ def _kernel_sections(
     )
 
 
-def _fields(m: Metrics) -> dict[str, Any]:
-    return {f: getattr(m, f) for f in _METRIC_FIELDS}
-
-
 def _launch_stats(
     tables: TraceTables,
     kern: GpuTable,
@@ -394,12 +275,12 @@ def _launch_api_us(tables: TraceTables, steps: Steps) -> tuple[float, float]:
     Each is the union of the calls on their threads, so a runtime call that shows the driver
     call it makes nested inside it is counted once."""
     cpu = tables.cpu
-    is_launch = name_mask(tables.names, KERNEL_LAUNCH_CALL)
+    is_launch = name_mask(tables.names, KERNEL_LAUNCH_CALL, codes=tables.call_name_codes)
     rows = np.flatnonzero(((cpu.kind == RUNTIME) | (cpu.kind == DRIVER)) & is_launch[cpu.name])
     rows = rows[intervals.in_any(cpu.ts[rows], steps.cpu_start, steps.cpu_end)]
     if not len(rows):
         return 0.0, 0.0
     ax = nesting.thread_axis(tables)
-    is_graph = graphs.graph_launch_codes(tables.names)[cpu.name[rows]]
+    is_graph = graphs.graph_launch_codes(tables.names, tables.call_name_codes)[cpu.name[rows]]
     one, graph = rows[~is_graph], rows[is_graph]
     return intervals.union_length(ax.g0[one], ax.g1[one]), intervals.union_length(ax.g0[graph], ax.g1[graph])

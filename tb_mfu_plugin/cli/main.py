@@ -176,7 +176,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (TraceError, SchedulerError) as exc:  # a location that cannot be listed; Dask missing or unreachable
         print(f"tb-mfu: {shown(one_line(exc))}", file=sys.stderr)
         return 2
-    reports = [_shown(r) for r in reports]  # every output below is made from these
+    shown_reports = [_shown(r) for r in reports]  # every output below is made from these
+    reports = [r for r, _ in shown_reports]
     for path, report in zip(paths, reports, strict=True):
         if not any(r.workers for r in report.runs):
             print(f"tb-mfu: {shown(one_line(path))}: no trace files (*.pt.trace.json[.gz]) found", file=sys.stderr)
@@ -189,15 +190,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _compare(reports, args.json)
     if args.command == "export-scalars":
         return _export_scalars(reports[0], args.out, args.replace)
-    return _analyze(reports[0], args)
+    return _analyze(reports[0], args, shown_reports[0][1])
 
 
-def _shown(report: Report) -> Report:
+def _shown(report: Report) -> tuple[Report, bytes | None]:
     """``report`` as the CLI shows it (tables, JSON, error lines): no signature of a signed URL
-    and no storage option value in any of its strings (``trace.remote.redact``)."""
+    and no storage option value in any of its strings (``trace.remote.redact``); and its JSON when
+    that needed no change (a report of many steps is tens of MB: encoded once, not twice)."""
     if shown_json(encoded := json_bytes(report)) is encoded:
-        return report
-    return msgspec.convert(map_strings(msgspec.to_builtins(report), shown), type(report))
+        return report, encoded
+    return msgspec.convert(map_strings(msgspec.to_builtins(report), shown), type(report)), None
 
 
 def _refusal(paths: list[str], options: AnalysisOptions, storage_options: str | None) -> str | None:
@@ -235,12 +237,14 @@ def _analyse(paths: list[str], options: AnalysisOptions, run: Running, show_prog
         return analyze_paths(paths, options, show, run.workers, run.scheduler, run.memory)
 
 
-def _analyze(report: Report, args: argparse.Namespace) -> int:
+def _analyze(report: Report, args: argparse.Namespace, encoded: bytes | None = None) -> int:
     """``tb-mfu analyze``: the report as JSON or tables, and as an HTML page with ``--html``;
     1 when no file was analysed or the page cannot be written, else the ``--min-mfu`` gate's."""
     workers = [w for r in report.runs for w in r.workers]
     if args.json:
-        sys.stdout.buffer.write(json_bytes(report) + b"\n")  # file names that are not UTF-8 come escaped
+        # file names that are not UTF-8 come escaped
+        sys.stdout.buffer.write(encoded if encoded is not None else json_bytes(report))
+        sys.stdout.buffer.write(b"\n")
         sys.stdout.flush()
     else:
         from .render import print_report

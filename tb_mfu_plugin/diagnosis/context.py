@@ -16,7 +16,7 @@ from ..analysis.flops.attention_chains import AttentionChain, attention_chains
 from ..analysis.kernels import families as kernel_families
 from ..analysis.kernels import name_patterns
 from ..analysis.report import WorkerReport
-from ..analysis.time import copies, graphs, intervals, syncs
+from ..analysis.time import copies, graphs, intervals, syncs, windows
 from ..analysis.time import patterns as pt
 from ..analysis.time.idle_gaps import Gaps, GapThresholds, HostActivity, idle_gaps
 from ..analysis.time.steps import Steps
@@ -56,8 +56,9 @@ class Context:
         self.is_kernel = g.kind == KERNEL
         self.is_memcpy = g.kind == MEMCPY
         self.is_memset = g.kind == MEMSET
-        self.mm_code = name_patterns.matmul_kernel_mask(self.names)
-        self.comm_code = name_patterns.comm_kernel_mask(self.names)
+        # tables over name codes, read at GPU rows only: only the GPU rows' names are tested
+        self.mm_code = name_patterns.matmul_kernel_mask(self.names, tables.gpu_name_codes)
+        self.comm_code = name_patterns.comm_kernel_mask(self.names, tables.gpu_name_codes)
         # the worker's classes (they honour --tensor-core-pattern); a bare view gets the table's
         self.classes = view.classes or kernel_families.classify_names(self.names, distinct(g.name[self.is_kernel]))
         self.tc_code = self.classes.mask(kernel_families.TENSOR_CORE)
@@ -74,8 +75,8 @@ class Context:
         out: dict[str, int] = {}
         cpu = self.tables.cpu
         # one regex test per distinct name, and one parse per distinct record, not per op
-        matmul = self.tables.name_codes(re.compile(r"mm|matmul|conv|linear").search)
         rows = cpu.input_rows
+        matmul = self.tables.name_codes(re.compile(r"mm|matmul|conv|linear").search, distinct(cpu.name[rows]))
         ids, counts = distinct_counts(cpu.input_id[rows[matmul[cpu.name[rows]]]])
         for i, n in zip(ids.tolist(), counts.tolist(), strict=True):
             first = _first_type(cpu.input_records[i].types)
@@ -109,38 +110,34 @@ class Context:
 
     @cached_property
     def host_windows(self) -> list[tuple[float, float]]:
-        return [(float(a), float(b)) for a, b in zip(self.steps.cpu_start, self.steps.cpu_end, strict=True)]
+        return list(zip(self.steps.cpu_start.tolist(), self.steps.cpu_end.tolist(), strict=True))
 
     def host_in_steps(self, ts: np.ndarray) -> np.ndarray:
         """Whether each host time lies in a step's host window ``[cpu_start, cpu_end]``."""
         return intervals.window_of(ts, self.steps.cpu_start, self.steps.cpu_end, closed=True) >= 0
 
-    def _step_slices(self, ts: np.ndarray, end: np.ndarray) -> list[tuple[float, float, slice]]:
-        """For rows sorted by start: per step, the window and the slice of rows that can overlap it."""
+    def _step_pairs(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The view rows in ``mask`` (sorted by start) against every step: (row, step) pairs of the
+        rows in each step's overlap slice, and each row clipped to its step (start, end, kept)."""
+        g = self.view.gpu
+        ts, end = g.ts[mask], g.end[mask]
+        lo, hi = self.steps.start, self.steps.end
         longest = float((end - ts).max()) if len(ts) else 0.0
-        return [
-            (lo, hi, intervals.overlap_slice(ts, lo, hi, longest))
-            for lo, hi in zip(self.steps.start.tolist(), self.steps.end.tolist(), strict=True)
-        ]
+        rows, win = windows.overlap_pairs(ts, end, lo, hi, *windows.overlap_bounds(ts, lo, hi, longest))
+        return (rows, win, *windows.clipped(ts, end, lo, hi, rows, win))
 
     def per_step_union(self, mask: np.ndarray) -> float:
         """Total time (over all steps) covered by the view rows in ``mask``, clipped to the steps."""
-        g = self.view.gpu
-        ts, end = g.ts[mask], g.end[mask]
-        total = 0.0
-        for lo, hi, sl in self._step_slices(ts, end):
-            total += intervals.union_length(ts[sl], end[sl], lo, hi)
-        return total
+        _, win, s, e, kept = self._step_pairs(mask)
+        per_step = windows.union_lengths(*windows.merged(s[kept], e[kept], win[kept]), self.n)
+        return windows.running_total(per_step)  # added step by step
 
     def per_step_coverage(self, mask: np.ndarray, weights: np.ndarray) -> float:
         """∫ min(1, Σ weights of the active rows in ``mask``) dt over the steps."""
-        g = self.view.gpu
-        ts, end, w = g.ts[mask], g.end[mask], weights[mask]
-        total = 0.0
-        for lo, hi, sl in self._step_slices(ts, end):
-            if sl.stop > sl.start:
-                total += intervals.capped_coverage(ts[sl], end[sl], w[sl], lo, hi)
-        return total
+        rows, win, s, e, kept = self._step_pairs(mask)
+        w = weights[mask][rows]
+        per_step = windows.capped_coverages(s[kept], e[kept], w[kept], np.bincount(win[kept], minlength=self.n))
+        return windows.running_total(per_step)
 
     def launched_in(self, w: pt.Windows) -> np.ndarray:
         """View rows launched from inside the host windows."""
@@ -242,7 +239,7 @@ class Context:
         gpu = self.tables.gpu
         launcher = self.tables.launcher
         sel = np.flatnonzero((gpu.kind == MEMCPY) & (launcher >= 0))
-        direction, _ = copies.classify(self.names)
+        direction, _ = copies.classify(self.names, self.tables.gpu_name_codes)
         return launcher[sel], direction[gpu.name[sel]]
 
     # ------------------------------------------------------------------ idle gaps

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.distinct import match_rows
+from ..core.distinct import distinct, match_rows
 
 # The allocator's device memory events (profile_memory=True), decoded in decode/memory_events.py.
 MEMORY, OOM = 0, 1  # MemoryTable.kind
@@ -219,9 +219,40 @@ class TraceTables:
         rows = self.launch_rows
         return match_rows(self.cpu.correlation[rows], rows, self.gpu.correlation)
 
-    def name_codes(self, predicate: Any) -> np.ndarray:
-        """Codes of all names for which ``predicate(name)`` is true (a boolean lookup table)."""
-        return np.fromiter((bool(predicate(n)) for n in self.names), dtype=bool, count=len(self.names))
+    def name_codes(self, predicate: Any, codes: np.ndarray | None = None) -> np.ndarray:
+        """Codes of all names for which ``predicate(name)`` is true (a boolean lookup table);
+        ``codes``: test only these (``name_lookup``)."""
+        return name_lookup(self.names, predicate, codes)
+
+    # The names each kind of row uses. A trace of many steps holds one "ProfilerStep#N" name per
+    # step; a table read only at kernel, copy or call rows need not test them.
+    @cached_property
+    def gpu_name_codes(self) -> np.ndarray:
+        """The distinct names of the GPU rows (kernels, copies, memsets), of every device."""
+        return distinct(self.gpu.name)
+
+    @cached_property
+    def call_name_codes(self) -> np.ndarray:
+        """The distinct names of the runtime and driver calls."""
+        cpu = self.cpu
+        return distinct(cpu.name[(cpu.kind == RUNTIME) | (cpu.kind == DRIVER)])
+
+    def cpu_name_codes(self, kinds: tuple[int, ...]) -> np.ndarray:
+        """The distinct names of the cpu rows of these kinds."""
+        cpu = self.cpu
+        return distinct(cpu.name[np.isin(cpu.kind, np.array(kinds, cpu.kind.dtype))])
+
+
+def name_lookup(names: list[str] | Any, predicate: Any, codes: np.ndarray | None = None) -> np.ndarray:
+    """A boolean lookup table over name codes: ``predicate(name)`` of every name, or, given
+    ``codes``, of those names only and False for the others (for a table read only at rows whose
+    names are among ``codes``)."""
+    if codes is None:
+        return np.fromiter((bool(predicate(n)) for n in names), dtype=bool, count=len(names))
+    out = np.zeros(len(names), bool)
+    picked = [int(c) for c in codes]
+    out[picked] = [bool(predicate(names[c])) for c in picked]
+    return out
 
 
 # The columns of each table and their dtypes, as the decoder builds them (the dataclass fields

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...trace.tables import MEMCPY, OpInputs, TraceTables
+from ...trace.tables import MEMCPY, OpInputs, TraceTables, name_lookup
 from ..flops import shapes as F
 from ..flops.conv_hints import conv_out_hints
 from ..flops.formulas import Hints
@@ -151,7 +151,7 @@ def _gpu_ops(tables: TraceTables, ax: ThreadAxis, o0: np.ndarray, o1: np.ndarray
 def _host_copies(tables: TraceTables, gpu_op: np.ndarray, nops: int) -> np.ndarray:
     """Per modelled op: did it launch a host<->device copy (not on the HBM roofline)?"""
     g, names = tables.gpu, tables.names
-    copy_codes = np.fromiter((any(t in nm for t in _HOST_COPY) for nm in names), bool, len(names))
+    copy_codes = name_lookup(names, lambda nm: any(t in nm for t in _HOST_COPY), tables.gpu_name_codes)
     host = (g.kind == MEMCPY) & copy_codes[g.name] if len(g) else np.zeros(0, bool)
     host_copy = np.zeros(nops, bool)
     hit = host & (gpu_op >= 0)

@@ -85,20 +85,43 @@ def unattributed_kernel_time(
 def flop_rate(flops: float | None, time_us: float | None) -> float | None:
     """FLOP/s: FLOPs over a time in µs. None if either is unknown, no FLOPs were counted or the time
     is not positive."""
-    if not flops or not time_us or time_us <= 0:
+    if flops is None or time_us is None:
         return None
-    return float(flops) / (float(time_us) * 1e-6)
+    rate, known = flop_rates(np.array([float(flops)]), np.array([float(time_us)]))
+    return float(rate[0]) if known[0] else None
+
+
+def flop_rates(flops: np.ndarray, time_us: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``flop_rate`` of arrays, element by element: the rates and where they are known (not where
+    no FLOPs were counted or the time is not positive; a NaN passes, as it does the scalar's tests)."""
+    known = (flops != 0) & (time_us != 0) & ~(time_us <= 0)
+    with np.errstate(all="ignore"):  # NaN and inf give what the scalar gives, silently as it does
+        rate = np.divide(flops, time_us * 1e-6, out=np.zeros(len(flops)), where=known)
+    return rate, known
 
 
 def mfu_for(flops_per_step: float | None, step_time_us: float | None, peak_flops: float | None) -> float | None:
     """MFU = FLOPs per step / step time / peak FLOP/s (a fraction, 0-1). None if any is unknown.
 
     The one MFU formula: the summary, the steps, HFU and its variants, the Strategies table, the
-    Scalars export and ``MfuMonitor`` all call it."""
+    Scalars export and ``MfuMonitor`` all call it (the steps through ``mfus_for``)."""
     rate = flop_rate(flops_per_step, step_time_us)
     if rate is None or not peak_flops or peak_flops <= 0:
         return None
     return rate / float(peak_flops)
+
+
+def mfus_for(flops_per_step: np.ndarray, step_time_us: np.ndarray, peak_flops: float | None) -> list[float | None]:
+    """``mfu_for`` of every step at once."""
+    rate, known = flop_rates(flops_per_step, step_time_us)
+    if not peak_flops or peak_flops <= 0:
+        return [None] * len(rate)
+    with np.errstate(all="ignore"):
+        return _or_none(rate / float(peak_flops), known)
+
+
+def _or_none(values: np.ndarray, known: np.ndarray) -> list[float | None]:
+    return [v if k else None for v, k in zip(values.tolist(), known.tolist(), strict=True)]
 
 
 def overall_mfu(flops: np.ndarray | None, dur_us: np.ndarray, peak_flops: float | None) -> float | None:
@@ -170,14 +193,16 @@ def fill_mfu(report: WorkerReport, head: np.ndarray | None, dur: np.ndarray, pea
     MFUs), the aggregation of every summary share (``analysis.time.aggregate``), so
     mfu = flops_per_step / step_time_mean_us / peak."""
     assert report.summary is not None
-    if head is None:
-        mfus: list[float | None] = [None] * len(dur)
-    else:
-        mfus = [mfu_for(float(f), float(d), peak_flops) for f, d in zip(head, dur, strict=True)]
-    for i, st in enumerate(report.steps[: len(dur)]):
-        st.flops_per_step = float(head[i]) if head is not None else None
-        st.mfu = mfus[i]
-        st.achieved_flops = flop_rate(st.flops_per_step, float(dur[i]))
+    n = len(dur)
+    flops: list[float | None] = [None] * n
+    mfus, rates = flops[:], flops[:]
+    if head is not None:
+        head = np.asarray(head, np.float64)
+        flops = head.tolist()
+        mfus = mfus_for(head, dur, peak_flops)
+        rates = _or_none(*flop_rates(head, dur))
+    for st, f, m, r in zip(report.steps[:n], flops, mfus, rates, strict=False):
+        st.flops_per_step, st.mfu, st.achieved_flops = f, m, r
     report.summary.flops_per_step = float(np.mean(head)) if head is not None else None
     report.summary.mfu = overall_mfu(head, dur, peak_flops)
     report.summary.achieved_flops = flop_rate(float(np.sum(head)), float(np.sum(dur))) if head is not None else None

@@ -10,7 +10,11 @@ above 100 % as "impossible", never as a figure.
 
 from __future__ import annotations
 
+from itertools import chain
+from operator import attrgetter
 from typing import Any
+
+import numpy as np
 
 from ..flops.detail import FlopsDetail, Impossible, ImpossibleValues
 from ..fmt import flop_rate
@@ -60,10 +64,10 @@ def guard_mfu(report: WorkerReport, detail: FlopsDetail, choice: PeakChoice, flo
     if s is not None and s.mfu is not None and s.mfu > 1.0:
         raw.mfu = s.mfu
         s.mfu = None
-    steps = {str(st.step): st.mfu for st in report.steps if st.mfu is not None and st.mfu > 1.0}
-    for st in report.steps:
-        if st.mfu is not None and st.mfu > 1.0:
-            st.mfu = None
+    over = [report.steps[i] for i in _above_one([st.mfu for st in report.steps])]
+    steps = {str(st.step): st.mfu for st in over if st.mfu is not None and st.mfu > 1.0}
+    for st in over:
+        st.mfu = None
     if steps:
         raw.steps = steps
     for key in MFU_KEYS:
@@ -83,31 +87,56 @@ def guard_mfu(report: WorkerReport, detail: FlopsDetail, choice: PeakChoice, flo
 
 
 def _metric_shares(obj: Any) -> dict[str, float]:
-    out = {}
-    for f in getattr(obj, "__struct_fields__", ()):
-        if f.endswith("_share") or f in ("sm_efficiency", "achieved_occupancy"):
-            v = getattr(obj, f)
-            if isinstance(v, float):
-                out[f] = v
-    return out
+    return {f: getattr(obj, f) for f in _share_fields(obj) if isinstance(getattr(obj, f), float)}
+
+
+def _share_fields(obj: Any) -> list[str]:
+    fields = getattr(obj, "__struct_fields__", ())
+    return [f for f in fields if f.endswith("_share") or f in ("sm_efficiency", "achieved_occupancy")]
+
+
+def _above_one(values: list[Any]) -> np.ndarray:
+    """Indexes of the values above 1 (None and NaN are not), found array-wide."""
+    return np.flatnonzero(np.array(values, dtype=np.float64) > 1.0)
+
+
+def _clamp(obj: Any, key: str, v: Any, bad: set[str], breakdown: bool = False) -> None:
+    """Rounding above 1 becomes 1 (``obj.key``, or ``obj.breakdown[key]``); a real excess goes to ``bad``."""
+    if not isinstance(v, float) and not breakdown:
+        return
+    if 1.0 < v <= 1.0 + _ROUNDING:
+        if breakdown:
+            obj.breakdown[key] = 1.0
+        else:
+            setattr(obj, key, 1.0)
+    elif v > 1.0 + _ROUNDING:
+        bad.add(f"breakdown.{key}" if breakdown else key)
 
 
 def guard_shares(report: WorkerReport) -> None:
-    """Clamp float rounding above 1 to 1; flag and explain any real excess (a bug or a broken trace)."""
+    """Clamp float rounding above 1 to 1; flag and explain any real excess (a bug or a broken trace).
+    The steps' figures are screened a column at a time; only those above 1 are looked at again."""
     bad: set[str] = set()
-    for obj in [report.summary, *report.steps]:
-        if obj is None:
-            continue
-        for key, v in _metric_shares(obj).items():
-            if 1.0 < v <= 1.0 + _ROUNDING:
-                setattr(obj, key, 1.0)
-            elif v > 1.0 + _ROUNDING:
-                bad.add(key)
-        for key, v in (getattr(obj, "breakdown", None) or {}).items():
-            if 1.0 < v <= 1.0 + _ROUNDING:
-                obj.breakdown[key] = 1.0
-            elif v > 1.0 + _ROUNDING:
-                bad.add(f"breakdown.{key}")
+    if report.summary is not None:
+        for key, v in _metric_shares(report.summary).items():
+            _clamp(report.summary, key, v, bad)
+        for key, v in (report.summary.breakdown or {}).items():
+            _clamp(report.summary, key, v, bad, breakdown=True)
+    steps = report.steps
+    keys = _share_fields(steps[0]) if steps else []
+    if keys:
+        table = np.array(list(map(attrgetter(*keys), steps)), dtype=np.float64).reshape(len(steps), len(keys))
+        for i, k in zip(*np.nonzero(table > 1.0), strict=True):  # None is NaN here: never above 1
+            _clamp(steps[i], keys[k], getattr(steps[i], keys[k]), bad)
+    if steps:
+        breakdowns = list(map(attrgetter("breakdown"), steps))
+        counts = np.fromiter(map(len, breakdowns), np.int64, len(breakdowns))
+        # floats only (a breakdown holds no None): read in C, as one array
+        values = np.fromiter(chain.from_iterable(map(dict.values, breakdowns)), np.float64, int(counts.sum()))
+        owner = np.repeat(np.arange(len(steps)), counts)
+        for i in sorted(set(owner[np.flatnonzero(values > 1.0)].tolist())):
+            for key, v in steps[i].breakdown.items():
+                _clamp(steps[i], key, v, bad, breakdown=True)
     if bad and IMPOSSIBLE_SHARE not in report.flags:
         report.flags.append(IMPOSSIBLE_SHARE)
         report.notes.append(

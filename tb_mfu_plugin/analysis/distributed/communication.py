@@ -45,7 +45,7 @@ class CommRows:
 def comm_rows(tables: TraceTables, gpu: GpuTable) -> CommRows:
     """Classify the rows of a device's ``GpuTable``."""
     is_k = gpu.kind == KERNEL
-    code = comm_kernel_mask(tables.names)
+    code = comm_kernel_mask(tables.names, tables.gpu_name_codes)
     comm = is_k & code[gpu.name]
     rows = np.flatnonzero(comm)
     args = [tables.comm_args[i] if i >= 0 else None for i in gpu.comm[rows].tolist()]

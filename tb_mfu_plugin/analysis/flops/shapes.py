@@ -130,7 +130,13 @@ def is_flop_op(name: str) -> bool:
     Also keeps the shapes of legacy conv backward ops, which tell forward convs
     their output size in traces without Concrete Inputs.
     """
-    return formula_of(name) is not None
+    # formula_of's test without its cache: the decoder asks once per distinct name, and a trace of
+    # many steps has one name per step, which would only churn the cache
+    return FORMULAS.get(name) is not None or _ANY_FORMULA_PATTERN.match(name) is not None
+
+
+# FORMULA_PATTERNS as one alternation: it matches where any of them does
+_ANY_FORMULA_PATTERN = re.compile("|".join(f"(?:{pattern.pattern})" for pattern, _ in FORMULA_PATTERNS))
 
 
 _NO_HINTS = Hints()

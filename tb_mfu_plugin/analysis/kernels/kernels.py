@@ -15,15 +15,21 @@ from . import families as kernel_families
 SHORT_KERNEL_US = 10.0
 
 
-def tensor_core_mask(names: Sequence[str], extra_patterns: Sequence[str] = ()) -> np.ndarray:
+def tensor_core_mask(
+    names: Sequence[str], extra_patterns: Sequence[str] = (), codes: np.ndarray | None = None
+) -> np.ndarray:
     """Boolean lookup table over name codes: is each name a tensor-core kernel.
 
     The classification is the family table in ``analysis.kernels.families``; ``extra_patterns``
     (``--tensor-core-pattern``) add tensor-core families. Names are first screened with one
     combined regex of the tensor-core families, so a large name table costs one pass.
+    ``codes``: screen only these names (the kernels'); the others read as False.
     """
     screen = kernel_families.tensor_core_screen(extra_patterns)
-    hits = [i for i, n in enumerate(names) if screen.search(n)]
+    if codes is None:
+        hits = [i for i, n in enumerate(names) if screen.search(n)]
+    else:
+        hits = [i for i in sorted({int(c) for c in codes}) if screen.search(names[i])]
     out = np.zeros(len(names), dtype=bool)
     if hits:
         classes = kernel_families.classify_names(names, hits, extra_patterns)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ...trace.tables import OP, TraceTables
+from ...trace.tables import OP, TraceTables, name_lookup
 from .families import MATMUL_KERNEL
 from .kernels import tensor_core_mask
 
@@ -66,48 +66,57 @@ def launch_call_rows(tables: TraceTables) -> np.ndarray:
     """Runtime/driver calls that carry a correlation id and enqueue device work (kernel launches,
     memcpys, memsets), in time order; synchronize, event and query calls are left out."""
     rows = tables.launch_rows
-    hit = name_mask(tables.names, LAUNCH_CALL)
+    hit = name_mask(tables.names, LAUNCH_CALL, codes=tables.call_name_codes)
     out: np.ndarray = rows[hit[tables.cpu.name[rows]]]
     return out
 
 
 def op_rows_named(tables: TraceTables, predicate: Callable[[str], object]) -> np.ndarray:
     """Boolean mask over cpu rows: the ops whose name satisfies ``predicate``."""
-    lut = tables.name_codes(predicate)
+    lut = tables.name_codes(predicate, tables.cpu_name_codes((OP,)))
     if not len(tables.cpu):
         return np.zeros(0, bool)
     named = lut[tables.cpu.name] if len(lut) else np.zeros(len(tables.cpu), bool)
     return np.asarray(named & (tables.cpu.kind == OP))
 
 
-def name_mask(names: Sequence[str], pattern: re.Pattern[str], exclude: re.Pattern[str] | None = None) -> np.ndarray:
-    """Boolean lookup table over name codes."""
-    return np.fromiter(
-        (bool(pattern.search(n)) and not (exclude is not None and exclude.search(n)) for n in names),
-        dtype=bool,
-        count=len(names),
-    )
+def name_mask(
+    names: Sequence[str],
+    pattern: re.Pattern[str],
+    exclude: re.Pattern[str] | None = None,
+    codes: np.ndarray | None = None,
+) -> np.ndarray:
+    """Boolean lookup table over name codes; ``codes``: test only these names, the others read as
+    False (``TraceTables.gpu_name_codes`` for a table read at GPU rows)."""
+    return name_lookup(names, lambda n: pattern.search(n) and not (exclude is not None and exclude.search(n)), codes)
 
 
-def matmul_kernel_mask(names: Sequence[str]) -> np.ndarray:
+def matmul_kernel_mask(names: Sequence[str], codes: np.ndarray | None = None) -> np.ndarray:
     """Per name code: a matmul, convolution or attention kernel (tensor-core or not)."""
-    mask: np.ndarray = name_mask(names, MATMUL_KERNEL, _NOT_MATMUL) | tensor_core_mask(names)
+    mask: np.ndarray = name_mask(names, MATMUL_KERNEL, _NOT_MATMUL, codes) | tensor_core_mask(names, codes=codes)
     return mask
 
 
-def fused_attention_kernel_mask(names: Sequence[str]) -> np.ndarray:
-    return name_mask(names, FUSED_ATTENTION_KERNEL)
+def fused_attention_kernel_mask(names: Sequence[str], codes: np.ndarray | None = None) -> np.ndarray:
+    return name_mask(names, FUSED_ATTENTION_KERNEL, codes=codes)
 
 
-def multi_tensor_kernel_mask(names: Sequence[str]) -> np.ndarray:
-    return name_mask(names, MULTI_TENSOR_KERNEL)
+def multi_tensor_kernel_mask(names: Sequence[str], codes: np.ndarray | None = None) -> np.ndarray:
+    return name_mask(names, MULTI_TENSOR_KERNEL, codes=codes)
 
 
-def comm_kernel_mask(names: Sequence[str]) -> np.ndarray:
-    return name_mask(names, COMM_KERNEL)
+def comm_kernel_mask(names: Sequence[str], codes: np.ndarray | None = None) -> np.ndarray:
+    return name_mask(names, COMM_KERNEL, codes=codes)
 
 
-def elementwise_kernel_mask(names: Sequence[str]) -> np.ndarray:
-    """Per name code: an unfused, non-matmul kernel (ATen/cuDNN elementwise, reductions, norms)."""
-    mask: np.ndarray = ~matmul_kernel_mask(names) & ~name_mask(names, _NOT_ELEMENTWISE) & ~comm_kernel_mask(names)
+def elementwise_kernel_mask(names: Sequence[str], codes: np.ndarray | None = None) -> np.ndarray:
+    """Per name code: an unfused, non-matmul kernel (ATen/cuDNN elementwise, reductions, norms);
+    given ``codes``, False for the other names."""
+    mask: np.ndarray = (
+        ~matmul_kernel_mask(names, codes)
+        & ~name_mask(names, _NOT_ELEMENTWISE, codes=codes)
+        & ~comm_kernel_mask(names, codes)
+    )
+    if codes is not None:
+        mask &= name_lookup(names, lambda _: True, codes)
     return mask

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..kernels.kernels import weighted_mean
 from ..report import Spread, Step, Summary
+from . import windows
 
 BREAKDOWN_KEYS = ("kernel", "memcpy", "memset", "idle_after_sync", "idle_other")
 
@@ -106,9 +107,12 @@ def time_weighted(values: Iterable[float | None], dur_us: Iterable[float]) -> fl
     return num / den if den > 0 else None
 
 
-def spread(values: Iterable[float | None]) -> Spread | None:
+def spread(values: Iterable[float | None] | np.ndarray) -> Spread | None:
     """Median, p10, p90, min and max of the known values; None when none is known."""
-    v = np.array([float(x) for x in values if x is not None], np.float64)
+    if isinstance(values, np.ndarray):
+        v = values.astype(np.float64)
+    else:
+        v = np.array([float(x) for x in values if x is not None], np.float64)
     if not len(v):
         return None
     p10, med, p90 = np.percentile(v, [10, 50, 90])
@@ -117,24 +121,52 @@ def spread(values: Iterable[float | None]) -> Spread | None:
 
 def summarize(steps: list[Step], kernels: KernelTotals) -> Summary:
     """The ``Summary`` of at least one analysed step (``flops_per_step``/``mfu``: analysis.mfu)."""
-    if not steps:
+    keys = {*TIME_SHARES, *PER_STEP_COUNTS, *DISTRIBUTION_KEYS}
+    values = {k: np.array([getattr(s, k) for s in steps], dtype=object) for k in keys}
+    known = {k: np.array([x is not None for x in v], bool) for k, v in values.items()}
+    floats = {k: np.where(known[k], v, 0.0).astype(np.float64) for k, v in values.items()}
+    breakdown = {k: np.array([s.breakdown.get(k, 0.0) for s in steps], np.float64) for k in BREAKDOWN_KEYS}
+    return summarize_columns(np.array([s.dur_us for s in steps], np.float64), floats, known, breakdown, kernels)
+
+
+def _time_weighted(values: np.ndarray, dur: np.ndarray, known: np.ndarray | None = None) -> float | None:
+    """``time_weighted`` of columns, added left to right as it adds."""
+    if known is not None:
+        values, dur = values[known], dur[known]
+    den = windows.running_total(dur)
+    return windows.running_total(values * dur) / den if den > 0 else None
+
+
+def _spread(values: np.ndarray, known: np.ndarray | None = None) -> Spread | None:
+    return spread(values[known] if known is not None else values)
+
+
+def summarize_columns(
+    dur: np.ndarray,
+    values: dict[str, np.ndarray],
+    known: dict[str, np.ndarray],
+    breakdown: dict[str, np.ndarray],
+    kernels: KernelTotals,
+) -> Summary:
+    """``summarize`` of the steps as columns (``step_metrics.StepColumns``): ``values[f]`` per step,
+    ``known[f]`` where an optional figure is not None, ``breakdown[k]`` per step."""
+    n = len(dur)
+    if not n:
         raise ValueError("summarize needs at least one step")
-    n = len(steps)
-    dur = [s.dur_us for s in steps]
-    total = float(sum(dur))
-    shares = {k: time_weighted([getattr(s, k) for s in steps], dur) or 0.0 for k in TIME_SHARES}
-    counts = {k: float(sum(getattr(s, k) for s in steps)) / n for k in PER_STEP_COUNTS}
-    breakdown = {k: time_weighted([s.breakdown.get(k, 0.0) for s in steps], dur) or 0.0 for k in BREAKDOWN_KEYS}
+    total = float(sum(dur.tolist()))  # Python's sum, as over the steps' floats before
+    shares = {k: _time_weighted(values[k], dur, known.get(k)) or 0.0 for k in TIME_SHARES}
+    counts = {k: float(sum(values[k].tolist())) / n for k in PER_STEP_COUNTS}
+    bd = {k: _time_weighted(breakdown[k], dur) if k in breakdown else 0.0 for k in BREAKDOWN_KEYS}
     median = float(np.median(dur))
     distribution = {"step_time_us": spread(dur)}
-    distribution.update({k: spread(getattr(s, k) for s in steps) for k in DISTRIBUTION_KEYS})
+    distribution.update({k: _spread(values[k], known.get(k)) for k in DISTRIBUTION_KEYS})
     return Summary(
         steps=n,
         step_time_us=median,
         step_time_median_us=median,
         step_time_mean_us=total / n,
-        breakdown=breakdown,
-        sm_efficiency=time_weighted([s.sm_efficiency for s in steps], dur),
+        breakdown={k: v or 0.0 for k, v in bd.items()},
+        sm_efficiency=_time_weighted(values["sm_efficiency"], dur, known.get("sm_efficiency")),
         achieved_occupancy=kernels.occupancy,
         tensor_core_kernel_share=kernels.share(kernels.tensor_core_us),
         unknown_core_kernel_share=kernels.share(kernels.unknown_core_us),

@@ -17,12 +17,14 @@ _DIRECTION = {"htod": "H2D", "dtoh": "D2H", "dtod": "D2D", "ptop": "P2P", "htoh"
 _NAME = re.compile(r"memcpy\s+(\w+)(?:\s*\((\w+)\s*->\s*(\w+)\))?", re.IGNORECASE)
 
 
-def classify(names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+def classify(names: Sequence[str], codes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per name code: direction index into DIRECTIONS, and host memory kind
-    (0 device/none, 1 pageable, 2 pinned, 3 unknown)."""
+    (0 device/none, 1 pageable, 2 pinned, 3 unknown). ``codes``: classify only these names (the
+    GPU rows', ``TraceTables.gpu_name_codes``); the others read as "other" and unknown."""
     direction = np.full(len(names), DIRECTIONS.index("other"), np.int8)
     memory = np.full(len(names), 3, np.int8)
-    for code, n in enumerate(names):
+    for code in range(len(names)) if codes is None else sorted({int(c) for c in codes}):
+        n = names[code]
         m = _NAME.search(n)
         if not m:
             continue
@@ -44,7 +46,7 @@ def copy_stats(memcpy: GpuTable, names: Sequence[str], steps: int) -> list[CopyS
     """Copies grouped by (direction, host memory), per step. ``memcpy``: memcpy rows in the steps."""
     if len(memcpy) == 0 or steps == 0:
         return []
-    direction, memory = classify(names)
+    direction, memory = classify(names, memcpy.name)
     d = direction[memcpy.name]
     m = memory[memcpy.name]
     nbytes = np.maximum(memcpy.bytes, 0)

@@ -15,19 +15,20 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...core.distinct import distinct
-from ...trace.tables import TraceTables
+from ...trace.tables import TraceTables, name_lookup
 
 GRAPH_LAUNCH = re.compile(r"^(?:cuda|hip|cu)GraphLaunch", re.IGNORECASE)
 
 
-def graph_launch_codes(names: Sequence[str]) -> np.ndarray:
-    """Boolean lookup table over name codes: is the name a graph launch call."""
-    return np.fromiter((bool(GRAPH_LAUNCH.match(n)) for n in names), dtype=bool, count=len(names))
+def graph_launch_codes(names: Sequence[str], codes: np.ndarray | None = None) -> np.ndarray:
+    """Boolean lookup table over name codes: is the name a graph launch call. ``codes``: test only
+    these names (the runtime and driver calls', ``TraceTables.call_name_codes``)."""
+    return name_lookup(names, GRAPH_LAUNCH.match, codes)
 
 
 def graph_launched(tables: TraceTables, launcher: np.ndarray) -> np.ndarray:
     """For GPU rows whose launching cpu rows are ``launcher`` (-1 unknown): did a graph replay run them."""
-    is_graph = graph_launch_codes(tables.names)
+    is_graph = graph_launch_codes(tables.names, tables.call_name_codes)
     known = launcher >= 0
     out = np.zeros(len(launcher), bool)
     out[known] = is_graph[tables.cpu.name[launcher[known]]]

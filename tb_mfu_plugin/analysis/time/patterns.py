@@ -77,10 +77,24 @@ def launched_in(tables: TraceTables, launcher: np.ndarray, w: Windows) -> np.nda
     return out
 
 
+# A literal that every match of the pattern contains, so that names without it need no regex test:
+# a trace of many steps holds one "ProfilerStep#N" annotation name per step (tests/analysis/test_patterns.py
+# checks each literal against its pattern).
+NEEDLES: dict[re.Pattern[str], str] = {
+    OPTIMIZER_STEP: "Optimizer.step#",
+    OPTIMIZER_ZERO_GRAD: "Optimizer.zero_grad#",
+    DATALOADER: "DataLoader",
+}
+
+
 def rows_named(tables: TraceTables, pattern: re.Pattern[str], kinds: tuple[int, ...] = (OP, ANNOTATION)) -> np.ndarray:
     """CPU rows of the given kinds whose name matches ``pattern``, in time order."""
-    cpu = tables.cpu
-    hit = name_mask(tables.names, pattern)
+    cpu, names = tables.cpu, tables.names
+    codes = tables.cpu_name_codes(kinds)
+    needle = NEEDLES.get(pattern)
+    if needle is not None:
+        codes = np.array([c for c in codes.tolist() if needle in names[c]], np.int64)
+    hit = name_mask(names, pattern, codes=codes)
     kind_ok = np.isin(cpu.kind, np.array(kinds, dtype=cpu.kind.dtype))
     return np.flatnonzero(kind_ok & hit[cpu.name])
 

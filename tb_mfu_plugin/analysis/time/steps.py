@@ -15,6 +15,7 @@ import numpy as np
 
 from ...trace.tables import ANNOTATION, TraceTables
 from ..kernels.name_patterns import launch_call_rows
+from ..per_trace import once_per_trace
 from . import intervals
 
 # ASCII digits only (\d also matches other scripts' digits), and at most 18 of them, so
@@ -41,13 +42,35 @@ class Steps:
         return dur
 
 
+def _step_numbers(tables: TraceTables) -> np.ndarray:
+    """Per name code: N of a ``ProfilerStep#N`` marker (``_STEP_NAME``), -1 for other names.
+
+    A trace has a marker name per step: the plain ``ProfilerStep#<1 to 18 ASCII digits>`` is
+    read with string tests, which accept only what the regex accepts; the regex judges the
+    rest (a trailing newline, which ``$`` allows, or no number)."""
+    out = np.full(len(tables.names), -1, np.int64)
+    codes, numbers = [], []
+    for code, n in enumerate(tables.names):
+        if not n.startswith("ProfilerStep#"):
+            continue
+        digits = n[13:]
+        if not (digits.isascii() and digits.isdigit() and len(digits) <= 18):
+            m = _STEP_NAME.match(n)
+            if m is None:
+                continue
+            digits = m.group(1)
+        codes.append(code)
+        numbers.append(int(digits))
+    out[codes] = numbers
+    return out
+
+
+_step_numbers_cached = once_per_trace(_step_numbers)
+
+
 def _markers(tables: TraceTables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     cpu = tables.cpu
-    step_of_name = np.full(len(tables.names), -1, np.int64)
-    for code, n in enumerate(tables.names):
-        m = _STEP_NAME.match(n)
-        if m:
-            step_of_name[code] = int(m.group(1))
+    step_of_name = _step_numbers_cached(tables)
     rows = np.flatnonzero((cpu.kind == ANNOTATION) & (step_of_name[cpu.name] >= 0))
     numbers = step_of_name[cpu.name[rows]]
     # One marker per step number: several threads may record the same step.
@@ -55,6 +78,18 @@ def _markers(tables: TraceTables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rows = rows[first]
     rows = rows[np.argsort(cpu.ts[rows], kind="stable")]
     return step_of_name[cpu.name[rows]], cpu.ts[rows], cpu.end[rows]
+
+
+def _no_overlap(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each step after the first starts no earlier than the one before ends, and ends no earlier
+    than it starts: ``end[i] = max(end[i], start[i], end[i - 1])`` is a running maximum, and max is
+    exact, so this is the loop over the steps it replaced bit for bit."""
+    lifted = np.maximum(start, end)
+    lifted[:1] = end[:1]  # the first step keeps its own end
+    end = np.maximum.accumulate(lifted)
+    start = start.copy()
+    start[1:] = np.maximum(start[1:], end[:-1])
+    return start, end
 
 
 def find_steps(tables: TraceTables, device: int, launcher: np.ndarray | None = None) -> Steps:
@@ -83,9 +118,7 @@ def find_steps(tables: TraceTables, device: int, launcher: np.ndarray | None = N
 
     start = np.minimum(cpu_start, dev_first)
     end = np.maximum(cpu_end, dev_last)
-    for i in range(1, n):
-        start[i] = max(start[i], end[i - 1])
-        end[i] = max(end[i], start[i])
+    start, end = _no_overlap(start, end)
 
     dropped: list[str] = []
     keep = np.ones(n, bool)
@@ -106,7 +139,8 @@ def find_steps(tables: TraceTables, device: int, launcher: np.ndarray | None = N
 
 def _malformed_markers(tables: TraceTables) -> list[str]:
     """Why "ProfilerStep#..." names that are not ``ProfilerStep#<int64>`` were left out."""
-    bad = [n for n in tables.names if n.startswith("ProfilerStep#") and not _STEP_NAME.match(n)]
+    number = _step_numbers_cached(tables)
+    bad = [n for n, k in zip(tables.names, number.tolist(), strict=True) if k < 0 and n.startswith("ProfilerStep#")]
     if not bad:
         return []
     example = bad[0] if len(bad[0]) <= 60 else bad[0][:60] + "…"

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...trace.tables import DRIVER, OP, RUNTIME, CpuTable
+from ...core.distinct import distinct
+from ...trace.tables import DRIVER, OP, RUNTIME, CpuTable, name_lookup
 from ..report import SyncStats
 from . import intervals
 
@@ -33,14 +34,16 @@ class SyncEvents:
     root: list[int | None]  # outermost enclosing op row
 
 
-def sync_mask(names: Sequence[str]) -> np.ndarray:
-    return np.fromiter((bool(SYNC_API.match(n)) for n in names), bool, len(names))
+def sync_mask(names: Sequence[str], codes: np.ndarray | None = None) -> np.ndarray:
+    """Per name code: a synchronising call; ``codes``: test only these names (``name_lookup``)."""
+    return name_lookup(names, SYNC_API.match, codes)
 
 
 def find_syncs(cpu: CpuTable, names: Sequence[str], windows: list[tuple[float, float]]) -> SyncEvents:
     """Sync calls whose start lies in one of the host windows ``[lo, hi]``, with their callers."""
-    is_sync = sync_mask(names)
-    rows = np.flatnonzero(((cpu.kind == RUNTIME) | (cpu.kind == DRIVER)) & is_sync[cpu.name])
+    calls = (cpu.kind == RUNTIME) | (cpu.kind == DRIVER)
+    is_sync = sync_mask(names, distinct(cpu.name[calls]))
+    rows = np.flatnonzero(calls & is_sync[cpu.name])
     if len(rows) and windows:
         lo, hi = zip(*windows, strict=True)
         rows = rows[intervals.in_any(cpu.ts[rows], np.array(lo), np.array(hi))]

@@ -44,7 +44,7 @@ def _pinned_gbps(ctx: Context, direction: str) -> tuple[float, str]:
 
 def _pageable_rows(ctx: Context) -> np.ndarray:
     """The view's copies from or to pageable host memory, in the steps (as ``report.copies``)."""
-    _, memory = cp.classify(ctx.names)
+    _, memory = cp.classify(ctx.names, ctx.tables.gpu_name_codes)
     return ctx.is_memcpy & (ctx.view.step >= 0) & (memory[ctx.view.gpu.name] == cp.MEMORY_KINDS.index("pageable"))
 
 
@@ -125,7 +125,7 @@ def small_copies(ctx: Context, fired: Fired) -> list[Hit]:
     """Many small or device-to-device copies per step (and ``torch.cat`` in loops)."""
     th, g = ctx.th, ctx.view.gpu
     m = ctx.is_memcpy & ctx.in_step
-    direction, _ = cp.classify(ctx.names)
+    direction, _ = cp.classify(ctx.names, ctx.tables.gpu_name_codes)
     small = m & (g.bytes >= 0) & (g.bytes < cp.SMALL_COPY_BYTES)
     d2d = m & (direction[g.name] == cp.DIRECTIONS.index("D2D"))
     n_small = small.sum() / ctx.n

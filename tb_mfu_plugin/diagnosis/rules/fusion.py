@@ -10,6 +10,7 @@ import numpy as np
 from ...analysis.flops.unshaped import compiled_regions
 from ...analysis.kernels import name_patterns as nm
 from ...analysis.time import patterns as pt
+from ...analysis.time import windows
 from ...trace.tables import OP
 from .. import fixes
 from ..context import Context
@@ -21,7 +22,7 @@ from .syncs import sync_point
 
 def _fused_attention_present(ctx: Context) -> bool:
     g = ctx.view.gpu
-    fused = nm.fused_attention_kernel_mask(ctx.names)
+    fused = nm.fused_attention_kernel_mask(ctx.names, ctx.tables.gpu_name_codes)
     if (fused[g.name] & ctx.is_kernel & ctx.in_step).any():
         return True
     cpu = ctx.tables.cpu
@@ -83,27 +84,27 @@ def naive_attention(ctx: Context) -> list[Hit]:
 _FUSED_CAPABLE = {"Adam", "AdamW", "SGD", "Adagrad"}
 
 
+def _spans(ctx: Context, launched: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per step with any of the ``launched`` rows, in step order: the first start and last end of them."""
+    g = ctx.view.gpu
+    rows = np.flatnonzero(launched & (ctx.step_of >= 0))
+    step = ctx.step_of[rows]
+    first, last = np.full(ctx.n, np.inf), np.full(ctx.n, -np.inf)
+    np.minimum.at(first, step, g.ts[rows])
+    np.maximum.at(last, step, g.end[rows])
+    has = np.bincount(step, minlength=ctx.n) > 0
+    return first[has], last[has]
+
+
 def _span_time(ctx: Context, launched: np.ndarray) -> TimeSet:
     """Per step, from the first to the last of the ``launched`` rows (as ``_gpu_span``)."""
-    g = ctx.view.gpu
-    lo, hi = [], []
-    for i in range(ctx.n):
-        mine = launched & (ctx.step_of == i)
-        if mine.any():
-            lo.append(float(g.ts[mine].min()))
-            hi.append(float(g.end[mine].max()))
-    return TimeSet.of(np.asarray(lo), np.asarray(hi))
+    return TimeSet.of(*_spans(ctx, launched))
 
 
 def _gpu_span(ctx: Context, launched: np.ndarray) -> float:
     """Per step, from the first to the last of the ``launched`` rows, µs per step."""
-    g = ctx.view.gpu
-    span = 0.0
-    for i in range(ctx.n):
-        mine = launched & (ctx.step_of == i)
-        if mine.any():
-            span += float(g.end[mine].max() - g.ts[mine].min())
-    return span / ctx.n
+    first, last = _spans(ctx, launched)
+    return windows.running_total(last - first) / ctx.n  # added step by step
 
 
 @rule(
@@ -132,7 +133,7 @@ def unfused_optimizer(ctx: Context, fired: Fired) -> list[Hit]:
     n_k = launched.sum() / ctx.n
     if n_k < th.optimizer_min_kernels_per_step:
         return []
-    multi = nm.multi_tensor_kernel_mask(ctx.names)[g.name] & launched
+    multi = nm.multi_tensor_kernel_mask(ctx.names, ctx.tables.gpu_name_codes)[g.name] & launched
     multi_share = float(multi.sum()) / max(1, int(launched.sum()))
     w = pt.Windows.of_rows(ctx.tables, rows)
     fused_ops = pt.ops_named_in(ctx.tables, w, ("aten::_fused_", "aten::_foreach_"))
@@ -189,7 +190,7 @@ def unfused_elementwise(ctx: Context) -> list[Hit]:
     krows = np.flatnonzero(ctx.is_kernel & ctx.in_step)
     claimed = ctx.optimizer_launched | ctx.zero_grad_launched | ctx.attention_rows
     kern = g.take(krows)
-    ew = nm.elementwise_kernel_mask(ctx.names)
+    ew = nm.elementwise_kernel_mask(ctx.names, ctx.tables.gpu_name_codes)
     runs = pt.elementwise_runs(kern, ew, ~claimed[krows], th.elementwise_min_run)
     if not runs:
         return []

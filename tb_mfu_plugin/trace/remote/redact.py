@@ -72,9 +72,35 @@ def _mask(m: re.Match[str]) -> str:
     return m.group(0)
 
 
+# Where a query parameter can start; a report of many steps is megabytes of numbers with none.
+_PARAM_STARTS = ("?", "&", ";", "\\u0026")
+
+
 def redact_query(text: str) -> str:
-    """``text`` with the values of signature and credential query parameters blanked."""
-    return _PARAM.sub(_mask, text) if "=" in text else text
+    """``text`` with the values of signature and credential query parameters blanked.
+
+    ``_PARAM.sub(_mask, text)``, trying the pattern only where a parameter can start (found with
+    ``str.find``, which runs far faster than the regex's scan of every character): the same
+    matches, left to right and not overlapping, so the same text."""
+    if "=" not in text:
+        return text
+    starts = sorted(i for c in _PARAM_STARTS for i in _positions(text, c))
+    out: list[str] = []
+    done = 0
+    for i in starts:
+        m = _PARAM.match(text, i) if i >= done else None
+        if m:
+            out += (text[done:i], _mask(m))
+            done = m.end()
+    return "".join((*out, text[done:])) if out else text
+
+
+def _positions(text: str, needle: str) -> list[int]:
+    out, i = [], text.find(needle)
+    while i >= 0:
+        out.append(i)
+        i = text.find(needle, i + 1)
+    return out
 
 
 def shown(text: str) -> str:
