@@ -28,10 +28,26 @@ MiB = 1 << 20
 def _launched(name: str, ts: float, device: int = 0, corr: int = 1) -> list[dict[str, object]]:
     """A kernel and the runtime call that launched it (a trace with CPU events, as real ones are)."""
     return [
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts - 1, "dur": 1.0,
-         "args": {"correlation": corr}},
-        {"ph": "X", "cat": "kernel", "name": name, "pid": device, "tid": 7, "ts": ts, "dur": 5.0,
-         "args": {"device": device, "stream": 7, "correlation": corr, "blocks per SM": 2.0}},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": ts - 1,
+            "dur": 1.0,
+            "args": {"correlation": corr},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": name,
+            "pid": device,
+            "tid": 7,
+            "ts": ts,
+            "dur": 5.0,
+            "args": {"device": device, "stream": 7, "correlation": corr, "blocks per SM": 2.0},
+        },
     ]
 
 
@@ -65,8 +81,13 @@ def run(path: Path, code: Path, timeout: float) -> tuple[str, float, float, str]
     env = dict(os.environ, PYTHONPATH=str(code))
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(path), "--json"],
-                                stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=code)  # -m: cwd first
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(path), "--json"],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=env,
+            cwd=code,
+        )  # -m: cwd first
         while True:  # wait4 gives this child's own rusage (RUSAGE_CHILDREN would mix the runs)
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:

@@ -125,7 +125,7 @@ def bench(name: str, args: argparse.Namespace, dev: torch.device, logdir: str) -
     peak = MfuMonitor().peak_flops
     i = args.warmup
     for r in range(args.rounds):
-        for with_monitor in ((False, True) if r % 2 == 0 else (True, False)):
+        for with_monitor in (False, True) if r % 2 == 0 else (True, False):
             mon = MfuMonitor(writer, log_every=args.log_every, flops_per_step=flops) if with_monitor else None
             us = _block(step, dev, i, args.block, mon)
             i += args.block
@@ -138,11 +138,16 @@ def bench(name: str, args: argparse.Namespace, dev: torch.device, logdir: str) -
                 plain.append(us)
     writer.close()
     without, with_ = statistics.median(plain), statistics.median(monitored)
-    return {"without_us": without, "with_us": with_, "overhead_pct": 100.0 * (with_ - without) / without,
-            "monitor_step_us": statistics.median(mon_step_us) if mon_step_us else float("nan"),
-            "mfu": statistics.median(mfus) if mfus else float("nan"), "flops": float(flops),
-            # the same FLOPs over the wall-clock step time: what the monitor's MFU should agree with
-            "wall_mfu": flops / (with_ * 1e-6) / peak if peak else float("nan")}
+    return {
+        "without_us": without,
+        "with_us": with_,
+        "overhead_pct": 100.0 * (with_ - without) / without,
+        "monitor_step_us": statistics.median(mon_step_us) if mon_step_us else float("nan"),
+        "mfu": statistics.median(mfus) if mfus else float("nan"),
+        "flops": float(flops),
+        # the same FLOPs over the wall-clock step time: what the monitor's MFU should agree with
+        "wall_mfu": flops / (with_ * 1e-6) / peak if peak else float("nan"),
+    }
 
 
 def main() -> None:
@@ -158,18 +163,22 @@ def main() -> None:
     args = p.parse_args()
     dev = torch.device(args.device)
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "CPU"
-    print(f"torch {torch.__version__} on {name}; {args.rounds} rounds x {args.block} steps per mode, "
-          f"monitor logging every {args.log_every} steps{' (torch.compile)' if args.compile else ''}")
+    print(
+        f"torch {torch.__version__} on {name}; {args.rounds} rounds x {args.block} steps per mode, "
+        f"monitor logging every {args.log_every} steps{' (torch.compile)' if args.compile else ''}"
+    )
     names = list(WORKLOADS) if args.workload == "all" else [args.workload]
     with tempfile.TemporaryDirectory(prefix="bench_mfu_monitor.") as logdir:
         for wl in names:
             t0 = time.perf_counter()
             res = bench(wl, args, dev, logdir)
-            print(f"{wl:9s} step time without {res['without_us'] / 1e3:8.3f} ms, with monitor "
-                  f"{res['with_us'] / 1e3:8.3f} ms: overhead {res['overhead_pct']:+.2f} %  "
-                  f"(monitor's own step time {res['monitor_step_us'] / 1e3:.3f} ms, MFU {100 * res['mfu']:.2f} % "
-                  f"[wall clock: {100 * res['wall_mfu']:.2f} %] of {res['flops'] / 1e9:.1f} GFLOP/step; "
-                  f"{time.perf_counter() - t0:.0f} s)")
+            print(
+                f"{wl:9s} step time without {res['without_us'] / 1e3:8.3f} ms, with monitor "
+                f"{res['with_us'] / 1e3:8.3f} ms: overhead {res['overhead_pct']:+.2f} %  "
+                f"(monitor's own step time {res['monitor_step_us'] / 1e3:.3f} ms, MFU {100 * res['mfu']:.2f} % "
+                f"[wall clock: {100 * res['wall_mfu']:.2f} %] of {res['flops'] / 1e9:.1f} GFLOP/step; "
+                f"{time.perf_counter() - t0:.0f} s)"
+            )
 
 
 if __name__ == "__main__":

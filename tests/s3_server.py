@@ -19,8 +19,13 @@ from werkzeug.serving import make_server
 KEY_ID, SECRET = "AKIATESTMFU0000KEYID", "mfu-test-secret/5f3b9e0c1d7a4e22b6c8"
 # The environment a tool reading the bucket runs with: no AWS credentials, profile or
 # instance role anywhere but the storage options file, and nothing beyond loopback.
-AWS_VARS_CLEARED = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-                    "AWS_ENDPOINT_URL")
+AWS_VARS_CLEARED = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_ENDPOINT_URL",
+)
 
 
 def isolated_aws_env(tmp_dir: Path) -> dict[str, str]:

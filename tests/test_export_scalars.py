@@ -22,8 +22,7 @@ from tb_mfu_plugin.scalars.export_scalars import export_report, plan_runs, step_
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tb_mfu_plugin.cli", *args], capture_output=True, text=True,
-                          cwd=ROOT)
+    return subprocess.run([sys.executable, "-m", "tb_mfu_plugin.cli", *args], capture_output=True, text=True, cwd=ROOT)
 
 
 def _json(path: Path) -> dict:
@@ -66,9 +65,20 @@ def test_every_step_figure_equals_the_json_report(run: str, exported: Path) -> N
         acc = _read(exported / run / run / w["name"])
         steps = w["steps"]
         assert _series(acc, "tb_mfu/step_time_us") == pytest.approx({s["step"]: s["dur_us"] for s in steps}, rel=1e-6)
-        for key in ("mfu", "gpu_busy_share", "kernel_time_share", "sm_efficiency", "memcpy_time_share",
-                    "h2d_bytes_per_step", "d2h_bytes_per_step", "d2d_bytes_per_step", "sync_count_per_step",
-                    "host_sync_blocked_share", "flops_per_step", "idle_share"):
+        for key in (
+            "mfu",
+            "gpu_busy_share",
+            "kernel_time_share",
+            "sm_efficiency",
+            "memcpy_time_share",
+            "h2d_bytes_per_step",
+            "d2h_bytes_per_step",
+            "d2d_bytes_per_step",
+            "sync_count_per_step",
+            "host_sync_blocked_share",
+            "flops_per_step",
+            "idle_share",
+        ):
             got = _series(acc, f"tb_mfu/{key}")
             assert got == pytest.approx({s["step"]: s[key] for s in steps}, rel=1e-6, abs=1e-12), key
         # per-step HFU and achieved TFLOP/s give back the report's figures over the steps
@@ -121,7 +131,8 @@ def test_hparams_session_and_experiment_config(exported: Path) -> None:
     assert start.hparams["peak_tflops"].number_value == pytest.approx(989.4)
     root = _read(exported / "ddp_2gpu")
     experiment = hp_metadata.parse_experiment_plugin_data(
-        root.SummaryMetadata(hp_metadata.EXPERIMENT_TAG).plugin_data.content)
+        root.SummaryMetadata(hp_metadata.EXPERIMENT_TAG).plugin_data.content
+    )
     metrics = [m.name.tag for m in experiment.metric_infos]
     assert "tb_mfu/summary/mfu" in metrics and "tb_mfu/summary/step_time_us" in metrics
     assert {h.name for h in experiment.hparam_infos} >= {"run", "worker", "device_name", "peak_tflops"}
@@ -157,25 +168,49 @@ def test_nothing_to_export_is_an_error(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def _worker(name: str, span: str, gpu: int, steps: list[int]) -> WorkerReport:
-    metrics = dict(gpu_busy_share=0.5, kernel_time_share=0.4, memcpy_time_share=0.0, memset_time_share=0.0,
-                   idle_share=0.5, host_sync_blocked_share=0.0, sm_efficiency=None, achieved_occupancy=None,
-                   tensor_core_kernel_share=0.0, h2d_bytes_per_step=0.0, d2h_bytes_per_step=0.0,
-                   d2d_bytes_per_step=0.0, p2p_bytes_per_step=0.0, sync_count_per_step=0.0, kernels_per_step=1.0)
-    return WorkerReport(name=name, span=span, file=f"{name}.{span}.pt.trace.json", device=Device(index=gpu, name="X"),
-                        summary=Summary(steps=len(steps), step_time_us=10.0, **metrics),
-                        steps=[Step(step=s, start_us=10.0 * s, dur_us=10.0, **metrics) for s in steps])
+    metrics = dict(
+        gpu_busy_share=0.5,
+        kernel_time_share=0.4,
+        memcpy_time_share=0.0,
+        memset_time_share=0.0,
+        idle_share=0.5,
+        host_sync_blocked_share=0.0,
+        sm_efficiency=None,
+        achieved_occupancy=None,
+        tensor_core_kernel_share=0.0,
+        h2d_bytes_per_step=0.0,
+        d2h_bytes_per_step=0.0,
+        d2d_bytes_per_step=0.0,
+        p2p_bytes_per_step=0.0,
+        sync_count_per_step=0.0,
+        kernels_per_step=1.0,
+    )
+    return WorkerReport(
+        name=name,
+        span=span,
+        file=f"{name}.{span}.pt.trace.json",
+        device=Device(index=gpu, name="X"),
+        summary=Summary(steps=len(steps), step_time_us=10.0, **metrics),
+        steps=[Step(step=s, start_us=10.0 * s, dur_us=10.0, **metrics) for s in steps],
+    )
 
 
 def test_run_naming_spans_and_gpus() -> None:
-    report = Report(runs=[
-        RunReport(name="logs/run a", workers=[
-            _worker("rank0", "100", 0, [3, 4, 5]), _worker("rank0", "200", 0, [13, 14, 15]),  # one curve
-            _worker("rank0", "100", 1, [3, 4, 5]),  # a second GPU in the same trace
-            _worker("rank1", "100", 0, [3, 4]), _worker("rank1", "300", 0, [3, 4]),  # step numbers restart
-        ]),
-    ])
-    planned = {p.name: [(w.span, w.device.index if w.device else None) for w in p.workers]
-               for p in plan_runs(report)}
+    report = Report(
+        runs=[
+            RunReport(
+                name="logs/run a",
+                workers=[
+                    _worker("rank0", "100", 0, [3, 4, 5]),
+                    _worker("rank0", "200", 0, [13, 14, 15]),  # one curve
+                    _worker("rank0", "100", 1, [3, 4, 5]),  # a second GPU in the same trace
+                    _worker("rank1", "100", 0, [3, 4]),
+                    _worker("rank1", "300", 0, [3, 4]),  # step numbers restart
+                ],
+            ),
+        ]
+    )
+    planned = {p.name: [(w.span, w.device.index if w.device else None) for w in p.workers] for p in plan_runs(report)}
     assert planned == {
         "logs/run_a/rank0-gpu0": [("100", 0), ("200", 0)],
         "logs/run_a/rank0-gpu1": [("100", 1)],
@@ -185,8 +220,9 @@ def test_run_naming_spans_and_gpus() -> None:
 
 
 def test_two_spans_share_one_curve(tmp_path: Path) -> None:
-    report = Report(runs=[RunReport(name="run", workers=[_worker("rank0", "100", 0, [3, 4]),
-                                                         _worker("rank0", "200", 0, [13, 14])])])
+    report = Report(
+        runs=[RunReport(name="run", workers=[_worker("rank0", "100", 0, [3, 4]), _worker("rank0", "200", 0, [13, 14])])]
+    )
     (run,) = export_report(report, str(tmp_path))
     acc = _read(tmp_path / "run" / "rank0")
     assert sorted(_series(acc, "tb_mfu/step_time_us")) == [3, 4, 13, 14]
@@ -198,8 +234,12 @@ def test_two_spans_share_one_curve(tmp_path: Path) -> None:
 def _post_json(url: str, body: dict) -> Any:
     import urllib.request
 
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json", "X-XSRF-Protected": "1"})
+    req = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json", "X-XSRF-Protected": "1"},
+    )
     with urllib.request.urlopen(req, timeout=60) as r:  # noqa: S310 (loopback only)
         return json.loads(r.read())
 
@@ -222,11 +262,20 @@ def test_a_real_tensorboard_lists_the_scalars_and_sorts_runs_by_mfu(tmp_path: Pa
         assert set(expected) <= set(tags)
         assert all({"tb_mfu/mfu", "tb_mfu/step_time_us", "tb_mfu/sm_efficiency"} <= set(tags[r]) for r in expected)
         mfu_col = {"metric": {"group": "", "tag": "tb_mfu/summary/mfu"}, "order": "ORDER_DESC"}
-        body = {"experimentName": "", "colParams": [mfu_col], "startIndex": 0, "sliceSize": 10,
-                "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"]}
+        body = {
+            "experimentName": "",
+            "colParams": [mfu_col],
+            "startIndex": 0,
+            "sliceSize": 10,
+            "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"],
+        }
         groups = _post_json(tb.url + "/data/plugin/hparams/session_groups", body)["sessionGroups"]
-        shown = {g["sessions"][0]["name"]: next(m["value"] for m in g["metricValues"]
-                                                if m["name"]["tag"] == "tb_mfu/summary/mfu") for g in groups}
+        shown = {
+            g["sessions"][0]["name"]: next(
+                m["value"] for m in g["metricValues"] if m["name"]["tag"] == "tb_mfu/summary/mfu"
+            )
+            for g in groups
+        }
         assert shown == pytest.approx(expected, rel=1e-6)
         assert list(shown) == sorted(expected, key=expected.__getitem__, reverse=True)  # sorted by MFU
     finally:

@@ -23,13 +23,21 @@ from tb_mfu_plugin.running.pipeline import analyze_path
 
 # The fixtures with GPU work in steps: the pipeline-parallel H200 runs (rank pairs), TraceLens'
 # inference twins, torch-tb-profiler's samples, HTA's traces.
-FIXTURES = sorted(
-    str(p.relative_to(SHARED))
-    for pattern in ("pipeline_parallel_h200/*", "tracelens_hf_inference/*/*.json.gz",
-                    "torch_tb_profiler_samples/*", "hta_test_data/*/*.json.gz")
-    for p in SHARED.glob(pattern)
-    if p.is_dir() or p.is_file()
-) if SHARED.is_dir() else []
+FIXTURES = (
+    sorted(
+        str(p.relative_to(SHARED))
+        for pattern in (
+            "pipeline_parallel_h200/*",
+            "tracelens_hf_inference/*/*.json.gz",
+            "torch_tb_profiler_samples/*",
+            "hta_test_data/*/*.json.gz",
+        )
+        for p in SHARED.glob(pattern)
+        if p.is_dir() or p.is_file()
+    )
+    if SHARED.is_dir()
+    else []
+)
 
 
 @functools.cache

@@ -23,9 +23,13 @@ from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.locate.discover import single_file_run
 from tb_mfu_plugin.trace.tables import KERNEL
 
-MODELS = ["Falconsai_nsfw_image_detection__1016002", "Qwen_Qwen1.5-0.5B-Chat__1016005",
-          "facebook_timesformer-base-finetuned-k400__1016002", "gaunernst_bert-small-uncased__1016001",
-          "google_owlv2-large-patch14-ensemble__1016001"]
+MODELS = [
+    "Falconsai_nsfw_image_detection__1016002",
+    "Qwen_Qwen1.5-0.5B-Chat__1016005",
+    "facebook_timesformer-base-finetuned-k400__1016002",
+    "gaunernst_bert-small-uncased__1016001",
+    "google_owlv2-large-patch14-ensemble__1016001",
+]
 
 
 @functools.cache
@@ -67,8 +71,12 @@ def test_tracelens_no_tensor_cores_stays_silent(gpu: str) -> None:
         (("hta_test_data", "nccl_parser_config", "nccl_data.json.gz"), 0.961, 0.039, "tf32"),
         (("hta_test_data", "df_index_resolver", "df_index_resolver.json.gz"), 0.0, 1.0, "fp32"),
         (("hta_test_data", "ns_resolution_trace", "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"), 0.0, 1.0, "fp32"),
-        (("torch_tb_profiler_samples", "resnet50_num_workers_0", "worker0.1623143089861.pt.trace.json.gz"),
-         0.0, 1.0, "fp32"),
+        (
+            ("torch_tb_profiler_samples", "resnet50_num_workers_0", "worker0.1623143089861.pt.trace.json.gz"),
+            0.0,
+            1.0,
+            "fp32",
+        ),
     ],
 )
 def test_hta_and_torch_tb_profiler_traces(parts: tuple[str, ...], tc: float, cuda: float, dtype: str) -> None:

@@ -55,8 +55,9 @@ def test_windows_are_sums_over_the_resolved_steps() -> None:
 
 def test_warmup_steps_and_start_step() -> None:
     clock = FakeClock([5.0, 5.0, 5.0] + [0.5] * 4)
-    mon = MfuMonitor(log_every=7, flops_per_step=1e12, peak_tflops=10.0, warmup_steps=3, start_step=1000,
-                     timer=WallClockTimer(clock))
+    mon = MfuMonitor(
+        log_every=7, flops_per_step=1e12, peak_tflops=10.0, warmup_steps=3, start_step=1000, timer=WallClockTimer(clock)
+    )
     _drive(mon, clock, 7)
     (log,) = mon.logs
     assert (log.step, log.steps, log.step_time_us) == (1007, 4, pytest.approx(5e5))
@@ -125,16 +126,19 @@ def test_other_flops_sources(tmp_path: Path) -> None:
 def _scalars(run_dir: Path) -> dict[str, dict[int, float]]:
     acc = ea.EventAccumulator(str(run_dir), size_guidance={ea.TENSORS: 0, ea.SCALARS: 0})
     acc.Reload()
-    out = {t: {e.step: float(tensor_util.make_ndarray(e.tensor_proto)) for e in acc.Tensors(t)}
-           for t in acc.Tags()["tensors"]}
+    out = {
+        t: {e.step: float(tensor_util.make_ndarray(e.tensor_proto)) for e in acc.Tensors(t)}
+        for t in acc.Tags()["tensors"]
+    }
     out.update({t: {e.step: e.value for e in acc.Scalars(t)} for t in acc.Tags()["scalars"]})
     return out
 
 
 def test_writes_to_a_directory_with_tensorboards_writer(tmp_path: Path) -> None:
     clock = FakeClock([0.05] * 9)
-    with MfuMonitor(str(tmp_path), log_every=4, flops_per_step=2e12, peak_tflops=100.0,
-                    timer=WallClockTimer(clock)) as mon:
+    with MfuMonitor(
+        str(tmp_path), log_every=4, flops_per_step=2e12, peak_tflops=100.0, timer=WallClockTimer(clock)
+    ) as mon:
         _drive(mon, clock, 9)
     got = _scalars(tmp_path)
     assert got["tb_mfu/mfu"] == pytest.approx({log.step: log.mfu for log in mon.logs}, rel=1e-6)
@@ -219,14 +223,20 @@ def _ddp_worker(rank: int, init_file: str, results: Any) -> None:
             mon.step()
     # exact figures from a fake clock: rank 0 runs 0.1 s steps (MFU 0.1), rank 1 0.2 s (MFU 0.05)
     clock = FakeClock([0.1 * (rank + 1)] * 5)
-    exact = MfuMonitor(log_every=4, flops_per_step=1e12, peak_tflops=100.0, all_reduce_mean=True,
-                       timer=WallClockTimer(clock))
+    exact = MfuMonitor(
+        log_every=4, flops_per_step=1e12, peak_tflops=100.0, all_reduce_mean=True, timer=WallClockTimer(clock)
+    )
     _drive(exact, clock, 5)
     exact.close()
-    results.put((rank, plain_flops, mon.flops_per_step,
-                 [(log.step, log.mfu, log.mfu_mean_over_ranks) for log in mon.logs],
-                 [(log.step, log.mfu, log.mfu_mean_over_ranks, log.step_time_us_mean_over_ranks)
-                  for log in exact.logs]))
+    results.put(
+        (
+            rank,
+            plain_flops,
+            mon.flops_per_step,
+            [(log.step, log.mfu, log.mfu_mean_over_ranks) for log in mon.logs],
+            [(log.step, log.mfu, log.mfu_mean_over_ranks, log.step_time_us_mean_over_ranks) for log in exact.logs],
+        )
+    )
     dist.destroy_process_group()
 
 
@@ -262,8 +272,9 @@ def test_peak_memory_is_logged_per_window_and_absent_without_cuda(
     the one way to reach that path without a GPU) each log reads max_memory_allocated() once, and
     resets it only when asked."""
     clock = FakeClock([0.1] * 6)
-    mon = MfuMonitor(str(tmp_path / "cpu"), log_every=2, flops_per_step=1e12, peak_tflops=10.0,
-                     timer=WallClockTimer(clock))
+    mon = MfuMonitor(
+        str(tmp_path / "cpu"), log_every=2, flops_per_step=1e12, peak_tflops=10.0, timer=WallClockTimer(clock)
+    )
     _drive(mon, clock, 6)
     mon.close()
     assert mon.logs and all(log.max_memory_allocated_bytes is None for log in mon.logs)
@@ -280,8 +291,14 @@ def test_peak_memory_is_logged_per_window_and_absent_without_cuda(
     for reset, name in ((False, "plain"), (True, "reset")):
         calls.clear()
         clock = FakeClock([0.1] * 4)
-        mon = MfuMonitor(str(tmp_path / name), log_every=2, flops_per_step=1e12, peak_tflops=10.0,
-                         timer=WallClockTimer(clock), reset_peak_memory=reset)
+        mon = MfuMonitor(
+            str(tmp_path / name),
+            log_every=2,
+            flops_per_step=1e12,
+            peak_tflops=10.0,
+            timer=WallClockTimer(clock),
+            reset_peak_memory=reset,
+        )
         _drive(mon, clock, 4)
         mon.close()
         assert calls == (["read", "reset"] * 2 if reset else ["read"] * 2)  # once per log, never per step

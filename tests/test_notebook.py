@@ -15,18 +15,34 @@ import tb_mfu_plugin as tm
 from tb_mfu_plugin.notebook import frames
 
 ACCESSORS = {
-    "workers": frames.WORKERS, "steps": frames.STEPS, "kernels": frames.KERNELS, "copies": frames.COPIES,
-    "syncs": frames.SYNCS, "findings": frames.FINDINGS, "ranks": frames.RANKS, "collectives": frames.COLLECTIVES,
-    "critical_path": frames.CRITICAL_PATH, "whatif": frames.WHATIF,
+    "workers": frames.WORKERS,
+    "steps": frames.STEPS,
+    "kernels": frames.KERNELS,
+    "copies": frames.COPIES,
+    "syncs": frames.SYNCS,
+    "findings": frames.FINDINGS,
+    "ranks": frames.RANKS,
+    "collectives": frames.COLLECTIVES,
+    "critical_path": frames.CRITICAL_PATH,
+    "whatif": frames.WHATIF,
     "memory": frames.MEMORY,
 }
-BREAKDOWN = ["breakdown_kernel", "breakdown_memcpy", "breakdown_memset", "breakdown_idle_after_sync",
-             "breakdown_idle_other"]
+BREAKDOWN = [
+    "breakdown_kernel",
+    "breakdown_memcpy",
+    "breakdown_memset",
+    "breakdown_idle_after_sync",
+    "breakdown_idle_other",
+]
 
 
 def _cli_json(path: Path) -> dict:
-    out = subprocess.run([sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(path), "--json"],
-                         capture_output=True, check=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(path), "--json"],
+        capture_output=True,
+        check=True,
+        cwd=ROOT,
+    )
     return json.loads(out.stdout)
 
 
@@ -148,9 +164,14 @@ def test_memory_is_the_json_reports_memory_steps(tmp_path: Path) -> None:
 
 def test_from_json_gives_the_same_frames(naive: tm.Report, tmp_path: Path) -> None:
     path = tmp_path / "report.json"
-    path.write_bytes(subprocess.run([sys.executable, "-m", "tb_mfu_plugin.cli", "analyze",
-                                     str(SAMPLES / "gpt_naive_attention"), "--json"],
-                                    capture_output=True, check=True, cwd=ROOT).stdout)
+    path.write_bytes(
+        subprocess.run(
+            [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(SAMPLES / "gpt_naive_attention"), "--json"],
+            capture_output=True,
+            check=True,
+            cwd=ROOT,
+        ).stdout
+    )
     again = tm.Report.from_json(path)
     for name in ACCESSORS:
         pd.testing.assert_frame_equal(getattr(naive, name)(), getattr(again, name)(), obj=name)
@@ -195,9 +216,11 @@ def test_third_party_v100_trace() -> None:
 
 
 def test_import_is_light_and_the_api_is_lazy() -> None:
-    code = ("import sys, tb_mfu_plugin as tm; assert 'pandas' not in sys.modules, 'pandas'; "
-            "assert 'tb_mfu_plugin.notebook' not in sys.modules; tm.Report; "
-            "assert 'pandas' not in sys.modules, 'pandas after Report'; print('ok')")
+    code = (
+        "import sys, tb_mfu_plugin as tm; assert 'pandas' not in sys.modules, 'pandas'; "
+        "assert 'tb_mfu_plugin.notebook' not in sys.modules; tm.Report; "
+        "assert 'pandas' not in sys.modules, 'pandas after Report'; print('ok')"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     with pytest.raises(AttributeError):

@@ -16,8 +16,18 @@ def _blocks() -> list[str]:
 
 def test_the_docs_page_has_the_walkthrough() -> None:
     code = "\n".join(_blocks())
-    for accessor in ("workers()", "steps()", "kernels()", "copies()", "syncs()", "findings()", "ranks()",
-                     "collectives()", "memory()", "Report.from_json"):
+    for accessor in (
+        "workers()",
+        "steps()",
+        "kernels()",
+        "copies()",
+        "syncs()",
+        "findings()",
+        "ranks()",
+        "collectives()",
+        "memory()",
+        "Report.from_json",
+    ):
         assert accessor in code, accessor
 
 

@@ -97,8 +97,9 @@ def test_hta_ns_resolution_and_many_tiny_kernels() -> None:
     assert w.launches is not None
     # the V100 trace is dominated by tiny kernels: most run under 10 µs
     assert w.launches.short_kernel_share > 0.5
-    run = single_file_run(str(fixture_path("hta_test_data", "ns_resolution_trace",
-                                           "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")))
+    run = single_file_run(
+        str(fixture_path("hta_test_data", "ns_resolution_trace", "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"))
+    )
     (w,) = analyze_file(run.files[0], "r", AnalysisOptions())
     assert w.summary is not None and w.summary.step_time_us > 0
     assert "no_step_markers" in w.flags or w.summary.steps >= 1

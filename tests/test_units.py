@@ -100,11 +100,50 @@ def test_the_scan_finds_what_it_is_for() -> None:
 
 # The same values through fmt.py and format.ts: zero, tiny, ties at every rounding boundary,
 # each scale change, negatives, NaN.
-_VALUES = [0.0, 1e-9, 0.000123, 0.004, 0.00995, 0.01, 0.0125, 0.125, 0.5, 0.9999, 1.0, 1.2, 2.5, 9.995, 10.0,
-           99.95, 100.0, 999.5, 1000.0, 1234.5678, 9999.99, 12345.0, 999999.0, 1e6, 2.5e6, 1.23e9, 4.6042e12,
-           989.4e12, 1.5e15, -3.25, -1500.0, float("nan")]
-_PAIRS = {"pct": "pct", "us": "dur", "nbytes": "bytes", "flops": "flops", "flop_rate": "tflops", "gbps": "gbps",
-          "intensity": "intensity", "count": "count"}
+_VALUES = [
+    0.0,
+    1e-9,
+    0.000123,
+    0.004,
+    0.00995,
+    0.01,
+    0.0125,
+    0.125,
+    0.5,
+    0.9999,
+    1.0,
+    1.2,
+    2.5,
+    9.995,
+    10.0,
+    99.95,
+    100.0,
+    999.5,
+    1000.0,
+    1234.5678,
+    9999.99,
+    12345.0,
+    999999.0,
+    1e6,
+    2.5e6,
+    1.23e9,
+    4.6042e12,
+    989.4e12,
+    1.5e15,
+    -3.25,
+    -1500.0,
+    float("nan"),
+]
+_PAIRS = {
+    "pct": "pct",
+    "us": "dur",
+    "nbytes": "bytes",
+    "flops": "flops",
+    "flop_rate": "tflops",
+    "gbps": "gbps",
+    "intensity": "intensity",
+    "count": "count",
+}
 
 
 def test_python_and_the_tab_format_every_unit_alike(tmp_path: Path) -> None:
@@ -122,8 +161,12 @@ def test_python_and_the_tab_format_every_unit_alike(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     bundle = tmp_path / "entry.mjs"
-    subprocess.run([str(esbuild), str(entry), "--bundle", "--format=esm", "--platform=node", f"--outfile={bundle}"],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [str(esbuild), str(entry), "--bundle", "--format=esm", "--platform=node", f"--outfile={bundle}"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     done = subprocess.run(["node", str(bundle)], check=True, capture_output=True, text=True, timeout=60)
     tab = json.loads(done.stdout)
     for py, ts in _PAIRS.items():
@@ -138,7 +181,7 @@ def test_every_unit_of_the_definitions_has_one_formatter() -> None:
 
     assert set(fmt.FORMATTERS) == set(UNIT_MEANING)
     ts = (SRC / "format.ts").read_text(encoding="utf-8")
-    block = ts[ts.index("export const BY_UNIT"):]
+    block = ts[ts.index("export const BY_UNIT") :]
     block = block[: block.index("};")]
     assert {u for u in UNIT_MEANING if re.search(rf"^\s*{u}\b", block, re.M)} == set(UNIT_MEANING)
     for name in DEFINITIONS:

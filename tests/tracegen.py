@@ -30,36 +30,78 @@ class TraceBuilder:
 
     def step(self, n: int, ts: float, dur: float) -> None:
         self.events.append(
-            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": self.pid, "tid": self.tid,
-             "ts": ts, "dur": dur, "args": {"External id": self._next_ext()}}
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{n}",
+                "pid": self.pid,
+                "tid": self.tid,
+                "ts": ts,
+                "dur": dur,
+                "args": {"External id": self._next_ext()},
+            }
         )
 
     def annotation(self, name: str, ts: float, dur: float) -> None:
         """A ``record_function`` range on the host (``user_annotation``)."""
         self.events.append(
-            {"ph": "X", "cat": "user_annotation", "name": name, "pid": self.pid, "tid": self.tid, "ts": ts,
-             "dur": dur, "args": {"External id": self._next_ext()}}
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": name,
+                "pid": self.pid,
+                "tid": self.tid,
+                "ts": ts,
+                "dur": dur,
+                "args": {"External id": self._next_ext()},
+            }
         )
 
     def op(self, name: str, ts: float, dur: float, **args: Any) -> int:
         ext = self._next_ext()
         self.events.append(
-            {"ph": "X", "cat": "cpu_op", "name": name, "pid": self.pid, "tid": self.tid, "ts": ts, "dur": dur,
-             "args": {"External id": ext, **args}}
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": name,
+                "pid": self.pid,
+                "tid": self.tid,
+                "ts": ts,
+                "dur": dur,
+                "args": {"External id": ext, **args},
+            }
         )
         return ext
 
     def runtime(self, name: str, ts: float, dur: float, ext: int = 0, corr: int | None = None) -> int:
         corr = self._next_corr() if corr is None else corr
         self.events.append(
-            {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": self.pid, "tid": self.tid, "ts": ts, "dur": dur,
-             "args": {"External id": ext, "correlation": corr}}
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": name,
+                "pid": self.pid,
+                "tid": self.tid,
+                "ts": ts,
+                "dur": dur,
+                "args": {"External id": ext, "correlation": corr},
+            }
         )
         return corr
 
-    def kernel(self, name: str, ts: float, dur: float, corr: int, device: int = 0, stream: int = 7,
-               blocks_per_sm: float | None = 2.0, occupancy: float | None = 50, grid: list[int] | None = None,
-               ext: int = 0) -> None:
+    def kernel(
+        self,
+        name: str,
+        ts: float,
+        dur: float,
+        corr: int,
+        device: int = 0,
+        stream: int = 7,
+        blocks_per_sm: float | None = 2.0,
+        occupancy: float | None = 50,
+        grid: list[int] | None = None,
+        ext: int = 0,
+    ) -> None:
         args: dict[str, Any] = {"External id": ext, "device": device, "stream": stream, "correlation": corr}
         if blocks_per_sm is not None:
             args["blocks per SM"] = blocks_per_sm
@@ -68,14 +110,28 @@ class TraceBuilder:
         if grid is not None:
             args["grid"] = grid
             args["block"] = [128, 1, 1]
-        self.events.append({"ph": "X", "cat": "kernel", "name": name, "pid": device, "tid": stream, "ts": ts,
-                            "dur": dur, "args": args})
+        self.events.append(
+            {"ph": "X", "cat": "kernel", "name": name, "pid": device, "tid": stream, "ts": ts, "dur": dur, "args": args}
+        )
 
     def memcpy(self, kind: str, ts: float, dur: float, nbytes: int, corr: int, device: int = 0) -> None:
         self.events.append(
-            {"ph": "X", "cat": "gpu_memcpy", "name": f"Memcpy {kind}", "pid": device, "tid": 7, "ts": ts, "dur": dur,
-             "args": {"device": device, "stream": 7, "correlation": corr, "bytes": nbytes,
-                      "memory bandwidth (GB/s)": nbytes / dur / 1e3}}
+            {
+                "ph": "X",
+                "cat": "gpu_memcpy",
+                "name": f"Memcpy {kind}",
+                "pid": device,
+                "tid": 7,
+                "ts": ts,
+                "dur": dur,
+                "args": {
+                    "device": device,
+                    "stream": 7,
+                    "correlation": corr,
+                    "bytes": nbytes,
+                    "memory bandwidth (GB/s)": nbytes / dur / 1e3,
+                },
+            }
         )
 
     def launch_kernel(self, name: str, cpu_ts: float, gpu_ts: float, dur: float, **kw: Any) -> None:
@@ -91,8 +147,9 @@ class TraceBuilder:
             self.launch_kernel(kernel, ts + 10, ts + 50, 400)
         return self
 
-    def graph_launch(self, cpu_ts: float, kernels: list[tuple[str, float, float]], api: str = "cudaGraphLaunch",
-                     **kw: Any) -> int:
+    def graph_launch(
+        self, cpu_ts: float, kernels: list[tuple[str, float, float]], api: str = "cudaGraphLaunch", **kw: Any
+    ) -> int:
         """One graph replay as CUPTI records it: one launch call, and every kernel of the replay
         carrying that call's correlation id. ``kernels``: (name, gpu start, duration)."""
         corr = self.runtime(api, cpu_ts, 10.0)
@@ -100,14 +157,37 @@ class TraceBuilder:
             self.kernel(name, ts, dur, corr, **kw)
         return corr
 
-    def memory(self, ts: float, nbytes: Any, allocated: Any, reserved: Any, addr: Any = 1 << 40, device: Any = 0,
-               device_type: Any = 1, tid: int | None = None, name: str = "[memory]") -> None:
+    def memory(
+        self,
+        ts: float,
+        nbytes: Any,
+        allocated: Any,
+        reserved: Any,
+        addr: Any = 1 << 40,
+        device: Any = 0,
+        device_type: Any = 1,
+        tid: int | None = None,
+        name: str = "[memory]",
+    ) -> None:
         """One of the caching allocator's instant events (``profile_memory=True``)."""
         self.events.append(
-            {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": name, "pid": self.pid,
-             "tid": self.tid if tid is None else tid, "ts": ts,
-             "args": {"Total Reserved": reserved, "Total Allocated": allocated, "Bytes": nbytes, "Device Id": device,
-                      "Device Type": device_type, "Addr": addr}}
+            {
+                "ph": "i",
+                "cat": "cpu_instant_event",
+                "s": "t",
+                "name": name,
+                "pid": self.pid,
+                "tid": self.tid if tid is None else tid,
+                "ts": ts,
+                "args": {
+                    "Total Reserved": reserved,
+                    "Total Allocated": allocated,
+                    "Bytes": nbytes,
+                    "Device Id": device,
+                    "Device Type": device_type,
+                    "Addr": addr,
+                },
+            }
         )
 
     def _next_corr(self) -> int:
@@ -119,8 +199,13 @@ class TraceBuilder:
         return self._ext
 
     def document(self) -> dict[str, Any]:
-        return {"schemaVersion": 1, "deviceProperties": self.devices, **self.extra,
-                "traceEvents": self.events, "traceName": "test"}
+        return {
+            "schemaVersion": 1,
+            "deviceProperties": self.devices,
+            **self.extra,
+            "traceEvents": self.events,
+            "traceName": "test",
+        }
 
     def text(self) -> str:
         """Kineto's own layout: one event per indented block."""

@@ -66,14 +66,30 @@ def struct_schema(cls: type[msgspec.Struct], skip: Iterable[str] = ()) -> Schema
 
 # The frames' schemas. ``steps`` and ``workers`` also get one ``breakdown_<part>`` float64
 # column per part of the step breakdown (kernel, memcpy, memset, idle_after_sync, idle_other).
-STEPS: Schema = {**IDENTITY, "step": "int64", "start_us": "float64", "dur_us": "float64",
-                 **struct_schema(Step, skip=("step", "start_us", "dur_us"))}
-WORKERS: Schema = {**IDENTITY, "file": "string", "error": "string", "device_name": "string",
-                   "num_sms": "Int64", "peak_flops": "float64", "dtype": "string",
-                   **struct_schema(Summary, skip=("steps",)), "steps": "Int64",
-                   "hfu": "float64", "achieved_tflops_while_busy": "float64", "flops_source": "string",
-                   # the gain of fixing every finding at once: one interval union, not the column's sum
-                   "combined_gain_us_per_step": "float64", "combined_gain_share": "float64"}
+STEPS: Schema = {
+    **IDENTITY,
+    "step": "int64",
+    "start_us": "float64",
+    "dur_us": "float64",
+    **struct_schema(Step, skip=("step", "start_us", "dur_us")),
+}
+WORKERS: Schema = {
+    **IDENTITY,
+    "file": "string",
+    "error": "string",
+    "device_name": "string",
+    "num_sms": "Int64",
+    "peak_flops": "float64",
+    "dtype": "string",
+    **struct_schema(Summary, skip=("steps",)),
+    "steps": "Int64",
+    "hfu": "float64",
+    "achieved_tflops_while_busy": "float64",
+    "flops_source": "string",
+    # the gain of fixing every finding at once: one interval union, not the column's sum
+    "combined_gain_us_per_step": "float64",
+    "combined_gain_share": "float64",
+}
 KERNELS: Schema = {**IDENTITY, **struct_schema(KernelStats)}
 # one row per analysed step of a profile_memory=True trace (analysis.memory, docs/memory.md), with the
 # device's memory and the worker's headroom beside each (a Literal phase is a string)
@@ -86,22 +102,53 @@ MEMORY: Schema = {
 }
 COPIES: Schema = {**IDENTITY, **struct_schema(CopyStats)}
 SYNCS: Schema = {**IDENTITY, **struct_schema(SyncStats)}
-FINDINGS: Schema = {**IDENTITY, "id": "string", "severity": "string", "title": "string", "subject": "string",
-                    "est_gain_us_per_step": "float64", "est_gain_share": "float64", "est_mfu_after": "float64",
-                    "recommendation": "string", "evidence": "object"}
-RANKS: Schema = {"run": "string", "rank": "Int64", "worker": "string", "span": "string",
-                 "step_time_us": "float64", "gpu_busy_share": "float64", "idle_share": "float64",
-                 "exposed_communication_us_per_step": "float64", "mfu": "float64", "straggler": "bool",
-                 "communication_us_per_step": "float64", "overlap_ratio": "float64", "bubble_share": "float64",
-                 "clock_shift_us": "float64", "collective_wait_us_per_step": "float64"}
+FINDINGS: Schema = {
+    **IDENTITY,
+    "id": "string",
+    "severity": "string",
+    "title": "string",
+    "subject": "string",
+    "est_gain_us_per_step": "float64",
+    "est_gain_share": "float64",
+    "est_mfu_after": "float64",
+    "recommendation": "string",
+    "evidence": "object",
+}
+RANKS: Schema = {
+    "run": "string",
+    "rank": "Int64",
+    "worker": "string",
+    "span": "string",
+    "step_time_us": "float64",
+    "gpu_busy_share": "float64",
+    "idle_share": "float64",
+    "exposed_communication_us_per_step": "float64",
+    "mfu": "float64",
+    "straggler": "bool",
+    "communication_us_per_step": "float64",
+    "overlap_ratio": "float64",
+    "bubble_share": "float64",
+    "clock_shift_us": "float64",
+    "collective_wait_us_per_step": "float64",
+}
 # ``collective`` and ``kernel_us_per_step`` are the Collective's ``kind`` and ``us_per_step``, under
 # the names the frame had before the report carried a per-collective table.
-COLLECTIVES: Schema = {**IDENTITY, "rank": "Int64", "collective": "string", "kernel_us_per_step": "float64",
-                       **struct_schema(Collective, skip=("kind", "us_per_step"))}
+COLLECTIVES: Schema = {
+    **IDENTITY,
+    "rank": "Int64",
+    "collective": "string",
+    "kernel_us_per_step": "float64",
+    **struct_schema(Collective, skip=("kind", "us_per_step")),
+}
 
 # One row per modelled step: its critical path's µs in each class (the classes' names), adding up to dur_us.
-CRITICAL_PATH: Schema = {**IDENTITY, "step": "int64", "dur_us": "float64", "bound": "string",
-                         **dict.fromkeys(CLASSES, "float64")}
+CRITICAL_PATH: Schema = {
+    **IDENTITY,
+    "step": "int64",
+    "dur_us": "float64",
+    "bound": "string",
+    **dict.fromkeys(CLASSES, "float64"),
+}
 # One row per what-if re-timing: the findings it applies ("id" or "id · subject"), ``combined`` for
 # the one of every re-timed finding at once (WorkerReport.whatif.combined).
 WHATIF: Schema = {**IDENTITY, "findings": "object", "combined": "bool", **struct_schema(WhatIfCase)}
@@ -158,8 +205,12 @@ def workers_rows(report: Report) -> tuple[list[Row], Schema]:
     for _, w, ident in _workers(report):
         row: Row = {**ident, "file": w.file, "error": w.error}
         if w.device is not None:
-            row.update(device_name=w.device.name, num_sms=w.device.num_sms, peak_flops=w.device.peak_flops,
-                       dtype=w.device.dtype)
+            row.update(
+                device_name=w.device.name,
+                num_sms=w.device.num_sms,
+                peak_flops=w.device.peak_flops,
+                dtype=w.device.dtype,
+            )
         if w.summary is not None:
             row.update(_fields(w.summary, WORKERS))
             row.update({f"breakdown_{k}": v for k, v in w.summary.breakdown.items()})
@@ -214,8 +265,15 @@ def collectives_rows(report: Report) -> list[Row]:
             continue
         rank = w.distributed.rank if w.distributed is not None else None
         for c in w.communication.collectives:
-            rows.append({**ident, "rank": rank, "collective": c.kind, "kernel_us_per_step": c.us_per_step,
-                         **_fields(c, COLLECTIVES)})
+            rows.append(
+                {
+                    **ident,
+                    "rank": rank,
+                    "collective": c.kind,
+                    "kernel_us_per_step": c.us_per_step,
+                    **_fields(c, COLLECTIVES),
+                }
+            )
     return rows
 
 
@@ -226,8 +284,15 @@ def critical_path_rows(report: Report) -> list[Row]:
             continue
         for st in w.critical_path.steps:
             # a class with no time on the step's path is 0 here: the path was walked, it has none
-            rows.append({**ident, "step": st.step, "dur_us": st.dur_us, "bound": st.bound,
-                         **{c: st.us.get(c, 0.0) for c in CLASSES}})
+            rows.append(
+                {
+                    **ident,
+                    "step": st.step,
+                    "dur_us": st.dur_us,
+                    "bound": st.bound,
+                    **{c: st.us.get(c, 0.0) for c in CLASSES},
+                }
+            )
     return rows
 
 

@@ -68,8 +68,11 @@ class Report:
     def __repr__(self) -> str:
         workers = [w for r in self.report.runs for w in r.workers]
         bad = sum(1 for w in workers if w.error)
-        return (f"<tb_mfu_plugin Report: {len(self.report.runs)} run(s), {len(workers)} worker report(s)"
-                + (f", {bad} with errors" if bad else "") + ">")
+        return (
+            f"<tb_mfu_plugin Report: {len(self.report.runs)} run(s), {len(workers)} worker report(s)"
+            + (f", {bad} with errors" if bad else "")
+            + ">"
+        )
 
     def workers(self) -> pd.DataFrame:
         """One row per worker report (run, worker, span, gpu): device, peak, the summary
@@ -146,8 +149,9 @@ def analyze(
     """
     from ..running.pipeline import analyze_path
 
-    opts = AnalysisOptions(peak_tflops=peak_tflops, device_name=device_name, flops_per_step=flops_per_step,
-                           tf32=tf32, **options)
+    opts = AnalysisOptions(
+        peak_tflops=peak_tflops, device_name=device_name, flops_per_step=flops_per_step, tf32=tf32, **options
+    )
     try:
         return Report(analyze_path(os.fspath(path), opts))
     except TraceError as exc:

@@ -72,8 +72,14 @@ def test_step_time_stays_the_median_and_the_spread_is_kept(tmp_path: Path) -> No
     assert st.p90 == pytest.approx(1600)  # numpy's linear interpolation: 1000 + 0.6 * 1000
     k = s.distribution["kernel_time_share"]
     assert (k.median, k.min, k.max) == pytest.approx((0.83, 0.74, 0.83))
-    assert set(s.distribution) >= {"step_time_us", "gpu_busy_share", "kernel_time_share", "idle_share",
-                                   "sm_efficiency", "tensor_core_kernel_share"}
+    assert set(s.distribution) >= {
+        "step_time_us",
+        "gpu_busy_share",
+        "kernel_time_share",
+        "idle_share",
+        "sm_efficiency",
+        "tensor_core_kernel_share",
+    }
 
 
 def test_sm_efficiency_leaves_out_steps_without_blocks(tmp_path: Path) -> None:

@@ -24,14 +24,25 @@ from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.locate.discover import single_file_run
 from tb_mfu_plugin.trace.tables import TraceTables
 
-MI300X_VF = {"id": 0, "name": "AMD Instinct MI300X VF", "computeMajor": 9, "computeMinor": 4, "warpSize": 64,
-             "numSms": 304, "maxThreadsPerMultiprocessor": 2048}
-MI250 = {"id": 0, "name": "AMD Radeon Graphics", "computeMajor": 9, "computeMinor": 0, "warpSize": 64,
-         "numSms": 104}
+MI300X_VF = {
+    "id": 0,
+    "name": "AMD Instinct MI300X VF",
+    "computeMajor": 9,
+    "computeMinor": 4,
+    "warpSize": 64,
+    "numSms": 304,
+    "maxThreadsPerMultiprocessor": 2048,
+}
+MI250 = {"id": 0, "name": "AMD Radeon Graphics", "computeMajor": 9, "computeMinor": 0, "warpSize": 64, "numSms": 104}
 
 
-def _tables(tmp_path: Path, props: list[dict[str, Any]], kernel_devices: list[int], api: str = "hipLaunchKernel",
-            grid: list[int] | None = None) -> TraceTables:
+def _tables(
+    tmp_path: Path,
+    props: list[dict[str, Any]],
+    kernel_devices: list[int],
+    api: str = "hipLaunchKernel",
+    grid: list[int] | None = None,
+) -> TraceTables:
     b = TraceBuilder(devices=props)
     b.step(1, 0, 1000)
     for i, d in enumerate(kernel_devices):
@@ -96,9 +107,18 @@ def test_rocm_grid_unit_follows_the_launch_call(tmp_path: Path, api: str, grid: 
     b = TraceBuilder(devices=[MI300X_VF])
     b.step(1, 0, 1000)
     corr = b.runtime(api, 10, 2)
-    b.events.append({"ph": "X", "cat": "kernel", "name": "Cijk_Alik_Bljk_B_MT256x128x64", "pid": 2, "tid": 0,
-                     "ts": 100, "dur": 50, "args": {"device": 2, "stream": 0, "correlation": corr,
-                                                    "grid": grid, "block": [256, 1, 1]}})
+    b.events.append(
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "Cijk_Alik_Bljk_B_MT256x128x64",
+            "pid": 2,
+            "tid": 0,
+            "ts": 100,
+            "dur": 50,
+            "args": {"device": 2, "stream": 0, "correlation": corr, "grid": grid, "block": [256, 1, 1]},
+        }
+    )
     t = decode_trace(str(b.write(tmp_path / "t.pt.trace.json.gz")))
     api_code = t.cpu.name[t.launcher]
     unit = kernels.grid_units_per_block(t.gpu, api_code, t.names, devices.is_rocm(t))
@@ -123,8 +143,10 @@ def test_cuda_grid_is_blocks() -> None:
         ({"name": "AMD Instinct MI300X VF", "numSms": 304, "warpSize": 64}, "MI300X"),
         ({"name": "", "computeMajor": 9, "computeMinor": 4, "warpSize": 64, "numSms": 304}, "MI300X"),
         ({"name": "", "gcnArchName": "gfx942:sramecc+:xnack-", "numSms": 304}, "MI300X"),
-        ({"name": "AMD Radeon Graphics", "computeMajor": 9, "computeMinor": 0, "warpSize": 64, "numSms": 104},
-         "MI250 (per GCD)"),
+        (
+            {"name": "AMD Radeon Graphics", "computeMajor": 9, "computeMinor": 0, "warpSize": 64, "numSms": 104},
+            "MI250 (per GCD)",
+        ),
     ],
 )
 def test_amd_names_with_suffixes_or_none_find_their_peak(props: dict[str, Any], key: str) -> None:
@@ -134,9 +156,13 @@ def test_amd_names_with_suffixes_or_none_find_their_peak(props: dict[str, Any], 
 
 # --------------------------------------------------------------------------- real ROCm traces
 
-TRACELENS = ("Falconsai_nsfw_image_detection__1016002", "Qwen_Qwen1.5-0.5B-Chat__1016005",
-             "facebook_timesformer-base-finetuned-k400__1016002", "gaunernst_bert-small-uncased__1016001",
-             "google_owlv2-large-patch14-ensemble__1016001")
+TRACELENS = (
+    "Falconsai_nsfw_image_detection__1016002",
+    "Qwen_Qwen1.5-0.5B-Chat__1016005",
+    "facebook_timesformer-base-finetuned-k400__1016002",
+    "gaunernst_bert-small-uncased__1016001",
+    "google_owlv2-large-patch14-ensemble__1016001",
+)
 
 
 @pytest.mark.parametrize("model", TRACELENS)
@@ -187,7 +213,12 @@ def test_mi250_hta_trace_device_and_peak() -> None:
     ],
 )
 def test_hostile_device_properties_never_break_the_reports_types(
-    tmp_path: Path, name: Any, num_sms: Any, major: Any, want_name: str | None, want_sms: int | None,
+    tmp_path: Path,
+    name: Any,
+    num_sms: Any,
+    major: Any,
+    want_name: str | None,
+    want_sms: int | None,
     want_cc: str | None,
 ) -> None:
     # The report crosses processes as typed msgpack; a float name once made the parent's
@@ -201,5 +232,8 @@ def test_hostile_device_properties_never_break_the_reports_types(
     [report] = analyze_file(run.files[0], run.workers[0].name)
     assert report.device is not None
     assert (report.device.name, report.device.num_sms, report.device.compute_capability) == (
-        want_name, want_sms, want_cc)
+        want_name,
+        want_sms,
+        want_cc,
+    )
     assert msgspec.json.decode(msgspec.json.encode(report), type=WorkerReport) == report

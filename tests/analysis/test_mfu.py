@@ -41,8 +41,16 @@ class Trace:
         self._id += 1
         return self._id
 
-    def op(self, name: str, ts: float, dur: float, dims: list[Any] | None = None, types: list[str] | None = None,
-           concrete: list[str] | None = None, tid: int = 1) -> int:
+    def op(
+        self,
+        name: str,
+        ts: float,
+        dur: float,
+        dims: list[Any] | None = None,
+        types: list[str] | None = None,
+        concrete: list[str] | None = None,
+        tid: int = 1,
+    ) -> int:
         ext = self._next()
         args: dict[str, Any] = {"External id": ext}
         if dims is not None:
@@ -50,23 +58,60 @@ class Trace:
             args["Input type"] = types or ["c10::BFloat16" if d else "" for d in dims]
             if concrete is not None:
                 args["Concrete Inputs"] = concrete
-        self.events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
-                            "args": args})
+        self.events.append(
+            {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args}
+        )
         return ext
 
-    def launch(self, ts: float, kernel: str = "sm90_xmma_gemm_bf16", gpu_ts: float | None = None, dur: float = 10.0,
-               ext: int = 0, tid: int = 1) -> int:
+    def launch(
+        self,
+        ts: float,
+        kernel: str = "sm90_xmma_gemm_bf16",
+        gpu_ts: float | None = None,
+        dur: float = 10.0,
+        ext: int = 0,
+        tid: int = 1,
+    ) -> int:
         corr = self._next()
-        self.events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": tid,
-                            "ts": ts, "dur": 1.0, "args": {"External id": ext, "correlation": corr}})
-        self.events.append({"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": 7,
-                            "ts": gpu_ts if gpu_ts is not None else ts + 5.0, "dur": dur,
-                            "args": {"External id": ext, "device": 0, "stream": 7, "correlation": corr}})
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": tid,
+                "ts": ts,
+                "dur": 1.0,
+                "args": {"External id": ext, "correlation": corr},
+            }
+        )
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": kernel,
+                "pid": 0,
+                "tid": 7,
+                "ts": gpu_ts if gpu_ts is not None else ts + 5.0,
+                "dur": dur,
+                "args": {"External id": ext, "device": 0, "stream": 7, "correlation": corr},
+            }
+        )
         return corr
 
     def step(self, n: int, ts: float, dur: float) -> None:
-        self.events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 1,
-                            "ts": ts, "dur": dur, "args": {}})
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{n}",
+                "pid": 1,
+                "tid": 1,
+                "ts": ts,
+                "dur": dur,
+                "args": {},
+            }
+        )
 
     def tables(self, tmp_path: Path) -> TraceTables:
         doc = {"schemaVersion": 1, "deviceProperties": [{"name": "NVIDIA H200"}], "traceEvents": self.events}
@@ -130,8 +175,14 @@ def test_convolution_chain_counts_the_outermost(tmp_path: Path) -> None:
     tr.op("aten::conv2d", 0, 100, [x, w, [8], [], [], [], []])
     tr.op("aten::convolution", 2, 96, [x, w, [8], [], [], [], [], [], []], None, c9)
     tr.op("aten::_convolution", 4, 92, [x, w, [8]] + [[]] * 10, None, c9 + ["False", "False", "True", "True"])
-    tr.op("aten::cudnn_convolution", 6, 88, [x, w] + [[]] * 7, None,
-          ["", "", "[1, 1]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"])
+    tr.op(
+        "aten::cudnn_convolution",
+        6,
+        88,
+        [x, w] + [[]] * 7,
+        None,
+        ["", "", "[1, 1]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"],
+    )
     tr.launch(10, kernel="sm90_xmma_fprop_implicit_gemm")
     t = tr.tables(tmp_path)
     of = count_flops(t)
@@ -163,8 +214,18 @@ def test_external_id_links_an_op_to_its_kernel(tmp_path: Path) -> None:
     # legacy traces: no runtime row inside the op, but the kernel names the op's External id
     tr = Trace()
     e = tr.op("aten::mm", 0, 20, MM)
-    tr.events.append({"ph": "X", "cat": "kernel", "name": "volta_sgemm", "pid": 0, "tid": 7, "ts": 50, "dur": 10,
-                      "args": {"External id": e, "device": 0, "stream": 7, "correlation": 999}})
+    tr.events.append(
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "volta_sgemm",
+            "pid": 0,
+            "tid": 7,
+            "ts": 50,
+            "dur": 10,
+            "args": {"External id": e, "device": 0, "stream": 7, "correlation": 999},
+        }
+    )
     t = tr.tables(tmp_path)
     of = count_flops(t)
     assert len(of) == 1 and of.kernel_counted.all()
@@ -242,7 +303,9 @@ def test_unattributed_kernel_time_by_launching_op(tmp_path: Path) -> None:
     un = M.unattributed_kernel_time(t, of)
     assert un.kernel_us == 105 and un.attributed_us == 40 and un.unattributed_us == 65
     assert [(x.op, x.kernel_us, x.kernels) for x in un.top] == [
-        ("(no op)", 30, 1), ("aten::native_layer_norm", 25, 1), ("aten::add_", 10, 2)
+        ("(no op)", 30, 1),
+        ("aten::native_layer_norm", 25, 1),
+        ("aten::add_", 10, 2),
     ]
     assert un.unattributed_share == pytest.approx(65 / 105)
     # only the selected kernels (the pipeline selects those the steps launched: steps.launched_in_steps)
@@ -288,9 +351,13 @@ def test_legacy_conv_output_from_backward_and_inexact_fallback(tmp_path: Path) -
     tr = Trace()
     x, w, go = [32, 3, 224, 224], [64, 3, 7, 7], [32, 64, 112, 112]
     for name in ("aten::convolution", "aten::_convolution", "aten::cudnn_convolution"):
-        tr.op(name, {"aten::convolution": 0, "aten::_convolution": 2, "aten::cudnn_convolution": 4}[name],
-              {"aten::convolution": 96, "aten::_convolution": 92, "aten::cudnn_convolution": 88}[name],
-              [x, w] + [[]] * 7, ["float", "float"] + [""] * 7)
+        tr.op(
+            name,
+            {"aten::convolution": 0, "aten::_convolution": 2, "aten::cudnn_convolution": 4}[name],
+            {"aten::convolution": 96, "aten::_convolution": 92, "aten::cudnn_convolution": 88}[name],
+            [x, w] + [[]] * 7,
+            ["float", "float"] + [""] * 7,
+        )
     tr.launch(10)
     tr.op("aten::cudnn_convolution_backward", 200, 100, [x, go, w] + [[]] * 8, ["float"] * 3 + [""] * 8)
     tr.op("aten::cudnn_convolution_backward_weight", 210, 40, [[], go, x] + [[]] * 7, ["", "float", "float"] + [""] * 7)
@@ -315,8 +382,9 @@ def test_legacy_resnet50_fixture_matches_flop_counter_figure() -> None:
     t = decode_trace(f, keep_inputs=F.is_flop_op)
     of = count_flops(t)
     c = t.cpu
-    steps = np.nonzero((c.kind == ANNOTATION) & np.isin(c.name, [i for i, n in enumerate(t.names)
-                                                                   if n.startswith("ProfilerStep#")]))[0]
+    steps = np.nonzero(
+        (c.kind == ANNOTATION) & np.isin(c.name, [i for i, n in enumerate(t.names) if n.startswith("ProfilerStep#")])
+    )[0]
     wf = flops_in_windows(of, c.ts[steps], c.ts[steps] + c.dur[steps])
     # FlopCounterMode on torchvision ResNet-50 fwd+bwd at batch 64 (sample_traces/resnet50_bf16,
     # flops_by_op: convolution 523153440768 + convolution_backward 1031201095680 + addmm
@@ -403,8 +471,11 @@ def test_report_hook_fills_mfu_and_uses_the_sidecar(tmp_path: Path) -> None:
     gt = json.loads((run / "ground_truth.json").read_text())
     for f in run.glob("*.pt.trace.json*"):
         (tmp_path / f.name).write_bytes(f.read_bytes())
-    (tmp_path / "tb_mfu.json").write_text(json.dumps({"model": {
-        "n_params": 83941376, "n_layers": 4, "d_model": 1024, "seq_len": 1024, "tokens_per_step": 8192}}))
+    (tmp_path / "tb_mfu.json").write_text(
+        json.dumps(
+            {"model": {"n_params": 83941376, "n_layers": 4, "d_model": 1024, "seq_len": 1024, "tokens_per_step": 8192}}
+        )
+    )
     w = analyze_path(str(tmp_path), AnalysisOptions()).runs[0].workers[0]
     assert w.error is None and w.summary is not None and w.device is not None and w.flops is not None
     assert w.summary.flops_per_step == pytest.approx(gt["flops_per_step"], rel=1e-6)

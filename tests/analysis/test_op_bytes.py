@@ -25,8 +25,11 @@ BF16, FP32, I64 = "c10::BFloat16", "float", "long int"
 
 
 def est(name: str, dims: list[Any], types: list[str], concrete: list[str] | None = None) -> B.OpCost:
-    inputs = OpInputs(json.dumps(dims).encode(), json.dumps(types).encode(),
-                      json.dumps(concrete).encode() if concrete is not None else None)
+    inputs = OpInputs(
+        json.dumps(dims).encode(),
+        json.dumps(types).encode(),
+        json.dumps(concrete).encode() if concrete is not None else None,
+    )
     got = B.estimate(name, inputs)
     assert got is not None, name
     return got
@@ -85,8 +88,7 @@ def test_fused_attention_never_counts_the_score_matrix() -> None:
     qkv = 3 * prod(q) * 2
     assert fwd.bytes == qkv + prod(q) * 2 + 8 * 16 * 1024 * 4  # + O + fp32 log-sum-exp
     assert fwd.bytes < 8 * 16 * 1024 * 1024 * 2  # far less than one bf16 T x T matrix
-    bwd = est("aten::_scaled_dot_product_flash_attention_backward", [q, q, q, q, q, [8, 16, 1024]],
-              [BF16] * 5 + [FP32])
+    bwd = est("aten::_scaled_dot_product_flash_attention_backward", [q, q, q, q, q, [8, 16, 1024]], [BF16] * 5 + [FP32])
     assert bwd.bytes == 2 * qkv + 2 * prod(q) * 2 + 8 * 16 * 1024 * 4
     assert bwd.op_class == "attention" and bwd.flops == 2.5 * fwd.flops
 
@@ -104,8 +106,12 @@ def test_conv_output_size_follows_from_the_flop_formula() -> None:
 
 
 def test_layer_norm_reads_x_and_params_writes_y_and_fp32_stats() -> None:
-    c = est("aten::native_layer_norm", [[8, 1024, 1024], [], [1024], [1024], []],
-            [FP32, "ScalarList", FP32, FP32, "Scalar"], ["", "[1024]", "", "", "1e-05"])
+    c = est(
+        "aten::native_layer_norm",
+        [[8, 1024, 1024], [], [1024], [1024], []],
+        [FP32, "ScalarList", FP32, FP32, "Scalar"],
+        ["", "[1024]", "", "", "1e-05"],
+    )
     n, rows = 8 * 1024 * 1024, 8 * 1024
     assert c.bytes == 4 * n + 2 * 4 * 1024 + 4 * n + 2 * 4 * rows
     assert c.op_class == "norm"
@@ -113,11 +119,20 @@ def test_layer_norm_reads_x_and_params_writes_y_and_fp32_stats() -> None:
 
 def test_softmax_half_to_float_and_backward_input_dtype() -> None:
     n = 8 * 16 * 128 * 128
-    assert est("aten::_softmax", [[8, 16, 128, 128], [], []], [BF16, "Scalar", "Scalar"],
-               ["", "-1", "True"]).bytes == 2 * n + 4 * n
+    assert (
+        est("aten::_softmax", [[8, 16, 128, 128], [], []], [BF16, "Scalar", "Scalar"], ["", "-1", "True"]).bytes
+        == 2 * n + 4 * n
+    )
     # _softmax_backward_data(grad fp32, out fp32, dim, input_dtype=15 (bf16)) writes bf16
-    assert est("aten::_softmax_backward_data", [[8, 16, 128, 128], [8, 16, 128, 128], [], []],
-               [FP32, FP32, "Scalar", "Scalar"], ["", "", "-1", "15"]).bytes == 4 * n * 2 + 2 * n
+    assert (
+        est(
+            "aten::_softmax_backward_data",
+            [[8, 16, 128, 128], [8, 16, 128, 128], [], []],
+            [FP32, FP32, "Scalar", "Scalar"],
+            ["", "", "-1", "15"],
+        ).bytes
+        == 4 * n * 2 + 2 * n
+    )
 
 
 def test_embedding_reads_only_the_rows_it_gathers() -> None:

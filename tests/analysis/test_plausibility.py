@@ -13,20 +13,45 @@ from tb_mfu_plugin.analysis.flops.detail import FlopsDetail, Impossible
 from tb_mfu_plugin.analysis.report import Step, Summary, WorkerReport
 
 BASE: dict[str, Any] = dict(
-    gpu_busy_share=0.5, kernel_time_share=0.5, memcpy_time_share=0.0, memset_time_share=0.0, idle_share=0.5,
-    host_sync_blocked_share=0.0, sm_efficiency=0.4, achieved_occupancy=0.3, tensor_core_kernel_share=0.9,
-    h2d_bytes_per_step=0.0, d2h_bytes_per_step=0.0, d2d_bytes_per_step=0.0, p2p_bytes_per_step=0.0,
-    sync_count_per_step=0.0, kernels_per_step=10.0,
+    gpu_busy_share=0.5,
+    kernel_time_share=0.5,
+    memcpy_time_share=0.0,
+    memset_time_share=0.0,
+    idle_share=0.5,
+    host_sync_blocked_share=0.0,
+    sm_efficiency=0.4,
+    achieved_occupancy=0.3,
+    tensor_core_kernel_share=0.9,
+    h2d_bytes_per_step=0.0,
+    d2h_bytes_per_step=0.0,
+    d2d_bytes_per_step=0.0,
+    p2p_bytes_per_step=0.0,
+    sync_count_per_step=0.0,
+    kernels_per_step=10.0,
 )
 
 
 def _detail(**mfus: float) -> FlopsDetail:
     """A FLOPs block with nothing counted but the MFU-like figures ``mfus``."""
-    return FlopsDetail(source=None, convention="FlopCounterMode", flops_per_step=None, executed_flops_per_step=None,
-                       model_flops_per_step=None, attention_recompute_flops_per_step=0.0,
-                       checkpoint_recompute_flops_per_step=0.0, ops_counted=0, dtype=None, dtype_shares={}, by_op=[],
-                       approximate_share=0.0, notes=[], unattributed_kernel_us=0.0, unattributed_kernel_share=None,
-                       unattributed_top=[], **mfus)
+    return FlopsDetail(
+        source=None,
+        convention="FlopCounterMode",
+        flops_per_step=None,
+        executed_flops_per_step=None,
+        model_flops_per_step=None,
+        attention_recompute_flops_per_step=0.0,
+        checkpoint_recompute_flops_per_step=0.0,
+        ops_counted=0,
+        dtype=None,
+        dtype_shares={},
+        by_op=[],
+        approximate_share=0.0,
+        notes=[],
+        unattributed_kernel_us=0.0,
+        unattributed_kernel_share=None,
+        unattributed_top=[],
+        **mfus,
+    )
 
 
 def _report(**over: Any) -> WorkerReport:

@@ -57,8 +57,14 @@ def test_outermost_formula_op_counts_once_with_all_its_kernels(tmp_path: Path) -
     tr.launch(45, kernel="masked_fill_kernel", gpu_ts=1040, dur=20.0)
     # layer_norm has no formula: native_layer_norm underneath counts
     tr.op("aten::layer_norm", 200, 50, [x, [], [n // 64], [n // 64], [], []])
-    tr.op("aten::native_layer_norm", 205, 40, [x, [], [n // 64], [n // 64], []],
-          [BF16, "ScalarList", BF16, BF16, "Scalar"], ["", f"[{n // 64}]", "", "", "1e-05"])
+    tr.op(
+        "aten::native_layer_norm",
+        205,
+        40,
+        [x, [], [n // 64], [n // 64], []],
+        [BF16, "ScalarList", BF16, BF16, "Scalar"],
+        ["", f"[{n // 64}]", "", "", "1e-05"],
+    )
     tr.launch(210, kernel="ln_kernel", gpu_ts=1100, dur=10.0)
     r = roof_of(decode(tr, tmp_path))
     ops = by_name(r)
@@ -104,8 +110,16 @@ def test_unmodelled_work_and_host_copies_are_listed_not_placed(tmp_path: Path) -
     tr.op("aten::_fused_adamw_", 50, 30, [[]] * 15, ["TensorList"] * 6 + ["Scalar"] * 9)
     tr.launch(55, kernel="multi_tensor_apply_kernel", dur=9.0)
     e = tr.op("aten::copy_", 100, 30, [[1000], [1000], []], [BF16, BF16, "Scalar"])
-    memcpy = {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "pid": 0, "tid": 7,
-              "ts": 200, "dur": 5.0, "args": {"External id": e, "device": 0, "stream": 7, "correlation": 9999}}
+    memcpy = {
+        "ph": "X",
+        "cat": "gpu_memcpy",
+        "name": "Memcpy HtoD (Pinned -> Device)",
+        "pid": 0,
+        "tid": 7,
+        "ts": 200,
+        "dur": 5.0,
+        "args": {"External id": e, "device": 0, "stream": 7, "correlation": 9999},
+    }
     r = roof_of(decode(tr, tmp_path, [memcpy]))
     assert not r.ops
     reasons = {u.name: u.reason for u in r.unmodelled}
@@ -199,8 +213,19 @@ def test_report_json_carries_the_issue_contract(reports: dict[str, WorkerReport]
     doc = json.loads(to_json(reports["roofline_microbench"]))
     r = doc["roofline"]
     assert {"peak_flops", "peak_bandwidth", "ops"} <= set(r)
-    keys = {"name", "class", "count_per_step", "us_per_step", "flops_per_step", "bytes_per_step", "intensity",
-            "achieved_flops", "achieved_bandwidth", "roof_share", "bound"}
+    keys = {
+        "name",
+        "class",
+        "count_per_step",
+        "us_per_step",
+        "flops_per_step",
+        "bytes_per_step",
+        "intensity",
+        "achieved_flops",
+        "achieved_bandwidth",
+        "roof_share",
+        "bound",
+    }
     assert all(keys <= set(o) for o in r["ops"])
 
 

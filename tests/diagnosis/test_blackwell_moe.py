@@ -19,15 +19,27 @@ from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.running.pipeline import analyze_run
 from tb_mfu_plugin.trace.locate.discover import discover_runs
 
-B200 = {"id": 0, "name": "NVIDIA B200", "computeMajor": 10, "computeMinor": 0, "numSms": 148,
-        "maxThreadsPerMultiprocessor": 2048}
+B200 = {
+    "id": 0,
+    "name": "NVIDIA B200",
+    "computeMajor": 10,
+    "computeMinor": 0,
+    "numSms": 148,
+    "maxThreadsPerMultiprocessor": 2048,
+}
 
-FP8_MOE = ("bmm_E4m3_E4m3E4m3_Fp32_t128x64x128u2_s6_et64x64_m64x64x32_c1x1x1_rM_TN_transOut_noShfl_dsFp8_schPd4x2x2"
-           "x3_bN_tma_tmaSf_rgTma_clmp_lbW4_dynB_sm100f")
-FP4_MOE = ("bmm_Bfloat16_E2m1E2m1_Fp32_Ab16_Bb16_t128x128x256u2_s6_et128x128_m256x128x64_c2x1x1_rM_TN_transOut_schPd"
-           "2x1x2x3_biasFp32M_bN_rgTma_clmp_dynB_sm100f")
-MX_MOE = ("Bmm_MxE4m3_MxE2m1MxE4m3_Fp32_bA32_bB32_bC32_t128x128x256_s4_et128x128_m256x128x32_cga2x1x1_16dp256b_rM_TN"
-          "_transOut_schPd2x1x2x3_swiGlu_bN_tma_tmaSf_sm100f")
+FP8_MOE = (
+    "bmm_E4m3_E4m3E4m3_Fp32_t128x64x128u2_s6_et64x64_m64x64x32_c1x1x1_rM_TN_transOut_noShfl_dsFp8_schPd4x2x2"
+    "x3_bN_tma_tmaSf_rgTma_clmp_lbW4_dynB_sm100f"
+)
+FP4_MOE = (
+    "bmm_Bfloat16_E2m1E2m1_Fp32_Ab16_Bb16_t128x128x256u2_s6_et128x128_m256x128x64_c2x1x1_rM_TN_transOut_schPd"
+    "2x1x2x3_biasFp32M_bN_rgTma_clmp_dynB_sm100f"
+)
+MX_MOE = (
+    "Bmm_MxE4m3_MxE2m1MxE4m3_Fp32_bA32_bB32_bC32_t128x128x256_s4_et128x128_m256x128x32_cga2x1x1_16dp256b_rM_TN"
+    "_transOut_schPd2x1x2x3_swiGlu_bN_tma_tmaSf_sm100f"
+)
 DENSE = "nvjet_sm100_tst_128x256_64x6_2x1_2cta_v_bz_TNT"
 ATTN = "fmhaSm100fKernel_QkvE4m3OBfloat16HQk128HV128SeparateQkvCausalP64VarSeqQ128Kv128PersistentContext"
 ROUTING = "void moe::dev::routing::routingMainKernel<moe::dev::routing::KernelParams<__nv_bfloat16>>(...)"

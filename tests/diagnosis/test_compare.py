@@ -9,15 +9,26 @@ from tb_mfu_plugin.running.pipeline import analyze_path
 
 
 def _f(id: str, gain: float, subject: str | None = None) -> Finding:
-    return Finding(id=id, subject=subject, title=id.upper(), est_gain_us_per_step=gain, severity="low", evidence={},
-                   est_gain_share=0.0, est_mfu_after=None, recommendation="")
+    return Finding(
+        id=id,
+        subject=subject,
+        title=id.upper(),
+        est_gain_us_per_step=gain,
+        severity="low",
+        evidence={},
+        est_gain_share=0.0,
+        est_mfu_after=None,
+        recommendation="",
+    )
 
 
 def test_fixed_new_and_remaining() -> None:
     base = [_f("naive_attention", 100), _f("sync_point", 5, "item"), _f("sync_point", 3, "to")]
     other = [_f("sync_point", 4, "to"), _f("gpu_idle", 50)]
-    got = {(c.id, c.subject): (c.status, c.baseline_gain_us_per_step, c.gain_us_per_step)
-           for c in compare_findings(base, other)}
+    got = {
+        (c.id, c.subject): (c.status, c.baseline_gain_us_per_step, c.gain_us_per_step)
+        for c in compare_findings(base, other)
+    }
     assert got == {
         ("naive_attention", None): ("fixed", 100, None),
         ("sync_point", "item"): ("fixed", 5, None),

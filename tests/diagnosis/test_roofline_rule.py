@@ -22,11 +22,25 @@ STEP_US = 10_000.0
 
 def op(name: str, bound: str, us: float, share: float, **kw: Any) -> RooflineOp:
     base: dict[str, Any] = dict(
-        name=name, op_class="elementwise" if bound == "memory" else "matmul", shapes="[[1024, 1024]]", dtype="bf16",
-        exact=True, count_per_step=1.0, us_per_step=us, flops_per_step=1e12 if bound == "compute" else 1e6,
-        bytes_per_step=1e9, intensity=1.0, achieved_flops=1.0, achieved_bandwidth=1.0, roof_flops=1.0,
-        roof_share=share, bound=bound, roof_us_per_step=us * share, lost_us_per_step=us * (1 - share),
-        kernels_per_call=1.0, mean_blocks_per_sm=4.0,
+        name=name,
+        op_class="elementwise" if bound == "memory" else "matmul",
+        shapes="[[1024, 1024]]",
+        dtype="bf16",
+        exact=True,
+        count_per_step=1.0,
+        us_per_step=us,
+        flops_per_step=1e12 if bound == "compute" else 1e6,
+        bytes_per_step=1e9,
+        intensity=1.0,
+        achieved_flops=1.0,
+        achieved_bandwidth=1.0,
+        roof_flops=1.0,
+        roof_share=share,
+        bound=bound,
+        roof_us_per_step=us * share,
+        lost_us_per_step=us * (1 - share),
+        kernels_per_call=1.0,
+        mean_blocks_per_sm=4.0,
     )
     base.update(kw)
     return RooflineOp(**base)
@@ -51,13 +65,15 @@ def test_registered() -> None:
 
 @pytest.mark.usefixtures("no_trace")
 def test_memory_bound_ops_far_below_bandwidth_are_named_with_their_cause() -> None:
-    found = below_roofline(ctx_with(
-        op("aten::copy_", "memory", 2000, 0.2),
-        op("aten::_softmax", "memory", 1000, 0.1, mean_blocks_per_sm=0.06),
-        op("aten::masked_fill", "memory", 800, 0.3, kernels_per_call=2.0),
-        op("aten::add", "memory", 600, 0.1, count_per_step=100.0),  # 6 µs a call
-        op("aten::mul", "memory", 3000, 0.9),  # near its roof: not named
-    ))
+    found = below_roofline(
+        ctx_with(
+            op("aten::copy_", "memory", 2000, 0.2),
+            op("aten::_softmax", "memory", 1000, 0.1, mean_blocks_per_sm=0.06),
+            op("aten::masked_fill", "memory", 800, 0.3, kernels_per_call=2.0),
+            op("aten::add", "memory", 600, 0.1, count_per_step=100.0),  # 6 µs a call
+            op("aten::mul", "memory", 3000, 0.9),  # near its roof: not named
+        )
+    )
     (f,) = found
     assert f.id == "below_roofline" and f.subject == "memory"
     causes = {o["name"]: o["cause"] for o in f.evidence["ops"]}
@@ -74,10 +90,12 @@ def test_memory_bound_ops_far_below_bandwidth_are_named_with_their_cause() -> No
 
 @pytest.mark.usefixtures("no_trace")
 def test_compute_bound_causes_do_not_recommend_what_the_run_does() -> None:
-    found = below_roofline(ctx_with(
-        op("aten::mm", "compute", 3000, 0.3, shapes="[[8192, 1000], [1000, 4096]]"),
-        op("aten::addmm", "compute", 2000, 0.4, dtype="fp32", shapes="[[4096], [8192, 1024], [1024, 4096]]"),
-    ))
+    found = below_roofline(
+        ctx_with(
+            op("aten::mm", "compute", 3000, 0.3, shapes="[[8192, 1000], [1000, 4096]]"),
+            op("aten::addmm", "compute", 2000, 0.4, dtype="fp32", shapes="[[4096], [8192, 1024], [1024, 4096]]"),
+        )
+    )
     (f,) = found
     assert f.subject == "compute"
     causes = {o["name"]: o["cause"] for o in f.evidence["ops"]}

@@ -56,7 +56,10 @@ class Team:
         env = {k: v for k, v in merged.items() if v is not None}
         out = subprocess.run(
             [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", location, "--json"],
-            check=True, capture_output=True, cwd=ROOT, env=env,
+            check=True,
+            capture_output=True,
+            cwd=ROOT,
+            env=env,
         )
         assert SECRET not in out.stdout.decode() + out.stderr.decode()
         return {r["name"]: r for r in json.loads(out.stdout)["runs"]}

@@ -40,8 +40,9 @@ def _point_px(box: dict[str, float], x: float, y: float, lo: float, hi: float) -
     return px, py
 
 
-def test_roofline_panel_shows_the_cli_shares_and_hover(start_tensorboard, page: Any, microbench_logdir: Path,
-                                                       output_dir: Path) -> None:
+def test_roofline_panel_shows_the_cli_shares_and_hover(
+    start_tensorboard, page: Any, microbench_logdir: Path, output_dir: Path
+) -> None:
     run = cli_json(microbench_logdir)["roofline_microbench"]
     roof = first_usable(run)["roofline"]
     ops = {o["name"]: o for o in roof["ops"]}

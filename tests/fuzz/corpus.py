@@ -38,10 +38,41 @@ Doc = dict[str, Any]
 # Values no real trace holds in a numeric field: beyond int64, Unicode digits that
 # str.isdigit() accepts and int() refuses, wrong types, extremes.
 HOSTILE_NUMBERS: list[Any] = [
-    2**63, 2**64 + 5, -(2**63) - 1, 10**30, -(10**30), 2**31, -(2**31) - 1, -1, -7, 0,
-    1e308, -1e308, 1.7e19, -10.5, 0.0, 1e-320,
-    "²", "١٢٣", "12", "-5", "", "nan", "inf", "stream 7", "\u0000", "\ud800x",
-    None, True, [], [1, 2], {}, {"a": 1}, [2**70, 3], [-4, 5, 6], [1e300, 1e300, 1e300],
+    2**63,
+    2**64 + 5,
+    -(2**63) - 1,
+    10**30,
+    -(10**30),
+    2**31,
+    -(2**31) - 1,
+    -1,
+    -7,
+    0,
+    1e308,
+    -1e308,
+    1.7e19,
+    -10.5,
+    0.0,
+    1e-320,
+    "²",
+    "١٢٣",
+    "12",
+    "-5",
+    "",
+    "nan",
+    "inf",
+    "stream 7",
+    "\u0000",
+    "\ud800x",
+    None,
+    True,
+    [],
+    [1, 2],
+    {},
+    {"a": 1},
+    [2**70, 3],
+    [-4, 5, 6],
+    [1e300, 1e300, 1e300],
 ]
 ID_KEYS = ("device", "stream", "correlation", "External id", "external id")
 MEASURE_KEYS = ("bytes", "est. achieved occupancy %", "blocks per SM", "warps per SM", "grid", "block")
@@ -121,10 +152,19 @@ def _m_top(doc: Doc, rng: random.Random) -> str:
 
 
 def _m_input_dims(doc: Doc, rng: random.Random) -> str:
-    dims = rng.choice([
-        [[-4, 8], [8, 16]], [[2**40, 2**40], [2**40, 2**40]], [[2**70, 3], [3, 4]], [["a"], [1]],
-        [[1e300, 2], [2, 3]], deep(900), [[]], [[0, 0], [0, 0]], [[-1, -1], [-1, -1]],
-    ])
+    dims = rng.choice(
+        [
+            [[-4, 8], [8, 16]],
+            [[2**40, 2**40], [2**40, 2**40]],
+            [[2**70, 3], [3, 4]],
+            [["a"], [1]],
+            [[1e300, 2], [2, 3]],
+            deep(900),
+            [[]],
+            [[0, 0], [0, 0]],
+            [[-1, -1], [-1, -1]],
+        ]
+    )
     for e in _events(doc, rng, lambda e: "Input Dims" in e.get("args", {}), rng.choice((1, 20, 1000))):
         e["args"]["Input Dims"] = dims
     return "Input Dims hostile"
@@ -200,8 +240,18 @@ def _m_shuffle(doc: Doc, rng: random.Random) -> str:
 
 
 STRUCTURED: tuple[Callable[[Doc, random.Random], str], ...] = (
-    _m_args, _m_args, _m_args, _m_top, _m_top, _m_input_dims, _m_deep, _m_steps, _m_drop, _m_devices,
-    _m_props, _m_shuffle,
+    _m_args,
+    _m_args,
+    _m_args,
+    _m_top,
+    _m_top,
+    _m_input_dims,
+    _m_deep,
+    _m_steps,
+    _m_drop,
+    _m_devices,
+    _m_props,
+    _m_shuffle,
 )
 
 
@@ -219,8 +269,7 @@ def _b_flip(data: bytes, rng: random.Random) -> tuple[bytes, str]:
 
 def _b_splice(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     at = rng.randrange(len(data))
-    junk = rng.choice((b"\n  {", b"\n  {\n  {", b"\xff\xfe", b"\x00",
-                       b'"\\ud800"', b"]}", b"\xc3\x28", b"[" * 2000))
+    junk = rng.choice((b"\n  {", b"\n  {\n  {", b"\xff\xfe", b"\x00", b'"\\ud800"', b"]}", b"\xc3\x28", b"[" * 2000))
     return data[:at] + junk + data[at:], f"spliced {junk[:10]!r} at {at}"
 
 
@@ -230,7 +279,10 @@ def _b_one_line(data: bytes, rng: random.Random) -> tuple[bytes, str]:
 
 
 BYTE_LEVEL: tuple[Callable[[bytes, random.Random], tuple[bytes, str]], ...] = (
-    _b_truncate, _b_flip, _b_splice, _b_one_line,
+    _b_truncate,
+    _b_flip,
+    _b_splice,
+    _b_one_line,
 )
 
 

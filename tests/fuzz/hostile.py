@@ -27,8 +27,12 @@ def _kernel(name: str, ts: float, device: int = 0, **args: Any) -> Doc:
 
 
 def _tiny(events: list[Doc], **header: Any) -> bytes:
-    doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H200", "numSms": 132}], **header,
-           "traceEvents": events}
+    doc = {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "NVIDIA H200", "numSms": 132}],
+        **header,
+        "traceEvents": events,
+    }
     return corpus.kineto_text(doc)
 
 
@@ -72,8 +76,15 @@ def _sidecars(out: Path, good: bytes) -> list[Path]:
         ("deep", b'{"version": 1, "model": ' + b"[" * 5000 + b"]" * 5000 + b"}"),
         ("huge_numbers", json.dumps({"version": 2**80, "flops_per_step": 1e308}).encode()),
         ("huge_version", json.dumps({"version": 10**30, "flops_per_step": 1e12}).encode()),
-        ("big_ints", json.dumps({"flops_per_step": None, "model": {"n_params": 1e300, "batch_size": 2**70,
-                                                                  "seq_len": 2**70, "n_layers": 2**64}}).encode()),
+        (
+            "big_ints",
+            json.dumps(
+                {
+                    "flops_per_step": None,
+                    "model": {"n_params": 1e300, "batch_size": 2**70, "seq_len": 2**70, "n_layers": 2**64},
+                }
+            ).encode(),
+        ),
         ("inf_flops", b'{"flops_per_step": 1e400}'),
     ):
         d = corpus.write_case(out, f"h_sidecar_{name}", good)
@@ -106,17 +117,28 @@ def _structure(out: Path, good_doc: Doc) -> list[Path]:
         corpus.write_case(out, "h_utf16", corpus.kineto_text(good_doc).decode().encode("utf-16"), corpus.TRACE_NAME),
         corpus.write_case(out, "h_one_line_big", corpus.gz(big_line)),
         corpus.write_case(out, "h_bare_array_deep", b"[" * nest + b"]" * nest, corpus.TRACE_NAME),
-        corpus.write_case(out, "h_object_deep", b'{"traceEvents": [' + b"[" * nest + b"]" * nest + b"]}",
-                          corpus.TRACE_NAME),
-        corpus.write_case(out, "h_header_deep", b'{"schemaVersion": ' + b"[" * nest + b"]" * nest
-                          + b', "traceEvents": []}', corpus.TRACE_NAME),
-        corpus.write_case(out, "h_no_boundary_newlines", b'{"traceEvents": [' + b"\n" * (8 * MiB) + b"]}",
-                          corpus.TRACE_NAME),
+        corpus.write_case(
+            out, "h_object_deep", b'{"traceEvents": [' + b"[" * nest + b"]" * nest + b"]}", corpus.TRACE_NAME
+        ),
+        corpus.write_case(
+            out,
+            "h_header_deep",
+            b'{"schemaVersion": ' + b"[" * nest + b"]" * nest + b', "traceEvents": []}',
+            corpus.TRACE_NAME,
+        ),
+        corpus.write_case(
+            out, "h_no_boundary_newlines", b'{"traceEvents": [' + b"\n" * (8 * MiB) + b"]}", corpus.TRACE_NAME
+        ),
         corpus.write_case(out, "h_not_json", b"\x00\x01\x02 not a trace", corpus.TRACE_NAME),
-        corpus.write_case(out, "h_invalid_utf8_names", _tiny([_kernel("KNAME", 1.0)]).replace(b"KNAME", b"k\xff\xfe"),
-                          corpus.TRACE_NAME),
-        corpus.write_case(out, "h_surrogate_names", _tiny([_kernel("KNAME", 1.0)]).replace(b"KNAME", b"k\\udc80"),
-                          corpus.TRACE_NAME),
+        corpus.write_case(
+            out,
+            "h_invalid_utf8_names",
+            _tiny([_kernel("KNAME", 1.0)]).replace(b"KNAME", b"k\xff\xfe"),
+            corpus.TRACE_NAME,
+        ),
+        corpus.write_case(
+            out, "h_surrogate_names", _tiny([_kernel("KNAME", 1.0)]).replace(b"KNAME", b"k\\udc80"), corpus.TRACE_NAME
+        ),
     ]
     return cases
 
@@ -126,11 +148,14 @@ def _figures(out: Path, good_doc: Doc) -> list[Path]:
     n_names = 2 if not LONG else 4
     name_len = (10 if LONG else 2) * MiB
     specs: dict[str, list[Doc]] = {
-        "bytes_overflow": [dict(_kernel("Memcpy HtoD (Pageable -> Device)", 10.0 * i, bytes=2**62), cat="gpu_memcpy")
-                           for i in range(8)],
+        "bytes_overflow": [
+            dict(_kernel("Memcpy HtoD (Pageable -> Device)", 10.0 * i, bytes=2**62), cat="gpu_memcpy") for i in range(8)
+        ],
         "bytes_negative": [dict(_kernel("Memcpy HtoD (Pageable -> Device)", 1.0, bytes=-(2**40)), cat="gpu_memcpy")],
-        "occupancy": [_kernel("k", 1.0, **{"est. achieved occupancy %": -10}),
-                      _kernel("k", 9.0, **{"est. achieved occupancy %": 1.18e19})],
+        "occupancy": [
+            _kernel("k", 1.0, **{"est. achieved occupancy %": -10}),
+            _kernel("k", 9.0, **{"est. achieved occupancy %": 1.18e19}),
+        ],
         "times_huge": [dict(_kernel("k", 1e308), dur=1e308), dict(_kernel("k", -1e308), dur=-1e308)],
         "dur_negative": [dict(_kernel("k", 1.0), dur=-50.0), _kernel("k", 10.0)],
         "grid_overflow": [_kernel("k", 1.0, grid=[2**40, 2**40, 2**40], block=[2**40, 2**40, 2**40])],
@@ -142,26 +167,47 @@ def _figures(out: Path, good_doc: Doc) -> list[Path]:
     }
     cases = [corpus.write_case(out, f"h_{name}", _tiny(events), corpus.TRACE_NAME) for name, events in specs.items()]
     devices = [{"id": i, "name": "NVIDIA H200", "numSms": 132} for i in range(20000)]
-    cases.append(corpus.write_case(out, "h_declared_devices", corpus.gz(
-        corpus.kineto_text({**good_doc, "deviceProperties": devices}))))
+    cases.append(
+        corpus.write_case(
+            out, "h_declared_devices", corpus.gz(corpus.kineto_text({**good_doc, "deviceProperties": devices}))
+        )
+    )
     # Hostile recorded shapes on a real trace's matmuls: MFU of 1e29 before issue 15.
     doc = corpus._load("fp32_no_tensor_cores")
     for e in doc["traceEvents"]:
         if isinstance(e, dict) and str(e.get("name", "")).startswith("aten::") and "Input Dims" in e.get("args", {}):
             e["args"]["Input Dims"] = [[10**9, 10**9], [10**9, 10**9], [10**9]]
     cases.append(corpus.write_case(out, "h_input_dims_absurd", corpus.gz(corpus.kineto_text(doc))))
-    gpu_only = {**good_doc, "traceEvents": [e for e in good_doc["traceEvents"]
-                                            if isinstance(e, dict) and e.get("cat") in ("kernel", "gpu_memcpy")]}
+    gpu_only = {
+        **good_doc,
+        "traceEvents": [
+            e for e in good_doc["traceEvents"] if isinstance(e, dict) and e.get("cat") in ("kernel", "gpu_memcpy")
+        ],
+    }
     cases.append(corpus.write_case(out, "h_gpu_only", corpus.gz(corpus.kineto_text(gpu_only))))
     return cases
 
 
 def _mem(ts: float, nbytes: Any, allocated: Any, reserved: Any, addr: Any = 1 << 40, **args: Any) -> Doc:
-    a = {"Total Reserved": reserved, "Total Allocated": allocated, "Bytes": nbytes, "Device Id": 0,
-         "Device Type": 1, "Addr": addr}
+    a = {
+        "Total Reserved": reserved,
+        "Total Allocated": allocated,
+        "Bytes": nbytes,
+        "Device Id": 0,
+        "Device Type": 1,
+        "Addr": addr,
+    }
     a.update(args)
-    return {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
-            "args": a}
+    return {
+        "ph": "i",
+        "cat": "cpu_instant_event",
+        "s": "t",
+        "name": "[memory]",
+        "pid": 1,
+        "tid": 1,
+        "ts": ts,
+        "args": a,
+    }
 
 
 def _with_memory(good_doc: Doc, events: list[Doc]) -> bytes:
@@ -178,11 +224,21 @@ def _memory(out: Path, good_doc: Doc) -> list[Path]:
     mid = (t0 + t1) / 2
     n = 200_000 if LONG else 20_000
     specs: dict[str, list[Doc]] = {
-        "totals": [_mem(mid, 64, -(2**40), -1), _mem(mid + 1, 64, 2**64, 2**70), _mem(mid + 2, 64, 1e300, "x"),
-                   _mem(mid + 3, 64, [1], {"a": 1}), _mem(mid + 4, 64, 2**62, 2**62)],
+        "totals": [
+            _mem(mid, 64, -(2**40), -1),
+            _mem(mid + 1, 64, 2**64, 2**70),
+            _mem(mid + 2, 64, 1e300, "x"),
+            _mem(mid + 3, 64, [1], {"a": 1}),
+            _mem(mid + 4, 64, 2**62, 2**62),
+        ],
         "reserved_below": [_mem(mid + i, 64, 10**9 + i, 10**6) for i in range(5)],
-        "bytes": [_mem(mid, -(2**63), 100, 200), _mem(mid + 1, 2**64, 100, 200), _mem(mid + 2, "12", 100, 200),
-                  _mem(mid + 3, None, 100, 200), _mem(mid + 4, True, 100, 200)],
+        "bytes": [
+            _mem(mid, -(2**63), 100, 200),
+            _mem(mid + 1, 2**64, 100, 200),
+            _mem(mid + 2, "12", 100, 200),
+            _mem(mid + 3, None, 100, 200),
+            _mem(mid + 4, True, 100, 200),
+        ],
         "addr_reused": [_mem(mid + i, 1 << 30, (i + 1) << 30, 1 << 40, addr=7) for i in range(10)]
         + [_mem(mid + 20, -(1 << 30), 1 << 30, 1 << 40, addr=7)],
         "outside_steps": [_mem(t0 - 1e6, 64, 64, 128), _mem(t1 + 1e6, 64, 64, 128), _mem(-1e300, 64, 64, 128)],
@@ -190,8 +246,9 @@ def _memory(out: Path, good_doc: Doc) -> list[Path]:
         + [_mem(mid, 64, 64, 128, **{"Device Type": t}) for t in (0, -1, 2**40, "cuda", None)],
         "beyond_device": [_mem(mid, 1 << 49, 1 << 49, 1 << 49)],
         "oom": [{**_mem(mid, 1 << 45, 1 << 30, 1 << 31), "name": "[OutOfMemory]"}],
-        "many": [_mem(t0 + (t1 - t0) * i / n, 512 if i % 2 == 0 else -512, 1 << 20, 1 << 21, addr=i // 2)
-                 for i in range(n)],
+        "many": [
+            _mem(t0 + (t1 - t0) * i / n, 512 if i % 2 == 0 else -512, 1 << 20, 1 << 21, addr=i // 2) for i in range(n)
+        ],
     }
     cases = [corpus.write_case(out, f"h_memory_{k}", _with_memory(good_doc, v)) for k, v in specs.items()]
     only = {**good_doc, "traceEvents": specs["totals"] + specs["addr_reused"]}  # memory events and nothing else
@@ -202,6 +259,10 @@ def _memory(out: Path, good_doc: Doc) -> list[Path]:
 def hand_written_cases(out: Path, good_doc: Doc) -> list[Path]:
     good = gzip.compress(corpus.kineto_text(good_doc), mtime=0)
     return (
-        _special(out) + _sidecars(out, good) + _bombs(out, good_doc) + _structure(out, good_doc)
-        + _figures(out, good_doc) + _memory(out, good_doc)
+        _special(out)
+        + _sidecars(out, good)
+        + _bombs(out, good_doc)
+        + _structure(out, good_doc)
+        + _figures(out, good_doc)
+        + _memory(out, good_doc)
     )

@@ -64,8 +64,16 @@ def _run_all(cases: list[Path], workers: int = 2) -> dict[str, dict[str, Any] | 
     pending = [g for g in groups if g]
     while pending:
         procs = [
-            (g, subprocess.Popen([sys.executable, str(Path(__file__).parent / "runner.py"), *map(str, g)],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), text=True))
+            (
+                g,
+                subprocess.Popen(
+                    [sys.executable, str(Path(__file__).parent / "runner.py"), *map(str, g)],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=_env(),
+                    text=True,
+                ),
+            )
             for g in pending
         ]
         pending = []
@@ -184,7 +192,9 @@ def test_whole_corpus_logdir_reports_the_good_run(logdir: tuple[Path, list[Path]
 def _analyze(path: Path, timeout: float = 120) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(path), "--json"],
-        capture_output=True, env=_env(), timeout=timeout,
+        capture_output=True,
+        env=_env(),
+        timeout=timeout,
     )
     assert out.returncode == 0, out.stderr.decode(errors="replace")[-2000:]
     assert b"Traceback" not in out.stderr

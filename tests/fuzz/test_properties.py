@@ -37,11 +37,14 @@ LIMITS = Limits(max_name_chars=64)
 # Numbers as real traces write them, and the ones no real trace holds.
 hostile_ints = st.sampled_from([0, 1, 7, -1, -7, 2**31, 2**32, 2**63 - 1, 2**63, 2**64 + 1, -(2**63) - 1, 10**30])
 numbers = st.one_of(
-    st.integers(-(2**70), 2**70), hostile_ints,
-    st.floats(allow_nan=False, allow_infinity=False), st.floats(0, 1e4),
+    st.integers(-(2**70), 2**70),
+    hostile_ints,
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.floats(0, 1e4),
 )
-scalars = st.one_of(numbers, st.text(max_size=5), st.sampled_from(["²", "١٢", "12", "", "stream 7"]),
-                    st.none(), st.booleans())
+scalars = st.one_of(
+    numbers, st.text(max_size=5), st.sampled_from(["²", "١٢", "12", "", "stream 7"]), st.none(), st.booleans()
+)
 values = st.one_of(scalars, st.lists(numbers, max_size=4), st.lists(st.lists(numbers, max_size=3), max_size=3))
 # Mostly values of the type the schema expects (so that files decode and the analysis
 # runs on hostile *numbers*), sometimes anything at all (so that refusals are tested too).
@@ -49,16 +52,37 @@ ids = st.one_of(hostile_ints, st.integers(0, 3), st.sampled_from(["²", "١٢", 
 measures = st.one_of(numbers, st.none())
 dims = st.lists(st.one_of(hostile_ints, st.integers(-2, 64)), max_size=3)
 TYPED: dict[str, Any] = {
-    "device": ids, "stream": ids, "correlation": ids, "External id": ids, "bytes": ids,
-    "est. achieved occupancy %": measures, "blocks per SM": measures, "warps per SM": measures, "flops": measures,
-    "grid": dims, "block": dims, "Input Dims": st.lists(dims, max_size=3),
+    "device": ids,
+    "stream": ids,
+    "correlation": ids,
+    "External id": ids,
+    "bytes": ids,
+    "est. achieved occupancy %": measures,
+    "blocks per SM": measures,
+    "warps per SM": measures,
+    "flops": measures,
+    "grid": dims,
+    "block": dims,
+    "Input Dims": st.lists(dims, max_size=3),
 }
 ARG_KEYS = list(TYPED)
-names = st.one_of(st.sampled_from(["aten::mm", "ProfilerStep#1", "ProfilerStep#99999999999999999999",
-                                   "ProfilerStep#²", "cudaLaunchKernel", "Memcpy HtoD (Pageable -> Device)",
-                                   "k" * 100]), st.text(max_size=8))
-cats = st.sampled_from(["kernel", "kernel", "gpu_memcpy", "gpu_memset", "cpu_op", "user_annotation", "cuda_runtime",
-                        "Kernel", "", "weird"])
+names = st.one_of(
+    st.sampled_from(
+        [
+            "aten::mm",
+            "ProfilerStep#1",
+            "ProfilerStep#99999999999999999999",
+            "ProfilerStep#²",
+            "cudaLaunchKernel",
+            "Memcpy HtoD (Pageable -> Device)",
+            "k" * 100,
+        ]
+    ),
+    st.text(max_size=8),
+)
+cats = st.sampled_from(
+    ["kernel", "kernel", "gpu_memcpy", "gpu_memset", "cpu_op", "user_annotation", "cuda_runtime", "Kernel", "", "weird"]
+)
 
 
 def _value(draw: st.DrawFn, typed: st.SearchStrategy[Any]) -> Any:
@@ -67,9 +91,15 @@ def _value(draw: st.DrawFn, typed: st.SearchStrategy[Any]) -> Any:
 
 @st.composite
 def events(draw: st.DrawFn) -> dict[str, Any]:
-    e: dict[str, Any] = {"ph": draw(st.sampled_from(["X", "X", "X", "X", "i", "M", "B"])), "cat": draw(cats),
-                         "name": draw(names), "pid": _value(draw, ids), "tid": _value(draw, ids),
-                         "ts": _value(draw, st.one_of(numbers, st.floats(0, 1e6))), "dur": _value(draw, measures)}
+    e: dict[str, Any] = {
+        "ph": draw(st.sampled_from(["X", "X", "X", "X", "i", "M", "B"])),
+        "cat": draw(cats),
+        "name": draw(names),
+        "pid": _value(draw, ids),
+        "tid": _value(draw, ids),
+        "ts": _value(draw, st.one_of(numbers, st.floats(0, 1e6))),
+        "dur": _value(draw, measures),
+    }
     if draw(st.booleans()):
         e["args"] = {k: _value(draw, TYPED[k]) for k in draw(st.lists(st.sampled_from(ARG_KEYS), max_size=5))}
     for k in draw(st.lists(st.sampled_from(list(e)), max_size=2)):
@@ -120,9 +150,16 @@ def _check_reports(t: Any) -> None:
 
 
 @SETTINGS
-@given(evs=st.lists(events(), max_size=25), kineto=st.booleans(), gz=st.booleans(),
-       header=st.dictionaries(st.sampled_from(["deviceProperties", "distributedInfo", "schemaVersion",
-                                               "baseTimeNanoseconds", "traceName"]), values, max_size=3))
+@given(
+    evs=st.lists(events(), max_size=25),
+    kineto=st.booleans(),
+    gz=st.booleans(),
+    header=st.dictionaries(
+        st.sampled_from(["deviceProperties", "distributedInfo", "schemaVersion", "baseTimeNanoseconds", "traceName"]),
+        values,
+        max_size=3,
+    ),
+)
 def test_any_events_decode_to_valid_tables_or_a_one_line_error(
     tmp_path_factory: Any, evs: list[dict[str, Any]], kineto: bool, gz: bool, header: dict[str, Any]
 ) -> None:
@@ -164,30 +201,66 @@ memory_values = st.one_of(hostile_ints, st.integers(-(2**40), 2**40), st.integer
 
 @st.composite
 def memory_event(draw: st.DrawFn) -> dict[str, Any]:
-    keys = {"Total Allocated": memory_values, "Total Reserved": memory_values, "Bytes": memory_values,
-            "Addr": st.one_of(st.integers(0, 8), memory_values), "Device Id": st.one_of(st.just(0), ids),
-            "Device Type": st.one_of(st.just(1), memory_values)}
+    keys = {
+        "Total Allocated": memory_values,
+        "Total Reserved": memory_values,
+        "Bytes": memory_values,
+        "Addr": st.one_of(st.integers(0, 8), memory_values),
+        "Device Id": st.one_of(st.just(0), ids),
+        "Device Type": st.one_of(st.just(1), memory_values),
+    }
     args = {k: draw(v) for k, v in keys.items() if draw(st.integers(0, 9))}
-    return {"ph": "i", "cat": "cpu_instant_event", "name": draw(st.sampled_from(["[memory]", "[OutOfMemory]"])),
-            "pid": 1, "tid": draw(st.sampled_from([1, 2])), "ts": _value(draw, st.floats(-50, 400)), "args": args}
+    return {
+        "ph": "i",
+        "cat": "cpu_instant_event",
+        "name": draw(st.sampled_from(["[memory]", "[OutOfMemory]"])),
+        "pid": 1,
+        "tid": draw(st.sampled_from([1, 2])),
+        "ts": _value(draw, st.floats(-50, 400)),
+        "args": args,
+    }
 
 
 def _steps_with_kernels() -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for i in range(3):
         t = 100.0 * i
-        out.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1, "ts": t,
-                    "dur": 90.0})
-        out.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 1,
-                    "dur": 1.0, "args": {"correlation": 10 + i}})
-        out.append({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": t + 2, "dur": 50.0,
-                    "args": {"device": 0, "stream": 7, "correlation": 10 + i}})
+        out.append(
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1, "ts": t, "dur": 90.0}
+        )
+        out.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": 1,
+                "ts": t + 1,
+                "dur": 1.0,
+                "args": {"correlation": 10 + i},
+            }
+        )
+        out.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "k",
+                "pid": 0,
+                "tid": 7,
+                "ts": t + 2,
+                "dur": 50.0,
+                "args": {"device": 0, "stream": 7, "correlation": 10 + i},
+            }
+        )
     return out
 
 
 @SETTINGS
-@given(mem=st.lists(memory_event(), max_size=40), kineto=st.booleans(),
-       total=st.sampled_from([None, 0, -1, 2**20, 2**34, 2**80, "x"]))
+@given(
+    mem=st.lists(memory_event(), max_size=40),
+    kineto=st.booleans(),
+    total=st.sampled_from([None, 0, -1, 2**20, 2**34, 2**80, "x"]),
+)
 def test_any_memory_events_give_a_memory_block_without_impossible_figures(
     tmp_path_factory: Any, mem: list[dict[str, Any]], kineto: bool, total: Any
 ) -> None:

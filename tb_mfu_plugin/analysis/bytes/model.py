@@ -16,10 +16,29 @@ from ..flops.recorded_inputs import Parsed
 LIST_ELEM_BYTES = 4
 
 _ELEM_BYTES: dict[str, int] = {
-    "c10::bfloat16": 2, "bfloat16": 2, "c10::half": 2, "half": 2, "float": 4, "float32": 4,
-    "double": 8, "float64": 8, "long int": 8, "int64_t": 8, "long": 8, "int": 4, "int32": 4,
-    "short int": 2, "short": 2, "signed char": 1, "unsigned char": 1, "bool": 1, "int8": 1, "uint8": 1,
-    "c10::complex<float>": 8, "c10::complex<double>": 16, "c10::complex<c10::half>": 4,
+    "c10::bfloat16": 2,
+    "bfloat16": 2,
+    "c10::half": 2,
+    "half": 2,
+    "float": 4,
+    "float32": 4,
+    "double": 8,
+    "float64": 8,
+    "long int": 8,
+    "int64_t": 8,
+    "long": 8,
+    "int": 4,
+    "int32": 4,
+    "short int": 2,
+    "short": 2,
+    "signed char": 1,
+    "unsigned char": 1,
+    "bool": 1,
+    "int8": 1,
+    "uint8": 1,
+    "c10::complex<float>": 8,
+    "c10::complex<double>": 16,
+    "c10::complex<c10::half>": 4,
 }
 # c10::ScalarType codes, as recorded in Concrete Inputs (softmax backward's input_dtype)
 SCALAR_TYPE_BYTES = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 11: 1, 15: 2, 23: 1, 24: 1, 25: 1, 26: 1}

@@ -21,8 +21,15 @@ from ...core.distinct import distinct
 from ...trace.tables import DRIVER, RUNTIME, TraceTables
 
 # The fields that tell GPU models apart; entries equal on all of them describe the same model.
-_MODEL_FIELDS = ("name", "computeMajor", "computeMinor", "numSms", "totalGlobalMem", "warpSize",
-                 "maxThreadsPerMultiprocessor")
+_MODEL_FIELDS = (
+    "name",
+    "computeMajor",
+    "computeMinor",
+    "numSms",
+    "totalGlobalMem",
+    "warpSize",
+    "maxThreadsPerMultiprocessor",
+)
 
 
 @dataclass(frozen=True)
@@ -82,14 +89,17 @@ def device_properties(tables: TraceTables, device: int) -> DeviceProps:
         # HSA keeps the GPUs' order: the k-th GPU agent is the k-th HIP device
         entry = sorted(listed, key=lambda p: p.get("id", 0))[ours.index(device)]
         return DeviceProps(
-            entry, "ordinal", f"ROCm device {device} mapped by order to deviceProperties id {entry.get('id')} "
-            f"({entry.get('name')!r}): the trace uses all {n} listed GPUs."
+            entry,
+            "ordinal",
+            f"ROCm device {device} mapped by order to deviceProperties id {entry.get('id')} "
+            f"({entry.get('name')!r}): the trace uses all {n} listed GPUs.",
         )
     if by_id is not None:
         where = f"on ROCm, kernel device {device} need not be deviceProperties id {device}"
     return DeviceProps(
-        None, "ambiguous", f"{where}{why}, and the listed GPUs differ: device properties unknown; "
-        "pass --device-name for the peak."
+        None,
+        "ambiguous",
+        f"{where}{why}, and the listed GPUs differ: device properties unknown; pass --device-name for the peak.",
     )
 
 

@@ -82,16 +82,27 @@ FAMILIES: tuple[Family, ...] = (
         r"|compute_dot_do_o|SubTensorOp",
         "none",
     ),
-    Family("FBGEMM embedding and quantisation kernels", NOT_MATMUL,
-           r"fbgemm_gpu::|split_embedding_|bounds_check_indices", "none"),
+    Family(
+        "FBGEMM embedding and quantisation kernels",
+        NOT_MATMUL,
+        r"fbgemm_gpu::|split_embedding_|bounds_check_indices",
+        "none",
+    ),
     # Inductor pointwise/reduction kernels are named after the ops they fuse
     # ("triton_poi_fused_addmm_relu_0" is the bias+ReLU epilogue of an extern mm), and norm
     # kernels may carry a library name ("flashinfer...RMSNormKernel"): no matrix math.
-    Family("Triton pointwise/reduction kernels and normalisation kernels", NOT_MATMUL,
-           r"^triton_(?:poi|per|red)_|rms_?norm|layer_?norm|group_?norm|batch_?norm", "none"),
+    Family(
+        "Triton pointwise/reduction kernels and normalisation kernels",
+        NOT_MATMUL,
+        r"^triton_(?:poi|per|red)_|rms_?norm|layer_?norm|group_?norm|batch_?norm",
+        "none",
+    ),
     # ---- matmul/conv on the scalar units: the positive evidence no_tensor_cores uses
-    Family("FFMA / SIMT GEMMs (cuBLAS, CUTLASS, MAGMA)", CUDA_CORE,
-           r"_ffma_|_simt_|(?:^|[\s_:<])(?:s|d|c|z|gc)gemm|gemmk1_kernel|gemmSN_"),
+    Family(
+        "FFMA / SIMT GEMMs (cuBLAS, CUTLASS, MAGMA)",
+        CUDA_CORE,
+        r"_ffma_|_simt_|(?:^|[\s_:<])(?:s|d|c|z|gc)gemm|gemmk1_kernel|gemmSN_",
+    ),
     Family("cuBLAS GEMV and dot kernels", CUDA_CORE, r"gemv|\bdot_kernel"),
     Family(
         "cuDNN CUDA-core convolutions (scudnn/hcudnn, implicit/explicit sgemm, Winograd, alg0 engines)",
@@ -133,12 +144,13 @@ FAMILIES: tuple[Family, ...] = (
         "none",
     ),
     # ---- AMD matrix cores
-    Family("hipBLASLt/rocBLAS Tensile MFMA GEMMs (Cijk_..._MI...)", TENSOR_CORE,
-           r"^Cijk_\w*_MI\d+x\d+x\d+", "tensile"),
-    Family("AMD Composable Kernel GEMM/conv/attention", TENSOR_CORE,
-           r"ck(?:_tile)?::\w*(?:gemm|conv|fmha|mha)|device_gemm|DeviceGemm"),
-    Family("AMD MFMA/WMMA and xdlops kernels (MIOpen gtcx, CK xdl)", TENSOR_CORE,
-           r"mfma|wmma|xdlops|_xdl_|gtcx"),
+    Family("hipBLASLt/rocBLAS Tensile MFMA GEMMs (Cijk_..._MI...)", TENSOR_CORE, r"^Cijk_\w*_MI\d+x\d+x\d+", "tensile"),
+    Family(
+        "AMD Composable Kernel GEMM/conv/attention",
+        TENSOR_CORE,
+        r"ck(?:_tile)?::\w*(?:gemm|conv|fmha|mha)|device_gemm|DeviceGemm",
+    ),
+    Family("AMD MFMA/WMMA and xdlops kernels (MIOpen gtcx, CK xdl)", TENSOR_CORE, r"mfma|wmma|xdlops|_xdl_|gtcx"),
     Family("AMD aiter GEMM/attention/MoE", TENSOR_CORE, r"aiter\w*(?:gemm|fmha|mha|moe|attn|asm_)|aiter::"),
 )
 
@@ -160,8 +172,16 @@ _TOKENS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 _NVJET = re.compile(r"^nvjet_(?:sm\d+_)?([a-z]{3,5})_", re.IGNORECASE)
 _NVJET_LETTER = {"t": "bf16", "h": "fp16", "q": "fp8", "s": "tf32"}
 _TRTLLM = re.compile(r"^[A-Za-z]+_(?:Mx)?[A-Z][a-z0-9]+_((?:Mx)?[A-Z][a-z0-9]+)((?:Mx)?[A-Z][a-z0-9]+)_")
-_TRTLLM_TYPE = {"e2m1": "fp4", "e2m3": "fp8", "e3m2": "fp8", "e4m3": "fp8", "e5m2": "fp8",
-                "bfloat16": "bf16", "fp16": "fp16", "fp32": "tf32"}
+_TRTLLM_TYPE = {
+    "e2m1": "fp4",
+    "e2m3": "fp8",
+    "e3m2": "fp8",
+    "e4m3": "fp8",
+    "e5m2": "fp8",
+    "bfloat16": "bf16",
+    "fp16": "fp16",
+    "fp32": "tf32",
+}
 _TENSILE = re.compile(r"^Cijk_A[a-z]{3}_B[a-z]{3}_([A-Z0-9]+)")
 _TENSILE_TYPE = {"B": "bf16", "H": "fp16", "S": "fp32", "D": "fp64", "X": "tf32"}
 # Wider types first: a mixed-input GEMM runs at the rate of its wider operand.

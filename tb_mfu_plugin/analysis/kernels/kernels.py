@@ -143,4 +143,3 @@ def top_kernels(
             )
         )
     return out
-

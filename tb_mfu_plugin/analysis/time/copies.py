@@ -66,8 +66,7 @@ def copy_stats(memcpy: GpuTable, names: Sequence[str], steps: int) -> list[CopyS
                     bytes_per_step=b / steps,
                     time_us_per_step=t / steps,
                     gbps=b / (t * 1e3) if t > 0 else None,  # bytes/µs = 1e6 B/s; /1e3 -> GB/s
-                    small_count_per_step=float((sel & (memcpy.bytes >= 0) & (nbytes < SMALL_COPY_BYTES)).sum())
-                    / steps,
+                    small_count_per_step=float((sel & (memcpy.bytes >= 0) & (nbytes < SMALL_COPY_BYTES)).sum()) / steps,
                 )
             )
     return out

@@ -144,8 +144,10 @@ def _malformed_markers(tables: TraceTables) -> list[str]:
     if not bad:
         return []
     example = bad[0] if len(bad[0]) <= 60 else bad[0][:60] + "…"
-    return [f"{len(bad)} step marker name(s) such as {example!r}: the step number is not a decimal integer "
-            "that fits 64 bits, so they were not used as steps"]
+    return [
+        f"{len(bad)} step marker name(s) such as {example!r}: the step number is not a decimal integer "
+        "that fits 64 bits, so they were not used as steps"
+    ]
 
 
 def assign(steps: Steps, gpu_ts: np.ndarray, launch_ts: np.ndarray) -> np.ndarray:

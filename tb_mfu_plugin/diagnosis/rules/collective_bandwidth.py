@@ -26,9 +26,7 @@ def _causes(c: Collective, small: float) -> tuple[tuple[str, ...], list[str]]:
     causes = []
     mean = c.mean_message_bytes or 0.0
     if mean < small:
-        causes.append(
-            f"small messages ({nbytes(mean)} on average; latency dominates below ~{nbytes(small)})"
-        )
+        causes.append(f"small messages ({nbytes(mean)} on average; latency dominates below ~{nbytes(small)})")
         fix.append({"DDP": "ddp_small", "FSDP": "fsdp_small", "TP": "tp_small"}.get(c.role or "", "small"))
     else:
         causes.append("large messages that still move slowly: the algorithm, protocol or channels NCCL chose")
