@@ -86,7 +86,7 @@ WORKERS: Schema = {
     "hfu": "float64",
     "achieved_tflops_while_busy": "float64",
     "flops_source": "string",
-    # the gain of fixing every finding at once: one interval union, not the column's sum
+    # the gain of fixing every finding at once (diagnosis.engine): not the sum of findings()' gains
     "combined_gain_us_per_step": "float64",
     "combined_gain_share": "float64",
 }

@@ -39,253 +39,48 @@ class GpuPeaks:
 # Order matters: the first pattern that matches the device name wins, so the more
 # specific names ("L40S", "H100 NVL", "A10G", "GB200", "3090 Ti") come before the
 # shorter ones they contain. Patterns use word boundaries: "L4" must not match "L40S".
+# One GPU per line, so the table reads as a datasheet.
+# fmt: off
 _TABLE: list[tuple[str, GpuPeaks]] = [
     # ---- Blackwell
-    (
-        r"\bGB200\b",
-        GpuPeaks(
-            "GB200",
-            "blackwell",
-            {"fp32": 90.0, "tf32": 1250.0, "bf16": 2500.0, "fp16": 2500.0, "fp8": 5000.0, "fp4": 10000.0},
-            "NVIDIA GB200 NVL72 datasheet, per GPU (÷72), sparse halved",
-        ),
-    ),  # noqa: E501
-    (
-        r"\bB200\b",
-        GpuPeaks(
-            "B200",
-            "blackwell",
-            {"fp32": 75.0, "tf32": 1125.0, "bf16": 2250.0, "fp16": 2250.0, "fp8": 4500.0, "fp4": 9000.0},
-            "NVIDIA HGX B200 datasheet, per GPU (÷8), sparse halved",
-        ),
-    ),  # noqa: E501
+    (r"\bGB200\b", GpuPeaks("GB200", "blackwell", {"fp32": 90.0, "tf32": 1250.0, "bf16": 2500.0, "fp16": 2500.0, "fp8": 5000.0, "fp4": 10000.0}, "NVIDIA GB200 NVL72 datasheet, per GPU (÷72), sparse halved")),  # noqa: E501
+    (r"\bB200\b", GpuPeaks("B200", "blackwell", {"fp32": 75.0, "tf32": 1125.0, "bf16": 2250.0, "fp16": 2250.0, "fp8": 4500.0, "fp4": 9000.0}, "NVIDIA HGX B200 datasheet, per GPU (÷8), sparse halved")),  # noqa: E501
     # ---- Hopper
-    (
-        r"\bGH200\b",
-        GpuPeaks(
-            "GH200",
-            "hopper",
-            {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9},
-            "NVIDIA GH200 datasheet (H100 SXM compute), sparse halved",
-        ),
-    ),  # noqa: E501
-    (
-        r"\bH200\b.*\bNVL\b",
-        GpuPeaks(
-            "H200 NVL",
-            "hopper",
-            {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5, "fp8": 1670.5},
-            "NVIDIA H200 NVL datasheet, per GPU, sparse halved",
-        ),
-    ),  # noqa: E501
-    (
-        r"\bH200\b",
-        GpuPeaks(
-            "H200 SXM",
-            "hopper",
-            {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9},
-            "NVIDIA H200 SXM datasheet, sparse halved",
-        ),
-    ),  # noqa: E501
-    (
-        r"\bH100\b.*\bNVL\b",
-        GpuPeaks(
-            "H100 NVL",
-            "hopper",
-            {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5, "fp8": 1670.5},
-            "NVIDIA H100 NVL datasheet (94 GB card), per GPU, sparse halved",
-        ),
-    ),  # noqa: E501
-    (
-        r"\bH100\b.*\bPCI",
-        GpuPeaks(
-            "H100 PCIe",
-            "hopper",
-            {"fp32": 51.2, "tf32": 378.0, "bf16": 756.5, "fp16": 756.5, "fp8": 1513.0},
-            "NVIDIA H100 PCIe datasheet, sparse halved",
-        ),
-    ),  # noqa: E501
-    (
-        r"\bH100\b|\bH800\b",
-        GpuPeaks(
-            "H100 SXM",
-            "hopper",
-            {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9},
-            "NVIDIA H100 SXM datasheet, sparse halved",
-        ),
-    ),  # noqa: E501
-    (
-        r"\bH20\b",
-        GpuPeaks(
-            "H20",
-            "hopper",
-            {"fp32": 44.0, "tf32": 74.0, "bf16": 148.0, "fp16": 148.0, "fp8": 296.0},
-            "NVIDIA H20 datasheet (dense)",
-        ),
-    ),  # noqa: E501
+    (r"\bGH200\b", GpuPeaks("GH200", "hopper", {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9}, "NVIDIA GH200 datasheet (H100 SXM compute), sparse halved")),  # noqa: E501
+    (r"\bH200\b.*\bNVL\b", GpuPeaks("H200 NVL", "hopper", {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5, "fp8": 1670.5}, "NVIDIA H200 NVL datasheet, per GPU, sparse halved")),  # noqa: E501
+    (r"\bH200\b", GpuPeaks("H200 SXM", "hopper", {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9}, "NVIDIA H200 SXM datasheet, sparse halved")),  # noqa: E501
+    (r"\bH100\b.*\bNVL\b", GpuPeaks("H100 NVL", "hopper", {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5, "fp8": 1670.5}, "NVIDIA H100 NVL datasheet (94 GB card), per GPU, sparse halved")),  # noqa: E501
+    (r"\bH100\b.*\bPCI", GpuPeaks("H100 PCIe", "hopper", {"fp32": 51.2, "tf32": 378.0, "bf16": 756.5, "fp16": 756.5, "fp8": 1513.0}, "NVIDIA H100 PCIe datasheet, sparse halved")),  # noqa: E501
+    (r"\bH100\b|\bH800\b", GpuPeaks("H100 SXM", "hopper", {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9}, "NVIDIA H100 SXM datasheet, sparse halved")),  # noqa: E501
+    (r"\bH20\b", GpuPeaks("H20", "hopper", {"fp32": 44.0, "tf32": 74.0, "bf16": 148.0, "fp16": 148.0, "fp8": 296.0}, "NVIDIA H20 datasheet (dense)")),  # noqa: E501
     # ---- Ada
-    (
-        r"\bL40S\b",
-        GpuPeaks(
-            "L40S",
-            "ada",
-            {"fp32": 91.6, "tf32": 183.0, "bf16": 362.05, "fp16": 362.05, "fp8": 733.0},
-            "NVIDIA L40S datasheet, sparse halved",
-        ),
-    ),  # noqa: E501
-    (
-        r"\bL40\b",
-        GpuPeaks(
-            "L40",
-            "ada",
-            {"fp32": 90.5, "tf32": 90.5, "bf16": 181.0, "fp16": 181.0, "fp8": 362.0},
-            "NVIDIA L40 datasheet, sparse halved",
-        ),
-    ),  # noqa: E501
-    (
-        r"\bL4\b",
-        GpuPeaks(
-            "L4",
-            "ada",
-            {"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0, "fp8": 242.5},
-            "NVIDIA L4 datasheet, sparse halved",
-        ),
-    ),  # noqa: E501
-    (
-        r"\bRTX 4090\b",
-        GpuPeaks(
-            "RTX 4090",
-            "ada",
-            {"fp32": 82.6, "tf32": 82.6, "bf16": 165.2, "fp16": 165.2, "fp8": 330.3},
-            "NVIDIA Ada GPU architecture whitepaper, FP32 accumulate, dense",
-        ),
-    ),  # noqa: E501
+    (r"\bL40S\b", GpuPeaks("L40S", "ada", {"fp32": 91.6, "tf32": 183.0, "bf16": 362.05, "fp16": 362.05, "fp8": 733.0}, "NVIDIA L40S datasheet, sparse halved")),  # noqa: E501
+    (r"\bL40\b", GpuPeaks("L40", "ada", {"fp32": 90.5, "tf32": 90.5, "bf16": 181.0, "fp16": 181.0, "fp8": 362.0}, "NVIDIA L40 datasheet, sparse halved")),  # noqa: E501
+    (r"\bL4\b", GpuPeaks("L4", "ada", {"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0, "fp8": 242.5}, "NVIDIA L4 datasheet, sparse halved")),  # noqa: E501
+    (r"\bRTX 4090\b", GpuPeaks("RTX 4090", "ada", {"fp32": 82.6, "tf32": 82.6, "bf16": 165.2, "fp16": 165.2, "fp8": 330.3}, "NVIDIA Ada GPU architecture whitepaper, FP32 accumulate, dense")),  # noqa: E501
     # ---- Ampere
-    (
-        r"\bA100\b|\bA800\b|\bPG509\b",
-        GpuPeaks(
-            "A100",
-            "ampere",
-            {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0},
-            "NVIDIA A100 datasheet (SXM and PCIe, 40/80 GB), sparse halved",
-        ),
-    ),  # noqa: E501
-    (
-        r"\bA10G\b",
-        GpuPeaks(
-            "A10G",
-            "ampere",
-            {"fp32": 35.0, "tf32": 35.0, "bf16": 70.0, "fp16": 70.0},
-            "AWS/NVIDIA A10G (G5) figures, dense",
-        ),
-    ),  # noqa: E501
-    (
-        r"\bA10\b",
-        GpuPeaks(
-            "A10",
-            "ampere",
-            {"fp32": 31.2, "tf32": 62.5, "bf16": 125.0, "fp16": 125.0},
-            "NVIDIA A10 datasheet, sparse halved",
-        ),
-    ),  # noqa: E501
-    (
-        r"\bA30\b",
-        GpuPeaks(
-            "A30",
-            "ampere",
-            {"fp32": 10.3, "tf32": 82.0, "bf16": 165.0, "fp16": 165.0},
-            "NVIDIA A30 datasheet, sparse halved",
-        ),
-    ),  # noqa: E501
-    (
-        r"\bA40\b",
-        GpuPeaks(
-            "A40",
-            "ampere",
-            {"fp32": 37.4, "tf32": 74.8, "bf16": 149.7, "fp16": 149.7},
-            "NVIDIA A40 datasheet, sparse halved",
-        ),
-    ),  # noqa: E501
-    (
-        r"\bRTX 3090 Ti\b",
-        GpuPeaks(
-            "RTX 3090 Ti",
-            "ampere",
-            {"fp32": 40.0, "tf32": 40.0, "bf16": 80.0, "fp16": 80.0},
-            "NVIDIA GA102 whitepaper figures, FP32 accumulate, dense",
-        ),
-    ),  # noqa: E501
-    (
-        r"\bRTX 3090\b",
-        GpuPeaks(
-            "RTX 3090",
-            "ampere",
-            {"fp32": 35.6, "tf32": 35.6, "bf16": 71.0, "fp16": 71.0},
-            "NVIDIA Ampere GA102 whitepaper, FP32 accumulate, dense",
-        ),
-    ),  # noqa: E501
+    (r"\bA100\b|\bA800\b|\bPG509\b", GpuPeaks("A100", "ampere", {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}, "NVIDIA A100 datasheet (SXM and PCIe, 40/80 GB), sparse halved")),  # noqa: E501
+    (r"\bA10G\b", GpuPeaks("A10G", "ampere", {"fp32": 35.0, "tf32": 35.0, "bf16": 70.0, "fp16": 70.0}, "AWS/NVIDIA A10G (G5) figures, dense")),  # noqa: E501
+    (r"\bA10\b", GpuPeaks("A10", "ampere", {"fp32": 31.2, "tf32": 62.5, "bf16": 125.0, "fp16": 125.0}, "NVIDIA A10 datasheet, sparse halved")),  # noqa: E501
+    (r"\bA30\b", GpuPeaks("A30", "ampere", {"fp32": 10.3, "tf32": 82.0, "bf16": 165.0, "fp16": 165.0}, "NVIDIA A30 datasheet, sparse halved")),  # noqa: E501
+    (r"\bA40\b", GpuPeaks("A40", "ampere", {"fp32": 37.4, "tf32": 74.8, "bf16": 149.7, "fp16": 149.7}, "NVIDIA A40 datasheet, sparse halved")),  # noqa: E501
+    (r"\bRTX 3090 Ti\b", GpuPeaks("RTX 3090 Ti", "ampere", {"fp32": 40.0, "tf32": 40.0, "bf16": 80.0, "fp16": 80.0}, "NVIDIA GA102 whitepaper figures, FP32 accumulate, dense")),  # noqa: E501
+    (r"\bRTX 3090\b", GpuPeaks("RTX 3090", "ampere", {"fp32": 35.6, "tf32": 35.6, "bf16": 71.0, "fp16": 71.0}, "NVIDIA Ampere GA102 whitepaper, FP32 accumulate, dense")),  # noqa: E501
     # ---- Turing / Volta
     (r"\bT4\b", GpuPeaks("T4", "turing", {"fp32": 8.1, "fp16": 65.0}, "NVIDIA T4 datasheet")),
     (r"\bV100S\b", GpuPeaks("V100S PCIe", "volta", {"fp32": 16.4, "fp16": 130.0}, "NVIDIA V100S datasheet")),
     (r"\bV100\b.*\bPCI", GpuPeaks("V100 PCIe", "volta", {"fp32": 14.0, "fp16": 112.0}, "NVIDIA V100 datasheet (PCIe)")),  # noqa: E501
-    (
-        r"\bV100\b.*\bSXM3\b",
-        GpuPeaks("V100 SXM3", "volta", {"fp32": 16.4, "fp16": 130.0}, "NVIDIA DGX-2 V100 SXM3 figures"),
-    ),  # noqa: E501
+    (r"\bV100\b.*\bSXM3\b", GpuPeaks("V100 SXM3", "volta", {"fp32": 16.4, "fp16": 130.0}, "NVIDIA DGX-2 V100 SXM3 figures")),  # noqa: E501
     (r"\bV100\b", GpuPeaks("V100 SXM2", "volta", {"fp32": 15.7, "fp16": 125.0}, "NVIDIA V100 datasheet (SXM2)")),
     # ---- AMD (per device as PyTorch sees it; MI250/MI250X: per GCD)
-    (
-        r"\bMI325X\b",
-        GpuPeaks(
-            "MI325X",
-            "cdna3",
-            {"fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9},
-            "AMD Instinct MI325X datasheet, dense",
-        ),
-    ),  # noqa: E501
-    (
-        r"\bMI300X\b",
-        GpuPeaks(
-            "MI300X",
-            "cdna3",
-            {"fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9},
-            "AMD Instinct MI300X datasheet, dense",
-        ),
-    ),  # noqa: E501
-    (
-        r"\bMI300A\b",
-        GpuPeaks(
-            "MI300A",
-            "cdna3",
-            {"fp32": 122.6, "tf32": 490.3, "bf16": 980.6, "fp16": 980.6, "fp8": 1961.2},
-            "AMD Instinct MI300A datasheet, dense",
-        ),
-    ),  # noqa: E501
-    (
-        r"\bMI250X\b",
-        GpuPeaks(
-            "MI250X (per GCD)",
-            "cdna2",
-            {"fp32": 47.85, "bf16": 191.5, "fp16": 191.5},
-            "AMD Instinct MI250X datasheet ÷ 2 GCDs (FP32 matrix)",
-        ),
-    ),  # noqa: E501
-    (
-        r"\bMI250\b",
-        GpuPeaks(
-            "MI250 (per GCD)",
-            "cdna2",
-            {"fp32": 45.25, "bf16": 181.0, "fp16": 181.0},
-            "AMD Instinct MI250 datasheet ÷ 2 GCDs (FP32 matrix)",
-        ),
-    ),  # noqa: E501
-    (
-        r"\bMI210\b",
-        GpuPeaks(
-            "MI210", "cdna2", {"fp32": 45.3, "bf16": 181.0, "fp16": 181.0}, "AMD Instinct MI210 datasheet (FP32 matrix)"
-        ),
-    ),  # noqa: E501
+    (r"\bMI325X\b", GpuPeaks("MI325X", "cdna3", {"fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9}, "AMD Instinct MI325X datasheet, dense")),  # noqa: E501
+    (r"\bMI300X\b", GpuPeaks("MI300X", "cdna3", {"fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9}, "AMD Instinct MI300X datasheet, dense")),  # noqa: E501
+    (r"\bMI300A\b", GpuPeaks("MI300A", "cdna3", {"fp32": 122.6, "tf32": 490.3, "bf16": 980.6, "fp16": 980.6, "fp8": 1961.2}, "AMD Instinct MI300A datasheet, dense")),  # noqa: E501
+    (r"\bMI250X\b", GpuPeaks("MI250X (per GCD)", "cdna2", {"fp32": 47.85, "bf16": 191.5, "fp16": 191.5}, "AMD Instinct MI250X datasheet ÷ 2 GCDs (FP32 matrix)")),  # noqa: E501
+    (r"\bMI250\b", GpuPeaks("MI250 (per GCD)", "cdna2", {"fp32": 45.25, "bf16": 181.0, "fp16": 181.0}, "AMD Instinct MI250 datasheet ÷ 2 GCDs (FP32 matrix)")),  # noqa: E501
+    (r"\bMI210\b", GpuPeaks("MI210", "cdna2", {"fp32": 45.3, "bf16": 181.0, "fp16": 181.0}, "AMD Instinct MI210 datasheet (FP32 matrix)")),  # noqa: E501
 ]
+# fmt: on
 _COMPILED = [(re.compile(p, re.IGNORECASE), g) for p, g in _TABLE]
 PEAKS: dict[str, GpuPeaks] = {g.key: g for _, g in _TABLE}
 
