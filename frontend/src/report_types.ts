@@ -461,6 +461,7 @@ export interface CriticalPath {
   us_per_step: Record<string, number>;
   share: Record<string, number>;
   bound: string;
+  step_us: number;
   steps_modelled: number;
   launch_latency_us: number;
   stream_gap_us: number;

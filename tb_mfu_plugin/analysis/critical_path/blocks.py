@@ -25,6 +25,7 @@ def critical_path_block(g: Graph, w: Walk, steps_analysed: int) -> CriticalPath:
         us_per_step={c: float(total[k]) / n for k, c in enumerate(cls.CLASSES) if total[k] != 0.0},
         share={c: float(total[k]) / span for k, c in enumerate(cls.CLASSES) if total[k] != 0.0 and span > 0},
         bound=_largest(total),
+        step_us=span / n,
         steps_modelled=g.steps,
         launch_latency_us=g.launch_latency_us,
         stream_gap_us=g.stream_gap_us,

@@ -23,6 +23,7 @@ class CriticalPath(msgspec.Struct, kw_only=True):
     us_per_step: dict[str, float]
     share: dict[str, float]
     bound: str  # the class with the most time over the modelled steps
+    step_us: float = 0.0  # the modelled steps' mean duration: what us_per_step adds up to
     steps_modelled: int  # the first steps_modelled of the analysed steps (all, unless the trace has many)
     launch_latency_us: float  # launch call start to kernel start on an idle stream (median), what edges assume
     stream_gap_us: float  # between two queued ops of a stream (median)
