@@ -7,7 +7,7 @@ import * as f from './format';
 import { deltaNode, impossible, METRICS } from './metrics';
 import { COLORS, UI } from './palette';
 import type { FindingChange, FindingsAgainstBaseline } from './report_types';
-import { BREAKDOWN, meanStep } from './steps';
+import { BREAKDOWN, meanStep, partUs } from './steps';
 import { type Column, kernelFilter, kernelNameColumn, numColumn, table } from './table';
 import type { RunReport, Summary, WorkerReport } from './types';
 import { usable, workerLabel } from './workers';
@@ -158,7 +158,6 @@ function compositionChart(cols: Drawn[]): HTMLElement {
     style: { height: `${Math.max(140, 60 + cols.length * 44)}px` },
   });
   const names = cols.map((c) => c.run);
-  const part = (s: Summary, key: string) => ((s.breakdown?.[key] ?? 0) * meanStep(s)) / 1000;
   queueMicrotask(() =>
     chart(el, {
       color: BREAKDOWN.map((b) => b.color),
@@ -186,11 +185,7 @@ function compositionChart(cols: Drawn[]): HTMLElement {
           const s = cols[i].summary;
           return tooltipNode(
             `${names[i]} · mean step ${f.dur(meanStep(s))}`,
-            BREAKDOWN.map((b) => [
-              b.color,
-              b.label,
-              `${f.dur(part(s, b.key) * 1000)} · ${f.pct(s.breakdown?.[b.key])}`,
-            ]),
+            BREAKDOWN.map((b) => [b.color, b.label, `${f.dur(partUs(s, b.key))} · ${f.pct(s.breakdown?.[b.key])}`]),
           );
         },
       },
@@ -199,7 +194,11 @@ function compositionChart(cols: Drawn[]): HTMLElement {
         type: 'bar',
         stack: 'step',
         barMaxWidth: 26,
-        data: cols.map((c) => +part(c.summary, b.key).toFixed(3)),
+        // a part the report has no time for has no bar ('-'), never one at 0
+        data: cols.map((c) => {
+          const us = partUs(c.summary, b.key);
+          return us === null ? '-' : +(us / 1000).toFixed(3);
+        }),
       })),
     }),
   );

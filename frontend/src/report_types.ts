@@ -89,6 +89,7 @@ export interface Summary {
   steps: number;
   step_time_us: number;
   breakdown: Record<string, number>;
+  breakdown_us_per_step: Record<string, number>;
   step_time_median_us: number | null;
   step_time_mean_us: number | null;
   distribution: Record<string, Spread>;

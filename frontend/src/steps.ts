@@ -31,6 +31,12 @@ export function meanStep(s: Summary): number {
   return f.isNumber(s.step_time_mean_us) ? s.step_time_mean_us : s.step_time_us;
 }
 
+/** A part's time in the mean step (Summary.breakdown_us_per_step); reports cached before the key
+ * existed have none, and show no time rather than one the tab made up. */
+export function partUs(s: Summary, key: string): number | null {
+  return s.breakdown_us_per_step?.[key] ?? null;
+}
+
 export function stepBreakdownSummary(s: Summary): HTMLElement {
   const b = s.breakdown ?? {};
   const bar = h('div', { class: 'stackbar' });
@@ -42,7 +48,7 @@ export function stepBreakdownSummary(s: Summary): HTMLElement {
         h('div', {
           class: 'seg',
           style: { width: `${(v * 100).toFixed(3)}%`, background: c.color },
-          title: `${c.label}: ${f.pct(v)} · ${f.dur(v * meanStep(s))}`,
+          title: `${c.label}: ${f.pct(v)} · ${f.dur(partUs(s, c.key))}`,
         }),
       );
     legend.append(
@@ -52,7 +58,7 @@ export function stepBreakdownSummary(s: Summary): HTMLElement {
         h('span', { class: 'dot', style: { background: c.color } }),
         h('span', { class: 'leg-label' }, c.label),
         h('span', { class: 'leg-val' }, f.pct(v)),
-        h('span', { class: 'leg-ms' }, f.dur(v * meanStep(s))),
+        h('span', { class: 'leg-ms' }, f.dur(partUs(s, c.key))),
       ),
     );
   }

@@ -94,6 +94,7 @@ class Summary(Metrics, kw_only=True):
     steps: int
     step_time_us: float  # the MEDIAN step duration (same value as step_time_median_us)
     breakdown: dict[str, float] = {}  # time-weighted, sums to 1
+    breakdown_us_per_step: dict[str, float] = {}  # each part's time in the mean step (share x mean step)
     step_time_median_us: float | None = None
     step_time_mean_us: float | None = None  # sum of step durations / steps: the step the shares apply to
     # Per-step spread of step_time_us and of the main shares (median, p10, p90, min, max).

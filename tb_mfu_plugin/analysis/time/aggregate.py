@@ -166,6 +166,7 @@ def summarize_columns(
         step_time_median_us=median,
         step_time_mean_us=total / n,
         breakdown={k: v or 0.0 for k, v in bd.items()},
+        breakdown_us_per_step={k: (v or 0.0) * total / n for k, v in bd.items()},
         sm_efficiency=_time_weighted(values["sm_efficiency"], dur, known.get("sm_efficiency")),
         achieved_occupancy=kernels.occupancy,
         tensor_core_kernel_share=kernels.share(kernels.tensor_core_us),
