@@ -119,6 +119,11 @@ export const DEFINITIONS = {
     definition: 'GPU idle that syncs do not explain: data loading, launch gaps, host work',
     unit: 'share',
   },
+  'breakdown_us_per_step': {
+    label: 'Part of the mean step',
+    definition: 'Each part of the breakdown as time in the mean step: its time-weighted share x the mean step',
+    unit: 'time',
+  },
   'sm_efficiency': {
     label: 'SM efficiency',
     definition: 'Share of the SMs with work (blocks per SM capped at 1), integrated over the step: the PyTorch Profiler tab\'s Est. SM Efficiency',

@@ -142,6 +142,11 @@ DEFINITIONS: dict[str, Definition] = {
         "GPU idle that syncs do not explain: data loading, launch gaps, host work",
         "share",
     ),
+    "breakdown_us_per_step": _d(
+        "Part of the mean step",
+        "Each part of the breakdown as time in the mean step: its time-weighted share x the mean step",
+        "time",
+    ),
     # ---- efficiency
     "sm_efficiency": _d(
         "SM efficiency",
