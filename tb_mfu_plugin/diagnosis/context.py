@@ -1,207 +1,52 @@
-"""What every rule reads: the report, the tables, the step windows, and facts computed once
-(GPU idle gaps and their causes, host-device syncs, optimizer/DataLoader windows, attention
-chains). Everything is per device; per-step figures are totals over the analysed steps
-divided by their number, so they add up (the waterfall relies on that)."""
+"""What every rule reads: the analysis' facts of one device (``analysis.device_facts``: masks,
+launchers, host windows, syncs, idle gaps, attention chains), plus what only the diagnosis has: the
+report, the thresholds, the words for each sync's cause, and the ledger of what each fix changes.
+
+The facts are analysis and live there; this class adds no computation of its own beyond naming
+the syncs' causes, so that a rule never re-derives a figure the report already carries."""
 
 from __future__ import annotations
 
-import json
-import re
 from functools import cached_property
 
-import numpy as np
-
 from ..analysis.critical_path.whatif import Change
-from ..analysis.flops.attention_chains import AttentionChain, attention_chains
-from ..analysis.kernels import families as kernel_families
-from ..analysis.kernels import name_patterns
+from ..analysis.device_facts import DeviceFacts
 from ..analysis.report import WorkerReport
-from ..analysis.time import copies, graphs, intervals, syncs, windows
-from ..analysis.time import patterns as pt
-from ..analysis.time.idle_gaps import Gaps, GapThresholds, HostActivity, idle_gaps
+from ..analysis.time.idle_gaps import GapThresholds
 from ..analysis.time.steps import Steps
 from ..analysis.worker import DeviceView
-from ..core.distinct import distinct, distinct_counts
-from ..trace.tables import KERNEL, MEMCPY, MEMSET, OP, TraceTables
+from ..trace.tables import TraceTables
 from .sync_subjects import SyncCause, sync_subject
 from .thresholds import Thresholds
 
 
-def _first_type(types: bytes | None) -> str | None:
-    """The first entry of a recorded ``Input type`` list, when it is a non-empty string."""
-    try:
-        parsed = json.loads(types) if types is not None else None
-    except ValueError:
-        return None
-    first = parsed[0] if isinstance(parsed, list) and parsed else None
-    return first if isinstance(first, str) and first else None
-
-
-class Context:
+class Context(DeviceFacts):
     def __init__(
         self, report: WorkerReport, tables: TraceTables, steps: Steps, view: DeviceView, th: Thresholds
     ) -> None:
-        self.report, self.tables, self.steps, self.view, self.th = report, tables, steps, view, th
-        self.names = tables.names
-        self.n = len(steps)
-        self.total_us = float((steps.end - steps.start).sum())
-        self.step_us = self.total_us / self.n if self.n else 0.0
+        device = report.device
+        super().__init__(tables, steps, view, device.index if device is not None else None)
+        self.report, self.th = report, th
         summary = report.summary
         self.mfu = summary.mfu if summary is not None else None
-        g = view.gpu
-        # Which step a GPU row belongs to is the analysis' one rule (steps.assign: the step whose
-        # host window holds its launch), so the rules count the rows the summary counts.
-        self.step_of = view.step
-        self.in_step = self.step_of >= 0
-        self.is_kernel = g.kind == KERNEL
-        self.is_memcpy = g.kind == MEMCPY
-        self.is_memset = g.kind == MEMSET
-        # tables over name codes, read at GPU rows only: only the GPU rows' names are tested
-        self.mm_code = name_patterns.matmul_kernel_mask(self.names, tables.gpu_name_codes)
-        self.comm_code = name_patterns.comm_kernel_mask(self.names, tables.gpu_name_codes)
-        # the worker's classes (they honour --tensor-core-pattern); a bare view gets the table's
-        self.classes = view.classes or kernel_families.classify_names(self.names, distinct(g.name[self.is_kernel]))
-        self.tc_code = self.classes.mask(kernel_families.TENSOR_CORE)
         # (finding id, subject) -> what its fix changes and the MFU its projection starts from: the
         # rules' Hit.change, which the engine re-times (diagnosis.whatif_gains)
         self.changes: dict[tuple[str, str | None], tuple[Change, float | None]] = {}
 
-    # ------------------------------------------------------------------ helpers
+    # The two settings of the facts come from the thresholds when a fact needs them, not here:
+    # the rules' tests record which thresholds each rule reads, and a read at construction would
+    # be charged to whichever rule ran first.
+    @property
+    def attention_max_launches_between(self) -> int:
+        return self.th.attention_max_launches_between
 
-    @cached_property
-    def matmul_input_dtypes(self) -> dict[str, int]:
-        """First-input dtypes (``Input type``) of the matmul/conv ops whose shapes were recorded,
-        counted. Two rules read it; computed once, since the roofline keeps many more ops' shapes."""
-        out: dict[str, int] = {}
-        cpu = self.tables.cpu
-        # one regex test per distinct name, and one parse per distinct record, not per op
-        rows = cpu.input_rows
-        matmul = self.tables.name_codes(re.compile(r"mm|matmul|conv|linear").search, distinct(cpu.name[rows]))
-        ids, counts = distinct_counts(cpu.input_id[rows[matmul[cpu.name[rows]]]])
-        for i, n in zip(ids.tolist(), counts.tolist(), strict=True):
-            first = _first_type(cpu.input_records[i].types)
-            if first:
-                out[first] = out.get(first, 0) + n
-        return out
-
-    @cached_property
-    def device_index(self) -> int | None:
-        d = self.report.device
-        if d is not None and d.index is not None:
-            return d.index
-        return int(self.view.gpu.device[0]) if len(self.view.gpu) else None
-
-    @cached_property
-    def launcher(self) -> np.ndarray:
-        """cpu row of the call that launched each GPU row of the view (-1 unknown)."""
-        all_rows = self.tables.launcher
-        dev = self.device_index
-        return all_rows[np.flatnonzero(self.tables.gpu.device == dev)] if dev is not None else all_rows[:0]
-
-    @cached_property
-    def graph_launched(self) -> np.ndarray:
-        """View rows that a CUDA/HIP graph replay ran (one launch call for the whole replay)."""
-        return graphs.graph_launched(self.tables, self.launcher)
-
-    @cached_property
-    def launched_one_by_one(self) -> np.ndarray:
-        """View rows whose own launch call the trace shows (not a graph replay's, not unknown)."""
-        return (self.launcher >= 0) & ~self.graph_launched
-
-    @cached_property
-    def host_windows(self) -> list[tuple[float, float]]:
-        return list(zip(self.steps.cpu_start.tolist(), self.steps.cpu_end.tolist(), strict=True))
-
-    def host_in_steps(self, ts: np.ndarray) -> np.ndarray:
-        """Whether each host time lies in a step's host window ``[cpu_start, cpu_end]``."""
-        return intervals.window_of(ts, self.steps.cpu_start, self.steps.cpu_end, closed=True) >= 0
-
-    def _step_pairs(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The view rows in ``mask`` (sorted by start) against every step: (row, step) pairs of the
-        rows in each step's overlap slice, and each row clipped to its step (start, end, kept)."""
-        g = self.view.gpu
-        ts, end = g.ts[mask], g.end[mask]
-        lo, hi = self.steps.start, self.steps.end
-        longest = float((end - ts).max()) if len(ts) else 0.0
-        rows, win = windows.overlap_pairs(ts, end, lo, hi, *windows.overlap_bounds(ts, lo, hi, longest))
-        return (rows, win, *windows.clipped(ts, end, lo, hi, rows, win))
-
-    def per_step_union(self, mask: np.ndarray) -> float:
-        """Total time (over all steps) covered by the view rows in ``mask``, clipped to the steps."""
-        _, win, s, e, kept = self._step_pairs(mask)
-        per_step = windows.union_lengths(*windows.merged(s[kept], e[kept], win[kept]), self.n)
-        return windows.running_total(per_step)  # added step by step
-
-    def per_step_coverage(self, mask: np.ndarray, weights: np.ndarray) -> float:
-        """∫ min(1, Σ weights of the active rows in ``mask``) dt over the steps."""
-        rows, win, s, e, kept = self._step_pairs(mask)
-        w = weights[mask][rows]
-        per_step = windows.capped_coverages(s[kept], e[kept], w[kept], np.bincount(win[kept], minlength=self.n))
-        return windows.running_total(per_step)
-
-    def launched_in(self, w: pt.Windows) -> np.ndarray:
-        """View rows launched from inside the host windows."""
-        return pt.launched_in(self.tables, self.launcher, w)
-
-    # ------------------------------------------------------------------ host windows
-
-    @cached_property
-    def optimizer_rows(self) -> np.ndarray:
-        rows = pt.optimizer_step_rows(self.tables)
-        return rows[self.host_in_steps(self.tables.cpu.ts[rows])]
-
-    @cached_property
-    def zero_grad_rows(self) -> np.ndarray:
-        rows = pt.zero_grad_rows(self.tables)
-        return rows[self.host_in_steps(self.tables.cpu.ts[rows])]
-
-    @cached_property
-    def dataloader_rows(self) -> np.ndarray:
-        rows = pt.dataloader_rows(self.tables)
-        return rows[self.host_in_steps(self.tables.cpu.ts[rows])]
-
-    @cached_property
-    def attention_chains(self) -> list[AttentionChain]:
-        chains = attention_chains(self.tables, self.th.attention_max_launches_between)
-        if not chains:
-            return []
-        starts = np.array([c.start for c in chains])
-        keep = self.host_in_steps(starts)
-        return [c for c, k in zip(chains, keep.tolist(), strict=True) if k]
-
-    @cached_property
-    def attention_rows(self) -> np.ndarray:
-        """View rows launched by the attention chains."""
-        chains = self.attention_chains
-        if not chains:
-            return np.zeros(len(self.view.gpu), bool)
-        w = pt.Windows(
-            np.array([c.pid for c in chains], np.int64),
-            np.array([c.tid for c in chains], np.int64),
-            np.array([c.start for c in chains]),
-            np.array([c.end for c in chains]),
-        )
-        return self.launched_in(w) & self.in_step
-
-    @cached_property
-    def optimizer_launched(self) -> np.ndarray:
-        return self.launched_in(pt.Windows.of_rows(self.tables, self.optimizer_rows)) & self.in_step
-
-    @cached_property
-    def zero_grad_launched(self) -> np.ndarray:
-        return self.launched_in(pt.Windows.of_rows(self.tables, self.zero_grad_rows)) & self.in_step
-
-    # ------------------------------------------------------------------ syncs
-
-    @cached_property
-    def sync_events(self) -> syncs.SyncEvents:
-        if self.view.syncs is not None:  # found once by the analysis
-            return self.view.syncs
-        return syncs.find_syncs(self.tables.cpu, self.names, self.host_windows)
+    @property
+    def gap_thresholds(self) -> GapThresholds:
+        return GapThresholds(self.th.sync_gap_tolerance_us, self.th.launch_gap_max_us)
 
     @cached_property
     def sync_causes(self) -> list[SyncCause]:
-        """One cause per sync event (same order as ``sync_events.rows``)."""
+        """One cause per sync event (same order as ``sync_events.rows``), in the user's words."""
         cpu, names = self.tables.cpu, self.names
         ev = self.sync_events
         out = []
@@ -209,61 +54,6 @@ class Context:
             api = names[cpu.name[r]]
             op_name = names[cpu.name[op]] if op is not None else None
             root_name = names[cpu.name[root]] if root is not None else None
-            direction = self._copy_direction(root if root is not None else op)
+            direction = self.copy_direction(root if root is not None else op)
             out.append(SyncCause(sync_subject(api, op_name, root_name, direction), api, op_name, root_name, direction))
         return out
-
-    def _copy_direction(self, row: int | None) -> str | None:
-        """Direction of the memcpy launched inside a host op, if any."""
-        if row is None:
-            return None
-        cpu = self.tables.cpu
-        m = self._memcpy_launches
-        if not len(m[0]):
-            return None
-        rows, dirs = m
-        sel = (
-            (cpu.pid[rows] == cpu.pid[row])
-            & (cpu.tid[rows] == cpu.tid[row])
-            & (cpu.ts[rows] >= cpu.ts[row])
-            & (cpu.ts[rows] <= cpu.end[row])
-        )
-        found = dirs[sel]
-        for d in ("D2H", "H2D", "D2D"):
-            if (found == copies.DIRECTIONS.index(d)).any():
-                return d
-        return None
-
-    @cached_property
-    def _memcpy_launches(self) -> tuple[np.ndarray, np.ndarray]:
-        gpu = self.tables.gpu
-        launcher = self.tables.launcher
-        sel = np.flatnonzero((gpu.kind == MEMCPY) & (launcher >= 0))
-        direction, _ = copies.classify(self.names, self.tables.gpu_name_codes)
-        return launcher[sel], direction[gpu.name[sel]]
-
-    # ------------------------------------------------------------------ idle gaps
-
-    @cached_property
-    def gaps(self) -> Gaps:
-        """GPU idle gaps over the analysed steps and what caused them (``analysis.time.idle_gaps``): the
-        analysis' own (``DeviceView.gaps``, behind the report's ``gpu_idle_after_sync_share``) when it
-        attributed them with these thresholds, so the waterfall and the report agree."""
-        th = self.th
-        mine = GapThresholds(th.sync_gap_tolerance_us, th.launch_gap_max_us)
-        if self.view.gaps is not None and self.view.gap_thresholds == mine:
-            return self.view.gaps
-        host = HostActivity(self.dataloader_rows, self.sync_events.rows, self.launcher, self.graph_launched)
-        tol, launch_max = mine.sync_gap_tolerance_us, mine.launch_gap_max_us
-        return idle_gaps(self.tables, self.steps, self.view.gpu, host, tol, launch_max)
-
-    # ------------------------------------------------------------------ ops
-
-    def op_count_in_steps(self, name: str) -> int:
-        cpu = self.tables.cpu
-        try:
-            code = self.names.index(name)
-        except ValueError:
-            return 0
-        rows = np.flatnonzero((cpu.kind == OP) & (cpu.name == code))
-        return int(self.host_in_steps(cpu.ts[rows]).sum())

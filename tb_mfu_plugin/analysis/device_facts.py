@@ -1,0 +1,280 @@
+"""Facts about one device's analysed steps that more than one consumer reads, computed once and
+lazily: row masks by kind and name family, which host call launched each GPU row, graph replays,
+the optimizer/zero_grad/DataLoader host windows and the GPU rows they launched, attention chains,
+host-device syncs and the copies behind them, and the GPU idle gaps with their causes.
+
+Pure array work over the tables (no thresholds of the diagnosis: the two settings that shape a
+fact, the attention chain's launch gap and the idle gaps' thresholds, are parameters). The
+diagnosis' ``Context`` extends this with the report, its thresholds and the rules' ledger; per-step
+figures here are totals over the analysed steps, so they add up (the waterfall relies on that).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cached_property
+
+import numpy as np
+
+from ..core.distinct import distinct, distinct_counts
+from ..trace.tables import KERNEL, MEMCPY, MEMSET, OP, TraceTables
+from .flops.attention_chains import AttentionChain, attention_chains
+from .kernels import families as kernel_families
+from .kernels import name_patterns
+from .time import copies, graphs, intervals, syncs, windows
+from .time import patterns as pt
+from .time.idle_gaps import Gaps, GapThresholds, HostActivity, idle_gaps
+from .time.steps import Steps
+from .worker import DeviceView
+
+
+def _first_type(types: bytes | None) -> str | None:
+    """The first entry of a recorded ``Input type`` list, when it is a non-empty string."""
+    try:
+        parsed = json.loads(types) if types is not None else None
+    except ValueError:
+        return None
+    first = parsed[0] if isinstance(parsed, list) and parsed else None
+    return first if isinstance(first, str) and first else None
+
+
+class DeviceFacts:
+    def __init__(
+        self,
+        tables: TraceTables,
+        steps: Steps,
+        view: DeviceView,
+        device_index: int | None,
+        attention_max_launches_between: int | None = None,
+        gap_thresholds: GapThresholds | None = None,
+    ) -> None:
+        self.tables, self.steps, self.view = tables, steps, view
+        self._device_index = device_index
+        self._attention_max_launches_between = attention_max_launches_between
+        self._gap_thresholds = gap_thresholds
+        self.names = tables.names
+        self.n = len(steps)
+        self.total_us = float((steps.end - steps.start).sum())
+        self.step_us = self.total_us / self.n if self.n else 0.0
+        g = view.gpu
+        # Which step a GPU row belongs to is the analysis' one rule (steps.assign: the step whose
+        # host window holds its launch), so every consumer counts the rows the summary counts.
+        self.step_of = view.step
+        self.in_step = self.step_of >= 0
+        self.is_kernel = g.kind == KERNEL
+        self.is_memcpy = g.kind == MEMCPY
+        self.is_memset = g.kind == MEMSET
+        # tables over name codes, read at GPU rows only: only the GPU rows' names are tested
+        self.mm_code = name_patterns.matmul_kernel_mask(self.names, tables.gpu_name_codes)
+        self.comm_code = name_patterns.comm_kernel_mask(self.names, tables.gpu_name_codes)
+        # the worker's classes (they honour --tensor-core-pattern); a bare view gets the table's
+        self.classes = view.classes or kernel_families.classify_names(self.names, distinct(g.name[self.is_kernel]))
+        self.tc_code = self.classes.mask(kernel_families.TENSOR_CORE)
+
+    # ------------------------------------------------------------------ settings
+
+    @property
+    def attention_max_launches_between(self) -> int:
+        """Launches allowed between two ops of one attention chain (a setting, not a fact)."""
+        if self._attention_max_launches_between is None:
+            raise ValueError("these facts were made without the attention chains' launch gap")
+        return self._attention_max_launches_between
+
+    @property
+    def gap_thresholds(self) -> GapThresholds:
+        """The thresholds the idle gaps are attributed with (a setting, not a fact)."""
+        if self._gap_thresholds is None:
+            raise ValueError("these facts were made without the idle gaps' thresholds")
+        return self._gap_thresholds
+
+    # ------------------------------------------------------------------ helpers
+
+    @cached_property
+    def matmul_input_dtypes(self) -> dict[str, int]:
+        """First-input dtypes (``Input type``) of the matmul/conv ops whose shapes were recorded,
+        counted. Two rules read it; computed once, since the roofline keeps many more ops' shapes."""
+        out: dict[str, int] = {}
+        cpu = self.tables.cpu
+        # one regex test per distinct name, and one parse per distinct record, not per op
+        rows = cpu.input_rows
+        matmul = self.tables.name_codes(re.compile(r"mm|matmul|conv|linear").search, distinct(cpu.name[rows]))
+        ids, counts = distinct_counts(cpu.input_id[rows[matmul[cpu.name[rows]]]])
+        for i, n in zip(ids.tolist(), counts.tolist(), strict=True):
+            first = _first_type(cpu.input_records[i].types)
+            if first:
+                out[first] = out.get(first, 0) + n
+        return out
+
+    @cached_property
+    def device_index(self) -> int | None:
+        """The report's device index, else the device of the view's first GPU row."""
+        if self._device_index is not None:
+            return self._device_index
+        return int(self.view.gpu.device[0]) if len(self.view.gpu) else None
+
+    @cached_property
+    def launcher(self) -> np.ndarray:
+        """cpu row of the call that launched each GPU row of the view (-1 unknown)."""
+        all_rows = self.tables.launcher
+        dev = self.device_index
+        return all_rows[np.flatnonzero(self.tables.gpu.device == dev)] if dev is not None else all_rows[:0]
+
+    @cached_property
+    def graph_launched(self) -> np.ndarray:
+        """View rows that a CUDA/HIP graph replay ran (one launch call for the whole replay)."""
+        return graphs.graph_launched(self.tables, self.launcher)
+
+    @cached_property
+    def launched_one_by_one(self) -> np.ndarray:
+        """View rows whose own launch call the trace shows (not a graph replay's, not unknown)."""
+        own: np.ndarray = (self.launcher >= 0) & ~self.graph_launched
+        return own
+
+    @cached_property
+    def host_windows(self) -> list[tuple[float, float]]:
+        return list(zip(self.steps.cpu_start.tolist(), self.steps.cpu_end.tolist(), strict=True))
+
+    def host_in_steps(self, ts: np.ndarray) -> np.ndarray:
+        """Whether each host time lies in a step's host window ``[cpu_start, cpu_end]``."""
+        return intervals.window_of(ts, self.steps.cpu_start, self.steps.cpu_end, closed=True) >= 0
+
+    def _step_pairs(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The view rows in ``mask`` (sorted by start) against every step: (row, step) pairs of the
+        rows in each step's overlap slice, and each row clipped to its step (start, end, kept)."""
+        g = self.view.gpu
+        ts, end = g.ts[mask], g.end[mask]
+        lo, hi = self.steps.start, self.steps.end
+        longest = float((end - ts).max()) if len(ts) else 0.0
+        rows, win = windows.overlap_pairs(ts, end, lo, hi, *windows.overlap_bounds(ts, lo, hi, longest))
+        return (rows, win, *windows.clipped(ts, end, lo, hi, rows, win))
+
+    def per_step_union(self, mask: np.ndarray) -> float:
+        """Total time (over all steps) covered by the view rows in ``mask``, clipped to the steps."""
+        _, win, s, e, kept = self._step_pairs(mask)
+        per_step = windows.union_lengths(*windows.merged(s[kept], e[kept], win[kept]), self.n)
+        return windows.running_total(per_step)  # added step by step
+
+    def per_step_coverage(self, mask: np.ndarray, weights: np.ndarray) -> float:
+        """∫ min(1, Σ weights of the active rows in ``mask``) dt over the steps."""
+        rows, win, s, e, kept = self._step_pairs(mask)
+        w = weights[mask][rows]
+        per_step = windows.capped_coverages(s[kept], e[kept], w[kept], np.bincount(win[kept], minlength=self.n))
+        return windows.running_total(per_step)
+
+    def launched_in(self, w: pt.Windows) -> np.ndarray:
+        """View rows launched from inside the host windows."""
+        return pt.launched_in(self.tables, self.launcher, w)
+
+    # ------------------------------------------------------------------ host windows
+
+    @cached_property
+    def optimizer_rows(self) -> np.ndarray:
+        rows = pt.optimizer_step_rows(self.tables)
+        kept: np.ndarray = rows[self.host_in_steps(self.tables.cpu.ts[rows])]
+        return kept
+
+    @cached_property
+    def zero_grad_rows(self) -> np.ndarray:
+        rows = pt.zero_grad_rows(self.tables)
+        kept: np.ndarray = rows[self.host_in_steps(self.tables.cpu.ts[rows])]
+        return kept
+
+    @cached_property
+    def dataloader_rows(self) -> np.ndarray:
+        rows = pt.dataloader_rows(self.tables)
+        kept: np.ndarray = rows[self.host_in_steps(self.tables.cpu.ts[rows])]
+        return kept
+
+    @cached_property
+    def attention_chains(self) -> list[AttentionChain]:
+        chains = attention_chains(self.tables, self.attention_max_launches_between)
+        if not chains:
+            return []
+        starts = np.array([c.start for c in chains])
+        keep = self.host_in_steps(starts)
+        return [c for c, k in zip(chains, keep.tolist(), strict=True) if k]
+
+    @cached_property
+    def attention_rows(self) -> np.ndarray:
+        """View rows launched by the attention chains."""
+        chains = self.attention_chains
+        if not chains:
+            return np.zeros(len(self.view.gpu), bool)
+        w = pt.Windows(
+            np.array([c.pid for c in chains], np.int64),
+            np.array([c.tid for c in chains], np.int64),
+            np.array([c.start for c in chains]),
+            np.array([c.end for c in chains]),
+        )
+        return self.launched_in(w) & self.in_step
+
+    @cached_property
+    def optimizer_launched(self) -> np.ndarray:
+        return self.launched_in(pt.Windows.of_rows(self.tables, self.optimizer_rows)) & self.in_step
+
+    @cached_property
+    def zero_grad_launched(self) -> np.ndarray:
+        return self.launched_in(pt.Windows.of_rows(self.tables, self.zero_grad_rows)) & self.in_step
+
+    # ------------------------------------------------------------------ syncs
+
+    @cached_property
+    def sync_events(self) -> syncs.SyncEvents:
+        if self.view.syncs is not None:  # found once by the analysis
+            return self.view.syncs
+        return syncs.find_syncs(self.tables.cpu, self.names, self.host_windows)
+
+    def copy_direction(self, row: int | None) -> str | None:
+        """Direction of the memcpy launched inside a host op, if any."""
+        if row is None:
+            return None
+        cpu = self.tables.cpu
+        m = self._memcpy_launches
+        if not len(m[0]):
+            return None
+        rows, dirs = m
+        sel = (
+            (cpu.pid[rows] == cpu.pid[row])
+            & (cpu.tid[rows] == cpu.tid[row])
+            & (cpu.ts[rows] >= cpu.ts[row])
+            & (cpu.ts[rows] <= cpu.end[row])
+        )
+        found = dirs[sel]
+        for d in ("D2H", "H2D", "D2D"):
+            if (found == copies.DIRECTIONS.index(d)).any():
+                return d
+        return None
+
+    @cached_property
+    def _memcpy_launches(self) -> tuple[np.ndarray, np.ndarray]:
+        gpu = self.tables.gpu
+        launcher = self.tables.launcher
+        sel = np.flatnonzero((gpu.kind == MEMCPY) & (launcher >= 0))
+        direction, _ = copies.classify(self.names, self.tables.gpu_name_codes)
+        return launcher[sel], direction[gpu.name[sel]]
+
+    # ------------------------------------------------------------------ idle gaps
+
+    @cached_property
+    def gaps(self) -> Gaps:
+        """GPU idle gaps over the analysed steps and what caused them (``analysis.time.idle_gaps``): the
+        analysis' own (``DeviceView.gaps``, behind the report's ``gpu_idle_after_sync_share``) when it
+        attributed them with these thresholds, so the waterfall and the report agree."""
+        mine = self.gap_thresholds
+        if self.view.gaps is not None and self.view.gap_thresholds == mine:
+            return self.view.gaps
+        host = HostActivity(self.dataloader_rows, self.sync_events.rows, self.launcher, self.graph_launched)
+        tol, launch_max = mine.sync_gap_tolerance_us, mine.launch_gap_max_us
+        return idle_gaps(self.tables, self.steps, self.view.gpu, host, tol, launch_max)
+
+    # ------------------------------------------------------------------ ops
+
+    def op_count_in_steps(self, name: str) -> int:
+        cpu = self.tables.cpu
+        try:
+            code = self.names.index(name)
+        except ValueError:
+            return 0
+        rows = np.flatnonzero((cpu.kind == OP) & (cpu.name == code))
+        return int(self.host_in_steps(cpu.ts[rows]).sum())
