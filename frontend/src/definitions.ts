@@ -119,6 +119,11 @@ export const DEFINITIONS = {
     definition: 'GPU idle that syncs do not explain: data loading, launch gaps, host work',
     unit: 'share',
   },
+  'breakdown_us': {
+    label: 'Part of the step',
+    definition: 'Each part of one step\'s breakdown as time in that step: its share x the step\'s duration',
+    unit: 'time',
+  },
   'breakdown_us_per_step': {
     label: 'Part of the mean step',
     definition: 'Each part of the breakdown as time in the mean step: its time-weighted share x the mean step',

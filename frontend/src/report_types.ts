@@ -133,6 +133,7 @@ export interface Step {
   start_us: number;
   dur_us: number;
   breakdown: Record<string, number>;
+  breakdown_us: Record<string, number>;
 }
 
 /** Copies of one direction and host-memory kind, per step. */

@@ -69,7 +69,12 @@ export function stepsChart(w: WorkerReport, summary: Summary): HTMLElement {
   const steps = w.steps ?? [];
   const el = h('div', { class: 'chart', testid: 'steps-chart' });
   if (!steps.length) return card('Per-step breakdown', h('p', { class: 'muted' }, 'No complete steps.'));
-  const part = (s: Step, key: string) => ((s.breakdown?.[key] ?? 0) * s.dur_us) / 1000;
+  // The part's time in that step (Step.breakdown_us, from the analysis); a report cached before
+  // the field existed draws no bar and shows no time, rather than one the tab made up.
+  const partMs = (s: Step, key: string): number | null => {
+    const us = s.breakdown_us?.[key];
+    return f.isNumber(us) ? us / 1000 : null;
+  };
   queueMicrotask(() =>
     chart(el, {
       color: BREAKDOWN.map((b) => b.color),
@@ -98,7 +103,7 @@ export function stepsChart(w: WorkerReport, summary: Summary): HTMLElement {
             BREAKDOWN.map((b) => [
               b.color,
               b.label,
-              `${f.dur(part(s, b.key) * 1000)} · ${f.pct(s.breakdown?.[b.key])}`,
+              `${f.dur(s.breakdown_us?.[b.key])} · ${f.pct(s.breakdown?.[b.key])}`,
             ]),
             `MFU ${f.pct(s.mfu)} · SM eff. ${f.pct(s.sm_efficiency)}`,
           );
@@ -110,7 +115,10 @@ export function stepsChart(w: WorkerReport, summary: Summary): HTMLElement {
         stack: 'step',
         barMaxWidth: 56,
         emphasis: { focus: 'series' },
-        data: steps.map((s) => +part(s, b.key).toFixed(3)),
+        data: steps.map((s) => {
+          const ms = partMs(s, b.key);
+          return ms === null ? null : +ms.toFixed(3);
+        }),
       })),
     }),
   );

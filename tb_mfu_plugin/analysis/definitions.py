@@ -142,6 +142,11 @@ DEFINITIONS: dict[str, Definition] = {
         "GPU idle that syncs do not explain: data loading, launch gaps, host work",
         "share",
     ),
+    "breakdown_us": _d(
+        "Part of the step",
+        "Each part of one step's breakdown as time in that step: its share x the step's duration",
+        "time",
+    ),
     "breakdown_us_per_step": _d(
         "Part of the mean step",
         "Each part of the breakdown as time in the mean step: its time-weighted share x the mean step",

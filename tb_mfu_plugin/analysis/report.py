@@ -73,6 +73,8 @@ class Step(Metrics, kw_only=True, gc=False):
     # Where the step's time went, as fractions summing to 1: kernel, memcpy, memset (busy without
     # kernels), idle_after_sync (= gpu_idle_after_sync_share), idle_other (the rest of idle_share).
     breakdown: dict[str, float] = {}
+    # The same parts as time in this step, µs (each share x dur_us): what the per-step chart draws.
+    breakdown_us: dict[str, float] = {}
 
 
 class Spread(msgspec.Struct, kw_only=True):

@@ -240,6 +240,11 @@ def test_step_columns_are_the_per_step_loop(scene: tuple[np.ndarray, ...], seed:
             _same(built[i].breakdown[k], v)
         assert list(built[i].breakdown) == list(bd)
         _same(built[i].dur_us, hi - lo)
+        # the parts as time in the step: each share of this step's duration, together the step
+        assert list(built[i].breakdown_us) == list(bd)
+        for k, v in bd.items():
+            _same(built[i].breakdown_us[k], v * (hi - lo))
+        assert abs(sum(built[i].breakdown_us.values()) - (hi - lo)) <= 1e-6 * max(1.0, hi - lo)
     _same(cols.gaps, np.concatenate(ref_gaps))
 
 
@@ -319,5 +324,5 @@ def test_sync_time_laid_over_the_steps_is_the_loop(scene: tuple[np.ndarray, ...]
 
 def test_step_structs_hold_every_field() -> None:
     fields = set(Step.__struct_fields__) - {"flops_per_step", "mfu", "achieved_flops"}
-    assert fields == {"step", "start_us", "dur_us", "breakdown", *step_metrics.METRIC_FIELDS}
+    assert fields == {"step", "start_us", "dur_us", "breakdown", "breakdown_us", *step_metrics.METRIC_FIELDS}
     assert set(step_metrics.METRIC_FIELDS) < set(Metrics.__struct_fields__)

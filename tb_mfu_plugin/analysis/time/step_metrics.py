@@ -200,4 +200,6 @@ def build_steps(steps: Steps, cols: StepColumns) -> list[Step]:
         "dur_us": (steps.end - steps.start, None),
     }
     values.update({f: (cols.values[f], cols.known.get(f)) for f in METRIC_FIELDS})
-    return structs_of_columns(Step, len(steps), values, {"breakdown": cols.breakdown})
+    dur = values["dur_us"][0]
+    breakdown_us = {k: share * dur for k, share in cols.breakdown.items()}
+    return structs_of_columns(Step, len(steps), values, {"breakdown": cols.breakdown, "breakdown_us": breakdown_us})
