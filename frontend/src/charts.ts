@@ -2,6 +2,8 @@
 // content (never HTML strings), because category names can be run names from the logdir.
 import { BarChart, LineChart } from 'echarts/charts';
 import {
+  DataZoomInsideComponent,
+  DataZoomSliderComponent,
   GridComponent,
   LegendComponent,
   MarkLineComponent,
@@ -17,6 +19,8 @@ import { UI } from './palette';
 echarts.use([
   BarChart,
   LineChart,
+  DataZoomInsideComponent,
+  DataZoomSliderComponent,
   GridComponent,
   LegendComponent,
   TooltipComponent,
