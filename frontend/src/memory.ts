@@ -168,7 +168,13 @@ export function memoryCard(w: WorkerReport): HTMLElement | null {
       kpis(m),
       timelineChart(m),
       recomputeLine(m),
-      table<MemoryStep>(m.steps, STEP_COLUMNS, { testid: 'memory-steps-table', sortKey: 'step', sortDesc: false }),
+      table<MemoryStep>(m.steps, STEP_COLUMNS, {
+        testid: 'memory-steps-table',
+        sortKey: 'step',
+        sortDesc: false,
+        // a long window has a row per step: the first ones, and a button for the rest
+        maxRows: 20,
+      }),
       m.top_ops.length
         ? [
             h('h3', null, `Alive at the peak (step ${m.peak_step ?? '?'}), by the op that allocated`),
