@@ -12,13 +12,11 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import msgspec
-
 from ..analysis.fmt import mfu_text
 from ..analysis.options import AnalysisOptions
 from ..analysis.report import Report, WorkerReport
 from ..core.errors import TraceError
-from ..core.escape import for_rich, json_bytes, map_strings, one_line
+from ..core.escape import for_rich, json_bytes, one_line
 from ..core.small_pages import prefer_small_pages
 from ..core.version import __version__
 from ..running.flags import (
@@ -35,8 +33,9 @@ from ..running.flags import (
 )
 from ..running.jobs import SchedulerError
 from ..running.pipeline import analyze_paths, thresholds_from
+from ..running.shown import shown_report
 from ..trace.locate.locations import is_local, normalize
-from ..trace.remote.redact import shown, shown_json
+from ..trace.remote.redact import shown
 from ..trace.remote.storage import use_storage_options
 
 EXIT_STATUSES = """\
@@ -176,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (TraceError, SchedulerError) as exc:  # a location that cannot be listed; Dask missing or unreachable
         print(f"tb-mfu: {shown(one_line(exc))}", file=sys.stderr)
         return 2
-    shown_reports = [_shown(r) for r in reports]  # every output below is made from these
+    shown_reports = [shown_report(r) for r in reports]  # every output below is made from these
     reports = [r for r, _ in shown_reports]
     for path, report in zip(paths, reports, strict=True):
         if not any(r.workers for r in report.runs):
@@ -191,15 +190,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "export-scalars":
         return _export_scalars(reports[0], args.out, args.replace)
     return _analyze(reports[0], args, shown_reports[0][1])
-
-
-def _shown(report: Report) -> tuple[Report, bytes | None]:
-    """``report`` as the CLI shows it (tables, JSON, error lines): no signature of a signed URL
-    and no storage option value in any of its strings (``trace.remote.redact``); and its JSON when
-    that needed no change (a report of many steps is tens of MB: encoded once, not twice)."""
-    if shown_json(encoded := json_bytes(report)) is encoded:
-        return report, encoded
-    return msgspec.convert(map_strings(msgspec.to_builtins(report), shown), type(report)), None
 
 
 def _refusal(paths: list[str], options: AnalysisOptions, storage_options: str | None) -> str | None:

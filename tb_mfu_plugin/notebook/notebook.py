@@ -8,8 +8,10 @@
     r.steps()                               # one row per (run, worker, span, gpu, step)
     r2 = tm.Report.from_json("report.json")  # a CI artefact: the same frames
 
-``analyze`` takes what ``tb-mfu analyze`` takes: a local logdir, run directory or
-trace file (fsspec URLs are not read yet). The column definitions are in
+``analyze`` takes what ``tb-mfu analyze`` takes: a logdir, run directory or trace file, local,
+a URL (``s3://``, ``gs://``, ``az://``, ``https://``, ...) or an archive. What it returns is shown
+as the CLI shows it: a signed URL's signature and the storage options' secrets are blanked, since a
+notebook's outputs are saved and shared. The column definitions are in
 ``tb_mfu_plugin.notebook.frames`` and docs/notebook.md.
 """
 
@@ -138,21 +140,29 @@ def analyze(
     device_name: str | None = None,
     flops_per_step: float | None = None,
     tf32: bool = False,
+    storage_options: str | os.PathLike[str] | None = None,
     **options: Any,
 ) -> Report:
-    """Analyse a local logdir, run directory or trace file, as ``tb-mfu analyze`` does.
+    """Analyse a logdir, run directory or trace file (local, a URL or an archive), as
+    ``tb-mfu analyze`` does.
 
-    The keywords are the CLI's flags (``--peak-tflops`` …); any other
-    ``AnalysisOptions`` field may be given too. A file that cannot be analysed shows
-    up in ``workers()`` with its ``error``; a path that does not exist raises
-    ``FileNotFoundError``.
+    The keywords are the CLI's flags (``--peak-tflops`` …, ``--storage-options FILE`` as
+    ``storage_options=``, else ``$TB_MFU_STORAGE_OPTIONS``); any other ``AnalysisOptions`` field
+    may be given too. A file that cannot be analysed shows up in ``workers()`` with its
+    ``error``; a path that does not exist, or a location that cannot be listed, raises
+    ``FileNotFoundError``. Signed URLs' signatures and storage secrets are blanked in the report.
     """
     from ..running.pipeline import analyze_path
+    from ..running.shown import shown_report
+    from ..trace.remote.redact import shown
+    from ..trace.remote.storage import use_storage_options
 
     opts = AnalysisOptions(
         peak_tflops=peak_tflops, device_name=device_name, flops_per_step=flops_per_step, tf32=tf32, **options
     )
     try:
-        return Report(analyze_path(os.fspath(path), opts))
+        if storage_options is not None:
+            use_storage_options(os.fspath(storage_options))
+        return Report(shown_report(analyze_path(os.fspath(path), opts))[0])
     except TraceError as exc:
-        raise FileNotFoundError(str(exc)) from None
+        raise FileNotFoundError(shown(str(exc))) from None

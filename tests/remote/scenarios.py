@@ -86,11 +86,15 @@ def texts_a_user_sees(
     store: Store, logdir: Path, serve: Any, cache: Path, caplog: pytest.LogCaptureFixture, *cli_args: str
 ) -> list[str]:
     """Everything a user or a log reader sees of one store's runs: the API's report, the
-    CLI's output, the tab's routes, the logs and the cache files."""
+    notebook's, the CLI's output, the tab's routes, the logs and the cache files."""
     store.upload_dir(logdir, "logs")
     caplog.set_level("DEBUG", logger="tb_mfu_plugin")
     caplog.set_level("INFO")
     seen = [to_json(analyze_path(store.url("logs"))).decode()]
+    import tb_mfu_plugin as tm  # the notebook face: its frames and JSON are saved with a notebook
+
+    notebook = tm.analyze(store.url("logs"))
+    seen += [notebook.to_json().decode(), notebook.workers().to_string(), notebook.findings().to_string()]
     out = cli("analyze", store.url("logs"), *cli_args)
     seen += [out.stdout, out.stderr]
     s = serve(store.url("logs"), cache_dir=str(cache))
