@@ -44,6 +44,8 @@ class DeviceView:
     gaps: idle_gaps.Gaps | None = None
     gap_thresholds: idle_gaps.GapThresholds | None = None
     critical: Model | None = None  # the critical-path model of the steps, which the diagnosis re-times
+    # the columns the report's Steps were built from: later checks read a column, not 100,000 structs
+    step_columns: StepColumns | None = None
 
 
 def _device(found: devices.DeviceProps, device: int) -> Device:
@@ -114,6 +116,7 @@ def analyze_device(
     view = dataclasses.replace(view, syncs=found_syncs, classes=name_classes, gaps=gaps, gap_thresholds=th)
     view = _with_critical_path(report, tables, view, dev_launcher, steps)
     report.steps, cols = _step_reports(tables, view, steps, classes)
+    view = dataclasses.replace(view, step_columns=cols)
     report.summary = _summary(view, cols, steps.end - steps.start, classes.tensor_core, name_classes)
     _kernel_sections(report, tables, view, steps, dev_launcher, cols.gaps, options)
     try:

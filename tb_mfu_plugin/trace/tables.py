@@ -7,8 +7,11 @@ Missing numbers are NaN (floats) or -1 (ids, counts).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import compress, repeat
+from operator import getitem
 from typing import Any
 
 import numpy as np
@@ -193,15 +196,72 @@ class TraceMeta:
     notes: list[str] = field(default_factory=list)
 
 
+STEP_PREFIX = "ProfilerStep#"
+
+
+MAX_STEP_DIGITS = 18  # a step number of at most 18 digits fits int64
+
+
+def step_markers(names: list[str], first: int = 0) -> tuple[list[int], list[int], list[int]]:
+    """The names of ``STEP_PREFIX`` among ``names``, and the step markers among them,
+    ``ProfilerStep#<ASCII digits>`` (the one name a trace has per step): the codes of both
+    (``first`` being the code of ``names[0]``) and the markers' numbers (-1 for one of more than
+    ``MAX_STEP_DIGITS`` digits)."""
+    # in C (map, compress), without a Python step per name: a trace of many steps has 100,000s
+    is_prefixed = list(map(str.startswith, names, repeat(STEP_PREFIX)))
+    prefixed = list(compress(range(first, first + len(names)), is_prefixed))
+    tails: list[str] = list(map(getitem, compress(names, is_prefixed), repeat(slice(len(STEP_PREFIX), None))))
+    if not tails:
+        return [], [], []
+    every = "".join(tails)
+    if every.isascii() and every.isdigit() and min(map(len, tails)) > 0 and max(map(len, tails)) <= MAX_STEP_DIGITS:
+        return prefixed, prefixed, list(map(int, tails))  # the usual case: every one a plain marker
+    found = [(c, d) for c, d in zip(prefixed, tails, strict=True) if d.isascii() and d.isdigit()]
+    numbers = [int(d) if len(d) <= MAX_STEP_DIGITS else -1 for _, d in found]
+    return prefixed, [c for c, _ in found], numbers
+
+
+class Names(list[str]):
+    """``TraceTables.names``: each distinct name once, in code order, and which codes are step
+    markers (``step_markers``), with their numbers.
+
+    A trace of 100,000 steps has 100,000 marker names and a handful of others, so a question asked
+    of every name (is it a matmul, an optimizer step, an op with a FLOP formula?) would run 100,000
+    times for nothing. ``name_lookup`` asks it once for all the markers: a name predicate says what
+    kind of event a name is, and every marker is the same kind. (Reading a step's number is not such
+    a predicate: ``marker_numbers`` holds them.)"""
+
+    markers: np.ndarray  # codes of the step markers, ascending
+    marker_numbers: np.ndarray  # their numbers, -1 beyond MAX_STEP_DIGITS digits
+
+    def __init__(self, names: Iterable[str] = (), markers: tuple[list[int], list[int]] | None = None) -> None:
+        """``markers``: ``step_markers`` of these names, when the caller has them already."""
+        super().__init__(names)
+        codes, numbers = markers if markers is not None else step_markers(self)[1:]
+        self.markers = np.array(codes, np.int64)
+        self.marker_numbers = np.array(numbers, np.int64)
+
+    @cached_property
+    def is_marker(self) -> np.ndarray:
+        """Per code: a step marker."""
+        out = np.zeros(len(self), bool)
+        out[self.markers] = True
+        return out
+
+
 @dataclass(frozen=True)
 class TraceTables:
     meta: TraceMeta
-    names: list[str]
+    names: Names  # a plain list is made a Names (__post_init__)
     cpu: CpuTable
     gpu: GpuTable
     comm_args: list[CommArgs] = field(default_factory=list)  # GpuTable.comm indexes it
     # the allocator's [memory] events (profile_memory=True), empty without them
     memory: MemoryTable = field(default_factory=MemoryTable.empty)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.names, Names):
+            object.__setattr__(self, "names", Names(self.names))
 
     @cached_property
     def launch_rows(self) -> np.ndarray:
@@ -246,11 +306,19 @@ class TraceTables:
 def name_lookup(names: list[str] | Any, predicate: Any, codes: np.ndarray | None = None) -> np.ndarray:
     """A boolean lookup table over name codes: ``predicate(name)`` of every name, or, given
     ``codes``, of those names only and False for the others (for a table read only at rows whose
-    names are among ``codes``)."""
-    if codes is None:
+    names are among ``codes``). Of a ``Names``, the step markers are asked once, as one (``Names``)."""
+    table = names if isinstance(names, Names) and len(names.markers) > 1 else None
+    if table is None and codes is None:
         return np.fromiter((bool(predicate(n)) for n in names), dtype=bool, count=len(names))
     out = np.zeros(len(names), bool)
-    picked = [int(c) for c in codes]
+    if table is None:
+        picked = np.asarray(codes, np.int64).tolist()
+    else:
+        asked = np.arange(len(names)) if codes is None else np.asarray(codes, np.int64)
+        of_marker = table.is_marker[asked]
+        picked, markers = asked[~of_marker].tolist(), asked[of_marker]
+        if len(markers):
+            out[markers] = bool(predicate(names[int(markers[0])]))
     out[picked] = [bool(predicate(names[c])) for c in picked]
     return out
 

@@ -18,7 +18,8 @@ from tb_mfu_plugin.analysis.kernels.name_patterns import DATALOADER, name_mask
 from tb_mfu_plugin.analysis.report import Step, Summary, WorkerReport
 from tb_mfu_plugin.analysis.time import steps
 from tb_mfu_plugin.analysis.time.patterns import NEEDLES
-from tb_mfu_plugin.trace.tables import name_lookup
+from tb_mfu_plugin.analysis.time.step_metrics import METRIC_FIELDS, StepColumns
+from tb_mfu_plugin.trace.tables import Names, name_lookup, step_markers
 
 
 def _old_flop_rate(flops_: float | None, time_us: float | None) -> float | None:
@@ -74,9 +75,30 @@ STEP_NAMES = st.one_of(
 @settings(max_examples=200, deadline=None)
 @given(st.lists(STEP_NAMES, max_size=40, unique=True))
 def test_step_numbers_are_the_regexs(names: list[str]) -> None:
-    got = steps._step_numbers(SimpleNamespace(names=names))  # type: ignore[arg-type]
+    got = steps._step_numbers(SimpleNamespace(names=Names(names)))  # type: ignore[arg-type]
     ref = [int(m.group(1)) if (m := steps._STEP_NAME.match(n)) else -1 for n in names]
     assert got.tolist() == ref
+    markers, numbers = step_markers(names, 5)[1:]
+    assert markers == [5 + i for i, n in enumerate(names) if n.startswith("ProfilerStep#") and n[13:].isascii()
+                       and n[13:].isdigit()]  # fmt: skip
+    assert numbers == [int(names[c - 5][13:]) if len(names[c - 5]) <= 31 else -1 for c in markers]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(STEP_NAMES, max_size=40, unique=True), st.sampled_from(["", "Step", "#1", "aten", "2"]))
+def test_a_names_table_asks_a_predicate_once_for_its_step_markers(names: list[str], needle: str) -> None:
+    # a predicate about the kind of name (one that tells no marker from another) gives what it gave
+    # asked of every name; a substring test of "#1" or "2" would not be one, "" and "Step" are
+    def predicate(n: str) -> bool:
+        return n.startswith("ProfilerStep#") if needle in ("", "Step") else needle in n and "#" not in n
+
+    table = Names(names)
+    ref = np.array([predicate(n) for n in names], bool)
+    assert name_lookup(table, predicate).tolist() == ref.tolist()
+    codes = np.arange(0, len(names), 2)
+    picked = np.zeros(len(names), bool)
+    picked[codes] = ref[codes]
+    assert name_lookup(table, predicate, codes).tolist() == picked.tolist()
 
 
 @settings(max_examples=300, deadline=None)
@@ -171,3 +193,17 @@ def test_share_guard_is_the_loop_over_the_steps(report: WorkerReport) -> None:
     plausibility.guard_shares(report)
     _old_guard_shares(old)
     assert repr(report) == repr(old)  # NaN == NaN by repr
+
+
+@settings(max_examples=300, deadline=None)
+@given(reports())
+def test_share_guard_reads_the_columns_the_steps_came_from(report: WorkerReport) -> None:
+    old = copy.deepcopy(report)
+    fields = [f for f in METRIC_FIELDS if f not in ("flops_per_step", "mfu", "achieved_flops")]
+    # unknown (None) figures hold any number in their column: 5.0 here, which must not count
+    values = {f: np.array([5.0 if (v := getattr(s, f)) is None else v for s in report.steps]) for f in fields}
+    known = {f: np.array([getattr(s, f) is not None for s in report.steps], bool) for f in fields}
+    breakdown = {k: np.array([s.breakdown[k] for s in report.steps]) for k in ("kernel", "memcpy", "idle_other")}
+    plausibility.guard_shares(report, StepColumns(values, known, breakdown, np.zeros(0)))
+    _old_guard_shares(old)
+    assert repr(report) == repr(old)

@@ -52,7 +52,7 @@ def apply_to_report(
     """
     if report.error or report.summary is None or steps is None or not len(steps):
         return
-    plausibility.guard_shares(report)
+    plausibility.guard_shares(report, view.step_columns if view is not None else None)
     device = report.device.index if report.device is not None else None
     of = _op_flops_cached(tables)
     if device is not None:

@@ -114,7 +114,9 @@ def attention_chains(tables: TraceTables, max_launches_between: int = 8, max_sid
     consecutive members (the scale, mask and cast kernels). Works without recorded shapes;
     when ``aten::matmul`` inputs were kept they must be batched, and 4-D is reported."""
     cpu, names = tables.cpu, tables.names
-    cls_of = np.fromiter((_OP_CLASS.get(n, 0) for n in names), np.int8, len(names))
+    of_class = np.flatnonzero(tables.name_codes(_OP_CLASS.__contains__)).tolist()  # the step markers asked once
+    cls_of = np.zeros(len(names), np.int8)
+    cls_of[of_class] = [_OP_CLASS[names[c]] for c in of_class]
     rows = np.flatnonzero((cpu.kind == OP) & (cls_of[cpu.name] > 0))
     if not len(rows):
         return []

@@ -52,7 +52,9 @@ def graph_kernel_share(tables: TraceTables, start: np.ndarray, end: np.ndarray, 
 def compiled_regions(tables: TraceTables) -> list[str]:
     """The kinds of compiled region the host recorded ("Torch-Compiled Region", "CompiledFunction"...),
     sorted; the names themselves carry frame ids and graph hashes."""
-    return sorted({m.group(0) for n in tables.names if (m := COMPILED_REGION.match(n))})
+    names = tables.names
+    hit = np.flatnonzero(tables.name_codes(COMPILED_REGION.match)).tolist()  # the step markers asked once
+    return sorted({m.group(0) for c in hit if (m := COMPILED_REGION.match(names[c]))})
 
 
 def shaped_ops(tables: TraceTables) -> int:

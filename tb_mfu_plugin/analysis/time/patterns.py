@@ -92,9 +92,10 @@ def rows_named(tables: TraceTables, pattern: re.Pattern[str], kinds: tuple[int, 
     cpu, names = tables.cpu, tables.names
     codes = tables.cpu_name_codes(kinds)
     needle = NEEDLES.get(pattern)
-    if needle is not None:
-        codes = np.array([c for c in codes.tolist() if needle in names[c]], np.int64)
-    hit = name_mask(names, pattern, codes=codes)
+    if needle is None:
+        hit = name_mask(names, pattern, codes=codes)
+    else:
+        hit = tables.name_codes(lambda n: needle in n and pattern.search(n), codes)
     kind_ok = np.isin(cpu.kind, np.array(kinds, dtype=cpu.kind.dtype))
     return np.flatnonzero(kind_ok & hit[cpu.name])
 
@@ -114,7 +115,7 @@ def dataloader_rows(tables: TraceTables) -> np.ndarray:
 def ops_named_in(tables: TraceTables, w: Windows, prefixes: tuple[str, ...]) -> dict[str, int]:
     """Count of ops whose name starts with one of ``prefixes``, started inside the windows."""
     cpu = tables.cpu
-    hit = np.fromiter((n.startswith(prefixes) for n in tables.names), bool, len(tables.names))
+    hit = tables.name_codes(lambda n: n.startswith(prefixes))
     rows = np.flatnonzero((cpu.kind == OP) & hit[cpu.name])
     rows = rows[in_windows(cpu.pid[rows], cpu.tid[rows], cpu.ts[rows], w)]
     out: dict[str, int] = defaultdict(int)
@@ -156,7 +157,7 @@ def host_activity(tables: TraceTables, lo: float, hi: float, limit: int = 5) -> 
     end_idx = int(np.searchsorted(cpu.ts, hi, side="left"))
     cand = np.arange(end_idx)
     cand = cand[((cpu.kind[cand] == OP) | (cpu.kind[cand] == ANNOTATION)) & (cpu.end[cand] > lo)]
-    cand = cand[[not names[c].startswith("ProfilerStep#") for c in cpu.name[cand]]]
+    cand = cand[~tables.name_codes(lambda n: n.startswith("ProfilerStep#"))[cpu.name[cand]]]
     if not len(cand):
         return []
     cand = outermost_per_thread(tables, cand)

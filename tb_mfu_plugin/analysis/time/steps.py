@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...trace.tables import ANNOTATION, TraceTables
+from ...trace.tables import ANNOTATION, Names, TraceTables
 from ..kernels.name_patterns import launch_call_rows
 from ..per_trace import once_per_trace
 from . import intervals
@@ -45,24 +45,23 @@ class Steps:
 def _step_numbers(tables: TraceTables) -> np.ndarray:
     """Per name code: N of a ``ProfilerStep#N`` marker (``_STEP_NAME``), -1 for other names.
 
-    A trace has a marker name per step: the plain ``ProfilerStep#<1 to 18 ASCII digits>`` is
-    read with string tests, which accept only what the regex accepts; the regex judges the
-    rest (a trailing newline, which ``$`` allows, or no number)."""
-    out = np.full(len(tables.names), -1, np.int64)
-    codes, numbers = [], []
-    for code, n in enumerate(tables.names):
-        if not n.startswith("ProfilerStep#"):
-            continue
-        digits = n[13:]
-        if not (digits.isascii() and digits.isdigit() and len(digits) <= 18):
-            m = _STEP_NAME.match(n)
-            if m is None:
-                continue
-            digits = m.group(1)
-        codes.append(code)
-        numbers.append(int(digits))
-    out[codes] = numbers
+    A trace has a marker name per step: the names table has read their numbers
+    (``Names.marker_numbers``: ``ProfilerStep#<1 to 18 ASCII digits>``, which the regex accepts);
+    the regex judges the other names of that prefix (a trailing newline, which ``$`` allows)."""
+    names = tables.names
+    out = np.full(len(names), -1, np.int64)
+    out[names.markers] = names.marker_numbers
+    for code in _unread(names):
+        m = _STEP_NAME.match(names[code])
+        if m is not None:
+            out[code] = int(m.group(1))
     return out
+
+
+def _unread(names: Names) -> list[int]:
+    """Codes of the "ProfilerStep#..." names whose number ``Names`` did not read, ascending."""
+    others = [c for c in np.flatnonzero(~names.is_marker).tolist() if names[c].startswith("ProfilerStep#")]
+    return sorted(names.markers[names.marker_numbers < 0].tolist() + others)
 
 
 _step_numbers_cached = once_per_trace(_step_numbers)
@@ -139,8 +138,8 @@ def find_steps(tables: TraceTables, device: int, launcher: np.ndarray | None = N
 
 def _malformed_markers(tables: TraceTables) -> list[str]:
     """Why "ProfilerStep#..." names that are not ``ProfilerStep#<int64>`` were left out."""
-    number = _step_numbers_cached(tables)
-    bad = [n for n, k in zip(tables.names, number.tolist(), strict=True) if k < 0 and n.startswith("ProfilerStep#")]
+    number, names = _step_numbers_cached(tables), tables.names
+    bad = [names[c] for c in _unread(names) if number[c] < 0]
     if not bad:
         return []
     example = bad[0] if len(bad[0]) <= 60 else bad[0][:60] + "…"

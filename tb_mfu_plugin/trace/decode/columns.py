@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import filterfalse
 from operator import attrgetter
 from typing import Any
 
@@ -29,10 +30,12 @@ from ..tables import (
     MEMORY_COLUMNS,
     CpuTable,
     GpuTable,
+    Names,
     OpInputs,
     TraceMeta,
     TraceTables,
     concat_columns,
+    step_markers,
 )
 from . import schema
 from .categories import CAT_CLASS, CPU, GPU, NO_CAT, kind_without_category
@@ -108,8 +111,14 @@ class Columns:
         self.codes: dict[str, int] = {}
         self.keep_inputs = keep_inputs
         self.max_name_chars = max_name_chars
-        self._is_step: list[bool] = []
-        self._wanted: list[bool] = []
+        # per name code: of STEP_PREFIX (ProfilerStep#N is an annotation whatever its category), and
+        # wanted by keep_inputs; arrays grown with the names (a trace of many steps brings one name
+        # per step, and each chunk reads both over all the names)
+        self._is_step = np.zeros(0, bool)
+        self._wanted = np.zeros(0, bool)
+        self._markers: list[int] = []  # codes of the step markers (tables.step_markers)
+        self._marker_numbers: list[int] = []  # and their numbers
+        self._marker_wanted: bool | None = None  # keep_inputs of every step marker, once asked
         self.cpu_parts: list[dict[str, np.ndarray]] = []
         self.gpu_parts: list[dict[str, np.ndarray]] = []
         self.records: list[OpInputs] = []  # distinct recorded inputs; the cpu "input_id" column indexes it
@@ -180,16 +189,41 @@ class Columns:
         codes = self.codes
         # First-appearance order, not set order: set order follows the per-process string hash,
         # and codes decide tie orders and summation orders, so reports would differ run to run.
-        for n in [n for n in dict.fromkeys(names) if n not in codes]:
-            codes[n] = len(self.names)
-            if len(n) > self.max_name_chars:
-                self.problems["names"] += 1
-                cut = n[: self.max_name_chars]
-                n = f"{cut}…[{len(n) - len(cut)} more characters cut]"
-            self.names.append(n)
-            self._is_step.append(n.startswith("ProfilerStep#"))
-            self._wanted.append(self.keep_inputs is not None and bool(self.keep_inputs(n)))
+        new = list(filterfalse(codes.__contains__, dict.fromkeys(names)))
+        if new:
+            self._add_names(new)
         return np.fromiter(map(codes.__getitem__, names), np.int32, len(names))
+
+    def _add_names(self, new: list[str]) -> None:
+        """Codes for names not seen before: a trace of many steps brings one per step, so each
+        test runs over the whole list at once, and ``keep_inputs`` is asked once for every step
+        marker (as ``tables.Names`` asks its predicates)."""
+        first = len(self.names)
+        self.codes.update(zip(new, range(first, first + len(new)), strict=True))
+        cap = self.max_name_chars
+        if max(map(len, new)) > cap:
+            new = [self._cut(n) if len(n) > cap else n for n in new]
+        self.names += new
+        prefixed, markers, numbers = step_markers(new, first)
+        self._is_step = _grown(self._is_step, len(new), np.array(prefixed, np.int64) - first)
+        self._markers += markers
+        self._marker_numbers += numbers
+        keep = self.keep_inputs
+        wanted: list[int] = []
+        if keep is not None:
+            if self._marker_wanted is None and markers:
+                self._marker_wanted = bool(keep(self.names[markers[0]]))
+            others = np.ones(len(new), bool)
+            others[np.array(markers, np.int64) - first] = False
+            wanted = [i for i in np.flatnonzero(others).tolist() if keep(new[i])]
+            if self._marker_wanted:
+                wanted += [c - first for c in markers]
+        self._wanted = _grown(self._wanted, len(new), np.array(wanted, np.int64))
+
+    def _cut(self, name: str) -> str:
+        self.problems["names"] += 1
+        cut = name[: self.max_name_chars]
+        return f"{cut}…[{len(name) - len(cut)} more characters cut]"
 
     # -- events --------------------------------------------------------------------------
 
@@ -254,7 +288,7 @@ class Columns:
     ) -> None:
         cols = self._common(evs, ts, codes)
         # ProfilerStep#N is an annotation even where the 2021 schema files it as an operator
-        is_step = np.array(self._is_step, bool)
+        is_step = self._is_step
         kind = np.where(is_step[codes], ANNOTATION, kind).astype(np.int8)
         cols.update(
             kind=kind,
@@ -273,7 +307,7 @@ class Columns:
         out = np.full(len(args), -1, np.int32)
         if self.keep_inputs is None:
             return out
-        wanted = np.array(self._wanted, bool)
+        wanted = self._wanted
         # One loop body, no call per op: a 1 GB trace keeps the shapes of ~400 k ops.
         get, new = self._record_ids.get, self._record_id
         at, ids = [], []
@@ -399,7 +433,15 @@ class Columns:
         comm = list(self.comm_args)
         memory = memory_table(self.memory_parts)
         self.memory_parts = []
-        return TraceTables(meta=meta, names=self.names, cpu=cpu_table, gpu=gpu_table, comm_args=comm, memory=memory)
+        names = Names(self.names, (self._markers, self._marker_numbers))
+        return TraceTables(meta=meta, names=names, cpu=cpu_table, gpu=gpu_table, comm_args=comm, memory=memory)
+
+
+def _grown(mask: np.ndarray, n: int, true_at: np.ndarray) -> np.ndarray:
+    """``mask`` with ``n`` more entries, True at ``true_at`` (indexes among the new ones)."""
+    more = np.zeros(n, bool)
+    more[true_at] = True
+    return np.concatenate([mask, more])
 
 
 def _relabel(ids: np.ndarray, labels: np.ndarray) -> None:

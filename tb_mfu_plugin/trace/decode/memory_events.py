@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from operator import attrgetter
+from itertools import compress, repeat
+from operator import attrgetter, is_
 from typing import Any
 
 import numpy as np
@@ -66,8 +67,12 @@ def with_memory(complete: list[Any], instants: list[Any]) -> list[Any]:
 
 def tagged_instants(events: list[Any]) -> list[Any]:
     """The instants of a tagged decode (``schema.Instant``)."""
-    instant = schema.Instant
-    return [e for e in events if type(e) is instant]
+    return of_type(events, schema.Instant)
+
+
+def of_type(events: list[Any], cls: type) -> list[Any]:
+    """The events of exactly type ``cls``, picked in C (map, compress): a chunk holds ~30,000."""
+    return list(compress(events, map(is_, map(type, events), repeat(cls))))
 
 
 def untagged_instants(events: list[schema.Event]) -> list[schema.Event]:

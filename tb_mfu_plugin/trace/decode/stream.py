@@ -29,7 +29,7 @@ from ..locate.files import open_regular
 from ..locate.locations import is_local
 from ..locate.opener import open_location
 from . import procs, schema
-from .memory_events import tagged_instants, untagged_instants, with_memory
+from .memory_events import of_type, tagged_instants, untagged_instants, with_memory
 
 CHUNK_BYTES = 8 << 20
 # Smaller gzip files inflate in about the time a child process takes to start.
@@ -245,8 +245,7 @@ def complete_events(piece: Any) -> list[Any]:
     except msgspec.ValidationError:
         # an event without "ph", or an unknown phase: the untagged schema takes anything
         return only_complete(_event_list.decode(piece))
-    complete = schema.Complete
-    return with_memory([e for e in events if type(e) is complete], tagged_instants(events))
+    return with_memory(of_type(events, schema.Complete), tagged_instants(events))
 
 
 def only_complete(events: list[schema.Event]) -> list[schema.Event]:
