@@ -38,6 +38,8 @@ def _annotation(b: TraceBuilder, name: str, ts: float, dur: float) -> None:
     )
 
 
+# One kernel name per line: the long real names stay whole, each with its noqa.
+# fmt: off
 @pytest.mark.parametrize(
     ("name", "matmul", "tensor_core_or_simt"),
     [
@@ -56,6 +58,7 @@ def _annotation(b: TraceBuilder, name: str, ts: float, dur: float) -> None:
         (ADD, False, None),
     ],
 )
+# fmt: on
 def test_matmul_kernel_names(name: str, matmul: bool, tensor_core_or_simt: str | None) -> None:
     assert bool(nm.matmul_kernel_mask([name])[0]) is matmul
     assert bool(nm.elementwise_kernel_mask([name])[0]) is (not matmul)
