@@ -11,7 +11,7 @@ import msgspec
 from conftest import load_module
 
 from tb_mfu_plugin.analysis import definitions as D
-from tb_mfu_plugin.analysis.report import LaunchStats, RankRow, Summary
+from tb_mfu_plugin.analysis.report import LaunchStats, RankRow, Step, Summary
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "frontend" / "src"
@@ -54,6 +54,7 @@ def test_every_name_is_a_key_of_the_report() -> None:
         "memory.headroom": _fields(Headroom),
         "memory.recompute": _fields(Recompute),
         "memory.steps": _fields(MemoryStep),
+        "steps": _fields(Step),
     }
     derived = {"mfu_median_step": "summary.distribution.mfu.median"}
     for name in D.DEFINITIONS:

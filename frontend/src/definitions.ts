@@ -119,7 +119,7 @@ export const DEFINITIONS = {
     definition: 'GPU idle that syncs do not explain: data loading, launch gaps, host work',
     unit: 'share',
   },
-  'breakdown_us': {
+  'steps.breakdown_us': {
     label: 'Part of the step',
     definition: 'Each part of one step\'s breakdown as time in that step: its share x the step\'s duration',
     unit: 'time',

@@ -142,7 +142,7 @@ DEFINITIONS: dict[str, Definition] = {
         "GPU idle that syncs do not explain: data loading, launch gaps, host work",
         "share",
     ),
-    "breakdown_us": _d(
+    "steps.breakdown_us": _d(
         "Part of the step",
         "Each part of one step's breakdown as time in that step: its share x the step's duration",
         "time",
