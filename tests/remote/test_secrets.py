@@ -12,7 +12,7 @@ from s3_server import KEY_ID, SECRET, Bucket
 
 from tb_mfu_plugin.core.errors import TraceError
 from tb_mfu_plugin.trace.locate.listing import discover
-from tb_mfu_plugin.trace.locate.locations import normalize
+from tb_mfu_plugin.trace.locate.locations import Location, normalize
 
 from .scenarios import cli, texts_a_user_sees
 
@@ -32,7 +32,7 @@ def test_a_store_error_quoting_a_secret_is_blanked(bucket: Bucket, serve, caplog
     bucket.options_file.write_text(json.dumps(options))
     caplog.set_level(logging.DEBUG)
     with pytest.raises(TraceError) as exc:
-        discover(bucket.url("logs"))
+        discover(Location.parse(bucket.url("logs")))
     assert "***" in str(exc.value) and SECRET not in str(exc.value)
     out = cli("analyze", bucket.url("logs"))
     assert out.returncode == 2 and "***" in out.stderr
