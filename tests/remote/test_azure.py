@@ -74,7 +74,7 @@ def test_listing_keeps_each_blob_etag_and_size(container: Container, logdir: Pat
     files = [f for r in runs for f in r.files]
     assert len(files) >= 4
     for f in files:
-        blob = container.client.get_blob_client(f.path.removeprefix(container.url())).get_blob_properties()
+        blob = container.client.get_blob_client(f.path.text.removeprefix(container.url())).get_blob_properties()
         assert f.size == blob.size and f.ident == f"etag:{blob.etag.strip(chr(34))}"
     assert container.downloads() == []  # a listing reads no blob
 

@@ -35,7 +35,7 @@ def test_http_files_are_identified_and_read_once(http_server: HttpServer, logdir
     assert not [g for g in http_server.gets if g.endswith(".gz")]  # listing downloads no trace
     analyze_path(http_server.url("logs/"))
     traces = [g for g in http_server.gets if g.endswith(".gz")]
-    assert sorted(traces) == sorted(f"/logs/{r.name}/{f.path.rsplit('/', 1)[1]}" for r in runs for f in r.files)
+    assert sorted(traces) == sorted(f"/logs/{r.name}/{f.path.basename}" for r in runs for f in r.files)
 
 
 def test_tab_reads_an_http_logdir(http_server: HttpServer, logdir: Path, serve):
