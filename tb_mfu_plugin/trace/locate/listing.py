@@ -70,6 +70,8 @@ def discover(
         return discover_archive(path, name, limits)
     if path.is_url:
         return discover_remote(path, name, warn)
+    if path.member is not None:  # a member named directly is no logdir (its archive is)
+        return []
     return discover_runs(path.path, name)
 
 
