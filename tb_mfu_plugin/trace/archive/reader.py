@@ -365,6 +365,8 @@ def _identity(location: Location) -> Any:
 
 def archive_at(location: Location, limits: Limits | None = None) -> Archive:
     """The archive at ``location``, listed once and kept (a few, for a minute when remote)."""
+    if location.member is not None:  # its path is a member's name, which must never open a local file
+        raise TraceError(location.text, "an archive inside an archive is not read")
     limits = limits or DEFAULT_LIMITS
     key = (location, limits)
     ident = _identity(location)

@@ -1,5 +1,5 @@
 """Open a trace (or a sidecar) by its location, wherever it is: the one function a worker
-needs to read a file named by a path, a URL or an archive member (locations.py).
+needs to read a file named by a ``Location`` (locations.py): a path, a URL or an archive member.
 
 - a local path: ``files.open_regular`` (regular files only, never blocking);
 - a URL: ``remote.open_url``, streamed while the decoder reads, nothing on disk;
