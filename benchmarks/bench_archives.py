@@ -106,10 +106,11 @@ def build_real(out: Path) -> dict[str, Path]:
 def read_all(path: Path) -> None:
     """In a child: list the archive, read every member once, print seconds and MB read."""
     from tb_mfu_plugin.trace.archive.reader import Archive
+    from tb_mfu_plugin.trace.locate.locations import Location
 
     t0 = time.perf_counter()
     total = 0
-    with Archive.open(str(path)) as arc:
+    with Archive.open(Location.local(str(path))) as arc:
         for m in arc.members:
             with arc.open_member(m.name) as f:
                 while chunk := f.read(1 << 20):

@@ -84,9 +84,10 @@ def _best(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
 
 
 def _read_all(location: str) -> None:
+    from tb_mfu_plugin.trace.locate.locations import Location
     from tb_mfu_plugin.trace.locate.opener import open_location
 
-    with open_location(location) as f:
+    with open_location(Location.parse(location)) as f:
         while f.read(8 << 20):
             pass
 

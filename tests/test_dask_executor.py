@@ -54,7 +54,7 @@ def test_a_failed_task_is_its_files_error_and_the_rest_complete(cluster: str) ->
         out = {j.worker: f.result(timeout=300) for j, f in zip(jobs, [ex.submit(j) for j in jobs], strict=True)}
     (bad,) = out["rank3"]
     assert bad.error == "Dask task failed: OSError: disk gone under rank3"
-    assert bad.file == next(j.span.path for j in jobs if j.worker == "rank3")
+    assert bad.file == next(j.span.path.text for j in jobs if j.worker == "rank3")
     for w in ("rank0", "rank1", "rank2"):
         assert to_json(out[w]) == to_json(analyze_file(next(j.span for j in jobs if j.worker == w), w))
 

@@ -91,7 +91,7 @@ def test_a_killed_process_costs_only_its_file() -> None:
         out = [f.result(timeout=120) for f in [ex.submit(j) for j in jobs]]
     by_worker = {r[0].name: r for r in out}
     assert by_worker["rank1"][0].error is not None and "process died" in by_worker["rank1"][0].error
-    assert by_worker["rank1"][0].file == next(j.span.path for j in jobs if j.worker == "rank1")
+    assert by_worker["rank1"][0].file == next(j.span.path.text for j in jobs if j.worker == "rank1")
     for w in ("rank0", "rank2", "rank3"):
         assert [r.error for r in by_worker[w]] == [None]
         assert to_json(by_worker[w]) == to_json(analyze_file(next(j.span for j in jobs if j.worker == w), w))
@@ -131,7 +131,7 @@ def test_a_report_that_does_not_decode_is_its_files_error_not_a_hang() -> None:
 
 
 def _report_the_mark(span, worker, options, progress):  # type: ignore[no-untyped-def]
-    return [WorkerReport(name=worker, span=span.span, file=span.path, error=os.environ.get("TB_MFU_TEST_MARK"))]
+    return [WorkerReport(name=worker, span=span.span, file=span.path.text, error=os.environ.get("TB_MFU_TEST_MARK"))]
 
 
 def test_children_see_the_environment_of_their_pool_not_of_the_fork_server(

@@ -17,6 +17,7 @@ from tb_mfu_plugin.analysis.flops.count_once import count_flops  # noqa: E402
 from tb_mfu_plugin.analysis.flops.per_window import flops_in_windows  # noqa: E402
 from tb_mfu_plugin.profiling import count_step_flops, mfu_profile  # noqa: E402
 from tb_mfu_plugin.trace.decode.decode import decode_trace  # noqa: E402
+from tb_mfu_plugin.trace.locate.locations import Location  # noqa: E402
 from tb_mfu_plugin.trace.locate.sidecar import SIDECAR_NAME, ModelDims, load_sidecar  # noqa: E402
 from tb_mfu_plugin.trace.tables import ANNOTATION  # noqa: E402
 
@@ -50,7 +51,7 @@ def test_first_step_is_counted_and_sidecar_written(tmp_path: Path) -> None:
             prof.step()
     traces = glob.glob(str(logdir / "*.pt.trace.json.gz"))
     assert len(traces) == 1
-    got = load_sidecar(str(logdir))
+    got = load_sidecar(Location.parse(str(logdir)))
     assert got is not None
     sc, path = got
     assert path == str(logdir / SIDECAR_NAME)
@@ -80,20 +81,20 @@ def test_step_fn_and_explicit_and_model_dims(tmp_path: Path) -> None:
         for _ in range(3):
             step()
             prof.step()
-    assert load_sidecar(str(tmp_path / "a"))[0].flops_per_step == want  # type: ignore[index]
+    assert load_sidecar(Location.parse(str(tmp_path / "a")))[0].flops_per_step == want  # type: ignore[index]
 
     with mfu_profile(str(tmp_path / "b"), flops_per_step=123.0, active=1) as prof:
         for _ in range(3):
             step()
             prof.step()
-    assert load_sidecar(str(tmp_path / "b"))[0].flops_per_step == 123.0  # type: ignore[index]
+    assert load_sidecar(Location.parse(str(tmp_path / "b")))[0].flops_per_step == 123.0  # type: ignore[index]
 
     dims = {"n_params": 1000, "tokens_per_step": 10}
     with mfu_profile(str(tmp_path / "c"), model=dims, active=1) as prof:
         for _ in range(3):
             step()
             prof.step()
-    sc = load_sidecar(str(tmp_path / "c"))[0]  # type: ignore[index]
+    sc = load_sidecar(Location.parse(str(tmp_path / "c")))[0]  # type: ignore[index]
     assert sc.model == ModelDims(n_params=1000, tokens_per_step=10)
     assert sc.model_flops_per_step() == 6 * 1000 * 10
 
@@ -106,7 +107,7 @@ def test_worker_name_writes_per_worker_sidecar(tmp_path: Path) -> None:
             prof.step()
     assert (tmp_path / f"rank3.{SIDECAR_NAME}").exists()
     assert glob.glob(str(tmp_path / "rank3.*.pt.trace.json.gz"))
-    assert load_sidecar(str(tmp_path), worker="rank3")[0].flops_per_step == 5.0  # type: ignore[index]
+    assert load_sidecar(Location.parse(str(tmp_path)), worker="rank3")[0].flops_per_step == 5.0  # type: ignore[index]
 
 
 def test_counting_needs_an_unrecorded_first_step(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tb_mfu_plugin.core.errors import TraceError
+from tb_mfu_plugin.trace.locate.locations import Location
 from tb_mfu_plugin.trace.locate.sidecar import (
     SIDECAR_NAME,
     ModelDims,
@@ -73,22 +74,22 @@ def test_encode_roundtrip() -> None:
 
 
 def test_load_from_run_dir_and_worker_override(tmp_path: Path) -> None:
-    assert load_sidecar(str(tmp_path)) is None
-    assert load_sidecar(str(tmp_path / "missing")) is None
+    assert load_sidecar(Location.parse(str(tmp_path))) is None
+    assert load_sidecar(Location.parse(str(tmp_path / "missing"))) is None
     (tmp_path / SIDECAR_NAME).write_text('{"flops_per_step": 1e12}')
     (tmp_path / f"rank1.{SIDECAR_NAME}").write_text('{"flops_per_step": 2e12}')
-    got = load_sidecar(str(tmp_path))
+    got = load_sidecar(Location.parse(str(tmp_path)))
     assert got is not None and got[0].flops_per_step == 1e12 and got[1].endswith(SIDECAR_NAME)
-    got = load_sidecar(str(tmp_path), worker="rank1")
+    got = load_sidecar(Location.parse(str(tmp_path)), worker="rank1")
     assert got is not None and got[0].flops_per_step == 2e12
-    got = load_sidecar(str(tmp_path), worker="rank0")  # falls back to the run-wide file
+    got = load_sidecar(Location.parse(str(tmp_path)), worker="rank0")  # falls back to the run-wide file
     assert got is not None and got[0].flops_per_step == 1e12
 
 
 def test_bad_file_raises_with_its_path(tmp_path: Path) -> None:
     (tmp_path / SIDECAR_NAME).write_text("{nope")
     with pytest.raises(TraceError) as ei:
-        load_sidecar(str(tmp_path))
+        load_sidecar(Location.parse(str(tmp_path)))
     assert ei.value.path == str(tmp_path / SIDECAR_NAME)
 
 
@@ -97,7 +98,7 @@ def test_reading_never_writes(tmp_path: Path) -> None:
     os.chmod(tmp_path, 0o555)
     try:
         before = sorted(os.listdir(tmp_path))
-        assert load_sidecar(str(tmp_path)) is not None
+        assert load_sidecar(Location.parse(str(tmp_path))) is not None
         assert sorted(os.listdir(tmp_path)) == before
     finally:
         os.chmod(tmp_path, 0o755)

@@ -34,7 +34,7 @@ from ..running.flags import (
 from ..running.jobs import SchedulerError
 from ..running.pipeline import analyze_paths, thresholds_from
 from ..running.shown import shown_report
-from ..trace.locate.locations import is_local, normalize
+from ..trace.locate.locations import Location
 from ..trace.remote.redact import shown
 from ..trace.remote.storage import use_storage_options
 
@@ -165,13 +165,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tb-mfu: {one_line(exc)}", file=sys.stderr)
         return 2
     options = analysis_options(values)
-    refusal = _refusal(paths, options, values["storage_options"])
-    if refusal is not None:
-        print(f"tb-mfu: {shown(refusal)}", file=sys.stderr)
+    where = _locations(paths, options, values["storage_options"])
+    if isinstance(where, str):
+        print(f"tb-mfu: {shown(where)}", file=sys.stderr)
         return 2
     run = Running(values["workers"] or default_workers(), values["scheduler"], args.worker_max_memory)
     try:
-        reports = _analyse(paths, options, run, show_progress=sys.stderr.isatty())
+        reports = _analyse(where, options, run, show_progress=sys.stderr.isatty())
     except (TraceError, SchedulerError) as exc:  # a location that cannot be listed; Dask missing or unreachable
         print(f"tb-mfu: {shown(one_line(exc))}", file=sys.stderr)
         return 2
@@ -192,18 +192,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _analyze(reports[0], args, shown_reports[0][1])
 
 
-def _refusal(paths: list[str], options: AnalysisOptions, storage_options: str | None) -> str | None:
-    """Why the command cannot start (a missing path, an unknown threshold, an unreadable
-    storage options file) as one line, or None."""
+def _locations(paths: list[str], options: AnalysisOptions, storage_options: str | None) -> list[Location] | str:
+    """The locations of the command's ``paths``, each parsed here, once (the CLI's face); or why
+    the command cannot start (a password in a URL, a missing path, an unknown threshold, an
+    unreadable storage options file) as one line."""
     try:
         use_storage_options(storage_options)
-        for path in paths:
-            if is_local(normalize(path)) and not os.path.exists(normalize(path)):
+        where = [Location.parse(path) for path in paths]
+        for path, loc in zip(paths, where, strict=True):
+            if loc.is_local and not os.path.exists(loc.path):
                 return one_line(TraceError(path, "no such file or directory"))
         thresholds_from(options)
     except (ValueError, TraceError) as exc:
         return one_line(exc)
-    return None
+    return where
 
 
 @dataclass(frozen=True)
@@ -216,7 +218,7 @@ class Running:
     memory: str | None
 
 
-def _analyse(paths: list[str], options: AnalysisOptions, run: Running, show_progress: bool) -> list[Report]:
+def _analyse(paths: list[Location], options: AnalysisOptions, run: Running, show_progress: bool) -> list[Report]:
     """The pipeline's reports of ``paths``, their files run ``run.workers`` at once or on Dask,
     with one progress bar over all of them on a terminal's stderr."""
     if not show_progress:

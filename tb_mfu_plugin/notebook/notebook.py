@@ -154,6 +154,7 @@ def analyze(
     """
     from ..running.pipeline import analyze_path
     from ..running.shown import shown_report
+    from ..trace.locate.locations import Location
     from ..trace.remote.redact import shown
     from ..trace.remote.storage import use_storage_options
 
@@ -163,6 +164,7 @@ def analyze(
     try:
         if storage_options is not None:
             use_storage_options(os.fspath(storage_options))
-        return Report(shown_report(analyze_path(os.fspath(path), opts))[0])
+        where = Location.parse(os.fspath(path))  # the notebook's face: parsed once
+        return Report(shown_report(analyze_path(where, opts))[0])
     except TraceError as exc:
         raise FileNotFoundError(shown(str(exc))) from None

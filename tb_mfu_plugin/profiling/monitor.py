@@ -47,6 +47,7 @@ from ..analysis.device.mfu import flop_rate, mfu_for
 from ..analysis.device.peaks import resolve_peak
 from ..analysis.options import AnalysisOptions
 from ..trace.locate.discover import SIDECAR_NAME
+from ..trace.locate.locations import Location
 from ..trace.locate.sidecar import ModelDims, load_sidecar
 from .steptimer import CudaEventTimer, StepTimer, WallClockTimer
 
@@ -175,7 +176,7 @@ class MfuMonitor:
                 raise ValueError("model dims need tokens_per_step (or batch_size and seq_len)")
             return value, "6N + 12·L·H·Q·T (PaLM) from model dims"
         if sidecar is not None:
-            found = load_sidecar(sidecar)
+            found = load_sidecar(Location.parse(sidecar))  # the caller's text: parsed here, once
             value = found[0].model_flops_per_step() if found else None
             if value is None:
                 raise ValueError(f"{sidecar}: no {SIDECAR_NAME} with FLOPs per step")

@@ -17,7 +17,6 @@ file's error; the other tasks go on.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import uuid
 from concurrent.futures import Future
@@ -80,7 +79,7 @@ class DaskExecutor(Executor):
 
     def submit(self, job: FileJob, progress: ProgressFn | None = None) -> Future[list[WorkerReport]]:
         out: Future[list[WorkerReport]] = Future()
-        key = f"tb-mfu-{os.path.basename(job.span.path)}-{uuid.uuid4().hex}"
+        key = f"tb-mfu-{job.span.path.basename}-{uuid.uuid4().hex}"
         fut = self._client.submit(run_job, self._analyze, job, self._options, key=key, pure=False)
         with self._lock:
             self._inflight.add(fut)

@@ -255,7 +255,7 @@ class ProcessExecutor(Executor):
                 return
             result = self._outcome(task, fut)
         except Exception as exc:  # noqa: BLE001 - a callback that raises would leave the file's future pending forever
-            logger.exception("tb-mfu: settling %s failed", task.job.span.path)
+            logger.exception("tb-mfu: settling %s failed", task.job.span.path.text)
             result = error_reports(task.job, f"analysis failed: {type(exc).__name__}: {exc}")
         if not task.out.done():
             task.out.set_result(result)

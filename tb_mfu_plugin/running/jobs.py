@@ -77,7 +77,7 @@ def decoded_or_error(job: FileJob, data: bytes) -> list[WorkerReport]:
 
 def error_reports(job: FileJob, reason: str) -> list[WorkerReport]:
     """The one report of a file whose analysis failed as a whole."""
-    return [WorkerReport(name=job.worker, span=job.span.span, file=job.span.path, error=reason_line(reason))]
+    return [WorkerReport(name=job.worker, span=job.span.span, file=job.span.path.text, error=reason_line(reason))]
 
 
 def run_job(analyze: AnalyzeFn, job: FileJob, options: AnalysisOptions, progress: ProgressFn | None = None) -> bytes:

@@ -14,7 +14,7 @@ import dataclasses
 import functools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -42,7 +42,7 @@ from ..trace.decode.decode import decode_trace
 from ..trace.limits import Deadline
 from ..trace.locate.discover import RunFiles, SpanFile
 from ..trace.locate.listing import discover
-from ..trace.locate.locations import is_local, normalize, parent
+from ..trace.locate.locations import Location
 from ..trace.locate.opener import decoded_size
 from ..trace.locate.sidecar import Sidecar, load_sidecar
 from ..trace.tables import TraceTables
@@ -62,7 +62,7 @@ def _keep_inputs(name: str) -> bool:
 
 
 def _error_report(span: SpanFile, worker: str, reason: str) -> WorkerReport:
-    return WorkerReport(name=worker, span=span.span, file=span.path, error=reason_line(reason))
+    return WorkerReport(name=worker, span=span.span, file=span.path.text, error=reason_line(reason))
 
 
 def _unexpected(what: str, exc: BaseException) -> str:
@@ -181,7 +181,7 @@ def analyze_file(
     progress: ProgressFn | None = None,
 ) -> list[WorkerReport]:
     options = options or AnalysisOptions()
-    deadline = Deadline(span.path, options.limits.max_seconds)
+    deadline = Deadline(span.path.text, options.limits.max_seconds)
     try:
         tables = decode_trace(
             span.path, keep_inputs=_keep_inputs, progress=progress, limits=options.limits, deadline=deadline
@@ -192,7 +192,7 @@ def analyze_file(
         return [_error_report(span, worker, _unexpected("decoding", exc))]
     sidecar, sidecar_error = None, None
     try:
-        sidecar = load_sidecar(parent(span.path), worker)
+        sidecar = load_sidecar(span.path.parent(), worker)
     except TraceError as exc:  # a bad sidecar costs its figures, not the analysis
         sidecar_error = str(exc)
     except Exception as exc:  # noqa: BLE001
@@ -241,7 +241,7 @@ def analyze_run(run: RunFiles, options: AnalysisOptions | None = None, progress:
 
 
 def analyze_path(
-    path: str,
+    path: Location | str,
     options: AnalysisOptions | None = None,
     progress: PathProgressFn | None = None,
     jobs: int | None = 1,
@@ -250,7 +250,7 @@ def analyze_path(
 ) -> Report:
     """Analyse every run under ``path``: a logdir, a run directory or one trace file, local,
     remote (a URL) or an archive (``.zip``, ``.tar.gz``). A location that cannot be listed
-    raises ``TraceError``.
+    raises ``TraceError``. Text (a script's or a test's) is parsed here, once, as a face would.
 
     ``jobs`` files at once in local processes (None: ``flags.default_workers()``; 1, the default
     for library use: here, in turn), each under the memory cap ``memory`` (``memory_cap``), or on
@@ -261,7 +261,7 @@ def analyze_path(
 
 
 def analyze_paths(
-    paths: list[str],
+    paths: Sequence[Location | str],
     options: AnalysisOptions | None = None,
     progress: PathProgressFn | None = None,
     jobs: int | None = 1,
@@ -274,11 +274,11 @@ def analyze_paths(
     ``executors.SchedulerError`` when the scheduler cannot be used.
     """
     opts = options or AnalysisOptions()
-    paths = [normalize(p) for p in paths]
-    for path in paths:
-        if is_local(path) and not os.path.exists(path):
-            raise TraceError(path, "no such file or directory")
-    found = [discover(p, limits=opts.limits) for p in paths]
+    where = [p if isinstance(p, Location) else Location.parse(p) for p in paths]
+    for path in where:
+        if path.is_local and not os.path.exists(path.path):
+            raise TraceError(path.text, "no such file or directory")
+    found = [discover(p, limits=opts.limits) for p in where]
     every = [r for runs in found for r in runs]
     meter = _PathMeter(every, progress) if progress is not None else None
     with open_executor(analyze_file, opts, jobs, scheduler, sum(len(r.files) for r in every), memory) as executor:
@@ -301,7 +301,7 @@ def _submit(
     return fut
 
 
-def _results(files: dict[tuple[str, str], Future[list[WorkerReport]]]) -> FileReportsFn:
+def _results(files: dict[tuple[str, Location], Future[list[WorkerReport]]]) -> FileReportsFn:
     return lambda worker, span: files[(worker, span.path)].result()
 
 
@@ -313,12 +313,12 @@ class _PathMeter:
     def __init__(self, runs: list[RunFiles], progress: PathProgressFn) -> None:
         self._sizes = {s.path: decoded_size(s.path, s.size) for r in runs for s in r.files}
         self._total = sum(self._sizes.values()) or 1
-        self._done: dict[str, int] = {}
+        self._done: dict[Location, int] = {}
         self._sum = 0
         self._lock = threading.Lock()
         self._progress = progress
 
-    def follow(self, run: str, worker: str, path: str) -> ProgressFn:
+    def follow(self, run: str, worker: str, path: Location) -> ProgressFn:
         """The progress callback of one file; the bar names it from now on (it is about to start)."""
         with self._lock:
             self._progress(run, worker, self._sum, self._total)
@@ -328,10 +328,10 @@ class _PathMeter:
 
         return advance
 
-    def finish(self, run: str, worker: str, path: str, _: object) -> None:
+    def finish(self, run: str, worker: str, path: Location, _: object) -> None:
         self._advance(run, worker, path, self._sizes[path])
 
-    def _advance(self, run: str, worker: str, path: str, n: int) -> None:
+    def _advance(self, run: str, worker: str, path: Location, n: int) -> None:
         with self._lock:
             n = min(n, self._sizes[path])
             before = self._done.get(path, 0)

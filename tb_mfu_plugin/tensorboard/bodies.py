@@ -18,7 +18,7 @@ from ..analysis.report import Report, RunReport, WorkerReport
 from ..diagnosis.compare import FindingsAgainstBaseline
 from ..diagnosis.pairing import Suggestion, suggest_compare, suggest_strategies
 from ..diagnosis.strategies import StrategyRow
-from ..trace.locate.locations import basename, is_local
+from ..trace.locate.locations import Location
 
 # A file's analysis (cache.QUEUED, LOADING, DONE, ERROR); a run's, from its files' (plugin._run_state).
 SpanState = Literal["queued", "loading", "done", "error"]
@@ -174,15 +174,16 @@ class OfflinePayload(msgspec.Struct, kw_only=True):
 
 def _span_status(w: WorkerReport) -> SpanStatus:
     size, mtime = 0, 0.0
-    if is_local(w.file):
+    where = Location.parse(w.file)  # a report's text (no password: its location was parsed before)
+    if where.is_local:
         try:
-            st = os.stat(w.file)
+            st = os.stat(where.path)
             size, mtime = st.st_size, st.st_mtime
         except OSError:
             pass
     return SpanStatus(
         span=w.span,
-        file=basename(w.file),
+        file=where.basename,
         size=size,
         mtime=mtime,
         state="done",

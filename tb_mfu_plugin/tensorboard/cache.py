@@ -36,11 +36,12 @@ from ..core.escape import one_line
 from ..running.flags import default_workers
 from ..running.jobs import AnalyzeFn, Executor, FileJob, SchedulerError
 from ..trace.locate.discover import SpanFile
+from ..trace.locate.locations import Location
 from ..trace.locate.opener import decoded_size
 from ..trace.remote.redact import redacting_logger
 from .disk_cache import DiskCache
 from .executor_choice import close_at_exit, make_executor
-from .file_queue import FileQueue, is_remote_file, remote_slots
+from .file_queue import FileQueue, remote_slots
 from .settings import DEFAULT_CACHE_MAX_BYTES
 from .stored_reports import FileKey, StoredReports
 
@@ -49,7 +50,7 @@ logger = redacting_logger(__name__)  # locations and errors in its lines: signat
 QUEUED, LOADING, DONE, ERROR = "queued", "loading", "done", "error"
 
 # refuse(path, worker) -> why the file must not be opened, or None (paths.FileGate.refusal)
-RefuseFn = Callable[[str, str], str | None]
+RefuseFn = Callable[[Location, str], str | None]
 
 
 @dataclass
@@ -84,7 +85,7 @@ class FileState:
             return self.reports
         if self.error:
             k = self.key
-            return [WorkerReport(name=k.worker, span=k.span, file=k.path, error=self.error)]
+            return [WorkerReport(name=k.worker, span=k.span, file=k.path.text, error=self.error)]
         return []
 
 
@@ -122,7 +123,7 @@ class AnalysisCache:
         self._lock = threading.Lock()
         self._entries: dict[FileKey, FileState] = {}
         # remote files never take every thread: a local file always finds one (file_queue)
-        self._queue: FileQueue[FileKey] = FileQueue(lambda k: is_remote_file(k.path), remote_slots(self._n_workers))
+        self._queue: FileQueue[FileKey] = FileQueue(lambda k: k.path.is_url, remote_slots(self._n_workers))
         self._threads: list[threading.Thread] = []
         self._thread_seq = itertools.count()
         self._pending = 0  # files queued or running: while any, the threads must be alive
@@ -224,7 +225,7 @@ class AnalysisCache:
         try:
             self._compute(st)
         except BaseException as exc:  # noqa: BLE001 - one file's failure is its error, never the thread's end
-            logger.exception("MFU plugin: analysing %s failed", one_line(key.path))
+            logger.exception("MFU plugin: analysing %s failed", one_line(key.path.text))
             self._fail(st, f"{type(exc).__name__}: {exc}")
         finally:
             with self._lock:
@@ -233,7 +234,7 @@ class AnalysisCache:
     def _fail(self, st: FileState, reason: str) -> None:
         with self._lock:
             if st.state != DONE:  # an exception after the result (the cache write) keeps the result
-                st.error = f"{st.key.path}: {' '.join(reason.split()) or 'failed'}"
+                st.error = f"{st.key.path.text}: {' '.join(reason.split()) or 'failed'}"
                 st.state = ERROR
             st.seconds = time.monotonic() - st.started
 

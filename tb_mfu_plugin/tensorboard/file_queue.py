@@ -18,15 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from ..trace.locate.locations import is_local, parse_member
-
 K = TypeVar("K")
-
-
-def is_remote_file(path: str) -> bool:
-    """A file read over the network: a URL, or a member of an archive that is one."""
-    member = parse_member(path)
-    return not is_local(member.archive if member is not None else path)
 
 
 def remote_slots(workers: int) -> int:

@@ -29,7 +29,8 @@ import os
 import re
 from urllib.parse import urlsplit, urlunsplit
 
-from ..trace.locate.locations import archive_kind, scheme
+from ..core.errors import TraceError
+from ..trace.locate.locations import Location, scheme
 
 logger = logging.getLogger(__name__)
 
@@ -56,14 +57,18 @@ def split_part(part: str) -> tuple[str | None, str]:
 
 def tensorboard_cannot_read(location: str, urls_ok: bool = False) -> str | None:
     """What ``location`` is, when TensorBoard's own loader cannot read it; None when it can."""
-    if archive_kind(location) is not None:
+    try:
+        where: Location | None = Location.parse(location)
+    except TraceError:  # a password in a URL: the tab's scan refuses it, in one line
+        where = None
+    if where is not None and where.archive_kind is not None:
         return "an archive"
-    s = scheme(location)
-    if s is not None and s != "file":
+    if where is None or not where.is_local:
+        s = where.scheme if where is not None else scheme(location)
         if s in _NEVER_FOR_TENSORBOARD:
             return "an HTTP folder"
         return None if urls_ok else f"a {s}:// URL"
-    path = os.path.expanduser(location[len("file://") :] if s == "file" else location)
+    path = os.path.expanduser(where.path)
     if os.path.exists(path) and not os.path.isdir(path):
         return "a file, not a folder"
     return None

@@ -25,10 +25,10 @@ import stat
 from collections.abc import Sequence
 
 from ..core.escape import json_bytes
-from ..trace.locate.locations import is_local, parse_member
+from ..trace.locate.locations import Location
 from ..trace.locate.sidecar import sidecar_paths
 from ..trace.remote.redact import shown_json
-from .runs import Source, is_remote
+from .runs import Source
 
 
 class PathView:
@@ -43,7 +43,7 @@ class PathView:
         # root, JSON-escaped -> (how the root itself is shown, the prefix that replaces "root/")
         self._shown: dict[bytes, tuple[bytes, bytes]] = {}
         for s in sources:
-            if not is_remote(s.path):
+            if not s.is_remote:
                 root = s.path.rstrip(os.sep) or os.sep
                 prefix = f"{s.name}/" if s.name else ""
                 self._shown[_json_str(root)] = (_json_str(self.root_label(s)), _json_str(prefix))
@@ -61,7 +61,7 @@ class PathView:
 
     def source_path(self, source: Source) -> str:
         """The source's path as ``/runs`` shows it: the folder's name, unless full paths are asked for."""
-        if self.show_full_paths or is_remote(source.path):
+        if self.show_full_paths or source.is_remote:
             return source.path
         return os.path.basename(source.path.rstrip(os.sep)) or source.path
 
@@ -88,30 +88,31 @@ class FileGate:
 
     def __init__(self, sources: Sequence[Source], confine: bool = False) -> None:
         self.confine = confine
-        self._roots = [os.path.realpath(s.path) for s in sources if not is_remote(s.path)]
+        self._roots = [os.path.realpath(s.path) for s in sources if not s.is_remote]
 
     def inside(self, path: str) -> bool:
         real = os.path.realpath(path)
         return any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in self._roots)
 
-    def refusal(self, path: str, worker: str) -> str | None:
-        """Why ``path`` must not be opened, or None. Never opens anything.
+    def refusal(self, location: Location, worker: str) -> str | None:
+        """Why ``location`` must not be opened, or None. Never opens anything.
 
         The analysis reads the run's sidecar too, so a sidecar that would block or
         that leads out of a confined logdir refuses the trace (the pipeline cannot
         be told to skip it); a missing or unreadable one is the pipeline's to report.
         """
-        member = parse_member(path)
+        member = location.member
         if member is not None:  # the archive is the file opened; its members are checked as they are read
-            return self._check(member.archive, "its archive ", missing_ok=False) if is_local(member.archive) else None
-        if not is_local(path):
+            archive = member.archive
+            return self._check(archive.path, "its archive ", missing_ok=False) if archive.is_local else None
+        if not location.is_local:
             return None
-        reason = self._check(path, "", missing_ok=False)
+        reason = self._check(location.path, "", missing_ok=False)
         if reason is not None:
             return reason
-        for side in sidecar_paths(os.path.dirname(path) or ".", worker):
-            if os.path.lexists(side):
-                reason = self._check(side, f"its sidecar {os.path.basename(side)} ", missing_ok=True)
+        for side in sidecar_paths(location.parent(), worker):
+            if os.path.lexists(side.path):
+                reason = self._check(side.path, f"its sidecar {side.basename} ", missing_ok=True)
                 if reason is not None:
                     return reason
         return None

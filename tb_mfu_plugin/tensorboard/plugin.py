@@ -35,7 +35,6 @@ from ..diagnosis.strategies import strategy_table
 from ..running.flags import analysis_options
 from ..running.pipeline import run_report
 from ..trace.locate.discover import RunFiles, SpanFile
-from ..trace.locate.locations import basename
 from ..trace.remote.storage import use_storage_options
 from .bodies import (
     CompareBody,
@@ -216,7 +215,7 @@ class MfuPlugin(base_plugin.TBPlugin):
             PendingFile(
                 worker=worker,
                 span=span.span,
-                file=os.path.basename(span.path),
+                file=os.path.basename(span.path.text),
                 state=cast(SpanStateName, st.state),
                 progress=round(st.progress, 4),
                 bytes_read=st.bytes_read,
@@ -244,7 +243,7 @@ class MfuPlugin(base_plugin.TBPlugin):
             workers.setdefault(wname, []).append(
                 SpanStatus(
                     span=span.span,
-                    file=basename(span.path),
+                    file=span.path.basename,
                     size=span.size,
                     mtime=span.mtime,
                     state=cast(SpanStateName, st.state),
@@ -259,7 +258,7 @@ class MfuPlugin(base_plugin.TBPlugin):
             )
         return RunStatus(
             name=run.name,
-            path=run.path,
+            path=run.path.text,
             state=cast(RunState, self._run_state(fstates)),
             progress=round(min(1.0, done / total), 4),
             size=sum(st.key.size for st in fstates),

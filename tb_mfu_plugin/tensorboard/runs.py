@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import queue
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -31,27 +30,38 @@ from ..core.escape import escape_surrogates, one_line
 from ..trace.limits import Limits
 from ..trace.locate.discover import SIDECAR_NAME, RunFiles
 from ..trace.locate.listing import LIST_TIMEOUT_ENV, discover, list_timeout_s
-from ..trace.locate.locations import archive_kind, normalize
+from ..trace.locate.locations import Location
 from ..trace.remote.redact import redacting_logger
 from ..trace.remote.storage import redact
 from .logdir_spec import NO_TENSORBOARD_LOGDIR, spec_parts, split_part
 
 logger = redacting_logger(__name__)
 
-_URI = re.compile(r"^[a-zA-Z][0-9a-zA-Z.+-]*://")
-
-
-def is_remote(path: str) -> bool:
-    """A URI (``s3://...``) rather than a local path."""
-    return _URI.match(path) is not None
-
 
 @dataclass(frozen=True)
 class Source:
-    """One logdir to scan. ``name`` prefixes its run names (``--logdir_spec name:path``)."""
+    """One logdir to scan. ``name`` prefixes its run names (``--logdir_spec name:path``).
+
+    ``path`` is the text as the tab shows it; its ``location`` is parsed from it once, when the
+    source is made (the tab's face), or, for text that is refused (a password in a URL),
+    ``refusal`` says why, and the scan shows that line instead of runs."""
 
     name: str | None
     path: str
+    location: Location | None = field(default=None, compare=False)
+    refusal: str | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.location is None and self.refusal is None:
+            try:
+                object.__setattr__(self, "location", Location.parse(self.path))
+            except TraceError as exc:
+                object.__setattr__(self, "refusal", one_line(exc))
+
+    @property
+    def is_remote(self) -> bool:
+        """Not a local folder or file: a URL, a member, or text refused as a location."""
+        return self.location is None or not self.location.is_local
 
 
 def parse_logdir_spec(spec: str) -> list[Source]:
@@ -64,7 +74,7 @@ def parse_logdir_spec(spec: str) -> list[Source]:
     for part in spec_parts(spec):
         name, path = split_part(part)
         if path != NO_TENSORBOARD_LOGDIR:
-            sources.append(Source(name, _source_path(path)))
+            sources.append(_source(name, path))
     return sources
 
 
@@ -73,20 +83,23 @@ def sources_from_flags(flags: object, logdir: str | None = None) -> list[Source]
     ``--mfu_logdir_spec`` (sources TensorBoard's loader never sees: ``logdir_spec``)."""
     flag_logdir = getattr(flags, "logdir", None) or logdir
     if flag_logdir:
-        sources = [Source(None, _source_path(flag_logdir))]
+        sources = [_source(None, flag_logdir)]
     else:
         sources = parse_logdir_spec(getattr(flags, "logdir_spec", None) or "")
     sources += parse_logdir_spec(getattr(flags, "mfu_logdir_spec", None) or "")
     return list(dict.fromkeys(sources))  # one given twice is scanned once
 
 
-def _source_path(path: str) -> str:
-    """A URL as given (``file://`` made local); a local path made absolute, links resolved."""
+def _source(name: str | None, text: str) -> Source:
+    """The source of ``text``, parsed once: a URL as given (``file://`` made local); a local
+    path made absolute, links resolved."""
     try:
-        path = normalize(path)
-    except TraceError:  # a password in the URL: kept, so that the scan reports it (blanked)
-        return path
-    return path if _URI.match(path) else os.path.realpath(os.path.expanduser(path))
+        where = Location.parse(text)
+    except TraceError as exc:  # a password in the URL: kept, so that the scan reports it (blanked)
+        return Source(name, text, None, one_line(exc))
+    if where.is_local:
+        where = Location.local(os.path.realpath(os.path.expanduser(where.path)))
+    return Source(name, where.text, where)
 
 
 Sidecars = tuple[tuple[str, int, int | str], ...]
@@ -116,9 +129,10 @@ class Scan:
     by_source: dict[Source, Listed] = field(default_factory=dict)
 
 
-def sidecar_signature(directory: str) -> Sidecars:
-    """(name, size, mtime_ns) of the sidecars in ``directory``: tb_mfu.json and <worker>.tb_mfu.json."""
-    if not os.path.isdir(directory):
+def sidecar_signature(folder: Location) -> Sidecars:
+    """(name, size, mtime_ns) of the sidecars in the local ``folder``: tb_mfu.json and <worker>.tb_mfu.json."""
+    directory = folder.path
+    if not folder.is_local or not os.path.isdir(directory):
         return ()
     out: list[tuple[str, int, int | str]] = []
     try:
@@ -136,16 +150,18 @@ def sidecar_signature(directory: str) -> Sidecars:
 
 def list_source(src: Source, limits: Limits | None = None) -> Listed:
     """The runs of one source; any failure of it, whatever it is, is its one-line error."""
-    if not _URI.match(src.path) and not os.path.exists(src.path):
+    where = src.location
+    if where is None:
+        return Listed([], src.refusal)
+    if where.is_local and not os.path.exists(where.path):
         return Listed([], f"{src.path}: no such file or directory")
     warnings: list[str] = []
     try:
-        runs = discover(src.path, src.name, limits, warnings.append)
-        if not runs and archive_kind(src.path) is not None:
+        runs = discover(where, src.name, limits, warnings.append)
+        if not runs and where.archive_kind is not None:
             # an archive is a logdir of its own: with nothing in it, say so, or an upload that
             # was "ready" would silently never appear as a run
-            where = src.name or src.path
-            return Listed([], f"{where}: the archive holds no trace files (*.pt.trace.json[.gz])")
+            return Listed([], f"{src.name or src.path}: the archive holds no trace files (*.pt.trace.json[.gz])")
         return Listed(runs, None, tuple(one_line(redact(w)) for w in warnings))
     except TraceError as exc:  # a remote source or an archive that cannot be listed (secrets blanked)
         return Listed([], one_line(exc))
@@ -158,7 +174,7 @@ def list_source(src: Source, limits: Limits | None = None) -> Listed:
 
 def _slow(src: Source) -> bool:
     """A source whose listing may take long (a URL, an archive): listed on its own thread."""
-    return _URI.match(src.path) is not None or archive_kind(src.path) is not None
+    return src.location is None or not src.location.is_local or src.location.archive_kind is not None
 
 
 def merge(sources: list[Source], listed: dict[Source, Listed]) -> Scan:

@@ -54,7 +54,7 @@ from .bodies import (
 )
 from .hosts import AllowedHosts, client_key, hostname_of
 from .offline import read_bundle, report_page
-from .runs import Source, is_remote
+from .runs import Source
 from .upload_files import safe_part, shown
 from .uploads import DEFAULT_MAX_BYTES, IDLE_TTL_S, UploadArea, UploadError
 
@@ -76,7 +76,7 @@ def upload_area(
     area = UploadArea(cache_dir, max_bytes, on_commit, idle_s=float(idle) if idle is not None else IDLE_TTL_S)
     real = os.path.realpath(area.root)
     for s in sources:
-        root = os.path.realpath(s.path) if not is_remote(s.path) else None
+        root = os.path.realpath(s.path) if not s.is_remote else None
         if root and (real == root or real.startswith(root.rstrip(os.sep) + os.sep)):
             # Uploads would be written into that logdir, and listed twice.
             return None, "upload is off: the cache directory is inside a logdir"

@@ -23,7 +23,7 @@ from ..analysis.options import AnalysisOptions
 from ..analysis.report import SCHEMA_VERSION, WorkerReport
 from ..core.escape import json_bytes, one_line
 from ..running.flags import CACHE_DIR_ENV
-from ..trace.locate.locations import is_local
+from ..trace.locate.locations import Location
 from ..trace.remote.redact import redacting_logger
 from .disk_cache import DiskCache
 
@@ -34,7 +34,7 @@ _reports_decoder = msgspec.json.Decoder(list[WorkerReport])
 
 @dataclass(frozen=True)
 class FileKey:
-    path: str
+    path: Location
     size: int
     mtime: float
     run: str
@@ -90,7 +90,7 @@ class StoredReports:
     def name(self, key: FileKey) -> str:
         ident = json.dumps(
             [
-                os.path.abspath(key.path) if is_local(key.path) else key.path,
+                os.path.abspath(key.path.path) if key.path.is_local else key.path.text,
                 key.size,
                 key.mtime,
                 key.ident,
@@ -112,13 +112,17 @@ class StoredReports:
         try:
             return _reports_decoder.decode(data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            logger.info("MFU plugin: ignoring unreadable cache entry for %s (%s)", one_line(key.path), one_line(exc))
+            logger.info(
+                "MFU plugin: ignoring unreadable cache entry for %s (%s)", one_line(key.path.text), one_line(exc)
+            )
             return None
 
     def write(self, key: FileKey, reports: list[WorkerReport]) -> None:
         try:
             data = json_bytes(reports)  # names that are not UTF-8 are stored escaped
         except Exception as exc:  # noqa: BLE001 - a cache that cannot be written costs speed, never the result
-            logger.warning("MFU plugin: cannot encode the cache entry of %s (%s)", one_line(key.path), one_line(exc))
+            logger.warning(
+                "MFU plugin: cannot encode the cache entry of %s (%s)", one_line(key.path.text), one_line(exc)
+            )
             return
         self.disk.write(self.name(key), data)

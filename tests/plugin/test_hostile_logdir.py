@@ -215,9 +215,9 @@ def test_a_dead_analysis_thread_is_replaced(serve, two_runs):
     """Even a BaseException in one file is that file's error; and a thread that dies anyway is replaced."""
 
     def analyze(span, worker, options, progress):  # type: ignore[no-untyped-def]
-        if "pageable" in span.path:
+        if "pageable" in span.path.text:
             raise SystemExit("a library called sys.exit")
-        return [WorkerReport(name=worker, span=span.span, file=span.path)]
+        return [WorkerReport(name=worker, span=span.span, file=span.path.text)]
 
     s = serve(two_runs, analyze=analyze)
     s.settle()

@@ -8,6 +8,7 @@ from pathlib import Path
 from tb_mfu_plugin.core.escape import json_bytes
 from tb_mfu_plugin.tensorboard.paths import FileGate, PathView
 from tb_mfu_plugin.tensorboard.runs import Source
+from tb_mfu_plugin.trace.locate.locations import Location
 
 
 def shown(view: PathView, obj: object) -> object:
@@ -58,13 +59,17 @@ def test_the_gate_refuses_what_is_no_regular_file_and_links_out_when_confined(tm
     os.mkfifo(logdir / "fifo.json")
     (logdir / "dir.json").mkdir()
     free, confined = FileGate([Source(None, str(logdir))]), FileGate([Source(None, str(logdir))], confine=True)
+
+    def at(name: str) -> Location:
+        return Location.local(str(logdir / name))
+
     for gate in (free, confined):
-        assert gate.refusal(str(logdir / "own.json"), "w") is None
-        assert gate.refusal(str(logdir / "fifo.json"), "w") == "is not a regular file (a FIFO): not read"
-        assert gate.refusal(str(logdir / "dir.json"), "w") == "is not a regular file (a directory): not read"
-        assert gate.refusal(str(logdir / "gone.json"), "w") == "cannot be read: No such file or directory"
-    assert free.refusal(str(logdir / "out.json"), "w") is None
-    assert "outside the logdir" in (confined.refusal(str(logdir / "out.json"), "w") or "")
+        assert gate.refusal(at("own.json"), "w") is None
+        assert gate.refusal(at("fifo.json"), "w") == "is not a regular file (a FIFO): not read"
+        assert gate.refusal(at("dir.json"), "w") == "is not a regular file (a directory): not read"
+        assert gate.refusal(at("gone.json"), "w") == "cannot be read: No such file or directory"
+    assert free.refusal(at("out.json"), "w") is None
+    assert "outside the logdir" in (confined.refusal(at("out.json"), "w") or "")
 
 
 def test_names_equal_once_escaped_stay_two_runs(tmp_path: Path):
@@ -77,4 +82,4 @@ def test_names_equal_once_escaped_stay_two_runs(tmp_path: Path):
             f.write("{}")
     scan = scan_sources([Source(None, str(logdir))])
     assert sorted(scan.runs) == ["r\\xff", "r\\xff (2)"]
-    assert {os.fsencode(r.path).rsplit(b"/", 1)[1] for r in scan.runs.values()} == {b"r\xff", b"r\\xff"}
+    assert {os.fsencode(r.path.text).rsplit(b"/", 1)[1] for r in scan.runs.values()} == {b"r\xff", b"r\\xff"}

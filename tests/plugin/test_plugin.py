@@ -258,9 +258,9 @@ def test_a_run_whose_only_file_is_corrupt_shows_its_error_while_others_work(serv
 
 def test_an_exception_in_the_analysis_is_one_runs_error(serve, two_runs):
     def analyze(span, worker, options, progress):  # type: ignore[no-untyped-def]
-        if RUN_B in span.path:
+        if RUN_B in span.path.text:
             raise RuntimeError("boom\nwith a second line")
-        return [WorkerReport(name=worker, span=span.span, file=span.path)]
+        return [WorkerReport(name=worker, span=span.span, file=span.path.text)]
 
     s = serve(two_runs, analyze=analyze)
     s.settle()
@@ -300,7 +300,7 @@ def test_report_is_202_with_progress_while_analysing(serve, two_runs):
         progress(10_000_000)
         started.set()
         assert release.wait(30)
-        return [WorkerReport(name=worker, span=span.span, file=span.path)]
+        return [WorkerReport(name=worker, span=span.span, file=span.path.text)]
 
     s = serve(two_runs, analyze=analyze)
     assert started.wait(30)
@@ -332,8 +332,8 @@ def test_the_requested_run_jumps_the_queue(serve, tmp_path):
 
     def analyze(span, worker, options, progress):  # type: ignore[no-untyped-def]
         gate.wait(30)
-        order.append(Path(span.path).parent.name)
-        return [WorkerReport(name=worker, span=span.span, file=span.path)]
+        order.append(Path(span.path.text).parent.name)
+        return [WorkerReport(name=worker, span=span.span, file=span.path.text)]
 
     s = serve(logdir, analyze=analyze)
     s.wait_for(lambda: s.plugin._index.scanned)
@@ -412,7 +412,7 @@ def test_disk_cache_is_atomic_outside_the_logdir_and_reused(serve, two_runs, tmp
     calls: list[str] = []
 
     def analyze(span, worker, options, progress):  # type: ignore[no-untyped-def]
-        calls.append(span.path)
+        calls.append(span.path.text)
         raise AssertionError("should have come from the disk cache")
 
     second = serve(two_runs, cache_dir=str(cache_dir), analyze=analyze)
@@ -507,8 +507,8 @@ def test_a_new_or_changed_sidecar_reanalyses_the_run(serve, tmp_path):
     calls: list[str] = []
 
     def analyze(span, worker, options, progress):  # type: ignore[no-untyped-def]
-        calls.append(span.path)
-        return [WorkerReport(name=worker, span=span.span, file=span.path)]
+        calls.append(span.path.text)
+        return [WorkerReport(name=worker, span=span.span, file=span.path.text)]
 
     s = serve(logdir, analyze=analyze)
     s.settle()

@@ -159,7 +159,7 @@ def test_a_partial_report_keeps_a_failed_file_as_its_error(serve, four_ranks):
         if worker == "rank1":
             raise RuntimeError("rank1 broke")
         assert hold.wait(60)
-        return [WorkerReport(name=worker, span=span.span, file=span.path)]
+        return [WorkerReport(name=worker, span=span.span, file=span.path.text)]
 
     s = serve(four_ranks, analyze=analyze, workers="2")
     s.wait_for(lambda: s.plugin._index.scanned)

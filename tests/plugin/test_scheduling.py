@@ -10,13 +10,19 @@ from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import to_json
 from tb_mfu_plugin.running.pipeline import analyze_file
 from tb_mfu_plugin.tensorboard.cache import DONE, LOADING, QUEUED, AnalysisCache
-from tb_mfu_plugin.tensorboard.file_queue import FileQueue, is_remote_file, remote_slots
+from tb_mfu_plugin.tensorboard.file_queue import FileQueue, remote_slots
 from tb_mfu_plugin.trace.locate.discover import SpanFile
+from tb_mfu_plugin.trace.locate.locations import Location
 
 from .conftest import sample_file, wait_idle
 
 
 def test_remote_files_are_urls_and_members_of_remote_archives():
+    """The cache's queue sends a key to the remote lane by its location's ``is_url``."""
+
+    def is_remote_file(text: str) -> bool:
+        return Location.parse(text).is_url
+
     assert is_remote_file("http://h/logs/run/w.1.pt.trace.json.gz")
     assert is_remote_file("s3://b/run/w.1.pt.trace.json.gz")
     assert is_remote_file("zip://run/w.1.pt.trace.json.gz::s3://b/team.zip")
@@ -47,10 +53,10 @@ def test_slow_remote_files_leave_a_worker_to_the_local_run(tmp_path: Path):
     workers, and the local run waited for ever. Now they hold one; the local run is analysed
     at once, with the figures it has alone."""
     released = threading.Event()
-    started: list[str] = []
+    started: list[Location] = []
 
     def analyze(span, worker, options, progress):  # type: ignore[no-untyped-def]
-        if span.path.startswith("http://"):
+        if span.path.text.startswith("http://"):
             started.append(span.path)
             assert released.wait(60)
             return []
@@ -58,13 +64,15 @@ def test_slow_remote_files_leave_a_worker_to_the_local_run(tmp_path: Path):
 
     cache = AnalysisCache(AnalysisOptions(), None, 2, analyze=analyze)
     remote = [
-        cache.key(SpanFile("1", f"http://127.0.0.1:9/slow/r{i}/w.1.pt.trace.json.gz", 100, 0.0), f"r{i}", "w")
+        cache.key(
+            SpanFile("1", Location.parse(f"http://127.0.0.1:9/slow/r{i}/w.1.pt.trace.json.gz"), 100, 0.0), f"r{i}", "w"
+        )
         for i in range(3)
     ]
     for key in remote:
         cache.request(key, priority=0)
     src = sample_file()
-    local = cache.key(SpanFile("", str(src), src.stat().st_size, src.stat().st_mtime), "good", "rank0")
+    local = cache.key(SpanFile("", Location.local(str(src)), src.stat().st_size, src.stat().st_mtime), "good", "rank0")
     try:
         st = cache.request(local, priority=2)
         deadline = threading.Event()
@@ -76,7 +84,7 @@ def test_slow_remote_files_leave_a_worker_to_the_local_run(tmp_path: Path):
         assert len(started) == 1
         assert sorted(cache.get(k).state for k in remote) == [LOADING, QUEUED, QUEUED]  # type: ignore[union-attr]
         alone = analyze_file(
-            SpanFile("", str(src), src.stat().st_size, src.stat().st_mtime), "rank0", AnalysisOptions()
+            SpanFile("", Location.local(str(src)), src.stat().st_size, src.stat().st_mtime), "rank0", AnalysisOptions()
         )
         assert to_json(st.reports) == to_json(alone)
     finally:

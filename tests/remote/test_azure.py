@@ -19,6 +19,7 @@ from tb_mfu_plugin.analysis.report import to_json
 from tb_mfu_plugin.core.errors import TraceError
 from tb_mfu_plugin.running.pipeline import analyze_path
 from tb_mfu_plugin.trace.locate.listing import discover
+from tb_mfu_plugin.trace.locate.locations import Location
 
 from .conftest import RUNS
 from .scenarios import check_tab_mixes_it_with_local, cli, open_twice_unchanged, texts_a_user_sees
@@ -69,11 +70,11 @@ def test_cli_analyze_az_equals_the_local_run(container: Container, logdir: Path,
 
 def test_listing_keeps_each_blob_etag_and_size(container: Container, logdir: Path):
     container.upload_dir(logdir, "logs")
-    runs = discover(container.url("logs"))
+    runs = discover(Location.parse(container.url("logs")))
     files = [f for r in runs for f in r.files]
     assert len(files) >= 4
     for f in files:
-        blob = container.client.get_blob_client(f.path.removeprefix(container.url())).get_blob_properties()
+        blob = container.client.get_blob_client(f.path.text.removeprefix(container.url())).get_blob_properties()
         assert f.size == blob.size and f.ident == f"etag:{blob.etag.strip(chr(34))}"
     assert container.downloads() == []  # a listing reads no blob
 
@@ -96,7 +97,7 @@ def test_missing_container_and_folder_are_one_line_errors(container: Container, 
         assert out.returncode == 2
         assert out.stderr.strip() == f"tb-mfu: {url}: no such folder or file"
     with pytest.raises(TraceError, match=r"x.pt.trace.json.gz: not found$"):
-        discover(container.url("nothing/x.pt.trace.json.gz"))
+        discover(Location.parse(container.url("nothing/x.pt.trace.json.gz")))
 
 
 # -- the tab ----------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from tb_mfu_plugin.analysis.report import to_json  # noqa: E402
 from tb_mfu_plugin.core.errors import TraceError  # noqa: E402
 from tb_mfu_plugin.running.pipeline import analyze_path  # noqa: E402
 from tb_mfu_plugin.trace.locate.listing import discover, identity  # noqa: E402
+from tb_mfu_plugin.trace.locate.locations import Location
 from tb_mfu_plugin.trace.remote.remote import filesystem  # noqa: E402
 
 from .conftest import RUNS  # noqa: E402
@@ -84,10 +85,10 @@ def test_one_trace_object_named_directly(gcs: GcsBucket, logdir: Path):
 def test_an_endpoint_takes_the_json_api_file_system(gcs: GcsBucket, monkeypatch: pytest.MonkeyPatch):
     """gcsfs's default gs:// class asks a gRPC API, which no emulator or gateway has, for 60 s
     on every call: a configured endpoint (options file or $STORAGE_EMULATOR_HOST) avoids it."""
-    fs, path = filesystem(gcs.url("logs"))
+    fs, path = filesystem(Location.parse(gcs.url("logs")))
     assert type(fs) is gcsfs.core.GCSFileSystem and path == f"{gcs.name}/logs"
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs.server.endpoint)
-    fs, path = filesystem("gs://elsewhere/logs")
+    fs, path = filesystem(Location.parse("gs://elsewhere/logs"))
     assert type(fs) is gcsfs.core.GCSFileSystem and path == "elsewhere/logs"
 
 
@@ -96,7 +97,7 @@ def test_missing_bucket_and_object_are_one_line_errors(gcs: GcsBucket):
     assert out.returncode == 2
     assert out.stderr.strip() == f"tb-mfu: {gcs.url('nothing/here')}: no such folder or file"
     with pytest.raises(TraceError, match=r"x.pt.trace.json.gz: not found$"):
-        discover(gcs.url("nothing/x.pt.trace.json.gz"))
+        discover(Location.parse(gcs.url("nothing/x.pt.trace.json.gz")))
     # a bucket the emulator does not have, reached through the same options
     gone = "gs://no-such-bucket/logs"
     gcs.options["gs://no-such-bucket/"] = {"endpoint_url": gcs.server.endpoint, "token": "anon"}

@@ -13,6 +13,7 @@ import yarl
 from tb_mfu_plugin.core.errors import TraceError
 from tb_mfu_plugin.tensorboard import runs as runs_mod
 from tb_mfu_plugin.tensorboard.runs import Scan, Source, scan_sources
+from tb_mfu_plugin.trace.locate.locations import Location
 from tb_mfu_plugin.trace.remote import storage
 from tb_mfu_plugin.trace.remote.http_fs import Scope, inside, links_of
 from tb_mfu_plugin.trace.remote.redact import redact_query, shown, shown_json
@@ -136,8 +137,8 @@ def test_a_source_that_fails_any_way_is_its_own_error(tmp_path: Path, monkeypatc
     (local / "w.1.pt.trace.json").write_text("{}")
     real = runs_mod.discover
 
-    def discover(path: str, name: str | None = None, limits: object = None, warn: object = None):  # type: ignore[no-untyped-def]
-        if path.startswith("http"):
+    def discover(path: Location, name: str | None = None, limits: object = None, warn: object = None):  # type: ignore[no-untyped-def]
+        if path.is_url:
             raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
         return real(path, name, limits, warn)
 
@@ -154,10 +155,10 @@ def test_local_runs_are_shown_before_a_slow_source_is_listed(tmp_path: Path, mon
     release = threading.Event()
     real = runs_mod.discover
 
-    def discover(path: str, name: str | None = None, limits: object = None, warn: object = None):  # type: ignore[no-untyped-def]
-        if path.startswith("http"):
+    def discover(path: Location, name: str | None = None, limits: object = None, warn: object = None):  # type: ignore[no-untyped-def]
+        if path.is_url:
             assert release.wait(30)
-            raise TraceError(path, "not found")
+            raise TraceError(path.text, "not found")
         return real(path, name, limits, warn)
 
     monkeypatch.setattr(runs_mod, "discover", discover)
@@ -180,9 +181,7 @@ def test_local_runs_are_shown_before_a_slow_source_is_listed(tmp_path: Path, mon
 
 def test_a_signed_files_folder_is_its_paths():
     """Sidecars are looked for beside the file, without its query (which signs that object only)."""
-    from tb_mfu_plugin.trace.locate.locations import parent
-
     url = (
         "https://b.s3.amazonaws.com/logs/run/x.json.gz?X-Amz-Credential=AKIA/2030/us/s3/aws4_request&X-Amz-Signature=ab"
     )
-    assert parent(url) == "https://b.s3.amazonaws.com/logs/run"
+    assert Location.parse(url).parent().text == "https://b.s3.amazonaws.com/logs/run"

@@ -12,6 +12,7 @@ import pytest
 from tb_mfu_plugin.analysis.report import to_json
 from tb_mfu_plugin.running.pipeline import analyze_path
 from tb_mfu_plugin.trace.locate.listing import discover
+from tb_mfu_plugin.trace.locate.locations import Location
 
 from .conftest import RUNS, HttpServer
 from .test_s3 import by_run, local_reports
@@ -26,7 +27,7 @@ def test_http_logdir_equals_the_local_run(http_server: HttpServer, logdir: Path)
 
 
 def test_http_files_are_identified_and_read_once(http_server: HttpServer, logdir: Path):
-    runs = discover(http_server.url("logs/"))
+    runs = discover(Location.parse(http_server.url("logs/")))
     files = [f for r in runs for f in r.files]
     assert len(files) == 4
     # Python's server sends no ETag: its Last-Modified (with the size) identifies the file
@@ -34,7 +35,7 @@ def test_http_files_are_identified_and_read_once(http_server: HttpServer, logdir
     assert not [g for g in http_server.gets if g.endswith(".gz")]  # listing downloads no trace
     analyze_path(http_server.url("logs/"))
     traces = [g for g in http_server.gets if g.endswith(".gz")]
-    assert sorted(traces) == sorted(f"/logs/{r.name}/{f.path.rsplit('/', 1)[1]}" for r in runs for f in r.files)
+    assert sorted(traces) == sorted(f"/logs/{r.name}/{f.path.basename}" for r in runs for f in r.files)
 
 
 def test_tab_reads_an_http_logdir(http_server: HttpServer, logdir: Path, serve):

@@ -16,6 +16,7 @@ from tb_mfu_plugin.analysis.report import to_json
 from tb_mfu_plugin.core.errors import TraceError
 from tb_mfu_plugin.running.pipeline import analyze_path
 from tb_mfu_plugin.trace.locate.listing import discover
+from tb_mfu_plugin.trace.locate.locations import Location
 
 from .conftest import RUNS, Bucket
 from .scenarios import check_tab_mixes_it_with_local, cli, open_twice_unchanged
@@ -96,10 +97,10 @@ def test_missing_bucket_and_key_are_one_line_errors(bucket: Bucket):
     assert out.returncode == 2
     assert out.stderr.strip() == f"tb-mfu: {bucket.url('nothing/here')}: no such folder or file"
     with pytest.raises(TraceError, match=r"x.pt.trace.json.gz: not found$"):
-        discover(bucket.url("nothing/x.pt.trace.json.gz"))
+        discover(Location.parse(bucket.url("nothing/x.pt.trace.json.gz")))
     # a bucket that no storage options reach, with no AWS credentials anywhere
     with pytest.raises(TraceError, match="no credentials found .* storage options file"):
-        discover(f"s3://other-bucket-{os.getpid()}/logs")
+        discover(Location.parse(f"s3://other-bucket-{os.getpid()}/logs"))
 
 
 @pytest.mark.parametrize(
@@ -122,7 +123,7 @@ def test_listing_1000_objects_is_one_bounded_pass(bucket: Bucket):
         bucket.put(f"many/run{i % 10}/rank{i}.1.pt.trace.json", body)
     before = len(bucket.server.requests)
     t0 = time.monotonic()
-    runs = discover(bucket.url("many"))
+    runs = discover(Location.parse(bucket.url("many")))
     took = time.monotonic() - t0
     assert sum(len(r.files) for r in runs) == 1000 and len(runs) == 10
     assert all(f.ident.startswith("ETag:") and f.size == len(body) for r in runs for f in r.files)
@@ -143,7 +144,7 @@ def test_listing_gives_up_at_its_deadline(bucket: Bucket, monkeypatch: pytest.Mo
     monkeypatch.setenv("TB_MFU_LIST_TIMEOUT", "0.5")
     t0 = time.monotonic()
     with pytest.raises(TraceError, match=r"listing took longer than 0.5 s \(\$TB_MFU_LIST_TIMEOUT raises it\)"):
-        discover(bucket.url("logs"))
+        discover(Location.parse(bucket.url("logs")))
     assert time.monotonic() - t0 < 5
 
 

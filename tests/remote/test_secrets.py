@@ -12,7 +12,7 @@ from s3_server import KEY_ID, SECRET, Bucket
 
 from tb_mfu_plugin.core.errors import TraceError
 from tb_mfu_plugin.trace.locate.listing import discover
-from tb_mfu_plugin.trace.locate.locations import normalize
+from tb_mfu_plugin.trace.locate.locations import Location
 
 from .scenarios import cli, texts_a_user_sees
 
@@ -32,7 +32,7 @@ def test_a_store_error_quoting_a_secret_is_blanked(bucket: Bucket, serve, caplog
     bucket.options_file.write_text(json.dumps(options))
     caplog.set_level(logging.DEBUG)
     with pytest.raises(TraceError) as exc:
-        discover(bucket.url("logs"))
+        discover(Location.parse(bucket.url("logs")))
     assert "***" in str(exc.value) and SECRET not in str(exc.value)
     out = cli("analyze", bucket.url("logs"))
     assert out.returncode == 2 and "***" in out.stderr
@@ -46,7 +46,7 @@ def test_a_store_error_quoting_a_secret_is_blanked(bucket: Bucket, serve, caplog
 
 def test_a_password_in_a_url_is_refused_and_not_echoed():
     with pytest.raises(TraceError) as exc:
-        normalize("https://alice:hunter22@files.example/logs/")
+        Location.parse("https://alice:hunter22@files.example/logs/")
     assert "hunter22" not in str(exc.value) and "storage options file" in str(exc.value)
     out = cli("analyze", "https://alice:hunter22@127.0.0.1:9/logs/")
     assert out.returncode == 2 and "hunter22" not in out.stderr + out.stdout

@@ -24,6 +24,7 @@ from tb_mfu_plugin.running.pipeline import analyze_path
 from tb_mfu_plugin.trace.archive.reader import Archive, open_member_location
 from tb_mfu_plugin.trace.limits import KiB, Limits, MiB
 from tb_mfu_plugin.trace.locate.listing import discover
+from tb_mfu_plugin.trace.locate.locations import Location
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_traces"
@@ -174,7 +175,7 @@ def test_hostile_tar_members_are_refused_one_by_one(logdir: Path, tmp_path: Path
 def test_a_zip_bomb_member_is_refused_by_its_ratio(logdir: Path, tmp_path: Path):
     # 80 MiB of one byte deflates about 1000:1; real traces deflate 10-30:1
     arc = zip_of(logdir, tmp_path / "team.zip", [(_zip_info("run_x/rank0.1.pt.trace.json"), b" " * (80 * MiB))])
-    with Archive.open(str(arc)) as a:
+    with Archive.open(Location.parse(str(arc))) as a:
         (m,) = [m for m in a.members if m.name.startswith("run_x/")]
         assert m.refusal is not None and "over the max_compression_ratio cap" in m.refusal
         with pytest.raises(TraceError, match="zip bomb"):
@@ -189,7 +190,7 @@ def test_a_tar_gz_bomb_is_refused_whole_while_it_inflates(tmp_path: Path):
         tf.addfile(ti, io.BytesIO(bytes(ti.size)))
     assert arc.stat().st_size < 1 * MiB
     with pytest.raises(TraceError, match="gzip expands .* over the max_compression_ratio cap") as exc:
-        discover(str(arc))
+        discover(Location.parse(str(arc)))
     assert str(exc.value).startswith(str(arc))
 
 
@@ -197,9 +198,9 @@ def test_a_tar_gz_bomb_is_refused_whole_while_it_inflates(tmp_path: Path):
 def test_archive_caps_are_configurable(logdir: Path, tmp_path: Path, kind: str):
     arc = (zip_of if kind == "zip" else tar_of)(logdir, tmp_path / f"team.{kind}")
     with pytest.raises(TraceError, match=r"over the max_archive_members cap \(raise it with --max-archive-members"):
-        discover(str(arc), limits=Limits(max_archive_members=2))
+        discover(Location.parse(str(arc)), limits=Limits(max_archive_members=2))
     with pytest.raises(TraceError, match="over the max_archive_bytes cap"):
-        discover(str(arc), limits=Limits(max_archive_bytes=100 * KiB))  # the members hold 0.76 MB
+        discover(Location.parse(str(arc)), limits=Limits(max_archive_bytes=100 * KiB))  # the members hold 0.76 MB
     # a member over the trace cap is refused by its declared size, the others are read
     errors = _member_errors(arc, Limits(max_trace_bytes=100 * KiB))
     assert errors and all("over the max_trace_bytes cap" in e for e in errors.values())
@@ -225,7 +226,7 @@ def test_member_streams_and_file_objects(logdir: Path, tmp_path: Path):
     arc = zip_of(logdir, tmp_path / "team.zip")
     want = next((logdir / "ddp_2gpu").glob("rank1.*")).read_bytes()
     name = f"ddp_2gpu/{next((logdir / 'ddp_2gpu').glob('rank1.*')).name}"
-    with open_member_location(f"zip://{name}::{arc}") as f:
+    with open_member_location(Location.parse(f"zip://{name}::{arc}")) as f:
         assert f.read() == want
     # an archive from a file object (the tab's upload): the same members and bytes
     for kind, path in (("zip", arc), ("tar", tar_of(logdir, tmp_path / "team.tgz"))):
@@ -241,4 +242,4 @@ def test_not_an_archive_is_one_line(tmp_path: Path):
     bad = tmp_path / "broken.zip"
     bad.write_bytes(b"PK\x03\x04 not really" + zlib.compress(b"x"))
     with pytest.raises(TraceError, match=r"broken.zip: not a readable zip archive \(BadZipFile"):
-        discover(str(bad))
+        discover(Location.parse(str(bad)))

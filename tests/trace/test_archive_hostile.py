@@ -33,6 +33,7 @@ from tb_mfu_plugin.trace.archive import streams as archive_streams
 from tb_mfu_plugin.trace.archive.reader import Archive
 from tb_mfu_plugin.trace.limits import KiB, Limits, MiB
 from tb_mfu_plugin.trace.locate.listing import discover
+from tb_mfu_plugin.trace.locate.locations import Location
 
 SAMPLE = next((Path(__file__).resolve().parents[2] / "sample_traces" / "low_sm_efficiency").glob("*.json.gz"))
 GOOD = {f"good/{SAMPLE.name}": SAMPLE.read_bytes()}
@@ -74,7 +75,7 @@ def test_a_zip_name_flagged_utf8_that_is_not_is_refused_alone(tmp_path: Path, re
     bad = H.entry(b"bad/rank\xff\xfe.1.pt.trace.json", EMPTY, flags=H.UTF8_FLAG)
     junk = H.entry(b"notes/\xc3(.txt", b"x", flags=H.UTF8_FLAG)  # not a trace: refused, and not listed
     arc = H.zip_of_files(tmp_path / "team.zip", GOOD, [bad, junk])
-    with Archive.open(str(arc)) as a:
+    with Archive.open(Location.parse(str(arc))) as a:
         refused = {m.name: m.refusal for m in a.members if m.refusal}
     assert refused == {
         "bad/rank\udcff\udcfe.1.pt.trace.json": "member 'bad/rank\\xff\\xfe.1.pt.trace.json' of team.zip has a "
@@ -82,7 +83,10 @@ def test_a_zip_name_flagged_utf8_that_is_not_is_refused_alone(tmp_path: Path, re
         "notes/\udcc3(.txt": "member 'notes/\\xc3(.txt' of team.zip has a name that is not UTF-8, though its "
         "entry says it is: refused, not read",
     }
-    assert [r.name for r in discover(str(arc))] == ["good", "team"]  # the refused trace in the archive's run
+    assert [r.name for r in discover(Location.parse(str(arc)))] == [
+        "good",
+        "team",
+    ]  # the refused trace in the archive's run
     (line,) = errors_of(arc).values()
     assert line == refused["bad/rank\udcff\udcfe.1.pt.trace.json"]
     assert reports_at(arc)["good"] == reference
@@ -224,7 +228,7 @@ def test_an_archive_the_libraries_cannot_list_is_one_line(tmp_path: Path, case: 
     build, pattern = ARCHIVE_CASES[case]
     arc = build(tmp_path)
     with pytest.raises(TraceError) as exc:
-        discover(str(arc))
+        discover(Location.parse(str(arc)))
     assert str(exc.value).startswith(str(arc)) and re.search(pattern, str(exc.value)), str(exc.value)
     assert_one_line(str(exc.value))
 
@@ -259,13 +263,16 @@ def test_many_members_each_under_the_grace_are_one_bomb(tmp_path: Path):
     arc = H.zip_of_files(tmp_path / "bomb.zip", GOOD, bombs)
     assert arc.stat().st_size < 8 * MiB
     with pytest.raises(TraceError) as exc:
-        discover(str(arc))
+        discover(Location.parse(str(arc)))
     assert re.fullmatch(
         rf"{re.escape(str(arc))}: its members declare 5\.86 GiB, \d+:1 of its 5\.\d+ MiB \(an archive bomb\?\): "
         r"over the max_archive_ratio cap \(raise it with --max-archive-ratio, in TensorBoard --mfu_max_archive_ratio\)",
         str(exc.value),
     ), str(exc.value)
-    assert [r.name for r in discover(str(arc), limits=Limits(max_archive_ratio=2000))] == ["bomb", "good"]
+    assert [r.name for r in discover(Location.parse(str(arc)), limits=Limits(max_archive_ratio=2000))] == [
+        "bomb",
+        "good",
+    ]
 
 
 def test_reading_is_held_to_the_archive_ratio_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -276,7 +283,7 @@ def test_reading_is_held_to_the_archive_ratio_too(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(archive_mod, "ARCHIVE_RATIO_GRACE_BYTES", 0)
     files = {f"r/rank{i}.1.pt.trace.json": os.urandom(20 * KiB) for i in range(40)}
     arc = H.tar_gz(tmp_path / "q.tar.gz", files)
-    with Archive.open(str(arc), limits=Limits(max_archive_ratio=4)) as a:
+    with Archive.open(Location.parse(str(arc)), limits=Limits(max_archive_ratio=4)) as a:
         refused = []
         for name in files:
             try:
@@ -297,7 +304,7 @@ def test_a_long_header_over_the_cap_is_never_read_and_refuses_its_member(
     big = H.tar_header("././@LongLink" if kind in b"LK" else "pax", 1 * MiB, kind) + b"a" * MiB
     after = H.tar_members({"next/rank0.1.pt.trace.json": EMPTY, "other/rank0.1.pt.trace.json": EMPTY})
     arc = _write_gz(tmp_path / "t.tar.gz", H.tar_members(GOOD) + big + after + bytes(1024))
-    with Archive.open(str(arc)) as a:
+    with Archive.open(Location.parse(str(arc))) as a:
         refused = {m.name: m.refusal for m in a.members if m.refusal}
     what = {b"L": "GNU long-name", b"K": "GNU long-link", b"x": "pax", b"g": "pax global"}[kind]
     assert refused == {
@@ -309,7 +316,7 @@ def test_a_long_header_over_the_cap_is_never_read_and_refuses_its_member(
 
 def test_a_pax_header_that_would_parse_in_quadratic_time_is_never_parsed(tmp_path: Path, reference: dict[str, Any]):
     arc = H.pax_redos(tmp_path / "r.tar.gz", 2, GOOD)  # Python 3.11.7 took about 20 s for each
-    with Archive.open(str(arc)) as a:
+    with Archive.open(Location.parse(str(arc))) as a:
         refused = sorted(m.refusal or "" for m in a.members if m.refusal)
     assert refused == [
         f"member 'redos/rank{i}.1.pt.trace.json' of r.tar.gz has a pax header that is not a well-formed list "
@@ -331,7 +338,7 @@ def test_well_formed_pax_headers_are_read(tmp_path: Path, reference: dict[str, A
 
 def test_a_sparse_map_is_never_read(tmp_path: Path, reference: dict[str, Any]):
     arc = H.sparse_map_bomb(tmp_path / "s.tar.gz", 200_000, GOOD)
-    with Archive.open(str(arc)) as a:
+    with Archive.open(Location.parse(str(arc))) as a:
         (sparse,) = [m for m in a.members if m.refusal]
         assert sparse.refusal is not None and "is a special file (device, FIFO or sparse)" in sparse.refusal
         assert sparse.size < 2 * MiB  # its stored size, not a size from its pax header
@@ -343,7 +350,7 @@ def test_a_sparse_map_is_never_read(tmp_path: Path, reference: dict[str, Any]):
 
 def test_members_of_a_tar_gz_are_read_from_index_points_not_from_the_start(tmp_path: Path):
     arc = H.reinflation_bomb(tmp_path / "re.tar.gz", 100, 60 * MiB, GOOD)
-    with Archive.open(str(arc)) as a:
+    with Archive.open(Location.parse(str(arc))) as a:
         tiny = [m.name for m in a.members if m.name.startswith("tiny/")]
         assert len(tiny) == 100
         for name in tiny:
@@ -362,7 +369,7 @@ def test_index_points_resume_exactly_across_gzip_members_and_thinning(tmp_path: 
     parts = [H.gz(H.tar_members({n: d})) + (bytes(7) if i % 3 == 0 else b"") for i, (n, d) in enumerate(files.items())]
     arc = tmp_path / "cat.tar.gz"
     arc.write_bytes(b"".join(parts) + H.gz(bytes(1024)))
-    with Archive.open(str(arc)) as a:
+    with Archive.open(Location.parse(str(arc))) as a:
         assert a._index is not None and 2 < len(a._index.points) <= 8
         for name in reversed(list(files)):
             with a.open_member(name) as f:
@@ -380,5 +387,5 @@ def test_a_zip_read_from_a_file_object_is_checked_as_one_read_from_a_path(tmp_pa
             assert f.read() == next(iter(GOOD.values()))
     with zipfile.ZipFile(tmp_path / "plain.zip", "w") as zf:  # and a zip without lies takes the usual way
         zf.writestr("a/rank0.1.pt.trace.json", EMPTY)
-    with Archive.open(str(tmp_path / "plain.zip")) as a:
+    with Archive.open(Location.parse(str(tmp_path / "plain.zip"))) as a:
         assert a.members[0].refusal is None

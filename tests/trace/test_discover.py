@@ -31,7 +31,7 @@ def test_single_file_of_any_name(tmp_path: Path) -> None:
     _touch(f)
     (run,) = discover_runs(str(f))
     assert run.workers[0].name == "rank-0"
-    assert run.files[0].path == str(f)
+    assert run.files[0].path.text == str(f)
 
 
 def test_symlinks_followed_and_cycles_safe(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.limits import Limits, parse_size
 from tb_mfu_plugin.trace.locate.discover import single_file_run
 from tb_mfu_plugin.trace.locate.files import uncompressed_size
+from tb_mfu_plugin.trace.locate.locations import Location
 from tb_mfu_plugin.trace.locate.sidecar import load_sidecar
 
 
@@ -125,7 +126,7 @@ def test_a_fifo_named_like_a_trace_or_sidecar_fails_at_once(tmp_path: Path) -> N
     assert isinstance(err, TraceError) and "FIFO" in err.reason
     assert _finishes(lambda: uncompressed_size(str(fifo), 0)) == 0
     os.mkfifo(tmp_path / "tb_mfu.json")
-    err = _finishes(lambda: load_sidecar(str(tmp_path)))
+    err = _finishes(lambda: load_sidecar(Location.parse(str(tmp_path))))
     assert isinstance(err, TraceError) and "FIFO" in err.reason
     # named on the command line, it is one run whose file gets the error (not "no traces found")
     assert _finishes(lambda: main(["analyze", str(fifo), "--json"])) == 1

@@ -3,13 +3,13 @@ never extracted onto disk.
 
 API (the CLI, the tab's run discovery and the tab's upload all use it)::
 
-    with Archive.open("team.zip") as arc:          # a path, a URL, or a seekable file object
+    with Archive.open(Location.parse("team.zip")) as arc:  # a path, a URL, or a seekable file object
         for m in arc.traces():                    # members named like traces, in name order
             if m.refusal is None:
                 with arc.open_member(m.name) as f:  # a binary stream of the member's bytes
                     ...
 
-    open_member_location("zip://run_a/rank0.1.pt.trace.json.gz::team.zip")  # the same, by location
+    open_member_location(Location.parse("zip://run_a/rank0.1.pt.trace.json.gz::team.zip"))  # by location
 
 An archive comes from anyone, so it is checked before any member is read. The
 whole archive is refused (``TraceError`` naming it) when it lists more members
@@ -60,7 +60,7 @@ from ...core.escape import escape_surrogates
 from ..limits import ARCHIVE_RATIO_GRACE_BYTES, DEFAULT_LIMITS, RATIO_GRACE_BYTES, Limits, cap_error, format_size
 from ..locate.discover import TRACE_FILE
 from ..locate.files import open_regular
-from ..locate.locations import archive_kind, basename, is_url, member_location, parse_member
+from ..locate.locations import Location
 from . import tar as archive_tar
 from .streams import Checkpoints, Counted, Inflater, Locked, Slice, described, member_error
 from .zip import entry_refusal, open_zip
@@ -85,12 +85,12 @@ class ArchiveMember:
         return TRACE_FILE.match(self.name.rsplit("/", 1)[-1]) is not None
 
 
-def _open_raw(location: str) -> IO[bytes]:
-    if is_url(location):
+def _open_raw(location: Location) -> IO[bytes]:
+    if location.is_url:
         from ..remote.remote import open_seekable
 
         return open_seekable(location)
-    return open_regular(location, "archive")
+    return open_regular(location.path, "archive")
 
 
 def quoted(name: str) -> str:
@@ -101,8 +101,10 @@ def quoted(name: str) -> str:
 class Archive:
     """The members of one archive, and streams of them."""
 
-    def __init__(self, raw: IO[bytes], label: str, kind: str, limits: Limits, location: str | None) -> None:
+    def __init__(self, raw: IO[bytes], label: str, kind: str, limits: Limits, location: Location | None) -> None:
         self.label, self.kind, self.limits, self.location = label, kind, limits, location
+        # what its members' locations hang from: the archive's location, else the name it was given
+        self._base = location if location is not None else Location.local(label)
         self._raw = raw
         self._lock = threading.Lock()  # a file object given to us is shared by every member read
         self._zip: zipfile.ZipFile | None = None
@@ -119,17 +121,21 @@ class Archive:
 
     @classmethod
     def open(
-        cls, source: str | IO[bytes], name: str | None = None, limits: Limits | None = None, kind: str | None = None
+        cls,
+        source: Location | IO[bytes],
+        name: str | None = None,
+        limits: Limits | None = None,
+        kind: str | None = None,
     ) -> Archive:
         """An archive from a path or URL (``.zip``, ``.tar.gz``, ``.tgz``, ``.tar``), or from a
         seekable binary file object (``name`` then says what it is called in errors, and its
         suffix the kind, unless ``kind`` is ``zip`` or ``tar``)."""
-        location = source if isinstance(source, str) else None
-        label = name or location or "archive"
-        kind = kind or archive_kind(label)
+        location = source if isinstance(source, Location) else None
+        label = name or (location.text if location is not None else "archive")
+        kind = kind or (location if location is not None and not name else Location.local(label)).archive_kind
         if kind is None:
             raise TraceError(label, "not an archive we read (.zip, .tar.gz, .tgz, .tar)")
-        raw = _open_raw(source) if isinstance(source, str) else source
+        raw = _open_raw(source) if isinstance(source, Location) else source
         try:
             return cls(raw, label, kind, limits or DEFAULT_LIMITS, location)
         except BaseException as exc:
@@ -137,7 +143,7 @@ class Archive:
                 raw.close()
             if isinstance(exc, TraceError) or not isinstance(exc, Exception):
                 raise
-            raise _unreadable(label, kind, exc) from None
+            raise _unreadable(label, kind, exc, location is not None and location.is_url) from None
 
     def __enter__(self) -> Archive:
         return self
@@ -241,7 +247,7 @@ class Archive:
         return f"member {quoted(name)} of {self._shown()} {reason}: refused, not read"
 
     def _shown(self) -> str:
-        return basename(self.label) or self.label
+        return self._base.basename or self.label
 
     # -- reading ---------------------------------------------------------
     def open_member(self, name: str) -> IO[bytes]:
@@ -256,7 +262,7 @@ class Archive:
         what = f"member {quoted(name)} of {self._shown()}"
 
         def error(exc: Exception) -> TraceError:
-            if self.location is not None and is_url(self.location) and not isinstance(exc, _FORMAT_ERRORS):
+            if self.location is not None and self.location.is_url and not isinstance(exc, _FORMAT_ERRORS):
                 from ..remote.storage import (
                     storage_error,  # a remote read's: worded as listings word them, secrets blanked
                 )
@@ -301,14 +307,14 @@ class Archive:
             self._worked = worked
 
     def _where(self, name: str) -> str:
-        return member_location(self.kind, name, self.location or self.label)
+        return Location.of_member(self.kind, name, self._base).text
 
 
-def _unreadable(label: str, kind: str, exc: Exception) -> TraceError:
+def _unreadable(label: str, kind: str, exc: Exception, remote: bool) -> TraceError:
     """Any exception met while listing an archive, as one line naming it. A remote archive's
     error that is not one of its format is a read's: worded as the storage layer words those,
     secrets blanked."""
-    if is_url(label) and not isinstance(exc, _FORMAT_ERRORS):
+    if remote and not isinstance(exc, _FORMAT_ERRORS):
         from ..remote.storage import storage_error
 
         return storage_error(label, exc)
@@ -333,7 +339,7 @@ _CACHE_SIZE = 8
 _REMOTE_TTL_S = 60.0
 # (location, caps) -> (identity, when listed, archive): caps other than the listing's would
 # refuse other members
-_cache: OrderedDict[tuple[str, Limits], tuple[Any, float, Archive]] = OrderedDict()
+_cache: OrderedDict[tuple[Location, Limits], tuple[Any, float, Archive]] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
@@ -349,16 +355,18 @@ def _forget_after_fork() -> None:
 os.register_at_fork(after_in_child=_forget_after_fork)
 
 
-def _identity(location: str) -> Any:
+def _identity(location: Location) -> Any:
     """What says an archive changed: size and mtime of a local file; remote ones expire instead."""
-    if is_url(location):
+    if location.is_url:
         return None
-    st = os.stat(location)
+    st = os.stat(location.path)
     return (st.st_size, st.st_mtime_ns)
 
 
-def archive_at(location: str, limits: Limits | None = None) -> Archive:
+def archive_at(location: Location, limits: Limits | None = None) -> Archive:
     """The archive at ``location``, listed once and kept (a few, for a minute when remote)."""
+    if location.member is not None:  # its path is a member's name, which must never open a local file
+        raise TraceError(location.text, "an archive inside an archive is not read")
     limits = limits or DEFAULT_LIMITS
     key = (location, limits)
     ident = _identity(location)
@@ -376,10 +384,10 @@ def archive_at(location: str, limits: Limits | None = None) -> Archive:
     return arc
 
 
-def open_member_location(location: str, limits: Limits | None = None) -> IO[bytes]:
+def open_member_location(location: Location, limits: Limits | None = None) -> IO[bytes]:
     """The member named by ``zip://member::archive`` (or ``tar://``), streamed."""
-    m = parse_member(location)
+    m = location.member
     if m is None:
-        raise TraceError(location, "not an archive member location")
+        raise TraceError(location.text, "not an archive member location")
     stream = cast(io.RawIOBase, archive_at(m.archive, limits).open_member(m.name))
     return cast(IO[bytes], io.BufferedReader(stream, 1 << 20))

@@ -33,6 +33,7 @@ import msgspec
 
 from ...core.errors import TraceError
 from ..limits import DEFAULT_LIMITS, Deadline, Limits
+from ..locate.locations import Location
 from ..tables import TraceTables
 from . import parallel, schema
 from .columns import Columns
@@ -57,7 +58,7 @@ def decode_processes() -> int:
 
 
 def decode_trace(
-    path: str,
+    location: Location | str,
     keep_inputs: Callable[[str], bool] | None = None,
     progress: ProgressFn | None = None,
     limits: Limits | None = None,
@@ -67,10 +68,11 @@ def decode_trace(
 ) -> TraceTables:
     """Decode ``path`` into columnar tables.
 
-    ``path`` is a location (``locations.py``): a local path, a URL or an archive member,
-    streamed while it downloads. ``fileobj``, when given, is read instead (``path`` then
-    only names it in errors and reports); it is left open, and read once unless the
-    trace must be decoded whole after all, which needs it seekable.
+    ``location`` (``locations.py``) is a local path, a URL or an archive member, streamed
+    while it downloads; text (a script's, a test's) is parsed here, once. ``fileobj``, when
+    given, is read instead (``location`` then only names it in errors and reports); it is
+    left open, and read once unless the trace must be decoded whole after all, which needs
+    it seekable.
 
     ``keep_inputs(op_name)`` selects the ops whose recorded shapes are kept (for
     FLOP formulas); ``progress(n)`` is called with uncompressed bytes read so far;
@@ -78,6 +80,8 @@ def decode_trace(
     plain file in parallel. Raises ``TraceError`` with a one-line reason on any
     unreadable input, and on any input over one of the ``limits``.
     """
+    where = location if isinstance(location, Location) else Location.parse(location)
+    path = where.text  # what errors and the tables' meta name it by
     limits = limits or DEFAULT_LIMITS
     deadline = deadline or Deadline(path, limits.max_seconds)
     gc_was_enabled = gc.isenabled()
@@ -85,7 +89,7 @@ def decode_trace(
     # would walk them over and over for nothing.
     gc.disable()
     try:
-        return _decode(path, keep_inputs, progress, limits, deadline, processes or decode_processes(), fileobj)
+        return _decode(where, keep_inputs, progress, limits, deadline, processes or decode_processes(), fileobj)
     except TraceError:
         raise
     except FileNotFoundError:
@@ -129,7 +133,7 @@ def _read_head(src: Source) -> tuple[bytearray, re.Match[bytes] | None]:
 
 
 def _decode(
-    path: str,
+    where: Location,
     keep_inputs: Callable[[str], bool] | None,
     progress: ProgressFn | None,
     limits: Limits,
@@ -137,8 +141,9 @@ def _decode(
     processes: int,
     fileobj: IO[bytes] | None = None,
 ) -> TraceTables:
+    path = where.text
     cols = Columns(keep_inputs, limits.max_name_chars)
-    with Source(path, limits, deadline, inflate_apart=processes > 1, fileobj=fileobj) as src:
+    with Source(where, limits, deadline, inflate_apart=processes > 1, fileobj=fileobj) as src:
         head, m = _read_head(src)
         if not _first_byte(head):
             raise TraceError(path, "empty file")
@@ -158,11 +163,11 @@ def _decode(
             return _decode_whole(path, head, cols, src.read, limits)
         event_start = b"\n" + first.group(2) + b"{"
         if processes > 1 and not src.gzipped and src.local:
-            job = parallel.Job(path, m.end(), event_start, keep_inputs, limits)
+            job = parallel.Job(where.path, m.end(), event_start, keep_inputs, limits)
             done = parallel.decode_ranges(job, processes, cols, deadline, progress)
             if done is not None:
                 if done.failed:  # a range did not decode on its own: decode the document in one piece
-                    return _decode_file_whole(path, keep_inputs, limits, deadline, None)
+                    return _decode_file_whole(where, keep_inputs, limits, deadline, None)
                 return _finish(path, cols, header, done.tail, done.size, progress, limits)
         stream = EventStream(src, head[m.end() :], event_start, progress)
         del head
@@ -171,7 +176,7 @@ def _decode(
             del events
             event_cap(path, cols.rows, limits)
         if stream.failed:  # a chunk did not decode on its own: decode the document in one piece
-            return _decode_file_whole(path, keep_inputs, limits, deadline, fileobj)
+            return _decode_file_whole(where, keep_inputs, limits, deadline, fileobj)
         read = src.read
     return _finish(path, cols, header, stream.tail, read, progress, limits)
 
@@ -195,7 +200,7 @@ def _finish(
 
 
 def _decode_file_whole(
-    path: str,
+    where: Location,
     keep_inputs: Callable[[str], bool] | None,
     limits: Limits,
     deadline: Deadline,
@@ -203,11 +208,12 @@ def _decode_file_whole(
 ) -> TraceTables:
     """The file read again and decoded in one piece (a location is opened again; a caller's
     stream is rewound, if it can be)."""
+    path = where.text
     if fileobj is not None:
         if not fileobj.seekable():
             raise TraceError(path, "must be decoded whole, and the stream given cannot be read a second time")
         fileobj.seek(0)
-    with Source(path, limits, deadline, fileobj=fileobj) as src:
+    with Source(where, limits, deadline, fileobj=fileobj) as src:
         data = bytearray()
         while block := src.block():
             data += block

@@ -23,6 +23,7 @@ from typing import Any
 from ...core.small_pages import prefer_small_pages
 from ..limits import Deadline, Limits, MiB, cap_error, format_size
 from ..locate.files import open_regular
+from ..locate.locations import Location
 from . import procs
 from .columns import Columns, Part
 from .stream import EventStream, ProgressFn, Source, event_cap, tail_events
@@ -36,7 +37,7 @@ _SCAN_BYTES = 1 * MiB  # read at a time while looking for a boundary
 class Job:
     """What every range of one file shares."""
 
-    path: str
+    path: str  # a local file's path: ranges are only read of a plain local file
     first: int  # file offset just after the "[" of traceEvents
     event_start: bytes
     keep_inputs: Callable[[str], bool] | None
@@ -93,7 +94,7 @@ def _decode_range(
 ) -> bytes | None:
     """Add the events of ``[start, stop)`` to ``cols``. The last range's tail (its last event and
     the document's end) is returned for the caller; None when a chunk did not decode on its own."""
-    with Source(job.path, job.limits, deadline, start, stop) as src:
+    with Source(Location.local(job.path), job.limits, deadline, start, stop) as src:
         stream = EventStream(src, b"", job.event_start, progress)
         for events in stream:
             cols.add(events)

@@ -26,7 +26,7 @@ import msgspec
 
 from ..limits import RATIO_GRACE_BYTES, Deadline, Limits, cap_error, format_size
 from ..locate.files import open_regular
-from ..locate.locations import is_local
+from ..locate.locations import Location
 from ..locate.opener import open_location
 from . import procs, schema
 from .memory_events import of_type, tagged_instants, untagged_instants, with_memory
@@ -44,13 +44,13 @@ ProgressFn = Callable[[int], None]
 
 
 class Source:
-    """The decompressed bytes of ``path`` (or of ``[start, stop)`` of a plain local file), checked
-    as they come. ``fileobj``, when given, is read instead of opening ``path`` (which then only
-    names it), and left open: it is the caller's."""
+    """The decompressed bytes of ``location`` (or of ``[start, stop)`` of a plain local file),
+    checked as they come. ``fileobj``, when given, is read instead of opening ``location`` (which
+    then only names it), and left open: it is the caller's."""
 
     def __init__(
         self,
-        path: str,
+        location: Location,
         limits: Limits,
         deadline: Deadline,
         start: int = 0,
@@ -58,16 +58,17 @@ class Source:
         inflate_apart: bool = False,
         fileobj: IO[bytes] | None = None,
     ) -> None:
-        self.path, self.limits, self.deadline = path, limits, deadline
+        self.location, self.limits, self.deadline = location, limits, deadline
+        self.path = location.text  # what its errors name
         # Only a local file is read by range or by a child process: both open it again by path.
-        self.local = fileobj is None and is_local(path)
+        self.local = fileobj is None and location.is_local
         self._owned = fileobj is None
         self._wrapper: io.BufferedReader | None = None  # our buffer over a caller's stream
         self.raw: IO[bytes]
         if self.local:
-            self.raw = open_regular(path)
+            self.raw = open_regular(location.path)
         elif fileobj is None:
-            self.raw = open_location(path, limits=limits, deadline=deadline)
+            self.raw = open_location(location, limits=limits, deadline=deadline)
         else:
             self.raw = fileobj
         try:
@@ -94,7 +95,7 @@ class Source:
             return cast(_Stream, self.raw)  # every binary file has readinto; typing's IO omits it
         if inflate_apart and self.local and os.fstat(self.raw.fileno()).st_size >= MIN_APART_GZIP_BYTES:
             try:
-                return Inflater(self.path, self.limits, self.deadline)
+                return Inflater(self.location, self.limits, self.deadline)
             except procs.START_ERRORS:  # no child here: inflate in this process
                 pass
         return gzip.GzipFile(fileobj=self.raw, mode="rb")
@@ -166,10 +167,12 @@ class Inflater:
     """A gzip file's decompressed bytes, inflated by a child process (under the same caps) while
     this one decodes: on two cores, gunzip's ~2 s per GB leave the decoding process."""
 
-    def __init__(self, path: str, limits: Limits, deadline: Deadline) -> None:
+    def __init__(self, location: Location, limits: Limits, deadline: Deadline) -> None:
         ctx = procs.context()
         self.conn, theirs = ctx.Pipe(duplex=False)
-        self.proc = ctx.Process(target=_inflate, args=(path, limits, procs.remaining(deadline), theirs), daemon=True)
+        self.proc = ctx.Process(
+            target=_inflate, args=(location, limits, procs.remaining(deadline), theirs), daemon=True
+        )
         try:
             self.proc.start()
         except BaseException:
@@ -209,12 +212,12 @@ class Inflater:
         procs.stop(self.proc, self.conn)
 
 
-def _inflate(path: str, limits: Limits, seconds: float, conn: Connection) -> None:
+def _inflate(location: Location, limits: Limits, seconds: float, conn: Connection) -> None:
     """The Inflater's child: send the chunks (non-empty), then b"", then the outcome."""
 
     def work() -> None:
         try:
-            with Source(path, limits, Deadline(path, seconds)) as src:
+            with Source(location, limits, Deadline(location.text, seconds)) as src:
                 while block := src.block():
                     conn.send_bytes(block)
         finally:

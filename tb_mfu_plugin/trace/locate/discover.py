@@ -16,6 +16,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from .locations import Location
+
 TRACE_FILE = re.compile(r"^(?P<worker>.*?)(?:\.(?P<span>\d+))?\.pt\.trace\.json(?:\.gz)?$")
 # The user's model FLOPs beside the traces (sidecar.py reads them): tb_mfu.json, <worker>.tb_mfu.json.
 SIDECAR_NAME = "tb_mfu.json"
@@ -26,7 +28,7 @@ _SINGLE_SUFFIXES = (".json", ".json.gz", ".gz")
 @dataclass(frozen=True)
 class SpanFile:
     span: str  # the timestamp, or "" when the file name has none
-    path: str  # a location (trace/locations.py): a local path, a URL or an archive member
+    path: Location  # a local path, a URL or an archive member
     size: int
     mtime: float  # 0.0 where the store gives none that is reliable: ``ident`` says instead
     # The object's identity in a remote store (an ETag or version id), or in an archive; ""
@@ -43,7 +45,7 @@ class WorkerFiles:
 @dataclass
 class RunFiles:
     name: str
-    path: str  # the directory (or the single file)
+    path: Location  # the directory (or the single file)
     workers: list[WorkerFiles] = field(default_factory=list)
     # (name, size, identity) of the sidecar files beside the traces, when the listing
     # already knows them (a bucket, an archive); None for a local folder, read when needed.
@@ -62,7 +64,7 @@ def _stat(path: str) -> tuple[int, float]:
     return (st.st_size, st.st_mtime)
 
 
-def run_of(name: str, directory: str, files: list[tuple[str, SpanFile]]) -> RunFiles | None:
+def run_of(name: str, directory: Location, files: list[tuple[str, SpanFile]]) -> RunFiles | None:
     """The run of the trace files among ``files`` ((file name, its SpanFile with no span
     yet)), or None when none is named like a trace."""
     workers: dict[str, WorkerFiles] = {}
@@ -80,12 +82,13 @@ def run_of(name: str, directory: str, files: list[tuple[str, SpanFile]]) -> RunF
 
 
 def _group(name: str, directory: str, file_names: list[str]) -> RunFiles | None:
+    folder = Location.local(directory)
     files = []
     for fname in file_names:
         if TRACE_FILE.match(fname):
-            path = os.path.join(directory, fname)
-            files.append((fname, SpanFile("", path, *_stat(path))))
-    return run_of(name, directory, files)
+            path = folder.join(fname)
+            files.append((fname, SpanFile("", path, *_stat(path.path))))
+    return run_of(name, folder, files)
 
 
 def single_name(fname: str) -> tuple[str, str]:
@@ -101,14 +104,16 @@ def is_trace_name(fname: str) -> bool:
 
 
 def single_file_run(path: str, name: str | None = None) -> RunFiles:
-    fname = os.path.basename(path)
+    """The run of the one local trace file at ``path`` (an OS path)."""
+    where = Location.local(path)
+    fname = where.basename
     worker, span = single_name(fname)
     size, mtime = _stat(path)
-    return RunFiles(name or fname, path, [WorkerFiles(worker, [SpanFile(span, path, size, mtime)])])
+    return RunFiles(name or fname, where, [WorkerFiles(worker, [SpanFile(span, where, size, mtime)])])
 
 
 def discover_runs(path: str, name: str | None = None) -> list[RunFiles]:
-    """All runs under ``path`` (a logdir or one trace file), sorted by name.
+    """All runs under the local ``path`` (an OS path: a logdir or one trace file), sorted by name.
 
     Symlinks are followed; a directory reached twice (a link cycle or two links
     to one place) is walked once.

@@ -32,7 +32,7 @@ from ..limits import Limits
 from ..remote.remote import filesystem
 from ..remote.storage import storage_error
 from .discover import SIDECAR_NAME, RunFiles, SpanFile, WorkerFiles, discover_runs, is_trace_name, run_of, single_name
-from .locations import archive_kind, basename, is_url, member_location, normalize
+from .locations import Location
 
 if TYPE_CHECKING:  # http_fs needs aiohttp, imported only for an http(s) logdir
     from ..remote.http_fs import Warn
@@ -61,17 +61,18 @@ def list_timeout_s() -> float:
 
 
 def discover(
-    path: str, name: str | None = None, limits: Limits | None = None, warn: Warn | None = None
+    path: Location, name: str | None = None, limits: Limits | None = None, warn: Warn | None = None
 ) -> list[RunFiles]:
     """All runs under ``path``, sorted by name. Raises ``TraceError`` (one line) when a remote
     location or an archive cannot be listed; a missing local path gives no runs. A part of a
     remote listing that could not be read (a sub-folder) is one line to ``warn``."""
-    path = normalize(path)
-    if archive_kind(path) is not None:
+    if path.archive_kind is not None:
         return discover_archive(path, name, limits)
-    if is_url(path):
+    if path.is_url:
         return discover_remote(path, name, warn)
-    return discover_runs(path, name)
+    if path.member is not None:  # a member named directly is no logdir (its archive is)
+        return []
+    return discover_runs(path.path, name)
 
 
 def identity(info: dict[str, Any]) -> str:
@@ -89,18 +90,19 @@ def _size(info: dict[str, Any]) -> int | None:
     return int(size) if isinstance(size, int | float) and size >= 0 else None
 
 
-def discover_remote(url: str, name: str | None = None, warn: Warn | None = None) -> list[RunFiles]:
-    single = is_trace_name(basename(url))
-    fs, root = filesystem(url, is_folder=not single)
+def discover_remote(where: Location, name: str | None = None, warn: Warn | None = None) -> list[RunFiles]:
+    url = where.text
+    single = is_trace_name(where.basename)
+    fs, root = filesystem(where, is_folder=not single)
     deadline = time.monotonic() + list_timeout_s()
     if single:  # one file, named directly
         info = _call(url, deadline, lambda: fs.info(root))
-        worker, span = single_name(basename(url))
-        f = SpanFile(span, url, _size(info) or 0, 0.0, identity(info))
-        return [RunFiles(name or basename(url), url, [WorkerFiles(worker, [f])])]
+        worker, span = single_name(where.basename)
+        f = SpanFile(span, where, _size(info) or 0, 0.0, identity(info))
+        return [RunFiles(name or where.basename, where, [WorkerFiles(worker, [f])])]
     found = _find(fs, url, root, deadline, warn)
     root_path = root.rstrip("/")
-    base = name or basename(url) or url
+    base = name or where.basename or url
     by_dir: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
     for path, info in found.items():
         rel = path[len(root_path) :].lstrip("/") if path.startswith(root_path) else path
@@ -109,8 +111,8 @@ def discover_remote(url: str, name: str | None = None, warn: Warn | None = None)
     runs = []
     for folder, files in sorted(by_dir.items()):
         run_name = base if not folder else (folder if name is None else f"{name}/{folder}")
-        directory = f"{url.rstrip('/')}/{folder}" if folder else url.rstrip("/")
-        spans = [(f, SpanFile("", f"{directory}/{f}", _size(i) or 0, 0.0, identity(i))) for f, i in files]
+        directory = where.join(folder) if folder else where.stripped()
+        spans = [(f, SpanFile("", directory.join(f), _size(i) or 0, 0.0, identity(i))) for f, i in files]
         run = run_of(run_name, directory, spans)
         if run is not None:
             run.sidecars = tuple(sorted((f, _size(i) or 0, identity(i)) for f, i in files if f.endswith(SIDECAR_NAME)))
@@ -208,24 +210,24 @@ def _timeout(url: str) -> TraceError:
 # -- archives ---------------------------------------------------------------------
 
 
-def archive_identity(location: str) -> str:
+def archive_identity(location: Location) -> str:
     """What changes when the archive does: local size and mtime, or the store's identity."""
-    if is_url(location):
+    if location.is_url:
         fs, path = filesystem(location)
-        info = _call(location, time.monotonic() + list_timeout_s(), lambda: fs.info(path))
+        info = _call(location.text, time.monotonic() + list_timeout_s(), lambda: fs.info(path))
         return f"{_size(info)}:{identity(info)}"
-    st = os.stat(location)
+    st = os.stat(location.path)
     return f"{st.st_size}:{st.st_mtime_ns}"
 
 
-def discover_archive(location: str, name: str | None = None, limits: Limits | None = None) -> list[RunFiles]:
+def discover_archive(location: Location, name: str | None = None, limits: Limits | None = None) -> list[RunFiles]:
     """The runs of an archive read as a logdir; its refused trace members are listed too, in the
     run of their folder (or the archive's own), each to show why it is not read."""
-    if not is_url(location) and not os.path.isfile(location):
-        raise TraceError(location, "no such file" if not os.path.exists(location) else "not a regular file")
+    if not location.is_url and not os.path.isfile(location.path):
+        raise TraceError(location.text, "no such file" if not os.path.exists(location.path) else "not a regular file")
     arc = archive_at(location, limits)
     ident = archive_identity(location)
-    base = name or _stem(basename(location))
+    base = name or _stem(location.basename)
     by_dir: dict[str, list[ArchiveMember]] = defaultdict(list)
     for m in arc.members:
         folder = posixpath.dirname(m.name.strip("/")) if m.refusal is None else ""
@@ -233,9 +235,12 @@ def discover_archive(location: str, name: str | None = None, limits: Limits | No
     runs = []
     for folder, members in sorted(by_dir.items()):
         run_name = base if not folder else (folder if name is None else f"{name}/{folder}")
-        directory = member_location(arc.kind, folder, location)
+        directory = Location.of_member(arc.kind, folder, location)
         files = [
-            (posixpath.basename(m.name), SpanFile("", member_location(arc.kind, m.name, location), m.size, 0.0, ident))
+            (
+                posixpath.basename(m.name),
+                SpanFile("", Location.of_member(arc.kind, m.name, location), m.size, 0.0, ident),
+            )
             for m in members
             if m.is_trace
         ]

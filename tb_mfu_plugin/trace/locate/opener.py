@@ -1,5 +1,5 @@
 """Open a trace (or a sidecar) by its location, wherever it is: the one function a worker
-needs to read a file named by a path, a URL or an archive member (locations.py).
+needs to read a file named by a ``Location`` (locations.py): a path, a URL or an archive member.
 
 - a local path: ``files.open_regular`` (regular files only, never blocking);
 - a URL: ``remote.open_url``, streamed while the decoder reads, nothing on disk;
@@ -17,14 +17,14 @@ from ..archive.reader import open_member_location
 from ..limits import DEFAULT_LIMITS, Deadline, Limits
 from ..remote.remote import open_url, remote_uncompressed_size
 from .files import open_regular, uncompressed_size
-from .locations import is_url, normalize, parse_member
+from .locations import Location
 
 # A remote file that is not a trace (a sidecar, at most 1 MiB) has this long to arrive.
 SMALL_FILE_SECONDS = 60.0
 
 
 def open_location(
-    location: str,
+    location: Location,
     what: str = "trace",
     size: int | None = None,
     limits: Limits | None = None,
@@ -34,24 +34,23 @@ def open_location(
     saves a remote request; ``limits`` holds an archive to its caps). A remote file is read
     within ``deadline``: by default the ``max_seconds`` of ``limits`` for a trace, and
     ``SMALL_FILE_SECONDS`` at most for anything else."""
-    location = normalize(location)
-    if parse_member(location) is not None:
+    if location.member is not None:
         return open_member_location(location, limits)
-    if is_url(location):
+    if location.is_url:
         if deadline is None:
             seconds = (limits or DEFAULT_LIMITS).max_seconds
             if what != "trace":
                 seconds = min(seconds, SMALL_FILE_SECONDS) if seconds > 0 else SMALL_FILE_SECONDS
-            deadline = Deadline(location, seconds)
+            deadline = Deadline(location.text, seconds)
         return open_url(location, size, deadline)
-    return open_regular(location, what)
+    return open_regular(location.path, what)
 
 
-def decoded_size(location: str, size: int) -> int:
+def decoded_size(location: Location, size: int) -> int:
     """The bytes the decoder will read from ``location``, for progress: gzip's ISIZE trailer
     where it is cheap to read (a local file, one ranged read of an object), else ``size``."""
-    if parse_member(location) is not None:
+    if location.member is not None:
         return size
-    if is_url(location):
+    if location.is_url:
         return remote_uncompressed_size(location, size)
-    return uncompressed_size(location, size)
+    return uncompressed_size(location.path, size)

@@ -35,7 +35,7 @@ import msgspec
 from ...core.errors import TraceError
 from ...core.palm import palm_flops_per_token
 from .discover import SIDECAR_NAME
-from .locations import join
+from .locations import Location
 from .opener import open_location
 
 SIDECAR_VERSION = 1
@@ -143,16 +143,16 @@ def encode_sidecar(sc: Sidecar) -> bytes:
     return msgspec.json.format(_encoder.encode(sc), indent=2) + b"\n"
 
 
-def sidecar_paths(run_dir: str, worker: str | None = None) -> list[str]:
+def sidecar_paths(run_dir: Location, worker: str | None = None) -> list[Location]:
     """Candidate files in priority order: ``<worker>.tb_mfu.json``, then ``tb_mfu.json``."""
     out = []
     if worker:
-        out.append(join(run_dir, f"{worker}.{SIDECAR_NAME}"))
-    out.append(join(run_dir, SIDECAR_NAME))
+        out.append(run_dir.join(f"{worker}.{SIDECAR_NAME}"))
+    out.append(run_dir.join(SIDECAR_NAME))
     return out
 
 
-def _read(path: str) -> bytes | None:
+def _read(path: Location) -> bytes | None:
     """File bytes, or None when it does not exist."""
     try:
         # a FIFO or device named tb_mfu.json must not block the analysis
@@ -161,14 +161,15 @@ def _read(path: str) -> bytes | None:
     except (FileNotFoundError, NotADirectoryError):  # a remote one too (errors.TraceNotFound)
         return None
     except OSError as exc:
-        raise TraceError(path, f"cannot read MFU sidecar ({exc.strerror or exc})") from None
+        raise TraceError(path.text, f"cannot read MFU sidecar ({exc.strerror or exc})") from None
     if len(data) > _MAX_BYTES:
-        raise TraceError(path, "MFU sidecar is larger than 1 MiB")
+        raise TraceError(path.text, "MFU sidecar is larger than 1 MiB")
     return data
 
 
-def load_sidecar(run_dir: str, worker: str | None = None) -> tuple[Sidecar, str] | None:
-    """The sidecar for ``run_dir`` (and ``worker``) with its path, or None when there is none.
+def load_sidecar(run_dir: Location, worker: str | None = None) -> tuple[Sidecar, str] | None:
+    """The sidecar for ``run_dir`` (and ``worker``) with its location's text (as reports show
+    it), or None when there is none.
 
     ``run_dir`` is the directory holding the traces (a run). A file that exists but
     is malformed raises ``TraceError(path, reason)``.
@@ -176,5 +177,5 @@ def load_sidecar(run_dir: str, worker: str | None = None) -> tuple[Sidecar, str]
     for path in sidecar_paths(run_dir, worker):
         data = _read(path)
         if data is not None:
-            return parse_sidecar(data, path), path
+            return parse_sidecar(data, path.text), path.text
     return None

@@ -29,7 +29,7 @@ from typing import IO, Any, cast
 
 from ...core.errors import TraceError
 from ..limits import DEFAULT_LIMITS, Deadline
-from ..locate.locations import scheme
+from ..locate.locations import Location
 from .storage import ALLOWED_ORIGINS, missing_extra, options_for, storage_error
 
 # 16 MiB ranges, 3 in flight: 48 MiB held at most. On moto's loopback server a 92 MB
@@ -47,13 +47,13 @@ class RemoteFile(io.RawIOBase):
     within ``deadline`` (the file's ``max_seconds``): a source that trickles or stalls ends in
     the deadline's one-line error, however slowly its bytes come."""
 
-    def __init__(self, url: str, size: int | None = None, deadline: Deadline | None = None) -> None:
+    def __init__(self, location: Location, size: int | None = None, deadline: Deadline | None = None) -> None:
         super().__init__()
-        self.url = url
+        self.url = url = location.text
         self.deadline = deadline or Deadline(url, DEFAULT_LIMITS.max_seconds)
-        self._fs, self._path = filesystem(url)
+        self._fs, self._path = filesystem(location)
         try:
-            streamed = scheme(url) in STREAMED
+            streamed = location.scheme in STREAMED
             if size is None and not streamed:
                 size = int(self._fs.size(self._path))
         except Exception as exc:  # noqa: BLE001 - any failure of the store is this file's error
@@ -217,26 +217,26 @@ class _Streamed:
                 pass
 
 
-def open_url(url: str, size: int | None = None, deadline: Deadline | None = None) -> IO[bytes]:
+def open_url(url: Location, size: int | None = None, deadline: Deadline | None = None) -> IO[bytes]:
     """``url`` opened for streaming reads (``size`` from the listing saves a request), every
     read within ``deadline``."""
     return cast(IO[bytes], io.BufferedReader(RemoteFile(url, size, deadline), buffer_size=1 << 20))
 
 
-def open_seekable(url: str) -> IO[bytes]:
+def open_seekable(url: Location) -> IO[bytes]:
     """``url`` opened for random access (an archive's index is at its end), in cached blocks."""
     fs, path = filesystem(url)
     try:
         f: IO[bytes] = fs.open(path, "rb", block_size=BLOCK_BYTES, cache_type="readahead")
     except Exception as exc:  # noqa: BLE001
-        raise storage_error(url, exc) from None
+        raise storage_error(url.text, exc) from None
     return f
 
 
-def remote_uncompressed_size(url: str, size: int) -> int:
+def remote_uncompressed_size(url: Location, size: int) -> int:
     """The decoded size of a remote file for the progress bar: a gzip file's ISIZE trailer
     (one ranged read of 4 bytes where the store takes ranges), else ``size``."""
-    if size < 18 or not url.lower().split("?")[0].endswith(".gz") or scheme(url) in STREAMED:
+    if size < 18 or not url.text.lower().split("?")[0].endswith(".gz") or url.scheme in STREAMED:
         return size
     try:
         fs, path = filesystem(url)
@@ -248,7 +248,7 @@ def remote_uncompressed_size(url: str, size: int) -> int:
     return isize
 
 
-def filesystem(url: str, is_folder: bool = False) -> tuple[Any, str]:
+def filesystem(location: Location, is_folder: bool = False) -> tuple[Any, str]:
     """The fsspec file system of ``url`` (with its storage options) and the path inside it.
 
     An http(s) file system is held to the origin of ``url`` and to its folder (``url``
@@ -258,7 +258,8 @@ def filesystem(url: str, is_folder: bool = False) -> tuple[Any, str]:
     """
     import fsspec.core
 
-    proto = scheme(url) or "file"
+    url = location.text
+    proto = location.scheme or "file"
     options = options_for(url)
     allowed = options.pop(ALLOWED_ORIGINS, None)  # ours: no file system takes it
     try:
