@@ -112,8 +112,8 @@ def test_one_rule_says_which_step_a_kernel_belongs_to(tmp_path: Path) -> None:
     from tracegen import TraceBuilder
 
     from tb_mfu_plugin.analysis.options import AnalysisOptions
+    from tb_mfu_plugin.analysis.per_device import analyze_device
     from tb_mfu_plugin.analysis.time import intervals
-    from tb_mfu_plugin.analysis.worker import analyze_device
     from tb_mfu_plugin.diagnosis import DEFAULT
     from tb_mfu_plugin.diagnosis.context import Context
     from tb_mfu_plugin.trace.decode.decode import decode_trace
@@ -138,7 +138,7 @@ def test_one_rule_says_which_step_a_kernel_belongs_to(tmp_path: Path) -> None:
 @pytest.mark.parametrize("run", ["gpt_naive_attention", "ddp_2gpu", "tiny_mlp_cuda_graph"])
 def test_on_real_traces_the_rules_count_the_rows_the_summary_counts(run: str) -> None:
     from tb_mfu_plugin.analysis.options import AnalysisOptions
-    from tb_mfu_plugin.analysis.worker import analyze_device
+    from tb_mfu_plugin.analysis.per_device import analyze_device
     from tb_mfu_plugin.diagnosis import DEFAULT
     from tb_mfu_plugin.diagnosis.context import Context
     from tb_mfu_plugin.trace.decode.decode import decode_trace

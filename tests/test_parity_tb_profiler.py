@@ -34,9 +34,9 @@ from conftest import SAMPLES, SHARED
 from tb_mfu_plugin.analysis.device.devices import gpu_devices
 from tb_mfu_plugin.analysis.kernels import kernels
 from tb_mfu_plugin.analysis.options import AnalysisOptions
+from tb_mfu_plugin.analysis.per_device import analyze_device
 from tb_mfu_plugin.analysis.report import WorkerReport
 from tb_mfu_plugin.analysis.time import intervals
-from tb_mfu_plugin.analysis.worker import analyze_device
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.tables import KERNEL, TraceTables
 

@@ -22,11 +22,11 @@ from ..trace.tables import KERNEL, MEMCPY, MEMSET, OP, TraceTables
 from .flops.attention_chains import AttentionChain, attention_chains
 from .kernels import families as kernel_families
 from .kernels import name_patterns
+from .per_device import DeviceView
 from .time import copies, graphs, intervals, syncs, windows
 from .time import patterns as pt
 from .time.idle_gaps import Gaps, GapThresholds, HostActivity, idle_gaps
 from .time.steps import Steps
-from .worker import DeviceView
 
 
 def _first_type(types: bytes | None) -> str | None:

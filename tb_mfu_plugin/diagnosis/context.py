@@ -11,10 +11,10 @@ from functools import cached_property
 
 from ..analysis.critical_path.whatif import Change
 from ..analysis.device_facts import DeviceFacts
+from ..analysis.per_device import DeviceView
 from ..analysis.report import WorkerReport
 from ..analysis.time.idle_gaps import GapThresholds
 from ..analysis.time.steps import Steps
-from ..analysis.worker import DeviceView
 from ..trace.tables import TraceTables
 from .sync_subjects import SyncCause, sync_subject
 from .thresholds import Thresholds

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from ..analysis.per_device import DeviceView
 from ..analysis.report import WorkerReport
 from ..analysis.time.steps import Steps
-from ..analysis.worker import DeviceView
 from ..trace.tables import TraceTables
 from .context import Context
 from .cost_time import Claim, Findings, TimeSet, combined_gain

@@ -29,9 +29,9 @@ from ..analysis.distributed.info import distributed_block
 from ..analysis.distributed.pipeline_bubble import analyze_pipeline
 from ..analysis.flops.shapes import implausible_input_ops, is_flop_op
 from ..analysis.options import AnalysisOptions
+from ..analysis.per_device import DeviceView, analyze_device
 from ..analysis.report import Report, RunReport, WorkerReport
 from ..analysis.time.steps import Steps
-from ..analysis.worker import DeviceView, analyze_device
 from ..core.distinct import distinct_counts
 from ..core.errors import TraceError, reason_line
 from ..core.version import __version__

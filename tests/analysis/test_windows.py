@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tb_mfu_plugin.analysis import worker
+from tb_mfu_plugin.analysis import per_device
 from tb_mfu_plugin.analysis.kernels import families as kernel_families
 from tb_mfu_plugin.analysis.kernels import kernels
 from tb_mfu_plugin.analysis.report import Metrics, Step
@@ -110,7 +110,7 @@ def test_group_sums_are_numpys_and_pythons(sizes: list[int], seed: int) -> None:
 
 
 def _old_step_metrics(
-    view: worker.DeviceView,
+    view: per_device.DeviceView,
     index: int,
     lo: float,
     hi: float,
@@ -119,7 +119,7 @@ def _old_step_metrics(
     sync_count: int,
     idle_after_sync_us: float,
 ) -> tuple[dict[str, Any], dict[str, float], np.ndarray]:
-    """``worker.step_metrics`` as it was, a step at a time."""
+    """``per_device.step_metrics`` as it was, a step at a time."""
 
     def share(x: float, d: float) -> float:
         return x / d if d > 0 else 0.0
@@ -186,7 +186,7 @@ def _old_step_metrics(
     return m, breakdown, intervals.gaps(ts, end, lo, hi)
 
 
-def _view(scene: tuple[np.ndarray, ...], seed: int) -> tuple[worker.DeviceView, Steps, step_metrics.KernelClasses]:
+def _view(scene: tuple[np.ndarray, ...], seed: int) -> tuple[per_device.DeviceView, Steps, step_metrics.KernelClasses]:
     lo, hi, ts, dur, bps = scene
     rng = np.random.default_rng(seed)
     n, rows = len(lo), len(ts)
@@ -209,7 +209,7 @@ def _view(scene: tuple[np.ndarray, ...], seed: int) -> tuple[worker.DeviceView, 
     occ = np.where(rng.random(rows) < 0.2, np.nan, rng.random(rows))
     step = rng.integers(-1, n, rows)  # any step, as a launch time would give, or none
     steps = Steps(np.arange(n) + 3, lo, hi, lo.copy(), hi.copy())
-    view = worker.DeviceView(gpu, bps, occ, step, float(dur.max()) if rows else 0.0)
+    view = per_device.DeviceView(gpu, bps, occ, step, float(dur.max()) if rows else 0.0)
     kf = kernel_families
     core = [kf.CODE[c] for c in (kf.TENSOR_CORE, kf.UNKNOWN, kf.CUDA_CORE, kf.NOT_MATMUL)]
     classes = step_metrics.KernelClasses(

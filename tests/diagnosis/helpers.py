@@ -10,9 +10,9 @@ from tracegen import TraceBuilder
 
 from tb_mfu_plugin.analysis.fmt import template
 from tb_mfu_plugin.analysis.options import AnalysisOptions
+from tb_mfu_plugin.analysis.per_device import DeviceView, analyze_device
 from tb_mfu_plugin.analysis.report import Finding, WaterfallBar, WorkerReport
 from tb_mfu_plugin.analysis.time.steps import Steps
-from tb_mfu_plugin.analysis.worker import DeviceView, analyze_device
 from tb_mfu_plugin.diagnosis import DEFAULT, RULES, Thresholds, diagnose
 from tb_mfu_plugin.diagnosis import waterfall as wf
 from tb_mfu_plugin.diagnosis.context import Context

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tb_mfu_plugin.analysis.options import AnalysisOptions
-from tb_mfu_plugin.analysis.worker import analyze_device
+from tb_mfu_plugin.analysis.per_device import analyze_device
 from tb_mfu_plugin.diagnosis import DEFAULT, diagnose
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 

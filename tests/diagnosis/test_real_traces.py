@@ -14,8 +14,8 @@ from conftest import SAMPLES, fixture_path
 from tb_mfu_plugin.analysis.device.devices import gpu_devices
 from tb_mfu_plugin.analysis.flops import attention_chains
 from tb_mfu_plugin.analysis.options import AnalysisOptions
+from tb_mfu_plugin.analysis.per_device import analyze_device
 from tb_mfu_plugin.analysis.report import WorkerReport
-from tb_mfu_plugin.analysis.worker import analyze_device
 from tb_mfu_plugin.diagnosis import diagnose
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.tables import KERNEL, TraceTables

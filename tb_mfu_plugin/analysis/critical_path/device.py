@@ -1,4 +1,4 @@
-"""One device's critical-path model, built once by the analysis (``analysis.worker``) and read by
+"""One device's critical-path model, built once by the analysis (``analysis.per_device``) and read by
 the diagnosis, which re-times it for each finding's fix."""
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from ...trace.tables import KERNEL, TraceTables
 from ..flops.per_window import OpFlops
 from ..kernels import families as kernel_families
 from ..options import AnalysisOptions
-from ..worker import DeviceView
+from ..per_device import DeviceView
 from . import dtype_choice
 from .devices import props_of
 from .dtype_choice import DtypeChoice

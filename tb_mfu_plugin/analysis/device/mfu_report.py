@@ -17,10 +17,10 @@ from ..flops.count_once import count_flops
 from ..flops.per_window import flops_in_windows
 from ..flops.source import headline, user_flops
 from ..options import AnalysisOptions
+from ..per_device import DeviceView
 from ..per_trace import once_per_trace
 from ..report import WorkerReport
 from ..time.steps import Steps, launched_in_steps
-from ..worker import DeviceView
 from . import plausibility
 from .mfu import fill_detail, fill_mfu, flops_summary, unattributed_kernel_time
 from .mfu_notes import mfu_spread, note_fp32_peak, withhold_impossible_rates

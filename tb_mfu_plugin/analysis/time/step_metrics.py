@@ -22,7 +22,7 @@ from .steps import Steps
 
 
 class StepRows(Protocol):
-    """The GPU rows of one device and their per-row facts (``worker.DeviceView`` is one)."""
+    """The GPU rows of one device and their per-row facts (``per_device.DeviceView`` is one)."""
 
     @property
     def gpu(self) -> GpuTable: ...
