@@ -78,7 +78,8 @@ def _products_at_once(values: list[Any]) -> np.ndarray | None:
     dims = flat.reshape(len(values), width)
     if (dims < 0).any() or (dims > MAX_PRODUCT).any():
         return None
-    if (dims.astype(np.float64).prod(axis=1) > _SAFE_PRODUCT).any():
+    # the running product, as ``product`` tests it: [2**31, 2**31, 0] is absurd, not 0
+    if (dims.astype(np.float64).cumprod(axis=1) > _SAFE_PRODUCT).any():
         return None
     return np.asarray(dims.prod(axis=1), np.int64)
 
