@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import filterfalse
 from operator import attrgetter
 from typing import Any
 
@@ -30,17 +29,16 @@ from ..tables import (
     MEMORY_COLUMNS,
     CpuTable,
     GpuTable,
-    Names,
     OpInputs,
     TraceMeta,
     TraceTables,
     concat_columns,
-    step_markers,
 )
 from . import schema
 from .categories import CAT_CLASS, CPU, GPU, NO_CAT, kind_without_category
 from .comm_args import CommArgs, comm_column, renumber
 from .memory_events import MEMORY_NOTES, memory_columns, memory_of, memory_table
+from .name_codes import NameCodes
 from .schema import Event
 from .values import MAX_ABS_TS, MAX_COPY_BYTES, MAX_DUR, MAX_PER_SM, floats, in_int64, products
 
@@ -107,18 +105,8 @@ class Columns:
     """Accumulates decoded events into per-chunk numpy columns."""
 
     def __init__(self, keep_inputs: Callable[[str], bool] | None, max_name_chars: int) -> None:
-        self.names: list[str] = []
-        self.codes: dict[str, int] = {}
         self.keep_inputs = keep_inputs
         self.max_name_chars = max_name_chars
-        # per name code: of STEP_PREFIX (ProfilerStep#N is an annotation whatever its category), and
-        # wanted by keep_inputs; arrays grown with the names (a trace of many steps brings one name
-        # per step, and each chunk reads both over all the names)
-        self._is_step = np.zeros(0, bool)
-        self._wanted = np.zeros(0, bool)
-        self._markers: list[int] = []  # codes of the step markers (tables.step_markers)
-        self._marker_numbers: list[int] = []  # and their numbers
-        self._marker_wanted: bool | None = None  # keep_inputs of every step marker, once asked
         self.cpu_parts: list[dict[str, np.ndarray]] = []
         self.gpu_parts: list[dict[str, np.ndarray]] = []
         self.records: list[OpInputs] = []  # distinct recorded inputs; the cpu "input_id" column indexes it
@@ -131,6 +119,7 @@ class Columns:
         self.gpu_rows = 0
         self.memory_rows = 0
         self.problems: Counter[str] = Counter()
+        self.names = NameCodes(keep_inputs, max_name_chars, self.problems)
         self._cats = dict(CAT_CLASS)
         # Non-numeric pid/tid labels ("Spans", "stream 7") -> stable negative ids, per file.
         self._labels: dict[str, int] = {}
@@ -186,44 +175,7 @@ class Columns:
     # -- names ---------------------------------------------------------------------------
 
     def name_codes(self, names: list[str]) -> np.ndarray:
-        codes = self.codes
-        # First-appearance order, not set order: set order follows the per-process string hash,
-        # and codes decide tie orders and summation orders, so reports would differ run to run.
-        new = list(filterfalse(codes.__contains__, dict.fromkeys(names)))
-        if new:
-            self._add_names(new)
-        return np.fromiter(map(codes.__getitem__, names), np.int32, len(names))
-
-    def _add_names(self, new: list[str]) -> None:
-        """Codes for names not seen before: a trace of many steps brings one per step, so each
-        test runs over the whole list at once, and ``keep_inputs`` is asked once for every step
-        marker (as ``tables.Names`` asks its predicates)."""
-        first = len(self.names)
-        self.codes.update(zip(new, range(first, first + len(new)), strict=True))
-        cap = self.max_name_chars
-        if max(map(len, new)) > cap:
-            new = [self._cut(n) if len(n) > cap else n for n in new]
-        self.names += new
-        prefixed, markers, numbers = step_markers(new, first)
-        self._is_step = _grown(self._is_step, len(new), np.array(prefixed, np.int64) - first)
-        self._markers += markers
-        self._marker_numbers += numbers
-        keep = self.keep_inputs
-        wanted: list[int] = []
-        if keep is not None:
-            if self._marker_wanted is None and markers:
-                self._marker_wanted = bool(keep(self.names[markers[0]]))
-            others = np.ones(len(new), bool)
-            others[np.array(markers, np.int64) - first] = False
-            wanted = [i for i in np.flatnonzero(others).tolist() if keep(new[i])]
-            if self._marker_wanted:
-                wanted += [c - first for c in markers]
-        self._wanted = _grown(self._wanted, len(new), np.array(wanted, np.int64))
-
-    def _cut(self, name: str) -> str:
-        self.problems["names"] += 1
-        cut = name[: self.max_name_chars]
-        return f"{cut}…[{len(name) - len(cut)} more characters cut]"
+        return self.names.of(names)
 
     # -- events --------------------------------------------------------------------------
 
@@ -288,7 +240,7 @@ class Columns:
     ) -> None:
         cols = self._common(evs, ts, codes)
         # ProfilerStep#N is an annotation even where the 2021 schema files it as an operator
-        is_step = self._is_step
+        is_step = self.names.is_step
         kind = np.where(is_step[codes], ANNOTATION, kind).astype(np.int8)
         cols.update(
             kind=kind,
@@ -307,7 +259,7 @@ class Columns:
         out = np.full(len(args), -1, np.int32)
         if self.keep_inputs is None:
             return out
-        wanted = self._wanted
+        wanted = self.names.wanted
         # One loop body, no call per op: a 1 GB trace keeps the shapes of ~400 k ops.
         get, new = self._record_ids.get, self._record_id
         at, ids = [], []
@@ -380,7 +332,7 @@ class Columns:
         """Everything decoded so far, for a worker to send back: one array per column."""
         problems = Counter({k: n for k, n in self.problems.items() if k != "names"})  # absorb counts names again
         return Part(
-            names=list(self.codes),
+            names=list(self.names.codes),
             labels=list(self._labels),
             cpu=concat_columns(self.cpu_parts, CPU_COLUMNS) if self.cpu_parts else None,
             gpu=concat_columns(self.gpu_parts, GPU_COLUMNS) if self.gpu_parts else None,
@@ -433,15 +385,9 @@ class Columns:
         comm = list(self.comm_args)
         memory = memory_table(self.memory_parts)
         self.memory_parts = []
-        names = Names(self.names, (self._markers, self._marker_numbers))
-        return TraceTables(meta=meta, names=names, cpu=cpu_table, gpu=gpu_table, comm_args=comm, memory=memory)
-
-
-def _grown(mask: np.ndarray, n: int, true_at: np.ndarray) -> np.ndarray:
-    """``mask`` with ``n`` more entries, True at ``true_at`` (indexes among the new ones)."""
-    more = np.zeros(n, bool)
-    more[true_at] = True
-    return np.concatenate([mask, more])
+        return TraceTables(
+            meta=meta, names=self.names.table(), cpu=cpu_table, gpu=gpu_table, comm_args=comm, memory=memory
+        )
 
 
 def _relabel(ids: np.ndarray, labels: np.ndarray) -> None:
