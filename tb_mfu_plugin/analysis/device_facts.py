@@ -168,23 +168,22 @@ class DeviceFacts:
 
     # ------------------------------------------------------------------ host windows
 
-    @cached_property
-    def optimizer_rows(self) -> np.ndarray:
-        rows = pt.optimizer_step_rows(self.tables)
+    def _in_steps(self, rows: np.ndarray) -> np.ndarray:
+        """The cpu ``rows`` that start inside a step's host window."""
         kept: np.ndarray = rows[self.host_in_steps(self.tables.cpu.ts[rows])]
         return kept
+
+    @cached_property
+    def optimizer_rows(self) -> np.ndarray:
+        return self._in_steps(pt.optimizer_step_rows(self.tables))
 
     @cached_property
     def zero_grad_rows(self) -> np.ndarray:
-        rows = pt.zero_grad_rows(self.tables)
-        kept: np.ndarray = rows[self.host_in_steps(self.tables.cpu.ts[rows])]
-        return kept
+        return self._in_steps(pt.zero_grad_rows(self.tables))
 
     @cached_property
     def dataloader_rows(self) -> np.ndarray:
-        rows = pt.dataloader_rows(self.tables)
-        kept: np.ndarray = rows[self.host_in_steps(self.tables.cpu.ts[rows])]
-        return kept
+        return self._in_steps(pt.dataloader_rows(self.tables))
 
     @cached_property
     def attention_chains(self) -> list[AttentionChain]:
