@@ -10,7 +10,8 @@ and times each end to end in a child process pinned to one core (decode, metrics
 roofline, diagnosis, JSON on stdout), with benchmarks/bench_big_trace.py's ``measure``: wall
 and CPU time, MB/s of uncompressed JSON by wall time, and peak RSS (the largest process, and
 the process tree sampled every 20 ms). With TB_MFU_DECODE_PROCESSES=1 the gzip is inflated in
-the same process: the CPU time is the analysis's alone.
+the same process: the CPU time is the analysis's alone. The bytecode is cached, as an installed
+package's is (``bench_big_trace.child_env``).
 
 What costs per step: each step brings a ``ProfilerStep#N`` name of its own (``trace.tables.Names``
 knows them, so that name predicates are asked once for all of them), a ``Step`` struct in the report
@@ -37,7 +38,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_big_trace import Run, measure  # noqa: E402
+from bench_big_trace import Run, child_env, measure, warm  # noqa: E402
 from many_steps import build  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,8 +59,7 @@ def _digest(path: Path) -> str:
 
 
 def run(trace: Path, checkout: Path, label: str, limit_s: float, out: Path) -> Run:
-    path = os.pathsep.join(p for p in (str(checkout), os.environ.get("PYTHONPATH", "")) if p)
-    env = {**os.environ, "PYTHONPATH": path, "TB_MFU_DECODE_PROCESSES": "1"}
+    env = {**child_env(checkout), "TB_MFU_DECODE_PROCESSES": "1"}
     cmd = [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(trace), "--json", "--jobs", "1"]
     # stdout to a file (the shell execs the CLI: the same process): the report of 100,000 steps is
     # tens of MB, and its hash says whether two checkouts agree
@@ -87,6 +87,8 @@ def main() -> None:
     print(f"{'':<58} {'wall s':>7} {'CPU s':>7} {'MB/s':>7} {'peak RSS (tree)':>22}", flush=True)
     checkouts = [(args.compare, args.compare.name)] if args.compare else []
     checkouts.append((ROOT, "this checkout"))
+    for checkout, _ in checkouts:
+        warm(checkout)
     for trace in traces:
         size = _json_size(trace)
         print(f"{trace.name}: {trace.stat().st_size / 1e6:.1f} MB gzipped, {size / 1e6:.0f} MB of JSON", flush=True)

@@ -453,3 +453,47 @@ def test_html_is_the_download_page_of_every_run(tmp_path: Path, capsys: pytest.C
     # a page that cannot be written: one line, status 1
     assert main(["analyze", str(logdir / "ddp_2gpu"), "--html", str(tmp_path / "no" / "such" / "x.html")]) == 1
     assert "cannot write the HTML report" in capsys.readouterr().err
+
+
+def test_the_command_ends_without_teardown_yet_loses_nothing(tmp_path: Path) -> None:
+    """``tb-mfu`` (``cli.run``) leaves with ``os._exit`` rather than free its reports: its output
+    is still whole, its status the command's, and the exit handlers (temporary files',
+    multiprocessing's) still run."""
+    run = SAMPLES / "ddp_2gpu"
+    marker = tmp_path / "atexit_ran"
+    code = (
+        "import atexit, pathlib, sys; from tb_mfu_plugin.cli import run; "
+        f"atexit.register(pathlib.Path({str(marker)!r}).write_text, 'yes'); "
+        "sys.argv[1:] = sys.argv[1:]; run()"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "analyze", str(run), "--json"], capture_output=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.endswith(b"}\n") and json.loads(proc.stdout)["runs"][0]["workers"]
+    assert marker.read_text() == "yes"
+    missing = subprocess.run(
+        [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(tmp_path / "nope")], capture_output=True, timeout=120
+    )
+    assert missing.returncode == 2 and b"no such file or directory" in missing.stderr
+    gate = subprocess.run(
+        [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(run), "--min-mfu", "99"],
+        capture_output=True,
+        timeout=300,
+    )
+    assert gate.returncode == 3, gate.stderr  # a worker below the gate
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly() -> None:
+    """``tb-mfu analyze --json | head -c 100``: status 1 and no traceback on stderr."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(SAMPLES / "ddp_2gpu")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(100)
+    proc.stdout.close()  # before the tables are all written: the pipe holds far less than they are
+    err = proc.stderr.read()
+    assert proc.wait(timeout=300) == 1
+    assert b"Traceback" not in err and b"BrokenPipeError" not in err, err

@@ -1,7 +1,5 @@
 """``python -m tb_mfu_plugin.cli``: the ``tb-mfu`` command."""
 
-import sys
+from .exit import run
 
-from .main import main
-
-sys.exit(main())
+run()

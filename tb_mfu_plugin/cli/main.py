@@ -155,7 +155,9 @@ def _checked(option: Option):  # type: ignore[no-untyped-def]
     return parse
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) -> int:
+    """Run one ``tb-mfu`` command; its exit status. ``keep``, when given, receives the reports
+    (see ``run``: the process then ends without freeing them)."""
     args = build_parser().parse_args(argv)
     prefer_small_pages()
     paths = [args.baseline, *args.other] if args.command == "compare" else [args.path]
@@ -176,6 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tb-mfu: {shown(one_line(exc))}", file=sys.stderr)
         return 2
     shown_reports = [shown_report(r) for r in reports]  # every output below is made from these
+    if keep is not None:
+        keep.append(shown_reports)
     reports = [r for r, _ in shown_reports]
     for path, report in zip(paths, reports, strict=True):
         if not any(r.workers for r in report.runs):
@@ -325,7 +329,3 @@ def _compare(reports: list[Report], as_json: bool) -> int:
 
         print_strategies(comparison.strategies)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -62,6 +62,7 @@ def structs_of_columns(
         for j, key in enumerate(inner):
             template[f"n{i}k{j}"], template[f"n{i}c{j}"] = _key(key), _FLOAT
     entries = len(values) + len(nested)
+    blank = np.frombuffer(template.tobytes(), np.uint8)  # one row's bytes: the keys, type bytes, zeros
     decoder = msgspec.msgpack.Decoder(list[struct])  # type: ignore[valid-type]
     out: list[T] = []
     gc_was_enabled = gc.isenabled()
@@ -71,7 +72,7 @@ def structs_of_columns(
     gc.disable()
     try:
         for lo in range(0, n, _ROWS_AT_ONCE):
-            out += decoder.decode(_rows(lo, min(n, lo + _ROWS_AT_ONCE), row, template, values, nested, entries))
+            out += decoder.decode(_rows(lo, min(n, lo + _ROWS_AT_ONCE), row, blank, values, nested, entries))
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -82,7 +83,7 @@ def _rows(
     lo: int,
     hi: int,
     row: np.dtype,
-    template: np.ndarray,
+    blank: np.ndarray,
     values: dict[str, tuple[np.ndarray, np.ndarray | None]],
     nested: dict[str, dict[str, np.ndarray]],
     entries: int,
@@ -90,8 +91,10 @@ def _rows(
     """The msgpack array of rows ``lo`` to ``hi`` (see ``structs_of_columns``)."""
     buf = bytearray(5 + (hi - lo) * row.itemsize)
     buf[0], buf[1:5] = _ARRAY32, (hi - lo).to_bytes(4, "big")
+    # Every row starts as the blank one, copied as bytes: assigning the structured template
+    # instead goes field by field through numpy's unaligned path, ~7x slower
+    np.frombuffer(buf, np.uint8, offset=5).reshape(hi - lo, row.itemsize)[...] = blank
     rows = np.frombuffer(buf, row, offset=5)
-    rows[...] = template
     nones = np.zeros(hi - lo, np.int64)
     for i, (column, known) in enumerate(values.values()):
         rows[f"v{i}"] = column[lo:hi]
