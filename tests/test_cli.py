@@ -466,9 +466,7 @@ def test_the_command_ends_without_teardown_yet_loses_nothing(tmp_path: Path) -> 
         f"atexit.register(pathlib.Path({str(marker)!r}).write_text, 'yes'); "
         "sys.argv[1:] = sys.argv[1:]; run()"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code, "analyze", str(run), "--json"], capture_output=True, timeout=300
-    )
+    proc = subprocess.run([sys.executable, "-c", code, "analyze", str(run), "--json"], capture_output=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.endswith(b"}\n") and json.loads(proc.stdout)["runs"][0]["workers"]
     assert marker.read_text() == "yes"
