@@ -65,10 +65,8 @@ def apply_to_report(
     peak = mfu_peak(tables, view, of, device, user.options)
     choice = peak.peak
     if report.device is not None:
-        report.device.peak_flops = choice.peak_flops
-        report.device.peak_source = choice.source
+        report.device.peak_flops, report.device.peak_source = choice.peak_flops, choice.source
         report.device.dtype = choice.dtype
-
     has_shapes = bool(len(of)) and float(wf.flops.sum()) > 0
     head, head_source = headline(options, has_shapes, wf, user, len(dur))
     fill_mfu(report, head, dur, choice.peak_flops)
