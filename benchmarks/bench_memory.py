@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SCALE = ROOT.parent / "shared" / "tools" / "scale_trace.py"
@@ -40,21 +41,39 @@ PLAIN_SOURCE = ROOT / "sample_traces" / "gpt_sdpa_fused"
 PHASES = ("decode", "analyze")
 
 
-def run_phase(phase: str, path: str) -> str:
-    """The phase's work in this process (the package first on sys.path); what it produced."""
-    from tb_mfu_plugin.trace.decode.decode import decode_trace
+def load() -> tuple[Any, Any, Any]:
+    """``decode_trace``, ``AnalysisOptions`` and ``analyze_tables``, imported before the clock
+    starts: the modules where they are now, else where they were before issue 24's layout (a
+    ``--compare`` checkout from before issue 25 has the old one)."""
+    decode = _first("tb_mfu_plugin.trace.decode.decode", "tb_mfu_plugin.trace.decode")
+    options = _first("tb_mfu_plugin.analysis.options", "tb_mfu_plugin.options")
+    pipeline = _first("tb_mfu_plugin.running.pipeline", "tb_mfu_plugin.pipeline")
+    return decode.decode_trace, options.AnalysisOptions, pipeline.analyze_tables
 
+
+def run_phase(phase: str, path: str, fns: tuple[Any, Any, Any]) -> str:
+    """The phase's work in this process (the package first on sys.path); what it produced."""
+    decode_trace, analysis_options, analyze_tables = fns
     tables = decode_trace(path, processes=1)
     rows = len(getattr(tables, "memory", ()))
     if phase == "decode":
         return f"{len(tables.cpu):,} cpu, {len(tables.gpu):,} gpu, {rows:,} memory rows"
-    from tb_mfu_plugin.analysis.options import AnalysisOptions
-    from tb_mfu_plugin.running.pipeline import analyze_tables
-
-    reports = analyze_tables(tables, "rank0", "", AnalysisOptions())
+    reports = analyze_tables(tables, "rank0", "", analysis_options())
     m = getattr(reports[0], "memory", None)
     peak = m.peak_allocated_bytes if m is not None else None
     return f"{rows:,} memory rows, {len(reports[0].steps)} steps, peak allocated {peak}"
+
+
+def _first(*names: str) -> Any:
+    """The first of the modules ``names`` that imports."""
+    import importlib
+
+    for name in names[:-1]:
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            pass
+    return importlib.import_module(names[-1])
 
 
 def child(checkout: Path, phase: str, path: str, pin: int | None) -> tuple[float, int, str]:
@@ -93,8 +112,9 @@ def main() -> None:
         sys.path.insert(0, args.root)
         if args.pin is not None:
             os.sched_setaffinity(0, {args.pin})
+        fns = load()
         t0 = time.perf_counter()
-        what = run_phase(args.phase, args.path)
+        what = run_phase(args.phase, args.path, fns)
         print(f"{time.perf_counter() - t0}\t{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\t{what}")
         return
     where = Path(tempfile.gettempdir()) / "tb_mfu_bench_memory"
@@ -115,6 +135,9 @@ def main() -> None:
                 for cname, checkout in checkouts.items():
                     secs, rss, what = child(checkout, phase, str(path), args.pin)
                     size = os.path.getsize(path) / 1e6
+                    if what.startswith("failed"):  # no time to show, and none in the median
+                        print(f"{cname:<9}{tname:<8}{phase:<9}{'—':>7}{'—':>8}{'—':>11}  {what}", flush=True)
+                        continue
                     times.setdefault((cname, tname, phase), []).append(secs)
                     print(
                         f"{cname:<9}{tname:<8}{phase:<9}{secs:7.2f}{size / max(secs, 1e-9):8.1f}"
