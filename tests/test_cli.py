@@ -495,3 +495,27 @@ def test_a_reader_that_goes_away_ends_the_command_quietly() -> None:
     err = proc.stderr.read()
     assert proc.wait(timeout=300) == 1
     assert b"Traceback" not in err and b"BrokenPipeError" not in err, err
+
+
+def test_a_folder_of_other_json_traces_says_what_it_holds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder with no ``*.pt.trace.json[.gz]`` but HTA-style ``rank-0.json.gz`` files: status 2
+    and one line saying how many other JSON files are there and how to read one; the sidecar
+    and a file named directly are not in the count."""
+    folder = tmp_path / "hta_style"
+    folder.mkdir()
+    for rank in (0, 1):
+        _good(tmp_path / "t.pt.trace.json.gz").rename(folder / f"rank-{rank}.json.gz")
+    (folder / "tb_mfu.json").write_text('{"flops_per_step": 1e12}')
+    (folder / "odd\nname.json").write_text("{}")
+    assert main(["analyze", str(folder)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.endswith(
+        "no trace files (*.pt.trace.json[.gz]) found; 3 other JSON files (odd\\nname.json, rank-0.json.gz "
+        "and 1 more): name one to analyse it"
+    ), line
+    assert main(["analyze", str(folder / "rank-1.json.gz"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"][0]["workers"][0]["summary"]["steps"] == 3
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["analyze", str(empty)]) == 2
+    assert capsys.readouterr().err.strip().endswith("no trace files (*.pt.trace.json[.gz]) found")

@@ -34,6 +34,7 @@ from ..running.flags import (
 from ..running.jobs import SchedulerError
 from ..running.pipeline import analyze_paths, thresholds_from
 from ..running.shown import shown_report
+from ..trace.locate.discover import other_json_files
 from ..trace.locate.locations import Location
 from ..trace.remote.redact import shown
 from ..trace.remote.storage import use_storage_options
@@ -181,9 +182,9 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
     if keep is not None:
         keep.append(shown_reports)
     reports = [r for r, _ in shown_reports]
-    for path, report in zip(paths, reports, strict=True):
+    for path, loc, report in zip(paths, where, reports, strict=True):
         if not any(r.workers for r in report.runs):
-            print(f"tb-mfu: {shown(one_line(path))}: no trace files (*.pt.trace.json[.gz]) found", file=sys.stderr)
+            print(f"tb-mfu: {shown(one_line(path))}: {one_line(_no_traces(loc))}", file=sys.stderr)
             return 2
     # Each bad file once, as one line on stderr (the tables only say that its worker failed).
     for w in (w for report in reports for r in report.runs for w in r.workers):
@@ -210,6 +211,19 @@ def _locations(paths: list[str], options: AnalysisOptions, storage_options: str 
     except (ValueError, TraceError) as exc:
         return one_line(exc)
     return where
+
+
+def _no_traces(where: Location) -> str:
+    """Why a location gave no report, with what a local folder holds instead, if anything."""
+    why = "no trace files (*.pt.trace.json[.gz]) found"
+    if not where.is_local or where.archive_kind is not None or not os.path.isdir(where.path):
+        return why
+    count, names = other_json_files(where.path)
+    if not count:
+        return why
+    more = f" and {count - len(names)} more" if count > len(names) else ""
+    files = f"{count} other JSON file{'s' if count != 1 else ''} ({', '.join(names)}{more})"
+    return f"{why}; {files}: name one to analyse it"
 
 
 @dataclass(frozen=True)
@@ -298,7 +312,8 @@ def _export_scalars(report: Report, out: str, replace: bool) -> int:
         print(f"tb-mfu: {exc}", file=sys.stderr)
         return 1
     for r in runs:
-        print(f"{r.path}: {r.points} points from {sum(len(w.steps) for w in r.workers)} steps")
+        steps = sum(len(w.steps) for w in r.workers)
+        print(f"{r.path}: {r.points} points from {steps} step{'s' if steps != 1 else ''}")
     print(f"tensorboard --logdir {out}")
     return 0
 

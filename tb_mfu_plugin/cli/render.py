@@ -126,7 +126,7 @@ def _print_device_and_steps(console: Console, dev: Device, s: Summary) -> None:
     )
     spread = s.distribution.get("step_time_us")
     console.print(
-        f"{s.steps} steps, {label('step_time_us').lower()} {us(s.step_time_us)}"
+        f"{s.steps} step{'s' if s.steps != 1 else ''}, {label('step_time_us').lower()} {us(s.step_time_us)}"
         + (f" (mean {us(s.step_time_mean_us)}, min {us(spread.min)}, max {us(spread.max)})" if spread else ""),
         highlight=False,
     )

@@ -147,3 +147,20 @@ def discover_runs(path: str, name: str | None = None) -> list[RunFiles]:
             runs.append(run)
     runs.sort(key=lambda r: r.name)
     return runs
+
+
+def other_json_files(path: str, shown: int = 2) -> tuple[int, list[str]]:
+    """JSON files under the local folder ``path`` that are not named as trace files (nor the
+    sidecar): how many, and the first ``shown`` of them relative to ``path``. What a folder with
+    no run holds instead, for the one-line error: traces saved by other tools (HTA's
+    ``rank-0.json.gz``, TraceLens's) are read when named directly, never picked up by a folder's
+    name, as torch-tb-profiler does (a config ``.json`` is no trace)."""
+    count, names = 0, list[str]()
+    for dirpath, dirnames, filenames in os.walk(path):
+        dirnames.sort()
+        for f in sorted(filenames):
+            if f.endswith((".json", ".json.gz")) and not TRACE_FILE.match(f) and not f.endswith(SIDECAR_NAME):
+                count += 1
+                if len(names) < shown:
+                    names.append(os.path.relpath(os.path.join(dirpath, f), path))
+    return count, names
