@@ -34,6 +34,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_big_trace import child_env  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 SCALE = ROOT.parent / "shared" / "tools" / "scale_trace.py"
 MEMORY_SOURCE = ROOT / "sample_traces" / "gpt_memory"
@@ -79,7 +82,7 @@ def _first(*names: str) -> Any:
 def child(checkout: Path, phase: str, path: str, pin: int | None) -> tuple[float, int, str]:
     cmd = [sys.executable, __file__, path, "--phase", phase, "--root", str(checkout)]
     cmd += [] if pin is None else ["--pin", str(pin)]
-    env = {**os.environ, "PYTHONPATH": str(checkout), "TB_MFU_DECODE_PROCESSES": "1"}
+    env = {**child_env(checkout), "TB_MFU_DECODE_PROCESSES": "1"}
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode:
         return 0.0, 0, "failed: " + (out.stderr.strip().splitlines() or ["?"])[-1]

@@ -134,6 +134,11 @@ def count(x: float | None, digits: int | None = None) -> str:
     return fixed(x, d)
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` and its noun, singular for one: "1 step", "3 steps"."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def factor(x: float | None) -> str:
     """A multiple (how many times something fits or grows): 2 decimals below 10, 1 above, then ×."""
     if x is None or not _known(x):

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..analysis.fmt import mfu_text
+from ..analysis.fmt import counted, mfu_text
 from ..analysis.options import AnalysisOptions
 from ..analysis.report import Report, WorkerReport
 from ..core.errors import TraceError
@@ -222,7 +222,7 @@ def _no_traces(where: Location) -> str:
     if not count:
         return why
     more = f" and {count - len(names)} more" if count > len(names) else ""
-    files = f"{count} other JSON file{'s' if count != 1 else ''} ({', '.join(names)}{more})"
+    files = f"{counted(count, 'other JSON file')} ({', '.join(names)}{more})"
     return f"{why}; {files}: name one to analyse it"
 
 
@@ -279,7 +279,7 @@ def _write_html(report: Report, path: str, out: str) -> bool:
         print(f"tb-mfu: {one_line(out)}: cannot write the HTML report ({one_line(exc)})", file=sys.stderr)
         return False
     runs = len(report.runs)
-    print(f"tb-mfu: wrote {one_line(out)} ({runs} run{'s' if runs != 1 else ''})", file=sys.stderr)
+    print(f"tb-mfu: wrote {one_line(out)} ({counted(runs, 'run')})", file=sys.stderr)
     return True
 
 
@@ -312,8 +312,7 @@ def _export_scalars(report: Report, out: str, replace: bool) -> int:
         print(f"tb-mfu: {exc}", file=sys.stderr)
         return 1
     for r in runs:
-        steps = sum(len(w.steps) for w in r.workers)
-        print(f"{r.path}: {r.points} points from {steps} step{'s' if steps != 1 else ''}")
+        print(f"{r.path}: {r.points} points from {counted(sum(len(w.steps) for w in r.workers), 'step')}")
     print(f"tensorboard --logdir {out}")
     return 0
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from ..analysis import fmt
 from ..analysis.definitions import AGGREGATION, label
 from ..analysis.flops.detail import FlopsDetail
 from ..analysis.fmt import core_unit, count, figure, flop_rate, flops, gbps, mfu_shown, mfu_text, nbytes, pct, us
@@ -81,7 +82,7 @@ def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int) ->
     console.rule(title)
     _print_device_and_steps(console, dev, s)
     t = _table(
-        f"Where the step goes ({AGGREGATION}: {s.steps} step{'' if s.steps == 1 else 's'})",
+        f"Where the step goes ({AGGREGATION}: {fmt.counted(s.steps, 'step')})",
         tuple(label(k) for k in _SUMMARY_ROW),
     )
     t.add_row(*(mfu_text(w) if k == "mfu" else figure(k, getattr(s, k)) for k in _SUMMARY_ROW))
@@ -126,7 +127,7 @@ def _print_device_and_steps(console: Console, dev: Device, s: Summary) -> None:
     )
     spread = s.distribution.get("step_time_us")
     console.print(
-        f"{s.steps} step{'s' if s.steps != 1 else ''}, {label('step_time_us').lower()} {us(s.step_time_us)}"
+        f"{fmt.counted(s.steps, 'step')}, {label('step_time_us').lower()} {us(s.step_time_us)}"
         + (f" (mean {us(s.step_time_mean_us)}, min {us(spread.min)}, max {us(spread.max)})" if spread else ""),
         highlight=False,
     )

@@ -174,7 +174,7 @@ def list_source(src: Source, limits: Limits | None = None) -> Listed:
 
 def _slow(src: Source) -> bool:
     """A source whose listing may take long (a URL, an archive): listed on its own thread."""
-    return src.location is None or not src.location.is_local or src.location.archive_kind is not None
+    return src.is_remote or (src.location is not None and src.location.archive_kind is not None)
 
 
 def merge(sources: list[Source], listed: dict[Source, Listed]) -> Scan:

@@ -9,8 +9,6 @@ the formulas as ``flop_formulas.Hints``.
 
 from __future__ import annotations
 
-from itertools import compress, count
-
 import numpy as np
 
 from ...trace.tables import OP, TraceTables
@@ -57,20 +55,19 @@ def _forward_convs_lack_concrete(tables: TraceTables, frows: np.ndarray) -> bool
     return False
 
 
-def _codes_of(names: list[str], name: str) -> list[int]:
-    """The codes of ``name`` (a cut long name may repeat), compared in C: a trace of many steps has
-    a name per step."""
-    return list(compress(count(), map(name.__eq__, names)))
+def _codes_of(tables: TraceTables, name: str) -> np.ndarray:
+    """The codes of ``name`` (a cut long name may repeat), the step markers asked once."""
+    return np.flatnonzero(tables.name_codes(name.__eq__))
 
 
 def legacy_grad_input_hints(tables: TraceTables, ax: ThreadAxis, frows: np.ndarray) -> dict[int, bool]:
     """For the legacy ``cudnn_convolution_backward`` rows among ``frows``: was grad_input computed?"""
     c = tables.cpu
-    codes = _codes_of(tables.names, F.LEGACY_CONV_BACKWARD)
-    if not codes:
+    codes = _codes_of(tables, F.LEGACY_CONV_BACKWARD)
+    if not len(codes):
         return {}
     parents = frows[np.isin(c.name[frows], codes)]
-    child_codes = _codes_of(tables.names, F.LEGACY_CONV_BACKWARD_INPUT)
+    child_codes = _codes_of(tables, F.LEGACY_CONV_BACKWARD_INPUT)
     children = np.nonzero(np.isin(c.name, child_codes) & (c.kind == OP))[0]
     pts = np.sort(ax.g0[children])
     has = nesting.contains_point(ax.g0[parents], ax.g1[parents], pts, ax.tol)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...core.distinct import distinct
-from ...trace.tables import ANNOTATION, OP, GpuTable, TraceTables
+from ...trace.tables import ANNOTATION, OP, STEP_PREFIX, GpuTable, TraceTables
 from ..kernels.name_patterns import DATALOADER, OPTIMIZER_STEP, OPTIMIZER_ZERO_GRAD, name_mask
 from . import intervals
 from .nesting import outermost_per_thread
@@ -157,7 +157,7 @@ def host_activity(tables: TraceTables, lo: float, hi: float, limit: int = 5) -> 
     end_idx = int(np.searchsorted(cpu.ts, hi, side="left"))
     cand = np.arange(end_idx)
     cand = cand[((cpu.kind[cand] == OP) | (cpu.kind[cand] == ANNOTATION)) & (cpu.end[cand] > lo)]
-    cand = cand[~tables.name_codes(lambda n: n.startswith("ProfilerStep#"))[cpu.name[cand]]]
+    cand = cand[~tables.name_codes(lambda n: n.startswith(STEP_PREFIX))[cpu.name[cand]]]
     if not len(cand):
         return []
     cand = outermost_per_thread(tables, cand)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...trace.tables import ANNOTATION, Names, TraceTables
+from ...trace.tables import ANNOTATION, STEP_PREFIX, Names, TraceTables
 from ..kernels.name_patterns import launch_call_rows
 from ..per_trace import once_per_trace
 from . import intervals
@@ -60,7 +60,7 @@ def _step_numbers(tables: TraceTables) -> np.ndarray:
 
 def _unread(names: Names) -> list[int]:
     """Codes of the "ProfilerStep#..." names whose number ``Names`` did not read, ascending."""
-    others = [c for c in np.flatnonzero(~names.is_marker).tolist() if names[c].startswith("ProfilerStep#")]
+    others = [c for c in np.flatnonzero(~names.is_marker).tolist() if names[c].startswith(STEP_PREFIX)]
     return sorted(names.markers[names.marker_numbers < 0].tolist() + others)
 
 

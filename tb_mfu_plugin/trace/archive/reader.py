@@ -132,7 +132,9 @@ class Archive:
         suffix the kind, unless ``kind`` is ``zip`` or ``tar``)."""
         location = source if isinstance(source, Location) else None
         label = name or (location.text if location is not None else "archive")
-        kind = kind or (location if location is not None and not name else Location.local(label)).archive_kind
+        # the kind from the name it is given, else from its location's path (a URL's, without query)
+        named = location if location is not None and not name else Location.local(label)
+        kind = kind or named.archive_kind
         if kind is None:
             raise TraceError(label, "not an archive we read (.zip, .tar.gz, .tgz, .tar)")
         raw = _open_raw(source) if isinstance(source, Location) else source

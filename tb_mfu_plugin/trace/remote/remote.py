@@ -236,7 +236,7 @@ def open_seekable(url: Location) -> IO[bytes]:
 def remote_uncompressed_size(url: Location, size: int) -> int:
     """The decoded size of a remote file for the progress bar: a gzip file's ISIZE trailer
     (one ranged read of 4 bytes where the store takes ranges), else ``size``."""
-    if size < 18 or not url.text.lower().split("?")[0].endswith(".gz") or url.scheme in STREAMED:
+    if size < 18 or not url.path.lower().endswith(".gz") or url.scheme in STREAMED:
         return size
     try:
         fs, path = filesystem(url)
