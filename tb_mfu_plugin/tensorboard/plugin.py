@@ -215,7 +215,7 @@ class MfuPlugin(base_plugin.TBPlugin):
             PendingFile(
                 worker=worker,
                 span=span.span,
-                file=os.path.basename(span.path.text),
+                file=span.path.basename,
                 state=cast(SpanStateName, st.state),
                 progress=round(st.progress, 4),
                 bytes_read=st.bytes_read,

@@ -80,3 +80,36 @@ def test_the_partial_report_decodes_as_its_struct(serve, tmp_path: Path):
     finally:
         gate.set()
     s.settle()
+
+
+def test_a_pending_archive_member_is_named_by_its_own_file(serve, tmp_path: Path):
+    """/report's 202 body of a zip logdir names the member still being analysed (its trace's file
+    name), as /runs does, not the archive it is in."""
+    import threading
+    import zipfile
+
+    from tb_mfu_plugin.running.pipeline import analyze_file
+    from tb_mfu_plugin.tensorboard.bodies import PartialReport
+
+    team = tmp_path / "team.zip"
+    with zipfile.ZipFile(team, "w") as z:
+        for f in sorted((SAMPLES / "ddp_2gpu").glob("*.pt.trace.json.gz")):
+            z.write(f, f"ddp_2gpu/{f.name}")
+    gate = threading.Event()
+
+    def analyze(span, worker, options, progress):  # type: ignore[no-untyped-def]
+        assert worker == "rank0" or gate.wait(60)
+        return analyze_file(span, worker, options, progress)
+
+    s = serve(team, analyze=analyze, workers="2")
+    try:
+        s.wait_for(lambda: s.plugin._index.scanned)
+        s.wait_for(lambda: len(s.json("/report?run=ddp_2gpu", status=202)["workers"]) == 1)
+        partial = decoded(s.get("/report?run=ddp_2gpu").get_data(), PartialReport)
+        assert isinstance(partial, PartialReport)
+        (pending,) = partial.pending
+        rank1 = next((SAMPLES / "ddp_2gpu").glob("rank1.*.pt.trace.json.gz")).name
+        assert pending.worker == "rank1" and pending.file == rank1
+    finally:
+        gate.set()
+    s.settle()
