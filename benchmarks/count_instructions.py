@@ -4,8 +4,8 @@
 Seconds on a shared 2-core VM move by up to 2x between runs of the same code, which hides a
 5-10 % change; the instruction count of the same command does not move. Each checkout runs with
 its bytecode cached (``bench_big_trace.child_env``) and one decode process, under
-``valgrind --tool=callgrind`` (about 50x slower than a plain run: ~3 min for the 100,000-step
-trace of bench_many_steps.py), the checkouts in parallel, one per core.
+``valgrind --tool=callgrind``, the checkouts in parallel, one per core: two checkouts of the
+100,000-step trace of bench_many_steps.py took about 4 minutes side by side here.
 
 usage: python benchmarks/count_instructions.py TRACE CHECKOUT [CHECKOUT ...]
 """
@@ -25,17 +25,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_big_trace import child_env, warm  # noqa: E402
 
 
-def count(trace: Path, checkout: Path, out_dir: Path) -> int | str:
-    """The instructions of one run, or why there is no count."""
+def count(trace: Path, checkout: Path, out: Path) -> int | str:
+    """The instructions of one run, or why there is no count. ``out``: a path stem for valgrind's files."""
     warm(checkout)
     env = {**child_env(checkout), "TB_MFU_DECODE_PROCESSES": "1"}
-    out = out_dir / f"callgrind.{abs(hash(checkout))}.out"
-    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-m"]
-    cmd += ["tb_mfu_plugin.cli", "analyze", str(trace), "--json", "--jobs", "1"]
+    # valgrind's own lines go to a log of their own, so that stderr holds only the CLI's error
+    log = out.with_suffix(".log")
+    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", f"--log-file={log}", sys.executable]
+    cmd += ["-m", "tb_mfu_plugin.cli", "analyze", str(trace), "--json", "--jobs", "1"]
     run = subprocess.run(cmd, env=env, cwd=checkout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    got = re.findall(r"Collected : (\d+)", run.stderr)
+    got = re.findall(r"Collected : (\d+)", log.read_text() if log.exists() else "")
     if run.returncode not in (0, 3) or not got:  # 3: a --min-mfu miss, still a full run
-        return f"failed (status {run.returncode}): {run.stderr.strip().splitlines()[-1:]}"
+        why = run.stderr.strip().splitlines()[-1:] or ["no message"]
+        return f"failed (status {run.returncode}): {why[0]}"
     return int(got[-1])
 
 
@@ -46,8 +48,12 @@ def main() -> None:
     args = ap.parse_args()
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not installed (apt-get install -y valgrind)")
+    for c in args.checkouts:
+        if not (c / "tb_mfu_plugin").is_dir():
+            sys.exit(f"{c}: not a checkout of tb_mfu_plugin")
     with tempfile.TemporaryDirectory(prefix="tb_mfu_callgrind_") as tmp, ThreadPoolExecutor(2) as pool:
-        counts = list(pool.map(lambda c: count(args.trace, c.resolve(), Path(tmp)), args.checkouts))
+        runs = [(c.resolve(), Path(tmp) / f"callgrind.{i}") for i, c in enumerate(args.checkouts)]
+        counts = list(pool.map(lambda run: count(args.trace, *run), runs))
     first = counts[0]
     for checkout, n in zip(args.checkouts, counts, strict=True):
         if isinstance(n, str):
