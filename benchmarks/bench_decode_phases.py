@@ -8,7 +8,7 @@ The phases, each measured from the file on disk (uncompressed JSON), one process
 - ``msgspec``: the same, cut at event boundaries and decoded to typed events by msgspec
   (``EventStream``), the events then dropped: the floor the decoder stands on;
 - ``decode``: ``decode_trace``, the columns and tables included;
-- ``analyze``: ``decode_trace`` then ``analyze_tables`` (metrics, FLOPs, roofline,
+- ``analyze``: ``decode_trace`` then ``trace_reports`` (metrics, FLOPs, roofline,
   diagnosis), that is the CLI's work short of printing;
 - ``pyarrow``: for reference, where pyarrow is installed and the trace has one event a line
   (``scale_trace.py``'s output): Arrow's C++ JSON reader on one thread with an explicit

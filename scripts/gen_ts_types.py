@@ -58,12 +58,12 @@ Schema = dict[str, Any]
 def roots() -> list[type]:
     """The types whose schemas (and everything they reference) become declarations.
 
-    ``StrategyRow`` is the plugin's ``/compare`` body's ``strategies`` (diagnosis.strategies),
-    ``FindingsAgainstBaseline`` its ``findings`` (diagnosis.compare).
+    ``StrategyRow`` is the plugin's ``/compare`` body's ``strategies`` (analysis.run.strategies),
+    ``FindingsAgainstBaseline`` its ``findings`` (analysis.run.findings_compare).
     """
     from tb_mfu_plugin.analysis.report import Report
-    from tb_mfu_plugin.diagnosis.compare import FindingsAgainstBaseline
-    from tb_mfu_plugin.diagnosis.strategies import StrategyRow
+    from tb_mfu_plugin.analysis.run.findings_compare import FindingsAgainstBaseline
+    from tb_mfu_plugin.analysis.run.strategies import StrategyRow
 
     return [Report, StrategyRow, FindingsAgainstBaseline]
 

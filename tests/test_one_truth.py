@@ -11,7 +11,7 @@ import pytest
 from conftest import SAMPLES
 
 from tb_mfu_plugin.analysis.report import Report, WorkerReport
-from tb_mfu_plugin.diagnosis.strategies import median_step_mfu, strategy_row
+from tb_mfu_plugin.analysis.run.strategies import median_step_mfu, strategy_row
 from tb_mfu_plugin.running.pipeline import analyze_path
 
 

@@ -15,13 +15,17 @@ from msgspec import UNSET, UnsetType
 
 from .critical_path.report_types import CriticalPath, WhatIf
 from .distributed.blocks import Communication, Pipeline
+from .distributed.blocks import Distributed as Distributed  # re-exported: the report's types in one place
+from .distributed.blocks import ProcessGroup as ProcessGroup
 from .flops.detail import FlopsDetail
 from .memory.types import Memory
 
 # 2: sync_wait_share -> host_sync_blocked_share, breakdown sync_wait/idle -> idle_after_sync/idle_other
-# (docs/metrics.md, "Schema versions")
-SCHEMA_VERSION = 2
+# 3: summary.step_time_us is the mean step (was the median: step_time_median_us), the one every
+#    per-step figure describes (summary.basis); summary.mfu_status (docs/metrics.md, "Schema versions")
+SCHEMA_VERSION = 3
 
+MfuState = Literal["known", "unknown", "impossible"]
 Severity = Literal["high", "medium", "low"]  # a finding's, from its estimated gain's share of the step
 BarKind = Literal["total", "loss", "subtotal", "result"]  # a waterfall bar's
 
@@ -88,19 +92,54 @@ class Spread(msgspec.Struct, kw_only=True):
     max: float
 
 
+class MfuStatus(msgspec.Struct, kw_only=True):
+    """Whether the headline MFU is a figure, and why (``analysis.device.mfu_report``): decided once by
+    the analysis, read by every face, which shows the figure only when it is ``known``."""
+
+    state: MfuState
+    reason: str  # one line: where the FLOPs and the peak come from, or why there is no figure
+
+
+class LeftOutStep(msgspec.Struct, kw_only=True):
+    """A step of the trace that the per-step figures leave out, and why."""
+
+    step: int | None  # its ProfilerStep number, None when the marker gave none
+    dur_us: float | None = None
+    reason: str
+
+
+class StepBasis(msgspec.Struct, kw_only=True):
+    """Which steps a worker's per-step figures describe and how they are aggregated: every figure
+    "per step" of the worker (step time, shares, breakdown, waterfall, critical path, exposed
+    communication, gains, the ranks table's row) is the total over these steps divided by their
+    number, the mean step; a figure of another aggregation carries another name (``*_median_*``).
+    The steps are the steady state: the leading steps still warming up are left out, each named in
+    ``left_out`` with why (``analysis.time.steps.steady_state``); the memory card alone reads every
+    recorded step (a leak shows over all of them)."""
+
+    steps: int
+    first_step: int | None
+    last_step: int | None
+    aggregation: Literal["mean"] = "mean"
+    left_out: list[LeftOutStep] = []
+    description: str  # one line for the faces: "3 steps (#3-#5), the mean step"
+
+
 class Summary(Metrics, kw_only=True):
     """The analysed steps as one: every share is time-weighted (sum over the steps of the
     part / sum of their durations, as ``mfu`` and torch-tb-profiler aggregate), every
-    per-step count is the total over the steps / their number (the mean step)."""
+    per-step count is the total over the steps / their number: the mean step of ``basis``."""
 
     steps: int
-    step_time_us: float  # the MEDIAN step duration (same value as step_time_median_us)
+    step_time_us: float  # the MEAN step: sum of step durations / steps, the step every share applies to
     breakdown: dict[str, float] = {}  # time-weighted, sums to 1
-    breakdown_us_per_step: dict[str, float] = {}  # each part's time in the mean step (share x mean step)
-    step_time_median_us: float | None = None
-    step_time_mean_us: float | None = None  # sum of step durations / steps: the step the shares apply to
+    breakdown_us_per_step: dict[str, float] = {}  # each part's time in the mean step (share x step_time_us)
+    step_time_median_us: float | None = None  # the median step: another aggregation, named as such
+    step_time_mean_us: float | None = None  # = step_time_us (kept for readers of schema 2)
     # Per-step spread of step_time_us and of the main shares (median, p10, p90, min, max).
     distribution: dict[str, Spread] = {}
+    basis: StepBasis | None = None
+    mfu_status: MfuStatus | None = None
 
 
 class Device(msgspec.Struct, kw_only=True):
@@ -147,6 +186,8 @@ class IdleGaps(msgspec.Struct, kw_only=True):
 
 class LaunchStats(msgspec.Struct, kw_only=True):
     kernels_per_step: float
+    # kernels the host launched itself, outside graph replays (kernels_per_step - graph_kernels_per_step)
+    kernels_launched_one_by_one_per_step: float = 0.0
     median_kernel_us: float | None
     short_kernel_share: float  # share of kernels under 10 µs
     # host time in kernel launch calls, runtime and driver API (cudaLaunchKernel, cuLaunchKernel...),
@@ -275,30 +316,6 @@ class WaterfallBar(msgspec.Struct, kw_only=True):
     mfu: float | None | UnsetType = UNSET  # the result bar; None when unknown or impossible
 
 
-class ProcessGroup(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """One entry of the trace's ``distributedInfo.pg_config``; each key only where the
-    trace has it (PyTorch versions write different ones)."""
-
-    pg_name: str | None = None
-    pg_desc: str | None = None
-    backend_config: str | None = None  # "cuda:nccl"
-    pg_size: int | None = None
-    ranks: list[int] | None = None
-    uid: int | None = None
-
-
-class Distributed(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """The trace's ``distributedInfo`` (``analysis.distributed.info``); each key only where the
-    trace has it."""
-
-    backend: str | None = None  # nccl, gloo...
-    rank: int | None = None
-    world_size: int | None = None
-    pg_count: int | None = None
-    pg_config: list[ProcessGroup] | None = None
-    nccl_version: str | None = None
-
-
 class WorkerReport(msgspec.Struct, kw_only=True):
     name: str
     span: str
@@ -368,7 +385,7 @@ class Straggler(msgspec.Struct, kw_only=True):
 
 class RankSummary(msgspec.Struct, kw_only=True):
     """The ranks of a distributed run side by side, and the one the others wait for
-    (``diagnosis.ranks``)."""
+    (``analysis.run.ranks``)."""
 
     world_size: int | None
     ranks: list[RankRow]
@@ -381,7 +398,7 @@ class RankSummary(msgspec.Struct, kw_only=True):
 class RunReport(msgspec.Struct, kw_only=True):
     name: str
     workers: list[WorkerReport] = []
-    # Distributed runs: the ranks side by side and the straggler (diagnosis.ranks), else None.
+    # Distributed runs: the ranks side by side and the straggler (analysis.run.ranks), else None.
     ranks: RankSummary | None = None
     # The parallelism of the run, from its ranks' collectives (analysis.strategy): DP, DDP, FSDP,
     # TP, PP, EP in that order, e.g. ["FSDP", "TP"]; empty on one GPU.

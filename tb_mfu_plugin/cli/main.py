@@ -19,6 +19,7 @@ from ..core.errors import TraceError
 from ..core.escape import for_rich, json_bytes, one_line
 from ..core.small_pages import prefer_small_pages
 from ..core.version import __version__
+from ..diagnosis import from_options as thresholds_from
 from ..running.flags import (
     CLI,
     LIMITS,
@@ -32,7 +33,7 @@ from ..running.flags import (
     resolve,
 )
 from ..running.jobs import SchedulerError
-from ..running.pipeline import analyze_paths, thresholds_from
+from ..running.pipeline import analyze_paths
 from ..running.shown import shown_report
 from ..trace.locate.discover import other_json_files
 from ..trace.locate.locations import Location
@@ -320,8 +321,8 @@ def _export_scalars(report: Report, out: str, replace: bool) -> int:
 def _compare(reports: list[Report], as_json: bool) -> int:
     """``tb-mfu compare``: the first two paths rank by rank, figures and findings; with a
     distributed run or more than two paths, every run side by side by strategy."""
-    from ..diagnosis.run_compare import analysed, compare_runs
-    from ..diagnosis.strategies import strategy_table
+    from ..analysis.run.compare import analysed, compare_runs
+    from ..analysis.run.strategies import strategy_table
 
     if not as_json:  # text in the tables, never markup; the findings are matched as shown
         reports = [for_rich(r) for r in reports]

@@ -20,9 +20,9 @@ from ..analysis.definitions import AGGREGATION, label
 from ..analysis.flops.detail import FlopsDetail
 from ..analysis.fmt import core_unit, count, figure, flop_rate, flops, gbps, mfu_shown, mfu_text, nbytes, pct, us
 from ..analysis.report import Device, Report, Summary, WorkerReport
+from ..analysis.run.compare import Comparison
+from ..analysis.run.findings_compare import FindingChange
 from ..core.escape import for_rich, markup_escape
-from ..diagnosis.compare import FindingChange
-from ..diagnosis.run_compare import Comparison
 from .console import console as stdout_console
 from .render_critical import gain_text, print_critical_path, print_whatif
 from .render_dist import print_communication, print_ranks

@@ -12,7 +12,7 @@ from rich.table import Table
 from ..analysis.definitions import label
 from ..analysis.fmt import count, gbps, nbytes, pct, us
 from ..analysis.report import RunReport, WorkerReport
-from ..diagnosis.strategies import StrategyRow
+from ..analysis.run.strategies import StrategyRow
 from .console import console as stdout_console
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from ..analysis.critical_path.whatif import Change
 from ..analysis.fmt import template
 from ..analysis.report import Severity
-from .context import Context
+from .context import ReportFacts
 from .cost_time import Findings, TimeSet
 from .finding import Finding, make_finding
 
@@ -57,7 +57,8 @@ class Hit:
     risk: Severity | None = None
 
 
-Check = Callable[[Context, Fired], list[Hit]]
+# A rule reads a Context (a device's facts and report), or only a ReportFacts (the run-level rule)
+Check = Callable[[ReportFacts, Fired], list[Hit]]
 
 
 @dataclass(frozen=True)
@@ -71,10 +72,10 @@ class Rule:
     thresholds: tuple[str, ...]  # the Thresholds fields it reads, besides SEVERITY_THRESHOLDS
     after: tuple[str, ...]  # rules whose findings it reads; they are registered (and run) before it
 
-    def __call__(self, ctx: Context, fired: Fired | None = None) -> list[Finding]:
+    def __call__(self, ctx: ReportFacts, fired: Fired | None = None) -> list[Finding]:
         return [self.finding(ctx, hit) for hit in self.hits(ctx, fired)]
 
-    def claims(self, ctx: Context, fired: Fired | None = None) -> list[tuple[Finding, TimeSet | None]]:
+    def claims(self, ctx: ReportFacts, fired: Fired | None = None) -> list[tuple[Finding, TimeSet | None]]:
         """Its findings, each with the time its cost covers."""
         out = []
         for hit in self.hits(ctx, fired):
@@ -87,11 +88,11 @@ class Rule:
             out.append((f, hit.time))
         return out
 
-    def hits(self, ctx: Context, fired: Fired | None = None) -> list[Hit]:
+    def hits(self, ctx: ReportFacts, fired: Fired | None = None) -> list[Hit]:
         earlier = {id: (fired or {}).get(id, Findings()) for id in self.after}  # only what it declared
         return self.check(ctx, earlier)
 
-    def finding(self, ctx: Context, hit: Hit) -> Finding:
+    def finding(self, ctx: ReportFacts, hit: Hit) -> Finding:
         evidence = dict(hit.evidence)
         if self.note is not None:
             evidence["note"] = template(self.note, **hit.args)

@@ -20,7 +20,7 @@ from itertools import combinations
 from ..analysis.critical_path.report_types import WhatIf, WhatIfCase, WhatIfFinding
 from ..analysis.critical_path.whatif import Change, Model, Outcome
 from ..analysis.device.mfu import projected_mfu
-from ..analysis.report import Finding, WorkerReport
+from ..analysis.report import Finding
 from .context import Context
 from .cost_time import Claim, TimeSet, combined_gain, union
 from .finding import make_finding
@@ -36,12 +36,13 @@ Claimed = list[tuple[Finding, TimeSet | None]]
 Timed = tuple[Finding, Change, float | None, Outcome, Outcome]
 
 
-def retime(ctx: Context, report: WorkerReport, claimed: Claimed) -> tuple[Claimed, float | None]:
-    """The claims with each re-timed finding's gain from its re-timing, and the combined gain (None:
-    no model, or no finding to re-time: the engine then combines the rules' own gains)."""
+def retime(ctx: Context, claimed: Claimed) -> tuple[Claimed, float | None, WhatIf | None]:
+    """The claims with each re-timed finding's gain from its re-timing, the combined gain (None:
+    no model, or no finding to re-time: the engine then combines the rules' own gains) and the
+    what-if panel (None without a model)."""
     model = ctx.view.critical
     if model is None:
-        return claimed, None
+        return claimed, None, None
     timed: list[Timed] = []
     out: Claimed = []
     for f, t in claimed:
@@ -54,17 +55,17 @@ def retime(ctx: Context, report: WorkerReport, claimed: Claimed) -> tuple[Claime
         new = _retimed(ctx, f, change, mfu, outcome, unprofiled)
         timed.append((new, change, mfu, outcome, unprofiled))
         out.append((new, t))
-    report.whatif = _panel(ctx, model, timed)
+    panel = _panel(ctx, model, timed)
     if not timed:
-        return out, None
-    all_at_once = report.whatif.combined
+        return out, None, panel
+    all_at_once = panel.combined
     assert all_at_once is not None
     times = {id(f): t for f, t in out}
     timed_ids = {id(f) for f, *_ in timed}
     held = [t for f, *_ in timed if (t := times[id(f)]) is not None]
     claims = [Claim(all_at_once.gain_us_per_step, union(held))]
     claims += [Claim(f.est_gain_us_per_step, t) for f, t in out if id(f) not in timed_ids]
-    return out, combined_gain(claims, ctx.step_us)
+    return out, combined_gain(claims, ctx.step_us), panel
 
 
 def _retimed(

@@ -11,7 +11,7 @@ from tracegen import TraceBuilder
 from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import WorkerReport
 from tb_mfu_plugin.analysis.time.aggregate import spread, time_weighted
-from tb_mfu_plugin.running.pipeline import analyze_tables
+from tb_mfu_plugin.reporting.trace import trace_reports
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"  # a tensor-core kernel by name
@@ -20,7 +20,7 @@ ADD = "vectorized_elementwise_kernel_add"
 
 def _analyze(b: TraceBuilder, tmp_path: Path) -> WorkerReport:
     t = decode_trace(str(b.write(tmp_path / "w.pt.trace.json.gz")))
-    (r,) = analyze_tables(t, "w", "", AnalysisOptions())
+    (r,) = trace_reports(t, "w", "", AnalysisOptions())
     return r
 
 

@@ -15,7 +15,8 @@ from tb_mfu_plugin.analysis.distributed.interconnects import LINKS, choose_link
 from tb_mfu_plugin.analysis.distributed.strategy import group_role
 from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import WorkerReport
-from tb_mfu_plugin.running.pipeline import analyze_path, analyze_tables
+from tb_mfu_plugin.reporting.trace import trace_reports
+from tb_mfu_plugin.running.pipeline import analyze_path
 from tb_mfu_plugin.trace.decode.decode import decode_bytes, decode_trace
 from tb_mfu_plugin.trace.tables import CommArgs
 
@@ -44,9 +45,7 @@ def _worked_example(tmp_path: Path) -> DistBuilder:
 
 
 def _report(b: DistBuilder, tmp_path: Path, name: str = "rank0") -> WorkerReport:
-    (w,) = analyze_tables(
-        decode_trace(str(b.write(tmp_path / f"{name}.pt.trace.json.gz"))), name, "", AnalysisOptions()
-    )
+    (w,) = trace_reports(decode_trace(str(b.write(tmp_path / f"{name}.pt.trace.json.gz"))), name, "", AnalysisOptions())
     return w
 
 

@@ -9,13 +9,13 @@ from tracegen import H100, TraceBuilder
 
 from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import WorkerReport
-from tb_mfu_plugin.running.pipeline import analyze_tables
+from tb_mfu_plugin.reporting.trace import trace_reports
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 
 
 def _analyze(b: TraceBuilder, tmp_path: Path) -> list[WorkerReport]:
     t = decode_trace(str(b.write(tmp_path / "w.pt.trace.json.gz")))
-    return analyze_tables(t, "w", "", AnalysisOptions())
+    return trace_reports(t, "w", "", AnalysisOptions())
 
 
 def test_two_streams_overlap_counted_once(tmp_path: Path) -> None:
@@ -208,7 +208,7 @@ def test_tensor_core_patterns_are_configurable(tmp_path: Path) -> None:
     b.launch_kernel("my_custom_mma_kernel", 1, 0, 40)
     b.launch_kernel("elementwise", 2, 50, 10)
     t = decode_trace(str(b.write(tmp_path / "w.pt.trace.json.gz")))
-    (plain,) = analyze_tables(t, "w", "", AnalysisOptions())
-    (custom,) = analyze_tables(t, "w", "", AnalysisOptions(tensor_core_patterns=(r"custom_mma",)))
+    (plain,) = trace_reports(t, "w", "", AnalysisOptions())
+    (custom,) = trace_reports(t, "w", "", AnalysisOptions(tensor_core_patterns=(r"custom_mma",)))
     assert plain.summary is not None and plain.summary.tensor_core_kernel_share == 0
     assert custom.summary is not None and custom.summary.tensor_core_kernel_share == pytest.approx(0.8)

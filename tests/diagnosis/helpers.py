@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tracegen import TraceBuilder
 
+from tb_mfu_plugin.analysis.device_view import DeviceView
 from tb_mfu_plugin.analysis.fmt import template
 from tb_mfu_plugin.analysis.options import AnalysisOptions
-from tb_mfu_plugin.analysis.per_device import DeviceView, analyze_device
+from tb_mfu_plugin.analysis.per_device import analyze_device
 from tb_mfu_plugin.analysis.report import Finding, WaterfallBar, WorkerReport
 from tb_mfu_plugin.analysis.time.steps import Steps
 from tb_mfu_plugin.diagnosis import DEFAULT, RULES, Thresholds, diagnose
-from tb_mfu_plugin.diagnosis import waterfall as wf
 from tb_mfu_plugin.diagnosis.context import Context
 from tb_mfu_plugin.diagnosis.cost_time import Findings
 from tb_mfu_plugin.diagnosis.registry import SEVERITY_THRESHOLDS, Rule
+from tb_mfu_plugin.reporting.device import with_diagnosis
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.tables import TraceTables
 
@@ -45,18 +45,22 @@ def analyze(
     tmp_path: Path,
     th: Thresholds | None = None,
     name: str = "w",
-    prepare: Callable[[WorkerReport], None] | None = None,
+    options: AnalysisOptions | None = None,
 ) -> tuple[WorkerReport, TraceTables, Steps, DeviceView]:
-    """Decode, analyse device 0 and diagnose; ``prepare`` edits the report first (FLOPs, MFU)."""
+    """Decode, analyse device 0 and diagnose (``options``: the FLOPs and peak, as a user gives them)."""
     path = b.write(tmp_path / f"{name}.pt.trace.json.gz")
     tables = decode_trace(str(path), keep_inputs=lambda n: n in KEEP)
-    rep, steps, view = analyze_device(tables, 0, AnalysisOptions())
-    if prepare is not None:
-        prepare(rep)
-    diagnose(rep, tables, steps, view, th)
+    analysis = analyze_device(tables, 0, options or AnalysisOptions())
+    assert analysis.view is not None, analysis.report.error
+    rep = with_diagnosis(analysis.report, diagnose(analysis, th))
     check_report(rep)
-    check_reads_and_words(rep, tables, steps, view, th or DEFAULT, rep.findings)
-    return rep, tables, steps, view
+    check_reads_and_words(rep, tables, analysis.steps, analysis.view, th or DEFAULT, rep.findings)
+    return rep, tables, analysis.steps, analysis.view
+
+
+def mfu_options(mfu: float, step_us: float, peak_tflops: float = 1000.0) -> AnalysisOptions:
+    """The options under which a trace of ``step_us`` steps has MFU ``mfu`` (FLOPs given by hand)."""
+    return AnalysisOptions(flops_per_step=mfu * peak_tflops * 1e12 * step_us * 1e-6, peak_tflops=peak_tflops)
 
 
 def rule_gain(f: Finding) -> float:
@@ -162,7 +166,7 @@ def check_reads_and_words(
     """Run as ``diagnose`` does, each rule on a fresh Context: it reads no threshold it does not
     declare (so docs/diagnosis.md's table is true), every hit fills every template of its rule
     (a fix text the trace did not choose still has its numbers), and the findings are ``findings``.
-    Returns the thresholds each rule (and the waterfall) read."""
+    Returns the thresholds each rule read."""
     if rep.error is not None or rep.summary is None or len(steps) == 0:
         return {}
     fired: dict[str, list[Any]] = {}
@@ -179,10 +183,6 @@ def check_reads_and_words(
         read[rule.id] = reads.read
     found = sorted((f.id, f.subject or "") for fs in fired.values() for f in fs)
     assert found == sorted((f.id, f.subject or "") for f in findings), "not the engine's findings"
-    reads = ReadThresholds(th)
-    wf.waterfall(Context(rep, tables, steps, view, reads))  # type: ignore[arg-type]
-    assert reads.read <= set(wf.THRESHOLDS), f"the waterfall reads {sorted(reads.read)}"
-    read["waterfall"] = reads.read
     return read
 
 

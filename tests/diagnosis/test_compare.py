@@ -4,7 +4,7 @@ import pytest
 from conftest import SAMPLES
 
 from tb_mfu_plugin.analysis.report import Finding
-from tb_mfu_plugin.diagnosis.compare import compare_findings, findings_against_baseline
+from tb_mfu_plugin.analysis.run.findings_compare import compare_findings, findings_against_baseline
 from tb_mfu_plugin.running.pipeline import analyze_path
 
 

@@ -10,7 +10,8 @@ from tracegen import TraceBuilder
 
 from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import Finding
-from tb_mfu_plugin.running.pipeline import analyze_path, analyze_tables
+from tb_mfu_plugin.reporting.trace import trace_reports
+from tb_mfu_plugin.running.pipeline import analyze_path
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
@@ -25,7 +26,7 @@ def _findings(tmp_path: Path, exposed_us: float) -> dict[str, Finding]:
     b.launch_kernel("nvjet_sm90_tst_256x128", 1, 0, 400)
     b.launch_kernel(NCCL, 2, 300, 100 + exposed_us, stream=20, blocks_per_sm=0.1)
     t = decode_trace(str(b.write(tmp_path / "r.pt.trace.json.gz")))
-    (w,) = analyze_tables(t, "rank0", "", AnalysisOptions())
+    (w,) = trace_reports(t, "rank0", "", AnalysisOptions())
     return {f.id: f for f in w.findings}
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tb_mfu_plugin.analysis.options import AnalysisOptions
-from tb_mfu_plugin.analysis.per_device import analyze_device
-from tb_mfu_plugin.diagnosis import DEFAULT, diagnose
+from tb_mfu_plugin.diagnosis import DEFAULT
+from tb_mfu_plugin.reporting.device import device_report
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 
 from .helpers import Builder, analyze, ids, one, rule_gain
@@ -133,8 +133,7 @@ def test_rocm_hip_graph_replays(tmp_path: Path) -> None:
             occupancy=None,
         )
     tables = decode_trace(str(b.write(tmp_path / "rocm.pt.trace.json.gz")))
-    rep, steps, view = analyze_device(tables, 2, AnalysisOptions())
-    diagnose(rep, tables, steps, view)
+    rep = device_report(tables, 2, AnalysisOptions(), DEFAULT)
     assert rep.device is not None and rep.device.name == "AMD Instinct MI300X VF"
     assert rep.launches is not None and rep.launches.graph_launches_per_step == 1
     assert "launch_bound" not in ids(rep) and "tiny_kernels_in_graphs" in ids(rep)

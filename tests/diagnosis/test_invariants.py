@@ -58,9 +58,9 @@ def analysed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, lis
         got: list[tuple[tuple[str, str, int | None], int, float, list[tuple[Finding, TimeSet | None]]]] = []
         real = engine.run_claims
 
-        def capture(ctx: Any, report: Any) -> Any:
-            claims = real(ctx, report)
-            got.append((_key(report), ctx.n, ctx.step_us, claims))
+        def capture(ctx: Any, notes: Any) -> Any:
+            claims = real(ctx, notes)
+            got.append((_key(ctx.report), ctx.n, ctx.step_us, claims))
             return claims
 
         mp.setattr(engine, "run_claims", capture)

@@ -7,7 +7,7 @@ from conftest import SAMPLES
 
 from tb_mfu_plugin.analysis.fmt import pct
 from tb_mfu_plugin.analysis.report import Distributed, Finding, Summary, WaterfallBar, WorkerReport, to_json
-from tb_mfu_plugin.diagnosis.ranks import compare_ranks
+from tb_mfu_plugin.analysis.run.ranks import compare_ranks
 from tb_mfu_plugin.running.pipeline import analyze_path
 
 

@@ -14,9 +14,9 @@ from conftest import SAMPLES, fixture_path
 from tb_mfu_plugin.analysis.device.devices import gpu_devices
 from tb_mfu_plugin.analysis.flops import attention_chains
 from tb_mfu_plugin.analysis.options import AnalysisOptions
-from tb_mfu_plugin.analysis.per_device import analyze_device
 from tb_mfu_plugin.analysis.report import WorkerReport
-from tb_mfu_plugin.diagnosis import diagnose
+from tb_mfu_plugin.diagnosis import DEFAULT
+from tb_mfu_plugin.reporting.device import device_report
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.tables import KERNEL, TraceTables
 
@@ -33,9 +33,7 @@ def _reports(path: str) -> tuple[WorkerReport, ...]:
     tables = _decoded(path)
     out = []
     for d in gpu_devices(tables):
-        rep, steps, view = analyze_device(tables, d, AnalysisOptions())
-        diagnose(rep, tables, steps, view)
-        out.append(rep)
+        out.append(device_report(tables, d, AnalysisOptions(), DEFAULT))
     return tuple(out)
 
 

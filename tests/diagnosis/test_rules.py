@@ -8,10 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from tb_mfu_plugin.analysis.report import WorkerReport
-from tb_mfu_plugin.diagnosis import DEFAULT, RULE_IDS, diagnose
+from tb_mfu_plugin.analysis.options import AnalysisOptions
+from tb_mfu_plugin.analysis.per_device import analyze_device
+from tb_mfu_plugin.diagnosis import DEFAULT, RULE_IDS, Diagnosis, diagnose
+from tb_mfu_plugin.reporting.device import device_report
+from tb_mfu_plugin.trace.decode.decode import decode_trace
 
-from .helpers import Builder, analyze, ids, one, rule_gain
+from .helpers import Builder, analyze, ids, mfu_options, one, rule_gain
 
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
 ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int)"
@@ -420,14 +423,10 @@ def test_gpu_idle_names_what_the_host_did(tmp_path: Path) -> None:
 
 
 def test_mfu_after_and_severity(tmp_path: Path) -> None:
-    def with_mfu(rep: WorkerReport) -> None:
-        assert rep.summary is not None
-        rep.summary.mfu = 0.2
-
     # the host's step ends once it has launched, so the GPU holds the step: without the copies the
     # re-timed step is the GEMM's 80 µs after the 110 µs it waited behind them
     b = _copy_trace(memory="Pinned", host_end=20)
-    rep, *_ = analyze(b, tmp_path, prepare=with_mfu)
+    rep, *_ = analyze(b, tmp_path, options=mfu_options(0.2, 1000.0))
     f = one(rep, "memcpy_bound")
     assert f.est_gain_us_per_step == pytest.approx(800)
     assert f.est_mfu_after == pytest.approx(0.2 * 1000 / (1000 - 800), rel=1e-3)
@@ -436,10 +435,14 @@ def test_mfu_after_and_severity(tmp_path: Path) -> None:
 
 
 def test_error_report_gets_no_findings(tmp_path: Path) -> None:
-    rep, tables, steps, view = analyze(_copy_trace(), tmp_path)
-    rep.error = "broken"
-    diagnose(rep, tables, steps, view)
-    assert rep.findings == [] and rep.waterfall == []
+    b = Builder()  # GPU work but no complete step: the device's report is an error, with nothing diagnosed
+    b.kernel("k", 0, 10, correlation=1)
+    tables = decode_trace(str(b.write(tmp_path / "w.pt.trace.json.gz")))
+    analysis = analyze_device(tables, 0, AnalysisOptions())
+    assert analysis.report.error is not None and analysis.view is None
+    assert diagnose(analysis) == Diagnosis()
+    report = device_report(tables, 0, AnalysisOptions(), DEFAULT)
+    assert report.findings == [] and report.waterfall == [] and report.error == analysis.report.error
 
 
 def test_a_failing_retiming_keeps_the_findings_with_their_own_estimates(

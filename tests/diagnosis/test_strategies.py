@@ -9,7 +9,7 @@ import statistics
 import pytest
 from conftest import SAMPLES
 
-from tb_mfu_plugin.diagnosis.strategies import strategy_row
+from tb_mfu_plugin.analysis.run.strategies import strategy_row
 from tb_mfu_plugin.running.pipeline import analyze_path
 
 PEAK = 989.4e12  # the H200's dense bf16 peak, which the ground truth's MFU uses too

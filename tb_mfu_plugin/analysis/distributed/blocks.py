@@ -103,3 +103,27 @@ class Pipeline(msgspec.Struct, kw_only=True):
     schedule: str | None = None
     schedule_source: str | None = None  # "annotations", "send/recv order", None
     p2p_us_per_step: float = 0.0  # all send/recv kernel time
+
+
+class ProcessGroup(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One entry of the trace's ``distributedInfo.pg_config``; each key only where the
+    trace has it (PyTorch versions write different ones)."""
+
+    pg_name: str | None = None
+    pg_desc: str | None = None
+    backend_config: str | None = None  # "cuda:nccl"
+    pg_size: int | None = None
+    ranks: list[int] | None = None
+    uid: int | None = None
+
+
+class Distributed(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The trace's ``distributedInfo`` (``analysis.distributed.info``); each key only where the
+    trace has it."""
+
+    backend: str | None = None  # nccl, gloo...
+    rank: int | None = None
+    world_size: int | None = None
+    pg_count: int | None = None
+    pg_config: list[ProcessGroup] | None = None
+    nccl_version: str | None = None

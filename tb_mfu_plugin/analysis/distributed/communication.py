@@ -182,9 +182,8 @@ def _collectives(
         known = np.array([b is not None for b in nbytes])
         dur = gpu.dur[rs]
         moved = float(sum(b for b in nbytes if b is not None))
-        algbw = moved / float(dur[known].sum()) / 1e3 if known.any() and dur[known].sum() > 0 else None
-        factor = co.bus_factor(kind, size)
-        busbw = algbw * factor if algbw is not None and factor is not None else None
+        link_gbps = link.link.gbps if link.link else None
+        algbw, busbw, link_share = co.bandwidths(kind, size, moved, float(dur[known].sum()), link_gbps)
         out.append(
             Collective(
                 kind=kind,
@@ -200,9 +199,9 @@ def _collectives(
                 mean_message_bytes=moved / int(known.sum()) if known.any() else None,
                 algbw_gbps=algbw,
                 busbw_gbps=busbw,
-                link_peak_share=busbw / link.link.gbps if busbw is not None and link.link else None,
+                link_peak_share=link_share,
                 link=link.link.key if link.link else None,
-                link_gbps=link.link.gbps if link.link else None,
+                link_gbps=link_gbps,
                 kernel_busbw_gbps=busbw,
                 kernel_protocol=rows.protocol[members[0]],
             )

@@ -188,18 +188,24 @@ def _launched_counts(
 SM_EFFICIENCY_MAX_UNKNOWN = 0.01
 
 
-# The Step fields the columns hold (the FLOPs, MFU and FLOP/s are analysis.device.mfu's, later).
+# The Step fields the columns hold; the FLOPs, MFU and FLOP/s come from analysis.device.mfu_report.
 METRIC_FIELDS = [f for f in Metrics.__struct_fields__ if f not in ("flops_per_step", "mfu", "achieved_flops")]
+FLOP_FIELDS = ("flops_per_step", "mfu", "achieved_flops")
 
 
-def build_steps(steps: Steps, cols: StepColumns) -> list[Step]:
-    """The ``Step`` structs of the columns, every step kept (floats as they are, unknowns None)."""
+def build_steps(steps: Steps, cols: StepColumns, flop_columns: dict[str, np.ndarray] | None = None) -> list[Step]:
+    """The ``Step`` structs of the columns, every step kept (floats as they are, unknowns None);
+    ``flop_columns``: the per-step FLOPs, MFU and FLOP/s (``FLOP_FIELDS``, NaN where unknown)."""
     values: dict[str, tuple[np.ndarray, np.ndarray | None]] = {
         "step": (steps.number, None),
         "start_us": (steps.start, None),
         "dur_us": (steps.end - steps.start, None),
     }
     values.update({f: (cols.values[f], cols.known.get(f)) for f in METRIC_FIELDS})
+    for f, column in (flop_columns or {}).items():
+        known = ~np.isnan(column)
+        if known.any():  # all unknown: the field's default (None), no column
+            values[f] = (np.where(known, column, 0.0), known)
     dur = values["dur_us"][0]
     breakdown_us = {k: share * dur for k, share in cols.breakdown.items()}
     return structs_of_columns(Step, len(steps), values, {"breakdown": cols.breakdown, "breakdown_us": breakdown_us})

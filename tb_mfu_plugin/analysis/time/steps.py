@@ -32,6 +32,8 @@ class Steps:
     cpu_end: np.ndarray
     synthetic: bool = False  # no step markers: the whole trace is one step
     dropped: list[str] = field(default_factory=list)  # why steps were left out
+    # leading steps left out of the steady state (``steady_state``): (number, duration µs, why)
+    warmup: list[tuple[int, float, str]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.number)
@@ -134,6 +136,50 @@ def find_steps(tables: TraceTables, device: int, launcher: np.ndarray | None = N
             break
     dropped = _malformed_markers(tables) + dropped[::-1]
     return Steps(numbers[keep], start[keep], end[keep], cpu_start[keep], cpu_end[keep], False, dropped)
+
+
+# A leading step is warm-up, not steady state, when it is longer than every later step and more
+# than this much longer than their median: the first profiled step still drains the warm-up's GPU
+# work, fills the allocator's cache or pays one-time host costs (up to 1.9x the others on the
+# third-party models of issue 33, 10-60 % on most samples).
+WARMUP_EXCESS = 0.05
+
+
+def steady_state(steps: Steps) -> Steps:
+    """``steps`` without the leading steps that are still warming up (``WARMUP_EXCESS``), each
+    named in ``warmup`` with why. At least half the steps are kept (rounded up), so a short window
+    keeps most of what it recorded; one step, or none, is kept as it is."""
+    n = len(steps)
+    dur = steps.end - steps.start
+    out = 0
+    while out < n // 2:
+        later = dur[out + 1 :]
+        median = float(np.median(later))
+        if not (dur[out] > later.max() and dur[out] > (1 + WARMUP_EXCESS) * median):
+            break
+        out += 1
+    if not out:
+        return steps
+    warmup = [
+        (
+            int(steps.number[i]),
+            float(dur[i]),
+            f"{dur[i] / 1e3:.2f} ms, {dur[i] / float(np.median(dur[i + 1 :])):.2f}x the median of the steps after "
+            "it: still warming up (the first profiled steps drain the warm-up's GPU work and pay one-time costs)",
+        )
+        for i in range(out)
+    ]
+    keep = slice(out, n)
+    return Steps(
+        steps.number[keep],
+        steps.start[keep],
+        steps.end[keep],
+        steps.cpu_start[keep],
+        steps.cpu_end[keep],
+        steps.synthetic,
+        steps.dropped,
+        warmup,
+    )
 
 
 def _malformed_markers(tables: TraceTables) -> list[str]:

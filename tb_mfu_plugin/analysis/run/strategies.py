@@ -18,7 +18,7 @@ from statistics import fmean
 
 import msgspec
 
-from ..analysis.report import RunReport, Summary, WorkerReport
+from ..report import RunReport, Summary, WorkerReport
 from .ranks import RankSummary
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import msgspec
 
-from ..analysis.report import Finding, RunReport, WorkerReport
+from ..report import Finding, RunReport, WorkerReport
 
 FIXED, NEW, REMAINS = "fixed", "new", "remains"
 

@@ -13,9 +13,9 @@ from typing import Literal
 
 import msgspec
 
-from ..analysis.memory.types import MemoryBrief
-from ..analysis.report import Report, Summary, WorkerReport
-from .compare import FindingChange, compare_findings
+from ..memory.types import MemoryBrief
+from ..report import Report, Summary, WorkerReport
+from .findings_compare import FindingChange, compare_findings
 from .strategies import StrategyRow
 
 COMPARISON_SCHEMA = 2  # 1 compared the first worker of each run only

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import msgspec
 
-from ..analysis.fmt import pct, us
-from ..analysis.report import Distributed, Finding, RankRow, RankSummary, Straggler, WorkerReport
+from ..fmt import pct, us
+from ..report import Distributed, Finding, RankRow, RankSummary, Straggler, WorkerReport
 
 __all__ = ["RankClock", "RankRow", "RankSummary", "Straggler", "compare_ranks"]
 

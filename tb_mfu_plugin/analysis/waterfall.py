@@ -4,11 +4,10 @@ From the step time down to the model FLOPs at peak, each ``loss`` entry removes 
 lost to one cause and each ``subtotal`` is what remains, so ``total - losses = subtotal``
 at every level and the last entry (``result``) is MFU x step time. All values are µs per
 step: totals over the analysed steps divided by their number (the mean step,
-``summary.step_time_mean_us``), so they add up exactly. That is the aggregation of the
+``summary.step_time_us``), so they add up exactly. That is the aggregation of the
 summary (``analysis.time.aggregate``: time-weighted shares, mean FLOPs per step) and of MFU, so
 each level is the summary's share of the mean step: ``gpu_busy`` = ``gpu_busy_share`` x
 step, ``kernels`` = ``kernel_time_share`` x step, ``mfu`` = ``summary.mfu`` x step.
-(``summary.step_time_us`` is the median step and is not used here.)
 
     step time
       - GPU idle: data loading | after syncs | launch gaps | inside graph replays | waiting for host work | other
@@ -34,14 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.fmt import template
-from ..analysis.report import BarKind, WaterfallBar
-from ..analysis.time.idle_gaps import GRAPH, HOST, LAUNCH, OTHER, SYNC
-from .context import Context
-from .registry import GAP_THRESHOLDS
-
-# The thresholds it reads, like a rule's (registry.rule): the idle bars are the gap attribution's.
-THRESHOLDS = GAP_THRESHOLDS
+from .device_facts import DeviceFacts
+from .fmt import template
+from .report import BarKind, MfuStatus, WaterfallBar
+from .time.idle_gaps import GRAPH, HOST, LAUNCH, OTHER, SYNC
 
 # The idle losses, in the order drawn: (entry id, label, cause of the gaps' time; None: data loading).
 _IDLE = (
@@ -81,22 +76,25 @@ class _Bars:
         self.out.append(WaterfallBar(id=id, label=label, kind="result", us_per_step=None, share=None, mfu=None))
 
 
-def waterfall(ctx: Context) -> list[WaterfallBar]:
+def waterfall(ctx: DeviceFacts, mfu: float | None, status: MfuStatus) -> list[WaterfallBar]:
+    """The bars of one device's analysed steps (``ctx``: its facts, the idle gaps attributed with the
+    analysis' thresholds), down to ``mfu`` x the mean step when ``status`` says the MFU is known."""
     if ctx.n == 0 or ctx.total_us <= 0:
         return []
     bars = _Bars(ctx.step_us)
     bars.entry("step", "Step time", "total", ctx.step_us)
     gaps = ctx.gaps
+    launch_max = ctx.view.gap_thresholds.launch_gap_max_us
     for id, label, cause in _IDLE:
         us = float(gaps.dataloader_us.sum()) if cause is None else gaps.total(cause)
-        bars.loss(id, template(label, launch_gap_max=ctx.th.launch_gap_max_us), us / ctx.n, group="idle")
+        bars.loss(id, template(label, launch_gap_max=launch_max), us / ctx.n, group="idle")
     bars.subtotal("gpu_busy", "GPU busy")
     _busy(ctx, bars)
-    _result(ctx, bars)
+    _result(bars, mfu, status)
     return bars.out
 
 
-def _busy(ctx: Context, bars: _Bars) -> None:
+def _busy(ctx: DeviceFacts, bars: _Bars) -> None:
     """From GPU busy down to matmul/conv at full SM coverage."""
     n, g = ctx.n, ctx.view.gpu
     everything = np.ones(len(g), bool)
@@ -122,15 +120,13 @@ def _busy(ctx: Context, bars: _Bars) -> None:
     bars.subtotal("matmul_covered", "Matmul/conv at full SM coverage")
 
 
-def _result(ctx: Context, bars: _Bars) -> None:
-    """The last bar: the model FLOPs at peak, ``summary.mfu`` x the mean step (the same step MFU
+def _result(bars: _Bars, mfu: float | None, status: MfuStatus) -> None:
+    """The last bar: the model FLOPs at peak, the summary's MFU x the mean step (the same step MFU
     is over), when MFU is known. When it is unknown or impossible the bar has no value (None),
     never the time left above it."""
-    s = ctx.report.summary
-    mfu = s.mfu if s is not None else None
-    if "impossible_mfu" in ctx.report.flags:  # analysis.plausibility: never drawn as a figure
+    if status.state == "impossible":  # analysis.device.plausibility: never drawn as a figure
         bars.unknown("mfu", "Model FLOPs at peak (MFU impossible: above 100 %)")
-    elif mfu is not None:
+    elif status.state == "known" and mfu is not None:
         ideal = mfu * bars.step
         clamped = ideal > bars.remaining
         bars.loss("matmul_efficiency", "Matmul efficiency (below peak FLOP/s)", bars.remaining - ideal)
