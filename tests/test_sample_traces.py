@@ -49,7 +49,11 @@ def test_layout_device_and_step_count(run: str, analysed: dict[str, list[WorkerR
     for w in workers:
         assert w.error is None, w.error
         assert w.device is not None and w.device.name == "NVIDIA H200" and w.device.num_sms == 132
-        assert w.summary is not None and w.summary.steps == truth["steps_profiled"]
+        # every profiled step is either analysed or left out as warm-up, with why (summary.basis)
+        assert w.summary is not None and w.summary.basis is not None
+        left = [x.step for x in w.summary.basis.left_out]
+        assert w.summary.steps + len(left) == truth["steps_profiled"]
+        assert [st.step for st in w.steps] == list(range(3 + len(left), 3 + truth["steps_profiled"]))
         if world > 1:
             assert w.distributed is not None and w.distributed.world_size == world
             assert any("nccl" in k.name.lower() for k in w.top_kernels)

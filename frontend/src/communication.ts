@@ -108,6 +108,13 @@ export function communicationCard(w: WorkerReport): HTMLElement | null {
       overlapKpis(c),
       w.pipeline ? pipelineLine(w.pipeline) : null,
       collectivesTable(c.collectives),
+      c.unlisted
+        ? h(
+            'p',
+            { class: 'note', testid: 'collectives-rest' },
+            `Rest: ${f.dur(c.unlisted.us_per_step)} per step, ${f.dur(c.unlisted.exposed_us_per_step)} exposed, so the rows add up to the total: ${c.unlisted.reason}.`,
+          )
+        : null,
       cardNotes(
         kernelTime
           ? [

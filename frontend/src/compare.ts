@@ -7,7 +7,7 @@ import * as f from './format';
 import { deltaNode, impossible, METRICS } from './metrics';
 import { COLORS, UI } from './palette';
 import type { FindingChange, FindingsAgainstBaseline } from './report_types';
-import { BREAKDOWN, meanStep, partUs } from './steps';
+import { BREAKDOWN, partUs } from './steps';
 import { type Column, kernelFilter, kernelNameColumn, numColumn, table } from './table';
 import type { RunReport, Summary, WorkerReport } from './types';
 import { usable, workerLabel } from './workers';
@@ -113,7 +113,7 @@ export function renderCompare(
         ),
       ),
       {
-        help: `Shares ${AGGREGATION}, counts per mean step, step time the median; each row's tooltip is its definition. Deltas are against the first run: percentage points (pp) for shares, relative change otherwise. Green is better.`,
+        help: `Shares ${AGGREGATION}, counts per mean step, step time the mean step; each row's tooltip is its definition. Deltas are against the first run: percentage points (pp) for shares, relative change otherwise. Green is better.`,
         cls: 'wide',
       },
     ),
@@ -184,7 +184,7 @@ function compositionChart(cols: Drawn[]): HTMLElement {
           const i = ps[0].dataIndex;
           const s = cols[i].summary;
           return tooltipNode(
-            `${names[i]} · mean step ${f.dur(meanStep(s))}`,
+            `${names[i]} · mean step ${f.dur(s.step_time_us)}`,
             BREAKDOWN.map((b) => [b.color, b.label, `${f.dur(partUs(s, b.key))} · ${f.pct(s.breakdown?.[b.key])}`]),
           );
         },

@@ -10,13 +10,13 @@ export interface Definition {
   unit: Unit;
 }
 
-export const AGGREGATION = 'time-weighted over the analysed steps';
+export const AGGREGATION = 'time-weighted over the analysed (steady-state) steps';
 export const MEDIAN_STEP = 'median over the analysed steps of the per-step values';
 
 export const DEFINITIONS = {
   'mfu': {
     label: 'MFU',
-    definition: 'Model FLOPs utilisation over the analysed steps: all their model FLOPs / (all their time × the peak FLOP/s of the matmul dtype)',
+    definition: 'Model FLOPs utilisation over the analysed (steady-state) steps: all their model FLOPs / (all their time × the peak FLOP/s of the matmul dtype)',
     unit: 'share',
   },
   'mfu_median_step': {
@@ -35,13 +35,28 @@ export const DEFINITIONS = {
     unit: 'tflop_rate',
   },
   'flops_per_step': {
-    label: 'FLOPs / step',
-    definition: 'Model FLOPs of the mean step (FlopCounterMode convention, activation-checkpoint re-runs left out); unknown when no op was counted',
+    label: 'FLOPs / step (MFU\'s count)',
+    definition: 'Model FLOPs of the mean step, the count MFU divides: FlopCounterMode convention, activation-checkpoint re-runs left out; unknown when no op was counted',
+    unit: 'flops',
+  },
+  'flops.executed_flops_per_step': {
+    label: 'Executed FLOPs / step (HFU\'s count)',
+    definition: 'Every FLOP the step executed, activation-checkpoint re-runs too: the count HFU divides',
+    unit: 'flops',
+  },
+  'flops.model_flops_per_step': {
+    label: 'FLOPs without recompute / step',
+    definition: 'The FLOPs with every recompute removed (checkpoint re-runs and flash attention\'s backward recomputation of the scores): PaLM\'s count, which the MFU without recompute divides',
     unit: 'flops',
   },
   'flops.hfu': {
     label: 'HFU',
-    definition: 'Hardware FLOPs utilisation: every executed FLOP (checkpoint re-runs too) / time / peak',
+    definition: 'Hardware FLOPs utilisation: executed FLOPs (checkpoint re-runs too) / time / peak',
+    unit: 'share',
+  },
+  'flops.mfu_model': {
+    label: 'MFU without recompute',
+    definition: 'FLOPs without recompute / time / peak: MFU by PaLM\'s count, for comparison with papers that use it',
     unit: 'share',
   },
   'device.peak_flops': {
@@ -50,13 +65,18 @@ export const DEFINITIONS = {
     unit: 'flop_rate',
   },
   'step_time_us': {
+    label: 'Step time',
+    definition: 'The mean analysed step: Σ step time / steps over the steady-state steps (ProfilerStep#N, extended to the GPU work it launched; warm-up steps left out): the step every share, the waterfall and MFU apply to',
+    unit: 'time',
+  },
+  'step_time_median_us': {
     label: 'Median step time',
-    definition: 'The median duration of the analysed steps (ProfilerStep#N, extended to the GPU work it launched)',
+    definition: 'The median duration of the analysed steps: another aggregation than the step time\'s mean',
     unit: 'time',
   },
   'step_time_mean_us': {
     label: 'Mean step time',
-    definition: 'Σ step time / steps: the step that the shares, the waterfall and MFU apply to',
+    definition: 'Σ step time / steps: the same figure as the step time (kept for readers of schema 2)',
     unit: 'time',
   },
   'gpu_busy_share': {
@@ -325,8 +345,8 @@ export const DEFINITIONS = {
     unit: 'time',
   },
   'strategies.mfu_min': {
-    label: 'MFU per rank, median step',
-    definition: 'Lowest / mean / highest over the ranks of each rank\'s MFU, median step',
+    label: 'MFU per rank',
+    definition: 'Lowest / mean / highest over the ranks of each rank\'s MFU: the figure its Overview shows',
     unit: 'share',
   },
   'strategies.peak_allocated_max': {
@@ -336,12 +356,12 @@ export const DEFINITIONS = {
   },
   'memory.peak_allocated_bytes': {
     label: 'Peak allocated',
-    definition: 'The most memory the caching allocator had allocated to tensors in any analysed step (torch.cuda.max_memory_allocated() over that step)',
+    definition: 'The most memory the caching allocator had allocated to tensors in any recorded step (warm-up included) (torch.cuda.max_memory_allocated() over that step)',
     unit: 'bytes',
   },
   'memory.peak_reserved_bytes': {
     label: 'Peak reserved',
-    definition: 'The most device memory the caching allocator held in any analysed step, allocated or cached (torch.cuda.max_memory_reserved())',
+    definition: 'The most device memory the caching allocator held in any recorded step, allocated or cached (torch.cuda.max_memory_reserved())',
     unit: 'bytes',
   },
   'memory.peak_share': {

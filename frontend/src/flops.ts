@@ -7,25 +7,9 @@ import { shareCell } from './table';
 import type { FlopsDetail, WorkerReport } from './types';
 
 /** Why MFU is missing, in words. */
+/** Why the MFU is not a figure: the analysis' own reason (summary.mfu_status), read as it is. */
 export function mfuReason(w: WorkerReport): string {
-  const s = w.summary;
-  const fl = w.flops;
-  if (fl?.impossible) {
-    return `Impossible: above 100 %, so not shown. Likely cause: ${fl.impossible.explanation}`;
-  }
-  const parts: string[] = [];
-  if (!s || !f.isNumber(s.flops_per_step)) {
-    parts.push(
-      (fl?.notes ?? []).find((n) => /flop/i.test(n)) ??
-        'no FLOP count: record with record_shapes=True, or give FLOPs per step (tb_mfu.json sidecar)',
-    );
-  }
-  if (!w.device || !f.isNumber(w.device.peak_flops)) {
-    parts.push(
-      fl?.peak.source ?? `no peak FLOP/s known for ${w.device?.name ?? 'this device'} (set --mfu_peak_tflops)`,
-    );
-  }
-  return parts.join('; ') || 'not computed';
+  return w.summary?.mfu_status?.reason ?? 'not computed';
 }
 
 export function peakInfo(w: WorkerReport): { short: string; long: string } | null {
@@ -60,11 +44,19 @@ function sourceRows(w: WorkerReport, fl: FlopsDetail): FactRow[] {
   const per = fl.flops_per_step ?? w.summary?.flops_per_step ?? null;
   rows.push([f.label('flops_per_step'), f.figure('flops_per_step', per), f.definition('flops_per_step')]);
   const model = fl.model_flops_per_step;
+  const executed = fl.executed_flops_per_step;
+  if (executed !== null && per !== null && Math.abs(executed - per) > 1e-6 * Math.max(1, per)) {
+    rows.push([
+      f.label('flops.executed_flops_per_step'),
+      f.figure('flops.executed_flops_per_step', executed),
+      f.definition('flops.executed_flops_per_step'),
+    ]);
+  }
   if (model !== null && per !== null && Math.abs(model - per) > 1e-6 * Math.max(1, per)) {
     rows.push([
-      'Model FLOPs / step',
-      f.flops(model),
-      'Without recomputation (activation checkpointing, attention backward)',
+      f.label('flops.model_flops_per_step'),
+      f.figure('flops.model_flops_per_step', model),
+      f.definition('flops.model_flops_per_step'),
     ]);
   }
   return rows;
@@ -98,10 +90,9 @@ function precisionRows(fl: FlopsDetail): FactRow[] {
 function utilisationRows(fl: FlopsDetail): FactRow[] {
   const rows: FactRow[] = [];
   const { hfu, mfu_model: mfuModel, mfu_user: mfuUser, user_flops_per_step: user } = fl;
-  if (hfu !== null)
-    rows.push(['HFU (all counted FLOPs)', f.pct(hfu), 'Hardware FLOPs utilisation: includes recomputed work']);
+  if (hfu !== null) rows.push([f.label('flops.hfu'), f.figure('flops.hfu', hfu), f.definition('flops.hfu')]);
   if (mfuModel !== null && hfu !== null && Math.abs(mfuModel - hfu) > 1e-9)
-    rows.push(['MFU without recompute', f.pct(mfuModel)]);
+    rows.push([f.label('flops.mfu_model'), f.figure('flops.mfu_model', mfuModel), f.definition('flops.mfu_model')]);
   if (user !== null)
     rows.push([
       'User FLOPs / step',

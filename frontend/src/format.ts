@@ -21,8 +21,16 @@ export function pct(x: number | null | undefined, digits?: number): string {
   if (!isNum(x)) return NA;
   if (x > 1 + 1e-6) return IMPOSSIBLE;
   const v = x * 100;
-  const d = digits ?? (Math.abs(v) >= 10 || v === 0 ? 1 : Math.abs(v) >= 1 ? 1 : 2);
-  return `${fixed(v, d)} %`;
+  return `${fixed(v, digits ?? pctDigits(v))} %`;
+}
+
+/** Decimals of a percentage: one from 1 %, two below; under 0.01 % two significant digits, so a
+ * tiny MFU reads 0.00079 %, never a rounded 0 (pct_digits in fmt.py). */
+export function pctDigits(v: number): number {
+  const a = Math.abs(v);
+  if (a >= 1 || a === 0) return 1;
+  if (a >= 0.01) return 2;
+  return Math.min(8, 1 - Math.floor(Math.log10(a)));
 }
 
 /** Microseconds, scaled to µs, ms or s. */

@@ -17,8 +17,8 @@ export interface MetricRow {
   better: Better;
 }
 
-// analysis/plausibility.py withheld an MFU above 100 %: no figure, nor a FLOP/s derived from it
-export const impossible = (w: WorkerReport) => (w.flags ?? []).includes('impossible_mfu');
+// the analysis withheld an MFU above 100 % (summary.mfu_status): no figure, nor a FLOP/s derived from it
+export const impossible = (w: WorkerReport) => w.summary?.mfu_status?.state === 'impossible';
 
 type Value = MetricRow['value'];
 

@@ -12,7 +12,7 @@ import * as f from './format';
 import { memoryCard } from './memory';
 import { COLORS, UI } from './palette';
 import { rooflineCard } from './roofline';
-import { meanStep, stepBreakdownSummary, stepsChart } from './steps';
+import { stepBreakdownSummary, stepsChart } from './steps';
 import type { Summary, WorkerReport } from './types';
 import { waterfallCard } from './waterfall';
 import { criticalPathCard, whatIfCard } from './whatif';
@@ -98,7 +98,7 @@ function achievedKpi(w: WorkerReport, s: Summary, impossible: boolean): HTMLElem
 }
 
 function kpis(w: WorkerReport, s: Summary): HTMLElement {
-  const impossible = !f.isNumber(s.mfu) && (w.flags ?? []).includes('impossible_mfu');
+  const impossible = s.mfu_status?.state === 'impossible';
   return h(
     'div',
     { class: 'kpis' },
@@ -107,10 +107,10 @@ function kpis(w: WorkerReport, s: Summary): HTMLElement {
     kpi(
       f.label('step_time_us'),
       f.figure('step_time_us', s.step_time_us),
-      `of ${s.steps} step${s.steps === 1 ? '' : 's'} · mean ${f.figure('step_time_mean_us', meanStep(s))}`,
+      `${s.basis?.description ?? `${s.steps} step${s.steps === 1 ? '' : 's'}`} · median ${f.figure('step_time_median_us', s.step_time_median_us)}`,
       {
         testid: 'step-time',
-        title: `${f.definition('step_time_us')}. Mean: ${f.definition('step_time_mean_us')}. The shares on this page are ${AGGREGATION}, like MFU and the PyTorch Profiler tab.`,
+        title: `${f.definition('step_time_us')}. Median: ${f.definition('step_time_median_us')}. The shares on this page are ${AGGREGATION}, like MFU and the PyTorch Profiler tab.${(s.basis?.left_out ?? []).map((l) => ` Left out: step ${l.step ?? '?'}, ${l.reason}.`).join('')}`,
       },
     ),
     kpi(

@@ -25,12 +25,6 @@ export const BREAKDOWN: { key: string; label: string; color: string; help: strin
   PART('idle_other', 'breakdown.idle_other', COLORS.idle),
 ];
 
-/** The mean step (Σ step time / steps): the step the time-weighted shares, the waterfall and MFU
- * apply to. Reports cached before the key existed fall back to the median. */
-export function meanStep(s: Summary): number {
-  return f.isNumber(s.step_time_mean_us) ? s.step_time_mean_us : s.step_time_us;
-}
-
 /** A part's time in the mean step (Summary.breakdown_us_per_step); reports cached before the key
  * existed have none, and show no time rather than one the tab made up. */
 export function partUs(s: Summary, key: string): number | null {

@@ -25,10 +25,10 @@ const STRATEGY_COLUMNS: Column<StrategyRow>[] = [
   numColumn('ranks', 'GPUs', (r) => r.ranks, f.counter(0)),
   numColumn(
     'step',
-    'Median step (slowest rank)',
+    'Step (slowest rank)',
     (r) => r.step_time_us,
     f.dur,
-    "The slowest rank's median step: every rank waits for it",
+    "The slowest rank's step (its mean steady-state step): every rank waits for it",
   ),
   {
     key: 'mfu',
@@ -36,7 +36,7 @@ const STRATEGY_COLUMNS: Column<StrategyRow>[] = [
     num: true,
     value: (r) => r.mfu_mean,
     cell: mfuCell,
-    title: `${f.definition('strategies.mfu_min')}: ${f.definition('mfu_median_step')}. Not the Overview's and the ranks card's ${f.label('mfu')} (${f.definition('mfu')}).`,
+    title: `${f.definition('strategies.mfu_min')} (${f.definition('mfu')}).`,
   },
   {
     key: 'exposed',

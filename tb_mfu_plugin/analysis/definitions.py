@@ -32,7 +32,7 @@ UNIT_MEANING: dict[Unit, str] = {
     "factor": "a multiple, shown with ×",
 }
 
-AGGREGATION = "time-weighted over the analysed steps"
+AGGREGATION = "time-weighted over the analysed (steady-state) steps"
 MEDIAN_STEP = "median over the analysed steps of the per-step values"
 
 
@@ -51,8 +51,8 @@ DEFINITIONS: dict[str, Definition] = {
     # ---- MFU and FLOPs
     "mfu": _d(
         "MFU",
-        "Model FLOPs utilisation over the analysed steps: all their model FLOPs / (all their time × the peak "
-        "FLOP/s of the matmul dtype)",
+        "Model FLOPs utilisation over the analysed (steady-state) steps: all their model FLOPs / (all their "
+        "time × the peak FLOP/s of the matmul dtype)",
         "share",
     ),
     "mfu_median_step": _d(
@@ -72,14 +72,30 @@ DEFINITIONS: dict[str, Definition] = {
         "tflop_rate",
     ),
     "flops_per_step": _d(
-        "FLOPs / step",
-        "Model FLOPs of the mean step (FlopCounterMode convention, activation-checkpoint re-runs left out); "
-        "unknown when no op was counted",
+        "FLOPs / step (MFU's count)",
+        "Model FLOPs of the mean step, the count MFU divides: FlopCounterMode convention, activation-checkpoint "
+        "re-runs left out; unknown when no op was counted",
+        "flops",
+    ),
+    "flops.executed_flops_per_step": _d(
+        "Executed FLOPs / step (HFU's count)",
+        "Every FLOP the step executed, activation-checkpoint re-runs too: the count HFU divides",
+        "flops",
+    ),
+    "flops.model_flops_per_step": _d(
+        "FLOPs without recompute / step",
+        "The FLOPs with every recompute removed (checkpoint re-runs and flash attention's backward "
+        "recomputation of the scores): PaLM's count, which the MFU without recompute divides",
         "flops",
     ),
     "flops.hfu": _d(
         "HFU",
-        "Hardware FLOPs utilisation: every executed FLOP (checkpoint re-runs too) / time / peak",
+        "Hardware FLOPs utilisation: executed FLOPs (checkpoint re-runs too) / time / peak",
+        "share",
+    ),
+    "flops.mfu_model": _d(
+        "MFU without recompute",
+        "FLOPs without recompute / time / peak: MFU by PaLM's count, for comparison with papers that use it",
         "share",
     ),
     "device.peak_flops": _d(
@@ -89,13 +105,19 @@ DEFINITIONS: dict[str, Definition] = {
     ),
     # ---- step time
     "step_time_us": _d(
+        "Step time",
+        "The mean analysed step: Σ step time / steps over the steady-state steps (ProfilerStep#N, extended to "
+        "the GPU work it launched; warm-up steps left out): the step every share, the waterfall and MFU apply to",
+        "time",
+    ),
+    "step_time_median_us": _d(
         "Median step time",
-        "The median duration of the analysed steps (ProfilerStep#N, extended to the GPU work it launched)",
+        "The median duration of the analysed steps: another aggregation than the step time's mean",
         "time",
     ),
     "step_time_mean_us": _d(
         "Mean step time",
-        "Σ step time / steps: the step that the shares, the waterfall and MFU apply to",
+        "Σ step time / steps: the same figure as the step time (kept for readers of schema 2)",
         "time",
     ),
     # ---- GPU time
@@ -279,8 +301,8 @@ DEFINITIONS: dict[str, Definition] = {
         "time",
     ),
     "strategies.mfu_min": _d(
-        "MFU per rank, median step",
-        "Lowest / mean / highest over the ranks of each rank's MFU, median step",
+        "MFU per rank",
+        "Lowest / mean / highest over the ranks of each rank's MFU: the figure its Overview shows",
         "share",
     ),
     "strategies.peak_allocated_max": _d(
@@ -291,13 +313,13 @@ DEFINITIONS: dict[str, Definition] = {
     # ---- memory (profile_memory=True: the caching allocator's [memory] events; docs/memory.md)
     "memory.peak_allocated_bytes": _d(
         "Peak allocated",
-        "The most memory the caching allocator had allocated to tensors in any analysed step "
+        "The most memory the caching allocator had allocated to tensors in any recorded step (warm-up included) "
         "(torch.cuda.max_memory_allocated() over that step)",
         "bytes",
     ),
     "memory.peak_reserved_bytes": _d(
         "Peak reserved",
-        "The most device memory the caching allocator held in any analysed step, allocated or cached "
+        "The most device memory the caching allocator held in any recorded step, allocated or cached "
         "(torch.cuda.max_memory_reserved())",
         "bytes",
     ),

@@ -108,7 +108,7 @@ def analyze_device(
     notes: list[str] = [found.note] if found.note else []
     flags: list[str] = []
     recorded = find_steps(tables, device, launcher)
-    steps = steady_state(recorded)
+    steps = recorded if options.all_steps else steady_state(recorded)
     if steps.synthetic:
         flags.append("no_step_markers")
         notes.append("No ProfilerStep# markers: the whole trace is analysed as one step.")

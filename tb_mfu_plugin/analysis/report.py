@@ -281,6 +281,18 @@ class Roofline(msgspec.Struct, kw_only=True):
     notes: list[str] = []
 
 
+BenefitUnit = Literal["steps_until_oom", "bytes", "throughput_factor"]
+
+
+class Benefit(msgspec.Struct, kw_only=True):
+    """What a finding whose fix saves no step time brings, in its own unit: the steps left before a
+    leak fills the device, the memory a fix frees, the throughput a larger batch would reach."""
+
+    value: float | None  # in ``unit``; None where it cannot be known (a leak on a device of unknown size)
+    unit: BenefitUnit
+    text: str  # one line, the value in words
+
+
 class Finding(msgspec.Struct, kw_only=True):
     """A named bottleneck with its evidence, estimated gain and fix (``diagnosis``)."""
 
@@ -298,6 +310,9 @@ class Finding(msgspec.Struct, kw_only=True):
     # What the finding is about when a rule can fire more than once (one sync_point per
     # cause): (id, subject) is unique in a report, for "fixed" / "new" in Compare.
     subject: str | None = None
+    # A finding that saves no step time states what it brings in its own unit (a leak's steps until
+    # out of memory, a larger batch's throughput); a medium or high finding has a gain or this.
+    benefit: Benefit | None = None
 
 
 class WaterfallBar(msgspec.Struct, kw_only=True):

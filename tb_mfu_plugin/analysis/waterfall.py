@@ -130,6 +130,7 @@ def _result(bars: _Bars, mfu: float | None, status: MfuStatus) -> None:
         ideal = mfu * bars.step
         clamped = ideal > bars.remaining
         bars.loss("matmul_efficiency", "Matmul efficiency (below peak FLOP/s)", bars.remaining - ideal)
-        bars.entry("mfu", "Model FLOPs at peak (MFU)", "result", bars.remaining, clamped=clamped, mfu=round(mfu, 5))
+        shown = float(f"{mfu:.5g}")  # significant digits: a tiny MFU stays a figure, never 0
+        bars.entry("mfu", "Model FLOPs at peak (MFU)", "result", bars.remaining, clamped=clamped, mfu=shown)
     else:
         bars.unknown("mfu", "Model FLOPs at peak (MFU unknown: no FLOPs or peak)")

@@ -126,11 +126,14 @@ def _print_device_and_steps(console: Console, dev: Device, s: Summary) -> None:
         highlight=False,
     )
     spread = s.distribution.get("step_time_us")
+    basis = s.basis.description if s.basis is not None else fmt.counted(s.steps, "step")
     console.print(
-        f"{fmt.counted(s.steps, 'step')}, {label('step_time_us').lower()} {us(s.step_time_us)}"
-        + (f" (mean {us(s.step_time_mean_us)}, min {us(spread.min)}, max {us(spread.max)})" if spread else ""),
+        f"{basis}; {label('step_time_us').lower()} {us(s.step_time_us)}"
+        + (f" (median {us(s.step_time_median_us)}, min {us(spread.min)}, max {us(spread.max)})" if spread else ""),
         highlight=False,
     )
+    for left in s.basis.left_out if s.basis is not None else []:
+        console.print(f"[dim]  left out: step {left.step if left.step is not None else '?'}: {left.reason}[/]")
 
 
 def _print_copies_and_syncs(console: Console, w: WorkerReport) -> None:
@@ -276,7 +279,11 @@ def _other_utilisations(f: FlopsDetail | None) -> list[str]:
         return []
     extra = []
     if f.mfu_model is not None and f.hfu is not None and abs(f.mfu_model - f.hfu) > 1e-4:
-        extra.append(f"MFU without recompute {pct(f.mfu_model)}, HFU {pct(f.hfu)}")
+        extra.append(
+            f"{label('flops.mfu_model')} {pct(f.mfu_model)} ({label('flops.model_flops_per_step')} "
+            f"{flops(f.model_flops_per_step)}), {label('flops.hfu')} {pct(f.hfu)} "
+            f"({label('flops.executed_flops_per_step')} {flops(f.executed_flops_per_step)})"
+        )
     if f.mfu_user is not None:
         extra.append(f"MFU from your model FLOPs ({f.user_flops_source}) {pct(f.mfu_user)}")
     if f.unattributed_kernel_share:
@@ -382,7 +389,7 @@ def print_comparison(c: Comparison) -> None:
                 *(
                     ""
                     if x is None
-                    else mfu_shown(x.summary, x.flags)
+                    else mfu_shown(x.summary)
                     if key == "mfu"
                     else figure(key, getattr(x.summary, key))
                     for x in (a, b)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..analysis.device.mfu import projected_mfu
-from ..analysis.report import Finding, Severity
+from ..analysis.report import Benefit, Finding, Severity
 
 __all__ = ["SEVERITIES", "Finding", "make_finding"]
 
@@ -56,6 +56,7 @@ def make_finding(
     medium_share: float,
     subject: str | None = None,
     risk: Severity | None = None,
+    benefit: Benefit | None = None,
 ) -> Finding:
     """A finding whose gain is clamped to [0, cost] and whose cost to the step: no estimate exceeds
     what it removes, and no cause takes more than the step (a rule that sums the durations of
@@ -71,7 +72,7 @@ def make_finding(
         severity = min(severity, risk, key=SEVERITIES.index)
     after = projected_mfu(mfu, step_us, gain)
     if after is not None:
-        after = round(after, 4)
+        after = float(f"{after:.4g}")  # significant digits: a tiny MFU stays a figure, never 0
     ev = {"cost_us_per_step": cost, "cost_share": cost / step_us if step_us > 0 else 0.0, **evidence}
     if measured > cost:
         ev["cost_above_step_us_per_step"] = measured
@@ -85,4 +86,5 @@ def make_finding(
         est_mfu_after=after,
         recommendation=recommendation,
         subject=subject,
+        benefit=benefit,
     )

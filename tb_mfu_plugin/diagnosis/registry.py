@@ -18,7 +18,7 @@ from typing import Any
 
 from ..analysis.critical_path.whatif import Change
 from ..analysis.fmt import template
-from ..analysis.report import Severity
+from ..analysis.report import Benefit, Severity
 from .context import ReportFacts
 from .cost_time import Findings, TimeSet
 from .finding import Finding, make_finding
@@ -55,6 +55,8 @@ class Hit:
     # A risk rather than a time (the memory rules: a leak, a peak near the device's size): the
     # severity at least, whatever the gain.
     risk: Severity | None = None
+    # What a fix that saves no step time brings, in its own unit (report.Benefit)
+    benefit: Benefit | None = None
 
 
 # A rule reads a Context (a device's facts and report), or only a ReportFacts (the run-level rule)
@@ -109,6 +111,7 @@ class Rule:
             high_share=ctx.th.high_share,
             medium_share=ctx.th.medium_share,
             risk=hit.risk,
+            benefit=hit.benefit,
         )
 
 

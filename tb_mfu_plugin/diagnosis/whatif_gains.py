@@ -20,6 +20,7 @@ from itertools import combinations
 from ..analysis.critical_path.report_types import WhatIf, WhatIfCase, WhatIfFinding
 from ..analysis.critical_path.whatif import Change, Model, Outcome
 from ..analysis.device.mfu import projected_mfu
+from ..analysis.fmt import us
 from ..analysis.report import Finding
 from .context import Context
 from .cost_time import Claim, TimeSet, combined_gain, union
@@ -100,7 +101,7 @@ def _retimed(
     return make_finding(
         id=f.id,
         subject=f.subject,
-        title=f.title,
+        title=f.title + _held_back(f.est_gain_us_per_step, gain, ctx.step_us),
         evidence=evidence,
         cost_us=cost,
         gain_us=gain,
@@ -109,7 +110,21 @@ def _retimed(
         recommendation=f.recommendation,
         high_share=ctx.th.high_share,
         medium_share=ctx.th.medium_share,
+        benefit=f.benefit,
     )
+
+
+# A re-timed gain below this share of the rule's own estimate is said in the title: the cause's time is
+# real, but the step waits on other work, so its fix alone gives little.
+HELD_BACK = 0.5
+
+
+def _held_back(rule_gain: float, gain: float, step_us: float) -> str:
+    """What the title adds when the fix alone would give far less than the time its cause takes: a
+    finding never reads "loses X ms" beside a gain of 0 without saying why."""
+    if step_us <= 0 or rule_gain < 0.01 * step_us or gain >= HELD_BACK * rule_gain:
+        return ""
+    return f"; alone, its fix saves {us(gain)} a step: other work holds the step"
 
 
 def _panel(ctx: Context, model: Model, timed: list[Timed]) -> WhatIf:

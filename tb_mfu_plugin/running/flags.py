@@ -189,6 +189,17 @@ OPTIONS: tuple[Option, ...] = (
         default_text="off",
     ),
     Option(
+        "all_steps",
+        ANALYSIS,
+        "switch",
+        False,
+        "Analyse every recorded step, warm-up included: by default leading steps still warming up are left "
+        "out of every per-step figure (each named in the report), and this puts them back, as torch-tb-profiler "
+        "counts them.",
+        kind="switch",
+        default_text="off (the steady state)",
+    ),
+    Option(
         "interconnect",
         ANALYSIS,
         "text",

@@ -109,10 +109,13 @@ def _share_fields(fields: tuple[str, ...]) -> list[str]:
     return [f for f in fields if f.endswith("_share") or f in ("sm_efficiency", "achieved_occupancy")]
 
 
-def _clamped(values: np.ndarray, key: str, bad: set[str]) -> np.ndarray:
+def _clamped(values: np.ndarray, key: str, bad: set[str], known: np.ndarray | None = None) -> np.ndarray:
     """Rounding above 1 becomes 1; a real excess (beyond ``_ROUNDING``) is named in ``bad`` and kept
-    (the faces show a share above 100 % as impossible, never as a figure)."""
+    (the faces show a share above 100 % as impossible, never as a figure). ``known``: where the
+    column holds a figure (an unknown one holds any number, which says nothing)."""
     over = np.nan_to_num(values, nan=0.0) > 1.0
+    if known is not None:
+        over &= known
     if not over.any():
         return values
     if (values[over] > 1.0 + _ROUNDING).any():
@@ -132,7 +135,8 @@ def guard_shares(summary: Summary, cols: StepColumns) -> tuple[Summary, StepColu
             shares[key] = float(_clamped(np.array([v]), key, bad)[0])
     breakdown = {k: float(_clamped(np.array([v]), f"breakdown.{k}", bad)[0]) for k, v in summary.breakdown.items()}
     summary = msgspec.structs.replace(summary, breakdown=breakdown, **shares)
-    values = {k: _clamped(v, k, bad) if k in _share_fields(tuple(cols.values)) else v for k, v in cols.values.items()}
+    shared = _share_fields(tuple(cols.values))
+    values = {k: _clamped(v, k, bad, cols.known.get(k)) if k in shared else v for k, v in cols.values.items()}
     parts = {k: _clamped(v, f"breakdown.{k}", bad) for k, v in cols.breakdown.items()}
     cols = StepColumns(values=values, known=cols.known, breakdown=parts, gaps=cols.gaps)
     if not bad:

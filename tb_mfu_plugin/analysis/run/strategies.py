@@ -2,13 +2,11 @@
 which strategy gives the best MFU on these GPUs (``tb-mfu compare`` with several runs, the tab's
 Strategies view; docs/distributed.md).
 
-One row per run, its ranks summed up: the slowest rank's median step (every rank waits for it),
-each rank's MFU at its median step (the median of its per-step MFUs, ``summary.distribution.mfu``:
-the steady state, which the first profiled step, still draining the warm-up's GPU work, does not
-disturb; the lowest, the mean and the highest over the ranks; the headline MFU over all the steps is
-another figure, under another label), and the mean over ranks of the exposed communication, the
-overlap and the pipeline bubble; and the lowest and highest peak allocated memory over the ranks
-(FSDP against DDP is largely a memory trade), known only for traces recorded with
+One row per run, its ranks summed up: the slowest rank's step (every rank waits for it), each
+rank's MFU (the headline figure of its report, over its steady-state steps, as Compare and the
+Overview show it: the lowest, the mean and the highest over the ranks), and the mean over ranks of
+the exposed communication, the overlap and the pipeline bubble; and the lowest and highest peak
+allocated memory over the ranks (FSDP against DDP is largely a memory trade), known only for traces recorded with
 ``profile_memory=True``.
 """
 
@@ -18,7 +16,7 @@ from statistics import fmean
 
 import msgspec
 
-from ..report import RunReport, Summary, WorkerReport
+from ..report import RunReport, WorkerReport
 from .ranks import RankSummary
 
 
@@ -27,9 +25,8 @@ class StrategyRow(msgspec.Struct, kw_only=True):
     strategy: list[str]  # the run's (analysis.strategy); empty on one GPU
     ranks: int  # workers analysed
     device: str | None
-    step_time_us: float | None  # the slowest rank's median step
-    # per-rank MFU at the rank's median step (median_step_mfu), not the headline MFU over all the
-    # analysed steps: lowest, mean and highest over the ranks
+    step_time_us: float | None  # the slowest rank's step (summary.step_time_us: its mean steady-state step)
+    # each rank's MFU (summary.mfu, the headline): lowest, mean and highest over the ranks
     mfu_min: float | None
     mfu_mean: float | None
     mfu_max: float | None
@@ -58,22 +55,13 @@ def _ranks(run: RunReport) -> RankSummary | None:
     return msgspec.convert(run.ranks, RankSummary)
 
 
-def median_step_mfu(s: Summary) -> float | None:
-    """The MFU of the median step: the median of the per-step MFUs, which ``analysis.device.mfu`` keeps in
-    ``summary.distribution`` (None when no step has an MFU)."""
-    spread = s.distribution.get("mfu")
-    return spread.median if spread is not None else None
-
-
 def strategy_row(run: RunReport) -> StrategyRow:
     ok: list[WorkerReport] = [w for w in run.workers if w.error is None and w.summary is not None]
     summaries = [w.summary for w in ok if w.summary is not None]
     comm = [
-        (w.communication, s.step_time_mean_us or s.step_time_us)
-        for w, s in zip(ok, summaries, strict=True)
-        if w.communication is not None
+        (w.communication, s.step_time_us) for w, s in zip(ok, summaries, strict=True) if w.communication is not None
     ]
-    mfu = [m for s in summaries if (m := median_step_mfu(s)) is not None]
+    mfu = [s.mfu for s in summaries if s.mfu is not None]
     ranks = _ranks(run)
     main = [max(c.collectives, key=lambda x: x.us_per_step) for c, _ in comm if c.collectives]
     peaks = [w.memory.peak_allocated_bytes for w in ok if w.memory is not None and w.memory.peak_allocated_bytes]

@@ -15,6 +15,7 @@ import numpy as np
 
 from ...trace.tables import ANNOTATION, STEP_PREFIX, Names, TraceTables
 from ..kernels.name_patterns import launch_call_rows
+from .. import fmt
 from ..per_trace import once_per_trace
 from . import intervals
 
@@ -147,12 +148,12 @@ WARMUP_EXCESS = 0.05
 
 def steady_state(steps: Steps) -> Steps:
     """``steps`` without the leading steps that are still warming up (``WARMUP_EXCESS``), each
-    named in ``warmup`` with why. At least half the steps are kept (rounded up), so a short window
-    keeps most of what it recorded; one step, or none, is kept as it is."""
+    named in ``warmup`` with why. At least two steps and half of them (rounded up) are kept, so a
+    short window keeps most of what it recorded; a window of one or two steps is kept as it is."""
     n = len(steps)
     dur = steps.end - steps.start
     out = 0
-    while out < n // 2:
+    while out < n - max(2, -(-n // 2)):
         later = dur[out + 1 :]
         median = float(np.median(later))
         if not (dur[out] > later.max() and dur[out] > (1 + WARMUP_EXCESS) * median):
@@ -164,8 +165,9 @@ def steady_state(steps: Steps) -> Steps:
         (
             int(steps.number[i]),
             float(dur[i]),
-            f"{dur[i] / 1e3:.2f} ms, {dur[i] / float(np.median(dur[i + 1 :])):.2f}x the median of the steps after "
-            "it: still warming up (the first profiled steps drain the warm-up's GPU work and pay one-time costs)",
+            f"{fmt.us(float(dur[i]))}, {fmt.factor(float(dur[i] / np.median(dur[i + 1 :])))} the median of the "
+            "steps after it: still warming up (the first profiled steps drain the warm-up's GPU work and pay "
+            "one-time costs)",
         )
         for i in range(out)
     ]

@@ -50,8 +50,15 @@ def _launch_bound(ctx: Context, host_gaps: float) -> tuple[float, float | None, 
 
 @rule(
     after=(unfused_optimizer,),
-    title="Launch-bound: {count:.0f} kernels per step launched one by one (median {median:time}), "
-    "GPU idle {idle:share} of the step waiting for the host to launch",
+    # the idle shares are the waterfall's own bars ("launch gaps", "waiting for host work"), so the
+    # title and the waterfall give one figure for one idle time
+    title={
+        "": "Launch-bound: {count:.0f} kernels per step launched one by one (median {median:time}), GPU idle "
+        "{idle:share} of the step waiting for the host (launch gaps {launch:share}, host work {host:share})",
+        "optimizer": "Launch-bound: {count:.0f} kernels per step launched one by one (median {median:time}), GPU "
+        "idle {idle:share} of the step waiting for the host (launch gaps {launch:share}, host work {host:share}); "
+        "{optimizer:share} of it is in the per-parameter optimizer step (unfused_optimizer)",
+    },
     fix={
         "graphs": "The step already replays {graph_launches:.3g} CUDA graph(s) ({in_graphs:.0f} kernels); "
         "capture the {count:.0f} kernels launched outside them as well (`torch.cuda.CUDAGraph` around more of "
@@ -102,18 +109,26 @@ def launch_bound(ctx: Context, fired: Fired) -> list[Hit]:
         "longer_host_gaps_us_per_step": long,
         "in_optimizer_step_us_per_step": (gaps.total(LAUNCH) + gaps.total(HOST)) / ctx.n - idle,
     }
+    launch_all, host_all = gaps.total(LAUNCH) / ctx.n, gaps.total(HOST) / ctx.n
+    in_optimizer = launch_all + host_all - idle
     args = {
         "count": count,
         "median": median or 0,
-        "idle": idle / ctx.step_us,
+        "idle": (launch_all + host_all) / ctx.step_us,
+        "launch": launch_all / ctx.step_us,
+        "host": host_all / ctx.step_us,
+        "optimizer": in_optimizer / ctx.step_us,
         "graph_launches": la.graph_launches_per_step,
         "in_graphs": la.graph_kernels_per_step,
     }
+    title = "optimizer" if in_optimizer > 0.005 * ctx.step_us else ""
     done = "_compiled" if compiled(ctx) else ""
     fix = ("graphs" if la.graph_kernels_per_step > 0 else "no_graphs" + done, "fuse" + done)
     time = short_time.union(long_time)
     change = fixes.graph_replay(ctx)
-    return [Hit(cost_us=idle, gain_us=idle, evidence=evidence, args=args, fix=fix, time=time, change=change)]
+    return [
+        Hit(cost_us=idle, gain_us=idle, evidence=evidence, args=args, title=title, fix=fix, time=time, change=change)
+    ]
 
 
 def _tiny_graph_kernels(ctx: Context) -> tuple[float, float | None, float] | None:

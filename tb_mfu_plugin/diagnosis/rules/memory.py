@@ -12,10 +12,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ...analysis.fmt import factor as fmt_factor
+from ...analysis.fmt import nbytes
 from ...analysis.memory.types import Memory, MemoryOp
-from ...analysis.report import Severity
+from ...analysis.report import Benefit, Severity
+from .. import fixes
 from ..context import Context
-from ..cost_time import EMPTY
+from ..cost_time import EMPTY, rows_time
 from ..registry import Fired, Hit, rule
 from .launches import launch_bound
 from .sm_efficiency import low_sm_efficiency
@@ -80,6 +83,11 @@ def memory_leak(ctx: Context) -> list[Hit]:
     args = {"growth": growth, "steps": steps or 0, "op": kept.name if kept else "", "kept": kept.bytes if kept else 0}
     args["root"] = kept.root_op if kept and kept.root_op else "its caller"
     fix = ("", "op", "find") if kept else ("", "find")
+    benefit = Benefit(
+        value=steps,
+        unit="steps_until_oom",
+        text=f"out of memory in about {steps:,.0f} more steps" if steps is not None else "out of memory in time",
+    )
     return [
         Hit(
             cost_us=0.0,
@@ -90,6 +98,7 @@ def memory_leak(ctx: Context) -> list[Hit]:
             fix=fix,
             time=EMPTY,
             risk=_risk(steps, th.leak_high_risk_steps),
+            benefit=benefit,
         )
     ]
 
@@ -134,16 +143,37 @@ def near_oom(ctx: Context) -> list[Hit]:
     }
     frag = (m.reserved_minus_allocated_bytes or 0) >= 0.1 * (m.peak_reserved_bytes or math.inf)
     fix = ("", *(("ckpt",) if m.recompute is None else ()), "accumulate", "shard", "frag" if frag else "end")
+    peak = max(m.peak_allocated_bytes or 0, m.peak_reserved_bytes or 0)
     args = {
         "share": share,
-        "peak": max(m.peak_allocated_bytes or 0, m.peak_reserved_bytes or 0),
+        "peak": peak,
         "total": m.device_total_bytes,
         "ooms": m.oom_events,
         "phase": m.peak_phase or "an unknown phase",
         "op": m.peak_op or "an unknown op",
     }
     title = "oom" if m.oom_events and share < th.near_oom_share else "peak"
-    return [Hit(cost_us=0.0, gain_us=0.0, evidence=evidence, args=args, title=title, fix=fix, time=EMPTY, risk="high")]
+    left = max(0, m.device_total_bytes - peak) if m.device_total_bytes else None
+    benefit = Benefit(
+        value=left,
+        unit="bytes",
+        text=f"{nbytes(left)} left above the peak before an out-of-memory error"
+        if left is not None
+        else "the allocator already failed requests",
+    )
+    return [
+        Hit(
+            cost_us=0.0,
+            gain_us=0.0,
+            evidence=evidence,
+            args=args,
+            title=title,
+            fix=fix,
+            time=EMPTY,
+            risk="high",
+            benefit=benefit,
+        )
+    ]
 
 
 @rule(
@@ -179,7 +209,8 @@ def allocator_fragmentation(ctx: Context) -> list[Hit]:
     tight = (m.peak_reserved_share or 0.0) >= th.near_oom_share / 2
     risk: Severity = "medium" if tight else "low"
     args = {"cached": cached, "share": share}
-    return [Hit(cost_us=0.0, gain_us=0.0, evidence=evidence, args=args, time=EMPTY, risk=risk)]
+    benefit = Benefit(value=cached, unit="bytes", text=f"up to {nbytes(cached)} of reserved memory made usable")
+    return [Hit(cost_us=0.0, gain_us=0.0, evidence=evidence, args=args, time=EMPTY, risk=risk, benefit=benefit)]
 
 
 def _suggested(factor: float, cap: float) -> int:
@@ -236,7 +267,20 @@ def memory_headroom(ctx: Context, fired: Fired) -> list[Hit]:
         "what": "launch overhead" if launch else "idle-SM time",
         "rule": f.id,
     }
-    return [Hit(cost_us=0.0, gain_us=0.0, evidence=evidence, args=args, time=EMPTY, risk=f.severity)]
+    # samples per second at k x the batch: the cost its base finding names stays per step, the rest of
+    # the step grows with the batch (a model: the GPU work scales, the host's launches do not)
+    fixed = min(f.est_gain_us_per_step, ctx.step_us)
+    throughput = k * ctx.step_us / (fixed + (ctx.step_us - fixed) * k) if ctx.step_us > 0 else None
+    evidence["throughput_factor_at_suggested"] = throughput
+    benefit = Benefit(
+        value=throughput,
+        unit="throughput_factor",
+        text=f"about {fmt_factor(throughput)} the samples per second at {k}x the batch (the {args['what']} stays "
+        "per step, the rest grows with the batch)"
+        if throughput is not None
+        else f"more samples per step at {k}x the batch",
+    )
+    return [Hit(cost_us=0.0, gain_us=0.0, evidence=evidence, args=args, time=EMPTY, risk=f.severity, benefit=benefit)]
 
 
 @rule(
@@ -257,8 +301,9 @@ def memory_headroom(ctx: Context, fired: Fired) -> list[Hit]:
     },
     note="recompute: from the start of each autograd node that re-runs forward ops to the end of the last "
     "of them (host), or the kernels they launch (GPU), the longer; saved: what the re-run allocates and "
-    "still holds at its end, an upper bound (memory.recompute). Gain: not claimed here, the recompute's "
-    "time is also launch gaps and kernels other findings name; Compare a run without checkpointing",
+    "still holds at its end, an upper bound (memory.recompute). Gain: the step re-timed without the recompute "
+    "regions' host ops, launches and kernels, where the memory fits; none where it is needed (its benefit is "
+    "the memory)",
     thresholds=("checkpoint_min_share", "near_oom_share"),
 )
 def activation_checkpointing(ctx: Context) -> list[Hit]:
@@ -284,17 +329,35 @@ def activation_checkpointing(ctx: Context) -> list[Hit]:
         "peak_without_share_at_most": without,
     }
     which = "unknown" if without is None else "fits" if without < th.near_oom_share else "needed"
-    risk: Severity = "medium" if which == "fits" else "low"
     args = {"us": r.us_per_step, "share": share, "saved": r.saved_bytes or 0, "without": without or 0.0}
+    if which == "needed":  # the memory it saves is needed: what it brings is that memory, not time
+        saved = r.saved_bytes
+        benefit = Benefit(value=saved, unit="bytes", text=f"up to {nbytes(saved)} of activations not held")
+        return [
+            Hit(
+                cost_us=r.us_per_step,
+                gain_us=0.0,
+                evidence=evidence,
+                args=args,
+                title=which,
+                fix=(which,),
+                time=EMPTY,
+                risk="low",
+                benefit=benefit,
+            )
+        ]
+    # turned off, the recompute's host ops, launches and kernels go: the engine re-times the step with that
+    change, rows = fixes.recompute_removed(ctx)
+    time = rows_time(ctx, rows)
     return [
         Hit(
             cost_us=r.us_per_step,
-            gain_us=0.0,
+            gain_us=r.us_per_step,
             evidence=evidence,
             args=args,
             title=which,
             fix=(which,),
-            time=EMPTY,
-            risk=risk,
+            time=time,
+            change=change,
         )
     ]
