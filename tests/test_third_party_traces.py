@@ -39,7 +39,8 @@ def test_parity_with_torch_tb_profiler(run: str, index: int) -> None:
     expected = _expected(index)
     (found,) = discover_runs(str(fixture_path("torch_tb_profiler_samples", run)))
     span = found.workers[0].spans[0]  # "span 1": the first timestamped file
-    (w,) = analyze_file(span, "worker0", AnalysisOptions())
+    # every recorded step, as torch-tb-profiler counts them (by default warm-up steps are left out)
+    (w,) = analyze_file(span, "worker0", AnalysisOptions(all_steps=True))
     assert w.error is None and w.summary is not None
     # Same definitions and the same aggregation: kernel-interval union and blocks-per-SM
     # coverage over all steps' time; the summary is that ratio of sums.

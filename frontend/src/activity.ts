@@ -108,7 +108,7 @@ export function launchesCard(w: WorkerReport): HTMLElement {
       ],
       [
         'Launched one by one / step',
-        f.count(l.kernels_per_step - inGraphs, 0),
+        f.count(l.kernels_launched_one_by_one_per_step, 0),
         'Kernels the host launched itself, outside graph replays',
       ],
     );

@@ -16,7 +16,7 @@ export const MEDIAN_STEP = 'median over the analysed steps of the per-step value
 export const DEFINITIONS = {
   'mfu': {
     label: 'MFU',
-    definition: 'Model FLOPs utilisation over the analysed (steady-state) steps: all their model FLOPs / (all their time × the peak FLOP/s of the matmul dtype)',
+    definition: 'Model FLOPs utilisation over the analysed (steady-state) steps: all their model FLOPs / (all their time × the GPU\'s dense 16-bit tensor-core peak, or the fp8/fp4 peak for runs in those dtypes: PaLM\'s convention, as torchtitan and Megatron quote it)',
     unit: 'share',
   },
   'mfu_median_step': {
@@ -54,6 +54,16 @@ export const DEFINITIONS = {
     definition: 'Hardware FLOPs utilisation: executed FLOPs (checkpoint re-runs too) / time / peak',
     unit: 'share',
   },
+  'flops.mfu_at_compute_peak': {
+    label: 'MFU of the units it ran on',
+    definition: 'An fp32 or TF32 run\'s FLOPs / time / the peak of the units its matmuls ran on (the fp32 CUDA-core or TF32 tensor-core peak): a second figure beside MFU, which is against the 16-bit tensor-core peak',
+    unit: 'share',
+  },
+  'flops.mfu_at_bf16_peak': {
+    label: 'MFU against the bf16 peak',
+    definition: 'An fp8 or fp4 run\'s FLOPs / time / the dense bf16 peak: to compare with bf16 runs (its MFU is against the peak of the dtype it ran in)',
+    unit: 'share',
+  },
   'flops.mfu_model': {
     label: 'MFU without recompute',
     definition: 'FLOPs without recompute / time / peak: MFU by PaLM\'s count, for comparison with papers that use it',
@@ -61,7 +71,7 @@ export const DEFINITIONS = {
   },
   'device.peak_flops': {
     label: 'Peak',
-    definition: 'The dense peak FLOP/s of the GPU for the matmul dtype, which MFU is measured against',
+    definition: 'The peak MFU is measured against: the GPU\'s dense bf16 (or fp16) tensor-core peak, the fp8 or fp4 one for runs in those dtypes, or --peak-tflops',
     unit: 'flop_rate',
   },
   'step_time_us': {

@@ -91,6 +91,10 @@ function utilisationRows(fl: FlopsDetail): FactRow[] {
   const rows: FactRow[] = [];
   const { hfu, mfu_model: mfuModel, mfu_user: mfuUser, user_flops_per_step: user } = fl;
   if (hfu !== null) rows.push([f.label('flops.hfu'), f.figure('flops.hfu', hfu), f.definition('flops.hfu')]);
+  for (const key of ['flops.mfu_at_compute_peak', 'flops.mfu_at_bf16_peak'] as const) {
+    const v = key === 'flops.mfu_at_compute_peak' ? fl.mfu_at_compute_peak : fl.mfu_at_bf16_peak;
+    if (f.isNumber(v)) rows.push([f.label(key), f.figure(key, v), f.definition(key)]);
+  }
   if (mfuModel !== null && hfu !== null && Math.abs(mfuModel - hfu) > 1e-9)
     rows.push([f.label('flops.mfu_model'), f.figure('flops.mfu_model', mfuModel), f.definition('flops.mfu_model')]);
   if (user !== null)

@@ -51,8 +51,9 @@ function timelineChart(m: Memory): HTMLElement | null {
   if (!t?.t_us.length) return null;
   const el = h('div', { class: 'chart', testid: 'memory-chart' });
   const points = (ys: (number | null)[]) => t.t_us.map((x, i) => [x / 1000, ys[i]]);
+  // where to mark the peak on the sampled curve; its figure is the report's (the samples may miss the exact event)
   const peakAt = t.allocated.indexOf(Math.max(...t.allocated));
-  const peakLabel = `peak ${f.figure('memory.peak_allocated_bytes', t.allocated[peakAt])}${m.peak_op ? ` · ${m.peak_op}` : ''}`;
+  const peakLabel = `peak ${f.figure('memory.peak_allocated_bytes', m.peak_allocated_bytes)}${m.peak_op ? ` · ${m.peak_op}` : ''}`;
   queueMicrotask(() =>
     chart(el, {
       color: [COLOR.allocated, COLOR.reserved],

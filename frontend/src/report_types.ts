@@ -257,7 +257,9 @@ export interface FlopsDetail {
   peak: PeakFacts;
   kernel_dtype: string | null;
   kernel_dtype_shares: Record<string, number>;
-  mfu_at_bf16_peak?: number;
+  mfu_at_bf16_peak?: number | null;
+  mfu_at_compute_peak?: number | null;
+  compute_peak?: PeakFacts;
   impossible?: Impossible;
 }
 
@@ -300,6 +302,7 @@ export interface ImpossibleValues {
   mfu_model?: number | null;
   mfu_user?: number | null;
   mfu_at_bf16_peak?: number | null;
+  mfu_at_compute_peak?: number | null;
 }
 
 export interface Roofline {

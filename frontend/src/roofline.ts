@@ -86,8 +86,8 @@ interface Frame {
   ymax: number;
 }
 
-function frame(peak: number, bw: number, plotted: Placed[]): Frame {
-  const ridge = peak / bw;
+/** ``ridge``: the report's ridge intensity (peak / bandwidth, Roofline.ridge_intensity), never recomputed here. */
+function frame(peak: number, bw: number, ridge: number, plotted: Placed[]): Frame {
   const xs = plotted.map((o) => o.intensity);
   const ys = plotted.map((o) => o.achieved_flops / 1e12);
   const xmin = 10 ** Math.floor(Math.log10(Math.min(0.1, ...xs) / 2));
@@ -128,9 +128,9 @@ function roofLines(peak: number, bw: number, fr: Frame): object[] {
 }
 
 /** The roofline of ``peak`` FLOP/s and ``bw`` bytes/s, with the ops on it. */
-function rooflineChart(peak: number, bw: number, plotted: Placed[]): HTMLElement {
+function rooflineChart(peak: number, bw: number, ridge: number, plotted: Placed[]): HTMLElement {
   const el = h('div', { class: 'chart tall', testid: 'roofline-chart' });
-  const fr = frame(peak, bw, plotted);
+  const fr = frame(peak, bw, ridge, plotted);
   const maxUs = Math.max(1e-9, ...plotted.map((o) => o.us_per_step));
   const classes = Array.from(new Set(plotted.map((o) => o.class)));
   const axisStyle = {
@@ -288,7 +288,8 @@ export function rooflineCard(w: WorkerReport): HTMLElement | null {
   }
   const peak = f.isNumber(r.peak_flops) ? r.peak_flops : null;
   const bw = f.isNumber(r.peak_bandwidth) ? r.peak_bandwidth : null;
-  const hasRoof = peak !== null && bw !== null;
+  const ridge = f.isNumber(r.ridge_intensity) ? r.ridge_intensity : null;
+  const hasRoof = peak !== null && bw !== null && ridge !== null;
   const plotted = hasRoof ? r.ops.filter(placed) : [];
   const offChart = r.ops.length - plotted.length;
   const notes = [...r.notes];
@@ -304,7 +305,7 @@ export function rooflineCard(w: WorkerReport): HTMLElement | null {
     'Roofline',
     [
       facts(r),
-      hasRoof ? rooflineChart(peak, bw, plotted) : null,
+      hasRoof ? rooflineChart(peak, bw, ridge, plotted) : null,
       h('h3', null, 'Top ops by time lost below their roof'),
       opsTable(r.ops),
       r.classes.length ? h('h3', null, 'By op class') : null,

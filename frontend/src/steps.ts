@@ -165,7 +165,7 @@ function spreadBlock(s: Summary): HTMLElement | null {
         return h(
           'tr',
           { data: { key } },
-          h('th', { title: f.definition(key) }, key === 'step_time_us' ? 'Step time' : f.label(key)),
+          h('th', { title: f.definition(key) }, f.label(key)),
           h('td', { class: 'num' }, f.figure(key, sp.median)),
           h('td', { class: 'num' }, range(key, sp.p10, sp.p90)),
           h('td', { class: 'num' }, range(key, sp.min, sp.max)),

@@ -52,7 +52,8 @@ DEFINITIONS: dict[str, Definition] = {
     "mfu": _d(
         "MFU",
         "Model FLOPs utilisation over the analysed (steady-state) steps: all their model FLOPs / (all their "
-        "time × the peak FLOP/s of the matmul dtype)",
+        "time × the GPU's dense 16-bit tensor-core peak, or the fp8/fp4 peak for runs in those dtypes: PaLM's "
+        "convention, as torchtitan and Megatron quote it)",
         "share",
     ),
     "mfu_median_step": _d(
@@ -93,6 +94,18 @@ DEFINITIONS: dict[str, Definition] = {
         "Hardware FLOPs utilisation: executed FLOPs (checkpoint re-runs too) / time / peak",
         "share",
     ),
+    "flops.mfu_at_compute_peak": _d(
+        "MFU of the units it ran on",
+        "An fp32 or TF32 run's FLOPs / time / the peak of the units its matmuls ran on (the fp32 CUDA-core or "
+        "TF32 tensor-core peak): a second figure beside MFU, which is against the 16-bit tensor-core peak",
+        "share",
+    ),
+    "flops.mfu_at_bf16_peak": _d(
+        "MFU against the bf16 peak",
+        "An fp8 or fp4 run's FLOPs / time / the dense bf16 peak: to compare with bf16 runs (its MFU is against "
+        "the peak of the dtype it ran in)",
+        "share",
+    ),
     "flops.mfu_model": _d(
         "MFU without recompute",
         "FLOPs without recompute / time / peak: MFU by PaLM's count, for comparison with papers that use it",
@@ -100,7 +113,8 @@ DEFINITIONS: dict[str, Definition] = {
     ),
     "device.peak_flops": _d(
         "Peak",
-        "The dense peak FLOP/s of the GPU for the matmul dtype, which MFU is measured against",
+        "The peak MFU is measured against: the GPU's dense bf16 (or fp16) tensor-core peak, the fp8 or fp4 "
+        "one for runs in those dtypes, or --peak-tflops",
         "flop_rate",
     ),
     # ---- step time

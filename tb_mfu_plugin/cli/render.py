@@ -178,7 +178,7 @@ def _print_launches(console: Console, w: WorkerReport) -> None:
             f"CUDA graph replays: {count(ln.graph_launches_per_step)}/step running "
             f"{count(ln.graph_kernels_per_step, 0)} kernels (median {us(ln.graph_median_kernel_us)}), graph launch API "
             f"{us(ln.graph_launch_api_us_per_step)}/step; the host "
-            f"launched {count(ln.kernels_per_step - ln.graph_kernels_per_step, 0)} kernels/step one by one",
+            f"launched {count(ln.kernels_launched_one_by_one_per_step, 0)} kernels/step one by one",
             highlight=False,
         )
 
@@ -284,6 +284,11 @@ def _other_utilisations(f: FlopsDetail | None) -> list[str]:
             f"{flops(f.model_flops_per_step)}), {label('flops.hfu')} {pct(f.hfu)} "
             f"({label('flops.executed_flops_per_step')} {flops(f.executed_flops_per_step)})"
         )
+    for key in ("flops.mfu_at_compute_peak", "flops.mfu_at_bf16_peak"):
+        v = getattr(f, key.removeprefix("flops."))
+        if isinstance(v, float):
+            peak = f.compute_peak.peak_flops if key.endswith("compute_peak") and f.compute_peak else None
+            extra.append(f"{label(key)} {pct(v)}" + (f" (peak {flop_rate(peak)})" if peak else ""))
     if f.mfu_user is not None:
         extra.append(f"MFU from your model FLOPs ({f.user_flops_source}) {pct(f.mfu_user)}")
     if f.unattributed_kernel_share:
@@ -387,11 +392,7 @@ def print_comparison(c: Comparison) -> None:
             t.add_row(
                 label(key),
                 *(
-                    ""
-                    if x is None
-                    else mfu_shown(x.summary)
-                    if key == "mfu"
-                    else figure(key, getattr(x.summary, key))
+                    "" if x is None else mfu_shown(x.summary) if key == "mfu" else figure(key, getattr(x.summary, key))
                     for x in (a, b)
                 ),
             )

@@ -46,9 +46,6 @@ class Hit:
     # The stretches of the steps its cost covers, on the device's clock (cost_time): the engine
     # adds the findings' gains over their union, and the tests check no two findings share time.
     time: TimeSet | None = None
-    # The run's MFU against the peak the fix moves to, where the fix changes it (no_tensor_cores:
-    # the bf16 tensor-core peak): the MFU ``est_mfu_after`` projects from. None: the run's own MFU.
-    mfu_at_fix_peak: float | None = None
     # What the fix does to the trace (analysis.critical_path.whatif): the engine re-times the step with
     # it applied, and that gives the finding's gain (diagnosis.whatif_gains). None: the rule's own estimate.
     change: Change | None = None
@@ -85,7 +82,7 @@ class Rule:
             if hit.change is not None:
                 ctx.changes[(f.id, f.subject)] = (
                     hit.change,
-                    ctx.mfu if hit.mfu_at_fix_peak is None else hit.mfu_at_fix_peak,
+                    ctx.mfu,
                 )
             out.append((f, hit.time))
         return out
@@ -106,7 +103,7 @@ class Rule:
             cost_us=hit.cost_us,
             gain_us=hit.gain_us,
             step_us=ctx.step_us,
-            mfu=ctx.mfu if hit.mfu_at_fix_peak is None else hit.mfu_at_fix_peak,
+            mfu=ctx.mfu,
             recommendation=" ".join(template(self.fixes[k], **hit.args) for k in hit.fix),
             high_share=ctx.th.high_share,
             medium_share=ctx.th.medium_share,

@@ -141,14 +141,14 @@ def _panel(ctx: Context, model: Model, timed: list[Timed]) -> WhatIf:
             picked = [shown[i] for i in subset]
             mask = sum(1 << i for i in subset)
             if size == 1:
-                cases.append(_case(mask, step, picked[0][3], _mfu_basis(ctx, picked), picked[0][4]))
+                cases.append(_case(mask, step, picked[0][3], ctx.mfu, picked[0][4]))
             else:
-                cases.append(_case(mask, step, model.simulate([p[1] for p in picked]), _mfu_basis(ctx, picked)))
+                cases.append(_case(mask, step, model.simulate([p[1] for p in picked]), ctx.mfu))
     combined = None
     if timed:
         changes = [x[1] for x in timed]
         out, unprofiled = model.simulate(changes), model.simulate(changes, without_profiler=True)
-        combined = _case((1 << len(shown)) - 1, step, out, _mfu_basis(ctx, timed), unprofiled)
+        combined = _case((1 << len(shown)) - 1, step, out, ctx.mfu, unprofiled)
     findings = [WhatIfFinding(id=f.id, subject=f.subject, change=ch.what) for f, ch, *_ in shown]
     return WhatIf(
         step_us=step,
@@ -160,15 +160,6 @@ def _panel(ctx: Context, model: Model, timed: list[Timed]) -> WhatIf:
         combined=combined,
         findings_retimed=len(timed),
     )
-
-
-def _mfu_basis(ctx: Context, picked: list[Timed]) -> float | None:
-    """The MFU the projection starts from: a fix that moves the peak (fp32 to bf16 tensor cores)
-    gives its own; otherwise the run's."""
-    for _, _, mfu, *_ in picked:
-        if mfu is not ctx.mfu:
-            return mfu
-    return ctx.mfu
 
 
 def _case(mask: int, step: float, outcome: Outcome, mfu: float | None, unprofiled: Outcome | None = None) -> WhatIfCase:

@@ -184,7 +184,8 @@ OPTIONS: tuple[Option, ...] = (
         ANALYSIS,
         "switch",
         False,
-        "fp32 matmuls ran as TF32 on tensor cores (torch.backends.cuda.matmul.allow_tf32): MFU against the TF32 peak.",
+        "fp32 matmuls ran as TF32 on tensor cores (torch.backends.cuda.matmul.allow_tf32): their second MFU is against "
+        "the TF32 peak (MFU itself is against the 16-bit tensor-core peak, PaLM's convention).",
         kind="switch",
         default_text="off",
     ),

@@ -435,13 +435,13 @@ def test_mfu_after_and_severity(tmp_path: Path) -> None:
 
 
 def test_error_report_gets_no_findings(tmp_path: Path) -> None:
-    b = Builder()  # GPU work but no complete step: the device's report is an error, with nothing diagnosed
-    b.kernel("k", 0, 10, correlation=1)
+    b = Builder()  # no step marker, and device 1 ran nothing: its report is an error, with nothing diagnosed
+    b.kernel("k", 0, 10, 1)
     tables = decode_trace(str(b.write(tmp_path / "w.pt.trace.json.gz")))
-    analysis = analyze_device(tables, 0, AnalysisOptions())
+    analysis = analyze_device(tables, 1, AnalysisOptions())
     assert analysis.report.error is not None and analysis.view is None
     assert diagnose(analysis) == Diagnosis()
-    report = device_report(tables, 0, AnalysisOptions(), DEFAULT)
+    report = device_report(tables, 1, AnalysisOptions(), DEFAULT)
     assert report.findings == [] and report.waterfall == [] and report.error == analysis.report.error
 
 

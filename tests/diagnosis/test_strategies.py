@@ -40,12 +40,15 @@ def test_strategy_row_against_the_ground_truth(run: str) -> None:
         s = w.summary
         assert s is not None and s.flops_per_step is not None
         assert s.flops_per_step == pytest.approx(t["flops_per_step"], rel=1e-3)  # from the recorded shapes
-        # the median of the 3 profiled steps, timed with CUDA events while the profiler ran
-        step = statistics.median(t["step_time_us_profiled_steps"])
-        assert s.step_time_us == pytest.approx(step, rel=0.03)
+        # the mean of the profiled steps the report analysed (a warm-up step left out is named in
+        # summary.basis), timed with CUDA events at the step boundaries while the profiler ran; the
+        # trace's step also holds the GPU work it launched that runs past its host end: within 5 %
+        assert s.basis is not None
+        step = statistics.fmean(t["step_time_us_profiled_steps"][len(s.basis.left_out) :])
+        assert s.step_time_us == pytest.approx(step, rel=0.05)
         mfus.append(t["flops_per_step"] / (step * 1e-6) / PEAK)
         steps.append(step)
-    assert row.step_time_us == pytest.approx(max(steps), rel=0.03)
-    assert row.mfu_min == pytest.approx(min(mfus), rel=0.03) and row.mfu_max == pytest.approx(max(mfus), rel=0.03)
+    assert row.step_time_us == pytest.approx(max(steps), rel=0.05)
+    assert row.mfu_min == pytest.approx(min(mfus), rel=0.05) and row.mfu_max == pytest.approx(max(mfus), rel=0.05)
     assert row.exposed_communication_us_per_step is not None and row.overlap_ratio is not None
     assert row.busbw_gbps is not None and 0 < row.busbw_gbps < 450  # NVLink 4's one-way peak

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from ...trace.locate.sidecar import Sidecar
@@ -19,7 +20,7 @@ from ...trace.tables import TraceTables
 from ..device_view import DeviceRows
 from ..flops import unshaped
 from ..flops.count_once import count_flops
-from ..flops.detail import FlopsDetail
+from ..flops.detail import FlopsDetail, PeakFacts
 from ..flops.per_window import flops_in_windows
 from ..flops.source import headline, user_flops
 from ..kernels.families import NameClasses
@@ -30,7 +31,7 @@ from ..time.aggregate import spread
 from ..time.steps import Steps, launched_in_steps
 from . import plausibility
 from .mfu import fill_detail, flop_rate, flop_rates, flops_summary, mfus_for, overall_mfu, unattributed_kernel_time
-from .mfu_notes import fp32_peak_note
+from .mfu_notes import second_mfu
 from .mfu_peak import mfu_peak
 from .peaks import PeakChoice
 
@@ -118,6 +119,15 @@ def mfu_figures(
     summary_mfu = overall_mfu(flops, dur, choice.peak_flops) if head is not None else None
     summary_achieved = flop_rate(float(np.sum(flops)), float(np.sum(dur))) if head is not None else None
 
+    second_note: str | None = None
+    second = second_mfu(summary_mfu, summary_flops, float(dur.mean()) if n else None, peak, choice, user.options)
+    if second is not None:
+        if second.against == "bf16":
+            detail.mfu_at_bf16_peak = second.mfu
+        else:
+            detail.mfu_at_compute_peak = second.mfu
+            detail.compute_peak = msgspec.convert(second.peak, PeakFacts, from_attributes=True)
+        second_note = second.note
     guard = plausibility.guard_mfu(summary_mfu, mfu, steps.number, detail, choice, head_source, flags)
     out_flags: list[str] = []
     if guard is not None:
@@ -127,11 +137,9 @@ def mfu_figures(
         rate = np.where(guard.steps_withheld, np.nan, rate)
         mfu = np.where(guard.steps_withheld, np.nan, mfu)
         if guard.summary_withheld:
-            summary_mfu = summary_achieved = None
-    fp32 = fp32_peak_note(summary_mfu, summary_flops, float(dur.mean()) if n else None, peak, choice, user.options)
-    if fp32 is not None:
-        detail.mfu_at_bf16_peak, note = fp32
-        notes.append(note)
+            summary_mfu = summary_achieved = second_note = None
+    if second_note is not None:
+        notes.append(second_note)
     status = _status(summary_mfu, guard, head_source, choice)
     return MfuFigures(
         flops=flops,

@@ -243,6 +243,13 @@ def _dtype_peak(g: GpuPeaks, dtype: str) -> tuple[str, float, str]:
     return d, g.tflops[d], note
 
 
+# The dtype whose peak MFU is measured against, for the dtype a run computes in (the PaLM convention,
+# which torchtitan and Megatron follow): the dense 16-bit tensor-core peak, or the compute dtype's own
+# where that is faster (fp8, fp4), so a run never looks better for computing in a slow dtype and a
+# fast one never passes 100 %. Any other dtype (fp32, tf32, bf16, fp16, unknown) gets bf16.
+MFU_DTYPE = {"fp8": "fp8", "fp4": "fp4"}
+
+
 def resolve_peak(
     device_props: Mapping[str, Any] | None,
     kernel_names: Iterable[str],
@@ -251,31 +258,47 @@ def resolve_peak(
     dtype_how: str | None = None,
     dtype_source: str = "shapes",
 ) -> PeakChoice:
-    """Choose the peak FLOP/s for MFU.
+    """Choose the peak FLOP/s for MFU: the peak of the dtype ``MFU_DTYPE`` gives for the compute
+    ``dtype`` (the dense bf16 tensor-core peak for fp32, TF32, bf16 and fp16 runs; fp8's and fp4's
+    for those), on GPUs without bf16 tensor cores the fp16 one.
 
     Priority: ``options.peak_tflops`` > ``options.device_name`` > the trace's
     ``deviceProperties`` name > the architecture (from kernel names, or from
     computeMajor/Minor) with the most common part of it, marked inferred.
     ``dtype`` is the FLOP-weighted compute dtype of the counted ops
     (``OpFlops.dominant_dtype()``), else the kernel-time-weighted dtype of the matmul kernel
-    names (``kernel_families``); ``dtype_how`` says which, for the source line. With no dtype
-    the dense bf16 tensor-core peak is used (``ASSUMED_DTYPE``, the PaLM convention), never the
-    fp32 one. fp32 uses the fp32 peak unless ``options.tf32``.
+    names (``kernel_families``); ``dtype_how`` says which, for the source line. ``peak_at``
+    gives the peak of one dtype as it is (the second figures of ``mfu_notes``).
     """
-    options = options or AnalysisOptions()
     known = bool(dtype and dtype != "unknown")
-    want = dtype if dtype and known else ASSUMED_DTYPE
+    want = MFU_DTYPE.get(dtype or "", "bf16")
     how = dtype_how or dtype_source
-    assumed = f" (dtype from {how})" if known and how != "shapes" else ""
     if not known:
-        dtype_source, assumed = "assumed", f" ({ASSUMED_NOTE})"
-    if want == "fp32" and options.tf32:
-        want, dtype_source = "tf32", "option"
-    choice = _resolve(device_props, kernel_names, want, assumed, options)
-    if not known and choice.dtype == "fp32":
-        # no bf16 tensor cores (Volta, Turing): the assumed 16-bit peak is the fp16 one
-        choice = _resolve(device_props, kernel_names, "fp16", assumed, options)
-    return replace(choice, dtype_source=dtype_source)
+        dtype_source, said = "assumed", f" ({ASSUMED_NOTE})"
+    elif want != dtype:
+        said = (
+            f" (the run computes in {dtype}, from {how}: MFU is against the 16-bit tensor-core peak, PaLM's convention)"
+        )
+    else:
+        said = f" (dtype from {how})" if how != "shapes" else ""
+    return replace(peak_at(device_props, kernel_names, want, options, said), dtype_source=dtype_source)
+
+
+def peak_at(
+    device_props: Mapping[str, Any] | None,
+    kernel_names: Iterable[str],
+    dtype: str,
+    options: AnalysisOptions | None = None,
+    said: str = "",
+) -> PeakChoice:
+    """The peak of ``dtype`` on the device (its fallback where the GPU has no such path: bf16 on a
+    GPU without bf16 tensor cores is fp16), ``said`` added to the source line."""
+    options = options or AnalysisOptions()
+    choice = _resolve(device_props, kernel_names, dtype, said, options)
+    if dtype == "bf16" and choice.dtype == "fp32":
+        # no bf16 tensor cores (Volta, Turing): the 16-bit peak is the fp16 one
+        choice = _resolve(device_props, kernel_names, "fp16", said, options)
+    return choice
 
 
 def _resolve(

@@ -26,7 +26,7 @@ IMPOSSIBLE_SHARE = "impossible_share"
 # Rounding in sums of float µs can push an exact 1.0 a hair above it.
 _ROUNDING = 1e-6
 # FLOP-rate figures of the FLOPs detail block that are fractions of the peak.
-MFU_KEYS = ("hfu", "mfu_model", "mfu_user", "mfu_at_bf16_peak")
+MFU_KEYS = ("hfu", "mfu_model", "mfu_user", "mfu_at_bf16_peak", "mfu_at_compute_peak")
 
 
 def _likely_cause(raw: float, choice: PeakChoice, flops_source: str | None, flags: list[str]) -> tuple[str, str]:

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...trace.tables import ANNOTATION, STEP_PREFIX, Names, TraceTables
-from ..kernels.name_patterns import launch_call_rows
 from .. import fmt
+from ..kernels.name_patterns import launch_call_rows
 from ..per_trace import once_per_trace
 from . import intervals
 

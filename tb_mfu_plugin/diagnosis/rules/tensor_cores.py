@@ -113,7 +113,6 @@ def no_tensor_cores(ctx: Context) -> list[Hit]:
             args={"share": time / max(mm_time, 1e-9), "speedup": th.tensor_core_speedup},
             fix=("fp16" if _before_ampere(cc) else "bf16",),
             time=rows_time(ctx, non_tc),
-            mfu_at_fix_peak=_mfu_at_bf16_peak(ctx),
             change=_change(ctx, non_tc),
         )
     ]
@@ -124,12 +123,3 @@ def _change(ctx: Context, rows: np.ndarray) -> Change:
     return fixes.scaled(
         rows, factor, f"the fp32 matmul kernels on the 16-bit tensor cores at their share of the peak ({basis})"
     )
-
-
-def _mfu_at_bf16_peak(ctx: Context) -> float | None:
-    """The fix moves the matmuls to bf16 (or TF32) tensor cores, so the MFU after it is measured
-    against the bf16 dense peak, not the fp32 CUDA-core one an fp32 run's MFU uses: projecting from
-    the fp32 MFU would read above 100 %. ``analysis.device.mfu`` computed that MFU once (fp32 runs only)."""
-    fl = ctx.report.flops
-    at_bf16 = fl.mfu_at_bf16_peak if fl is not None else None
-    return at_bf16 if isinstance(at_bf16, float) else None
