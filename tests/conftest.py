@@ -3,8 +3,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -42,3 +44,34 @@ def shared_fixtures() -> Path:
 
 
 os.environ.setdefault("COLUMNS", "160")
+
+
+@pytest.fixture(autouse=True)
+def _every_report_keeps_the_invariants(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every report a test builds in this process is checked against tests/invariants.py (issue 32):
+    each device's report as the reporting layer makes it, and each run's. A breach fails the test
+    that built the report, whatever it asserts itself."""
+    import msgspec
+    from invariants import run_problems, worker_problems
+
+    from tb_mfu_plugin.reporting import run as reporting_run
+    from tb_mfu_plugin.reporting import trace as reporting_trace
+
+    problems: list[str] = []
+    device_report, run_report = reporting_trace.device_report, reporting_run.run_report
+
+    def checked_device(*args: Any, **kwargs: Any) -> Any:
+        w = device_report(*args, **kwargs)
+        if w.error is None and w.summary is not None:
+            problems.extend(f"{w.file}: {p}" for p in worker_problems(msgspec.to_builtins(w)))
+        return w
+
+    def checked_run(*args: Any, **kwargs: Any) -> Any:
+        run = run_report(*args, **kwargs)
+        problems.extend(p for p in run_problems(msgspec.to_builtins(run)) if "ranks row" in p)
+        return run
+
+    monkeypatch.setattr(reporting_trace, "device_report", checked_device)
+    monkeypatch.setattr(reporting_run, "run_report", checked_run)
+    yield
+    assert not problems, "report invariants broken:\n" + "\n".join(dict.fromkeys(problems))
