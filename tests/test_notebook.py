@@ -82,7 +82,7 @@ def test_steps_are_the_json_reports_steps(naive: tm.Report) -> None:
         assert df[key].tolist() == pytest.approx([s[key] for s in w["steps"]], rel=1e-12), key
     assert df["breakdown_idle_other"].tolist() == pytest.approx([s["breakdown"]["idle_other"] for s in w["steps"]])
     assert set(df["run"]) == {"gpt_naive_attention"} and set(df["worker"]) == {"rank0"}
-    assert df["gpu"].tolist() == [0, 0, 0]
+    assert df["gpu"].tolist() == [0, 0]
 
 
 def test_critical_path_and_whatif_are_the_json_reports(naive: tm.Report) -> None:

@@ -26,19 +26,19 @@ def _worker(run: str, rank: int = 0) -> WorkerReport:
 
 
 def test_no_tensor_cores_projects_from_the_bf16_peak_the_fix_moves_to() -> None:
-    """fp32_no_tensor_cores: MFU against the fp32 CUDA-core peak is 74.7 %; the fix (bf16 autocast)
-    moves the matmuls to the tensor cores, so the projection starts from the MFU against the bf16
-    dense peak (5.1 %, the ground truth's MFU) and is never above 100 %."""
+    """fp32_no_tensor_cores: MFU is against the dense bf16 peak (5.1 %, the ground truth's), the one
+    the fix (bf16 autocast) runs at, so the projection starts from the MFU itself and rises (issue 33:
+    against the fp32 CUDA-core peak it read 74.7 % and the fix seemed to lower it to 54.6 %). The
+    fp32 figure is a second one, named for its peak."""
     w = _worker("fp32_no_tensor_cores")
     assert w.summary is not None and w.summary.mfu is not None and w.flops is not None and w.device is not None
-    assert w.device.dtype == "fp32" and "sparse" not in (w.device.peak_source or "")
-    at_bf16 = w.flops.mfu_at_bf16_peak
-    assert isinstance(at_bf16, float) and at_bf16 == pytest.approx(w.summary.mfu * 67.0 / 989.4)
+    assert w.device.dtype == "bf16" and w.flops.dtype == "fp32"
+    assert w.flops.mfu_at_compute_peak == pytest.approx(w.summary.mfu * 989.4 / 67.0)
     (f,) = [f for f in w.findings if f.id == "no_tensor_cores"]
-    step = w.summary.step_time_mean_us
-    assert step is not None and f.est_mfu_after is not None
-    assert f.est_mfu_after == pytest.approx(at_bf16 * step / (step - f.est_gain_us_per_step), abs=1e-4)
-    assert at_bf16 < f.est_mfu_after < 1.0
+    step = w.summary.step_time_us
+    assert f.est_mfu_after is not None
+    assert f.est_mfu_after == pytest.approx(w.summary.mfu * step / (step - f.est_gain_us_per_step), rel=1e-3)
+    assert w.summary.mfu < f.est_mfu_after < 1.0
 
 
 @pytest.mark.parametrize("run", ["tiny_mlp_cuda_graph", "low_sm_efficiency"])

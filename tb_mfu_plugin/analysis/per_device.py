@@ -117,7 +117,9 @@ def analyze_device(
     file, size = tables.meta.path, tables.meta.size_bytes
     rows = _device_rows(tables, device, launcher, steps, dev.num_sms)
     if len(steps) == 0:
-        error = "no complete step with GPU activity on this device"
+        error = "no complete step with GPU activity on this device" + (
+            f" ({'; '.join(recorded.dropped)})" if recorded.dropped else ""
+        )
         report = WorkerReport(
             name=name, span=span, file=file, trace_bytes=size, device=dev, distributed=distributed, error=error
         )

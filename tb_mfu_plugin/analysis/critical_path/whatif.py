@@ -288,11 +288,14 @@ class Model:
         gain then against the unprofiled step."""
         wt = self._weights(changes, without_profiler)
         timing = self.retimer.run(wt)
-        step = self._after(timing)
         before = self.unprofiled_step_us if without_profiler else self.step_us
         # the floor is work over the span (first step's start to the last op's end), the step a mean of
         # the steps' own durations: the floor is taken into step time by the same shift as the step
         floor = self._after_span(_floor(self.g, wt))
+        # no re-timing beats the work its busiest chain keeps: where the walk would (work queued across
+        # the first modelled step's start, which the steady state leaves without the step before it),
+        # the step is that work, never an impossible figure
+        step = max(self._after(timing), floor)
         return Outcome(step, before - step, floor, timing)
 
     def _after_span(self, span_us: float) -> float:

@@ -11,7 +11,7 @@ structured-sparsity figures halved), at boost clock:
 - ``fp4``: FP4 tensor core (Blackwell; block-scaled NVFP4/MXFP4).
 
 A missing dtype means the GPU has no tensor-core path for it; the choice then
-falls back (bf16 on V100 -> fp32, fp8 on A100 -> bf16) and says so.
+falls back (bf16 on V100 -> fp16, fp8 on A100 -> bf16) and says so.
 
 Per-device values: H100 NVL and H200 NVL are per GPU (NVIDIA's first NVL sheet
 quoted a pair); MI250/MI250X are per GCD, which is what PyTorch sees as one device.
@@ -213,7 +213,8 @@ def _model_for_arch(arch: str, props: Mapping[str, Any] | None) -> GpuPeaks:
     return PEAKS[_ARCH_DEFAULT[arch]]
 
 
-_FALLBACK = {"bf16": "fp32", "fp16": "fp32", "tf32": "fp32", "fp8": "bf16", "fp4": "fp8", "fp64": "fp32"}
+# bf16 without bf16 tensor cores (Volta, Turing) runs on the fp16 ones: the 16-bit peak is fp16's
+_FALLBACK = {"bf16": "fp16", "fp16": "fp32", "tf32": "fp32", "fp8": "bf16", "fp4": "fp8", "fp64": "fp32"}
 
 
 # The table's tensor-core figures are the datasheets' sparse ones halved; its fp32 figure on an
@@ -291,14 +292,9 @@ def peak_at(
     options: AnalysisOptions | None = None,
     said: str = "",
 ) -> PeakChoice:
-    """The peak of ``dtype`` on the device (its fallback where the GPU has no such path: bf16 on a
-    GPU without bf16 tensor cores is fp16), ``said`` added to the source line."""
-    options = options or AnalysisOptions()
-    choice = _resolve(device_props, kernel_names, dtype, said, options)
-    if dtype == "bf16" and choice.dtype == "fp32":
-        # no bf16 tensor cores (Volta, Turing): the 16-bit peak is the fp16 one
-        choice = _resolve(device_props, kernel_names, "fp16", said, options)
-    return choice
+    """The peak of ``dtype`` on the device (its fallback where the GPU has no such path, ``_FALLBACK``:
+    bf16 on a GPU without bf16 tensor cores is fp16), ``said`` added to the source line."""
+    return _resolve(device_props, kernel_names, dtype, said, options or AnalysisOptions())
 
 
 def _resolve(

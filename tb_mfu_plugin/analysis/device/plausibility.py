@@ -101,8 +101,19 @@ def guard_mfu(
     cause, why = _likely_cause(worst, choice, flops_source, flags)
     detail.impossible = Impossible(values=raw, likely_cause=cause, explanation=why)
     # the raw value stays in the JSON (``flops.impossible.values``) for debugging, never in a sentence
-    note = f"MFU came out above 100 %, which is impossible, so it is not reported. Likely cause: {why}."
+    what = "MFU" if summary_over or steps else "; ".join(_NAMES[k] for k in MFU_KEYS if getattr(raw, k) is not None)
+    note = f"{what} came out above 100 %, which is impossible, so it is not reported. Likely cause: {why}."
     return Guard(over, summary_over, cause, why, note)
+
+
+# what each figure of MFU_KEYS is, in the note that withholds it
+_NAMES = {
+    "hfu": "HFU",
+    "mfu_model": "MFU without recompute",
+    "mfu_user": "MFU from your FLOPs",
+    "mfu_at_bf16_peak": "MFU against the bf16 peak",
+    "mfu_at_compute_peak": "MFU against the peak of the units the matmuls ran on",
+}
 
 
 def _share_fields(fields: tuple[str, ...]) -> list[str]:

@@ -136,7 +136,16 @@ def find_steps(tables: TraceTables, device: int, launcher: np.ndarray | None = N
         else:
             break
     dropped = _malformed_markers(tables) + dropped[::-1]
+    empty = keep & ~(end > start)  # a step of no length has no time to share out: every figure would be 0/0
+    if empty.any():
+        keep &= ~empty
+        dropped.append(f"{int(empty.sum())} step(s) of no length ({_numbers(numbers[empty])})")
     return Steps(numbers[keep], start[keep], end[keep], cpu_start[keep], cpu_end[keep], False, dropped)
+
+
+def _numbers(numbers: np.ndarray) -> str:
+    shown = ", ".join(f"#{k}" for k in numbers[:5].tolist())
+    return shown + (f" and {len(numbers) - 5} more" if len(numbers) > 5 else "")
 
 
 # A leading step is warm-up, not steady state, when it is longer than every later step and more
@@ -251,5 +260,8 @@ def _whole_trace(tables: TraceTables, on_dev: np.ndarray, launcher: np.ndarray) 
     launched = launched[launched >= 0]
     if len(launched):
         lo = min(lo, float(cpu.ts[launched].min()))
+    if not hi > lo:  # GPU work of no length (and no host launch before it): nothing to share out
+        empty = np.empty(0)
+        return Steps(empty.astype(np.int64), empty, empty, empty, empty, True, ["the trace's GPU work takes no time"])
     start, end = np.array([lo]), np.array([hi])
     return Steps(np.array([0]), start, end, start.copy(), end.copy(), synthetic=True)
