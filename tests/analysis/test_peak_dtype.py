@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from conftest import SAMPLES
-from msgspec import UNSET
 from tracegen import TraceBuilder
 
 from tb_mfu_plugin.analysis.flops.detail import Impossible
@@ -125,4 +124,6 @@ def test_impossible_mfu_against_an_fp32_peak_names_the_peak(tmp_path: Path) -> N
     imp = w.flops.impossible
     assert isinstance(imp, Impossible) and imp.values.mfu is None and imp.values.mfu_at_compute_peak is not None
     assert w.flops.mfu_at_compute_peak is None  # withheld, never a figure above 100 %
-    assert any(n.startswith("MFU against the peak of the units the matmuls ran on came out above 100 %") for n in w.notes)
+    assert any(
+        n.startswith("MFU against the peak of the units the matmuls ran on came out above 100 %") for n in w.notes
+    )
