@@ -22,6 +22,7 @@ python3 -c 'import torch, triton, transformers, lightning; print("torch", torch.
 "lightning", lightning.__version__, torch.cuda.get_device_name(0), torch.cuda.get_device_properties(0).multi_processor_count)'
 t0=$SECONDS
 for phase in ${PHASES:-mfu lightning zoo pairs}; do
+  if [ $((SECONDS - t0)) -gt "${DEADLINE:-100000}" ]; then echo "phase $phase skipped: past DEADLINE"; continue; fi
   case $phase in
   mfu)
     timeout "${T_MFU:-330}" python3 "$V/record_mfu_truth.py" --out "$W/mfu_truth" ${MFU_ARGS:-} ;;
@@ -30,7 +31,7 @@ for phase in ${PHASES:-mfu lightning zoo pairs}; do
   zoo)
     Z="$W/sm_zoo"; mkdir -p "$Z"
     timeout "${T_ZOO_TRACE:-90}" python3 "$V/sm_zoo.py" --mode trace --out "$Z"
-    echo "zoo trace rc=$? t=$((SECONDS - t0))s"
+    echo "zoo trace rc=$? t=$((SECONDS - t0))s"; pack
     NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
     "$NCU" --version | tail -1
     M=sm__cycles_active.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum,sm__cycles_active.avg
@@ -45,7 +46,7 @@ for phase in ${PHASES:-mfu lightning zoo pairs}; do
     for part in cases steps; do
       timeout "${T_ZOO_NCU:-150}" "$NCU" $NCU_OPTS --metrics "$M" --log-file "$Z/ncu_$part.csv" \
         python3 "$V/sm_zoo.py" --mode ncu --part $part
-      echo "zoo ncu $part rc=$? t=$((SECONDS - t0))s"
+      echo "zoo ncu $part rc=$? t=$((SECONDS - t0))s"; pack
       if ! grep -q '^"ID"' "$Z/ncu_$part.csv" 2>/dev/null; then  # a metric this ncu lacks: the core set alone
         head -c 2000 "$Z/ncu_$part.csv" 2>/dev/null
         echo "retry with $CORE" >> "$Z/ncu_command.txt"
