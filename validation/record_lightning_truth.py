@@ -172,7 +172,15 @@ def main():
         dev = torch.device("cuda", 0)
         torch.cuda.set_device(dev)
     import lightning
+    from lightning.fabric.utilities import throughput as lt
 
+    patched = None
+    if dev.type == "cuda" and lt.get_available_flops(dev, torch.bfloat16) is None:
+        # Lightning 2.6.6's table has no H200 ("FLOPs not found for 'NVIDIA H200'"): give it the H100 SXM's
+        # entry, whose dense bf16 peak (989.4e12) the H200 SXM shares, so ThroughputMonitor logs MFU
+        chip = torch.cuda.get_device_name(dev).lower()
+        lt._CUDA_FLOPS[chip] = lt._CUDA_FLOPS["h100 sxm"]
+        patched = f"lightning.fabric.utilities.throughput._CUDA_FLOPS[{chip!r}] = _CUDA_FLOPS['h100 sxm']"
     LitLlama, cfg, t, data = build(args, dev)
     fl = count_flops(LitLlama, t, data, dev)
     run_dir = os.path.join(args.out, NAME)
@@ -224,6 +232,7 @@ def main():
         "steps_skipped_for_unprofiled_figures": skip,
         "mfu_definition": "flops_per_batch / step time / 989.4e12; ThroughputMonitor: flops / time over its window "
         "/ available_flops (its table's bf16 peak for 'h100 sxm', 989.4e12)",
+        "lightning_flops_table_patch": patched,
         "runs": res,
         "trace_dir": NAME,
         "trace_files": traces,

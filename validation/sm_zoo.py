@@ -130,10 +130,42 @@ STEPS = {  # name -> (GPTConfig kwargs, AdamW kwargs)
         {"n_layers": 2, "d_model": 512, "n_heads": 8, "seq_len": 256, "batch": 4, "vocab": 8192},
         {},
     ),
+    "step_hf_llama_2L": ({}, {}),  # make_hf_llama_step
 }
 
 
+def make_hf_llama_step():
+    """Third-party model code: Hugging Face Llama, 2 layers, SDPA with GQA, bf16 autocast, fused AdamW."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(
+        hidden_size=1024,
+        intermediate_size=2816,
+        num_hidden_layers=2,
+        num_attention_heads=16,
+        num_key_value_heads=4,
+        vocab_size=32000,
+        max_position_embeddings=1024,
+        attn_implementation="sdpa",
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(cfg).cuda().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    x = torch.randint(0, 32000, (4, 1024), device="cuda", generator=torch.Generator(device="cuda").manual_seed(1))
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=x, labels=x).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step, "HF LlamaForCausalLM 2L hidden 1024 GQA 16/4 sdpa, seq 1024 batch 4, bf16 autocast, AdamW(fused)"
+
+
 def make_step(name: str):
+    if name == "step_hf_llama_2L":
+        return make_hf_llama_step()
     cfg_kw, opt_kw = STEPS[name]
     cfg = sc.GPTConfig(**cfg_kw)
     torch.manual_seed(0)

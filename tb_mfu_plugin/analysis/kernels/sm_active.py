@@ -40,7 +40,9 @@ def resident_blocks(
     so it tells ``m`` only where it is below what ``blocks/SM`` alone would give."""
     with np.errstate(divide="ignore", invalid="ignore"):
         per_sm = occ_pct / 100.0 * max_threads / block_threads
-    known = np.isfinite(per_sm) & (per_sm > 0) & (block_threads > 0) & (per_sm < bps * (1 - 1e-3))
+        # Kineto rounds the percentage: half a point of it is this many blocks per SM
+        slack = 0.5 / 100.0 * max_threads / block_threads
+    known = np.isfinite(per_sm) & (per_sm > 0) & (block_threads > 0) & (per_sm + slack < bps)
     return np.where(known, np.maximum(1.0, np.round(per_sm)), np.inf)
 
 
