@@ -119,7 +119,8 @@ def _row(source: str, case: str, i: int, k: dict, dur: float, durs: list) -> dic
 
 
 def ncu_rows(path: str) -> list[dict]:
-    lines = open(path, errors="replace").read().splitlines()
+    with gzip.open(path, "rt", errors="replace") if path.endswith(".gz") else open(path, errors="replace") as f:
+        lines = f.read().splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
     if start is None:
         print(f"{path}: no ncu rows", file=sys.stderr)
@@ -136,7 +137,7 @@ def _num(v: str):
 
 
 def match(d: str) -> list[dict]:
-    parts = [os.path.join(d, f) for f in ("ncu.csv", "ncu_cases.csv", "ncu_steps.csv")]
+    parts = [os.path.join(d, f + gz) for f in ("ncu.csv", "ncu_cases.csv", "ncu_steps.csv") for gz in ("", ".gz")]
     tr, nc = trace_rows(d), [r for p in parts if os.path.exists(p) for r in ncu_rows(p)]
     key_t = [(t["grid_blocks"], t["block_threads"]) for t in tr]
     key_n = [(_num(n.get(NCU["ncu_grid_size"], "")), _num(n.get(NCU["ncu_block_size"], ""))) for n in nc]

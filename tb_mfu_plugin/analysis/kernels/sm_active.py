@@ -3,30 +3,31 @@
 Nsight Compute's ``sm__cycles_active.avg.pct_of_peak_sustained_elapsed`` (the nvprof-era SM
 efficiency) is the share of the kernel's elapsed cycles in which an average SM had a warp resident.
 torch-tb-profiler's trace estimate, ``min(1, blocks / SMs)``, reads every kernel of one wave or more
-as 1.0. Measured on an H100-class GPU (validation/sm_zoo, docs/metrics.md) that is right for long
-single-wave kernels only. Two things it leaves out:
+as 1.0. Measured on an H200 (validation/sm_zoo, docs/metrics.md), that holds for long single-wave
+kernels only. Two things it leaves out:
 
-- **Launch ramp and drain.** Blocks start on the SMs a little after the kernel starts, and the
-  last ones end before it ends. A few hundred ns of such dead time is noise in a 1 ms kernel. In a
-  2 µs cuBLAS ``splitKreduce`` it is most of the kernel: 0.36 measured, against 0.97 estimated.
+- **Launch overhead.** The hardware's elapsed time runs from the launch to the last block's end:
+  about 2 µs more than the trace's duration, which starts when the first block does. In a 1 ms
+  kernel that is noise. In a 2 µs cuBLAS ``splitKreduce`` it is half the elapsed time: the hardware
+  reads 0.41, torch-tb-profiler's estimate 0.97.
 - **Waves.** With ``B`` blocks on ``S`` SMs that hold ``m`` blocks each, SM *i* gets ``B // S`` or
   ``B // S + 1`` blocks and needs ``ceil(n_i / m)`` rounds. The kernel lasts as long as the
   busiest SM, so a partial last wave leaves the other SMs idle at the end.
 
-So the estimate is ``waves(B / S, m) × max(0, dur − ramp) / dur``, where ``waves`` blends the
-round count above with its fluid limit (SM busy in proportion to its blocks). The two constants
-are fitted on the zoo; ``fit_sm_active`` in validation/fit_sm_efficiency.py recomputes them from
-the recorded CSV. ``m`` comes from Kineto's occupancy estimate, which is
-``min(m, B / S) × threads per block / max threads per SM``; where that says nothing (nvjet GEMMs
-and cuDNN attention report 0), the kernel is taken to hold all its blocks at once.
+So the estimate is ``waves(B / S, m) × dur / (dur + overhead)``. ``waves`` blends the round count
+above with its fluid limit (each SM busy in proportion to its blocks). The two constants are fitted
+on the zoo, and validation/fit_sm_efficiency.py refits them from the recorded CSV. ``m`` comes from
+Kineto's occupancy estimate, ``min(m, B / S) × threads per block / max threads per SM``. Where that
+says nothing (nvjet GEMMs and cuDNN attention report 0), the kernel is taken to hold all its blocks
+at once.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-# Fitted on the H100 zoo (validation/sm_zoo/zoo_matched.csv; docs/metrics.md has the error table).
-RAMP_US = 0.8  # per-kernel time with no SM active: launch, block dispatch, drain
+# Fitted on the zoo (validation/sm_zoo/zoo_matched.csv, an H200; docs/metrics.md has the error table).
+OVERHEAD_US = 2.4  # the hardware's elapsed time past the trace's duration: launch and drain
 ROUND_WEIGHT = 0.5  # blend of the round count (1) and its fluid limit (0) for partial waves
 MAX_THREADS_PER_SM = 2048  # Hopper, Ampere (A100), Volta; deviceProperties' maxThreadsPerMultiprocessor
 
@@ -67,7 +68,7 @@ def sm_active(
     occ_pct: np.ndarray,
     block_threads: np.ndarray,
     dur_us: np.ndarray,
-    ramp_us: float = RAMP_US,
+    overhead_us: float = OVERHEAD_US,
     round_weight: float = ROUND_WEIGHT,
     max_threads: float = MAX_THREADS_PER_SM,
 ) -> np.ndarray:
@@ -78,6 +79,5 @@ def sm_active(
     resident = resident_blocks(bps, occ, block_threads.astype(np.float64), max_threads)
     cov = wave_coverage(bps, resident, round_weight)
     dur = dur_us.astype(np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        live = np.where(dur > 0, np.clip((dur - ramp_us) / dur, 0.0, 1.0), 0.0)
+    live = np.where(dur > 0, dur / (np.maximum(dur, 0.0) + overhead_us), 0.0)
     return np.where(np.isnan(bps), np.nan, cov * live)
