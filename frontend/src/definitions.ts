@@ -161,7 +161,12 @@ export const DEFINITIONS = {
   },
   'sm_efficiency': {
     label: 'SM efficiency',
-    definition: 'Share of the SMs with work (blocks per SM capped at 1), integrated over the step: the PyTorch Profiler tab\'s Est. SM Efficiency',
+    definition: 'Share of the SMs with work, integrated over the step: each kernel\'s SM efficiency as the hardware counts it (Nsight Compute\'s sm__cycles_active), estimated from its blocks per SM, occupancy and duration (launch overhead and partial waves), summed over concurrent kernels and capped at 1',
+    unit: 'share',
+  },
+  'sm_efficiency_tb': {
+    label: 'SM efficiency (PyTorch Profiler)',
+    definition: 'The PyTorch Profiler tab\'s Est. SM Efficiency: blocks per SM capped at 1, integrated over the step. It reads short and tail-bound kernels as full',
     unit: 'share',
   },
   'achieved_occupancy': {

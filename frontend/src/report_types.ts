@@ -73,6 +73,7 @@ export interface Summary {
   gpu_idle_after_sync_share: number;
   host_sync_blocked_share: number;
   sm_efficiency: number | null;
+  sm_efficiency_tb: number | null;
   achieved_occupancy: number | null;
   tensor_core_kernel_share: number;
   unknown_core_kernel_share: number;
@@ -152,6 +153,7 @@ export interface Step {
   gpu_idle_after_sync_share: number;
   host_sync_blocked_share: number;
   sm_efficiency: number | null;
+  sm_efficiency_tb: number | null;
   achieved_occupancy: number | null;
   tensor_core_kernel_share: number;
   unknown_core_kernel_share: number;
@@ -222,6 +224,7 @@ export interface KernelStats {
   sm_efficiency: number | null;
   achieved_occupancy: number | null;
   tensor_core: boolean;
+  sm_efficiency_tb: number | null;
   core: string | null;
   dtype: string | null;
 }

@@ -191,8 +191,15 @@ DEFINITIONS: dict[str, Definition] = {
     # ---- efficiency
     "sm_efficiency": _d(
         "SM efficiency",
-        "Share of the SMs with work (blocks per SM capped at 1), integrated over the step: the PyTorch Profiler "
-        "tab's Est. SM Efficiency",
+        "Share of the SMs with work, integrated over the step: each kernel's SM efficiency as the hardware counts it "
+        "(Nsight Compute's sm__cycles_active), estimated from its blocks per SM, occupancy and duration "
+        "(launch overhead and partial waves), summed over concurrent kernels and capped at 1",
+        "share",
+    ),
+    "sm_efficiency_tb": _d(
+        "SM efficiency (PyTorch Profiler)",
+        "The PyTorch Profiler tab's Est. SM Efficiency: blocks per SM capped at 1, integrated over the step. It "
+        "reads short and tail-bound kernels as full",
         "share",
     ),
     "achieved_occupancy": _d(

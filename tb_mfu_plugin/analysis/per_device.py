@@ -70,10 +70,9 @@ def _device(found: devices.DeviceProps, device: int) -> Device:
     if props is None:
         return Device(index=device, name=None, properties_match=found.how)
     major, minor = _count(props.get("computeMajor")), _count(props.get("computeMinor"))
-    name = props.get("name")
     return Device(
         index=device,
-        name=name if isinstance(name, str) else None,
+        name=devices.display_name(props),
         num_sms=_count(props.get("numSms")) or None,
         compute_capability=f"{major}.{minor}" if major is not None and minor is not None else None,
         properties_match=found.how,

@@ -47,7 +47,13 @@ class Metrics(msgspec.Struct, kw_only=True):
     # ...and the host's time blocked in synchronising calls, a host figure: a GPU-bound loop's host
     # waits in syncs while its GPU works, so it can far exceed idle_share.
     host_sync_blocked_share: float
-    sm_efficiency: float | None  # None when no kernel reports blocks or a grid (ROCm)
+    # Share of the SMs active, integrated over the step: each kernel's estimated hardware SM efficiency
+    # (analysis.kernels.sm_active, calibrated on Nsight Compute's sm__cycles_active). None when no
+    # kernel reports blocks or a grid (ROCm).
+    sm_efficiency: float | None
+    # torch-tb-profiler's Est. SM Efficiency, the same integral of min(1, blocks per SM): the
+    # PyTorch Profiler tab's figure, kept for parity. It reads short and tail-bound kernels as full.
+    sm_efficiency_tb: float | None = None
     achieved_occupancy: float | None
     tensor_core_kernel_share: float
     # Kernel time of GEMM-like kernels that no family of analysis.kernel_families names
@@ -209,9 +215,10 @@ class KernelStats(msgspec.Struct, kw_only=True):
     share: float  # of all kernel time in the analysed steps
     mean_us: float
     mean_blocks_per_sm: float | None
-    sm_efficiency: float | None
+    sm_efficiency: float | None  # time-weighted estimated hardware SM efficiency (analysis.kernels.sm_active)
     achieved_occupancy: float | None
     tensor_core: bool
+    sm_efficiency_tb: float | None = None  # torch-tb-profiler's: time-weighted min(1, blocks per SM)
     core: str | None = None  # tensor-core, cuda-core, not-a-matmul or unknown (analysis.kernel_families)
     dtype: str | None = None  # the matmul dtype the name gives (bf16, fp8, tf32...), None if it does not
 

@@ -47,9 +47,12 @@ def test_one_slow_step_time_weighted_not_median(tmp_path: Path) -> None:
     assert s.kernel_time_share == pytest.approx(4800 / 6000)
     assert s.gpu_busy_share == pytest.approx(4800 / 6000)  # the copy runs under the GEMM
     assert s.idle_share == pytest.approx(1 - 4800 / 6000)
-    # SM efficiency: the GEMM fills the SMs, the add half of them (0.5 blocks per SM).
+    # torch-tb-profiler's SM efficiency: the GEMM fills the SMs, the add half of them (0.5 blocks per SM).
     covered = 4 * (630 + 0.5 * 200) + (1080 + 0.5 * 400)
-    assert s.sm_efficiency == pytest.approx(covered / 6000)
+    assert s.sm_efficiency_tb == pytest.approx(covered / 6000)
+    # The calibrated one is time-weighted the same way, and reads no more than it here.
+    per_step = time_weighted([st.sm_efficiency for st in r.steps], [st.dur_us for st in r.steps])
+    assert s.sm_efficiency == pytest.approx(per_step) and s.sm_efficiency <= s.sm_efficiency_tb
     # Occupancy weighted by kernel time over all steps' kernels, not a median of step means.
     gemm_us, add_us = 4 * 630 + 1080, 4 * 200 + 400
     assert s.achieved_occupancy == pytest.approx((0.25 * gemm_us + 0.75 * add_us) / (gemm_us + add_us))
@@ -91,8 +94,11 @@ def test_sm_efficiency_leaves_out_steps_without_blocks(tmp_path: Path) -> None:
     b.step(2, 100, 300)
     b.launch_kernel(ADD, 101, 110, 100, blocks_per_sm=None)  # no blocks, no grid: unknown
     r = _analyze(b, tmp_path)
-    assert [st.sm_efficiency for st in r.steps] == [pytest.approx(0.25), None]
-    assert r.summary is not None and r.summary.sm_efficiency == pytest.approx(0.25)  # not 25 / 400
+    assert [st.sm_efficiency_tb for st in r.steps] == [pytest.approx(0.25), None]
+    assert r.summary is not None and r.summary.sm_efficiency_tb == pytest.approx(0.25)  # not 25 / 400
+    # the calibrated figure is known where torch-tb-profiler's is, and aggregated the same way
+    assert [st.sm_efficiency is None for st in r.steps] == [False, True]
+    assert r.summary.sm_efficiency == pytest.approx(r.steps[0].sm_efficiency)
 
 
 def test_time_weighted_and_spread() -> None:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from tb_mfu_plugin.analysis.device_view import DeviceRows
 from tb_mfu_plugin.analysis.kernels import families as kernel_families
-from tb_mfu_plugin.analysis.kernels import kernels
+from tb_mfu_plugin.analysis.kernels import kernels, sm_active
 from tb_mfu_plugin.analysis.report import Metrics, Step
 from tb_mfu_plugin.analysis.time import aggregate, copies, intervals, step_metrics, windows
 from tb_mfu_plugin.analysis.time.idle_gaps import Gaps, sync_us_by_step
@@ -148,7 +148,12 @@ def _old_step_metrics(
     known = k_in & ~np.isnan(bps)
     k_time = float(g.dur[sl][k_in].sum())
     ok = bool(known.any()) and float(g.dur[sl][k_in & ~known].sum()) <= step_metrics.SM_EFFICIENCY_MAX_UNKNOWN * k_time
-    sm = share(intervals.capped_coverage(ts[known], end[known], bps[known], lo, hi), dur) if ok else None
+    sm = sm_tb = None
+    if ok:
+        rows = np.flatnonzero(known)
+        active = sm_active.sm_active(bps[rows], g.occupancy_pct[sl][rows], g.block_threads[sl][rows], g.dur[sl][rows])
+        sm = share(intervals.capped_coverage(ts[known], end[known], active, lo, hi), dur)
+        sm_tb = share(intervals.capped_coverage(ts[known], end[known], bps[known], lo, hi), dur)
     # launched counts
     own = view.step[sl] == index
     codes, kdur = g.name[sl], g.dur[sl]
@@ -172,6 +177,7 @@ def _old_step_metrics(
         "gpu_idle_after_sync_share": after_sync,
         "host_sync_blocked_share": share(host_sync_us, dur),
         "sm_efficiency": sm,
+        "sm_efficiency_tb": sm_tb,
         "sync_count_per_step": float(sync_count),
         "achieved_occupancy": kernels.weighted_mean(view.occ[sl][ko], kdur[ko]),
         "tensor_core_kernel_share": share(float(kdur[ko & classes.tensor_core[codes]].sum()), kt),
@@ -268,6 +274,7 @@ def _old_summarize(steps: list[Step], kt: aggregate.KernelTotals) -> Any:
         counts=counts,
         breakdown=breakdown,
         sm=aggregate.time_weighted([s.sm_efficiency for s in steps], dur),
+        sm_tb=aggregate.time_weighted([s.sm_efficiency_tb for s in steps], dur),
         distribution={k: v for k, v in distribution.items() if v is not None},
     )
 
@@ -290,6 +297,7 @@ def test_summary_of_columns_is_the_summary_of_the_structs(scene: tuple[np.ndarra
     for k, v in ref["breakdown"].items():
         _same(got.breakdown[k], v)
     _same(got.sm_efficiency, ref["sm"])
+    _same(got.sm_efficiency_tb, ref["sm_tb"])
     assert got.distribution == ref["distribution"]
     assert aggregate.summarize(built, kt) == got  # from the structs, as before
 

@@ -184,33 +184,86 @@ def _arch_from_props(props: Mapping[str, Any]) -> str | None:
     )
 
 
+# Parts an architecture's SM/CU count tells apart.
+_BY_SMS: dict[tuple[str, int], str] = {
+    ("hopper", 132): "H100 SXM",
+    ("hopper", 114): "H100 PCIe",
+    ("hopper", 78): "H20",
+    ("ampere", 108): "A100",
+    ("ampere", 72): "A10",
+    ("ampere", 80): "A10G",
+    ("ampere", 82): "RTX 3090",
+    ("ampere", 84): "RTX 3090 Ti",
+    ("ada", 142): "L40S",
+    ("ada", 58): "L4",
+    ("ada", 128): "RTX 4090",
+    ("volta", 80): "V100 SXM2",
+    ("blackwell", 148): "B200",
+    ("cdna2", 110): "MI250X (per GCD)",
+    ("cdna2", 104): "MI250 (per GCD)",
+    ("cdna3", 304): "MI300X",
+    ("cdna3", 228): "MI300A",
+}
+
+# Parts that share an architecture and a count, told apart by their memory: (arch, count) ->
+# (GiB above which the larger part, that part). Their peak FLOP/s are the same; the name is not.
+_BY_MEMORY: dict[tuple[str, int], tuple[float, str]] = {
+    ("hopper", 132): (100.0, "H200 SXM"),  # H100 SXM 80 GB, H200 SXM 141 GB
+    ("cdna3", 304): (224.0, "MI325X"),  # MI300X 192 GB, MI325X 256 GB
+}
+_ARCH_WORDS = {"cdna3": "CDNA3 (gfx94x)", "cdna2": "CDNA2 (gfx90a)"}
+
+
 def _model_for_arch(arch: str, props: Mapping[str, Any] | None) -> GpuPeaks:
     """Pick a model within an architecture, using the SM/CU count when it tells them apart."""
     sms = props.get("numSms") if props else None
-    if isinstance(sms, int):
-        by_sms: dict[tuple[str, int], str] = {
-            ("hopper", 132): "H100 SXM",
-            ("hopper", 114): "H100 PCIe",
-            ("hopper", 78): "H20",
-            ("ampere", 108): "A100",
-            ("ampere", 72): "A10",
-            ("ampere", 80): "A10G",
-            ("ampere", 82): "RTX 3090",
-            ("ampere", 84): "RTX 3090 Ti",
-            ("ada", 142): "L40S",
-            ("ada", 58): "L4",
-            ("ada", 128): "RTX 4090",
-            ("volta", 80): "V100 SXM2",
-            ("blackwell", 148): "B200",
-            ("cdna2", 110): "MI250X (per GCD)",
-            ("cdna2", 104): "MI250 (per GCD)",
-            ("cdna3", 304): "MI300X",
-            ("cdna3", 228): "MI300A",
-        }
-        key = by_sms.get((arch, sms))
-        if key:
-            return PEAKS[key]
-    return PEAKS[_ARCH_DEFAULT[arch]]
+    key = _BY_SMS.get((arch, sms)) if isinstance(sms, int) else None
+    return PEAKS[key] if key else PEAKS[_ARCH_DEFAULT[arch]]
+
+
+@dataclass(frozen=True)
+class Identified:
+    """A GPU model named from a ``deviceProperties`` entry whose name is empty."""
+
+    model: GpuPeaks
+    reason: str  # "compute 9.4 with wavefront 64 is CDNA3 (gfx94x), and 304 CUs is an MI300X"
+
+
+def identify(props: Mapping[str, Any] | None) -> Identified | None:
+    """The model of a ``deviceProperties`` entry with an empty or missing name, when its architecture
+    (compute capability, wavefront size or gfx target) and its SM/CU count single it out; else None.
+
+    vLLM's ROCm traces write ``"name": ""``; ``computeMajor`` 9, ``computeMinor`` 4, ``warpSize`` 64
+    and ``numSms`` 304 are an MI300X all the same. A count the table does not know names nothing: the
+    architecture alone is a guess, which ``resolve_peak`` makes and marks as inferred."""
+    if not props or str(props.get("name") or "").strip():
+        return None
+    arch = _arch_from_props(props)
+    sms = props.get("numSms")
+    if arch is None or not isinstance(sms, int) or isinstance(sms, bool):
+        return None
+    key = _BY_SMS.get((arch, sms))
+    if key is None:
+        return None
+    mem = props.get("totalGlobalMem")
+    big = _BY_MEMORY.get((arch, sms))
+    if big is not None and isinstance(mem, int | float) and mem / 2**30 > big[0]:
+        key = big[1]
+    amd = arch.startswith("cdna")
+    gfx = _GFX.search(f"{props.get('gcnArchName') or ''}")
+    if gfx:
+        how = f"gfx target {gfx.group(0)}"
+    elif amd:
+        how = f"compute {props.get('computeMajor')}.{props.get('computeMinor')} with wavefront 64"
+    else:
+        how = f"compute capability {props.get('computeMajor')}.{props.get('computeMinor')}"
+    count = f"{sms} {'CUs' if amd else 'SMs'}"
+    if big is not None and isinstance(mem, int | float):
+        count += f" with {mem / 2**30:.0f} GiB"
+    elif big is not None:  # no memory size to tell the twins apart: say so
+        count += f" (so has the {big[1]}, at the same peak)"
+    what = _ARCH_WORDS.get(arch, arch.capitalize())
+    return Identified(PEAKS[key], f"name empty; {how} is {what}, and {count} is the {key}")
 
 
 # bf16 without bf16 tensor cores (Volta, Turing) runs on the fp16 ones: the 16-bit peak is fp16's
@@ -326,6 +379,12 @@ def _resolve(
         d, tf, note = _dtype_peak(g, want)
         src = f"{g.key} from deviceProperties {dev_name!r}: {peak_text(g, d, tf)}{note}{assumed}"
         return PeakChoice(g.key, tf * 1e12, d, src, False)
+    ident = identify(props)
+    if ident is not None:  # an empty name whose architecture and SM/CU count tell the part
+        g = ident.model
+        d, tf, note = _dtype_peak(g, want)
+        src = f"{g.key} identified from deviceProperties ({ident.reason}): {peak_text(g, d, tf)}{note}{assumed}"
+        return PeakChoice(g.key, tf * 1e12, d, src, False)
     # unknown or missing name: infer
     arch = infer_arch(kernel_names)
     how = "kernel names"
@@ -339,7 +398,11 @@ def _resolve(
         )
     g = _model_for_arch(arch, props)
     d, tf, note = _dtype_peak(g, want)
-    what = f"device {dev_name!r} unknown" if dev_name else "no deviceProperties"
+    what = (
+        f"device {dev_name!r} unknown"
+        if dev_name
+        else ("deviceProperties name empty" if props else "no deviceProperties")
+    )
     src = (
         f"{g.key} inferred ({what}; {arch} from {how}): {peak_text(g, d, tf)}{note}{assumed}; "
         "override with --device-name or --peak-tflops"

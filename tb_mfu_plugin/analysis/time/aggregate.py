@@ -10,8 +10,9 @@ reads higher than what the GPU did over the run, and it would not add up with MF
 - Time shares (busy, kernel, memcpy, memset, idle, idle after syncs, host blocked in syncs, the
   breakdown):
   Σ share_i · dur_i / Σ dur_i, which is Σ part_i / Σ dur_i.
-- ``sm_efficiency``: Σ capped coverage / Σ time over the steps that have it (steps whose
-  kernels report no blocks per SM have none and are left out of both sums).
+- ``sm_efficiency`` (and ``sm_efficiency_tb``, torch-tb-profiler's): Σ capped coverage / Σ time over
+  the steps that have it (steps whose kernels report no blocks per SM have none and are left out
+  of both sums).
 - ``achieved_occupancy``: kernel-time-weighted over all the steps' kernels that report it.
 - ``tensor_core_kernel_share`` (and the unknown-core and CUDA-core matmul shares beside it):
   Σ kernel time of that class / Σ kernel time.
@@ -57,6 +58,8 @@ PER_STEP_COUNTS = (
     "sync_count_per_step",
     "kernels_per_step",
 )
+# Time-weighted over the steps that have them, like sm_efficiency, with no spread kept.
+OTHER_SHARES = ("sm_efficiency_tb",)
 # The per-step figures whose spread the summary keeps (``mfu`` is added by analysis.mfu).
 DISTRIBUTION_KEYS = (
     "gpu_busy_share",
@@ -129,7 +132,7 @@ def spread(values: Iterable[float | None] | np.ndarray) -> Spread | None:
 
 def summarize(steps: list[Step], kernels: KernelTotals) -> Summary:
     """The ``Summary`` of at least one analysed step (``flops_per_step``/``mfu``: analysis.mfu)."""
-    keys = {*TIME_SHARES, *PER_STEP_COUNTS, *DISTRIBUTION_KEYS}
+    keys = {*TIME_SHARES, *PER_STEP_COUNTS, *DISTRIBUTION_KEYS, *OTHER_SHARES}
     values = {k: np.array([getattr(s, k) for s in steps], dtype=object) for k in keys}
     known = {k: np.array([x is not None for x in v], bool) for k, v in values.items()}
     floats = {k: np.where(known[k], v, 0.0).astype(np.float64) for k, v in values.items()}
@@ -177,6 +180,11 @@ def summarize_columns(
         breakdown={k: v or 0.0 for k, v in bd.items()},
         breakdown_us_per_step={k: (v or 0.0) * total / n for k, v in bd.items()},
         sm_efficiency=_time_weighted(values["sm_efficiency"], dur, known.get("sm_efficiency")),
+        sm_efficiency_tb=(
+            _time_weighted(values["sm_efficiency_tb"], dur, known.get("sm_efficiency_tb"))
+            if "sm_efficiency_tb" in values
+            else None
+        ),
         achieved_occupancy=kernels.occupancy,
         tensor_core_kernel_share=kernels.share(kernels.tensor_core_us),
         unknown_core_kernel_share=kernels.share(kernels.unknown_core_us),
