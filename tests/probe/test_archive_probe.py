@@ -86,6 +86,10 @@ def assert_clean_stderr(run: Run) -> list[str]:
     return lines
 
 
+def _good_entries() -> list[H.ZipEntry]:
+    return [H.entry(name, data) for name, data in GOOD.items()]
+
+
 # (build, exit status, what stderr must say); each archive also holds the good run
 CASES: dict[str, tuple[Any, int, str]] = {
     "zip name not UTF-8": (
@@ -93,10 +97,20 @@ CASES: dict[str, tuple[Any, int, str]] = {
         0,
         r"member 'bad/rank\\xff\\xfe\.1\.pt\.trace\.json' of case\.zip has a name that is not UTF-8",
     ),
+    # many members, each under the per-member grace: the members that make the bomb are left
+    # out, in one line, and the good run beside them is read
     "zip 100 x 60 MiB": (
         lambda p: H.zip_of_files(p, GOOD, [H.zeros_entry(f"b/rank{i}.1.pt.trace.json", 60 * MiB) for i in range(100)]),
-        2,
-        r"case\.zip: its members declare 5\.86 GiB, \d+:1 of its .* over the max_archive_ratio cap",
+        0,
+        r"case\.zip: its members declare 5\.86 GiB, \d+:1 of its .* over the max_archive_ratio cap .*: "
+        r"100 members left out",
+    ),
+    "zip 100 x 60 MiB, the good run last": (
+        lambda p: H.zip_of_files(
+            p, {}, [*(H.zeros_entry(f"b/rank{i}.1.pt.trace.json", 60 * MiB) for i in range(100)), *_good_entries()]
+        ),
+        0,
+        r"case\.zip: its members declare 5\.86 GiB, .*: 100 members left out",
     ),
     "tar long-name header of 2.5 GB": (
         lambda p: H.long_header_bomb(p, tarfile.GNUTYPE_LONGNAME, 2500 * 10**6, GOOD),
@@ -139,6 +153,20 @@ def test_the_cli_on_a_hostile_archive(tmp_path: Path, reference: dict[str, Any],
     assert run.seconds < HANG_GUARD_S
     if status == 0:
         assert runs_by_name(run.out, str(arc))["good"] == reference
+
+
+def test_an_archive_of_more_members_than_its_cap_is_read_up_to_it(tmp_path: Path, reference: dict[str, Any]):
+    """A listing too long to read whole: the first members up to the cap are read, one line
+    says how many were left out, and the good run among them keeps its figures."""
+    files = {**GOOD, **{f"many/n{i:03d}.txt": b"x" for i in range(300)}}
+    arc = H.zip_of_files(tmp_path / "case.zip", files)
+    run = cli(tmp_path, str(arc), "--max-archive-members", "100")
+    assert run.rc == 0, run.err[-2000:]
+    lines = assert_clean_stderr(run)
+    assert len(lines) == 1, lines
+    assert re.search(r"case\.zip: more than 100 members: over the max_archive_members cap", lines[0])
+    assert "201 members left out" in lines[0], lines
+    assert runs_by_name(run.out, str(arc))["good"] == reference
 
 
 class RangeHandler(SimpleHTTPRequestHandler):

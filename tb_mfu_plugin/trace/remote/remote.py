@@ -7,8 +7,11 @@ of block n+1..n+DEPTH overlaps the decoding of block n and memory stays at
 ``DEPTH`` blocks. HTTP servers need not honour ranges (Python's own file server
 does not), so ``http(s)://`` is read as one stream, by a thread that keeps up to
 ``DEPTH`` blocks ahead. Nothing touches the disk. Every read is bounded by the
-file's deadline (its ``max_seconds``), however the server sends its bytes; an HTTP
-read that gets no byte at all fails sooner, after ``storage.stall_timeout_s()``.
+file's deadline (its ``max_seconds``), however the server sends its bytes, the
+connection and the answer's headers included; an HTTP read that gets no byte at all
+fails sooner, after ``storage.stall_timeout_s()``. A stream whose answer declares no
+size (chunked, no ``Content-Length``) says so (``RemoteFile.unsized``): the decoder
+holds it to ``max_unsized_bytes``, so an endless body cannot fill memory.
 
 Errors come out of ``read`` as one-line ``TraceError``s with secrets blanked
 (``storage.storage_error``), so the decoder reports them as it reports any file.
@@ -23,9 +26,10 @@ import queue
 import struct
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
-from typing import IO, Any, cast
+from typing import IO, Any, TypeVar, cast
 
 from ...core.errors import TraceError
 from ..limits import DEFAULT_LIMITS, Deadline
@@ -40,6 +44,7 @@ DEPTH = 3
 STREAMED = frozenset({"http", "https"})
 # How often a reader waiting for a block looks at the file's deadline.
 _POLL_S = 0.25
+T = TypeVar("T")
 
 
 class RemoteFile(io.RawIOBase):
@@ -55,7 +60,10 @@ class RemoteFile(io.RawIOBase):
         try:
             streamed = location.scheme in STREAMED
             if size is None and not streamed:
-                size = int(self._fs.size(self._path))
+                fs, path = self._fs, self._path
+                size = int(within(self.deadline, lambda: fs.size(path)))
+        except TraceError:
+            raise
         except Exception as exc:  # noqa: BLE001 - any failure of the store is this file's error
             raise storage_error(url, exc) from None
         self.size = size
@@ -69,6 +77,12 @@ class RemoteFile(io.RawIOBase):
 
     def readable(self) -> bool:
         return True
+
+    @property
+    def unsized(self) -> bool:
+        """Whether the server declared no size for the bytes it sends (known once the first
+        block is in): a chunked answer may never end."""
+        return isinstance(self._blocks, _Streamed) and self._blocks.unsized
 
     def readinto(self, buffer: Any) -> int:
         view = memoryview(buffer).cast("B")
@@ -97,6 +111,30 @@ def _wait(deadline: Deadline) -> float:
     """Seconds to wait for the next block before looking at the deadline again."""
     deadline.check()
     return max(0.01, min(_POLL_S, deadline.end - time.monotonic()))
+
+
+def within(deadline: Deadline, fn: Callable[[], T]) -> T:
+    """``fn()`` (a call to a store) on a daemon thread, waited for until ``deadline``: a server
+    that never answers costs the file its deadline's one-line error, and a call still stuck
+    then holds no thread the process waits for at exit."""
+    box: queue.Queue[tuple[bool, Any]] = queue.Queue(1)
+
+    def run() -> None:
+        try:
+            box.put((True, fn()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, who raises it
+            box.put((False, exc))
+
+    threading.Thread(target=run, name="mfu-remote-call", daemon=True).start()
+    while True:
+        try:
+            ok, value = box.get(timeout=_wait(deadline))
+            break
+        except queue.Empty:
+            continue
+    if not ok:
+        raise value
+    return cast(T, value)
 
 
 class _Ranged:
@@ -159,6 +197,8 @@ class _Streamed:
         self._file: Any = None
         self._ended = False
         self._lock = threading.Lock()
+        # set before the first block is handed out: the answer declared no size (chunked)
+        self.unsized = False
         # a size from the listing spares fsspec's HEAD before the GET
         args = (fs, path, size or None)
         threading.Thread(target=self._pump, args=args, name="mfu-stream", daemon=True).start()
@@ -166,6 +206,8 @@ class _Streamed:
     def _pump(self, fs: Any, path: str, size: int | None) -> None:
         try:
             f = fs.open(path, "rb", block_size=0, size=size) if size else fs.open(path, "rb", block_size=0)
+            response = getattr(f, "r", None)  # fsspec's HTTPStreamFile: the aiohttp response
+            self.unsized = response is not None and response.content_length is None
             with self._lock:
                 self._file = f
                 stopped = self._stop.is_set()
@@ -221,6 +263,13 @@ def open_url(url: Location, size: int | None = None, deadline: Deadline | None =
     """``url`` opened for streaming reads (``size`` from the listing saves a request), every
     read within ``deadline``."""
     return cast(IO[bytes], io.BufferedReader(RemoteFile(url, size, deadline), buffer_size=1 << 20))
+
+
+def declares_no_size(stream: object) -> bool:
+    """Whether ``stream`` (``open_url``'s, once its first bytes are in) is an answer that declared
+    no size: the decoder then holds it to ``max_unsized_bytes``."""
+    raw = getattr(stream, "raw", stream)
+    return isinstance(raw, RemoteFile) and raw.unsized
 
 
 def open_seekable(url: Location) -> IO[bytes]:
