@@ -20,6 +20,8 @@ import subprocess
 import sys
 import tarfile
 import threading
+import time
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -189,11 +191,40 @@ class RangeHandler(SimpleHTTPRequestHandler):
         pass
 
 
+# file name -> offset: a range of that file starting before the offset comes a byte at a time
+SLOW_BEFORE: dict[str, int] = {}
+
+
+class SlowRangeHandler(RangeHandler):
+    """The same, except for the files of ``SLOW_BEFORE``: a range that starts before its
+    offset comes a byte every half second after its headers (a slowloris for one member)."""
+
+    def send_head(self) -> Any:
+        m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
+        name = self.path.rsplit("/", 1)[-1]
+        if m is None or int(m[1]) >= SLOW_BEFORE.get(name, 0):
+            return super().send_head()
+        data = Path(self.translate_path(self.path)).read_bytes()
+        start, end = int(m[1]), min(int(m[2] or len(data) - 1), len(data) - 1)
+        self.send_response(206)
+        self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+        self.send_header("Content-Length", str(max(0, end - start + 1)))
+        self.end_headers()
+        for i in range(start, end + 1):
+            try:
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
+            except OSError:
+                break
+            time.sleep(0.5)
+        return None
+
+
 @pytest.fixture
 def http_root(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     root = tmp_path / "served"
     root.mkdir()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(RangeHandler, directory=str(root)))
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(SlowRangeHandler, directory=str(root)))
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     host, port = httpd.server_address[:2]
@@ -218,3 +249,21 @@ def test_hostile_archives_over_http_read_as_local_ones(tmp_path: Path, http_root
         lines = assert_clean_stderr(run)
         assert any(re.search(says, line) for line in lines), lines[-5:]
         assert runs_by_name(run.out, f"{base}/{name}")["good"] == reference
+
+
+def test_a_member_served_a_byte_at_a_time_ends_at_max_seconds(tmp_path: Path, http_root, reference):
+    """A zip over HTTP whose server sends one member's bytes a byte at a time: that member ends
+    in the max_seconds error, within --max-seconds (its reads were waited for without end
+    before), and the good run beside it, read from the archive opened afresh, keeps its figures."""
+    root, base = http_root
+    slow = H.entry("bad/rank0.1.pt.trace.json", b" " * (17 * MiB), method=H.STORED)  # past one fetched block
+    arc = H.write_zip(root / "slow.zip", [slow, *_good_entries()])
+    with zipfile.ZipFile(arc) as zf:
+        SLOW_BEFORE["slow.zip"] = zf.getinfo(next(iter(GOOD))).header_offset
+    run = cli(tmp_path, f"{base}/slow.zip", "--max-seconds", "5")
+    print(f"slow member: rc {run.rc}, {run.seconds:.1f} s, peak RSS {run.peak_mb:.0f} MB")
+    assert run.rc == 0, run.err[-2000:]
+    lines = assert_clean_stderr(run)
+    assert len(lines) == 1 and "bad/rank0.1.pt.trace.json" in lines[0] and "still running after 5 s" in lines[0]
+    assert runs_by_name(run.out, f"{base}/slow.zip")["good"] == reference
+    assert run.seconds < 5 + 10

@@ -62,10 +62,19 @@ from typing import IO, Any, cast
 
 from ...core.errors import TraceError, TraceNotFound
 from ...core.escape import escape_surrogates
-from ..limits import ARCHIVE_RATIO_GRACE_BYTES, DEFAULT_LIMITS, RATIO_GRACE_BYTES, Limits, cap_error, format_size
+from ..limits import (
+    ARCHIVE_RATIO_GRACE_BYTES,
+    DEFAULT_LIMITS,
+    RATIO_GRACE_BYTES,
+    Deadline,
+    Limits,
+    cap_error,
+    format_size,
+)
 from ..locate.discover import TRACE_FILE
 from ..locate.files import open_regular
 from ..locate.locations import Location
+from ..remote.bounded import Scoped, is_broken, reads_within
 from . import tar as archive_tar
 from .streams import Checkpoints, Counted, Inflater, Locked, Slice, described, member_error
 from .zip import entry_refusal, open_zip
@@ -164,6 +173,11 @@ class Archive:
             self._zip.close()
         if self.location is not None:  # a file object given to us is the caller's to close
             self._raw.close()
+
+    @property
+    def broken(self) -> bool:
+        """A read of this (remote) archive ran past its deadline: its file refuses every read now."""
+        return is_broken(self._raw)
 
     def traces(self) -> list[ArchiveMember]:
         """The members named like traces (``*.pt.trace.json[.gz]``), refused ones included."""
@@ -421,7 +435,8 @@ def archive_at(location: Location, limits: Limits | None = None) -> Archive:
     now = time.monotonic()
     with _cache_lock:
         hit = _cache.get(key)
-        if hit is not None and hit[0] == ident and (ident is not None or now - hit[1] < _REMOTE_TTL_S):
+        fresh = hit is not None and (ident is not None or now - hit[1] < _REMOTE_TTL_S) and not hit[2].broken
+        if hit is not None and hit[0] == ident and fresh:
             _cache.move_to_end(key)
             return hit[2]
     arc = Archive.open(location, limits=limits)
@@ -432,10 +447,14 @@ def archive_at(location: Location, limits: Limits | None = None) -> Archive:
     return arc
 
 
-def open_member_location(location: Location, limits: Limits | None = None) -> IO[bytes]:
-    """The member named by ``zip://member::archive`` (or ``tar://``), streamed."""
+def open_member_location(
+    location: Location, limits: Limits | None = None, deadline: Deadline | None = None
+) -> IO[bytes]:
+    """The member named by ``zip://member::archive`` (or ``tar://``), streamed; a remote
+    archive's reads for it (its listing too, when it is not listed yet) within ``deadline``."""
     m = location.member
     if m is None:
         raise TraceError(location.text, "not an archive member location")
-    stream = cast(io.RawIOBase, archive_at(m.archive, limits).open_member(m.name))
-    return cast(IO[bytes], io.BufferedReader(stream, 1 << 20))
+    with reads_within(deadline):
+        stream = archive_at(m.archive, limits).open_member(m.name)
+    return cast(IO[bytes], io.BufferedReader(Scoped(stream, deadline), 1 << 20))

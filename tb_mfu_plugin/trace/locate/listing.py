@@ -27,8 +27,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ...core.errors import TraceError, TraceNotFound
-from ..archive.reader import ArchiveMember, archive_at
-from ..limits import DEFAULT_LIMITS, Limits, cap_error
+from ..archive.reader import Archive, ArchiveMember, archive_at
+from ..limits import DEFAULT_LIMITS, Deadline, Limits, cap_error
+from ..remote.bounded import reads_within
 from ..remote.redact import redacting_logger
 from ..remote.remote import filesystem
 from ..remote.storage import storage_error
@@ -274,7 +275,15 @@ def discover_archive(
     if not location.is_url and not os.path.isfile(location.path):
         raise TraceError(location.text, "no such file" if not os.path.exists(location.path) else "not a regular file")
     if location.is_url:
-        arc = _call(location.text, time.monotonic() + list_timeout_s(), lambda: archive_at(location, limits))
+        end = time.monotonic() + list_timeout_s()
+        # its reads stop a second after the listing is given up: then its file is not kept
+        scope = Deadline(location.text, list_timeout_s() + 1)
+
+        def listed() -> Archive:
+            with reads_within(scope):
+                return archive_at(location, limits)
+
+        arc = _call(location.text, end, listed)
     else:
         arc = archive_at(location, limits)
     for note in arc.notes:

@@ -36,8 +36,8 @@ def open_location(
     within ``deadline``: by default the ``max_seconds`` of ``limits`` for a trace, and
     ``SMALL_FILE_SECONDS`` at most for anything else (within ``deadline`` too, when given: a
     sidecar read for a trace is part of that trace's time)."""
-    if location.member is not None:
-        return open_member_location(location, limits)
+    if location.member is not None:  # a remote archive's reads within the trace's deadline
+        return open_member_location(location, limits, deadline)
     if location.is_url:
         if deadline is None or what != "trace":
             seconds = (limits or DEFAULT_LIMITS).max_seconds

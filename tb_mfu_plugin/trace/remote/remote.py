@@ -25,15 +25,14 @@ import os
 import queue
 import struct
 import threading
-import time
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
-from typing import IO, Any, TypeVar, cast
+from typing import IO, Any, cast
 
 from ...core.errors import TraceError
 from ..limits import DEFAULT_LIMITS, Deadline
 from ..locate.locations import Location
+from .bounded import BoundedFile, current_deadline, wait_s, within
 from .storage import ALLOWED_ORIGINS, missing_extra, options_for, storage_error
 
 # 16 MiB ranges, 3 in flight: 48 MiB held at most. On moto's loopback server a 92 MB
@@ -42,9 +41,6 @@ BLOCK_BYTES = 16 << 20
 DEPTH = 3
 # Protocols read as one stream: a plain HTTP server may ignore ranges.
 STREAMED = frozenset({"http", "https"})
-# How often a reader waiting for a block looks at the file's deadline.
-_POLL_S = 0.25
-T = TypeVar("T")
 
 
 class RemoteFile(io.RawIOBase):
@@ -107,36 +103,6 @@ class RemoteFile(io.RawIOBase):
         super().close()
 
 
-def _wait(deadline: Deadline) -> float:
-    """Seconds to wait for the next block before looking at the deadline again."""
-    deadline.check()
-    return max(0.01, min(_POLL_S, deadline.end - time.monotonic()))
-
-
-def within(deadline: Deadline, fn: Callable[[], T]) -> T:
-    """``fn()`` (a call to a store) on a daemon thread, waited for until ``deadline``: a server
-    that never answers costs the file its deadline's one-line error, and a call still stuck
-    then holds no thread the process waits for at exit."""
-    box: queue.Queue[tuple[bool, Any]] = queue.Queue(1)
-
-    def run() -> None:
-        try:
-            box.put((True, fn()))
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller, who raises it
-            box.put((False, exc))
-
-    threading.Thread(target=run, name="mfu-remote-call", daemon=True).start()
-    while True:
-        try:
-            ok, value = box.get(timeout=_wait(deadline))
-            break
-        except queue.Empty:
-            continue
-    if not ok:
-        raise value
-    return cast(T, value)
-
-
 class _Ranged:
     """Blocks of ``[0, size)`` from ranged reads, ``DEPTH`` in flight."""
 
@@ -159,7 +125,7 @@ class _Ranged:
         fut = self._inflight[0]
         while True:
             try:
-                data = fut.result(timeout=_wait(deadline))
+                data = fut.result(timeout=wait_s(deadline))
                 break
             except FuturesTimeout:
                 continue
@@ -234,7 +200,7 @@ class _Streamed:
             return None
         while True:
             try:
-                item = self._queue.get(timeout=_wait(deadline))
+                item = self._queue.get(timeout=wait_s(deadline))
                 break
             except queue.Empty:
                 continue
@@ -272,14 +238,21 @@ def declares_no_size(stream: object) -> bool:
     return isinstance(raw, RemoteFile) and raw.unsized
 
 
-def open_seekable(url: Location) -> IO[bytes]:
-    """``url`` opened for random access (an archive's index is at its end), in cached blocks."""
+def open_seekable(url: Location, deadline: Deadline | None = None) -> IO[bytes]:
+    """``url`` opened for random access (an archive's index is at its end), in cached blocks;
+    opened within ``deadline`` (default: the one in effect, else ``max_seconds``), and each read
+    within the deadline in effect where it is read (``bounded.reads_within``)."""
     fs, path = filesystem(url)
     try:
-        f: IO[bytes] = fs.open(path, "rb", block_size=BLOCK_BYTES, cache_type="readahead")
+        f: IO[bytes] = within(
+            deadline or current_deadline(url.text),
+            lambda: fs.open(path, "rb", block_size=BLOCK_BYTES, cache_type="readahead"),
+        )
+    except TraceError:
+        raise
     except Exception as exc:  # noqa: BLE001
         raise storage_error(url.text, exc) from None
-    return f
+    return cast(IO[bytes], io.BufferedReader(BoundedFile(f, url.text), buffer_size=1 << 20))
 
 
 def remote_uncompressed_size(url: Location, size: int) -> int:
