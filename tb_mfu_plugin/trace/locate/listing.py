@@ -129,7 +129,7 @@ def discover_remote(
         worker, span = single_name(where.basename)
         f = SpanFile(span, where, _size(info) or 0, 0.0, identity(info))
         return [RunFiles(name or where.basename, where, [WorkerFiles(worker, [f])])]
-    found = _find(fs, url, root, deadline, warn, per_file if identify else None)
+    found = _find(fs, url, root, deadline, warn, seconds if identify else None)
     root_path = root.rstrip("/")
     base = name or where.basename or url
     by_dir: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
@@ -156,10 +156,11 @@ def _wanted(path: str) -> bool:
 
 
 def _find(
-    fs: Any, url: str, root: str, deadline: float, warn: Warn | None, info_by: float | None
+    fs: Any, url: str, root: str, deadline: float, warn: Warn | None, info_s: float | None
 ) -> dict[str, dict[str, Any]]:
     """fsspec path -> info of the trace and sidecar files under ``root``; those the listing gave
-    without a size or an identity are asked for them until ``info_by`` (None: not asked)."""
+    without a size or an identity are asked for them, each within ``info_s`` (its file's
+    ``max_seconds``; 0: no limit) and the listing's deadline (None: not asked)."""
     kwargs = {"timeout": max(0.1, deadline - time.monotonic())} if getattr(fs, "async_impl", False) else {}
     try:
         fs.invalidate_cache(root)  # a re-scan must see new and changed objects
@@ -179,7 +180,8 @@ def _find(
             raise TraceNotFound(url, "no such folder or file") from None
     found = {p: dict(i) for p, i in listed.items() if _wanted(p) and i.get("type", "file") != "directory"}
     missing = [p for p, i in found.items() if _size(i) is None or not identity(i)]
-    if missing and info_by is not None:
+    if missing and info_s is not None:
+        info_by = min(deadline, time.monotonic() + info_s) if info_s > 0 else deadline
         for p, info in zip(missing, _infos(fs, url, missing, info_by), strict=True):
             found[p].update(info)
     return found
