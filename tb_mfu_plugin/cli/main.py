@@ -241,11 +241,16 @@ def _analyse(paths: list[Location], options: AnalysisOptions, run: Running, show
     """The pipeline's reports of ``paths``, their files run ``run.workers`` at once or on Dask,
     with one progress bar over all of them on a terminal's stderr."""
     if not show_progress:
-        return analyze_paths(paths, options, None, run.workers, run.scheduler, run.memory)
+        return analyze_paths(paths, options, None, run.workers, run.scheduler, run.memory, _warn)
     from .render import progress_bar
 
     with progress_bar() as show:
-        return analyze_paths(paths, options, show, run.workers, run.scheduler, run.memory)
+        return analyze_paths(paths, options, show, run.workers, run.scheduler, run.memory, _warn)
+
+
+def _warn(line: str) -> None:
+    """What a listing left out (a part it could not read, what a cap left out): one line on stderr."""
+    print(f"tb-mfu: {shown(one_line(line))}", file=sys.stderr)
 
 
 def _analyze(report: Report, args: argparse.Namespace, encoded: bytes | None = None) -> int:

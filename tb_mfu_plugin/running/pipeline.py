@@ -75,7 +75,7 @@ def analyze_file(
         return [_error_report(span, worker, _unexpected("decoding", exc))]
     sidecar, sidecar_error = None, None
     try:
-        sidecar = load_sidecar(span.path.parent(), worker)
+        sidecar = load_sidecar(span.path.parent(), worker, deadline)  # a remote one: within the file's time
     except TraceError as exc:  # a bad sidecar costs its figures, not the analysis
         sidecar_error = str(exc)
     except Exception as exc:  # noqa: BLE001
@@ -141,18 +141,21 @@ def analyze_paths(
     jobs: int | None = 1,
     scheduler: str | None = None,
     memory: str | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> list[Report]:
     """``analyze_path`` of each path, their files sharing one executor and one progress count.
 
     Raises ``TraceError`` for a missing path or a location that cannot be listed,
-    ``executors.SchedulerError`` when the scheduler cannot be used.
+    ``executors.SchedulerError`` when the scheduler cannot be used. What a listing left out
+    (a part it could not read, or what a cap left out) is one line to ``warn`` (default: logged).
     """
     opts = options or AnalysisOptions()
     where = [p if isinstance(p, Location) else Location.parse(p) for p in paths]
     for path in where:
         if path.is_local and not os.path.exists(path.path):
             raise TraceError(path.text, "no such file or directory")
-    found = [discover(p, limits=opts.limits) for p in where]
+    # no HEAD per HTTP file (only a cache's keys need one): each file costs its own read, in its max_seconds
+    found = [discover(p, limits=opts.limits, warn=warn, identify=False) for p in where]
     every = [r for runs in found for r in runs]
     meter = _PathMeter(every, progress) if progress is not None else None
     with open_executor(analyze_file, opts, jobs, scheduler, sum(len(r.files) for r in every), memory) as executor:

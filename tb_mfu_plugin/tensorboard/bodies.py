@@ -134,6 +134,7 @@ class UploadedFile(msgspec.Struct, kw_only=True):
 
     file: str  # the name it was stored under
     bytes: int
+    queued_s: float = 0.0  # seconds it waited in the queue for an upload slot
 
 
 class UploadCommitted(msgspec.Struct, kw_only=True):

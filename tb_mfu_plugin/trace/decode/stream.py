@@ -28,6 +28,7 @@ from ..limits import RATIO_GRACE_BYTES, Deadline, Limits, cap_error, format_size
 from ..locate.files import open_regular
 from ..locate.locations import Location
 from ..locate.opener import open_location
+from ..remote.remote import declares_no_size
 from . import procs, schema
 from .memory_events import of_type, tagged_instants, untagged_instants, with_memory
 
@@ -80,6 +81,8 @@ class Source:
                     self._wrapper = io.BufferedReader(cast(io.RawIOBase, self.raw))
                     self.raw = cast(IO[bytes], self._wrapper)
                 self.gzipped = cast(io.BufferedReader, self.raw).peek(2)[:2] == b"\x1f\x8b"
+            # a server that declares no size may never stop sending: held to max_unsized_bytes
+            self.unsized = fileobj is None and not self.local and declares_no_size(self.raw)
             if (start or stop is not None) and (self.gzipped or not self.local):
                 raise ValueError("only byte ranges of a plain local file can be decoded on their own")
             self.stream: _Stream = self._open(inflate_apart)
@@ -147,6 +150,11 @@ class Source:
                     "max_compression_ratio",
                     f"gzip expands {ratio:.0f}:1 (a gzip bomb?); real traces compress 10-30:1",
                 )
+        # after the ratio: a gzip bomb is named as one
+        if self.unsized and self.read > lim.max_unsized_bytes:
+            cap = format_size(lim.max_unsized_bytes)
+            detail = f"more than {cap} from a server that declares no size (an endless body?)"
+            raise cap_error(self.path, "max_unsized_bytes", detail)
         self.deadline.check()
 
     def _raw_read(self) -> int:
