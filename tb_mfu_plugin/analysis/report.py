@@ -17,6 +17,7 @@ from .critical_path.report_types import CriticalPath, WhatIf
 from .distributed.blocks import Communication, Pipeline
 from .flops.detail import FlopsDetail
 from .memory.types import Memory
+from .timeline.types import Timeline
 
 # 2: sync_wait_share -> host_sync_blocked_share, breakdown sync_wait/idle -> idle_after_sync/idle_other
 # (docs/metrics.md, "Schema versions")
@@ -337,6 +338,9 @@ class WorkerReport(msgspec.Struct, kw_only=True):
     # Device memory from the allocator's [memory] events (analysis.memory, docs/memory.md); without
     # them only its ``unavailable`` says why. None where the device was not analysed.
     memory: Memory | None = None
+    # One representative step as lanes of intervals, with the critical path and the findings pinned
+    # to their moments (analysis.timeline, docs/timeline.md); None where no step was analysed.
+    timeline: Timeline | None = None
 
 
 class RankRow(msgspec.Struct, kw_only=True):

@@ -49,8 +49,10 @@ def diagnose(
     steps: Steps,
     view: DeviceView,
     thresholds: Thresholds | None = None,
-) -> None:
-    """Fill ``report.findings`` (sorted by estimated gain, largest first) and ``report.waterfall``.
+) -> Claimed:
+    """Fill ``report.findings`` (sorted by estimated gain, largest first) and ``report.waterfall``;
+    return each finding with the time its cost covers, in the findings' order (the timeline pins
+    them with it: ``analysis.timeline``).
 
     Call after the FLOPs/MFU step, so that ``est_mfu_after`` and the waterfall's MFU bar can use
     ``summary.mfu``, ``summary.flops_per_step`` and ``device.peak_flops`` (all optional).
@@ -60,7 +62,7 @@ def diagnose(
     report.combined_gain_us_per_step = report.combined_gain_share = None
     report.whatif = None
     if report.error is not None or report.summary is None or len(steps) == 0:
-        return
+        return []
     ctx = Context(report, tables, steps, view, thresholds or DEFAULT)
     claimed = run_claims(ctx, report)
     try:
@@ -82,3 +84,4 @@ def diagnose(
         report.waterfall = waterfall(ctx)
     except Exception as exc:
         report.notes.append(f"diagnosis waterfall failed: {type(exc).__name__}: {exc}")
+    return claimed

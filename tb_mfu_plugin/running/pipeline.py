@@ -32,11 +32,13 @@ from ..analysis.options import AnalysisOptions
 from ..analysis.per_device import DeviceView, analyze_device
 from ..analysis.report import Report, RunReport, WorkerReport
 from ..analysis.time.steps import Steps
+from ..analysis.timeline.block import timeline_block
 from ..core.distinct import distinct_counts
 from ..core.errors import TraceError, reason_line
 from ..core.version import __version__
 from ..diagnosis import DEFAULT, Thresholds, diagnose
 from ..diagnosis.distributed import analyze_ranks
+from ..diagnosis.engine import Claimed
 from ..diagnosis.ranks import compare_ranks
 from ..trace.decode.decode import decode_trace
 from ..trace.limits import Deadline
@@ -127,7 +129,8 @@ def analyze_tables(
         except Exception as exc:  # a roofline bug must not cost the rest of the report
             report.notes.append(f"roofline failed: {type(exc).__name__}: {exc}")
         # after FLOPs: findings estimate the MFU they would bring
-        diagnose(report, tables, steps, view, thresholds_from(options))
+        claimed = diagnose(report, tables, steps, view, thresholds_from(options))
+        _apply_timeline(report, tables, steps, view, claimed)  # last: it pins the findings
         if len(tables.cpu) == 0:  # valid input (a GPU-only export): flagged, host figures unknown
             report.flags.append("gpu_only_trace")
             report.notes.append(
@@ -154,6 +157,17 @@ def _apply_distributed(
         report.pipeline = analyze_pipeline(tables, view.gpu, view.step, steps, report.communication)
     except Exception as exc:  # a bug here must not cost the rest of the report
         report.notes.append(f"communication analysis failed: {type(exc).__name__}: {exc}")
+
+
+def _apply_timeline(
+    report: WorkerReport, tables: TraceTables, steps: Steps, view: DeviceView, claimed: Claimed
+) -> None:
+    """The timeline block (``analysis.timeline``), with each finding's time from the diagnosis."""
+    times = [(t.start, t.end) if t is not None else None for _, t in claimed]
+    try:
+        report.timeline = timeline_block(tables, view, steps, report, times)
+    except Exception as exc:  # a timeline bug must not cost the rest of the report
+        report.notes.append(f"timeline failed: {type(exc).__name__}: {exc}")
 
 
 def _capped_devices(tables: TraceTables, cap: int) -> tuple[list[int], str | None]:
