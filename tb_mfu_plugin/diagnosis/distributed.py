@@ -19,6 +19,7 @@ from ..analysis.distributed.clock_skew import Alignment, Arrivals, Transfer, ali
 from ..analysis.distributed.strategy import run_strategy
 from ..analysis.fmt import us
 from ..analysis.report import WorkerReport
+from ..analysis.timeline.repin import repinned
 from .context import Context
 from .finding import SEVERITIES, Finding
 from .ranks import RankClock, RankSummary, compare_ranks
@@ -100,7 +101,11 @@ def _with_arrivals(
     combined = _combined_with(out, kept, found, ctx.step_us)
     share = combined / ctx.step_us if combined is not None and ctx.step_us > 0 else None
     return msgspec.structs.replace(
-        out, findings=findings, combined_gain_us_per_step=combined, combined_gain_share=share
+        out,
+        findings=findings,
+        combined_gain_us_per_step=combined,
+        combined_gain_share=share,
+        timeline=repinned(out.timeline, findings, {low_bus_bandwidth.id: "communication"}),
     )
 
 
