@@ -89,14 +89,17 @@ def _lane_sum_problems(t: dict[str, Any], step: dict[str, Any]) -> list[str]:
     idle_us = step["idle_share"] * step["dur_us"]
     if len(idle) != 1 or not _near(sum(per_lane[j] for j in idle), idle_us, sum(terms[j] for j in idle), dur):
         out.append(f"timeline: the idle lane holds {[per_lane[j] for j in idle]} µs, the step's idle time is {idle_us}")
+    # a sync that returns after the step's end (a cut trace) counts whole in the step's figure and is
+    # drawn to the step's end, so the lanes hold at most the figure (tests/analysis/test_timeline.py
+    # checks them equal on the samples)
     sync = sum(
         x
         for lane, c, x in zip(iv["lane"], iv["cls"], time, strict=True)
         if t["classes"][c] == "sync_wait" and lanes[lane]["kind"] == "host"
     )
     blocked = step["host_sync_blocked_share"] * step["dur_us"]
-    if not iv["bins"] and not _near(sync, blocked, len(time), dur):
-        out.append(f"timeline: host lanes wait {sync} µs in syncs, the step's host is blocked {blocked} µs")
+    if sync > blocked + 1e-3 * (len(time) + 1) + 1e-6 * dur:
+        out.append(f"timeline: host lanes wait {sync} µs in syncs, more than the step's {blocked} µs blocked")
     if not iv["bins"]:
         out += _union_problems(t, step)
     return out

@@ -86,6 +86,9 @@ def timeline_block(
     if graph is not None and i < graph.steps:
         path = step_path(graph, i, _path_lanes(graph, tables, view, gpu.row_lane, host_lane_of), lo)
         path = path_within(path, hi - lo, MAX_PATH)
+        if any(lane < 0 for lane in path.lane):  # host time on the path, and no launching thread drawn
+            lanes.append(Lane("host (no launching thread found)", "host"))
+            path.lane = [lane if lane >= 0 else len(lanes) - 1 for lane in path.lane]
     notes = []
     if host.left_out:
         notes.append(
