@@ -136,7 +136,7 @@ function pathSeries(t: Timeline, top: number) {
 }
 
 /** The marks: each in its finding's row (rows 0..top-1), and outlined on its lane. */
-function markSeries(w: WorkerReport, t: Timeline, of: number[], top: number, rendered: Set<number>) {
+function markSeries(w: WorkerReport, t: Timeline, of: number[], top: number, rendered: Map<number, number[]>) {
   const data = t.marks
     .map((m, k) => [m.start_us / 1000, m.lane === null ? -1 : m.lane + top, (m.start_us + m.dur_us) / 1000, k, of[k]])
     .filter((d) => d[4] >= 0);
@@ -162,7 +162,7 @@ function markSeries(w: WorkerReport, t: Timeline, of: number[], top: number, ren
         const box = clipped(params, a[0] - 1, Math.max(b[0], a[0] + 3) + 1, a[1] - band * 0.45, band * 0.9);
         if (box) children.push({ type: 'rect', shape: box, style: { fill: 'none', stroke, lineWidth: 2 } });
       }
-      if (children.length) rendered.add(k);
+      if (flag) rendered.set(k, [flag.x + flag.width / 2, flag.y + flag.height / 2]);
       return { type: 'group', children };
     },
   };
@@ -229,7 +229,7 @@ export function drawTimeline(
   opts: { xMax?: number; shade?: () => boolean; onMark?: (finding: number) => void } = {},
 ): echarts.ECharts {
   const of = markFindings(w, t);
-  const rendered = new Set<number>();
+  const rendered = new Map<number, number[]>(); // mark -> where its flag was drawn (px)
   const top = w.findings.length; // a row per finding above the lanes
   const rows = [
     ...w.findings.map((fd) => (fd.subject ? `${fd.id} · ${fd.subject}` : fd.id)),
@@ -273,8 +273,16 @@ export function drawTimeline(
       if (i >= 0) (opts.onMark ?? ((j: number) => openFinding(el, j)))(i);
     }
   });
+  // what was drawn, for the page's tests: the marks, the first one's flag, the zoom
   c.on('finished', () => {
     el.dataset.renderedMarks = String(rendered.size);
+    const first = Math.min(...rendered.keys());
+    const at = rendered.get(first);
+    if (at) el.dataset.firstMark = `${Math.round(at[0])},${Math.round(at[1])},${of[first]}`;
+  });
+  c.on('datazoom', () => {
+    const z = (c.getOption() as { dataZoom?: { startValue?: number; endValue?: number }[] }).dataZoom?.[0];
+    el.dataset.zoom = `${z?.startValue ?? ''},${z?.endValue ?? ''}`;
   });
   el.dataset.intervals = String(t.intervals.lane.length);
   el.dataset.marks = String(t.marks.length);
