@@ -65,11 +65,25 @@ class _Recorder(_Walker):
         m = r
         if float(ops.a[r]) < lo:
             m = min(j, r + int(np.searchsorted(self.b_mono[r : j + 1], lo, side="right")))
+        gaps = float(acc[_GAP]) - gap_before
+        if gaps < 0:  # ops overlapping by more than the stream's waits (a hostile trace): drawn clipped
+            self._clipped(r, m, j, lo)
+            return
         a_m = max(float(ops.a[m]), lo)
         self._keep(a_m, max(0.0, float(self.b[m]) - a_m), int(ops.cls[m]), ("op", m))
         for k in range(m + 1, j + 1):
             self._keep(float(ops.a[k]), float(ops.d[k]), int(ops.cls[k]), ("op", k))
-        self._gaps(r, m, j, lo, float(acc[_GAP]) - gap_before)
+        self._gaps(r, m, j, lo, gaps)
+
+    def _clipped(self, r: int, m: int, j: int, lo: float) -> None:
+        """Ops ``m..j`` each from where the one before ended: the run's time, never counted twice."""
+        ops = self.g.ops
+        cursor = max(float(ops.a[r]), lo)
+        for k in range(m, j + 1):
+            a, b = max(float(ops.a[k]), lo), float(self.b[k])
+            self._keep(cursor, a - cursor, _GAP, ("op", k))
+            self._keep(max(a, cursor), b - max(a, cursor), int(ops.cls[k]), ("op", k))
+            cursor = max(cursor, b)
 
     def _gaps(self, r: int, m: int, j: int, lo: float, total: float) -> None:
         """The stream's waits between ops ``m..j`` of the run from ``r``, which the walk sums to
