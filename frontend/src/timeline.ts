@@ -35,6 +35,7 @@ const SEVERITY: Record<Finding['severity'], string> = { high: UI.bad, medium: UI
 const PATH = 'critical path';
 const MARKS = 'findings';
 const ROW_PX = 26;
+const LABEL_PX = 190;
 
 type Api = {
   value: (i: number) => number;
@@ -237,7 +238,8 @@ export function drawTimeline(
   ];
   const c = chart(el, {
     animation: false,
-    grid: { left: 8, right: 16, top: 34, bottom: 58, containLabel: true },
+    // a fixed gutter for the row names, so that two timelines stacked in Compare share one x axis
+    grid: { left: LABEL_PX + 12, right: 16, top: 34, bottom: 58 },
     legend: { top: 0, type: 'scroll', icon: 'roundRect', itemWidth: 12, itemHeight: 10, textStyle: { color: UI.text } },
     tooltip: { ...tooltipBase, trigger: 'item', formatter: tooltipOf(w, t, of) },
     xAxis: {
@@ -255,7 +257,7 @@ export function drawTimeline(
       inverse: true,
       data: rows,
       axisTick: { show: false },
-      axisLabel: { color: UI.text, formatter: (v: string) => (v.length > 30 ? `${v.slice(0, 29)}…` : v) },
+      axisLabel: { color: UI.text, width: LABEL_PX, overflow: 'truncate' },
     },
     dataZoom: [
       { type: 'inside', xAxisIndex: 0, filterMode: 'weakFilter' },

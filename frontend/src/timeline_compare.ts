@@ -3,7 +3,6 @@
 import * as echarts from 'echarts/core';
 import { card } from './card';
 import { h } from './dom';
-import * as f from './format';
 import { drawTimeline, timelineHeight } from './timeline';
 import type { WorkerReport } from './types';
 
@@ -33,12 +32,7 @@ export function compareTimelines(sides: Side[]): HTMLElement | null {
   return card(
     'Timelines, on one time scale',
     drawn.map((s, i) => [
-      h(
-        'p',
-        { class: 'explain' },
-        h('strong', null, s.run),
-        ` · ${s.worker.timeline?.why ?? ''} (${f.dur(s.worker.timeline?.dur_us)})`,
-      ),
+      h('p', { class: 'explain' }, h('strong', null, s.run), ` · ${s.worker.timeline?.why ?? ''}`),
       els[i],
     ]),
     {

@@ -15,7 +15,7 @@ import gzip
 import os
 import re
 import sys
-from typing import IO
+from typing import Protocol
 
 import msgspec
 
@@ -31,6 +31,10 @@ _KEY_OVERLAP = 256  # bytes of the head searched again when the key may be cut b
 MAX_HEAD_BYTES = 256 << 20  # the keys before traceEvents (deviceProperties...) are a few kB
 GZIP_LEVEL = 1  # the fastest: a 1 GB trace compresses at about the speed it is read
 _header = msgspec.json.Decoder(dict)
+
+
+class _Sink(Protocol):
+    def write(self, data: bytes | bytearray, /) -> int: ...
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
@@ -101,7 +105,7 @@ def _write(where: Location, out: str, extra: bytes, limits: Limits) -> None:
             os.remove(tmp)
 
 
-def _copy(where: Location, dst: IO[bytes], extra: bytes, limits: Limits) -> None:
+def _copy(where: Location, dst: _Sink, extra: bytes, limits: Limits) -> None:
     """The trace's decompressed bytes to ``dst``, ``extra`` inserted after the ``[`` that opens
     its events (a ``traceEvents`` array, or the document itself when it is a bare array)."""
     with Source(where, limits, Deadline(where.text, limits.max_seconds), inflate_apart=True) as src:
