@@ -313,6 +313,7 @@ function chips(w: WorkerReport, t: Timeline, show: (i: number) => void): HTMLEle
     { class: 'stack-legend', testid: 'timeline-marks' },
     w.findings.map((fd, i) => {
       const n = of.filter((x) => x === i).length;
+      const label = fd.subject ? `${fd.id} · ${fd.subject}` : fd.id;
       return h(
         'button',
         {
@@ -323,7 +324,7 @@ function chips(w: WorkerReport, t: Timeline, show: (i: number) => void): HTMLEle
           on: { click: () => show(i) },
         },
         h('span', { class: 'dot', style: { background: SEVERITY[fd.severity] } }),
-        h('span', { class: 'leg-label mono' }, fd.subject ? `${fd.id} · ${fd.subject}` : fd.id),
+        h('span', { class: 'leg-label mono', title: label }, label.length > 44 ? `${label.slice(0, 43)}…` : label),
         h('span', { class: 'leg-val' }, String(n)),
       );
     }),
