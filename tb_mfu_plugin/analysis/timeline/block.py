@@ -84,7 +84,7 @@ def timeline_block(
     marks = finding_marks(report.findings, times, scene, tables, view.syncs, graph, memory)
     path = None
     if graph is not None and i < graph.steps:
-        path = step_path(graph, i, _path_lanes(graph, tables, view, gpu.row_lane, host_lane_of), lo)
+        path = step_path(graph, i, _path_lanes(graph, tables, gpu.row_lane, host_lane_of), lo)
         path = path_within(path, hi - lo, MAX_PATH)
         if any(lane < 0 for lane in path.lane):  # host time on the path, and no launching thread drawn
             lanes.append(Lane("host (no launching thread found)", "host"))
@@ -105,15 +105,16 @@ def timeline_block(
 
 
 def _path_lanes(
-    g: Graph, tables: TraceTables, view: DeviceView, row_lane: np.ndarray, host_lane_of: dict[tuple[int, int], int]
+    g: Graph, tables: TraceTables, row_lane: np.ndarray, host_lane_of: dict[tuple[int, int], int]
 ) -> PathLanes:
+    """Where the graph's ops, launch calls and syncs are drawn."""
     cpu = tables.cpu
 
     def thread_lanes(rows: np.ndarray) -> np.ndarray:
-        return np.array(
-            [host_lane_of.get((int(p), int(t)), -1) for p, t in zip(cpu.pid[rows], cpu.tid[rows], strict=True)],
-            np.int64,
-        )
+        out = np.full(len(rows), -1, np.int64)
+        for (pid, tid), lane in host_lane_of.items():  # a few threads: one pass each
+            out[(cpu.pid[rows] == pid) & (cpu.tid[rows] == tid)] = lane
+        return out
 
     main = min(host_lane_of.values()) if host_lane_of else -1
     return PathLanes(row_lane[g.ops.row], thread_lanes(g.calls.row), thread_lanes(g.syncs.row), main)
