@@ -118,6 +118,7 @@ def test_gzip_and_stdout_write_the_same_trace(tmp_path: Path) -> None:
 
 
 def test_a_folder_of_several_traces_and_the_trace_itself_are_refused(tmp_path: Path) -> None:
+    """(A folder of one trace is that trace.)"""
     files = sorted((SAMPLES / "ddp_2gpu").glob("*.pt.trace.json.gz"))
     if len(files) < 2:
         pytest.skip("sample trace not recorded: ddp_2gpu")
@@ -127,7 +128,10 @@ def test_a_folder_of_several_traces_and_the_trace_itself_are_refused(tmp_path: P
         shutil.copy(f, run)
     done = _tb_mfu("annotate", str(run), "-o", str(tmp_path / "out.json"))
     assert done.returncode == 2 and b"name one trace file (2 found)" in done.stderr
-    trace = next(run.iterdir())
+    trace = run / files[0].name
+    (run / files[1].name).unlink()  # a folder that holds one trace is that trace
+    assert _tb_mfu("annotate", str(run), "-o", str(tmp_path / "one.json")).returncode == 0
+    _added(_load(tmp_path / "one.json"), _load(trace))
     size = trace.stat().st_size
     done = _tb_mfu("annotate", str(trace), "-o", str(trace))
     assert done.returncode == 2 and b"is the trace itself" in done.stderr and trace.stat().st_size == size

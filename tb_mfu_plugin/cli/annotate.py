@@ -63,9 +63,11 @@ def annotate(report: Report, where: Location, out: str, limits: Limits) -> int:
     """Write OUT from the analysed ``report`` of the one trace at ``where``; the exit status."""
     workers = [w for r in report.runs for w in r.workers]
     files = {w.file for w in workers}
-    if len(files) != 1 or where.text not in files:
+    if len(files) != 1:
         print(f"tb-mfu annotate: {where.text}: name one trace file ({len(files)} found)", file=sys.stderr)
         return 2
+    if where.is_local and os.path.isdir(where.path):  # a folder that holds one trace: that trace
+        where = Location.parse(next(iter(files)))
     if where.is_local and out != "-" and os.path.exists(out) and os.path.samefile(out, where.path):
         print(f"tb-mfu annotate: {out}: is the trace itself; name another file", file=sys.stderr)
         return 2
