@@ -77,8 +77,8 @@ def test_the_annotated_trace_keeps_every_event_and_adds_the_diagnosis(tmp_path: 
     t = w["timeline"]
     # a counter sample per analysed step and figure, at the step's start
     for name, key in (("MFU", "mfu"), ("SM efficiency", "sm_efficiency"), ("GPU busy", "gpu_busy_share")):
-        samples = [e for e in added if e["ph"] == "C" and e["name"] == f"tb-mfu {name} (%)"]
-        assert [(e["ts"], e["args"]["value"]) for e in samples] == [
+        samples = [e for e in added if e["ph"] == "C" and e["name"] == f"tb-mfu {name}"]
+        assert [(e["ts"], e["args"]["%"]) for e in samples] == [
             (s["start_us"], pytest.approx(100 * s[key])) for s in w["steps"]
         ]
     # an instant per mark, on the lane of the mark, with the finding's words and gain
@@ -180,7 +180,7 @@ def test_the_annotated_trace_opens_in_perfettos_trace_processor(tmp_path: Path) 
         pytest.skip(f"Perfetto's trace processor cannot start here ({type(exc).__name__})")
     try:
         names = {r.name for r in tp.query("select distinct name from counter_track")}
-        assert {"tb-mfu MFU (%)", "tb-mfu GPU busy (%)"} <= names
+        assert {"tb-mfu MFU %", "tb-mfu GPU busy %"} <= names  # Perfetto names a counter "name arg"
         n = next(iter(tp.query("select count(*) as n from slice where category = 'tb-mfu'"))).n
         assert n > 0
         kernels = next(iter(tp.query("select count(*) as n from slice where category = 'kernel'"))).n

@@ -4,8 +4,8 @@ chrome://tracing draw beside the trace's own (docs/timeline.md).
 Per device (a ``WorkerReport``):
 
 - counter tracks on the GPU's process, one sample per analysed step at its start: MFU, SM
-  efficiency, GPU busy (percent) and the step's peak allocated memory (GB); a step whose figure is
-  unknown has no sample;
+  efficiency, GPU busy (percent) and the step's peak allocated memory (GB, for traces recorded with
+  profile_memory=True); a step whose figure is unknown has no sample;
 - the findings of the representative step (``WorkerReport.timeline``): an instant event on the
   lane where each mark is (a host thread, a GPU stream; process-wide on the GPU for the copy and
   idle lanes), with the finding's words and gain in ``args``, and the marks as spans on tracks of
@@ -54,18 +54,22 @@ def _counters(w: WorkerReport, gpu: int) -> list[dict[str, Any]]:
     peaks = {s.step: s.peak_allocated_bytes for s in w.memory.steps} if w.memory is not None else {}
     out = []
     for s in w.steps:
-        series = {
-            "tb-mfu MFU (%)": None if s.mfu is None else 100 * s.mfu,
-            "tb-mfu SM efficiency (%)": None if s.sm_efficiency is None else 100 * s.sm_efficiency,
-            "tb-mfu GPU busy (%)": 100 * s.gpu_busy_share,
-            "tb-mfu memory allocated, step peak (GB)": None if peaks.get(s.step) is None else peaks[s.step] / 1e9,  # type: ignore[operator]
-        }
-        for name, value in series.items():
+        # (name, unit, value): chrome://tracing draws a track per name with the unit as its series,
+        # Perfetto a track named "name unit"
+        series = (
+            ("tb-mfu MFU", "%", None if s.mfu is None else 100 * s.mfu),
+            ("tb-mfu SM efficiency", "%", None if s.sm_efficiency is None else 100 * s.sm_efficiency),
+            ("tb-mfu GPU busy", "%", 100 * s.gpu_busy_share),
+            ("tb-mfu memory allocated, step peak", "GB", _gb(peaks.get(s.step))),
+        )
+        for name, unit, value in series:
             if value is not None:
-                out.append(
-                    {"ph": "C", "cat": CAT, "name": name, "pid": gpu, "ts": s.start_us, "args": {"value": value}}
-                )
+                out.append({"ph": "C", "cat": CAT, "name": name, "pid": gpu, "ts": s.start_us, "args": {unit: value}})
     return out
+
+
+def _gb(nbytes: int | None) -> float | None:
+    return None if nbytes is None else nbytes / 1e9
 
 
 def _finding(w: WorkerReport, m: TimelineMark) -> Finding | None:
