@@ -22,7 +22,9 @@ come from child processes as JSON) check it too:
   waterfall's last bar has no value and no achieved FLOP/s is derived;
 - the breakdown's parts are the report's figures: ``idle_after_sync`` is
   ``gpu_idle_after_sync_share``, and with ``idle_other`` it makes ``idle_share``;
-- the memory block (issue 25) holds no negative or impossible figure (``memory_problems``).
+- the memory block (issue 25) holds no negative or impossible figure (``memory_problems``);
+- the timeline (issue 36) adds up to the step's figures, marks every finding and stays under 1 MB
+  (``timeline_invariants``).
 
 It reads the JSON form (``--json``) so that the corpus' child processes' output is checked too.
 """
@@ -30,6 +32,8 @@ It reads the JSON form (``--json``) so that the corpus' child processes' output 
 from __future__ import annotations
 
 from typing import Any
+
+from timeline_invariants import timeline_problems
 
 _TOL = 1e-9
 
@@ -106,6 +110,7 @@ def worker_problems(w: dict[str, Any]) -> list[str]:
     out += aggregation_problems(w)
     out += communication_problems(w)
     out += finding_problems(w)
+    out += timeline_problems(w)
     return out
 
 

@@ -9,6 +9,7 @@ import { COLORS, UI } from './palette';
 import type { FindingChange, FindingsAgainstBaseline } from './report_types';
 import { BREAKDOWN, partUs } from './steps';
 import { type Column, kernelFilter, kernelNameColumn, numColumn, table } from './table';
+import { compareTimelines } from './timeline_compare';
 import type { RunReport, Summary, WorkerReport } from './types';
 import { usable, workerLabel } from './workers';
 
@@ -120,6 +121,7 @@ export function renderCompare(
     ready.length ? compositionChart(ready) : null,
     ready.length >= 2 ? findingsDiff(ready, findings) : null,
     ready.length >= 2 ? kernelDiff(ready) : null,
+    compareTimelines(ready.map((d) => ({ run: d.run, worker: d.worker }))),
     errors.length
       ? h(
           'div',

@@ -13,6 +13,7 @@ import { memoryCard } from './memory';
 import { COLORS, UI } from './palette';
 import { rooflineCard } from './roofline';
 import { stepBreakdownSummary, stepsChart } from './steps';
+import { linkFindings, timelineCard } from './timeline';
 import type { Summary, WorkerReport } from './types';
 import { waterfallCard } from './waterfall';
 import { criticalPathCard, whatIfCard } from './whatif';
@@ -291,12 +292,16 @@ export function renderWorker(w: WorkerReport): HTMLElement {
       h('div', { class: 'dim mono' }, w.file),
     ]);
   }
+  const findings = findingsCard(w);
+  const timeline = timelineCard(w);
+  linkFindings(findings, timeline);
   return h(
     'div',
     { class: 'overview', testid: 'overview' },
     kpis(w, s),
     h('div', { class: 'row two' }, busyVsFast(s), deviceCard(w, s)),
-    h('div', { class: 'row two' }, findingsCard(w), waterfallCard(w)),
+    h('div', { class: 'row two' }, findings, waterfallCard(w)),
+    timeline?.el,
     stepsChart(w, s),
     criticalPathCard(w),
     whatIfCard(w),

@@ -46,6 +46,7 @@ export interface WorkerReport {
   critical_path: CriticalPath | null;
   whatif: WhatIf | null;
   memory: Memory | null;
+  timeline: Timeline | null;
 }
 
 export interface Device {
@@ -668,6 +669,73 @@ export interface MemoryTimeline {
   allocated: number[];
   reserved: (number | null)[];
   step_starts_us: number[];
+}
+
+/** One analysed step of the device, as lanes of intervals (docs/timeline.md). */
+export interface Timeline {
+  step: number;
+  why: string;
+  start_us: number;
+  dur_us: number;
+  classes: string[];
+  names: string[];
+  lanes: TimelineLane[];
+  intervals: TimelineIntervals;
+  marks: TimelineMark[];
+  critical_path: TimelinePath | null;
+  bin_us: number | null;
+  events: number;
+  notes: string[];
+}
+
+export interface TimelineLane {
+  name: string;
+  kind: 'communication' | 'copies' | 'host' | 'idle' | 'stream';
+  pid: number | null;
+  tid: number | null;
+  events: number;
+  busy_us: number;
+}
+
+/** One entry per interval in each list, sorted by lane, then by start. */
+export interface TimelineIntervals {
+  lane: number[];
+  start_us: number[];
+  dur_us: number[];
+  cls: number[];
+  name: number[];
+  op: number[];
+  sm_efficiency: (number | null)[];
+  bins: number[];
+  bin_count: number[];
+  bin_busy_us: number[];
+}
+
+/**
+ * A finding pinned to a moment of the step: where its cost lies (the time its rule claims,
+ * ``diagnosis.cost_time``), or the call that causes it.
+ */
+export interface TimelineMark {
+  id: string;
+  subject: string | null;
+  lane: number | null;
+  start_us: number;
+  dur_us: number;
+  what: string;
+}
+
+/**
+ * The step's critical path (``analysis.critical_path``) as the stretches it runs through, in
+ * time order. They add up to the step, and by class to ``critical_path.steps``' entry, unless
+ * stretches were merged (``merged_us``).
+ */
+export interface TimelinePath {
+  classes: string[];
+  lane: number[];
+  start_us: number[];
+  dur_us: number[];
+  cls: number[];
+  merged_us: number | null;
 }
 
 /**

@@ -19,6 +19,7 @@ from .distributed.blocks import Distributed as Distributed  # re-exported: the r
 from .distributed.blocks import ProcessGroup as ProcessGroup
 from .flops.detail import FlopsDetail
 from .memory.types import Memory
+from .timeline.types import Timeline
 
 # 2: sync_wait_share -> host_sync_blocked_share, breakdown sync_wait/idle -> idle_after_sync/idle_other
 # 3: summary.step_time_us is the mean step (was the median: step_time_median_us), the one every
@@ -376,6 +377,9 @@ class WorkerReport(msgspec.Struct, kw_only=True):
     # Device memory from the allocator's [memory] events (analysis.memory, docs/memory.md); without
     # them only its ``unavailable`` says why. None where the device was not analysed.
     memory: Memory | None = None
+    # One representative step as lanes of intervals, with the critical path and the findings pinned
+    # to their moments (analysis.timeline, docs/timeline.md); None where no step was analysed.
+    timeline: Timeline | None = None
 
 
 class RankRow(msgspec.Struct, kw_only=True):

@@ -39,6 +39,7 @@ from ..trace.locate.discover import other_json_files
 from ..trace.locate.locations import Location
 from ..trace.remote.redact import shown
 from ..trace.remote.storage import use_storage_options
+from . import annotate
 
 EXIT_STATUSES = """\
 exit status:
@@ -114,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--replace", action="store_true", help="overwrite the event files of an earlier export in DIR")
     _add_analysis_flags(e)
+    _add_analysis_flags(annotate.add_parser(sub))
     return p
 
 
@@ -195,6 +197,8 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
         return _compare(reports, args.json)
     if args.command == "export-scalars":
         return _export_scalars(reports[0], args.out, args.replace)
+    if args.command == "annotate":
+        return annotate.annotate(reports[0], where[0], args.out, options.limits)
     return _analyze(reports[0], args, shown_reports[0][1])
 
 

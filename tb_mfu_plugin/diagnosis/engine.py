@@ -20,11 +20,13 @@ Claimed = list[tuple[Finding, TimeSet | None]]
 
 @dataclass(frozen=True)
 class Diagnosis:
-    """What the rules say of one device: the findings (largest gain first), the what-if panel, the
-    gain of fixing every finding at once (µs per mean step and its share), and the notes of rules
-    that failed."""
+    """What the rules say of one device: the findings (largest gain first) with the time each one's
+    cost covers, the what-if panel, the gain of fixing every finding at once (µs per mean step and
+    its share), and the notes of rules that failed."""
 
     findings: list[Finding] = field(default_factory=list)
+    # each finding's time, in the findings' order (the timeline pins them with it: analysis.timeline)
+    times: list[TimeSet | None] = field(default_factory=list)
     whatif: WhatIf | None = None
     combined_gain_us_per_step: float | None = None
     combined_gain_share: float | None = None
@@ -83,6 +85,7 @@ def diagnose(analysis: DeviceAnalysis, thresholds: Thresholds | None = None) -> 
     gain = round_gain(combined)
     return Diagnosis(
         findings=[f for f, _ in claimed],
+        times=[t for _, t in claimed],
         whatif=whatif,
         combined_gain_us_per_step=gain,
         combined_gain_share=gain / ctx.step_us if ctx.step_us > 0 else None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import msgspec
 
 from ..analysis.report import Finding, WorkerReport
+from ..analysis.timeline.repin import repinned
 from .context import ReportFacts
 from .engine import finding_order
 from .rules.collective_bandwidth import low_bus_bandwidth
@@ -24,7 +25,13 @@ def with_run_findings(w: WorkerReport, th: Thresholds) -> WorkerReport:
     findings = sorted(kept + found, key=finding_order)
     combined = _combined_with(w, kept, found, ctx.step_us)
     share = combined / ctx.step_us if combined is not None and ctx.step_us > 0 else None
-    return msgspec.structs.replace(w, findings=findings, combined_gain_us_per_step=combined, combined_gain_share=share)
+    return msgspec.structs.replace(
+        w,
+        findings=findings,
+        combined_gain_us_per_step=combined,
+        combined_gain_share=share,
+        timeline=repinned(w.timeline, findings, {low_bus_bandwidth.id: "communication"}),
+    )
 
 
 def _combined_with(w: WorkerReport, kept: list[Finding], found: list[Finding], step_us: float) -> float | None:

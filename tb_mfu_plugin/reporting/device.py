@@ -8,6 +8,7 @@ import msgspec
 from ..analysis.options import AnalysisOptions
 from ..analysis.per_device import analyze_device
 from ..analysis.report import WorkerReport
+from ..analysis.timeline.block import timeline_block
 from ..diagnosis import Diagnosis, Thresholds, diagnose
 from ..trace.locate.sidecar import Sidecar
 from ..trace.tables import TraceTables
@@ -27,7 +28,15 @@ def device_report(
     analysis = analyze_device(tables, device, options, sidecar, name=name, span=span)
     if analysis.view is None:
         return analysis.report
-    return with_diagnosis(analysis.report, diagnose(analysis, thresholds))
+    found = diagnose(analysis, thresholds)
+    report = with_diagnosis(analysis.report, found)
+    # last: the timeline pins the findings to their moments, with the time each one's cost covers
+    times = [(t.start, t.end) if t is not None else None for t in found.times]
+    try:
+        timeline = timeline_block(tables, analysis.view, analysis.steps, report, times)
+    except Exception as exc:  # noqa: BLE001 - a timeline bug must not cost the rest of the report
+        return msgspec.structs.replace(report, notes=[*report.notes, f"timeline failed: {type(exc).__name__}: {exc}"])
+    return msgspec.structs.replace(report, timeline=timeline)
 
 
 def with_diagnosis(report: WorkerReport, found: Diagnosis) -> WorkerReport:
