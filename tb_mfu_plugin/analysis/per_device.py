@@ -124,7 +124,11 @@ def analyze_device(
         )
         return DeviceAnalysis(msgspec.structs.replace(report, notes=notes, flags=flags), tables, steps, None, None)
     view, summary, critical = _view_and_summary(tables, rows, steps, options, notes, flags)
-    mfu = mfu_figures(tables, steps, rows, view.classes, device, _busy_us(view, steps), options, sidecar, flags)
+    # the profiler's drag on the modelled steps (the critical-path model re-timed without its host cost)
+    model = view.critical
+    drag = model.unprofiled_step_us / model.step_us if model is not None and model.step_us > 0 else None
+    busy = _busy_us(view, steps)
+    mfu = mfu_figures(tables, steps, rows, view.classes, device, busy, options, sidecar, flags, drag)
     notes += mfu.notes
     flags += mfu.flags
     dev = msgspec.structs.replace(
@@ -310,6 +314,8 @@ def _with_mfu(summary: Summary, mfu: MfuFigures, steps: Steps) -> Summary:
         achieved_flops=mfu.summary_achieved,
         distribution=distribution,
         mfu_status=mfu.status,
+        mfu_traced=mfu.summary_mfu_traced,
+        step_time_unprofiled_us=mfu.step_unprofiled_us,
     )
 
 
@@ -356,7 +362,8 @@ def _cards(
         pipeline=_contained(
             "pipeline analysis", lambda: analyze_pipeline(tables, view.gpu, view.step, steps, comm), notes
         ),
-        waterfall=_contained("waterfall", lambda: waterfall(facts, summary.mfu, status), notes) or [],
+        # the waterfall takes the traced step apart: its last bar is the traced steps' MFU
+        waterfall=_contained("waterfall", lambda: waterfall(facts, summary.mfu_traced, status), notes) or [],
     )
 
 

@@ -104,7 +104,10 @@ class MfuStatus(msgspec.Struct, kw_only=True):
     the analysis, read by every face, which shows the figure only when it is ``known``."""
 
     state: MfuState
-    reason: str  # one line: where the FLOPs and the peak come from, or why there is no figure
+    # what the figure's step is: the steady-state step with the profiler's host cost taken out (an
+    # estimate: summary.step_time_unprofiled_us), or the traced step where that cannot be estimated
+    basis: Literal["without_profiler", "traced"] | None = None
+    reason: str  # one line: its basis, where the FLOPs and the peak come from, or why there is no figure
 
 
 class LeftOutStep(msgspec.Struct, kw_only=True):
@@ -147,6 +150,11 @@ class Summary(Metrics, kw_only=True):
     distribution: dict[str, Spread] = {}
     basis: StepBasis | None = None
     mfu_status: MfuStatus | None = None
+    # The headline MFU (``mfu``) is over the mean step estimated without the profiler's drag, as
+    # training sees it, where the critical-path model can estimate it (mfu_status.basis); the MFU of
+    # the steps as traced is this second, named figure, and the estimated step the one beside it.
+    mfu_traced: float | None = None
+    step_time_unprofiled_us: float | None = None
 
 
 class Device(msgspec.Struct, kw_only=True):

@@ -64,7 +64,9 @@ def retime(ctx: Context, claimed: Claimed) -> tuple[Claimed, float | None, WhatI
     times = {id(f): t for f, t in out}
     timed_ids = {id(f) for f, *_ in timed}
     held = [t for f, *_ in timed if (t := times[id(f)]) is not None]
-    claims = [Claim(all_at_once.gain_us_per_step, union(held))]
+    # the headline gains are the ones without the profiler: so is the gain of all of them at once
+    together = all_at_once.unprofiled_gain_us_per_step
+    claims = [Claim(together if together is not None else all_at_once.gain_us_per_step, union(held))]
     claims += [Claim(f.est_gain_us_per_step, t) for f, t in out if id(f) not in timed_ids]
     return out, combined_gain(claims, ctx.step_us), panel
 
@@ -73,31 +75,36 @@ def _retimed(
     ctx: Context, f: Finding, change: Change, mfu: float | None, outcome: Outcome, unprofiled: Outcome
 ) -> Finding:
     """The finding with the re-timed gain, its cost at least that (the fix removes at least what it
-    gives), and the re-timing in its evidence."""
+    gives), and the re-timing in its evidence. The headline gain is the one without the profiler
+    (issue 33: what a user measures once the fix is in, on a run that is not profiled), and its share,
+    severity and projected MFU are of the step without the profiler, the headline MFU's; the gain on
+    the trace as recorded stays as a second figure (``evidence.whatif.profiled_gain_us_per_step``)."""
     evidence = {k: v for k, v in f.evidence.items() if k not in ("cost_us_per_step", "cost_share", "note")}
-    gain = max(0.0, outcome.gain_us)
+    profiled = max(0.0, outcome.gain_us)
+    gain = max(0.0, unprofiled.gain_us)
+    step = unprofiled.step_us + unprofiled.gain_us  # the step without the profiler, before the fix
     evidence["whatif"] = {
         "change": change.what,
         "step_us_after": outcome.step_us,
         "floor_us_per_step": outcome.floor_us,
         "rule_gain_us_per_step": f.est_gain_us_per_step,
-        # the same re-timing with the profiler's host cost taken out of the trace (whatif.unprofiled):
-        # what the fix gives a run that is not profiled
+        "profiled_gain_us_per_step": profiled,
+        # the headline: the re-timing with the profiler's host cost taken out of the trace
+        # (whatif.unprofiled): what the fix gives a run that is not profiled
         "unprofiled": {
-            "step_us": unprofiled.step_us + unprofiled.gain_us,
+            "step_us": step,
             "step_us_after": unprofiled.step_us,
-            "gain_us_per_step": max(0.0, unprofiled.gain_us),
-            "gain_share": max(0.0, unprofiled.gain_us) / (unprofiled.step_us + unprofiled.gain_us)
-            if unprofiled.step_us + unprofiled.gain_us > 0
-            else 0.0,
+            "gain_us_per_step": gain,
+            "gain_share": gain / step if step > 0 else 0.0,
         },
         "steps_modelled": ctx.view.critical.g.steps if ctx.view.critical is not None else None,
     }
     note = f.evidence.get("note")
-    evidence["note"] = "gain: the step re-timed on its critical path with the fix applied (evidence.whatif)" + (
-        f"; the rule's own estimate: {note}" if isinstance(note, str) else ""
+    evidence["note"] = (
+        "gain: the step re-timed on its critical path with the fix applied and the profiler's host cost "
+        "taken out (evidence.whatif)" + (f"; the rule's own estimate: {note}" if isinstance(note, str) else "")
     )
-    cost = max(float(f.evidence.get("cost_us_per_step", 0.0)), gain)
+    cost = min(max(float(f.evidence.get("cost_us_per_step", 0.0)), gain), step)
     return make_finding(
         id=f.id,
         subject=f.subject,
@@ -105,7 +112,7 @@ def _retimed(
         evidence=evidence,
         cost_us=cost,
         gain_us=gain,
-        step_us=ctx.step_us,
+        step_us=step,
         mfu=mfu,
         recommendation=f.recommendation,
         high_share=ctx.th.high_share,

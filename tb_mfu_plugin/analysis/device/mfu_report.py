@@ -30,7 +30,16 @@ from ..report import MfuStatus, Spread
 from ..time.aggregate import spread
 from ..time.steps import Steps, launched_in_steps
 from . import plausibility
-from .mfu import fill_detail, flop_rate, flop_rates, flops_summary, mfus_for, overall_mfu, unattributed_kernel_time
+from .mfu import (
+    fill_detail,
+    flop_rate,
+    flop_rates,
+    flops_summary,
+    mfu_for,
+    mfus_for,
+    overall_mfu,
+    unattributed_kernel_time,
+)
 from .mfu_notes import second_mfu
 from .mfu_peak import mfu_peak
 from .peaks import PeakChoice
@@ -47,8 +56,10 @@ class MfuFigures:
     mfu: np.ndarray  # per step, NaN unknown or impossible
     achieved_flops: np.ndarray  # per step FLOP/s, NaN unknown or withheld with an impossible MFU
     summary_flops: float | None
-    summary_mfu: float | None
-    summary_achieved: float | None
+    summary_mfu: float | None  # the headline: over the step estimated without the profiler where it can be
+    summary_achieved: float | None  # summary_mfu x the peak
+    summary_mfu_traced: float | None  # over the traced steps as they ran under the profiler
+    step_unprofiled_us: float | None  # the mean step estimated without the profiler's drag
     mfu_spread: Spread | None
     status: MfuStatus
     detail: FlopsDetail
@@ -67,11 +78,15 @@ def mfu_figures(
     options: AnalysisOptions,
     sidecar: tuple[Sidecar, str] | None,
     flags: list[str],
+    drag: float | None = None,
 ) -> MfuFigures:
     """FLOPs, MFU and the FLOPs block of one device's analysed ``steps``.
 
     ``busy_us``: each step's GPU busy time (for the rate while busy); ``flags``: the report's so far
-    (the plausibility guard names the step as the cause where the trace has no step markers).
+    (the plausibility guard names the step as the cause where the trace has no step markers);
+    ``drag``: the modelled steps' step without the profiler over their traced step (the critical-path
+    model's ``unprofiled_step_us / step_us``), which makes the headline MFU the one training without
+    the profiler sees; None keeps the traced steps' MFU as the headline.
     ``sidecar`` is the run's ``tb_mfu.json`` and its path, read by the caller (analysis does no I/O).
 
     - FLOPs per step use, in order: ``options.flops_per_step`` (``--flops-per-step``), the trace's
@@ -116,11 +131,14 @@ def mfu_figures(
         r, known = flop_rates(flops, dur)
         rate = np.where(known, r, np.nan)
     summary_flops = float(np.mean(flops)) if head is not None else None
-    summary_mfu = overall_mfu(flops, dur, choice.peak_flops) if head is not None else None
-    summary_achieved = flop_rate(float(np.sum(flops)), float(np.sum(dur))) if head is not None else None
+    traced_mfu = overall_mfu(flops, dur, choice.peak_flops) if head is not None else None
+    step_unprofiled = float(dur.mean()) * drag if drag is not None and 0 < drag <= 1 and n else None
+    step_basis = step_unprofiled if step_unprofiled is not None else (float(dur.mean()) if n else None)
+    summary_mfu = mfu_for(summary_flops, step_basis, choice.peak_flops)
+    summary_achieved = flop_rate(summary_flops, step_basis)
 
     second_note: str | None = None
-    second = second_mfu(summary_mfu, summary_flops, float(dur.mean()) if n else None, peak, choice, user.options)
+    second = second_mfu(summary_mfu, summary_flops, step_basis, peak, choice, user.options)
     if second is not None:
         if second.against == "bf16":
             detail.mfu_at_bf16_peak = second.mfu
@@ -137,10 +155,10 @@ def mfu_figures(
         rate = np.where(guard.steps_withheld, np.nan, rate)
         mfu = np.where(guard.steps_withheld, np.nan, mfu)
         if guard.summary_withheld:
-            summary_mfu = summary_achieved = second_note = None
+            summary_mfu = summary_achieved = traced_mfu = second_note = None
     if second_note is not None:
         notes.append(second_note)
-    status = _status(summary_mfu, guard, head_source, choice)
+    status = _status(summary_mfu, guard, head_source, choice, step_unprofiled is not None)
     return MfuFigures(
         flops=flops,
         mfu=mfu,
@@ -148,6 +166,8 @@ def mfu_figures(
         summary_flops=summary_flops,
         summary_mfu=summary_mfu,
         summary_achieved=summary_achieved,
+        summary_mfu_traced=traced_mfu,
+        step_unprofiled_us=step_unprofiled,
         mfu_spread=spread(mfu[~np.isnan(mfu)]),  # its median is the MFU of the median step
         status=status,
         detail=detail,
@@ -157,12 +177,23 @@ def mfu_figures(
     )
 
 
-def _status(mfu: float | None, guard: plausibility.Guard | None, source: str | None, choice: PeakChoice) -> MfuStatus:
+def _status(
+    mfu: float | None, guard: plausibility.Guard | None, source: str | None, choice: PeakChoice, unprofiled: bool
+) -> MfuStatus:
     """Known, unknown or impossible, with the reason in one line: decided once, read by every face."""
     if guard is not None and guard.summary_withheld:
         return MfuStatus(state="impossible", reason=f"above 100 %, which is impossible: {guard.explanation}")
     if mfu is not None:
-        return MfuStatus(state="known", reason=f"FLOPs from {source}; peak: {choice.source}")
+        basis = (
+            "over the steady-state steps with the profiler's host cost taken out (estimated)"
+            if unprofiled
+            else "over the steady-state steps as traced (the profiler's cost could not be estimated)"
+        )
+        return MfuStatus(
+            state="known",
+            basis="without_profiler" if unprofiled else "traced",
+            reason=f"{basis}; FLOPs from {source}; peak: {choice.source}",
+        )
     if source is None:
         return MfuStatus(
             state="unknown",
