@@ -497,6 +497,11 @@ static const char *read_dims(const char *p, const char *e, int64_t *out) {
     return p + 1;
 }
 
+/* A string where a number is read: numpy's fromiter parses "12" as 12 when every value of the
+ * chunk's column converts, and columns.py falls back per value when one does not, so a kept
+ * row with one falls back here. */
+#define STRING_AT(p, e) ((p) < (e) && *(p) == '"')
+
 #define KEY(s) (k.n == (Py_ssize_t)(sizeof(s) - 1) && memcmp(k.p, s, sizeof(s) - 1) == 0)
 
 /* ---------------------------------------------------------------- one event */
@@ -511,7 +516,7 @@ typedef struct {
     Str dims, types, concrete;
     const char *args_start, *args_end;
     int collective_str;
-    int label; /* a string pid or tid ("Spans"): columns.py numbers those */
+    int label; /* a string where a number is read: kept rows with one fall back (STRING_AT) */
 } X;
 
 /* The next key of an object: 1 with k set and *pp at its value, 0 at the object's end (*pp
@@ -563,15 +568,15 @@ static const char *parse_args(const char *p, const char *e, X *x) {
     int after = 0, more;
     Str k;
     while ((more = next_key(&p, e, &after, &k)) > 0) {
-    if (KEY("External id")) { ONCE(0); p = read_int(p, e, &x->ext); }
-    else if (KEY("external id")) { ONCE(1); p = read_int(p, e, &x->ext_legacy); }
-    else if (KEY("correlation")) { ONCE(2); p = read_int(p, e, &x->corr); }
-    else if (KEY("device")) { ONCE(3); p = read_int(p, e, &x->device); }
-    else if (KEY("stream")) { ONCE(4); p = read_int(p, e, &x->stream); }
-    else if (KEY("bytes")) { ONCE(5); p = read_int(p, e, &x->bytes); }
-    else if (KEY("blocks per SM")) { ONCE(6); p = read_float(p, e, &x->bps); }
-    else if (KEY("est. achieved occupancy %")) { ONCE(7); p = read_float(p, e, &x->occ); }
-    else if (KEY("flops")) { ONCE(8); p = read_float(p, e, &x->flops); }
+    if (KEY("External id")) { ONCE(0); x->label |= STRING_AT(p, e); p = read_int(p, e, &x->ext); }
+    else if (KEY("external id")) { ONCE(1); x->label |= STRING_AT(p, e); p = read_int(p, e, &x->ext_legacy); }
+    else if (KEY("correlation")) { ONCE(2); x->label |= STRING_AT(p, e); p = read_int(p, e, &x->corr); }
+    else if (KEY("device")) { ONCE(3); x->label |= STRING_AT(p, e); p = read_int(p, e, &x->device); }
+    else if (KEY("stream")) { ONCE(4); x->label |= STRING_AT(p, e); p = read_int(p, e, &x->stream); }
+    else if (KEY("bytes")) { ONCE(5); x->label |= STRING_AT(p, e); p = read_int(p, e, &x->bytes); }
+    else if (KEY("blocks per SM")) { ONCE(6); x->label |= STRING_AT(p, e); p = read_float(p, e, &x->bps); }
+    else if (KEY("est. achieved occupancy %")) { ONCE(7); x->label |= STRING_AT(p, e); p = read_float(p, e, &x->occ); }
+    else if (KEY("flops")) { ONCE(8); x->label |= STRING_AT(p, e); p = read_float(p, e, &x->flops); }
     else if (KEY("grid")) { ONCE(9); p = read_dims(p, e, &x->grid); }
     else if (KEY("block")) { ONCE(10); p = read_dims(p, e, &x->block); }
     else if (KEY("Input Dims") || KEY("Input type") || KEY("Concrete Inputs")) {
@@ -645,10 +650,10 @@ static const char *parse_x(State *st, const char *p, const char *e, int after, i
     while ((more = next_key(&p, e, &after, &k)) > 0) {
     if (KEY("cat")) { ONCE(0); p = read_string(p, e, &x.cat); x.has_cat = 1; }
     else if (KEY("name")) { ONCE(1); p = read_string(p, e, &x.name); }
-    else if (KEY("pid")) { ONCE(2); x.label |= p < e && *p == '"'; p = read_int(p, e, &x.pid); }
-    else if (KEY("tid")) { ONCE(3); x.label |= p < e && *p == '"'; p = read_int(p, e, &x.tid); }
-    else if (KEY("ts")) { ONCE(4); p = read_float(p, e, &x.ts); }
-    else if (KEY("dur")) { ONCE(5); p = read_float(p, e, &x.dur); }
+    else if (KEY("pid")) { ONCE(2); x.label |= STRING_AT(p, e); p = read_int(p, e, &x.pid); }
+    else if (KEY("tid")) { ONCE(3); x.label |= STRING_AT(p, e); p = read_int(p, e, &x.tid); }
+    else if (KEY("ts")) { ONCE(4); if (STRING_AT(p, e)) return NULL; p = read_float(p, e, &x.ts); }
+    else if (KEY("dur")) { ONCE(5); if (STRING_AT(p, e)) return NULL; p = read_float(p, e, &x.dur); }
     else if (KEY("args")) { ONCE(6); p = parse_args(p, e, &x); }
     else if (KEY("ph")) { if (!ph_left--) return NULL; p = skip_value(p, e, SKIP, 1); }
     else p = skip_value(p, e, SKIP, 1);
