@@ -27,6 +27,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define MAX_DEPTH 64
 #define MAX_ABS_TS 1e19
@@ -170,11 +173,29 @@ static inline const char *ws(const char *p, const char *e) {
     return p;
 }
 
+/* The first byte at or after p that STR_STOP marks (e if none): 16 bytes at a time with SSE2. */
+static inline const char *to_stop(const char *p, const char *e) {
+#ifdef __SSE2__
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+    while (e - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        /* signed: bytes >= 0x80 are negative, so "< 0x20" takes them with the control bytes */
+        __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+                                   _mm_cmplt_epi8(v, space));
+        int mask = _mm_movemask_epi8(hit);
+        if (mask) return p + __builtin_ctz((unsigned)mask);
+        p += 16;
+    }
+#endif
+    while (p < e && !STR_STOP[(unsigned char)*p]) p++;
+    return p;
+}
+
 /* p just after the opening quote; the closing quote, or NULL (fall back). */
 static const char *scan_string(const char *p, const char *e, int *flags) {
     int f = 0;
     for (;;) {
-        while (p < e && !STR_STOP[(unsigned char)*p]) p++;
+        p = to_stop(p, e);
         if (p >= e) return NULL;
         unsigned char c = (unsigned char)*p;
         if (c == '"') break;
