@@ -104,7 +104,7 @@ def main() -> None:
         warm(checkout)
     runs: dict[str, list[Run]] = {}
     reports: list[Path] = []
-    for r in range(args.rounds):
+    for _ in range(args.rounds):
         cases = [(ROOT, False, "this checkout, msgspec path (TB_MFU_FAST_DECODE=0)")]
         cases.append((ROOT, True, "this checkout, compiled columns (_kineto)"))
         if args.compare:

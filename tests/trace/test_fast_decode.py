@@ -160,7 +160,9 @@ _names = st.one_of(
     st.sampled_from(["aten::mm", "aten::addmm", "ProfilerStep#4", "k", "ncclKernel_AllReduce", ""]),
     st.text(max_size=12),
 )
-_cats = st.sampled_from(["cpu_op", "kernel", "Kernel", "gpu_memcpy", "cuda_runtime", "user_annotation", "python_function", "", "Trace"])
+_cats = st.sampled_from(
+    ["cpu_op", "kernel", "Kernel", "gpu_memcpy", "cuda_runtime", "user_annotation", "python_function", "", "Trace"]
+)
 
 
 @st.composite
@@ -190,7 +192,14 @@ def _event(draw: st.DrawFn) -> dict[str, Any]:
         if draw(st.booleans()):
             args[key] = draw(values)
     e: dict[str, Any] = {"ph": draw(st.sampled_from(["X", "X", "X", "i", "M", "f", "s"]))}
-    for key, values in (("cat", _cats), ("name", _names), ("pid", _ids), ("tid", _ids), ("ts", _times), ("dur", _times)):
+    for key, values in (
+        ("cat", _cats),
+        ("name", _names),
+        ("pid", _ids),
+        ("tid", _ids),
+        ("ts", _times),
+        ("dur", _times),
+    ):
         if draw(st.integers(0, 5)):
             e[key] = draw(values)
     if draw(st.integers(0, 4)):
@@ -224,7 +233,9 @@ def _same_columns(a: Columns, b: Columns) -> None:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(events=st.lists(_event(), min_size=1, max_size=12), indent=st.booleans())
-def test_random_events_same_columns(events: list[dict[str, Any]], indent: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_random_events_same_columns(
+    events: list[dict[str, Any]], indent: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Whatever the compiled parser accepts, it reads as msgspec does; what it refuses, msgspec reads."""
     sep = ",\n  " if indent else ","
     text = ("[" + sep.join(json.dumps(e, indent=2 if indent else None) for e in events) + "]").encode()

@@ -191,7 +191,7 @@ class Columns:
             which[i], kind[i] = got if got is not None else (0, 0)
         return which, kind
 
-    def add(self, events: list[Any]) -> None:
+    def add(self, events: list[Any] | fast.Block) -> None:
         """Add complete ("X") events: ``Complete`` structs, or ``Event`` structs already filtered
         (and the memory instants a chunk carries beside them, ``memory_events.with_memory``), or the
         columns of a chunk that the compiled parser read (``fast.Block``)."""
