@@ -18,8 +18,9 @@ msgspec path.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import msgspec
 import numpy as np
@@ -28,9 +29,6 @@ from ..tables import ANNOTATION, OpInputs
 from . import schema
 from .categories import CAT_CLASS
 from .comm_args import comm_record
-
-if TYPE_CHECKING:
-    from .columns import Columns
 
 try:
     from . import _kineto  # type: ignore[attr-defined]
@@ -94,7 +92,28 @@ def decode(view: memoryview) -> Block | None:
     return Block(rows, bad_ts, cols, names, records, comm)
 
 
-def add_block(c: Columns, b: Block) -> None:
+class Sink(Protocol):
+    """What ``add_block`` uses of ``columns.Columns`` (a protocol: columns.py imports this module)."""
+
+    problems: Counter[str]
+    names: Any  # name_codes.NameCodes
+    comm_args: dict[Any, int]
+    max_name_chars: int
+    keep_inputs: Any
+    cpu_parts: list[dict[str, np.ndarray]]
+    gpu_parts: list[dict[str, np.ndarray]]
+    cpu_rows: int
+    gpu_rows: int
+
+    def name_codes(self, names: list[str]) -> np.ndarray: ...
+    def common_columns(self, dur: np.ndarray, ts: np.ndarray, codes: np.ndarray) -> dict[str, np.ndarray]: ...
+    def measure(self, x: np.ndarray, lo: float, hi: float, problem: str) -> np.ndarray: ...
+    def launch_dims(self, out: np.ndarray) -> np.ndarray: ...
+    def copy_bytes(self, b: np.ndarray) -> np.ndarray: ...
+    def _record_id(self, key: tuple[bytes, bytes | None, bytes | None]) -> int: ...
+
+
+def add_block(c: Sink, b: Block) -> None:
     """``Columns.add`` for a decoded block."""
     c.problems["ts"] += b.bad_ts
     if not b.rows:
@@ -153,7 +172,7 @@ def _rows(sel: np.ndarray, n: int) -> slice | np.ndarray:
     return slice(None) if len(sel) == n else sel
 
 
-def _input_ids(c: Columns, b: Block, local: np.ndarray, codes: np.ndarray) -> np.ndarray:
+def _input_ids(c: Sink, b: Block, local: np.ndarray, codes: np.ndarray) -> np.ndarray:
     """The "input_id" column: the block's record of each op whose shapes are kept, renumbered
     into the file's records in order of first appearance among those ops (as ``Columns`` does)."""
     out = np.full(len(local), -1, np.int32)
