@@ -58,8 +58,7 @@ typedef struct {
 /* ---------------------------------------------------------------- growable columns */
 
 typedef struct {
-    char *data;
-    Py_ssize_t size; /* bytes per row */
+    char *data; /* COL_SIZE bytes per row */
 } Col;
 
 enum {
@@ -281,26 +280,11 @@ static const char *scan_number(const char *p, const char *e, Num *n) {
 
 static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                  1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-static const uint64_t POW10_U64[20] = {1ULL,
-                                       10ULL,
-                                       100ULL,
-                                       1000ULL,
-                                       10000ULL,
-                                       100000ULL,
-                                       1000000ULL,
-                                       10000000ULL,
-                                       100000000ULL,
-                                       1000000000ULL,
-                                       10000000000ULL,
-                                       100000000000ULL,
-                                       1000000000000ULL,
-                                       10000000000000ULL,
-                                       100000000000000ULL,
-                                       1000000000000000ULL,
-                                       10000000000000000ULL,
-                                       100000000000000000ULL,
-                                       1000000000000000000ULL,
-                                       10000000000000000000ULL};
+static const uint64_t POW10_U64[20] = {
+    1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL, 100000000ULL, 1000000000ULL,
+    10000000000ULL, 100000000000ULL, 1000000000000ULL, 10000000000000ULL, 100000000000000ULL,
+    1000000000000000ULL, 10000000000000000ULL, 100000000000000000ULL, 1000000000000000000ULL,
+    10000000000000000000ULL};
 
 /* m / 10^k correctly rounded to a double (m > 0, m < 2^64, 0 <= k <= 19): the quotient is
  * taken exactly in 128-bit integers with at least 63 bits, then rounded half to even. */
