@@ -71,8 +71,18 @@ class TensorBoard:
         env = {k: v for k, v in merged.items() if v is not None}
         where = ["--logdir_spec", logdir] if isinstance(logdir, str) else ["--logdir", str(logdir)]
         cmd = [*(command or _tensorboard_cmd()), *where, "--port", "0", "--host", "127.0.0.1", *extra]
+        # Run from the (empty) cache folder: with --logdir_spec, torch-tb-profiler's plugin takes the
+        # working directory as its logdir and reads every trace under it before TensorBoard prints
+        # its URL, which from the checkout was all of sample_traces/ (~300 s on a busy machine).
+        Path(cache_dir).mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True, start_new_session=True
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            text=True,
+            start_new_session=True,
+            cwd=cache_dir,
         )
         self.log: list[str] = []
         self.url: str | None = None
