@@ -54,3 +54,19 @@ if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) and not os.environ.get("PYTHO
     _pycache = tempfile.mkdtemp(prefix="tb_mfu_test_pycache_")
     os.environ["PYTHONPYCACHEPREFIX"] = _pycache
     atexit.register(shutil.rmtree, _pycache, True)
+
+
+@pytest.fixture(scope="session")
+def hostile_corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
+    """The hostile corpus of tests/fuzz (its folder, its cases), built once for the run: the
+    fuzz tests run the CLI on it and the decoder's tests compare their two paths on it."""
+    fuzz = str(Path(__file__).resolve().parent / "fuzz")
+    if fuzz not in sys.path:
+        sys.path.append(fuzz)
+    import corpus
+    import hostile
+
+    out = tmp_path_factory.mktemp("corpus")
+    per_base = 4 * corpus.MUTATIONS_PER_BASE if hostile.LONG else corpus.MUTATIONS_PER_BASE
+    return out, corpus.build_corpus(out, per_base=per_base)
+
