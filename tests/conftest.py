@@ -69,4 +69,3 @@ def hostile_corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list
     out = tmp_path_factory.mktemp("corpus")
     per_base = 4 * corpus.MUTATIONS_PER_BASE if hostile.LONG else corpus.MUTATIONS_PER_BASE
     return out, corpus.build_corpus(out, per_base=per_base)
-
