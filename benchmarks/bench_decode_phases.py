@@ -69,9 +69,11 @@ def _msgspec_only(path: str) -> str:
 
     from tb_mfu_plugin.trace.decode.stream import EventStream, Source
     from tb_mfu_plugin.trace.limits import DEFAULT_LIMITS, Deadline
+    from tb_mfu_plugin.trace.locate.locations import Location
 
+    os.environ["TB_MFU_FAST_DECODE"] = "0"  # this phase is msgspec's parse (bench_decoders.py has the compiled one)
     gc.disable()  # as decode_trace does
-    with Source(path, DEFAULT_LIMITS, Deadline(path, 3600)) as src:
+    with Source(Location.parse(path), DEFAULT_LIMITS, Deadline(path, 3600)) as src:
         head = bytearray()
         while (m := re.search(rb'"traceEvents"\s*:\s*\[', head)) is None:
             head += src.block()

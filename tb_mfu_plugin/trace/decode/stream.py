@@ -29,7 +29,7 @@ from ..locate.files import open_regular
 from ..locate.locations import Location
 from ..locate.opener import open_location
 from ..remote.remote import declares_no_size
-from . import procs, schema
+from . import fast, procs, schema
 from .memory_events import of_type, tagged_instants, untagged_instants, with_memory
 
 CHUNK_BYTES = 8 << 20
@@ -289,7 +289,7 @@ class EventStream:
         self.tail = b""
         self.failed = False
 
-    def __iter__(self) -> Iterator[list[Any]]:
+    def __iter__(self) -> Iterator[list[Any] | fast.Block]:
         src, sep = self.src, self.event_start
         buf = bytearray(len(self.pending) + CHUNK_BYTES)
         filled = len(self.pending)
@@ -323,13 +323,16 @@ class EventStream:
         self.tail = bytes(buf[:filled])
 
 
-def _decode_in_place(buf: bytearray, end: int) -> list[Any] | None:
-    """The events of ``buf[:end]`` (a blank, then events separated by commas), None if they do not decode."""
+def _decode_in_place(buf: bytearray, end: int) -> list[Any] | fast.Block | None:
+    """The events of ``buf[:end]`` (a blank, then events separated by commas), None if they do not
+    decode: as columns where the compiled parser reads them (fast.py), else as msgspec structs."""
     first, after = buf[0], buf[end]
     buf[0], buf[end] = _OPEN, _CLOSE
     try:
         # The view stays alive while Raw fields refer to it, so buf cannot be resized under them.
-        return complete_events(memoryview(buf)[: end + 1])
+        view = memoryview(buf)[: end + 1]
+        block = fast.decode(view)
+        return block if block is not None else complete_events(view)
     except msgspec.DecodeError:
         return None
     finally:
