@@ -36,6 +36,7 @@ GRAPH_GAP_US = 0.26
 # (validation/fit_profiler_drag.py prints the table). The profiler does not slow the GPU's kernels,
 # so a GPU-bound step hides it and a host-bound one shows it (docs/diagnosis.md).
 PROFILER_EVENT_US = 4.0
+PROFILER_OP_US = 0.0  # what an op costs beyond that (the shapes the profiler records for it)
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ def unprofiled(g: Graph) -> Weights:
     """The graph's weights with the profiler's host cost taken out: each host segment
     ``PROFILER_EVENT_US`` shorter per event that starts in it (never below 0)."""
     base = Weights.of(g)
-    w = np.maximum(base.w - PROFILER_EVENT_US * g.host.events, 0.0)
+    w = np.maximum(base.w - PROFILER_EVENT_US * g.host.events - PROFILER_OP_US * g.host.op_events, 0.0)
     return Weights(w, base.d, base.gap, base.lat, base.sync_keep)
 
 
