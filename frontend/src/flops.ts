@@ -1,6 +1,6 @@
 // What the FLOPs block says (WorkerReport.flops, analysis.mfu): why MFU is missing, the peak
 // it was measured against, and how the FLOPs were counted.
-import { card, cardNotes } from './card';
+import { banner, card, cardNotes } from './card';
 import { type Child, h } from './dom';
 import * as f from './format';
 import { shareCell } from './table';
@@ -26,6 +26,34 @@ export function mfuReason(w: WorkerReport): string {
     );
   }
   return parts.join('; ') || 'not computed';
+}
+
+/** Why MFU is missing, in a few words for its tile (the whole reason is mfuReason's). */
+export function mfuHeadline(w: WorkerReport): string {
+  if (w.flops?.impossible) return 'Above 100 %: not shown';
+  const noFlops = !w.summary || !f.isNumber(w.summary.flops_per_step);
+  const noPeak = !w.device || !f.isNumber(w.device.peak_flops);
+  if (noFlops && noPeak) return 'No FLOP count and no peak FLOP/s';
+  if (noFlops) return 'No FLOP count for this trace';
+  if (noPeak) return `No peak FLOP/s known for ${w.device?.name ?? 'this GPU'}`;
+  return 'Not computed';
+}
+
+const WHY_ID = 'mfu-why-detail';
+
+/** Scrolls to why MFU is missing, in the FLOPs card. */
+export function showWhy(): void {
+  document.getElementById(WHY_ID)?.scrollIntoView({ behavior: 'smooth', block: 'center' });
+}
+
+/** Why MFU is missing and what to do, at the top of the FLOPs card; null when there is an MFU. */
+function whyBanner(w: WorkerReport): HTMLElement | null {
+  if (f.isNumber(w.summary?.mfu)) return null;
+  const el = banner('warn', undefined, `Why there is no ${f.label('mfu')}`, [
+    h('div', { testid: 'mfu-reason' }, mfuReason(w)),
+  ]);
+  el.id = WHY_ID;
+  return el;
 }
 
 export function peakInfo(w: WorkerReport): { short: string; long: string } | null {
@@ -125,7 +153,10 @@ function utilisationRows(fl: FlopsDetail): FactRow[] {
 
 export function flopsCard(w: WorkerReport): HTMLElement | null {
   const fl = w.flops;
-  if (!fl) return null;
+  if (!fl) {
+    const why = whyBanner(w);
+    return why ? card('FLOPs counted', why, { testid: 'flops-card' }) : null;
+  }
   const rows = [...sourceRows(w, fl), ...precisionRows(fl), ...utilisationRows(fl)];
   const byOp = fl.by_op;
   const unTop = fl.unattributed_top;
@@ -133,6 +164,7 @@ export function flopsCard(w: WorkerReport): HTMLElement | null {
   return card(
     'FLOPs counted',
     [
+      whyBanner(w),
       h(
         'dl',
         { class: 'facts', testid: 'flops-facts' },

@@ -2,9 +2,8 @@
 // text for the same value, tests/test_units.py checks it). Every figure on the page goes through one.
 import { DEFINITIONS, type Figure, type Unit } from './definitions';
 
+/** The one sign on every view for a figure that is unknown or does not apply (fmt.py's NA). */
 export const NA = 'n/a';
-/** A figure the report has as None because it could not be computed (not one that does not apply). */
-export const UNKNOWN = 'unknown';
 
 function isNum(x: unknown): x is number {
   return typeof x === 'number' && Number.isFinite(x);

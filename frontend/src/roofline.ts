@@ -135,7 +135,7 @@ function rooflineChart(peak: number, bw: number, plotted: Placed[]): HTMLElement
   const classes = Array.from(new Set(plotted.map((o) => o.class)));
   const axisStyle = {
     nameTextStyle: { color: UI.dim },
-    ...valueAxisStyle,
+    ...valueAxisStyle(),
   };
   queueMicrotask(() =>
     chart(el, {
@@ -153,7 +153,7 @@ function rooflineChart(peak: number, bw: number, plotted: Placed[]): HTMLElement
       },
       yAxis: { type: 'log', min: fr.ymin, max: fr.ymax, interval: 1, name: 'TFLOP/s', ...axisStyle },
       tooltip: {
-        ...tooltipBase,
+        ...tooltipBase(),
         trigger: 'item',
         formatter: (p: { seriesType: string; data: number[]; seriesName: string }) => {
           if (p.seriesType === 'scatter') return opTooltip(plotted[p.data[2]]);
@@ -207,7 +207,7 @@ const OP_COLUMNS: Column<RooflineOp>[] = [
     cell: (o) =>
       h(
         'span',
-        { class: 'kname mono', title: `${o.name} ${o.shapes}` },
+        { class: 'kname mono may-overflow', title: `${o.name} ${o.shapes}` },
         o.name,
         h('span', { class: 'dim' }, ` ${o.shapes}`),
       ),

@@ -59,7 +59,7 @@ export function loadingRows(body: RunsBody | null): Child[] {
       h(
         'div',
         { class: 'lrow' },
-        h('span', { class: 'lname' }, r.name),
+        h('span', { class: 'lname may-overflow', title: r.name }, r.name),
         h(
           'span',
           { class: 'progress' },

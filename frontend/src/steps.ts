@@ -98,10 +98,10 @@ export function stepsChart(w: WorkerReport, summary: Summary): HTMLElement {
         type: 'value',
         name: 'ms',
         nameTextStyle: { color: UI.dim },
-        ...valueAxisStyle,
+        ...valueAxisStyle(),
       },
       tooltip: {
-        ...axisTooltip,
+        ...axisTooltip(),
         formatter: (ps: { dataIndex: number }[]) => {
           const s = steps[ps[0].dataIndex];
           return tooltipNode(
