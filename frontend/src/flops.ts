@@ -203,7 +203,8 @@ export function flopsCard(w: WorkerReport): HTMLElement | null {
             ),
           )
         : null,
-      cardNotes(fl.notes),
+      // the note that says why MFU is missing stands in the banner above, not twice
+      cardNotes(fl.notes.filter((n) => f.isNumber(w.summary?.mfu) || !mfuReason(w).includes(n))),
     ],
     { testid: 'flops-card', help: 'How the useful FLOPs behind MFU were counted, from the recorded op shapes.' },
   );

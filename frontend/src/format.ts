@@ -84,6 +84,12 @@ export function count(x: number | null | undefined, digits?: number): string {
   return fixed(x, d);
 }
 
+/** ``n`` and its noun, singular for exactly one: "1 step", "3 steps", "0.5 waits" (fmt.counted).
+ * ``text`` is how ``n`` is written, when not as it is. */
+export function counted(n: number, noun: string, text: string = String(n)): string {
+  return `${text} ${noun}${n === 1 ? '' : 's'}`;
+}
+
 /** A multiple (how many times something fits or grows): 2 decimals below 10, 1 above, then ×. */
 export function factor(x: number | null | undefined): string {
   if (!isNum(x)) return NA;

@@ -78,7 +78,7 @@ function mfuKpi(w: WorkerReport, s: Summary, impossible: boolean): HTMLElement {
 
 /** What a headline figure is over: "over the 3 analysed steps" (time-weighted, as MFU). */
 function overSteps(s: Summary): string {
-  return `over the ${s.steps} analysed step${s.steps === 1 ? '' : 's'}`;
+  return `over the ${f.counted(s.steps, 'analysed step')}`;
 }
 
 /** The achieved FLOP/s over the step, and while the GPU was busy (both from the report). */
@@ -109,7 +109,7 @@ function kpis(w: WorkerReport, s: Summary): HTMLElement {
     kpi(
       f.label('step_time_us'),
       f.figure('step_time_us', s.step_time_us),
-      `of ${s.steps} step${s.steps === 1 ? '' : 's'} · mean ${f.figure('step_time_mean_us', meanStep(s))}`,
+      `of ${f.counted(s.steps, 'step')} · mean ${f.figure('step_time_mean_us', meanStep(s))}`,
       {
         testid: 'step-time',
         title: `${f.definition('step_time_us')}. Mean: ${f.definition('step_time_mean_us')}. The shares on this page are ${AGGREGATION}, like MFU and the PyTorch Profiler tab.`,

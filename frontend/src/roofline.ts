@@ -294,7 +294,7 @@ export function rooflineCard(w: WorkerReport): HTMLElement | null {
   const notes = [...r.notes];
   if (offChart && hasRoof)
     notes.push(
-      `${offChart} ops without arithmetic (copies, gathers, fills) are in the table only: a log chart cannot place 0 FLOP/s.`,
+      `${f.counted(offChart, 'op')} without arithmetic (copies, gathers, fills) ${offChart === 1 ? 'is' : 'are'} in the table only: a log chart cannot place 0 FLOP/s.`,
     );
   if (r.ops_left_out)
     notes.push(

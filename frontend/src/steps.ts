@@ -162,7 +162,7 @@ function spreadBlock(s: Summary): HTMLElement | null {
       testid: 'step-spread',
       title: `Each figure of each of the ${s.steps} analysed steps: the median step's, the p10/p90 (linear interpolation between the sorted per-step values) and the extremes. The headline figures above are ${AGGREGATION} instead.`,
     },
-    plainHead(`Per step (${s.steps} steps)`, 'Median step', 'p10 – p90', 'Min – max'),
+    plainHead(`Per step (${f.counted(s.steps, 'step')})`, 'Median step', 'p10 – p90', 'Min – max'),
     h(
       'tbody',
       null,

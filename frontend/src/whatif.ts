@@ -119,13 +119,13 @@ export function criticalPathCard(w: WorkerReport): HTMLElement | null {
       h(
         'p',
         { class: 'explain' },
-        `Bound by ${classLabel(cp.bound).toLowerCase()} over the ${cp.steps_modelled} modelled step${cp.steps_modelled === 1 ? '' : 's'}`,
+        `Bound by ${classLabel(cp.bound).toLowerCase()} over the ${f.counted(cp.steps_modelled, 'modelled step')}`,
         cp.steps_modelled < of ? ` (of ${of})` : '',
         '.',
       ),
       h('div', { class: 'row two' }, pathChart(cp, classes), pathTable(cp, classes)),
       cardNotes([
-        `Edges from the trace: launch call to kernel start ${f.dur(cp.launch_latency_us)}, queued ops ${f.dur(cp.stream_gap_us)} apart (medians); ${f.count(cp.inferred_waits_per_step)} waits on another stream per step, inferred from timing.`,
+        `Edges from the trace: launch call to kernel start ${f.dur(cp.launch_latency_us)}, queued ops ${f.dur(cp.stream_gap_us)} apart (medians); ${f.counted(cp.inferred_waits_per_step, 'wait', f.count(cp.inferred_waits_per_step))} on another stream per step, inferred from timing.`,
       ]),
     ],
     {
@@ -267,7 +267,7 @@ export function whatIfCard(w: WorkerReport): HTMLElement | null {
       out,
       cardNotes(
         [
-          `Each re-timing is the report's, on the critical-path model of ${wi.steps_modelled} step${wi.steps_modelled === 1 ? '' : 's'}: fixes picked together are re-timed together, not summed.`,
+          `Each re-timing is the report's, on the critical-path model of ${f.counted(wi.steps_modelled, 'step')}: fixes picked together are re-timed together, not summed.`,
           more
             ? `The panel combines the ${wi.findings.length} largest of the ${wi.findings_retimed} re-timed findings; "All" applies every one.`
             : '',

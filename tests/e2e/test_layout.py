@@ -109,9 +109,11 @@ def assert_theme(frame: Any, dark: bool) -> None:
 
 
 def tab_frame(page: Any) -> Any:
+    """The tab's iframe, once TensorBoard has made it and it has loaded the tab."""
     page.wait_for_selector(FRAME, timeout=TIMEOUT_MS)
+    poll(lambda: page.frame(url=lambda u: "plugin_entry.html" in u and "name=mfu" in u) is not None)
     frame = page.frame(url=lambda u: "plugin_entry.html" in u and "name=mfu" in u)
-    assert frame is not None
+    frame.wait_for_selector("header.topbar", timeout=TIMEOUT_MS)
     return frame
 
 
@@ -299,7 +301,9 @@ def test_a_saved_report_follows_the_os_setting(browser: Any, tmp_path: Path) -> 
         ctx.close()
 
 
-def test_the_header_fits_while_runs_load(start_tensorboard: Any, browser: Any, tmp_path: Path) -> None:
+def test_the_header_fits_while_runs_load(
+    start_tensorboard: Any, browser: Any, tmp_path: Path, output_dir: Path
+) -> None:
     """Three runs, each analysed file shown 20 s after the one before: the tab is seen loading."""
     logdir = tmp_path / "logs"
     logdir.mkdir()
@@ -313,9 +317,10 @@ def test_the_header_fits_while_runs_load(start_tensorboard: Any, browser: Any, t
     frame = tab_frame(page)
     frame.locator("[data-testid=loading] .lrow").first.wait_for(timeout=TIMEOUT_MS)  # runs still loading
     found = problems(frame, "loading")
+    page.screenshot(path=str(output_dir / "mfu-loading-1024-dark.png"))
+    assert not found, "\n".join(found)
     assert_theme(frame, dark=True)
     ctx.close()
-    assert not found, "\n".join(found)
 
 
 def test_a_server_that_does_not_answer_is_said_not_spun_on(samples_tb: TensorBoard, browser: Any) -> None:
