@@ -255,28 +255,25 @@ function diffCell(r: KernelDiffRow): HTMLElement {
   );
 }
 
+/** A kernel's time per step in one run, or that the run's top list does not hold it (its Δ then
+ * takes it as 0: it ran for less than the last kernel listed, or not at all). */
+function perStepCell(us: number): Child {
+  if (us) return f.dur(us);
+  return h('span', { class: 'dim', title: "Not among this run's top kernels: the Δ takes it as 0" }, 'not in top list');
+}
+
 function kernelDiff(cols: Drawn[]): HTMLElement {
   const columns: Column<KernelDiffRow>[] = [
     kernelNameColumn(),
-    numColumn(
-      'base',
-      'Baseline / step',
-      (r) => r.base,
-      (x) => (x ? f.dur(x) : f.NA),
-    ),
-    numColumn(
-      'other',
-      `${cols[1].run} / step`,
-      (r) => r.other,
-      (x) => (x ? f.dur(x) : f.NA),
-    ),
+    numColumn('base', 'Baseline / step', (r) => r.base, perStepCell),
+    numColumn('other', `${cols[1].run} / step`, (r) => r.other, perStepCell),
     { key: 'diff', label: 'Δ / step', num: true, value: (r) => r.other - r.base, cell: diffCell },
   ];
   return card(
     `Kernels that changed: ${cols[1].run} vs ${cols[0].run}`,
     table<KernelDiffRow>(kernelDiffRows(cols), columns, { testid: 'kernel-diff', maxRows: 12, ...kernelFilter }),
     {
-      help: "Time per step of the top kernels of both runs; n/a: the kernel is not in that run's top list.",
+      help: "Time per step of the top kernels of both runs; a kernel not in one run's top list counts as 0 there.",
       cls: 'wide',
     },
   );
