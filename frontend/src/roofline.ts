@@ -108,6 +108,7 @@ function roofLines(peak: number, bw: number, fr: Frame): object[] {
         [fr.ridge, peak / 1e12],
       ],
       showSymbol: false,
+      symbol: 'circle', // the legend's mark: filled in the line's colour, on either theme
       lineStyle: { color: UI.dim, width: 2 },
       itemStyle: { color: UI.dim },
       z: 1,
@@ -120,6 +121,7 @@ function roofLines(peak: number, bw: number, fr: Frame): object[] {
         [fr.xmax, peak / 1e12],
       ],
       showSymbol: false,
+      symbol: 'circle',
       lineStyle: { color: UI.text, width: 2, type: 'dashed' },
       itemStyle: { color: UI.text },
       z: 1,
