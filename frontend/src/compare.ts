@@ -291,7 +291,7 @@ function findingName(c: FindingChange): string {
 }
 
 function gainNode(severity: string | null, gainUs: number | null, share: number | null, title: string): Child {
-  if (severity === null) return h('span', { class: 'dim' }, 'not found');
+  if (severity === null) return h('span', { class: 'dim small' }, 'not found');
   return h(
     'span',
     { class: 'fcell', title },
@@ -303,7 +303,7 @@ function gainNode(severity: string | null, gainUs: number | null, share: number 
 /** A column's cell of one finding: the baseline shows its own finding; another run what the
  * diagnosis marked: fixed (gone), new (only here) or the finding as it remains. */
 function findingCell(c: FindingChange | undefined, baseline: boolean): Child {
-  if (!c) return h('span', { class: 'dim' }, 'not found');
+  if (!c) return h('span', { class: 'dim small' }, 'not found');
   if (baseline) return gainNode(c.baseline_severity, c.baseline_gain_us_per_step, c.baseline_gain_share, c.title);
   if (c.status === 'fixed') return h('span', { class: 'change change-fixed', testid: 'finding-fixed' }, 'fixed');
   const cell = gainNode(c.severity, c.gain_us_per_step, c.gain_share, c.title);
