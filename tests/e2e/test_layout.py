@@ -109,11 +109,10 @@ def assert_theme(frame: Any, dark: bool) -> None:
 
 
 def tab_frame(page: Any) -> Any:
-    """The tab's iframe, once TensorBoard has made it and it has loaded the tab."""
-    page.wait_for_selector(FRAME, timeout=TIMEOUT_MS)
-    poll(lambda: page.frame(url=lambda u: "plugin_entry.html" in u and "name=mfu" in u) is not None)
-    frame = page.frame(url=lambda u: "plugin_entry.html" in u and "name=mfu" in u)
-    frame.wait_for_selector("header.topbar", timeout=TIMEOUT_MS)
+    """The tab's iframe, once TensorBoard has made it and it has drawn the tab's header."""
+    page.frame_locator(FRAME).locator("header.topbar").wait_for(timeout=TIMEOUT_MS)
+    frame = page.locator(FRAME).element_handle().content_frame()
+    assert frame is not None
     return frame
 
 
