@@ -61,7 +61,7 @@ export function richText(text: string): Child[] {
 
 function valueNode(k: string, v: unknown, parent = ''): Child {
   if (!hasUnit(k) && parent && hasUnit(parent)) k = parent; // {"bytes_per_step": {"H2D": ...}}
-  if (v === null || v === undefined) return h('span', { class: 'dim' }, '—');
+  if (v === null || v === undefined) return h('span', { class: 'dim' }, f.NA);
   if (typeof v === 'number') return fmtByKey(k, v);
   if (typeof v === 'string' || typeof v === 'boolean') return String(v);
   if (Array.isArray(v)) {
@@ -69,29 +69,34 @@ function valueNode(k: string, v: unknown, parent = ''): Child {
     if (v.length && rows.length === v.length) {
       const keys: string[] = [];
       for (const r of rows) for (const key of Object.keys(r)) if (!keys.includes(key)) keys.push(key);
+      // a table of evidence can be wider than its finding: it scrolls sideways in its box
       return h(
-        'table',
-        { class: 'grid compact ev-table' },
+        'div',
+        { class: 'table-wrap may-overflow' },
         h(
-          'thead',
-          null,
+          'table',
+          { class: 'grid compact ev-table' },
           h(
-            'tr',
+            'thead',
             null,
-            keys.map((key) =>
-              h('th', { class: rows.some((r) => typeof r[key] === 'number') ? 'num' : '' }, prettyKey(key)),
-            ),
-          ),
-        ),
-        h(
-          'tbody',
-          null,
-          rows.map((r) =>
             h(
               'tr',
               null,
               keys.map((key) =>
-                h('td', { class: typeof r[key] === 'number' ? 'num' : 'mono' }, valueNode(key, r[key] ?? null)),
+                h('th', { class: rows.some((r) => typeof r[key] === 'number') ? 'num' : '' }, prettyKey(key)),
+              ),
+            ),
+          ),
+          h(
+            'tbody',
+            null,
+            rows.map((r) =>
+              h(
+                'tr',
+                null,
+                keys.map((key) =>
+                  h('td', { class: typeof r[key] === 'number' ? 'num' : 'mono' }, valueNode(key, r[key] ?? null)),
+                ),
               ),
             ),
           ),

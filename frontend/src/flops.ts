@@ -1,6 +1,6 @@
 // What the FLOPs block says (WorkerReport.flops, analysis.mfu): why MFU is missing, the peak
 // it was measured against, and how the FLOPs were counted.
-import { card, cardNotes } from './card';
+import { banner, card, cardNotes } from './card';
 import { type Child, h } from './dom';
 import * as f from './format';
 import { shareCell } from './table';
@@ -10,6 +10,34 @@ import type { FlopsDetail, WorkerReport } from './types';
 /** Why the MFU is not a figure: the analysis' own reason (summary.mfu_status), read as it is. */
 export function mfuReason(w: WorkerReport): string {
   return w.summary?.mfu_status?.reason ?? 'not computed';
+}
+
+/** Why MFU is missing, in a few words for its tile (the whole reason is mfuReason's). */
+export function mfuHeadline(w: WorkerReport): string {
+  if (w.flops?.impossible) return 'Above 100 %: not shown';
+  const noFlops = !w.summary || !f.isNumber(w.summary.flops_per_step);
+  const noPeak = !w.device || !f.isNumber(w.device.peak_flops);
+  if (noFlops && noPeak) return 'No FLOP count and no peak FLOP/s';
+  if (noFlops) return 'No FLOP count for this trace';
+  if (noPeak) return `No peak FLOP/s known for ${w.device?.name ?? 'this GPU'}`;
+  return 'Not computed';
+}
+
+const WHY_ID = 'mfu-why-detail';
+
+/** Scrolls to why MFU is missing, in the FLOPs card. */
+export function showWhy(): void {
+  document.getElementById(WHY_ID)?.scrollIntoView({ behavior: 'smooth', block: 'center' });
+}
+
+/** Why MFU is missing and what to do, at the top of the FLOPs card; null when there is an MFU. */
+function whyBanner(w: WorkerReport): HTMLElement | null {
+  if (f.isNumber(w.summary?.mfu)) return null;
+  const el = banner('warn', undefined, `Why there is no ${f.label('mfu')}`, [
+    h('div', { testid: 'mfu-reason' }, mfuReason(w)),
+  ]);
+  el.id = WHY_ID;
+  return el;
 }
 
 export function peakInfo(w: WorkerReport): { short: string; long: string } | null {
@@ -120,7 +148,10 @@ function utilisationRows(fl: FlopsDetail): FactRow[] {
 
 export function flopsCard(w: WorkerReport): HTMLElement | null {
   const fl = w.flops;
-  if (!fl) return null;
+  if (!fl) {
+    const why = whyBanner(w);
+    return why ? card('FLOPs counted', why, { testid: 'flops-card' }) : null;
+  }
   const rows = [...sourceRows(w, fl), ...precisionRows(fl), ...utilisationRows(fl)];
   const byOp = fl.by_op;
   const unTop = fl.unattributed_top;
@@ -128,6 +159,7 @@ export function flopsCard(w: WorkerReport): HTMLElement | null {
   return card(
     'FLOPs counted',
     [
+      whyBanner(w),
       h(
         'dl',
         { class: 'facts', testid: 'flops-facts' },
@@ -166,7 +198,8 @@ export function flopsCard(w: WorkerReport): HTMLElement | null {
             ),
           )
         : null,
-      cardNotes(fl.notes),
+      // the note that says why MFU is missing stands in the banner above, not twice
+      cardNotes(fl.notes.filter((n) => f.isNumber(w.summary?.mfu) || !mfuReason(w).includes(n))),
     ],
     { testid: 'flops-card', help: 'How the useful FLOPs behind MFU were counted, from the recorded op shapes.' },
   );

@@ -2,9 +2,8 @@
 // text for the same value, tests/test_units.py checks it). Every figure on the page goes through one.
 import { DEFINITIONS, type Figure, type Unit } from './definitions';
 
+/** The one sign on every view for a figure that is unknown or does not apply (fmt.py's NA). */
 export const NA = 'n/a';
-/** A figure the report has as None because it could not be computed (not one that does not apply). */
-export const UNKNOWN = 'unknown';
 
 function isNum(x: unknown): x is number {
   return typeof x === 'number' && Number.isFinite(x);
@@ -91,6 +90,12 @@ export function count(x: number | null | undefined, digits?: number): string {
   if (!isNum(x)) return NA;
   const d = digits ?? (Number.isInteger(x) ? 0 : Math.abs(x) < 10 ? 2 : 1);
   return fixed(x, d);
+}
+
+/** ``n`` and its noun, singular for exactly one: "1 step", "3 steps", "0.5 waits" (fmt.counted).
+ * ``text`` is how ``n`` is written, when not as it is. */
+export function counted(n: number, noun: string, text: string = String(n)): string {
+  return `${text} ${noun}${n === 1 ? '' : 's'}`;
 }
 
 /** A multiple (how many times something fits or grows): 2 decimals below 10, 1 above, then ×. */

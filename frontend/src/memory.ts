@@ -59,10 +59,10 @@ function timelineChart(m: Memory): HTMLElement | null {
       color: [COLOR.allocated, COLOR.reserved],
       grid: { left: 72, right: 16, top: 36, bottom: 36 },
       legend: { top: 0, icon: 'roundRect', itemWidth: 12, itemHeight: 10, textStyle: { color: UI.text } },
-      xAxis: { type: 'value', name: 'ms', nameLocation: 'middle', nameGap: 24, ...valueAxisStyle },
-      yAxis: { type: 'value', ...valueAxisStyle, axisLabel: { color: UI.dim, formatter: (v: number) => f.bytes(v) } },
+      xAxis: { type: 'value', name: 'ms', nameLocation: 'middle', nameGap: 24, ...valueAxisStyle() },
+      yAxis: { type: 'value', ...valueAxisStyle(), axisLabel: { color: UI.dim, formatter: (v: number) => f.bytes(v) } },
       tooltip: {
-        ...axisTooltip,
+        ...axisTooltip(),
         axisPointer: { type: 'line' },
         formatter: (ps: { dataIndex: number }[]) => {
           const i = ps[0].dataIndex;
@@ -85,7 +85,7 @@ function timelineChart(m: Memory): HTMLElement | null {
             itemStyle: { color: COLOR.peak },
             label: { show: false },
             data: [{ name: peakLabel, coord: [t.t_us[peakAt] / 1000, t.allocated[peakAt]], value: peakLabel }],
-            tooltip: { ...axisTooltip, trigger: 'item', formatter: () => peakLabel },
+            tooltip: { ...axisTooltip(), trigger: 'item', formatter: () => peakLabel },
           },
           markLine: {
             silent: true,
@@ -178,7 +178,7 @@ export function memoryCard(w: WorkerReport): HTMLElement | null {
       }),
       m.top_ops.length
         ? [
-            h('h3', null, `Alive at the peak (step ${m.peak_step ?? '?'}), by the op that allocated`),
+            h('h3', null, `Alive at the peak (step ${m.peak_step ?? f.NA}), by the op that allocated`),
             table<MemoryOp>(m.top_ops, OP_COLUMNS, { testid: 'memory-ops-table', sortKey: 'bytes' }),
           ]
         : null,

@@ -7,7 +7,7 @@ import { communicationCard } from './communication';
 import { AGGREGATION } from './definitions';
 import { findingsCard } from './diagnosis';
 import { type Child, h, ICONS, icon } from './dom';
-import { flopsCard, mfuReason, peakInfo } from './flops';
+import { flopsCard, mfuHeadline, peakInfo, showWhy } from './flops';
 import * as f from './format';
 import { memoryCard } from './memory';
 import { COLORS, UI } from './palette';
@@ -64,7 +64,9 @@ function mfuKpi(w: WorkerReport, s: Summary, impossible: boolean): HTMLElement {
         peak ? h('div', { title: peak.long }, peak.short) : null,
       ]
     : [
-        h('div', { class: 'reason', testid: 'mfu-reason' }, mfuReason(w)),
+        // the headline only: the whole reason and what to do stand in the FLOPs card (flops.ts)
+        h('div', { class: 'kpi-why', testid: 'mfu-why' }, mfuHeadline(w)),
+        h('button', { class: 'link', testid: 'mfu-why-link', on: { click: () => showWhy() } }, 'Why, and what to do ↓'),
         peak ? h('div', { title: peak.long }, peak.short) : null,
       ];
   return kpi(f.label('mfu'), hasMfu ? f.figure('mfu', s.mfu) : impossible ? 'impossible' : f.NA, mfuSub, {
@@ -77,7 +79,7 @@ function mfuKpi(w: WorkerReport, s: Summary, impossible: boolean): HTMLElement {
 
 /** What a headline figure is over: "over the 3 analysed steps" (time-weighted, as MFU). */
 function overSteps(s: Summary): string {
-  return `over the ${s.steps} analysed step${s.steps === 1 ? '' : 's'}`;
+  return `over the ${f.counted(s.steps, 'analysed step')}`;
 }
 
 /** The achieved FLOP/s over the step, and while the GPU was busy (both from the report). */
@@ -108,7 +110,7 @@ function kpis(w: WorkerReport, s: Summary): HTMLElement {
     kpi(
       f.label('step_time_us'),
       f.figure('step_time_us', s.step_time_us),
-      `${s.basis?.description ?? `${s.steps} step${s.steps === 1 ? '' : 's'}`} · median ${f.figure('step_time_median_us', s.step_time_median_us)}`,
+      `${s.basis?.description ?? f.counted(s.steps, 'step')} · median ${f.figure('step_time_median_us', s.step_time_median_us)}`,
       {
         testid: 'step-time',
         title: `${f.definition('step_time_us')}. Median: ${f.definition('step_time_median_us')}. The shares on this page are ${AGGREGATION}, like MFU and the PyTorch Profiler tab.${(s.basis?.left_out ?? []).map((l) => ` Left out: step ${l.step ?? '?'}, ${l.reason}.`).join('')}`,
@@ -164,7 +166,7 @@ function busyChart(rows: BusyBar[]): HTMLElement {
         axisLabel: { color: UI.text, fontSize: 12 },
       },
       tooltip: {
-        ...tooltipBase,
+        ...tooltipBase(),
         trigger: 'item',
         formatter: (p: { dataIndex: number }) => {
           const r = rows[p.dataIndex];
@@ -223,14 +225,12 @@ function busyVsFast(s: Summary): HTMLElement {
 function deviceCard(w: WorkerReport, s: Summary): HTMLElement {
   const d = w.device;
   const rows: [string, Child][] = [
+    ['GPU', d?.name ? `${d.name}${d.index !== null && d.index !== undefined ? ` (device ${d.index})` : ''}` : f.NA],
     [
-      'GPU',
-      d
-        ? `${d.name ?? 'unknown'}${d.index !== null && d.index !== undefined ? ` (device ${d.index})` : ''}`
-        : 'unknown',
+      'SMs · compute',
+      `${d?.num_sms ? `${d.num_sms} SMs` : `SMs ${f.NA}`} · ${d?.compute_capability ? `sm_${d.compute_capability.replace('.', '')}` : `compute capability ${f.NA}`}`,
     ],
-    ['SMs · compute', d ? `${d.num_sms ?? '?'} SMs · sm_${(d.compute_capability ?? '?').replace('.', '')}` : f.NA],
-    ['Peak used', peakInfo(w)?.long ?? 'none known'],
+    ['Peak used', peakInfo(w)?.long ?? f.NA],
     [f.label('kernels_per_step'), f.count(s.kernels_per_step, 0)],
     [f.label('sync_count_per_step'), f.figure('sync_count_per_step', s.sync_count_per_step)],
     [f.label('host_sync_blocked_share'), f.figure('host_sync_blocked_share', s.host_sync_blocked_share)],
@@ -241,7 +241,10 @@ function deviceCard(w: WorkerReport, s: Summary): HTMLElement {
   ];
   if (w.distributed) {
     const dist = w.distributed;
-    rows.push(['Distributed', `${dist.backend ?? '?'} · rank ${dist.rank ?? '?'} of ${dist.world_size ?? '?'}`]);
+    rows.push([
+      'Distributed',
+      `${dist.backend ?? `backend ${f.NA}`} · rank ${dist.rank ?? f.NA} of ${dist.world_size ?? f.NA}`,
+    ]);
   }
   if (w.trace_bytes) rows.push(['Trace', `${f.bytes(w.trace_bytes)} decoded`]);
   return card(

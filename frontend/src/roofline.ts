@@ -108,6 +108,7 @@ function roofLines(peak: number, bw: number, fr: Frame): object[] {
         [fr.ridge, peak / 1e12],
       ],
       showSymbol: false,
+      symbol: 'circle', // the legend's mark: filled in the line's colour, on either theme
       lineStyle: { color: UI.dim, width: 2 },
       itemStyle: { color: UI.dim },
       z: 1,
@@ -120,6 +121,7 @@ function roofLines(peak: number, bw: number, fr: Frame): object[] {
         [fr.xmax, peak / 1e12],
       ],
       showSymbol: false,
+      symbol: 'circle',
       lineStyle: { color: UI.text, width: 2, type: 'dashed' },
       itemStyle: { color: UI.text },
       z: 1,
@@ -135,7 +137,7 @@ function rooflineChart(peak: number, bw: number, ridge: number, plotted: Placed[
   const classes = Array.from(new Set(plotted.map((o) => o.class)));
   const axisStyle = {
     nameTextStyle: { color: UI.dim },
-    ...valueAxisStyle,
+    ...valueAxisStyle(),
   };
   queueMicrotask(() =>
     chart(el, {
@@ -153,7 +155,7 @@ function rooflineChart(peak: number, bw: number, ridge: number, plotted: Placed[
       },
       yAxis: { type: 'log', min: fr.ymin, max: fr.ymax, interval: 1, name: 'TFLOP/s', ...axisStyle },
       tooltip: {
-        ...tooltipBase,
+        ...tooltipBase(),
         trigger: 'item',
         formatter: (p: { seriesType: string; data: number[]; seriesName: string }) => {
           if (p.seriesType === 'scatter') return opTooltip(plotted[p.data[2]]);
@@ -207,7 +209,7 @@ const OP_COLUMNS: Column<RooflineOp>[] = [
     cell: (o) =>
       h(
         'span',
-        { class: 'kname mono', title: `${o.name} ${o.shapes}` },
+        { class: 'kname mono may-overflow', title: `${o.name} ${o.shapes}` },
         o.name,
         h('span', { class: 'dim' }, ` ${o.shapes}`),
       ),
@@ -295,7 +297,7 @@ export function rooflineCard(w: WorkerReport): HTMLElement | null {
   const notes = [...r.notes];
   if (offChart && hasRoof)
     notes.push(
-      `${offChart} ops without arithmetic (copies, gathers, fills) are in the table only: a log chart cannot place 0 FLOP/s.`,
+      `${f.counted(offChart, 'op')} without arithmetic (copies, gathers, fills) ${offChart === 1 ? 'is' : 'are'} in the table only: a log chart cannot place 0 FLOP/s.`,
     );
   if (r.ops_left_out)
     notes.push(

@@ -92,10 +92,10 @@ export function stepsChart(w: WorkerReport, summary: Summary): HTMLElement {
         type: 'value',
         name: 'ms',
         nameTextStyle: { color: UI.dim },
-        ...valueAxisStyle,
+        ...valueAxisStyle(),
       },
       tooltip: {
-        ...axisTooltip,
+        ...axisTooltip(),
         formatter: (ps: { dataIndex: number }[]) => {
           const s = steps[ps[0].dataIndex];
           return tooltipNode(
@@ -156,7 +156,7 @@ function spreadBlock(s: Summary): HTMLElement | null {
       testid: 'step-spread',
       title: `Each figure of each of the ${s.steps} analysed steps: the median step's, the p10/p90 (linear interpolation between the sorted per-step values) and the extremes. The headline figures above are ${AGGREGATION} instead.`,
     },
-    plainHead(`Per step (${s.steps} steps)`, 'Median step', 'p10 – p90', 'Min – max'),
+    plainHead(`Per step (${f.counted(s.steps, 'step')})`, 'Median step', 'p10 – p90', 'Min – max'),
     h(
       'tbody',
       null,

@@ -182,7 +182,7 @@ def test_mfu_tab_shows_the_cli_figures_switches_run_and_compares(start_tensorboa
         together = frame.locator("[data-testid=findings-together] td.num").all_text_contents()
         for name, text in zip(heads, together, strict=True):
             w = first_usable(expected[name])
-            want = "—" if len(w["findings"]) < 2 else fmt.us(w["combined_gain_us_per_step"])
+            want = fmt.NA if len(w["findings"]) < 2 else fmt.us(w["combined_gain_us_per_step"])
             assert text.startswith(want), (name, text, want)
     page.set_viewport_size({"width": 1440, "height": 1700})
     page.wait_for_timeout(800)
