@@ -313,18 +313,19 @@ function chips(w: WorkerReport, t: Timeline, show: (i: number) => void): HTMLEle
     { class: 'stack-legend', testid: 'timeline-marks' },
     w.findings.map((fd, i) => {
       const n = of.filter((x) => x === i).length;
-      const label = fd.subject ? `${fd.id} · ${fd.subject}` : fd.id;
+      // in words (the finding's title), cut by the box with its whole text in the tooltip
+      const label = fd.title;
       return h(
         'button',
         {
-          class: 'leg iconbtn',
+          class: 'leg iconbtn chip-mark',
           testid: 'timeline-mark',
           data: { finding: String(i), id: fd.id, marks: String(n) },
           title: n ? `${n} mark${n === 1 ? '' : 's'} on this step: click to zoom to the next` : 'no mark',
           on: { click: () => show(i) },
         },
         h('span', { class: 'dot', style: { background: SEVERITY[fd.severity] } }),
-        h('span', { class: 'leg-label mono', title: label }, label.length > 44 ? `${label.slice(0, 43)}…` : label),
+        h('span', { class: 'leg-label may-overflow', title: label }, label),
         h('span', { class: 'leg-val' }, String(n)),
       );
     }),
