@@ -48,7 +48,8 @@ def test_layout_device_and_step_count(run: str, analysed: dict[str, list[WorkerR
     assert sorted(w.name for w in workers) == [f"rank{r}" for r in range(world)]
     for w in workers:
         assert w.error is None, w.error
-        assert w.device is not None and w.device.name == "NVIDIA H200" and w.device.num_sms == 132
+        # H200 for the runs so far; the 8-GPU runs (issue 38) may come from H100s: both have 132 SMs
+        assert w.device is not None and w.device.name == truth["device_name"] and w.device.num_sms == 132
         # every profiled step is either analysed or left out as warm-up, with why (summary.basis)
         assert w.summary is not None and w.summary.basis is not None
         left = [x.step for x in w.summary.basis.left_out]
