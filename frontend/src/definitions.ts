@@ -16,8 +16,18 @@ export const MEDIAN_STEP = 'median over the analysed steps of the per-step value
 export const DEFINITIONS = {
   'mfu': {
     label: 'MFU',
-    definition: 'Model FLOPs utilisation over the analysed (steady-state) steps: all their model FLOPs / (all their time × the GPU\'s dense 16-bit tensor-core peak, or the fp8/fp4 peak for runs in those dtypes: PaLM\'s convention, as torchtitan and Megatron quote it)',
+    definition: 'Model FLOPs utilisation over the analysed (steady-state) steps: their model FLOPs / (their step without the profiler\'s host cost, estimated × the GPU\'s dense 16-bit tensor-core peak, or the fp8/fp4 peak for runs in those dtypes: PaLM\'s convention, as torchtitan and Megatron quote it)',
     unit: 'share',
+  },
+  'mfu_traced': {
+    label: 'MFU of the traced steps',
+    definition: 'All the analysed steps\' FLOPs / (their time as traced, under the profiler × the peak): the second figure beside MFU, which takes the profiler\'s host cost out of the step; the waterfall takes this step apart',
+    unit: 'share',
+  },
+  'step_time_unprofiled_us': {
+    label: 'Step without the profiler',
+    definition: 'The mean analysed step re-timed on its critical path with the profiler\'s host cost (4 µs an event) taken out: an estimate, the step the headline MFU is over',
+    unit: 'time',
   },
   'mfu_median_step': {
     label: 'MFU, median step',
@@ -320,8 +330,8 @@ export const DEFINITIONS = {
     unit: 'time',
   },
   'critical_path.gpu_gap': {
-    label: 'GPU gaps',
-    definition: 'Critical-path time between two ops of one stream, the second queued behind the first',
+    label: 'Gaps on a stream',
+    definition: 'Critical-path time between two ops of one stream, the second queued behind the first: the GPU may be busy on other streams meanwhile, so it is not GPU idle (the waterfall\'s idle bars)',
     unit: 'time',
   },
   'critical_path.stream_wait': {

@@ -97,6 +97,8 @@ export interface Summary {
   distribution: Record<string, Spread>;
   basis: StepBasis | null;
   mfu_status: MfuStatus | null;
+  mfu_traced: number | null;
+  step_time_unprofiled_us: number | null;
 }
 
 /**
@@ -142,6 +144,7 @@ export interface LeftOutStep {
  */
 export interface MfuStatus {
   state: 'impossible' | 'known' | 'unknown';
+  basis: 'traced' | 'without_profiler' | null;
   reason: string;
 }
 

@@ -29,7 +29,7 @@ export const CLASSES: Record<string, [string, string]> = {
   launch: [SERIES.orange, 'launch'],
   runtime: [SERIES.teal, 'runtime call'],
   sync_wait: [SERIES.red, 'sync wait'],
-  gpu_gap: [UI.line, 'GPU idle'],
+  gpu_gap: [UI.line, f.label('idle_share')],
 };
 const SEVERITY: Record<Finding['severity'], string> = { high: UI.bad, medium: UI.warnEdge, low: UI.infoEdge };
 const PATH = 'critical path';
@@ -200,7 +200,7 @@ function tooltipOf(w: WorkerReport, t: Timeline, of: number[]) {
       [CLASSES[cls]?.[0] ?? SERIES.grey, 'class', CLASSES[cls]?.[1] ?? cls],
       [UI.dim, 'duration', f.dur(iv.dur_us[k])],
       [UI.dim, 'starts at', `${f.dur(iv.start_us[k])} into the step`],
-      [UI.dim, 'SM efficiency', iv.sm_efficiency[k] === null ? f.NA : f.pct(iv.sm_efficiency[k])],
+      [UI.dim, f.label('sm_efficiency'), iv.sm_efficiency[k] === null ? f.NA : f.pct(iv.sm_efficiency[k])],
     ];
     if (iv.op[k] >= 0) rows.push([UI.dim, 'op', t.names[iv.op[k]]]);
     const j = bins.get(k);
@@ -390,7 +390,7 @@ export function timelineCard(w: WorkerReport): TimelineView | null {
   const binned =
     t.bin_us !== null
       ? [
-          `Events shorter than ${f.dur(t.bin_us)} are merged into bins (count and time kept): ${t.events.toLocaleString('en-US')} events in this step.`,
+          `Events shorter than ${f.dur(t.bin_us)} are merged into bins (count and time kept): ${f.count(t.events, 0)} events in this step.`,
         ]
       : [];
   const body = [h('p', { class: 'explain' }, t.why), el, chips(w, t, show), cardNotes([...binned, ...t.notes])];

@@ -51,10 +51,22 @@ DEFINITIONS: dict[str, Definition] = {
     # ---- MFU and FLOPs
     "mfu": _d(
         "MFU",
-        "Model FLOPs utilisation over the analysed (steady-state) steps: all their model FLOPs / (all their "
-        "time × the GPU's dense 16-bit tensor-core peak, or the fp8/fp4 peak for runs in those dtypes: PaLM's "
-        "convention, as torchtitan and Megatron quote it)",
+        "Model FLOPs utilisation over the analysed (steady-state) steps: their model FLOPs / (their step "
+        "without the profiler's host cost, estimated × the GPU's dense 16-bit tensor-core peak, or the fp8/fp4 "
+        "peak for runs in those dtypes: PaLM's convention, as torchtitan and Megatron quote it)",
         "share",
+    ),
+    "mfu_traced": _d(
+        "MFU of the traced steps",
+        "All the analysed steps' FLOPs / (their time as traced, under the profiler × the peak): the second figure "
+        "beside MFU, which takes the profiler's host cost out of the step; the waterfall takes this step apart",
+        "share",
+    ),
+    "step_time_unprofiled_us": _d(
+        "Step without the profiler",
+        "The mean analysed step re-timed on its critical path with the profiler's host cost (4 µs an event) "
+        "taken out: an estimate, the step the headline MFU is over",
+        "time",
     ),
     "mfu_median_step": _d(
         "MFU, median step",
@@ -293,7 +305,10 @@ DEFINITIONS: dict[str, Definition] = {
     ),
     "critical_path.memset": _d("Memsets", "Critical-path time in memsets", "time"),
     "critical_path.gpu_gap": _d(
-        "GPU gaps", "Critical-path time between two ops of one stream, the second queued behind the first", "time"
+        "Gaps on a stream",
+        "Critical-path time between two ops of one stream, the second queued behind the first: the GPU may "
+        "be busy on other streams meanwhile, so it is not GPU idle (the waterfall's idle bars)",
+        "time",
     ),
     "critical_path.stream_wait": _d(
         "Stream waits", "Critical-path time an op waited for an op of another stream (an event wait)", "time"

@@ -265,10 +265,16 @@ def _print_flops(console: Console, w: WorkerReport) -> None:
     )
     for e in _other_utilisations(f):
         console.print(f"  {e}", highlight=False)
-    if s.mfu is not None:
+    if s.mfu is not None and s.mfu_status is not None:
+        basis = s.mfu_status.basis
         console.print(
-            "  [dim]MFU from a trace is a lower bound: the profiler slows host-bound steps down; "
-            "the TFLOP/s while busy is the matching upper view.[/]",
+            (
+                f"  [dim]MFU is over the step without the profiler's host cost ({us(s.step_time_unprofiled_us)}, "
+                f"estimated); over the traced steps it is {pct(s.mfu_traced)}.[/]"
+                if basis == "without_profiler"
+                else "  [dim]MFU is over the traced steps, which the profiler slows when they are host-bound: a "
+                "lower bound; the TFLOP/s while busy is the matching upper view.[/]"
+            ),
             highlight=False,
         )
 

@@ -182,7 +182,8 @@ def _status(
 ) -> MfuStatus:
     """Known, unknown or impossible, with the reason in one line: decided once, read by every face."""
     if guard is not None and guard.summary_withheld:
-        return MfuStatus(state="impossible", reason=f"above 100 %, which is impossible: {guard.explanation}")
+        why = f"above 100 %, which is impossible. Likely cause: {guard.explanation}"
+        return MfuStatus(state="impossible", reason=why)
     if mfu is not None:
         basis = (
             "over the steady-state steps with the profiler's host cost taken out (estimated)"

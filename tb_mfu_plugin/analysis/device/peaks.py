@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..fmt import flop_rate
+from ..fmt import flop_rate, nbytes
 from ..options import AnalysisOptions
 
 
@@ -259,7 +259,7 @@ def identify(props: Mapping[str, Any] | None) -> Identified | None:
         how = f"compute capability {props.get('computeMajor')}.{props.get('computeMinor')}"
     count = f"{sms} {'CUs' if amd else 'SMs'}"
     if big is not None and isinstance(mem, int | float):
-        count += f" with {mem / 2**30:.0f} GiB"
+        count += f" with {nbytes(float(mem))}"
     elif big is not None:  # no memory size to tell the twins apart: say so
         count += f" (so has the {big[1]}, at the same peak)"
     what = _ARCH_WORDS.get(arch, arch.capitalize())
