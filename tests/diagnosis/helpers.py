@@ -136,8 +136,9 @@ def check_waterfall_matches_summary(rep: WorkerReport) -> None:
     assert s.step_time_mean_us is not None and abs(step - s.step_time_mean_us) <= tol
     assert abs(w["gpu_busy"].us_per_step - s.gpu_busy_share * step) <= tol
     assert abs(w["kernels"].us_per_step - s.kernel_time_share * step) <= tol
-    if s.mfu is not None and w["mfu"].mfu is not None and not w["mfu"].clamped:
-        assert abs(w["mfu"].us_per_step - s.mfu * step) <= tol
+    # the waterfall takes the traced step apart: its last bar is the traced steps' MFU x that step
+    if s.mfu_traced is not None and w["mfu"].mfu is not None and not w["mfu"].clamped:
+        assert abs(w["mfu"].us_per_step - s.mfu_traced * step) <= tol
     if s.mfu is None:  # unknown stays unknown: the result bar has no value
         assert w["mfu"].us_per_step is None and w["mfu"].share is None
 

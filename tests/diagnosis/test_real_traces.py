@@ -76,11 +76,11 @@ def test_gpt_naive_attention() -> None:
     (opt,) = _find(rep, "unfused_optimizer")
     assert opt.evidence["optimizer"] == ["AdamW"]
     assert opt.evidence["multi_tensor_kernel_share"] == 0
-    # the profiled step is host-bound (the profiler slows its host): there the per-parameter optimizer's
-    # host time is the largest gain; without the profiler's host cost the attention chain's is
-    assert rep.findings[0].id == "unfused_optimizer"
-    unprofiled = {f.id: f.evidence["whatif"]["unprofiled"]["gain_us_per_step"] for f in rep.findings}
-    assert max(unprofiled, key=unprofiled.__getitem__) == "naive_attention"
+    # the headline gains are without the profiler (issue 33): there the attention chain's is the
+    # largest; on the profiled step, host-bound under the profiler, the per-parameter optimizer's was
+    assert rep.findings[0].id == "naive_attention"
+    profiled = {f.id: f.evidence["whatif"]["profiled_gain_us_per_step"] for f in rep.findings if "whatif" in f.evidence}
+    assert max(profiled, key=profiled.__getitem__) == "unfused_optimizer"
 
 
 def test_gpt_sdpa_fused_is_clean_of_what_it_fixed() -> None:
