@@ -4,6 +4,14 @@
 
 ``AnalysisCache`` makes its executor on first use (no process starts, no cluster is reached, for
 a server whose files all come from the disk cache) and keeps it.
+
+The local processes start in the background (``StartingPool``), and until every one of them has
+answered, a small local file is analysed here, in the server's own process, at once. Their
+start-up is an interpreter that imports TensorBoard and the analysis (about 1 s of CPU); beside
+torch-tb-profiler, whose loader starts one process per trace file, each importing pandas, that
+second took 30 to 70 s on a 2-core machine, and the run the tab opened on waited for it. The
+analysis of a small file here costs 0.05 to 0.2 s of CPU, with everything it needs imported
+already (docs/scaling.md, "The first minute").
 """
 
 from __future__ import annotations
@@ -11,14 +19,18 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import TypeVar
 
 from ..analysis.options import AnalysisOptions
+from ..analysis.report import WorkerReport
 from ..running.executors import ProcessExecutor, SerialExecutor
-from ..running.jobs import AnalyzeFn, Executor
+from ..running.jobs import AnalyzeFn, Executor, FileJob, ProgressFn
 from ..running.memory_cap import memory_cap
 from ..running.pipeline import analyze_file
+from ..trace.locate.opener import decoded_size
 from .settings import MEMORY_FLAG
+from .shutdown import on_stop
 
 T = TypeVar("T")
 
@@ -39,13 +51,60 @@ def make_executor(
 
         return DaskExecutor(analyze_file, options, scheduler)
     cap = memory_cap(worker_memory, workers, MEMORY_FLAG)
-    return ProcessExecutor(analyze_file, options, workers, cap)
+    return StartingPool(ProcessExecutor(analyze_file, options, workers, cap), SerialExecutor(analyze_file, options))
+
+
+# The most decoded bytes of a file analysed in the server's process while the pool starts: about
+# 0.5 s of one core and 16 MB of memory, with no memory cap but the file caps (docs/limits.md).
+HERE_MAX_BYTES = 32 << 20
+
+
+class StartingPool(Executor):
+    """Local processes started in the background on first use; until all have answered, a local
+    file of at most ``HERE_MAX_BYTES`` decoded is analysed ``here``, in this process, at once.
+    A larger file, or a remote one, waits for the processes."""
+
+    def __init__(self, pool: ProcessExecutor, here: Executor) -> None:
+        self.slots = pool.slots
+        self.pool = pool
+        self._here = here
+        self._lock = threading.Lock()
+        self._starter: threading.Thread | None = None
+        self.ready = threading.Event()  # every process has answered, or starting them failed
+
+    def submit(self, job: FileJob, progress: ProgressFn | None = None) -> Future[list[WorkerReport]]:
+        if not self.ready.is_set():
+            self._start()
+            loc = job.span.path
+            if not self.ready.is_set() and not loc.is_url and decoded_size(loc, job.span.size) <= HERE_MAX_BYTES:
+                return self._here.submit(job, progress)
+        return self.pool.submit(job, progress)
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._starter is not None:
+                return
+            self._starter = threading.Thread(target=self._run_start, name="mfu-pool-start", daemon=True)
+            self._starter.start()
+
+    def _run_start(self) -> None:
+        try:
+            self.pool.start()
+        finally:  # started or not, the files go to the pool from now on (a failed start is their error)
+            self.ready.set()
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def terminate(self) -> None:
+        self.pool.terminate()
 
 
 def close_at_exit(owner: T, close: Callable[[T], None]) -> None:
     """Call ``close(owner)`` when the server exits, before Python's own exit hook would wait for
-    the processes' analyses to end (threading's exit hooks run last-registered first); a weak
-    reference, so an owner gone before is not kept alive."""
+    the processes' analyses to end (threading's exit hooks run last-registered first), and at once
+    on SIGTERM or Ctrl-C (``shutdown``); a weak reference, so an owner gone before is not kept alive."""
+    on_stop(owner, close)
     ref = weakref.ref(owner)
 
     def at_exit() -> None:

@@ -20,6 +20,10 @@ from typing import Generic, TypeVar
 
 K = TypeVar("K")
 
+# Priorities, the lowest first: a file of a run a request asked for, of the run the tab opens on,
+# of any other run.
+VIEWED, OPENED, BACKGROUND = 0, 1, 2
+
 
 def remote_slots(workers: int) -> int:
     return max(1, workers - 1)

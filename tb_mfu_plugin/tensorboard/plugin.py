@@ -50,6 +50,7 @@ from .bodies import (
 )
 from .bodies import SpanState as SpanStateName
 from .cache import ERROR, LOADING, QUEUED, AnalysisCache, FileState
+from .file_queue import BACKGROUND, OPENED, VIEWED
 from .hosts import AllowedHosts
 from .paths import FileGate, PathView
 from .runs import RunIndex, Scan, Source, sources_from_flags
@@ -155,11 +156,13 @@ class MfuPlugin(base_plugin.TBPlugin):
         self._index.invalidate()
 
     def _queue_scan(self, scan: Scan) -> None:
-        """Queue every file of a new scan: the user will most likely look at all runs."""
-        for run in scan.runs.values():
-            self._states(run, priority=2, scan=scan)
+        """Queue every file of a new scan: the user will most likely look at all runs. The first
+        run listed goes first: the tab opens on it when the user has not picked one before
+        (frontend ``pickDefaults``), and it is then the first run ready."""
+        for i, run in enumerate(scan.runs.values()):
+            self._states(run, priority=OPENED if i == 0 else BACKGROUND, scan=scan)
 
-    def _states(self, run: RunFiles, priority: int = 2, scan: Scan | None = None) -> list[SpanState]:
+    def _states(self, run: RunFiles, priority: int = BACKGROUND, scan: Scan | None = None) -> list[SpanState]:
         """Each span of ``run`` with its analysis state; queues the ones not seen before."""
         deps = (scan or self._index.current()).sidecars.get(run.name, ())
         out = []
@@ -326,7 +329,7 @@ class MfuPlugin(base_plugin.TBPlugin):
     def _serve_report(self, request: wrappers.Request) -> wrappers.Response:
         """The run's report (200), or while files are still analysed its partial report (202)."""
         run = self._lookup(request.args.get("run"))
-        states = self._states(run, priority=0)
+        states = self._states(run, priority=VIEWED)
         if any(st.state in (QUEUED, LOADING) for _, _, st in states):
             return self._respond(request, self._partial(run, states), code=202)
         return self._respond(request, self._report_for(run, states))
@@ -334,7 +337,7 @@ class MfuPlugin(base_plugin.TBPlugin):
     def _serve_download(self, request: wrappers.Request) -> wrappers.Response:
         """The run's report as a file to keep or send: JSON, or the offline HTML page."""
         run = self._lookup(request.args.get("run"))
-        states = self._states(run, priority=0)
+        states = self._states(run, priority=VIEWED)
         if any(st.state in (QUEUED, LOADING) for _, _, st in states):
             raise errors.NotFoundError(f"run {run.name!r} is still being analysed: download it when it is ready")
         return serve_download(
@@ -350,7 +353,7 @@ class MfuPlugin(base_plugin.TBPlugin):
         runs = [self._lookup(n) for n in names]
         out = []
         for run in runs:
-            states = self._states(run, priority=0)
+            states = self._states(run, priority=VIEWED)
             loading = any(st.state in (QUEUED, LOADING) for _, _, st in states)
             status = self._run_status(run, states)
             out.append(

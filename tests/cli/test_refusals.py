@@ -68,8 +68,7 @@ def test_top_must_be_one_or_more(top: str) -> None:
     got = _tb_mfu("analyze", str(SAMPLES / "dataloader_stall"), "--top", top)
     assert got.returncode == 2 and got.stdout == ""
     assert _one_line(got.stderr) == (
-        f"tb-mfu analyze: argument --top: must be a whole number of at least 1, got '{top}' "
-        "(see tb-mfu analyze --help)"
+        f"tb-mfu analyze: argument --top: must be a whole number of at least 1, got '{top}' (see tb-mfu analyze --help)"
     )
 
 
