@@ -47,8 +47,9 @@ exit status:
   0  done (bad files are reported, one line each, and the others analysed)
   1  no file could be analysed, compare found no analysable worker in a run, or a file
      could not be written
-  2  bad usage: a missing path, a location with no trace files or that cannot be listed,
-     an unknown threshold
+  2  bad usage, in one line: a missing path, a location with no trace files or that cannot
+     be listed, an unknown threshold or GPU (--device-name: the nearest known are named),
+     --top below 1
   3  --min-mfu: a worker's MFU is below the threshold
   4  --min-mfu: no worker is below the threshold, but a worker's MFU is unknown (no FLOP
      count, no known peak) or impossible (above 100 %), so the gate could not be checked

@@ -69,6 +69,7 @@ class StartingPool(Executor):
         self.pool = pool
         self._here = here
         self._lock = threading.Lock()
+        self._here_lock = threading.Lock()
         self._starter: threading.Thread | None = None
         self.ready = threading.Event()  # every process has answered, or starting them failed
 
@@ -77,7 +78,8 @@ class StartingPool(Executor):
             self._start()
             loc = job.span.path
             if not self.ready.is_set() and not loc.is_url and decoded_size(loc, job.span.size) <= HERE_MAX_BYTES:
-                return self._here.submit(job, progress)
+                with self._here_lock:  # one at a time: the GIL runs one anyway, and the memory is one file's
+                    return self._here.submit(job, progress)
         return self.pool.submit(job, progress)
 
     def _start(self) -> None:
