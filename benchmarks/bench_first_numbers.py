@@ -8,21 +8,26 @@ cache; torch-tb-profiler's own cache is a fresh temporary folder every start) an
   (``/data/plugins_listing``; TensorBoard listens only once every plugin is built);
 - **answers → first numbers**: from that answer to the first figures of the run the tab opens on,
   fetched as the tab fetches them (``frontend/src/index.ts``, ``appstate.ts``): ``/runs`` until the
-  scan is shown, the run ``pickDefaults`` picks (the first run ready, else the first listed), then
-  its ``/report``, again whenever ``/runs`` shows one of its files changed, until a worker has its
-  summary. ``--poll`` is the pause between polls: the tab's is 1 s, so the tab shows the figures
-  up to that much later; 0.1 s (the default) measures when the server has them;
+  scan is shown, the run ``pickDefaults`` picks (the first run ready, else the first listed; or
+  ``--run NAME``, as a link or the tab's last choice names it), then its ``/report``, again
+  whenever ``/runs`` shows one of its files changed, until a worker has its summary. ``--poll`` is
+  the pause between polls: the tab's is 1 s, so the tab shows the figures up to that much later;
+  0.1 s (the default) measures when the server has them;
 - **all runs**: until every run is analysed (``--all``), with the MB/s of the trace files;
-- **SIGTERM → exit**: SIGTERM sent at once after the first numbers, while runs are loading (or,
-  with ``--all``, once idle), and the time until the process is gone; then whether any process
-  it started (its descendants, recorded every poll) is still alive, ours (their command line
-  names tb_mfu_plugin or multiprocessing's forkserver) and others.
+- **SIGTERM → exit**: SIGTERM sent to TensorBoard at once after the first numbers, while runs are
+  loading (or, with ``--all``, once the tab's runs are in), or with ``--ctrl-c`` SIGINT to every
+  process of its session as a terminal's Ctrl-C; the time until the process is gone; then whether
+  any process it started (its descendants, recorded every poll) still runs 5 s later, ours (their
+  command line names tb_mfu_plugin or multiprocessing's forkserver) and others.
+
+``--variant NAME`` runs one of the ideas the tab does not ship (``first_numbers_variants.py``).
 
 Prints ``uptime`` before and after each run and the server's peak RSS (VmHWM). The machine is
 shared: repeat (``--repeat``) and read the figures with the load beside them.
 
 usage: python benchmarks/bench_first_numbers.py [--logdir sample_traces] [--repeat 3] [--poll 0.1]
-       [--all] [--run NAME] [--variant NAME] [--env NAME=VALUE ...] [-- extra tensorboard arguments]
+       [--all] [--run NAME] [--variant NAME] [--ctrl-c] [--verbose] [--env NAME=VALUE ...]
+       [-- extra tensorboard arguments]
 (TensorBoard runs the package that ``import tb_mfu_plugin`` finds: set PYTHONPATH to a checkout to
 measure that one.)
 """
@@ -48,6 +53,7 @@ import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 MFU = "/data/plugin/mfu"
+VERBOSE = False
 
 
 def uptime() -> str:
@@ -76,6 +82,7 @@ class Result:
     exit_s: float = float("nan")  # SIGTERM -> process gone
     left: list[str] = field(default_factory=list)  # descendants alive after the exit
     rss_mb: float = float("nan")
+    pool: str = ""  # the tab's log line: its processes ready, and how long they took
 
 
 class Server:
@@ -90,6 +97,8 @@ class Server:
         cmd += ["--mfu_cache_dir", str(cache), *extra]
         self.log = open(cache.parent / "tensorboard.log", "w")  # noqa: SIM115 - closed in stop()
         self.t0 = time.perf_counter()
+        self.epoch = time.time() - self.t0  # create_time() (epoch s) on perf_counter's scale
+        self.workers: dict[int, float] = {}
         self.proc = subprocess.Popen(
             cmd, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **env}, start_new_session=True
         )
@@ -98,11 +107,14 @@ class Server:
     def note_children(self) -> None:
         try:
             for c in psutil.Process(self.proc.pid).children(recursive=True):
-                if c.pid not in self.seen:
-                    try:
+                try:
+                    if c.pid not in self.seen:
                         self.seen[c.pid] = " ".join(c.cmdline())[:160]
-                    except psutil.Error:
-                        self.seen[c.pid] = "?"
+                    # the tab's analysis processes: forked by its fork server (a grandchild of ours)
+                    if c.ppid() != self.proc.pid and "tb_mfu_plugin" in " ".join(c.cmdline()):
+                        self.workers.setdefault(c.pid, c.create_time() - self.epoch)
+                except psutil.Error:
+                    self.seen.setdefault(c.pid, "?")
         except psutil.Error:
             pass
 
@@ -129,12 +141,14 @@ class Server:
         self.log.close()
 
 
-def _alive(pid: int) -> bool:
+def _alive(pid: int) -> str | None:
+    """The command line of ``pid`` now, if it runs (one seen between its fork and its exec had the
+    server's command line); None once it is gone."""
     try:
         p = psutil.Process(pid)
-        return p.status() != psutil.STATUS_ZOMBIE
+        return " ".join(p.cmdline())[:160] if p.status() != psutil.STATUS_ZOMBIE else None
     except psutil.Error:
-        return False
+        return None
 
 
 def wait_answer(s: Server, limit: float) -> float:
@@ -178,9 +192,14 @@ def wait_first_numbers(s: Server, poll: float, limit: float, wanted: str | None 
     t_end = time.perf_counter() + limit
     while time.perf_counter() < t_end:
         s.note_children()
+        t_ask = time.perf_counter()
         _, runs = _get(s.url + MFU + "/runs")
         if run is None and runs["scanned"]:
             run = opened_run(runs) if wanted is None else wanted
+        if VERBOSE:
+            shown = next((r for r in runs["runs"] if r["name"] == run), None)
+            spans = [(sp["state"], sp["seconds"]) for w in (shown or {}).get("workers", []) for sp in w["spans"]]
+            print(f"    /runs {time.perf_counter() - t_ask:.2f} s: scanned {runs['scanned']}, {run}: {spans}")
         if run is not None:
             sig = _sig(runs, run)
             if sig != last:
@@ -207,18 +226,27 @@ def wait_all(s: Server, poll: float, limit: float) -> float:
     raise RuntimeError("runs not all analysed")
 
 
-def stop(s: Server, limit: float = 60) -> tuple[float, list[str]]:
-    """SIGTERM to TensorBoard alone; the seconds until it is gone, and its descendants still alive."""
+def stop(s: Server, ctrl_c: bool = False, limit: float = 60) -> tuple[float, list[str]]:
+    """SIGTERM to TensorBoard alone (as ``kill PID`` or a service manager), or with ``ctrl_c`` SIGINT
+    to every process of its session (as a terminal's Ctrl-C); the seconds until it is gone, and its
+    descendants still alive."""
     s.note_children()
     t = time.perf_counter()
-    s.proc.send_signal(signal.SIGTERM)
+    if ctrl_c:
+        os.killpg(s.proc.pid, signal.SIGINT)
+    else:
+        s.proc.send_signal(signal.SIGTERM)
     try:
         s.proc.wait(limit)
         took = time.perf_counter() - t
     except subprocess.TimeoutExpired:
         took = float("inf")
-    time.sleep(0.5)  # a child that exits on its own at its parent's end gets the time to
-    left = [f"{pid} {cmd}" for pid, cmd in s.seen.items() if _alive(pid)]
+    # A child that ends on its own at its parent's end (the fork server, the resource tracker: on
+    # the end of a pipe) gets the time to, up to 5 s; what runs after that is left behind.
+    gone_by = time.perf_counter() + 5
+    while time.perf_counter() < gone_by and any(_alive(pid) for pid in s.seen):
+        time.sleep(0.1)
+    left = [f"{pid} {cmd}" for pid in s.seen if (cmd := _alive(pid))]
     return took, left
 
 
@@ -239,7 +267,13 @@ def one(args: argparse.Namespace, env: dict[str, str]) -> Result:
         if args.all:
             r.all_s = wait_all(s, args.poll, args.limit_s * 4) - answered
         r.rss_mb = s.peak_rss_mb()
-        r.exit_s, r.left = stop(s)
+        r.exit_s, r.left = stop(s, args.ctrl_c)
+        workers = sorted(t for pid, t in s.workers.items())
+        r.pool = (
+            f"the tab's processes forked at {', '.join(f'{t - answered:+.1f}' for t in workers)} s from the answer"
+            if workers
+            else "no process of the tab's forked"
+        )
     finally:
         s.kill_all()
         shutil.rmtree(work, ignore_errors=True)
@@ -256,8 +290,12 @@ def main() -> None:
     ap.add_argument("--run", help="the run the tab opens on, as a link or the tab's last choice names it")
     ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="for tensorboard's environment")
     ap.add_argument("--limit-s", type=float, default=180)
+    ap.add_argument("--ctrl-c", action="store_true", help="stop with a terminal's Ctrl-C, not SIGTERM")
+    ap.add_argument("--verbose", action="store_true", help="print each /runs poll until the first numbers")
     ap.add_argument("extra", nargs="*", help="more tensorboard arguments (after --)")
     args = ap.parse_args()
+    global VERBOSE
+    VERBOSE = args.verbose
     env = dict(e.split("=", 1) for e in args.env)
     size = sum(p.stat().st_size for p in args.logdir.rglob("*.pt.trace.json*"))
     import tb_mfu_plugin
@@ -270,13 +308,15 @@ def main() -> None:
         mine = [x for x in r.left if ours(x)]
         others = [x for x in r.left if not ours(x)]
         all_txt = f"  all runs {r.all_s:6.2f} s ({size / 1e6 / r.all_s:.2f} MB/s of .gz)" if args.all else ""
+        how = "Ctrl-C" if args.ctrl_c else "SIGTERM"
         print(
             f"[{i + 1}] launch->answers {r.answered_s:6.2f} s  answers->first numbers {r.first_s:6.2f} s "
             f"({r.run})  launch->first numbers {r.answered_s + r.first_s:6.2f} s{all_txt}  "
-            f"SIGTERM->exit {r.exit_s:5.2f} s  left alive: ours {len(mine)}, others {len(others)}  "
+            f"{how}->exit {r.exit_s:5.2f} s  left alive: ours {len(mine)}, others {len(others)}  "
             f"peak RSS {r.rss_mb:.0f} MB",
             flush=True,
         )
+        print(f"      {r.pool}")
         for x in r.left:
             print(f"      alive: {x}")
         print(f"[{i + 1}] after:  {uptime()}", flush=True)

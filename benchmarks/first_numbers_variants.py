@@ -11,6 +11,15 @@
   apart), or after 30 s; meanwhile every small file is analysed in the server's process.
 - ``nice-here``: the shipped behaviour, with the server's analysis threads at nice -10 (needs
   CAP_SYS_NICE, as root has): what a higher priority would give, were it allowed.
+- ``own-session``: the shipped behaviour, with each worker process in a session of its own
+  (``os.setsid`` as it starts): under Linux's autogroup scheduling (on where the CPU cgroup is the
+  root one, as on the development machine) a session shares the CPU with other sessions as a
+  whole, so a worker no longer competes with torch-tb-profiler's loaders one process against
+  each of theirs, all in TensorBoard's session.
+- ``look-after-answer``: the shipped behaviour, but the run the tab opens on is analysed only once
+  TensorBoard has answered (nothing of the tab's runs competes with TensorBoard's start).
+- ``without-stock``: the shipped tab without torch-tb-profiler (TensorBoard's entry points less
+  ``torch_profiler``): what TensorBoard's own start costs, for the launch-to-first-numbers goal.
 - ``shipped``: nothing changed (the same launcher, for a like-for-like start-up).
 
 The patches are put in here, around the tab's executor, and nowhere in the package.
@@ -28,6 +37,26 @@ from tb_mfu_plugin.running.jobs import usable_cores
 from tb_mfu_plugin.tensorboard import executor_choice
 
 DEFER_MAX_S = 30.0
+VARIANT_ENV = "TB_MFU_BENCH_VARIANT"
+
+
+def _own_session_children() -> None:
+    """Each worker process calls setsid as it starts. Done at import, so that the fork server, which
+    imports this script as its main module, hands the patched initializer to its children."""
+    from tb_mfu_plugin.running import executors
+
+    init = executors._init_child
+
+    def init_in_own_session(*args: Any) -> None:
+        os.setsid()
+        init(*args)
+
+    init_in_own_session.__module__, init_in_own_session.__qualname__ = init.__module__, init.__qualname__
+    executors._init_child = init_in_own_session
+
+
+if os.environ.get(VARIANT_ENV) == "own-session":
+    _own_session_children()
 
 
 def _runnable() -> int:
@@ -46,6 +75,9 @@ def _saturated() -> bool:
 
 def main() -> None:
     variant = sys.argv.pop(1)
+    os.environ[VARIANT_ENV] = variant  # for the fork server, which imports this script again
+    if variant == "own-session":
+        _own_session_children()
     pool = executor_choice.StartingPool
     if variant == "pool-only":
         init = pool.__init__
@@ -75,7 +107,25 @@ def main() -> None:
             return submit(self, job, progress)
 
         pool.submit = nicer  # type: ignore[method-assign]
-    elif variant != "shipped":
+    elif variant == "look-after-answer":
+        submit_first = pool.submit_first
+
+        def after_answer(self: Any, job: Any, progress: Any = None) -> Any:
+            if self._answering is not None:
+                self._answering.wait()  # nothing of the tab's runs before TensorBoard answers
+            return submit_first(self, job, progress)
+
+        pool.submit_first = after_answer  # type: ignore[method-assign]
+    elif variant == "without-stock":
+        from tensorboard import default
+
+        dynamic = default.get_dynamic_plugins
+
+        def without_torch_profiler() -> list[Any]:
+            return [p for p in dynamic() if "torch_tb_profiler" not in getattr(p, "__module__", "")]
+
+        default.get_dynamic_plugins = without_torch_profiler
+    elif variant not in ("shipped", "own-session"):
         raise SystemExit(f"unknown variant {variant!r}")
     from tensorboard.main import run_main
 

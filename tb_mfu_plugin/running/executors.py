@@ -149,14 +149,17 @@ def _run_in_child(
 def process_context() -> Any:
     """fork where it is safe (a process with one thread, as the CLI without its bar): it starts
     at once and inherits the imported analysis. Otherwise forkserver (the TensorBoard server's
-    threads), whose server imports the main module and the analysis once for all children;
-    spawn where neither exists."""
+    threads), whose server imports the main module and the analysis once for all children, in a
+    session of its own (``own_session``); spawn where neither exists."""
     methods = mp.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
         return mp.get_context("fork")
     if "forkserver" in methods:
         ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["__main__", "tb_mfu_plugin.running.pipeline"])
+        # own_session first: it moves to a session of its own, then imports the main module (which
+        # a "__main__" here would have imported before it), so all is imported, and every process
+        # forked, in a session apart from the server's
+        ctx.set_forkserver_preload(["tb_mfu_plugin.running.own_session", "tb_mfu_plugin.running.pipeline"])
         return ctx
     return mp.get_context("spawn")
 

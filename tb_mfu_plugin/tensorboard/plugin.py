@@ -143,7 +143,9 @@ class MfuPlugin(base_plugin.TBPlugin):
         return apps
 
     def is_active(self) -> bool:
-        """Whether any run has been found. Never blocks: reads the last background scan."""
+        """Whether any run has been found. Never blocks: reads the last background scan. TensorBoard
+        asks it for its first page: the server is up, and the analysis processes may start."""
+        self._cache.answering.set()
         self._index.refresh()
         return bool(self._index.current().runs)
 
@@ -309,6 +311,7 @@ class MfuPlugin(base_plugin.TBPlugin):
     # -- routes ----------------------------------------------------------
     def _respond(self, request: wrappers.Request, body: Any, code: int = 200) -> wrappers.Response:
         """``body`` as JSON, every string made encodable and its server paths relative."""
+        self._cache.answering.set()  # the server is up (is_active)
         return http_util.Respond(request, self._view.json(json_bytes(body)), "application/json", code=code)
 
     def _serve_static(self, request: wrappers.Request) -> wrappers.Response:

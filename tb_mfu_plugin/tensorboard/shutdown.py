@@ -12,7 +12,8 @@ ever for children that died, and the server never ends.
 So on SIGTERM or SIGINT the tab, before TensorBoard's own handler runs (it is chained, never
 replaced):
 
-1. kills its own analysis processes at once (``stop_now``: each cache's ``close``);
+1. kills its own analysis processes at once (``stop_now``: each cache's ``close``), and the fork
+   server they come from;
 2. lets TensorBoard exit as it does (it says "TensorBoard caught SIGTERM; exiting...");
 3. if the process is still there ``GRACE_S`` later, ends the child processes that Python's exit
    waits for (SIGTERM, what Ctrl-C gives them too), runs the exit handlers (TensorBoard's info
@@ -100,12 +101,23 @@ def stop_now(signum: int) -> None:
     _stopping.set()
     with _lock:
         closers = list(_closers)
-    for close in closers:
+    for close in [*closers, _end_fork_server]:
         try:
             close()
         except Exception:  # noqa: BLE001 - one cache's failure must not keep the others' processes
             logger.exception("MFU plugin: stopping the analyses failed")
     threading.Thread(target=_end_after_grace, args=(signum,), name="mfu-exit", daemon=True).start()
+
+
+def _end_fork_server() -> None:
+    """The fork server our processes come from ends when the server does, but only once it has
+    imported what it preloads (TensorBoard and the analysis: seconds on a busy machine): end it
+    now. In TensorBoard it serves the tab alone (torch-tb-profiler spawns its processes)."""
+    from multiprocessing import forkserver
+
+    pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+    if isinstance(pid, int) and pid > 0:
+        _end(lambda: os.kill(pid, signal.SIGKILL))
 
 
 def _end_after_grace(signum: int) -> None:

@@ -77,11 +77,14 @@ class Server:
             pass
 
     def alive(self) -> dict[int, str]:
+        """The processes seen that still run, with their command line now (one seen between its
+        fork and its exec had the server's)."""
         out = {}
-        for pid, cmd in self.seen.items():
+        for pid in self.seen:
             try:
-                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                    out[pid] = cmd
+                p = psutil.Process(pid)
+                if p.status() != psutil.STATUS_ZOMBIE:
+                    out[pid] = " ".join(p.cmdline())
             except psutil.Error:
                 pass
         return out
