@@ -6,6 +6,8 @@
 
 - ``pool-only``: no analysis in the server's process; every file waits for the worker processes
   (the order is the shipped one: the run the tab opens on first).
+- ``no-hold``: the shipped behaviour, but the worker processes start with the first file, not
+  once TensorBoard has answered.
 - ``defer-pool``: the shipped behaviour, but the worker processes start only once the machine is
   not saturated (no more runnable tasks than usable cores in ``/proc/loadavg``, four samples 0.25 s
   apart), or after 30 s; meanwhile every small file is analysed in the server's process.
@@ -87,6 +89,14 @@ def main() -> None:
             self.ready.set()  # "started": every file goes to the processes, which start on first use
 
         pool.__init__ = ready_at_once  # type: ignore[method-assign]
+    elif variant == "no-hold":
+        init = pool.__init__
+
+        def at_once(self: Any, *args: Any) -> None:
+            init(self, *args)
+            self._answering = None  # the processes start with the first file, not after the answer
+
+        pool.__init__ = at_once  # type: ignore[method-assign]
     elif variant == "defer-pool":
         run_start = pool._run_start
 
