@@ -39,6 +39,29 @@ def _values() -> dict[str, list[float]]:
     }
 
 
+def _delta_pairs() -> list[list[float]]:
+    """Pairs (before, after) for the compared runs' changes: equal, zero, signs, ties, the 10 % edge."""
+    rng = random.Random(29)
+    pairs = [[1.0, 1.0], [0.0, 1.0], [1.0, 0.0], [2.0, 2.2], [2.0, 2.19], [0.5, 0.55], [-4.0, -2.0], [986, 357.7]]
+    pairs += [[0.118, 0.24], [0.2040, 0.2912], [0.0033, 0.0], [1e-9, 2e-9], [0.00125, 0.0025]]
+    pairs += [[rng.random(), rng.random()] for _ in range(200)]
+    return pairs + [[10 ** rng.uniform(-3, 9), 10 ** rng.uniform(-3, 9)] for _ in range(200)]
+
+
+def test_counts_of_one_row_share_their_decimals() -> None:
+    """``tb-mfu compare``'s count rows: "986.0" beside "357.7", never "986" beside "357.7"."""
+    assert fmt.counts([986, 357.7]) == ["986.0", "357.7"]
+    assert fmt.counts([3, 0]) == ["3", "0"]
+    assert fmt.counts([0.5, 12, None]) == ["0.50", "12.00", fmt.NA]
+    assert fmt.counts([]) == []
+
+
+def test_deltas_are_signed_and_empty_when_unknown() -> None:
+    assert fmt.rel_delta(37.7, 18.88) == "\u221250 %" and fmt.rel_delta(2.0, 2.1) == "+5.0 %"
+    assert fmt.pp_delta(0.118, 0.240) == "+12.2 pp" and fmt.pp_delta(0.5, 0.5) == "\u00b10.0 pp"
+    assert fmt.rel_delta(0.0, 1.0) == fmt.rel_delta(None, 1.0) == fmt.pp_delta(0.1, None) == ""
+
+
 def test_python_figures_are_the_tabs(tmp_path: Path) -> None:
     esbuild = FRONTEND / "node_modules" / ".bin" / "esbuild"
     if shutil.which("node") is None or not esbuild.exists():
@@ -51,18 +74,21 @@ def test_python_figures_are_the_tabs(tmp_path: Path) -> None:
         timeout=120,
     )
     values = _values()
-    (tmp_path / "values.json").write_text(json.dumps(values))
+    deltas = _delta_pairs()
+    (tmp_path / "values.json").write_text(json.dumps({**values, "deltas": deltas}))
     script = tmp_path / "run.mjs"
     script.write_text(
         "import * as f from './format.mjs';\n"
         "import { readFileSync } from 'node:fs';\n"
         "const v = JSON.parse(readFileSync(new URL('./values.json', import.meta.url)));\n"
         "const out = {};\n"
-        "for (const [name, xs] of Object.entries(v)) out[name] = xs.map((x) => f[name](x));\n"
+        "for (const [name, xs] of Object.entries(v)) if (name !== 'deltas') out[name] = xs.map((x) => f[name](x));\n"
         "out.na = ['pct', 'dur', 'bytes', 'flops'].map((n) => f[n](null));\n"
+        "out.deltas = v.deltas.map(([a, b]) => [f.relDelta(a, b), f.ppDelta(a, b)]);\n"
         "console.log(JSON.stringify(out));\n"
     )
     tab = json.loads(subprocess.run(["node", str(script)], check=True, capture_output=True, timeout=120).stdout)
+    assert [[fmt.rel_delta(a, b), fmt.pp_delta(a, b)] for a, b in deltas] == tab.pop("deltas")
     for name, xs in values.items():
         ours = [PAIRS[name](x) for x in xs]
         wrong = [(x, a, b) for x, a, b in zip(xs, ours, tab[name], strict=True) if a != b]

@@ -17,6 +17,8 @@ GB/s          ``gbps``         ``gbps``
 FLOP/B        ``intensity``    ``intensity``
 count         ``count``        ``count``
 factor        ``factor``       ``factor``
+change        ``rel_delta``    ``relDelta`` (relative, "+12 %")
+change        ``pp_delta``     ``ppDelta`` (of shares, "+4.1 pp")
 ============  ===============  ==========================================
 
 Rounding is half away from zero on the shortest decimal that reads back as the value, as
@@ -144,9 +146,40 @@ def count(x: float | None, digits: int | None = None) -> str:
     return fixed(x, d)
 
 
+def counts(xs: list[float | None]) -> list[str]:
+    """Counts shown side by side (one row of runs compared) with one number of decimals, the most
+    ``count`` gives any of them: 986 beside 357.7 reads "986.0", not "986"."""
+    known = [x for x in xs if x is not None and _known(x)]
+    digits = max((0 if float(x).is_integer() else 2 if abs(x) < 10 else 1 for x in known), default=0)
+    return [count(x, digits) for x in xs]
+
+
 def counted(n: int, noun: str) -> str:
     """``n`` and its noun, singular for one: "1 step", "3 steps"."""
     return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def rel_delta(a: float | None, b: float | None) -> str:
+    """``b`` against ``a`` as a signed relative change, "+12 %" (``relDelta``); empty when either is
+    unknown or ``a`` is 0."""
+    if a is None or b is None or not _known(a) or not _known(b) or a == 0:
+        return ""
+    r = (b - a) / abs(a)
+    return f"{sign(r)}{fixed(abs(r) * 100, 1 if abs(r) < 0.1 else 0)} %"
+
+
+def pp_delta(a: float | None, b: float | None) -> str:
+    """Two shares' signed difference in percentage points, "+4.1 pp" (``ppDelta``); empty when
+    either is unknown."""
+    if a is None or b is None or not _known(a) or not _known(b):
+        return ""
+    d = (b - a) * 100
+    return f"{sign(d)}{fixed(abs(d), 1)} pp"
+
+
+def sign(x: float) -> str:
+    """The sign a change is written with: +, − (the minus sign), or ± for none."""
+    return "+" if x > 0 else "\u2212" if x < 0 else "\u00b1"
 
 
 def factor(x: float | None) -> str:

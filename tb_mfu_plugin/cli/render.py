@@ -16,14 +16,30 @@ from rich.console import Console
 from rich.table import Table
 
 from ..analysis import fmt
-from ..analysis.definitions import AGGREGATION, label
+from ..analysis.definitions import AGGREGATION, DEFINITIONS, label
 from ..analysis.flops.detail import FlopsDetail
-from ..analysis.fmt import core_unit, count, figure, flop_rate, flops, gbps, mfu_shown, mfu_text, nbytes, pct, us
+from ..analysis.fmt import (
+    core_unit,
+    count,
+    counts,
+    figure,
+    flop_rate,
+    flops,
+    gbps,
+    mfu_shown,
+    mfu_text,
+    nbytes,
+    pct,
+    pp_delta,
+    rel_delta,
+    us,
+)
 from ..analysis.report import Device, Report, Summary, WorkerReport
-from ..analysis.run.compare import Comparison
+from ..analysis.run.compare import AgainstBaseline, ComparedWorker, Comparison
 from ..analysis.run.findings_compare import FindingChange
 from ..core.escape import for_rich, markup_escape
 from .console import console as stdout_console
+from .console import cut
 from .render_critical import gain_text, print_critical_path, print_whatif
 from .render_dist import print_communication, print_ranks
 from .render_memory import compared_rows, print_memory
@@ -57,7 +73,7 @@ def progress_bar() -> Iterator[PathProgressFn]:
         task = bar.add_task("Analysing", total=1)
 
         def show(run: str, worker: str, done: int, total: int) -> None:
-            bar.update(task, description=markup_escape(f"{run} · {worker}"[-40:]), completed=done, total=total)
+            bar.update(task, description=markup_escape(cut(f"{run} · {worker}", 40, True)), completed=done, total=total)
 
         yield show
 
@@ -375,38 +391,60 @@ _CHANGE_STYLE = {"fixed": "green", "new": "red", "remains": "dim"}
 
 
 def print_comparison(c: Comparison) -> None:
-    """Each rank's figures side by side, then its findings fixed, new or remaining.
+    """Each run after the baseline against it, rank by rank: the figures side by side with their
+    change, then the findings fixed, new or remaining.
 
     ``c`` comes from reports already made safe by ``escape.for_rich``: the findings were
     matched on those same strings.
     """
     console = stdout_console()
+    each = c.against_baseline or [AgainstBaseline(matched_by=c.matched_by, ranks=c.ranks)]
+    for against in each:
+        other = next((p.other.run for p in against.ranks if p.other is not None), None)
+        base = next((p.baseline.run for p in against.ranks if p.baseline is not None), None)
+        # with three runs or more, each table says which run it puts beside the baseline
+        whose = f": {other} against the baseline {base}" if len(each) > 1 and other and base else ""
+        _print_against(console, against, whose)
+
+
+def _print_against(console: Console, c: AgainstBaseline, whose: str) -> None:
     how = "the same rank of each run" if c.matched_by == "rank" else "the workers of each run in order"
     for pair in c.ranks:
         a, b = pair.baseline, pair.other
         who = f"rank {pair.rank}" if pair.rank is not None else f"worker {pair.position + 1} of {len(c.ranks)}"
-        title = f"Compare {who} ({how})"
+        title = f"Compare {who} ({how}){whose}"
         if pair.rank is None and len(c.ranks) == 1:
-            who, title = "the runs", "Compare (the one worker of each run)"
+            who, title = "the runs", f"Compare (the one worker of each run){whose}"
         t = Table(title=title, title_justify="left")
-        for col in ("", "baseline", "other"):
+        for col in ("", "baseline", "other", "change"):
             t.add_column(col, justify="right" if col else "left")
-        t.add_row("worker", *(f"{x.run} · {x.worker}" if x else "(no such rank)" for x in (a, b)))
-        t.add_row("file", *(os.path.basename(x.file) if x else "" for x in (a, b)))
+        t.add_row("worker", *(f"{x.run} · {x.worker}" if x else "(no such rank)" for x in (a, b)), "")
+        t.add_row("file", *(os.path.basename(x.file) if x else "" for x in (a, b)), "")
         for key in _COMPARED:
-            # an impossible MFU reads "impossible", not n/a
-            t.add_row(
-                label(key),
-                *(
-                    "" if x is None else mfu_shown(x.summary) if key == "mfu" else figure(key, getattr(x.summary, key))
-                    for x in (a, b)
-                ),
-            )
+            t.add_row(label(key), *_compared_cells(key, a, b))
         for row in compared_rows(a.memory if a else None, b.memory if b else None):
             t.add_row(*row)
         console.print(t)
         if a is not None and b is not None:
-            _print_changes(console, who, pair.findings)
+            _print_changes(console, who + whose.replace(": ", ", ", 1), pair.findings)
+
+
+def _compared_cells(key: str, a: ComparedWorker | None, b: ComparedWorker | None) -> tuple[str, str, str]:
+    """One figure of the two workers (blank for a rank a run lacks) and its change: percentage
+    points for a share, relative otherwise (as the tab's Compare); counts with one number of
+    decimals; an impossible MFU reads "impossible", not n/a, and has no change."""
+    values = [getattr(x.summary, key) if x is not None else None for x in (a, b)]
+    unit = DEFINITIONS[key].unit
+    if unit == "count":
+        cells = counts(values)
+    else:
+        cells = [
+            mfu_shown(x.summary) if key == "mfu" and x is not None else figure(key, v)
+            for x, v in zip((a, b), values, strict=True)
+        ]
+    cells = [cell if x is not None else "" for x, cell in zip((a, b), cells, strict=True)]
+    change = pp_delta(*values) if unit == "share" else rel_delta(*values)
+    return cells[0], cells[1], change
 
 
 def _print_changes(console: Console, who: str, changes: list[FindingChange]) -> None:

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..analysis.definitions import label
-from ..analysis.fmt import count, figure, nbytes, pct, us
+from ..analysis.fmt import count, figure, nbytes, pct, sign, us
 from ..analysis.memory.types import Memory, MemoryBrief, MemoryOp
 from ..analysis.report import WorkerReport
 
@@ -108,10 +108,10 @@ _COMPARED = (
 )
 
 
-def compared_rows(a: MemoryBrief | None, b: MemoryBrief | None) -> list[tuple[str, str, str]]:
-    """Rows of ``tb-mfu compare``'s table for the two runs' memory (none when neither has any); the
-    other run's bytes and times with their difference (the memory activation checkpointing saves,
-    the time its recompute costs)."""
+def compared_rows(a: MemoryBrief | None, b: MemoryBrief | None) -> list[tuple[str, str, str, str]]:
+    """Rows of ``tb-mfu compare``'s table for the two runs' memory (none when neither has any): the
+    figure of each run and, in bytes and times, the difference (the memory activation checkpointing
+    saves, the time its recompute costs)."""
     if a is None and b is None:
         return []
     rows = []
@@ -119,10 +119,9 @@ def compared_rows(a: MemoryBrief | None, b: MemoryBrief | None) -> list[tuple[st
         x, y = (getattr(m, key) if m is not None else None for m in (a, b))
         if x is None and y is None and key.startswith("recompute"):
             continue
-        cell = figure(name, y)
-        if diff and y is not None:
+        change = ""
+        if diff and y is not None and (x is not None or key.startswith("recompute")):
             delta = y - (x or 0)  # a run without recompute recomputes nothing
-            if x is not None or key.startswith("recompute"):
-                cell += f" ({'+' if delta > 0 else ''}{figure(name, delta)})"
-        rows.append((label(name), figure(name, x), cell))
+            change = sign(delta) + figure(name, abs(delta))
+        rows.append((label(name), figure(name, x), figure(name, y), change))
     return rows

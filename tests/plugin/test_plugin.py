@@ -110,8 +110,11 @@ def test_static_bundle_is_served_with_its_type(serve, two_runs):
         assert s.get(route).status_code == 404, route
 
 
-def test_frontend_metadata_and_entry_point():
+def test_frontend_metadata_and_entry_point(monkeypatch):
     from importlib import metadata
+
+    # load() puts the tab's SIGTERM/SIGINT handler first (shutdown.py): not in the test process
+    monkeypatch.setattr("tb_mfu_plugin.tensorboard.shutdown.install", lambda: True)
 
     eps = [ep for ep in metadata.entry_points(group="tensorboard_plugins") if ep.name == "mfu"]
     assert eps and eps[0].value == "tb_mfu_plugin.tensorboard.entry:MfuPluginLoader"

@@ -1,6 +1,6 @@
-"""Two runs compared rank by rank (``tb-mfu compare``): every analysed worker of the baseline
-beside the worker of the other run that holds the same rank, with the findings fixed, new or
-remaining between the two.
+"""Runs compared rank by rank (``tb-mfu compare``): every analysed worker of the baseline
+beside the worker of another run that holds the same rank, with the findings fixed, new or
+remaining between the two; each run given after the baseline is compared with it so.
 
 Workers are matched by their distributed rank when every worker of both runs has one (the
 trace's ``distributedInfo``), else by their order in the run (discovery order, spans in time
@@ -41,13 +41,22 @@ class ComparedRank(msgspec.Struct, kw_only=True):
     findings: list[FindingChange]  # fixed, new or remaining; empty unless both sides are there
 
 
+class AgainstBaseline(msgspec.Struct, kw_only=True):
+    """One run given after the baseline, rank by rank against it."""
+
+    matched_by: Literal["rank", "order"]
+    ranks: list[ComparedRank]
+
+
 class Comparison(msgspec.Struct, kw_only=True):
-    """What ``tb-mfu compare --json`` prints."""
+    """What ``tb-mfu compare --json`` prints: ``matched_by`` and ``ranks`` are the second run against
+    the baseline; ``against_baseline`` holds every run after the baseline, that one first."""
 
     schema_version: int = COMPARISON_SCHEMA
     matched_by: Literal["rank", "order"]
     ranks: list[ComparedRank]
     strategies: list[StrategyRow] = []  # every run given, side by side by strategy
+    against_baseline: list[AgainstBaseline] = []
 
 
 def analysed(report: Report) -> list[tuple[str, WorkerReport]]:
@@ -92,3 +101,12 @@ def compare_runs(baseline: Report, other: Report) -> Comparison:
             )
         )
     return Comparison(matched_by="rank" if ranked else "order", ranks=out)
+
+
+def compare_all(baseline: Report, others: list[Report]) -> Comparison:
+    """Every run of ``others`` against ``baseline``, rank by rank; the first one also as the
+    comparison's own ``matched_by`` and ``ranks`` (what a comparison of two runs has)."""
+    each = [compare_runs(baseline, other) for other in others]
+    out = each[0]
+    out.against_baseline = [AgainstBaseline(matched_by=c.matched_by, ranks=c.ranks) for c in each]
+    return out
