@@ -34,6 +34,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,9 +114,8 @@ def pair_row(pairs: Path, pair: str, truth: dict) -> Row:
     prof = float(
         np.mean(g["before"]["step_time_us_profiled_steps"]) - np.mean(g["after"]["step_time_us_profiled_steps"])
     )
-    ev = f.evidence.get("whatif") if f is not None else None
-    un = ev["unprofiled"] if isinstance(ev, dict) else None
-    share = float(un["gain_share"]) if un else 0.0
+    ev = f.evidence.whatif if f is not None else msgspec.UNSET
+    share = 0.0 if isinstance(ev, msgspec.UnsetType) else ev.unprofiled.gain_share
     combined_after = floor = None
     wi = w.whatif
     if (

@@ -4,10 +4,12 @@ step: the mean analysed step."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 
 from .common import FindingEvidence, KernelRow
-from .units import Count, Flag, Shapes, Share, Text, Time, Whole
+from .units import Count, Shapes, Share, Text, Time, Whole, unit
 
 
 class NaiveAttentionEvidence(FindingEvidence, tag="naive_attention"):
@@ -17,7 +19,7 @@ class NaiveAttentionEvidence(FindingEvidence, tag="naive_attention"):
     ops: list[Text]  # one forward chain's ops
     backward_ops: list[Text] | None
     matmul_input_dims: Shapes | None
-    four_d: Flag | None  # every chain's scores are 4-D (batch x heads)
+    four_d: Annotated[bool, unit("flag", label="4-D scores")] | None  # every chain's: batch x heads x T x T
     gpu_us_per_step: Time
     matmul_us_per_step: Time
     non_matmul_us_per_step: Time

@@ -13,7 +13,6 @@ tests walk every rule's struct.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Annotated, Literal, get_args
 
@@ -73,16 +72,41 @@ class EvidenceField:
     fields: tuple[EvidenceField, ...] = ()
 
 
+# Words of keys that read otherwise in a label; "us" goes (the value says its unit)
+_WORDS = {
+    "gpu": "GPU",
+    "cpu": "CPU",
+    "api": "API",
+    "sm": "SM",
+    "sms": "SMs",
+    "num": "number of",
+    "d2d": "D2D",
+    "h2d": "H2D",
+    "d2h": "D2H",
+    "p2p": "P2P",
+    "mfu": "MFU",
+    "gbps": "bandwidth",
+    "busbw": "bus",
+    "algbw": "algorithm",
+    "whatif": "what-if",
+    "oom": "OOM",
+    "flops": "FLOPs",
+}
+
+
 def field_label(key: str) -> str:
     """A key's words as a label: ``host_blocked_us_per_step`` -> "Host blocked / step"."""
-    if key in ("us_per_step", "us"):
-        return "Time / step"
-    t = re.sub(r"_us_per_step$|_per_step$", " / step", key)
-    t = re.sub(r"_us$", "", t).replace("_", " ")
-    t = re.sub(r"\bmfu\b", "MFU", t, flags=re.IGNORECASE)
-    t = re.sub(r"\bgbps\b", "GB/s", t, flags=re.IGNORECASE)
-    t = re.sub(r"\bus\b", "µs", t)
-    return t[:1].upper() + t[1:]
+    words = key.split("_")
+    per_step = words[-2:] == ["per", "step"]
+    words = words[:-2] if per_step else words
+    # µs says nothing the value does not: "time" where it is the subject, else it goes
+    words = [_time(words, i) if w == "us" else _WORDS.get(w, w) for i, w in enumerate(words)]
+    text = " ".join(w for w in words if w) + (" / step" if per_step else "")
+    return text[:1].upper() + text[1:]
+
+
+def _time(words: list[str], i: int) -> str:
+    return "time" if i == 0 or (i < len(words) - 1 and words[i + 1] != "per") else ""
 
 
 def evidence_fields(cls: type[msgspec.Struct]) -> tuple[EvidenceField, ...]:
