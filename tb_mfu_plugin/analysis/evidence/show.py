@@ -5,7 +5,7 @@ note is a sentence, not a figure, and the faces show it apart. Each value goes t
 function (``fmt``), so the CLI (``tb-mfu analyze --evidence``), the notebook (``Report.evidence()``)
 and the tab (``frontend/src/diagnosis.ts``, from the same layout generated into
 ``evidence_fields.ts``) write the same text. A field that is None (unknown, or not applicable) is
-left out at the top level and reads ``UNKNOWN`` inside a row or a map.
+left out, and reads ``UNKNOWN`` in a cell of a table or an entry of a map.
 """
 
 from __future__ import annotations
@@ -52,12 +52,10 @@ def value_text(unit: EvidenceUnit, value: Any) -> str:
 
 
 def field_text(field: EvidenceField, value: Any) -> str:
-    """A value, a list or a map as one line of text (``kind`` value, list, map)."""
+    """A value, or a list as one line of text (``kind`` value, list)."""
     assert field.unit is not None, field.key
     if field.kind == "list":
         return ", ".join(value_text(field.unit, v) for v in value)
-    if field.kind == "map":
-        return " · ".join(f"{k} {value_text(field.unit, v)}" for k, v in value.items())
     return value_text(field.unit, value)
 
 
@@ -75,22 +73,23 @@ class EvidenceLine:
 def evidence_lines(ev: FindingEvidence) -> list[EvidenceLine]:
     """Every value of the evidence, in the faces' order, the note left out (``Finding.evidence.note``)."""
     raw = msgspec.to_builtins(ev)
-    return list(_lines(layout(type(ev)), raw, "", "", top=True))
+    return list(_lines(layout(type(ev)), raw, "", ""))
 
 
 def _lines(
-    fields: tuple[EvidenceField, ...], raw: Mapping[str, Any], path: str, label: str, top: bool = False
+    fields: tuple[EvidenceField, ...], raw: Mapping[str, Any], path: str, label: str, row: bool = False
 ) -> Iterator[EvidenceLine]:
+    """The lines of ``fields``; a None is left out, except in a row of a table (a cell of its own)."""
     for f in fields:
         value = raw.get(f.key)
-        if (top and f.key == NOTE) or (value is None and (top or f.unit is None)):
+        if (not path and f.key == NOTE) or (value is None and not (row and f.unit is not None)):
             continue
         where, name = f"{path}{f.key}", f"{label}{f.label}"
         if f.kind == "block":
             yield from _lines(f.fields, value, f"{where}.", f"{name} › ")
         elif f.kind == "rows":
-            for i, row in enumerate(value):
-                yield from _lines(f.fields, row, f"{where}[{i}].", f"{name} {i + 1} › ")
+            for i, cells in enumerate(value):
+                yield from _lines(f.fields, cells, f"{where}[{i}].", f"{name} {i + 1} › ", row=True)
         elif f.kind == "map":
             assert f.unit is not None
             for k, v in value.items():
