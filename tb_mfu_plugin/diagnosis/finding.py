@@ -48,7 +48,7 @@ def _plain(v: Any) -> Any:
     raise TypeError(f"evidence holds a {type(v).__name__}, which is no JSON value")
 
 
-def cleaned(evidence: Evidence) -> Evidence:
+def _checked(evidence: Evidence) -> Evidence:
     """The evidence with plain JSON values, floats rounded (``_clean``), and checked against its
     struct's types: a rule whose evidence does not fit its type fails here, not in a face."""
     raw = _clean(msgspec.to_builtins(evidence, enc_hook=_plain))
@@ -99,7 +99,7 @@ def make_finding(
         id=id,
         severity=severity,
         title=title,
-        evidence=cleaned(ev),
+        evidence=_checked(ev),
         est_gain_us_per_step=round_gain(gain),
         est_gain_share=round(share, 4),
         est_mfu_after=after,

@@ -81,7 +81,7 @@ def _lines(
 ) -> Iterator[EvidenceLine]:
     """The lines of ``fields``; a None is left out, except in a row of a table (a cell of its own)."""
     for f in fields:
-        value = raw.get(f.key)
+        value: Any = raw.get(f.key)
         if (not path and f.key == NOTE) or (value is None and not (row and f.unit is not None)):
             continue
         where, name = f"{path}{f.key}", f"{label}{f.label}"
