@@ -31,6 +31,7 @@ import argparse
 import json
 import re
 import sys
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -280,16 +281,26 @@ export type EvidenceField =
 """
 
 
-def _evidence_field(f: Any, indent: str) -> list[str]:
-    """One field as a TypeScript object literal, on one line where it fits (as Biome writes it)."""
+def _fields_const(struct: str) -> str:
+    """The constant of a struct's fields that several rules' rows share: ``KernelRow`` -> ``KERNEL_ROW``."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", struct).upper()
+
+
+def _evidence_field(f: Any, indent: str, shared: set[str]) -> list[str]:
+    """One field as a TypeScript object literal, on one line where it fits (as Biome writes it);
+    the fields of a struct in ``shared`` by the name of their constant."""
     head = f"key: {literal(f.key)}, label: {literal(f.label)}, kind: {literal(f.kind)}"
+    if f.fields and f.struct in shared:
+        line = f"{indent}{{ {head}, fields: {_fields_const(f.struct)} }},"
+        if len(line) <= LINE_WIDTH:
+            return [line]
     if not f.fields:
         line = f"{indent}{{ {head}, unit: {literal(f.unit)} }},"
         if len(line) <= LINE_WIDTH:
             return [line]
         parts = [f"key: {literal(f.key)}", f"label: {literal(f.label)}", f"kind: {literal(f.kind)}"]
         return [f"{indent}{{", *(f"{indent}  {p}," for p in [*parts, f"unit: {literal(f.unit)}"]), f"{indent}}},"]
-    inner = [line for g in f.fields for line in _evidence_field(g, indent + "    ")]
+    inner = [line for g in f.fields for line in _evidence_field(g, indent + "    ", shared)]
     return [
         f"{indent}{{",
         f"{indent}  key: {literal(f.key)},",
@@ -312,19 +323,35 @@ def render_evidence() -> str:
     common = evidence_fields(FindingEvidence)
     head = [f for f in common if f.key in HEAD_KEYS]
     tail = [f for f in common if f.key not in HEAD_KEYS]
+    own = {rule_of(c): [f for f in layout(c) if f.key not in {g.key for g in common}] for c in EVIDENCE_TYPES}
+    nested = Counter(f.struct for fields in own.values() for f in _nested(fields))
+    shared = {name for name, n in nested.items() if n > 1}
     out = [EVIDENCE_HEADER.format(extra=union(literal(u) for u in EXTRA_UNITS)).rstrip("\n")]
+    for name, fields in sorted(
+        {f.struct: f.fields for fs in own.values() for f in _nested(fs) if f.struct in shared}.items()
+    ):
+        out += ["", f"/** The fields of a {name}, which several rules show. */"]
+        out += [f"const {_fields_const(name)}: readonly EvidenceField[] = ["]
+        out += [line for f in fields for line in _evidence_field(f, "  ", shared)] + ["];"]
     out += ["", "/** The cost, before each rule's own fields. */", "const HEAD: readonly EvidenceField[] = ["]
-    out += [line for f in head for line in _evidence_field(f, "  ")] + ["];"]
+    out += [line for f in head for line in _evidence_field(f, "  ", shared)] + ["];"]
     out += ["", "/** The what-if re-timing and the note, after them. */", "const TAIL: readonly EvidenceField[] = ["]
-    out += [line for f in tail for line in _evidence_field(f, "  ")] + ["];"]
+    out += [line for f in tail for line in _evidence_field(f, "  ", shared)] + ["];"]
     out += ["", "/** Each rule's evidence fields, by the rule's id (the evidence's tag). */"]
     out += ["export const EVIDENCE_FIELDS: Record<Finding['evidence']['rule'], readonly EvidenceField[]> = {"]
-    for cls in EVIDENCE_TYPES:
-        own = [f for f in layout(cls) if f.key not in {g.key for g in common}]
-        out += [f"  {rule_of(cls)}: [", "    ...HEAD,"]
-        out += [line for f in own for line in _evidence_field(f, "    ")]
+    for rule, fields in own.items():
+        out += [f"  {rule}: [", "    ...HEAD,"]
+        out += [line for f in fields for line in _evidence_field(f, "    ", shared)]
         out += ["    ...TAIL,", "  ],"]
     return "\n".join([*out, "};"]) + "\n"
+
+
+def _nested(fields: Iterable[Any]) -> Iterable[Any]:
+    """The rows and blocks among ``fields``, at any depth."""
+    for f in fields:
+        if f.fields:
+            yield f
+            yield from _nested(f.fields)
 
 
 def outputs() -> list[tuple[Path, str]]:

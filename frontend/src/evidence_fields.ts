@@ -15,6 +15,21 @@ export type EvidenceField =
   | { key: string; label: string; kind: 'value' | 'list' | 'map'; unit: EvidenceUnit }
   | { key: string; label: string; kind: 'rows' | 'block'; fields: readonly EvidenceField[] };
 
+/** The fields of a KernelRow, which several rules show. */
+const KERNEL_ROW: readonly EvidenceField[] = [
+  { key: 'name', label: 'Name', kind: 'value', unit: 'text' },
+  { key: 'count_per_step', label: 'Count / step', kind: 'value', unit: 'count' },
+  { key: 'us_per_step', label: 'Time / step', kind: 'value', unit: 'time' },
+];
+
+/** The fields of a MemoryOpRow, which several rules show. */
+const MEMORY_OP_ROW: readonly EvidenceField[] = [
+  { key: 'op', label: 'Op', kind: 'value', unit: 'text' },
+  { key: 'root_op', label: 'Root op', kind: 'value', unit: 'text' },
+  { key: 'bytes', label: 'Bytes', kind: 'value', unit: 'bytes' },
+  { key: 'count', label: 'Count', kind: 'value', unit: 'count' },
+];
+
 /** The cost, before each rule's own fields. */
 const HEAD: readonly EvidenceField[] = [
   { key: 'cost_us_per_step', label: 'Cost / step', kind: 'value', unit: 'time' },
@@ -140,16 +155,7 @@ export const EVIDENCE_FIELDS: Record<Finding['evidence']['rule'], readonly Evide
     { key: 'gpu_us_per_step', label: 'GPU / step', kind: 'value', unit: 'time' },
     { key: 'matmul_us_per_step', label: 'Matmul / step', kind: 'value', unit: 'time' },
     { key: 'non_matmul_us_per_step', label: 'Non matmul / step', kind: 'value', unit: 'time' },
-    {
-      key: 'kernels',
-      label: 'Kernels',
-      kind: 'rows',
-      fields: [
-        { key: 'name', label: 'Name', kind: 'value', unit: 'text' },
-        { key: 'count_per_step', label: 'Count / step', kind: 'value', unit: 'count' },
-        { key: 'us_per_step', label: 'Time / step', kind: 'value', unit: 'time' },
-      ],
-    },
+    { key: 'kernels', label: 'Kernels', kind: 'rows', fields: KERNEL_ROW },
     ...TAIL,
   ],
   unfused_optimizer: [
@@ -162,16 +168,7 @@ export const EVIDENCE_FIELDS: Record<Finding['evidence']['rule'], readonly Evide
     { key: 'gpu_span_us_per_step', label: 'GPU span / step', kind: 'value', unit: 'time' },
     { key: 'gpu_busy_us_per_step', label: 'GPU busy / step', kind: 'value', unit: 'time' },
     { key: 'median_kernel_us', label: 'Median kernel', kind: 'value', unit: 'time' },
-    {
-      key: 'kernels',
-      label: 'Kernels',
-      kind: 'rows',
-      fields: [
-        { key: 'name', label: 'Name', kind: 'value', unit: 'text' },
-        { key: 'count_per_step', label: 'Count / step', kind: 'value', unit: 'count' },
-        { key: 'us_per_step', label: 'Time / step', kind: 'value', unit: 'time' },
-      ],
-    },
+    { key: 'kernels', label: 'Kernels', kind: 'rows', fields: KERNEL_ROW },
     { key: 'zero_grad_kernels_per_step', label: 'Zero grad kernels / step', kind: 'value', unit: 'count' },
     { key: 'zero_grad_us_per_step', label: 'Zero grad / step', kind: 'value', unit: 'time' },
     { key: 'sync_idle_us_per_step', label: 'Sync idle / step', kind: 'value', unit: 'time' },
@@ -184,16 +181,7 @@ export const EVIDENCE_FIELDS: Record<Finding['evidence']['rule'], readonly Evide
     { key: 'kernels_per_run_max', label: 'Kernels per run max', kind: 'value', unit: 'count' },
     { key: 'kernels_per_step', label: 'Kernels / step', kind: 'value', unit: 'count' },
     { key: 'us_per_step', label: 'Time / step', kind: 'value', unit: 'time' },
-    {
-      key: 'kernels',
-      label: 'Kernels',
-      kind: 'rows',
-      fields: [
-        { key: 'name', label: 'Name', kind: 'value', unit: 'text' },
-        { key: 'count_per_step', label: 'Count / step', kind: 'value', unit: 'count' },
-        { key: 'us_per_step', label: 'Time / step', kind: 'value', unit: 'time' },
-      ],
-    },
+    { key: 'kernels', label: 'Kernels', kind: 'rows', fields: KERNEL_ROW },
     { key: 'costliest_run', label: 'Costliest run', kind: 'list', unit: 'text' },
     { key: 'compiled_regions', label: 'Compiled regions', kind: 'list', unit: 'text' },
     ...TAIL,
@@ -224,16 +212,7 @@ export const EVIDENCE_FIELDS: Record<Finding['evidence']['rule'], readonly Evide
     { key: 'gaps_in_graphs_per_step', label: 'Gaps in graphs / step', kind: 'value', unit: 'count' },
     { key: 'gap_us_per_step', label: 'Gap / step', kind: 'value', unit: 'time' },
     { key: 'median_gap_us', label: 'Median gap', kind: 'value', unit: 'time' },
-    {
-      key: 'kernels',
-      label: 'Kernels',
-      kind: 'rows',
-      fields: [
-        { key: 'name', label: 'Name', kind: 'value', unit: 'text' },
-        { key: 'count_per_step', label: 'Count / step', kind: 'value', unit: 'count' },
-        { key: 'us_per_step', label: 'Time / step', kind: 'value', unit: 'time' },
-      ],
-    },
+    { key: 'kernels', label: 'Kernels', kind: 'rows', fields: KERNEL_ROW },
     ...TAIL,
   ],
   low_sm_efficiency: [
@@ -296,16 +275,7 @@ export const EVIDENCE_FIELDS: Record<Finding['evidence']['rule'], readonly Evide
     { key: 'communication_us_per_step', label: 'Communication / step', kind: 'value', unit: 'time' },
     { key: 'overlapped_share', label: 'Overlapped share', kind: 'value', unit: 'share' },
     { key: 'collectives_us_per_step', label: 'Collectives / step', kind: 'map', unit: 'time' },
-    {
-      key: 'kernels',
-      label: 'Kernels',
-      kind: 'rows',
-      fields: [
-        { key: 'name', label: 'Name', kind: 'value', unit: 'text' },
-        { key: 'count_per_step', label: 'Count / step', kind: 'value', unit: 'count' },
-        { key: 'us_per_step', label: 'Time / step', kind: 'value', unit: 'time' },
-      ],
-    },
+    { key: 'kernels', label: 'Kernels', kind: 'rows', fields: KERNEL_ROW },
     { key: 'rank', label: 'Rank', kind: 'value', unit: 'index' },
     { key: 'world_size', label: 'World size', kind: 'value', unit: 'count' },
     { key: 'strategy_guess', label: 'Strategy guess', kind: 'value', unit: 'text' },
@@ -405,17 +375,7 @@ export const EVIDENCE_FIELDS: Record<Finding['evidence']['rule'], readonly Evide
     { key: 'peak_allocated_bytes', label: 'Peak allocated bytes', kind: 'value', unit: 'bytes' },
     { key: 'device_total_bytes', label: 'Device total bytes', kind: 'value', unit: 'bytes' },
     { key: 'steps_until_full', label: 'Steps until full', kind: 'value', unit: 'count' },
-    {
-      key: 'kept_ops',
-      label: 'Kept ops',
-      kind: 'rows',
-      fields: [
-        { key: 'op', label: 'Op', kind: 'value', unit: 'text' },
-        { key: 'root_op', label: 'Root op', kind: 'value', unit: 'text' },
-        { key: 'bytes', label: 'Bytes', kind: 'value', unit: 'bytes' },
-        { key: 'count', label: 'Count', kind: 'value', unit: 'count' },
-      ],
-    },
+    { key: 'kept_ops', label: 'Kept ops', kind: 'rows', fields: MEMORY_OP_ROW },
     ...TAIL,
   ],
   near_oom: [
@@ -428,17 +388,7 @@ export const EVIDENCE_FIELDS: Record<Finding['evidence']['rule'], readonly Evide
     { key: 'oom_events', label: 'OOM events', kind: 'value', unit: 'count' },
     { key: 'peak_phase', label: 'Peak phase', kind: 'value', unit: 'text' },
     { key: 'peak_op', label: 'Peak op', kind: 'value', unit: 'text' },
-    {
-      key: 'top_ops',
-      label: 'Top ops',
-      kind: 'rows',
-      fields: [
-        { key: 'op', label: 'Op', kind: 'value', unit: 'text' },
-        { key: 'root_op', label: 'Root op', kind: 'value', unit: 'text' },
-        { key: 'bytes', label: 'Bytes', kind: 'value', unit: 'bytes' },
-        { key: 'count', label: 'Count', kind: 'value', unit: 'count' },
-      ],
-    },
+    { key: 'top_ops', label: 'Top ops', kind: 'rows', fields: MEMORY_OP_ROW },
     ...TAIL,
   ],
   allocator_fragmentation: [

@@ -70,6 +70,7 @@ class EvidenceField:
     kind: Kind
     unit: EvidenceUnit | None = None
     fields: tuple[EvidenceField, ...] = ()
+    struct: str = ""  # rows and blocks: the struct of a row, of the block
 
 
 # Words of keys that read otherwise in a label; "us" goes (the value says its unit)
@@ -124,13 +125,14 @@ def _field(where: str, key: str, t: mi.Type) -> EvidenceField:
             return EvidenceField(key, _label_of(t) or field_label(key), "value", u)
         t = _one(where, t.type)
     if isinstance(t, mi.StructType):
-        return EvidenceField(key, field_label(key), "block", fields=evidence_fields(t.cls))
+        return EvidenceField(key, field_label(key), "block", fields=evidence_fields(t.cls), struct=t.cls.__name__)
     inner = t.item_type if isinstance(t, mi.ListType) else t.value_type if isinstance(t, mi.DictType) else None
     if inner is not None:
         inner = _one(where, inner)
         if isinstance(inner, mi.StructType):
             if isinstance(t, mi.ListType):
-                return EvidenceField(key, field_label(key), "rows", fields=evidence_fields(inner.cls))
+                fields = evidence_fields(inner.cls)
+                return EvidenceField(key, field_label(key), "rows", fields=fields, struct=inner.cls.__name__)
         elif isinstance(inner, mi.Metadata) and (u := _unit_of(inner)) is not None:
             return EvidenceField(key, field_label(key), "list" if isinstance(t, mi.ListType) else "map", u)
     raise TypeError(f"evidence field {where} has no unit: annotate it with one of {', '.join(EVIDENCE_UNITS)}")
