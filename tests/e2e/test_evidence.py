@@ -30,7 +30,7 @@ _READ = """(root) => {
   const out = {};
   const cell = (el, path) => {
     const dl = el.querySelector(':scope > dl.facts');
-    const table = el.querySelector(':scope > table');
+    const table = el.querySelector(':scope > .table-wrap > table');
     if (dl) facts(dl, path + '.');
     else if (table)
       table.querySelectorAll(':scope > tbody > tr').forEach((tr, i) => {

@@ -21,7 +21,7 @@ from .. import fmt
 from .common import HEAD_KEYS, FindingEvidence
 from .units import EvidenceField, EvidenceUnit, evidence_fields
 
-UNKNOWN = "—"  # the tab's too (diagnosis.ts)
+UNKNOWN = fmt.NA  # what the tab writes for it too (diagnosis.ts)
 NOTE = "note"
 
 
