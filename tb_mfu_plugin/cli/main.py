@@ -106,6 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--top", type=_at_least_one, default=10, metavar="N", help="kernels to list in the table view (default 10)"
     )
     a.add_argument(
+        "--evidence",
+        action="store_true",
+        help="also print each finding's evidence in the table view: its figures, each in its unit",
+    )
+    a.add_argument(
         "--min-mfu",
         type=float,
         metavar="PCT",
@@ -293,7 +298,7 @@ def _analyze(report: Report, args: argparse.Namespace, encoded: bytes | None = N
     else:
         from .render import print_report
 
-        print_report(report, args.top)
+        print_report(report, args.top, evidence=args.evidence)
     if args.html is not None and not _write_html(report, args.path, args.html):
         return 1
     if not any(w.error is None for w in workers):

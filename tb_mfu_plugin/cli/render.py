@@ -42,6 +42,7 @@ from .console import console as stdout_console
 from .console import cut
 from .render_critical import gain_text, print_critical_path, print_whatif
 from .render_dist import print_communication, print_ranks
+from .render_evidence import print_evidence
 from .render_memory import compared_rows, print_memory
 
 if TYPE_CHECKING:
@@ -78,17 +79,18 @@ def progress_bar() -> Iterator[PathProgressFn]:
         yield show
 
 
-def print_report(report: Report, top: int) -> None:
-    """Every worker of every run, then each distributed run's ranks side by side."""
+def print_report(report: Report, top: int, evidence: bool = False) -> None:
+    """Every worker of every run, then each distributed run's ranks side by side; ``evidence``: each
+    finding's evidence too."""
     console = stdout_console()
     report = for_rich(report)  # names from traces and file names are text, never markup
     for run in report.runs:
         for w in run.workers:
-            _print_worker(console, run.name, w, top)
+            _print_worker(console, run.name, w, top, evidence)
         print_ranks(console, run)
 
 
-def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int) -> None:
+def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int, evidence: bool = False) -> None:
     title = f"[bold]{run_name}[/] · worker {w.name}" + (f" · span {w.span}" if w.span else "")
     if w.error:  # its one-line error, naming the file and the reason, is on stderr (cli.main)
         console.print(f"{title}\n  [red]not analysed[/]: the reason is on stderr\n", highlight=False)
@@ -112,6 +114,8 @@ def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int) ->
     _print_roofline(console, w, top)
     print_critical_path(console, w)
     _print_diagnosis(console, w)
+    if evidence:
+        print_evidence(console, w)
     print_whatif(console, w)
     for n in w.notes:
         console.print(f"[dim]note:[/] {n}", highlight=False)
