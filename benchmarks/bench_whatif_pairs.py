@@ -71,7 +71,7 @@ class Row:
     after_us: float
     model_before_us: float  # the model's de-profiled step
     model_after_us: float  # ... and with the fix
-    trace_gain_us: float  # est_gain_us_per_step: re-timed on the profiled trace
+    trace_gain_us: float  # evidence.whatif.profiled_gain_us_per_step: re-timed on the trace as recorded
     profiled_gain_us: float  # measured with the profiler on (mean of the recorded steps)
     rule_gain_us: float  # the rule's own estimate before the re-timing
     combined_after_us: float | None  # every finding's fix at once, as a share applied to the before
@@ -137,11 +137,9 @@ def pair_row(pairs: Path, pair: str, truth: dict) -> Row:
         after_us=after,
         model_before_us=un.step_us if un else float("nan"),
         model_after_us=un.step_us_after if un else float("nan"),
-        trace_gain_us=f.est_gain_us_per_step if f is not None else 0.0,
+        trace_gain_us=ev.profiled_gain_us_per_step if not isinstance(ev, msgspec.UnsetType) else 0.0,
         profiled_gain_us=prof,
-        rule_gain_us=float(ev["rule_gain_us_per_step"])
-        if isinstance(ev, dict)
-        else (f.est_gain_us_per_step if f else 0.0),
+        rule_gain_us=ev.rule_gain_us_per_step if not isinstance(ev, msgspec.UnsetType) else 0.0,
         combined_after_us=combined_after,
         floor_us=floor,
         control=pair in CONTROLS,

@@ -31,7 +31,7 @@ from tb_mfu_plugin.analysis.per_device import analyze_device  # noqa: E402
 from tb_mfu_plugin.running.pipeline import _keep_inputs  # noqa: E402
 from tb_mfu_plugin.trace.decode.decode import decode_trace  # noqa: E402
 
-CANDIDATES = (None, 2.0, 3.0, 3.5, 4.0, 4.5, 5.0)  # None: the trace's own median event gap
+CANDIDATES = (None, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0)  # None: the trace's own median event gap
 
 
 def cases() -> Iterator[tuple[str, Path, float]]:

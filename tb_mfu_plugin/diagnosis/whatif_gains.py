@@ -84,6 +84,8 @@ def _retimed(
     the trace as recorded stays as a second figure (``evidence.whatif.profiled_gain_us_per_step``)."""
     profiled = max(0.0, outcome.gain_us)
     gain = max(0.0, unprofiled.gain_us)
+    if f.id in AT_MOST_PROFILED:
+        gain = min(gain, profiled)
     step = unprofiled.step_us + unprofiled.gain_us  # the step without the profiler, before the fix
     whatif = WhatIfEvidence(
         change=change.what,
@@ -95,7 +97,7 @@ def _retimed(
         # (whatif.unprofiled): what the fix gives a run that is not profiled
         unprofiled=UnprofiledWhatIf(
             step_us=step,
-            step_us_after=unprofiled.step_us,
+            step_us_after=step - gain,
             gain_us_per_step=gain,
             gain_share=gain / step if step > 0 else 0.0,
         ),
@@ -124,6 +126,12 @@ def _retimed(
         benefit=f.benefit,
     )
 
+
+# A host sync costs the GPU the time the host takes to launch work after it, which the profiler only
+# lengthens: without the profiler it costs at most what it costs in the trace. The de-profiled model
+# can turn a host-bound step GPU-bound and so credit a sync it does not cost; on the recorded control
+# (validation/whatif_pairs/item_sync_host_bound) it predicted 2.46 ms where the fix gave nothing.
+AT_MOST_PROFILED = frozenset({"sync_point"})
 
 # A re-timed gain below this share of the rule's own estimate is said in the title: the cause's time is
 # real, but the step waits on other work, so its fix alone gives little.
