@@ -13,7 +13,7 @@ from conftest import load_module
 from tb_mfu_plugin.analysis import definitions as D
 from tb_mfu_plugin.analysis.report import LaunchStats, RankRow, Step, Summary
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "frontend" / "src"
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from tb_mfu_plugin.analysis import fmt
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FRONTEND = ROOT / "frontend"
 PAIRS = {"pct": fmt.pct, "dur": fmt.us, "bytes": fmt.nbytes, "flops": fmt.flops, "factor": fmt.factor}
 

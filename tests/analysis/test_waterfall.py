@@ -14,7 +14,7 @@ from tb_mfu_plugin.analysis.report import WorkerReport
 from tb_mfu_plugin.running.pipeline import analyze_file
 from tb_mfu_plugin.trace.locate.discover import discover_runs
 
-from .helpers import Builder, analyze, check_waterfall_matches_summary
+from ..diagnosis.helpers import Builder, analyze, check_waterfall_matches_summary
 
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
 ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int)"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # What the advice is after the CLI ran (numpy's setter returns the value it replaces).
 PROBE = (
     "import sys; from tb_mfu_plugin import cli; cli.main(sys.argv[1:]);"

@@ -20,7 +20,7 @@ import pytest
 from tb_mfu_plugin.analysis.report import Report, RunReport, WorkerReport
 from tb_mfu_plugin.core.escape import escape_surrogates, for_rich, json_bytes, one_line
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = next((ROOT / "sample_traces" / "low_sm_efficiency").glob("*.pt.trace.json.gz"))
 KERNEL = "evil[/]kernel[/bold]\x1b[31mRED\x07"
 

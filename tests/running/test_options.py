@@ -17,7 +17,7 @@ from tb_mfu_plugin.running import flags as F
 from tb_mfu_plugin.tensorboard.entry import MfuPluginLoader
 from tb_mfu_plugin.trace.limits import Limits
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # The flags each face has of its own, outside the table (what it prints; the tab's sources and users).
 CLI_ONLY = {"-h", "--help", "--json", "--html", "--top", "--evidence", "--min-mfu", "--out", "--replace"}
 PLUGIN_ONLY = {

@@ -19,7 +19,7 @@ try:
 except ImportError:  # pragma: no cover
     from pathlib import Path
 
-    SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
+    SAMPLES = Path(__file__).resolve().parents[3] / "sample_traces"
 
 BF16, FP32, I64 = "c10::BFloat16", "float", "long int"
 

@@ -17,12 +17,12 @@ from tb_mfu_plugin.running.pipeline import _keep_inputs, analyze_path
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.tables import TraceTables
 
-from .test_mfu import Trace
+from ..flops.test_mfu import Trace
 
 try:
     from conftest import SAMPLES
 except ImportError:  # pragma: no cover
-    SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
+    SAMPLES = Path(__file__).resolve().parents[3] / "sample_traces"
 
 H200 = R.Ceilings(989.4e12, 4.8e12)
 BF16 = "c10::BFloat16"

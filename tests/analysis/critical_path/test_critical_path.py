@@ -16,7 +16,7 @@ from tb_mfu_plugin.analysis.critical_path.path import walk
 from tb_mfu_plugin.analysis.critical_path.timing import Weights
 from tb_mfu_plugin.analysis.critical_path.whatif import Change, HostChange, Model, OpChange
 
-from ..diagnosis.helpers import Builder, analyze
+from ...diagnosis.helpers import Builder, analyze
 
 ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int)"
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"

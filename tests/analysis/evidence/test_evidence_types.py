@@ -29,8 +29,8 @@ from tb_mfu_plugin.tensorboard.disk_cache import DiskCache
 from tb_mfu_plugin.tensorboard.stored_reports import FileKey, StoredReports
 from tb_mfu_plugin.trace.locate.locations import Location
 
-from .helpers import blank_evidence
-from .test_registry import RUNS, SHOWN_BY_HAND_MADE
+from ...diagnosis.helpers import blank_evidence
+from ...diagnosis.test_registry import RUNS, SHOWN_BY_HAND_MADE
 
 
 def _leaves(fields: Any) -> list[Any]:

@@ -21,7 +21,7 @@ from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.running.pipeline import analyze_file
 from tb_mfu_plugin.trace.locate.discover import single_file_run
 
-TRUTH = Path(__file__).resolve().parents[2] / "validation" / "mfu_truth"
+TRUTH = Path(__file__).resolve().parents[3] / "validation" / "mfu_truth"
 
 
 def _run(name: str) -> tuple[Any, dict[str, Any], Path]:

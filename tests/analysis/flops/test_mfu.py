@@ -25,7 +25,7 @@ from tb_mfu_plugin.trace.tables import ANNOTATION, TraceTables
 try:
     from conftest import SAMPLES, fixture_path
 except ImportError:  # pragma: no cover
-    SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
+    SAMPLES = Path(__file__).resolve().parents[3] / "sample_traces"
     fixture_path = None  # type: ignore[assignment]
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from tb_mfu_plugin.analysis.kernels import sm_active as sa
 
-ZOO = Path(__file__).resolve().parents[2] / "validation" / "sm_zoo"
+ZOO = Path(__file__).resolve().parents[3] / "validation" / "sm_zoo"
 # What the trace cannot tell (docs/metrics.md): cub's radix-sort histogram is held back by its
 # atomics, and a 512-block add ran 2.4 µs longer under ncu than in the trace.
 KNOWN_MISSES = {"sort_2e20", "add_f32_2e19"}

@@ -7,7 +7,7 @@ from tb_mfu_plugin.analysis.report import Finding
 from tb_mfu_plugin.analysis.run.findings_compare import compare_findings, findings_against_baseline
 from tb_mfu_plugin.running.pipeline import analyze_path
 
-from .helpers import blank_evidence
+from ...diagnosis.helpers import blank_evidence
 
 
 def _f(id: str, gain: float, subject: str | None = None) -> Finding:

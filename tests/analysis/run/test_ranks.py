@@ -10,7 +10,7 @@ from tb_mfu_plugin.analysis.report import Distributed, Finding, Summary, Waterfa
 from tb_mfu_plugin.analysis.run.ranks import compare_ranks
 from tb_mfu_plugin.running.pipeline import analyze_path
 
-from .helpers import blank_evidence
+from ...diagnosis.helpers import blank_evidence
 
 
 def _worker(rank: int, exposed_us: float, idle: float, step_us: float = 1000.0) -> WorkerReport:

@@ -14,7 +14,7 @@ from tb_mfu_plugin.diagnosis import DEFAULT
 from tb_mfu_plugin.reporting.device import device_report
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 
-from .helpers import Builder, analyze, ids, one, rule_gain
+from ..helpers import Builder, analyze, ids, one, rule_gain
 
 ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int)"
 

@@ -14,7 +14,7 @@ from tb_mfu_plugin.analysis.report import WorkerReport
 from tb_mfu_plugin.diagnosis import DEFAULT
 from tb_mfu_plugin.running.pipeline import analyze_path
 
-from .helpers import Builder, analyze, ids, one
+from ..helpers import Builder, analyze, ids, one
 
 MEMORY_RULES = {"memory_leak", "near_oom", "allocator_fragmentation", "memory_headroom", "activation_checkpointing"}
 GIB = 1 << 30

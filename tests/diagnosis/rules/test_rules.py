@@ -15,7 +15,7 @@ from tb_mfu_plugin.diagnosis import DEFAULT, RULE_IDS, Diagnosis, diagnose
 from tb_mfu_plugin.reporting.device import device_report
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 
-from .helpers import Builder, analyze, ids, mfu_options, one, rule_gain
+from ..helpers import Builder, analyze, ids, mfu_options, one, rule_gain
 
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
 ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int)"

@@ -27,7 +27,7 @@ from tb_mfu_plugin.trace.limits import KiB, Limits, MiB
 from tb_mfu_plugin.trace.locate.listing import discover
 from tb_mfu_plugin.trace.locate.locations import Location
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SAMPLES = ROOT / "sample_traces"
 RUNS = ("low_sm_efficiency", "ddp_2gpu")
 TRACE = "run_x/rank0.1.pt.trace.json.gz"

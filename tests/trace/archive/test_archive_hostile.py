@@ -35,7 +35,7 @@ from tb_mfu_plugin.trace.limits import KiB, Limits, MiB
 from tb_mfu_plugin.trace.locate.listing import discover
 from tb_mfu_plugin.trace.locate.locations import Location
 
-SAMPLE = next((Path(__file__).resolve().parents[2] / "sample_traces" / "low_sm_efficiency").glob("*.json.gz"))
+SAMPLE = next((Path(__file__).resolve().parents[3] / "sample_traces" / "low_sm_efficiency").glob("*.json.gz"))
 GOOD = {f"good/{SAMPLE.name}": SAMPLE.read_bytes()}
 EMPTY = b'{"traceEvents": []}'
 MEMBER = "m/rank0.1.pt.trace.json"

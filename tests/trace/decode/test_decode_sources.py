@@ -16,7 +16,7 @@ from tb_mfu_plugin.trace.limits import Limits
 
 from .test_parallel import _assert_same
 
-SAMPLE = next((Path(__file__).resolve().parents[2] / "sample_traces" / "ddp_2gpu").glob("rank0.*.pt.trace.json.gz"))
+SAMPLE = next((Path(__file__).resolve().parents[3] / "sample_traces" / "ddp_2gpu").glob("rank0.*.pt.trace.json.gz"))
 
 
 class OneWay(io.RawIOBase):

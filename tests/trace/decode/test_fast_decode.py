@@ -27,7 +27,7 @@ from tb_mfu_plugin.trace.decode.columns import Columns
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.tables import TraceTables
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT.parent / "shared" / "fixtures"
 SAMPLES = sorted((ROOT / "sample_traces").glob("*/*.pt.trace.json*"))
 

@@ -20,7 +20,7 @@ from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.limits import Limits
 from tb_mfu_plugin.trace.tables import TraceTables
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
