@@ -3,7 +3,7 @@
     python scripts/gen_options.py           # rewrite docs/options.md
     python scripts/gen_options.py --check   # exit 1 if it is stale
 
-``tests/test_options.py`` fails while the page is stale, so the docs name every flag as both faces
+``tests/running/test_options.py`` fails while the page is stale, so the docs name every flag as both faces
 define it.
 """
 

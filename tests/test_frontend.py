@@ -2,7 +2,7 @@
 Structs and current, colours only from the palette.
 
 The Biome and tsc checks need ``cd frontend && npm ci`` (CI's .ci/run does it) and are
-skipped without it, like the committed-bundle check in tests/plugin/test_plugin.py.
+skipped without it, like the committed-bundle check in tests/tensorboard/test_plugin.py.
 """
 
 from __future__ import annotations

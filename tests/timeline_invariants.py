@@ -90,7 +90,7 @@ def _lane_sum_problems(t: dict[str, Any], step: dict[str, Any]) -> list[str]:
     if len(idle) != 1 or not _near(sum(per_lane[j] for j in idle), idle_us, sum(terms[j] for j in idle), dur):
         out.append(f"timeline: the idle lane holds {[per_lane[j] for j in idle]} µs, the step's idle time is {idle_us}")
     # a sync that returns after the step's end (a cut trace) counts whole in the step's figure and is
-    # drawn to the step's end, so the lanes hold at most the figure (tests/analysis/test_timeline.py
+    # drawn to the step's end, so the lanes hold at most the figure (tests/analysis/timeline/test_timeline.py
     # checks them equal on the samples)
     sync = sum(
         x

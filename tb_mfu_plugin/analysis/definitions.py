@@ -5,7 +5,7 @@ The name is the report's key (``summary.<name>`` and ``steps[].<name>``, or the 
 ``strategies.mfu_min``...). The CLI and the tab label a figure with its ``label`` and explain it
 with its ``definition``; ``scripts/gen_definitions.py`` writes the table into the tab's
 ``frontend/src/definitions.ts`` and into docs/metrics.md and the README, and
-``tests/test_definitions.py`` keeps all four equal. The ``unit`` names the one formatting function
+``tests/analysis/test_definitions.py`` keeps all four equal. The ``unit`` names the one formatting function
 of that unit (``fmt.FORMATTERS`` in Python, ``format.ts`` ``byUnit`` in the tab).
 
 Aggregation: a ``summary`` share is time-weighted over the analysed steps (Σ part / Σ step time,

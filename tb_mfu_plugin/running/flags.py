@@ -3,7 +3,7 @@
 One row per option: its name, type, default, help, the CLI's flag, the TensorBoard plugin's
 flag and its environment variable. ``tb-mfu`` (``cli/main.py``) and the tab
 (``tensorboard/entry.py``) add their flags from ``OPTIONS`` and read them back with
-``resolve``, so an option the CLI has the plugin has too (``tests/test_options.py`` checks
+``resolve``, so an option the CLI has the plugin has too (``tests/running/test_options.py`` checks
 it), and a team server can set TF32 or a device name as a user's terminal does. A value is
 taken from the flag, else from the variable, else the default; a bad one is a ``ValueError``
 naming the flag or the variable it came from. ``docs/options.md`` is this table, written by

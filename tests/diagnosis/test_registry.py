@@ -113,7 +113,7 @@ RUNS = (
     "gpt_memory_checkpointing",
 )
 # Rules no sample trace shows yet, each fired on hand-made traces by its own tests: the pipeline
-# runs are shared fixtures, not samples (tests/diagnosis/test_pipeline_real.py); the samples'
+# runs are shared fixtures, not samples (tests/analysis/distributed/test_pipeline_real.py); the samples'
 # collectives reach about half the link's peak once the wait for the straggler is taken out; and
 # pageable_copy_loop's copies, which run with no kernel alongside, are all pageable: pageable_memcpy's.
 # No sample comes near its device's memory or fragments its allocator (near_oom, allocator_fragmentation).

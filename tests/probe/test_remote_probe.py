@@ -42,10 +42,10 @@ from urllib.parse import quote
 import pytest
 from located import reports_at
 
-from ..plugin import conftest as plugin_conftest
+from ..tensorboard import conftest as plugin_conftest
 from . import hostile_http as hh
 
-serve = plugin_conftest.serve  # the tab's WSGI app over our plugin, as tests/plugin and tests/remote use it
+serve = plugin_conftest.serve  # the tab's WSGI app over our plugin, as tests/tensorboard and tests/remote use it
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = ROOT / "sample_traces" / "low_sm_efficiency"

@@ -26,7 +26,7 @@ from tb_mfu_plugin.running.pipeline import analyze_file, analyze_path
 from tb_mfu_plugin.tensorboard.cache import AnalysisCache
 from tb_mfu_plugin.tensorboard.plugin import MfuPlugin
 
-from ..plugin.conftest import Served, make_context, sample_file
+from ..tensorboard.conftest import Served, make_context, sample_file
 from .tab_server import TabServer, exchange
 
 GOOD = "good_run"

@@ -33,7 +33,7 @@ from tb_mfu_plugin.running.pipeline import analyze_path
 from tb_mfu_plugin.scalars.tbevents import ScalarWriter
 
 from ..e2e.conftest import TensorBoard, _tensorboard_cmd
-from ..plugin.conftest import SAMPLES
+from ..tensorboard.conftest import SAMPLES
 
 LOCAL_RUN, REMOTE_RUN, ARCHIVE_RUN = "low_sm_efficiency", "pageable_copy_loop", "gpt_sdpa_fused"
 

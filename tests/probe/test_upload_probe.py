@@ -21,7 +21,7 @@ from tb_mfu_plugin.analysis.report import to_json
 from tb_mfu_plugin.running.pipeline import analyze_path
 from tb_mfu_plugin.tensorboard.plugin import MfuPlugin
 
-from ..plugin.conftest import make_context, sample_file
+from ..tensorboard.conftest import make_context, sample_file
 from .tab_server import TabServer, exchange, read_response, request_bytes
 
 IDLE_S = 1.0  # the servers' --mfu_upload_idle_seconds here: the default is 60

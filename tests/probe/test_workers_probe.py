@@ -20,7 +20,7 @@ from tb_mfu_plugin.analysis.report import to_json
 from tb_mfu_plugin.running.pipeline import analyze_path
 from tb_mfu_plugin.tensorboard.plugin import MfuPlugin
 
-from ..plugin.conftest import Served, make_context, sample_file
+from ..tensorboard.conftest import Served, make_context, sample_file
 
 STOP = threading.Event()
 

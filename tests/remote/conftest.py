@@ -91,4 +91,4 @@ def http_server(logdir: Path) -> Iterator[HttpServer]:
 
 
 # The plugin tests' server of the tab (TensorBoard's WSGI app over our plugin).
-from ..plugin.conftest import serve  # noqa: E402, F401
+from ..tensorboard.conftest import serve  # noqa: E402, F401

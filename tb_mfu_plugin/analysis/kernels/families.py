@@ -19,7 +19,7 @@ Classes:
 
 Data types (the dtype whose peak the math runs at): ``fp4``, ``fp8``, ``int8``,
 ``bf16``, ``fp16``, ``tf32``, ``fp32``, ``fp64``, or None when the name does not say.
-Library conventions (checked on real names, see ``tests/analysis/test_kernel_families.py``):
+Library conventions (checked on real names, see ``tests/analysis/kernels/test_kernel_families.py``):
 
 - cuBLASLt ``nvjet_[smXX_]<types>_...``: ``tst`` = bf16 in, fp32 compute, bf16 out;
   ``tss`` bf16 in, fp32 out; ``hsh`` fp16; a five-letter code puts the A and B types

@@ -78,7 +78,7 @@ def launched_in(tables: TraceTables, launcher: np.ndarray, w: Windows) -> np.nda
 
 
 # A literal that every match of the pattern contains, so that names without it need no regex test:
-# a trace of many steps holds one "ProfilerStep#N" annotation name per step (tests/analysis/test_patterns.py
+# a trace of many steps holds one "ProfilerStep#N" annotation name per step (tests/analysis/time/test_patterns.py
 # checks each literal against its pattern).
 NEEDLES: dict[re.Pattern[str], str] = {
     OPTIMIZER_STEP: "Optimizer.step#",

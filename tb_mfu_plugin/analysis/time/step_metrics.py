@@ -3,7 +3,7 @@ breakdown and the GPU idle gaps of each step, from the device's GPU rows and the
 
 Each figure is the query a loop over the steps asked of ``analysis.time.intervals`` (the rows of the
 step's overlap slice, clipped to its window), computed array-wide with ``analysis.time.windows``,
-bit for bit the same (tests/analysis/test_windows.py checks it against that loop).
+bit for bit the same (tests/analysis/time/test_windows.py checks it against that loop).
 """
 
 from __future__ import annotations

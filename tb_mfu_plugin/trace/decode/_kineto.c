@@ -11,7 +11,7 @@
  * file only has to be right about what it accepts.
  *
  * What it accepts, it must read as msgspec reads it with the structs of schema.py
- * (tests/trace/test_fast_decode.py compares both, column for column, on real and built
+ * (tests/trace/decode/test_fast_decode.py compares both, column for column, on real and built
  * traces and on random ones):
  *   - typed fields: cat and name (str), pid, tid and the ids (int, or null: -1), ts, dur and
  *     the measures (a number, or null: NaN), grid and block (list of int; their product),

@@ -5,7 +5,7 @@ numpy columns cost more than the parse itself (docs/scaling.md). ``_kineto.decod
 chunk's bytes once in C and writes the columns the analysis reads, with one Python object per
 distinct name and per distinct recorded shape, not per event. ``add_block`` then applies the
 same checks, repairs and counts as ``Columns.add`` (the shared ``Columns`` methods), so the
-tables are identical either way (tests/trace/test_fast_decode.py compares them).
+tables are identical either way (tests/trace/decode/test_fast_decode.py compares them).
 
 The C parser accepts only what it reads exactly as msgspec does and answers None for anything
 else (a string id, a ``\\u`` escape, a ``[memory]`` instant, a missing category, malformed

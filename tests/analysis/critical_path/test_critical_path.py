@@ -1,0 +1,133 @@
+"""The critical-path model (analysis.critical_path) on hand-made traces with the answer worked out,
+and on every recorded pair: the unchanged re-timing gives back the trace's times, and each step's
+critical path adds up to the step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ROOT
+
+from tb_mfu_plugin.analysis.critical_path import classes as cls
+from tb_mfu_plugin.analysis.critical_path.graph import BY_LAUNCH, BY_STREAM, BY_WAIT
+from tb_mfu_plugin.analysis.critical_path.path import walk
+from tb_mfu_plugin.analysis.critical_path.timing import Weights
+from tb_mfu_plugin.analysis.critical_path.whatif import Change, HostChange, Model, OpChange
+
+from ...diagnosis.helpers import Builder, analyze
+
+ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int)"
+GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
+PAIRS = ROOT / "validation" / "whatif_pairs"
+
+
+def _model(b: Builder, tmp_path: Path) -> Model:
+    _, _, _, view = analyze(b, tmp_path)
+    assert view.critical is not None
+    return view.critical
+
+
+def _sync_step() -> Builder:
+    """Host [0, 160]: a GEMM launched at 10 runs [15, 65); an add launched at 20 queues behind it,
+    [66, 116); a sync from 30 returns at 120, 4 µs after the add ends; the host works until it launches
+    a third kernel at 125, which runs [130, 150); the host ends the step at 160."""
+    b = Builder()
+    b.step(1, 0, 160)
+    b.launch(GEMM, 10, 15, 50)
+    b.launch(ADD, 20, 66, 50)
+    b.sync("cudaStreamSynchronize", 30, 90)
+    b.launch(ADD, 125, 130, 20)
+    return b
+
+
+def test_each_op_is_bound_by_the_edge_that_held_it(tmp_path: Path) -> None:
+    g = _model(_sync_step(), tmp_path).g
+    assert g.ops.bind.tolist() == [BY_LAUNCH, BY_STREAM, BY_LAUNCH]
+    assert g.launch_latency_us == pytest.approx(5.0)  # 15 - 10 and 130 - 125 on an idle stream
+    assert g.ops.gap[1] == pytest.approx(1.0)  # queued: 1 µs after the GEMM
+    (k,) = np.flatnonzero(g.syncs.bound >= 0)
+    assert g.syncs.bound[k] == 1 and g.syncs.lat[k] == pytest.approx(4.0)  # waited for the add
+
+
+def test_the_unchanged_retiming_gives_back_the_trace(tmp_path: Path) -> None:
+    m = _model(_sync_step(), tmp_path)
+    t = m.retimer.run(Weights.of(m.g))
+    assert np.allclose(t.a, m.g.ops.a) and np.allclose(t.t, m.g.host.t)
+    assert m.step_us == pytest.approx(160)
+
+
+def test_the_critical_path_of_a_step_by_class(tmp_path: Path) -> None:
+    """From the host's end back: host [126, 160) and [120, 125), the third launch call [125, 126), the
+    sync's return [116, 120), the add and the GEMM with the 1 µs gap between them, the GEMM's launch
+    latency [10, 15) and the host before it [0, 10)."""
+    m = _model(_sync_step(), tmp_path)
+    us = walk(m.g).of_step(0)
+    want = {cls.HOST: 10 + 5 + 34, cls.LAUNCH: 5 + 1, cls.SYNC: 4, cls.MATMUL: 50, cls.ELEMENTWISE: 50, cls.GPU_GAP: 1}
+    assert {k: v for k, v in us.items() if v} == pytest.approx(want)
+    assert sum(us.values()) == pytest.approx(160)
+
+
+def test_a_wait_on_another_stream_is_found(tmp_path: Path) -> None:
+    """An op launched at 5 that starts at 61 on stream 9, one µs after stream 7's op ended: its launch
+    and its stream allow 10, so it waited for the other stream."""
+    b = Builder()
+    b.step(1, 0, 12)
+    b.launch(GEMM, 2, 10, 50)
+    b.launch(ADD, 5, 61, 20, stream=9)
+    g = _model(b, tmp_path).g
+    waits = np.flatnonzero(g.ops.bind == BY_WAIT)
+    assert len(waits) == 1 and g.ops.wait_w[waits[0]] == pytest.approx(1.0)
+    us = walk(g).of_step(0)
+    assert us[cls.STREAM_WAIT] == pytest.approx(1.0) and sum(us.values()) == pytest.approx(81)
+
+
+def _host_after_sync() -> Builder:
+    """A GEMM [10, 1000) launched at 5; a sync from 10 returns at 1005; then the host launches ten 2 µs
+    adds 10 µs apart from 1010 (each runs 5 µs after its launch), and ends the step at 1110: the GPU
+    idles while the host launches. Without the sync the adds queue behind the GEMM."""
+    b = Builder()
+    b.step(1, 0, 1110)
+    b.launch(GEMM, 5, 10, 990)
+    b.sync("cudaStreamSynchronize", 10, 995)
+    for i in range(10):
+        b.launch(ADD, 1010 + 10 * i, 1015 + 10 * i, 2)
+    return b
+
+
+def test_removing_a_sync_moves_the_work_behind_it(tmp_path: Path) -> None:
+    m = _model(_host_after_sync(), tmp_path)
+    rows = m.g.syncs.row
+    out = m.simulate([Change("sync removed", syncs=rows)])
+    # the host launches the adds at 15..105 and ends at 115; they queue behind the GEMM, 8 µs apart as the
+    # trace's queued gap (the median of none: the default 1 µs) allows: the last one ends at 1000 + 10 x 2 + 10 x 1
+    assert out.step_us == pytest.approx(1000 + 10 * 2 + 10 * 1)
+    assert out.floor_us == pytest.approx(990 + 10 * 2)  # the stream's work: the step cannot be shorter
+
+
+def test_host_time_hidden_and_ops_made_faster(tmp_path: Path) -> None:
+    m = _model(_host_after_sync(), tmp_path)
+    # the GEMM twice as fast: the sync returns 495 µs earlier and everything after it moves with it
+    rows = np.flatnonzero(m.g.ops.cls[np.argsort(m.g.ops.row)] == cls.CODE[cls.MATMUL])
+    faster = m.simulate([Change("GEMM 2x", ops=(OpChange(rows, 0.5),))])
+    assert faster.gain_us == pytest.approx(495)
+    # the host's 90 µs from 1011 to 1101 (its launch calls in it too) halved: the step ends 45 µs sooner
+    window = HostChange(np.array([1011.0]), np.array([1101.0]), 0.5)
+    host = m.simulate([Change("host halved", host=(window,))])
+    assert host.gain_us == pytest.approx(45)
+    both = m.simulate([Change("GEMM 2x", ops=(OpChange(rows, 0.5),)), Change("host halved", host=(window,))])
+    assert both.gain_us == pytest.approx(495 + 45)
+
+
+@pytest.mark.parametrize("run", sorted(p.name for p in PAIRS.iterdir() if p.is_dir()) if PAIRS.is_dir() else [])
+def test_recorded_pairs_retime_to_themselves_and_add_up(run: str) -> None:
+    from tb_mfu_plugin.running.pipeline import analyze_path
+
+    for side in ("before", "after"):
+        (w,) = [w for r in analyze_path(str(PAIRS / run / side)).runs for w in r.workers]
+        cp = w.critical_path
+        assert cp is not None and w.whatif is not None
+        for s, step in zip(cp.steps, w.steps, strict=False):
+            assert sum(s.us.values()) == pytest.approx(s.dur_us, rel=1e-6) and s.dur_us == pytest.approx(step.dur_us)
+        assert w.whatif.step_us == pytest.approx(sum(s.dur_us for s in cp.steps) / len(cp.steps), rel=1e-6)
