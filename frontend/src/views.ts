@@ -202,6 +202,7 @@ export async function compareContent(view: View, rerender: () => void): Promise<
         rerender();
       },
       body.findings ?? [],
+      body.deltas ?? [],
     ),
   ];
 }

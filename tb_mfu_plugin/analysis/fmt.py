@@ -156,6 +156,17 @@ def factor(x: float | None) -> str:
     return f"{fixed(x, 2 if abs(x) < 10 else 1)}×"
 
 
+def change(x: float | None, unit: str) -> str:
+    """A change against a baseline (``analysis.run.compare``'s ``FigureDelta.delta``; ``change`` in
+    format.ts): in percentage points (``unit`` "pp"), "+4.1 pp", else relative, "+12 %" (one
+    decimal under 10 %); empty when unknown."""
+    if x is None or not _known(x):
+        return ""
+    sign = "+" if x > 0 else "\u2212" if x < 0 else "\u00b1"
+    a = abs(x)
+    return f"{sign}{fixed(a, 1)} pp" if unit == "pp" else f"{sign}{fixed(a * 100, 1 if a < 0.1 else 0)} %"
+
+
 def setting(value: float, unit: str) -> str:
     """A setting (a flag's or variable's value) written back in the unit it is given in, as the
     user would type it again ("60 s"): not a figure of a trace, so none of the units above."""

@@ -18,12 +18,13 @@ from rich.table import Table
 from ..analysis import fmt
 from ..analysis.definitions import AGGREGATION, label
 from ..analysis.flops.detail import FlopsDetail
-from ..analysis.fmt import core_unit, count, figure, flop_rate, flops, gbps, mfu_shown, mfu_text, nbytes, pct, us
+from ..analysis.fmt import core_unit, count, figure, flop_rate, flops, gbps, mfu_text, nbytes, pct, us
 from ..analysis.report import Device, Report, Summary, WorkerReport
 from ..analysis.run.compare import Comparison
 from ..analysis.run.findings_compare import FindingChange
 from ..core.escape import for_rich, markup_escape
 from .console import console as stdout_console
+from .render_compare import figure_rows, print_kernels
 from .render_critical import gain_text, print_critical_path, print_whatif
 from .render_dist import print_communication, print_ranks
 from .render_memory import compared_rows, print_memory
@@ -356,21 +357,6 @@ def _combined_caption(w: WorkerReport) -> str | None:
     )
 
 
-# The summary figures compared side by side, by report key (analysis.definitions: label, unit).
-_COMPARED = (
-    "mfu",
-    "step_time_us",
-    "gpu_busy_share",
-    "kernel_time_share",
-    "sm_efficiency",
-    "tensor_core_kernel_share",
-    "idle_share",
-    "gpu_idle_after_sync_share",
-    "host_sync_blocked_share",
-    "kernels_per_step",
-    "sync_count_per_step",
-    "flops_per_step",
-)
 _CHANGE_STYLE = {"fixed": "green", "new": "red", "remains": "dim"}
 
 
@@ -389,24 +375,20 @@ def print_comparison(c: Comparison) -> None:
         if pair.rank is None and len(c.ranks) == 1:
             who, title = "the runs", "Compare (the one worker of each run)"
         t = Table(title=title, title_justify="left")
-        for col in ("", "baseline", "other"):
+        for col in ("", "baseline", "other", "change"):
             t.add_column(col, justify="right" if col else "left")
-        t.add_row("worker", *(f"{x.run} · {x.worker}" if x else "(no such rank)" for x in (a, b)))
-        t.add_row("file", *(os.path.basename(x.file) if x else "" for x in (a, b)))
-        for key in _COMPARED:
-            # an impossible MFU reads "impossible", not n/a
-            t.add_row(
-                label(key),
-                *(
-                    "" if x is None else mfu_shown(x.summary) if key == "mfu" else figure(key, getattr(x.summary, key))
-                    for x in (a, b)
-                ),
-            )
-        for row in compared_rows(a.memory if a else None, b.memory if b else None):
+        t.add_row("worker", *(f"{x.run} · {x.worker}" if x else "(no such rank)" for x in (a, b)), "")
+        t.add_row("file", *(os.path.basename(x.file) if x else "" for x in (a, b)), "")
+        # the figures and their changes as analysis.run.compare computed them (the tab's rows)
+        rows = figure_rows(pair.figures, a, b)
+        shown = {r[0] for r in rows}
+        rows += [(*r, "") for r in compared_rows(a.memory if a else None, b.memory if b else None) if r[0] not in shown]
+        for row in rows:
             t.add_row(*row)
         console.print(t)
         if a is not None and b is not None:
             _print_changes(console, who, pair.findings)
+            print_kernels(console, who, pair.kernels)
 
 
 def _print_changes(console: Console, who: str, changes: list[FindingChange]) -> None:
