@@ -3,7 +3,7 @@ import { card } from './card';
 import { axisTooltip, chart, msPerStepAxis, tooltipNode } from './charts';
 import { AGGREGATION } from './definitions';
 import { type Child, h } from './dom';
-import { field } from './field';
+import { field, scope } from './field';
 import * as f from './format';
 import { deltaNode, figureHead, figureText, pairOf } from './metrics';
 import { COLORS, UI } from './palette';
@@ -157,6 +157,7 @@ export function renderCompare(
 /** A column whose chosen worker report has a summary: what the chart and the diffs draw. */
 interface Drawn {
   run: string;
+  col: number; // of its run in the /compare body's runs
   index: number; // of the worker in its run's report
   worker: WorkerReport;
   summary: Summary;
@@ -164,10 +165,10 @@ interface Drawn {
 
 function drawable(cols: CompareColumn[]): Drawn[] {
   const out: Drawn[] = [];
-  for (const c of cols) {
+  cols.forEach((c, col) => {
     const w = c.report && usable(c.report).length ? c.report.workers[c.workerIndex] : undefined;
-    if (w?.summary) out.push({ run: c.run, index: c.workerIndex, worker: w, summary: w.summary });
-  }
+    if (w?.summary) out.push({ run: c.run, col, index: c.workerIndex, worker: w, summary: w.summary });
+  });
   return out;
 }
 
@@ -326,22 +327,19 @@ function findingsDiff(cols: Drawn[], findings: FindingsAgainstBaseline[]): HTMLE
     h('th', null, 'Finding'),
     cols.map((c) => h('th', { class: 'num' }, h('span', { class: 'runname', title: c.run }, c.run))),
   );
+  // each change's path in the body (field.ts), for the cells that show it
+  const at = new Map(findings.flatMap((x, k) => x.changes.map((c, j) => [c, `findings.${k}.changes.${j}`] as const)));
+  const cellData = (c: FindingChange | undefined) => (c && at.has(c) ? scope(at.get(c) ?? '') : undefined);
   const body = Array.from(rows, ([name, first]) =>
     h(
       'tr',
       null,
       h('td', { title: first.title }, h('code', { class: 'finding-id' }, name)),
-      h('td', { class: 'num' }, findingCell(first.status === 'new' ? undefined : first, true)),
-      per.map((changes) =>
-        h(
-          'td',
-          { class: 'num' },
-          findingCell(
-            changes.find((x) => findingName(x) === name),
-            false,
-          ),
-        ),
-      ),
+      h('td', { class: 'num', data: cellData(first) }, findingCell(first.status === 'new' ? undefined : first, true)),
+      per.map((changes) => {
+        const c = changes.find((x) => findingName(x) === name);
+        return h('td', { class: 'num', data: cellData(c) }, findingCell(c, false));
+      }),
     ),
   );
   // every finding of a run fixed at once (WorkerReport.combined_gain_us_per_step): not the column's sum
@@ -359,7 +357,14 @@ function findingsDiff(cols: Drawn[], findings: FindingsAgainstBaseline[]): HTMLE
         { title: 'every finding of the run fixed at once (the Overview says how)' },
         h('strong', null, 'All together'),
       ),
-      cols.map((c) => h('td', { class: 'num' }, together(c.worker))),
+      cols.map((c) => {
+        const w = `runs.${c.col}.report.workers.${c.index}`;
+        return h(
+          'td',
+          { class: 'num', data: scope(`${w}.combined_gain_us_per_step ${w}.combined_gain_share`) },
+          together(c.worker),
+        );
+      }),
     ),
   );
   return card(

@@ -3,6 +3,7 @@
 // Record<string, unknown>), so it is formatted by what its keys say and its values are.
 import { card } from './card';
 import { type Child, h } from './dom';
+import { scope } from './field';
 import * as f from './format';
 import type { Finding, WorkerReport } from './types';
 
@@ -103,7 +104,8 @@ function valueNode(k: string, v: unknown, parent = ''): Child {
         ),
       );
     }
-    return v.map(text).join(', ');
+    // a list of figures: each through format.ts, by what its key says, as a single one would be
+    return v.map((x) => (typeof x === 'number' ? fmtByKey(k, x) : text(x))).join(', ');
   }
   return isRecord(v) ? evidenceList(v, k) : text(v);
 }
@@ -149,7 +151,10 @@ export function findingsCard(w: WorkerReport): HTMLElement {
     const sev = fd.severity;
     return h(
       'li',
-      { class: `finding sev-${sev}`, data: { order: String(SEVERITY_ORDER[sev]), index: String(i) } },
+      {
+        class: `finding sev-${sev}`,
+        data: { order: String(SEVERITY_ORDER[sev]), index: String(i), ...scope(`findings.${i}`) },
+      },
       h(
         'div',
         { class: 'finding-head' },
@@ -181,7 +186,7 @@ function combinedNode(w: WorkerReport): Child {
   if (us === null || us === undefined || w.findings.length < 2) return null;
   return h(
     'p',
-    { class: 'combined-gain', testid: 'combined-gain' },
+    { class: 'combined-gain', testid: 'combined-gain', data: scope('combined_gain_us_per_step combined_gain_share') },
     h('strong', null, `All ${w.findings.length} together: `),
     `saves ≈ ${f.dur(us)} / step · ${f.pct(w.combined_gain_share ?? null)} of step`,
     // the same words as the CLI's caption (cli/render.py): how the figure was reached
