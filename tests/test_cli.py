@@ -13,6 +13,8 @@ import pytest
 from conftest import SAMPLES
 from tracegen import TraceBuilder
 
+from tb_mfu_plugin.analysis import fmt
+from tb_mfu_plugin.analysis.evidence.show import evidence_lines
 from tb_mfu_plugin.analysis.report import SCHEMA_VERSION
 from tb_mfu_plugin.cli import main
 from tb_mfu_plugin.running.pipeline import analyze_path
@@ -112,6 +114,25 @@ def test_table_output_of_a_distributed_run_shows_its_ranks(capsys: pytest.Captur
     # the rank's communication and the clocks the ranks were aligned on
     assert "Communication (DDP)" in out and "Collectives per step" in out and "default_pg (2)" in out
     assert "clock shift" in out and "Clocks aligned on the ends of 16 collective calls" in out
+
+
+def test_evidence_flag_prints_each_value_in_its_unit(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--evidence``: each finding's evidence under the findings, every value as the tab writes it
+    (analysis.evidence.show: the label, then the value through its unit's formatter), the note last."""
+    run = SAMPLES / "pageable_copy_loop"
+    assert main(["analyze", str(run)]) == 0
+    assert "Evidence of" not in capsys.readouterr().out
+    assert main(["analyze", str(run), "--evidence"]) == 0
+    out = capsys.readouterr().out
+    (w,) = analyze_path(str(run)).runs[0].workers
+    assert w.findings
+    rows = {tuple(c.strip() for c in line.split("│")[1:3]) for line in out.splitlines() if line.count("│") == 3}
+    for f in w.findings:
+        assert f"Evidence of {f.id}" in out
+        for line in evidence_lines(f.evidence):  # (words may wrap in a narrow table: the figures do not)
+            assert line.unit in ("text", "shape") or (line.label, line.text) in rows, line
+    pageable = next(f for f in w.findings if f.id == "pageable_memcpy")
+    assert ("Bytes / step", fmt.nbytes(pageable.evidence.bytes_per_step)) in rows  # 84.0 MB, not a raw count
 
 
 def test_interconnect_flag_sets_the_link(capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,6 +9,7 @@ the rounding digit, unit boundaries, thousands separators, zero, negatives, huge
 from __future__ import annotations
 
 import json
+import math
 import random
 import shutil
 import subprocess
@@ -39,6 +40,32 @@ def _values() -> dict[str, list[float]]:
     }
 
 
+def _changes() -> list[float]:
+    """Changes (analysis.run.compare's FigureDelta.delta) as the compared runs give them: zero and
+    its sign, the 10 % edge, ties, tiny and large, random."""
+    rng = random.Random(29)
+    xs = [0.0, -0.0, 0.05, 0.0999, 0.09995, 0.1, 0.125, -0.125, 0.0125, 1.0, 9.4, -100.0, 1e-9, 12.25, 0.45]
+    xs += [(b - a) / abs(a) for a, b in ([37.7, 18.88], [2.0, 2.2], [2.0, 2.19], [986, 357.7], [0.0033, 0.0])]
+    xs += [rng.uniform(-2, 2) for _ in range(300)] + [rng.uniform(-60, 60) for _ in range(300)]
+    return xs + [10 ** rng.uniform(-3, 9) * rng.choice((-1, 1)) for _ in range(200)]
+
+
+def test_counts_of_one_row_share_their_decimals() -> None:
+    """``tb-mfu compare``'s count rows: "986.0" beside "357.7", never "986" beside "357.7"."""
+    assert fmt.counts([986, 357.7]) == ["986.0", "357.7"]
+    assert fmt.counts([3, 0]) == ["3", "0"]
+    assert fmt.counts([0.5, 12, None]) == ["0.50", "12.00", fmt.NA]
+    assert fmt.counts([]) == []
+
+
+def test_changes_are_signed_and_empty_when_unknown() -> None:
+    assert fmt.change((18.88 - 37.7) / 37.7, "relative") == "\u221250 %" and fmt.change(0.05, "relative") == "+5.0 %"
+    assert fmt.change(0.123, "relative") == "+12 %" and fmt.change(-0.05, "relative") == "\u22125.0 %"
+    assert fmt.change(12.2, "pp") == "+12.2 pp" and fmt.change(0.0, "pp") == "\u00b10.0 pp"
+    assert fmt.change(4.06, "pp") == "+4.1 pp"
+    assert fmt.change(None, "relative") == fmt.change(None, "pp") == fmt.change(math.nan, "pp") == ""
+
+
 def test_python_figures_are_the_tabs(tmp_path: Path) -> None:
     esbuild = FRONTEND / "node_modules" / ".bin" / "esbuild"
     if shutil.which("node") is None or not esbuild.exists():
@@ -51,18 +78,21 @@ def test_python_figures_are_the_tabs(tmp_path: Path) -> None:
         timeout=120,
     )
     values = _values()
-    (tmp_path / "values.json").write_text(json.dumps(values))
+    deltas = _changes()
+    (tmp_path / "values.json").write_text(json.dumps({**values, "deltas": deltas}))
     script = tmp_path / "run.mjs"
     script.write_text(
         "import * as f from './format.mjs';\n"
         "import { readFileSync } from 'node:fs';\n"
         "const v = JSON.parse(readFileSync(new URL('./values.json', import.meta.url)));\n"
         "const out = {};\n"
-        "for (const [name, xs] of Object.entries(v)) out[name] = xs.map((x) => f[name](x));\n"
+        "for (const [name, xs] of Object.entries(v)) if (name !== 'deltas') out[name] = xs.map((x) => f[name](x));\n"
         "out.na = ['pct', 'dur', 'bytes', 'flops'].map((n) => f[n](null));\n"
+        "out.deltas = [null, ...v.deltas].map((x) => [f.change(x, 'pp'), f.change(x, 'relative')]);\n"
         "console.log(JSON.stringify(out));\n"
     )
     tab = json.loads(subprocess.run(["node", str(script)], check=True, capture_output=True, timeout=120).stdout)
+    assert [[fmt.change(x, "pp"), fmt.change(x, "relative")] for x in [None, *deltas]] == tab.pop("deltas")
     for name, xs in values.items():
         ours = [PAIRS[name](x) for x in xs]
         wrong = [(x, a, b) for x, a, b in zip(xs, ours, tab[name], strict=True) if a != b]

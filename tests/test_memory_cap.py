@@ -15,6 +15,7 @@ from tb_mfu_plugin.running.jobs import FileJob
 from tb_mfu_plugin.running.memory_cap import MEMORY_ENV, MIN_DEFAULT_BYTES, MemoryCap, default_cap_bytes, memory_cap
 from tb_mfu_plugin.running.pipeline import analyze_file
 from tb_mfu_plugin.tensorboard.cache import AnalysisCache
+from tb_mfu_plugin.tensorboard.executor_choice import StartingPool
 from tb_mfu_plugin.trace.limits import MiB
 from tb_mfu_plugin.trace.locate.discover import discover_runs
 
@@ -69,6 +70,7 @@ def test_the_cli_and_the_tab_put_their_processes_under_the_cap(monkeypatch: pyte
     cache = AnalysisCache(AnalysisOptions(), None, 2, worker_memory="600MiB")
     try:
         ex2 = cache._executor_now()
-        assert isinstance(ex2, ProcessExecutor) and ex2.memory == MemoryCap(600 * MiB, "--mfu_worker_max_memory")
+        assert isinstance(ex2, StartingPool) and isinstance(ex2.pool, ProcessExecutor)
+        assert ex2.pool.memory == MemoryCap(600 * MiB, "--mfu_worker_max_memory")
     finally:
         cache.close()

@@ -118,18 +118,6 @@ export function change(x: number | null | undefined, unit: 'pp' | 'relative'): s
   return unit === 'pp' ? `${sign}${fixed(a, 1)} pp` : `${sign}${fixed(a * 100, a < 0.1 ? 1 : 0)} %`;
 }
 
-/** Signed percent change of b against a, relative: +12 %. */
-export function relDelta(a: number, b: number): string {
-  if (!isNum(a) || !isNum(b) || a === 0) return '';
-  return change((b - a) / Math.abs(a), 'relative');
-}
-
-/** Signed difference of two shares in percentage points: +4.1 pp. */
-export function ppDelta(a: number, b: number): string {
-  if (!isNum(a) || !isNum(b)) return '';
-  return change((b - a) * 100, 'pp');
-}
-
 /** Kineto span names are epoch milliseconds; show them as local date and time. */
 export function spanLabel(span: string): string {
   if (!/^\d{12,14}$/.test(span)) return span || 'trace';

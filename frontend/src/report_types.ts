@@ -381,13 +381,520 @@ export interface Finding {
   id: string;
   severity: 'high' | 'low' | 'medium';
   title: string;
-  evidence: Record<string, unknown>;
+  evidence:
+    | SyncPointEvidence
+    | PageableMemcpyEvidence
+    | SmallCopiesEvidence
+    | MemcpyBoundEvidence
+    | NaiveAttentionEvidence
+    | UnfusedOptimizerEvidence
+    | UnfusedElementwiseEvidence
+    | LaunchBoundEvidence
+    | TinyKernelsInGraphsEvidence
+    | LowSmEfficiencyEvidence
+    | NoTensorCoresEvidence
+    | DataloaderStallEvidence
+    | ExposedCommunicationEvidence
+    | LowBusBandwidthEvidence
+    | PipelineBubbleEvidence
+    | GpuIdleEvidence
+    | BelowRooflineEvidence
+    | MemoryLeakEvidence
+    | NearOomEvidence
+    | AllocatorFragmentationEvidence
+    | MemoryHeadroomEvidence
+    | ActivationCheckpointingEvidence;
   est_gain_us_per_step: number;
   est_gain_share: number;
   est_mfu_after: number | null;
   recommendation: string;
   subject: string | null;
   benefit: Benefit | null;
+}
+
+export interface SyncPointEvidence {
+  rule: 'sync_point';
+  call: string;
+  explicit: boolean;
+  api: string;
+  op: string | null;
+  root_op: string | null;
+  copy_direction: string | null;
+  nesting: SyncCall[];
+  count_per_step: number;
+  host_blocked_us_per_step: number;
+  gpu_idle_recovered_us_per_step: number;
+  cost_us_per_step: number;
+  cost_share: number;
+  cost_above_step_us_per_step?: number;
+  whatif?: WhatIfEvidence;
+  note?: string;
+}
+
+export interface SyncCall {
+  path: string;
+  count_per_step: number;
+}
+
+/**
+ * A re-timed finding's re-timing (``diagnosis.whatif_gains``): the step on its critical path
+ * with the fix applied. A new figure is a new field with a unit and a default.
+ */
+export interface WhatIfEvidence {
+  change: string;
+  step_us_after: number;
+  floor_us_per_step: number;
+  rule_gain_us_per_step: number;
+  profiled_gain_us_per_step: number;
+  unprofiled: UnprofiledWhatIf;
+  steps_modelled: number | null;
+}
+
+/**
+ * The same re-timing with the profiler's host cost taken out of the trace: what the fix gives a
+ * run that is not profiled (``WhatIf.unprofiled_step_us``), the finding's headline gain.
+ */
+export interface UnprofiledWhatIf {
+  step_us: number;
+  step_us_after: number;
+  gain_us_per_step: number;
+  gain_share: number;
+}
+
+export interface PageableMemcpyEvidence {
+  rule: 'pageable_memcpy';
+  copies: PageableCopy[];
+  bytes_per_step: number;
+  us_per_step: number;
+  with_no_kernel_share: number;
+  cost_us_per_step: number;
+  cost_share: number;
+  cost_above_step_us_per_step?: number;
+  whatif?: WhatIfEvidence;
+  note?: string;
+}
+
+export interface PageableCopy {
+  direction: string;
+  count_per_step: number;
+  bytes_per_step: number;
+  us_per_step: number;
+  gbps: number | null;
+  pinned_gbps: number;
+  pinned_gbps_source: string;
+  us_per_step_if_pinned: number;
+}
+
+export interface SmallCopiesEvidence {
+  rule: 'small_copies';
+  small_copies_per_step: number;
+  d2d_copies_per_step: number;
+  d2d_bytes_per_step: number;
+  cat_ops_per_step: number;
+  us_per_step: number;
+  us_per_step_alone: number;
+  cost_us_per_step: number;
+  cost_share: number;
+  cost_above_step_us_per_step?: number;
+  whatif?: WhatIfEvidence;
+  note?: string;
+}
+
+export interface MemcpyBoundEvidence {
+  rule: 'memcpy_bound';
+  copy_only_us_per_step: number;
+  named_elsewhere_us_per_step: number;
+  copy_us_per_step: number;
+  memcpy_time_share: number;
+  gain_if_overlapped_us_per_step: number;
+  bytes_per_step: Record<string, number>;
+  copies: CopyRow[];
+  cost_us_per_step: number;
+  cost_share: number;
+  cost_above_step_us_per_step?: number;
+  whatif?: WhatIfEvidence;
+  note?: string;
+}
+
+export interface CopyRow {
+  direction: string;
+  memory: string;
+  us_per_step: number;
+  gbps: number | null;
+}
+
+export interface NaiveAttentionEvidence {
+  rule: 'naive_attention';
+  chains_per_step: number;
+  forward_per_step: number;
+  backward_per_step: number;
+  ops: string[];
+  backward_ops: string[] | null;
+  matmul_input_dims: number[][] | null;
+  four_d: boolean | null;
+  gpu_us_per_step: number;
+  matmul_us_per_step: number;
+  non_matmul_us_per_step: number;
+  kernels: KernelRow[];
+  cost_us_per_step: number;
+  cost_share: number;
+  cost_above_step_us_per_step?: number;
+  whatif?: WhatIfEvidence;
+  note?: string;
+}
+
+/** One kernel name behind a finding, per step (``diagnosis.rules.evidence.top_kernels``). */
+export interface KernelRow {
+  name: string;
+  count_per_step: number;
+  us_per_step: number;
+}
+
+export interface UnfusedOptimizerEvidence {
+  rule: 'unfused_optimizer';
+  optimizer: string[];
+  kernels_per_step: number;
+  multi_tensor_kernel_share: number;
+  foreach_or_fused_ops: Record<string, number>;
+  host_us_per_step: number;
+  gpu_span_us_per_step: number;
+  gpu_busy_us_per_step: number;
+  median_kernel_us: number;
+  kernels: KernelRow[];
+  zero_grad_kernels_per_step: number;
+  zero_grad_us_per_step: number;
+  sync_idle_us_per_step: number;
+  cost_us_per_step: number;
+  cost_share: number;
+  cost_above_step_us_per_step?: number;
+  whatif?: WhatIfEvidence;
+  note?: string;
+}
+
+export interface UnfusedElementwiseEvidence {
+  rule: 'unfused_elementwise';
+  runs_per_step: number;
+  kernels_per_run_median: number;
+  kernels_per_run_max: number;
+  kernels_per_step: number;
+  us_per_step: number;
+  kernels: KernelRow[];
+  costliest_run: string[];
+  compiled_regions: string[];
+  cost_us_per_step: number;
+  cost_share: number;
+  cost_above_step_us_per_step?: number;
+  whatif?: WhatIfEvidence;
+  note?: string;
+}
+
+export interface LaunchBoundEvidence {
+  rule: 'launch_bound';
+  kernels_per_step: number;
+  median_kernel_us: number | null;
+  short_kernel_share: number;
+  graph_kernels_per_step: number;
+  graph_launches_per_step: number;
+  launch_api_us_per_step: number;
+  launch_gaps_per_step: number;
+  launch_gap_us_per_step: number;
+  median_launch_gap_us: number | null;
+  gap_max_us: number;
+  longer_host_gaps_us_per_step: number;
+  in_optimizer_step_us_per_step: number;
+  cost_us_per_step: number;
+  cost_share: number;
+  cost_above_step_us_per_step?: number;
+  whatif?: WhatIfEvidence;
+  note?: string;
+}
+
+export interface TinyKernelsInGraphsEvidence {
+  rule: 'tiny_kernels_in_graphs';
+  graph_launches_per_step: number;
+  graph_kernels_per_step: number;
+  median_kernel_us: number | null;
+  short_kernel_share: number;
+  graph_kernel_us_per_step: number;
+  gaps_in_graphs_per_step: number;
+  gap_us_per_step: number;
+  median_gap_us: number | null;
+  kernels: KernelRow[];
+  cost_us_per_step: number;
+  cost_share: number;
+  cost_above_step_us_per_step?: number;
+  whatif?: WhatIfEvidence;
+  note?: string;
+}
+
+export interface LowSmEfficiencyEvidence {
+  rule: 'low_sm_efficiency';
+  us_per_step: number;
+  lost_us_per_step: number;
+  share_of_step: number;
+  num_sms: number | null;
+  kernels: LowSmKernelRow[];
+  cost_us_per_step: number;
+  cost_share: number;
+  cost_above_step_us_per_step?: number;
+  whatif?: WhatIfEvidence;
+  note?: string;
+}
+
+export interface LowSmKernelRow {
+  name: string;
+  count_per_step: number;
+  us_per_step: number;
+  mean_blocks_per_sm: number;
+  lost_us_per_step: number;
+}
+
+export interface NoTensorCoresEvidence {
+  rule: 'no_tensor_cores';
+  non_tensor_core_us_per_step: number;
+  matmul_conv_us_per_step: number;
+  non_tensor_core_share_of_matmul: number | null;
+  unknown_core_us_per_step: number;
+  basis: string[];
+  compute_capability: string | null;
+  matmul_input_types: Record<string, number>;
+  kernels: TensorCoreKernelRow[];
+  cost_us_per_step: number;
+  cost_share: number;
+  cost_above_step_us_per_step?: number;
+  whatif?: WhatIfEvidence;
+  note?: string;
+}
+
+export interface TensorCoreKernelRow {
+  name: string;
+  count_per_step: number;
+  us_per_step: number;
+  class: string;
+  dtype: string | null;
+  family: string | null;
+}
+
+export interface DataloaderStallEvidence {
+  rule: 'dataloader_stall';
+  ops: string[];
+  calls_per_step: number;
+  host_us_per_step: number;
+  gpu_idle_us_per_step: number;
+  single_process: boolean;
+  cost_us_per_step: number;
+  cost_share: number;
+  cost_above_step_us_per_step?: number;
+  whatif?: WhatIfEvidence;
+  note?: string;
+}
+
+export interface ExposedCommunicationEvidence {
+  rule: 'exposed_communication';
+  exposed_us_per_step: number;
+  pipeline_bubble_us_per_step: number | null;
+  communication_us_per_step: number;
+  overlapped_share: number | null;
+  collectives_us_per_step: Record<string, number>;
+  kernels: KernelRow[];
+  rank: number | null;
+  world_size: number | null;
+  strategy_guess: string;
+  strategy: string[];
+  cost_us_per_step: number;
+  cost_share: number;
+  cost_above_step_us_per_step?: number;
+  whatif?: WhatIfEvidence;
+  note?: string;
+}
+
+export interface LowBusBandwidthEvidence {
+  rule: 'low_bus_bandwidth';
+  kind: string;
+  group: string | null;
+  group_size: number | null;
+  dtype: string | null;
+  role: string | null;
+  busbw_gbps: number;
+  algbw_gbps: number | null;
+  link: string | null;
+  link_gbps: number;
+  link_peak_share: number;
+  mean_message_bytes: number | null;
+  count_per_step: number;
+  transfer_us_per_step: number;
+  exposed_us_per_step: number;
+  kernel_protocol: string | null;
+  causes: string[];
+  cost_us_per_step: number;
+  cost_share: number;
+  cost_above_step_us_per_step?: number;
+  whatif?: WhatIfEvidence;
+  note?: string;
+}
+
+export interface PipelineBubbleEvidence {
+  rule: 'pipeline_bubble';
+  stage: number | null;
+  stages: number[];
+  pipeline_size: number | null;
+  microbatches: number | null;
+  schedule: string | null;
+  bubble_us_per_step: number;
+  bubble_share: number;
+  analytic_bubble_share: number | null;
+  p2p_us_per_step: number;
+  cost_us_per_step: number;
+  cost_share: number;
+  cost_above_step_us_per_step?: number;
+  whatif?: WhatIfEvidence;
+  note?: string;
+}
+
+export interface GpuIdleEvidence {
+  rule: 'gpu_idle';
+  idle_us_per_step: number;
+  unexplained_us_per_step: number;
+  short_gaps_us_per_step: number;
+  host_gaps_us_per_step: number;
+  no_launch_us_per_step: number;
+  dataloader_us_per_step: number;
+  sync_us_per_step: number;
+  graph_gaps_us_per_step: number;
+  largest_gaps: IdleGap[];
+  cost_us_per_step: number;
+  cost_share: number;
+  cost_above_step_us_per_step?: number;
+  whatif?: WhatIfEvidence;
+  note?: string;
+}
+
+export interface IdleGap {
+  start_us: number;
+  us: number;
+  host_launched_during_gap: boolean;
+  host_activity: HostActivity[];
+}
+
+export interface HostActivity {
+  name: string;
+  us: number;
+}
+
+export interface BelowRooflineEvidence {
+  rule: 'below_roofline';
+  ops: RooflineOpRow[];
+  ops_below: number;
+  lost_us_per_step: number;
+  far_below_share: number;
+  cost_us_per_step: number;
+  cost_share: number;
+  cost_above_step_us_per_step?: number;
+  whatif?: WhatIfEvidence;
+  note?: string;
+}
+
+export interface RooflineOpRow {
+  name: string;
+  class: string;
+  shapes: string;
+  us_per_step: number;
+  roof_share: number | null;
+  lost_us_per_step: number | null;
+  cause: string;
+}
+
+export interface MemoryLeakEvidence {
+  rule: 'memory_leak';
+  growth_per_step_bytes: number;
+  allocated_start_bytes: number[];
+  steps: number[];
+  peak_allocated_bytes: number | null;
+  device_total_bytes: number | null;
+  steps_until_full: number | null;
+  kept_ops: MemoryOpRow[];
+  cost_us_per_step: number;
+  cost_share: number;
+  cost_above_step_us_per_step?: number;
+  whatif?: WhatIfEvidence;
+  note?: string;
+}
+
+export interface MemoryOpRow {
+  op: string;
+  root_op: string | null;
+  bytes: number;
+  count: number;
+}
+
+export interface NearOomEvidence {
+  rule: 'near_oom';
+  peak_allocated_bytes: number | null;
+  peak_reserved_bytes: number | null;
+  device_total_bytes: number | null;
+  peak_share: number | null;
+  peak_reserved_share: number | null;
+  oom_events: number;
+  peak_phase: string | null;
+  peak_op: string | null;
+  top_ops: MemoryOpRow[];
+  cost_us_per_step: number;
+  cost_share: number;
+  cost_above_step_us_per_step?: number;
+  whatif?: WhatIfEvidence;
+  note?: string;
+}
+
+export interface AllocatorFragmentationEvidence {
+  rule: 'allocator_fragmentation';
+  reserved_minus_allocated_bytes: number;
+  reserved_at_peak_bytes: number;
+  peak_allocated_bytes: number;
+  share_of_reserved: number;
+  peak_reserved_share: number | null;
+  cost_us_per_step: number;
+  cost_share: number;
+  cost_above_step_us_per_step?: number;
+  whatif?: WhatIfEvidence;
+  note?: string;
+}
+
+export interface MemoryHeadroomEvidence {
+  rule: 'memory_headroom';
+  batch_factor: number | null;
+  batch_factor_at_90: number;
+  fixed_bytes: number;
+  batch_scaled_bytes: number;
+  device_total_bytes: number | null;
+  peak_share: number | null;
+  suggested_batch_factor: number;
+  because: string;
+  its_gain_us_per_step: number;
+  kernels_per_step: number | null;
+  its_us_for_these_samples_after: number;
+  throughput_factor_at_suggested: number | null;
+  cost_us_per_step: number;
+  cost_share: number;
+  cost_above_step_us_per_step?: number;
+  whatif?: WhatIfEvidence;
+  note?: string;
+}
+
+export interface ActivationCheckpointingEvidence {
+  rule: 'activation_checkpointing';
+  recompute_us_per_step: number;
+  recompute_host_us_per_step: number;
+  recompute_gpu_us_per_step: number;
+  recompute_regions_per_step: number;
+  recompute_flops_per_step: number | null;
+  saved_bytes_at_most: number | null;
+  peak_allocated_bytes: number | null;
+  peak_without_share_at_most: number | null;
+  cost_us_per_step: number;
+  cost_share: number;
+  cost_above_step_us_per_step?: number;
+  whatif?: WhatIfEvidence;
+  note?: string;
 }
 
 /**

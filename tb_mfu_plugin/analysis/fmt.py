@@ -17,6 +17,7 @@ GB/s          ``gbps``         ``gbps``
 FLOP/B        ``intensity``    ``intensity``
 count         ``count``        ``count``
 factor        ``factor``       ``factor``
+change        ``change``       ``change`` ("+12 %" relative, "+4.1 pp" of shares)
 ============  ===============  ==========================================
 
 Rounding is half away from zero on the shortest decimal that reads back as the value, as
@@ -144,9 +145,22 @@ def count(x: float | None, digits: int | None = None) -> str:
     return fixed(x, d)
 
 
+def counts(xs: list[float | None]) -> list[str]:
+    """Counts shown side by side (one row of runs compared) with one number of decimals, the most
+    ``count`` gives any of them: 986 beside 357.7 reads "986.0", not "986"."""
+    known = [x for x in xs if x is not None and _known(x)]
+    digits = max((0 if float(x).is_integer() else 2 if abs(x) < 10 else 1 for x in known), default=0)
+    return [count(x, digits) for x in xs]
+
+
 def counted(n: int, noun: str) -> str:
     """``n`` and its noun, singular for one: "1 step", "3 steps"."""
     return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def sign(x: float) -> str:
+    """The sign a change is written with: +, − (the minus sign), or ± for none."""
+    return "+" if x > 0 else "\u2212" if x < 0 else "\u00b1"
 
 
 def factor(x: float | None) -> str:
@@ -162,9 +176,8 @@ def change(x: float | None, unit: str) -> str:
     decimal under 10 %); empty when unknown."""
     if x is None or not _known(x):
         return ""
-    sign = "+" if x > 0 else "\u2212" if x < 0 else "\u00b1"
     a = abs(x)
-    return f"{sign}{fixed(a, 1)} pp" if unit == "pp" else f"{sign}{fixed(a * 100, 1 if a < 0.1 else 0)} %"
+    return f"{sign(x)}{fixed(a, 1)} pp" if unit == "pp" else f"{sign(x)}{fixed(a * 100, 1 if a < 0.1 else 0)} %"
 
 
 def setting(value: float, unit: str) -> str:

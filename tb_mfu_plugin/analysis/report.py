@@ -17,6 +17,7 @@ from .critical_path.report_types import CriticalPath, WhatIf
 from .distributed.blocks import Communication, Pipeline
 from .distributed.blocks import Distributed as Distributed  # re-exported: the report's types in one place
 from .distributed.blocks import ProcessGroup as ProcessGroup
+from .evidence import Evidence
 from .flops.detail import FlopsDetail
 from .memory.types import Memory
 from .timeline.types import Timeline
@@ -315,10 +316,10 @@ class Finding(msgspec.Struct, kw_only=True):
     id: str  # fixed rule id (sync_point, naive_attention, ...): scripts match on it
     severity: Severity
     title: str
-    # Numbers, ops and kernels involved, by rule: free-form JSON the tab and the CLI show as
-    # they find it. Always has ``cost_us_per_step`` (the time the cause takes, which bounds
-    # the gain) and ``cost_share`` (of the step).
-    evidence: dict[str, Any]
+    # Numbers, ops and kernels involved: the rule's own struct (analysis.evidence), tagged with its id
+    # (``rule``), each field typed with its unit. Always has ``cost_us_per_step`` (the time the cause
+    # takes, which bounds the gain) and ``cost_share`` (of the step).
+    evidence: Evidence
     est_gain_us_per_step: float  # what removing the cause would save, µs per step
     est_gain_share: float  # the same, as a share of the (mean) step time
     est_mfu_after: float | None  # mfu * step / (step - gain), when MFU is known

@@ -45,6 +45,14 @@ class FitConsole(Console):
         super().print(*objects, **kwargs)
 
 
+def cut(text: str, width: int, keep_end: bool = False) -> str:
+    """``text`` in at most ``width`` characters: whole, or cut with "…" where the cut is (at the
+    end, or at the start when ``keep_end``), so a cut cell never reads as a whole one."""
+    if len(text) <= width:
+        return text
+    return "…" + text[len(text) - width + 1 :] if keep_end else text[: width - 1] + "…"
+
+
 def console() -> Console:
     """The Console for ``tb-mfu``'s tables on stdout."""
     return FitConsole()

@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 from ..analysis.fmt import counted, mfu_text
 from ..analysis.options import AnalysisOptions
@@ -25,11 +26,13 @@ from ..running.flags import (
     LIMITS,
     RUNNING,
     Option,
+    Refused,
     analysis_options,
     default_workers,
     expects,
     help_text,
     of_face,
+    positive_int,
     resolve,
 )
 from ..running.jobs import SchedulerError
@@ -46,8 +49,9 @@ exit status:
   0  done (bad files are reported, one line each, and the others analysed)
   1  no file could be analysed, compare found no analysable worker in a run, or a file
      could not be written
-  2  bad usage: a missing path, a location with no trace files or that cannot be listed,
-     an unknown threshold
+  2  bad usage, in one line: a missing path, a location with no trace files or that cannot
+     be listed, an unknown threshold or GPU (--device-name: the nearest known are named),
+     --top below 1
   3  --min-mfu: a worker's MFU is below the threshold
   4  --min-mfu: no worker is below the threshold, but a worker's MFU is unknown (no FLOP
      count, no known peak) or impossible (above 100 %), so the gate could not be checked
@@ -59,8 +63,24 @@ _WHERE = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose refusals are one line (the command, the reason, where the help is) with
+    exit status 2, as every other refusal of ``tb-mfu``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {one_line(message)} (see {self.prog} --help)\n")
+
+
+def _at_least_one(text: str) -> int:
+    """``--top``: a count of rows, 1 or more."""
+    try:
+        return positive_int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="tb-mfu",
         description="Why is training slow when the GPU reads 100 % busy?",
         epilog=EXIT_STATUSES,
@@ -82,7 +102,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="also write the report as one self-contained HTML page (the tab's Overview of every run, offline: "
         "no server, no network), e.g. to keep as a CI artifact",
     )
-    a.add_argument("--top", type=int, default=10, help="kernels to list in the table view (default 10)")
+    a.add_argument(
+        "--top", type=_at_least_one, default=10, metavar="N", help="kernels to list in the table view (default 10)"
+    )
+    a.add_argument(
+        "--evidence",
+        action="store_true",
+        help="also print each finding's evidence in the table view: its figures, each in its unit",
+    )
     a.add_argument(
         "--min-mfu",
         type=float,
@@ -152,6 +179,8 @@ def _checked(option: Option):  # type: ignore[no-untyped-def]
     def parse(text: str) -> object:
         try:
             return option.parse(text)
+        except Refused as exc:  # words of its own: an unknown GPU and the nearest known ones
+            raise argparse.ArgumentTypeError(str(exc)) from None
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {expects(option)}, got {text!r}") from None
 
@@ -269,7 +298,7 @@ def _analyze(report: Report, args: argparse.Namespace, encoded: bytes | None = N
     else:
         from .render import print_report
 
-        print_report(report, args.top)
+        print_report(report, args.top, evidence=args.evidence)
     if args.html is not None and not _write_html(report, args.path, args.html):
         return 1
     if not any(w.error is None for w in workers):
@@ -328,17 +357,18 @@ def _export_scalars(report: Report, out: str, replace: bool) -> int:
 
 
 def _compare(reports: list[Report], as_json: bool) -> int:
-    """``tb-mfu compare``: the first two paths rank by rank, figures and findings; with a
-    distributed run or more than two paths, every run side by side by strategy."""
-    from ..analysis.run.compare import analysed, compare_runs
+    """``tb-mfu compare``: every path after the first against the first (the baseline), rank by
+    rank, figures and findings; with a distributed run or more than two paths, every run side by
+    side by strategy."""
+    from ..analysis.run.compare import analysed, compare_all
     from ..analysis.run.strategies import strategy_table
 
     if not as_json:  # text in the tables, never markup; the findings are matched as shown
         reports = [for_rich(r) for r in reports]
-    if not analysed(reports[0]) or not analysed(reports[1]):
+    if not all(analysed(r) for r in reports):
         print("tb-mfu: compare needs one analysable worker in each run", file=sys.stderr)
         return 1
-    comparison = compare_runs(reports[0], reports[1])
+    comparison = compare_all(reports[0], reports[1:])
     runs = [run for r in reports for run in r.runs]
     if len(reports) > 2 or any(run.strategy for run in runs):
         comparison.strategies = strategy_table(runs)

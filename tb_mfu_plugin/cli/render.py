@@ -20,14 +20,16 @@ from ..analysis.definitions import AGGREGATION, label
 from ..analysis.flops.detail import FlopsDetail
 from ..analysis.fmt import core_unit, count, figure, flop_rate, flops, gbps, mfu_text, nbytes, pct, us
 from ..analysis.report import Device, Report, Summary, WorkerReport
-from ..analysis.run.compare import Comparison
+from ..analysis.run.compare import AgainstBaseline, Comparison
 from ..analysis.run.findings_compare import FindingChange
 from ..core.escape import for_rich, markup_escape
 from .console import console as stdout_console
+from .console import cut
 from .render_compare import figure_rows, print_kernels
 from .render_critical import gain_text, print_critical_path, print_whatif
 from .render_dist import print_communication, print_ranks
-from .render_memory import compared_rows, print_memory
+from .render_evidence import print_evidence
+from .render_memory import print_memory
 
 if TYPE_CHECKING:
     from ..running.pipeline import PathProgressFn
@@ -58,22 +60,23 @@ def progress_bar() -> Iterator[PathProgressFn]:
         task = bar.add_task("Analysing", total=1)
 
         def show(run: str, worker: str, done: int, total: int) -> None:
-            bar.update(task, description=markup_escape(f"{run} · {worker}"[-40:]), completed=done, total=total)
+            bar.update(task, description=markup_escape(cut(f"{run} · {worker}", 40, True)), completed=done, total=total)
 
         yield show
 
 
-def print_report(report: Report, top: int) -> None:
-    """Every worker of every run, then each distributed run's ranks side by side."""
+def print_report(report: Report, top: int, evidence: bool = False) -> None:
+    """Every worker of every run, then each distributed run's ranks side by side; ``evidence``: each
+    finding's evidence too."""
     console = stdout_console()
     report = for_rich(report)  # names from traces and file names are text, never markup
     for run in report.runs:
         for w in run.workers:
-            _print_worker(console, run.name, w, top)
+            _print_worker(console, run.name, w, top, evidence)
         print_ranks(console, run)
 
 
-def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int) -> None:
+def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int, evidence: bool = False) -> None:
     title = f"[bold]{run_name}[/] · worker {w.name}" + (f" · span {w.span}" if w.span else "")
     if w.error:  # its one-line error, naming the file and the reason, is on stderr (cli.main)
         console.print(f"{title}\n  [red]not analysed[/]: the reason is on stderr\n", highlight=False)
@@ -97,6 +100,8 @@ def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int) ->
     _print_roofline(console, w, top)
     print_critical_path(console, w)
     _print_diagnosis(console, w)
+    if evidence:
+        print_evidence(console, w)
     print_whatif(console, w)
     for n in w.notes:
         console.print(f"[dim]note:[/] {n}", highlight=False)
@@ -361,34 +366,42 @@ _CHANGE_STYLE = {"fixed": "green", "new": "red", "remains": "dim"}
 
 
 def print_comparison(c: Comparison) -> None:
-    """Each rank's figures side by side, then its findings fixed, new or remaining.
+    """Each run after the baseline against it, rank by rank: the figures side by side with their
+    change, then the findings fixed, new or remaining.
 
     ``c`` comes from reports already made safe by ``escape.for_rich``: the findings were
     matched on those same strings.
     """
     console = stdout_console()
+    each = c.against_baseline or [AgainstBaseline(matched_by=c.matched_by, ranks=c.ranks)]
+    for against in each:
+        other = next((p.other.run for p in against.ranks if p.other is not None), None)
+        base = next((p.baseline.run for p in against.ranks if p.baseline is not None), None)
+        # with three runs or more, each table says which run it puts beside the baseline
+        whose = f": {other} against the baseline {base}" if len(each) > 1 and other and base else ""
+        _print_against(console, against, whose)
+
+
+def _print_against(console: Console, c: AgainstBaseline, whose: str) -> None:
     how = "the same rank of each run" if c.matched_by == "rank" else "the workers of each run in order"
     for pair in c.ranks:
         a, b = pair.baseline, pair.other
         who = f"rank {pair.rank}" if pair.rank is not None else f"worker {pair.position + 1} of {len(c.ranks)}"
-        title = f"Compare {who} ({how})"
+        title = f"Compare {who} ({how}){whose}"
         if pair.rank is None and len(c.ranks) == 1:
-            who, title = "the runs", "Compare (the one worker of each run)"
+            who, title = "the runs", f"Compare (the one worker of each run){whose}"
         t = Table(title=title, title_justify="left")
         for col in ("", "baseline", "other", "change"):
             t.add_column(col, justify="right" if col else "left")
         t.add_row("worker", *(f"{x.run} · {x.worker}" if x else "(no such rank)" for x in (a, b)), "")
         t.add_row("file", *(os.path.basename(x.file) if x else "" for x in (a, b)), "")
         # the figures and their changes as analysis.run.compare computed them (the tab's rows)
-        rows = figure_rows(pair.figures, a, b)
-        shown = {r[0] for r in rows}
-        rows += [(*r, "") for r in compared_rows(a.memory if a else None, b.memory if b else None) if r[0] not in shown]
-        for row in rows:
+        for row in figure_rows(pair.figures, a, b):
             t.add_row(*row)
         console.print(t)
         if a is not None and b is not None:
-            _print_changes(console, who, pair.findings)
-            print_kernels(console, who, pair.kernels)
+            _print_changes(console, who + whose.replace(": ", ", ", 1), pair.findings)
+            print_kernels(console, who + whose.replace(": ", ", ", 1), pair.kernels)
 
 
 def _print_changes(console: Console, who: str, changes: list[FindingChange]) -> None:

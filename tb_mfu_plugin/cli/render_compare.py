@@ -10,8 +10,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from ..analysis.definitions import label
-from ..analysis.fmt import change, figure, mfu_shown, us
+from ..analysis.definitions import DEFINITIONS, label
+from ..analysis.fmt import change, counts, figure, mfu_shown, sign, us
 from ..analysis.run.compare import ComparedWorker, FigureDelta, KernelDelta
 
 # the verdicts the tab colours (metrics.ts): better or worse past the noise; the rest is grey
@@ -19,14 +19,21 @@ _STYLE = {"better": "green", "worse": "red"}
 KERNELS_SHOWN = 10
 
 
-def _shown(d: FigureDelta, x: ComparedWorker | None, value: float | None) -> str:
-    """One side's figure: blank for a rank the run lacks; an MFU withheld as impossible (and the
-    FLOP/s from it) reads "impossible", as in the tab."""
+def _shown(d: FigureDelta, x: ComparedWorker | None, value: float | None, text: str) -> str:
+    """One side's figure (``text``, its unit's): blank for a rank the run lacks; an MFU withheld as
+    impossible (and the FLOP/s from it) reads "impossible", as in the tab."""
     if x is None:
         return ""
     if d.figure in ("mfu", "achieved_flops") and value is None and mfu_shown(x.summary) == "impossible":
         return "impossible"
-    return figure(d.figure, value)
+    return text
+
+
+def _texts(d: FigureDelta) -> list[str]:
+    """The two sides' texts: counts of one row with one number of decimals ("986.0" beside "357.7")."""
+    if DEFINITIONS[d.figure].unit == "count":
+        return counts([d.baseline, d.value])
+    return [figure(d.figure, d.baseline), figure(d.figure, d.value)]
 
 
 def _styled(text: str, verdict: str) -> str:
@@ -38,15 +45,18 @@ def figure_rows(
     figures: list[FigureDelta], a: ComparedWorker | None, b: ComparedWorker | None
 ) -> list[tuple[str, str, str, str]]:
     """(label, baseline, other, change) of each figure Compare shows."""
-    return [
-        (
-            label(d.figure),
-            _shown(d, a, d.baseline),
-            _shown(d, b, d.value),
-            _styled(change(d.delta, d.delta_unit), d.verdict),
+    rows = []
+    for d in figures:
+        x, y = _texts(d)
+        rows.append(
+            (
+                label(d.figure),
+                _shown(d, a, d.baseline, x),
+                _shown(d, b, d.value, y),
+                _styled(change(d.delta, d.delta_unit), d.verdict),
+            )
         )
-        for d in figures
-    ]
+    return rows
 
 
 def print_kernels(console: Console, who: str, kernels: list[KernelDelta]) -> None:
@@ -59,11 +69,10 @@ def print_kernels(console: Console, who: str, kernels: list[KernelDelta]) -> Non
         t.add_column(col, justify="right")
     for k in kernels[:KERNELS_SHOWN]:
         d = k.delta_us_per_step
-        sign = "+" if d > 0 else "\u2212" if d < 0 else "\u00b1"
         t.add_row(
             k.name,
             us(k.baseline_us_per_step) if k.baseline_us_per_step is not None else "not in top list",
             us(k.us_per_step) if k.us_per_step is not None else "not in top list",
-            _styled(f"{sign}{us(abs(d))}", k.verdict),
+            _styled(f"{sign(d)}{us(abs(d))}", k.verdict),
         )
     console.print(t)

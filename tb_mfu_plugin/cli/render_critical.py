@@ -3,6 +3,7 @@ re-timings (``WorkerReport.whatif``): rendering only, every figure from the repo
 
 from __future__ import annotations
 
+from msgspec import UnsetType
 from rich.console import Console
 from rich.table import Table
 
@@ -10,8 +11,10 @@ from ..analysis.critical_path.report_types import WhatIf, WhatIfCase
 from ..analysis.definitions import help_text, label
 from ..analysis.fmt import pct, us
 from ..analysis.report import Finding, WorkerReport
+from .console import cut
 
 MAX_STEP_COLUMNS = 6  # steps shown side by side; the per-step figures are all in --json
+FIX_WIDTH = 60  # characters of a what-if row's finding (its subject may be a long call); the table says which
 
 
 def print_critical_path(console: Console, w: WorkerReport) -> None:
@@ -50,10 +53,9 @@ def gain_text(f: Finding) -> str:
     """A finding's gain cell: re-timed on the trace, its MFU after, and without the profiler."""
     after = f.est_mfu_after
     text = us(f.est_gain_us_per_step) + (f"\n→ MFU {pct(after)}" if after is not None else "")
-    w = f.evidence.get("whatif")
-    un = w.get("unprofiled") if isinstance(w, dict) else None
-    if isinstance(un, dict) and isinstance(un.get("gain_us_per_step"), int | float):
-        text += f"\nunprofiled {us(float(un['gain_us_per_step']))}"
+    w = f.evidence.whatif
+    if not isinstance(w, UnsetType):
+        text += f"\nunprofiled {us(w.unprofiled.gain_us_per_step)}"
     return text
 
 
@@ -81,7 +83,7 @@ def print_whatif(console: Console, w: WorkerReport) -> None:
         case = _case(wi, 1 << k)
         if case is not None:
             name = f.id + (f" · {f.subject}" if f.subject else "")
-            t.add_row(name[:60], *_cells(case))
+            t.add_row(cut(name, FIX_WIDTH), *_cells(case))
     together = f"all {wi.findings_retimed} re-timed findings together" if wi.findings_retimed > 1 else "the one above"
     t.add_row(together, *_cells(wi.combined), style="bold")
     console.print(t)

@@ -16,7 +16,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from ..analysis.critical_path.whatif import Change
+from ..analysis.evidence import Evidence, rule_of
 from ..analysis.fmt import template
 from ..analysis.report import Benefit, Severity
 from .context import ReportFacts
@@ -38,7 +41,7 @@ class Hit:
 
     cost_us: float
     gain_us: float
-    evidence: dict[str, Any]
+    evidence: Evidence  # the rule's own struct (analysis.evidence), tagged with its id
     args: Mapping[str, Any] = field(default_factory=dict)  # fill the title, fix and note templates
     title: str = ""  # which of the rule's titles, when it has several
     fix: tuple[str, ...] = ("",)  # which of its fix texts, joined by spaces, in this order
@@ -67,7 +70,7 @@ class Rule:
     check: Check
     titles: Mapping[str, str]
     fixes: Mapping[str, str]
-    note: str | None  # how the gain is estimated: the evidence's last key
+    note: str | None  # how the gain is estimated: the evidence's note
     thresholds: tuple[str, ...]  # the Thresholds fields it reads, besides SEVERITY_THRESHOLDS
     after: tuple[str, ...]  # rules whose findings it reads; they are registered (and run) before it
 
@@ -92,9 +95,11 @@ class Rule:
         return self.check(ctx, earlier)
 
     def finding(self, ctx: ReportFacts, hit: Hit) -> Finding:
-        evidence = dict(hit.evidence)
+        evidence = hit.evidence
+        if rule_of(type(evidence)) != self.id:
+            raise TypeError(f"diagnosis rule {self.id!r} gave the evidence of {rule_of(type(evidence))!r}")
         if self.note is not None:
-            evidence["note"] = template(self.note, **hit.args)
+            evidence = msgspec.structs.replace(evidence, note=template(self.note, **hit.args))
         return make_finding(
             id=self.id,
             subject=hit.subject,

@@ -17,9 +17,12 @@ from __future__ import annotations
 
 from itertools import combinations
 
+import msgspec
+
 from ..analysis.critical_path.report_types import WhatIf, WhatIfCase, WhatIfFinding
 from ..analysis.critical_path.whatif import Change, Model, Outcome
 from ..analysis.device.mfu import projected_mfu
+from ..analysis.evidence import UnprofiledWhatIf, WhatIfEvidence
 from ..analysis.fmt import us
 from ..analysis.report import Finding
 from .context import Context
@@ -79,32 +82,33 @@ def _retimed(
     (issue 33: what a user measures once the fix is in, on a run that is not profiled), and its share,
     severity and projected MFU are of the step without the profiler, the headline MFU's; the gain on
     the trace as recorded stays as a second figure (``evidence.whatif.profiled_gain_us_per_step``)."""
-    evidence = {k: v for k, v in f.evidence.items() if k not in ("cost_us_per_step", "cost_share", "note")}
     profiled = max(0.0, outcome.gain_us)
     gain = max(0.0, unprofiled.gain_us)
     step = unprofiled.step_us + unprofiled.gain_us  # the step without the profiler, before the fix
-    evidence["whatif"] = {
-        "change": change.what,
-        "step_us_after": outcome.step_us,
-        "floor_us_per_step": outcome.floor_us,
-        "rule_gain_us_per_step": f.est_gain_us_per_step,
-        "profiled_gain_us_per_step": profiled,
+    whatif = WhatIfEvidence(
+        change=change.what,
+        step_us_after=outcome.step_us,
+        floor_us_per_step=outcome.floor_us,
+        rule_gain_us_per_step=f.est_gain_us_per_step,
+        profiled_gain_us_per_step=profiled,
         # the headline: the re-timing with the profiler's host cost taken out of the trace
         # (whatif.unprofiled): what the fix gives a run that is not profiled
-        "unprofiled": {
-            "step_us": step,
-            "step_us_after": unprofiled.step_us,
-            "gain_us_per_step": gain,
-            "gain_share": gain / step if step > 0 else 0.0,
-        },
-        "steps_modelled": ctx.view.critical.g.steps if ctx.view.critical is not None else None,
-    }
-    note = f.evidence.get("note")
-    evidence["note"] = (
-        "gain: the step re-timed on its critical path with the fix applied and the profiler's host cost "
-        "taken out (evidence.whatif)" + (f"; the rule's own estimate: {note}" if isinstance(note, str) else "")
+        unprofiled=UnprofiledWhatIf(
+            step_us=step,
+            step_us_after=unprofiled.step_us,
+            gain_us_per_step=gain,
+            gain_share=gain / step if step > 0 else 0.0,
+        ),
+        steps_modelled=ctx.view.critical.g.steps if ctx.view.critical is not None else None,
     )
-    cost = min(max(float(f.evidence.get("cost_us_per_step", 0.0)), gain), step)
+    note = f.evidence.note
+    evidence = msgspec.structs.replace(
+        f.evidence,
+        whatif=whatif,
+        note="gain: the step re-timed on its critical path with the fix applied and the profiler's host cost "
+        "taken out (evidence.whatif)" + (f"; the rule's own estimate: {note}" if isinstance(note, str) else ""),
+    )
+    cost = min(max(f.evidence.cost_us_per_step, gain), step)
     return make_finding(
         id=f.id,
         subject=f.subject,

@@ -25,10 +25,12 @@ import functools
 import itertools
 import multiprocessing as mp
 import os
+import signal
+import sys
 import threading
 import time
 from collections import deque
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +58,8 @@ logger = redacting_logger(__name__)  # locations in its lines: signatures blanke
 
 # A child sends its progress at most this often: the parent's bar needs no more.
 PROGRESS_INTERVAL_S = 0.1
+_PR_SET_PDEATHSIG = 1  # prctl(2)
+STOP_LOCK_S = 0.2  # terminate waits this long at most for a submit under way
 
 
 class SerialExecutor(Executor):
@@ -89,6 +93,32 @@ def _init_child(queue: Any, environ: dict[str, str], memory: MemoryCap | None = 
     os.environ.update(environ)
     prefer_small_pages()
     apply_memory_cap(memory)
+    # Ctrl-C reaches every process of the terminal's job: the parent ends its processes itself
+    # (terminate), so a child prints no KeyboardInterrupt of its own. And a child whose parent
+    # is gone (killed outright) ends too, rather than wait for ever for files that never come.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this process when its parent ends (the fork server, or the process that forked
+    it from its only thread). Elsewhere nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            return
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the parent ended before the call: no signal will come
+        os._exit(1)
+
+
+def _answer() -> None:
+    """What a process runs to say it has started (``ProcessExecutor.start``)."""
 
 
 def _run_in_child(
@@ -119,14 +149,17 @@ def _run_in_child(
 def process_context() -> Any:
     """fork where it is safe (a process with one thread, as the CLI without its bar): it starts
     at once and inherits the imported analysis. Otherwise forkserver (the TensorBoard server's
-    threads), whose server imports the main module and the analysis once for all children;
-    spawn where neither exists."""
+    threads), whose server imports the main module and the analysis once for all children, in a
+    session of its own (``own_session``); spawn where neither exists."""
     methods = mp.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
         return mp.get_context("fork")
     if "forkserver" in methods:
         ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["__main__", "tb_mfu_plugin.running.pipeline"])
+        # own_session first: it moves to a session of its own, then imports the main module (which
+        # a "__main__" here would have imported before it), so all is imported, and every process
+        # forked, in a session apart from the server's
+        ctx.set_forkserver_preload(["tb_mfu_plugin.running.own_session", "tb_mfu_plugin.running.pipeline"])
         return ctx
     return mp.get_context("spawn")
 
@@ -175,6 +208,21 @@ class ProcessExecutor(Executor):
             self._pump()
         return task.out
 
+    def start(self, timeout: float | None = None) -> bool:
+        """Start every process of the pool now, ahead of any file, and wait (at most ``timeout``
+        seconds) until each has answered; True when all have. The first file then meets no
+        start-up: under a fork server that start-up is an interpreter importing the analysis."""
+        with self._lock:
+            if self._closed:
+                return False
+            pool = self._shared_pool()
+        try:  # outside the lock: the first submit waits for the fork server to start
+            answers = [pool.submit(_answer) for _ in range(self.slots)]
+        except Exception:  # noqa: BLE001 - a broken or closed pool: the files will say why
+            return False
+        done, _ = wait(answers, timeout)
+        return len(done) == len(answers) and all(not f.cancelled() and f.exception() is None for f in answers)
+
     def close(self) -> None:
         self._stop(kill=False)
 
@@ -182,24 +230,35 @@ class ProcessExecutor(Executor):
         self._stop(kill=True)
 
     def _stop(self, kill: bool) -> None:
-        with self._lock:
+        # Killing waits for no lock long: a thread may hold it while its submit waits for the fork
+        # server to start a process, for as long as the machine makes that take.
+        held = self._lock.acquire(timeout=STOP_LOCK_S if kill else -1)
+        try:
             self._closed = True
             pools = [p for p in (self._pool, *self._isolated) if p is not None]
             self._pool = None
             waiting = list(self._waiting)
             self._waiting.clear()
+        finally:
+            if held:
+                self._lock.release()
         for task in waiting:
             task.out.cancel()
         for pool in pools:
             if kill:  # the pool's shutdown would wait for the running files; it has no kill of its own
                 for proc in list((getattr(pool, "_processes", None) or {}).values()):
                     proc.kill()
-            pool.shutdown(wait=not kill, cancel_futures=True)
+                # its shutdown takes the lock its submit holds while a process starts: not waited for
+                stop = functools.partial(pool.shutdown, wait=False, cancel_futures=True)
+                threading.Thread(target=stop, name="tb-mfu-stop", daemon=True).start()
+            else:
+                pool.shutdown(wait=True, cancel_futures=True)
         if self._queue is not None:
             self._queue.put(None)  # ends the drain thread
-            if self._drain is not None:
-                self._drain.join(5)
-            self._queue.close()
+            if not kill:  # killing waits for no thread: the drain, a daemon, ends on the None
+                if self._drain is not None:
+                    self._drain.join(5)
+                self._queue.close()  # not under the drain's read: closing it there breaks the read
 
     # -- feeding the pool (under the lock) ------------------------------------------
     def _pump(self) -> None:

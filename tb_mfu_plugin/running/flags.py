@@ -16,6 +16,7 @@ to define its flags for every ``tensorboard`` command, so it must cost little an
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -76,6 +77,26 @@ class Option:
 
     def default_said(self) -> str:
         return self.default_text or ("none" if self.default in (None, (), False) else str(self.default))
+
+
+class Refused(ValueError):
+    """A value refused in words of its own (an unknown GPU and the nearest known ones), which the
+    faces print after the flag's or variable's name instead of "expects ..."."""
+
+
+def device_name(text: str) -> str:
+    """A GPU model of the peak table (``analysis.device.peaks``), as a trace's device names it
+    ("NVIDIA H100 80GB HBM3", "h100"); an unknown one is refused with the nearest known names,
+    never taken to mean "peak unknown"."""
+    from ..analysis.device.peaks import PEAKS, match_gpu  # here: the entry point must not load the analysis
+
+    if match_gpu(text) is not None:
+        return text
+    names = {name.lower(): name for name in PEAKS}
+    near = difflib.get_close_matches(text.lower(), list(names), n=3, cutoff=0.4)
+    if near:
+        raise Refused(f"unknown GPU {text!r}; the nearest known: {', '.join(names[n] for n in near)}")
+    raise Refused(f"unknown GPU {text!r}; known: {', '.join(PEAKS)}")
 
 
 def positive_number(text: str) -> float:
@@ -165,8 +186,10 @@ OPTIONS: tuple[Option, ...] = (
         ANALYSIS,
         "text",
         None,
-        f"GPU model to take the peak from, e.g. 'H100 SXM' ({_WHERE_TO_GET}), instead of the trace's device.",
-        metavar="NAME",
+        f"GPU model to take the peak from, e.g. 'H100 SXM' ({_WHERE_TO_GET}), instead of the trace's device; "
+        "an unknown name is refused with the nearest known ones.",
+        device_name,
+        "NAME",
         default_text="the trace's device",
     ),
     Option(
@@ -356,6 +379,8 @@ def _parsed(option: Option, raw: Any, source: str) -> Any:
             continue
         try:
             out.append(option.parse(item.strip()))
+        except Refused as exc:
+            raise ValueError(f"{source}: {exc}") from None
         except ValueError:
             raise ValueError(f"{source} expects {expects(option)}, got {item!r}") from None
     return tuple(out) if option.kind == "list" else out[0]

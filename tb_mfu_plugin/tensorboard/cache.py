@@ -40,8 +40,8 @@ from ..trace.locate.locations import Location
 from ..trace.locate.opener import decoded_size
 from ..trace.remote.redact import redacting_logger
 from .disk_cache import DiskCache
-from .executor_choice import close_at_exit, make_executor
-from .file_queue import FileQueue, remote_slots
+from .executor_choice import StartingPool, close_at_exit, make_executor
+from .file_queue import OPENED, FileQueue, remote_slots
 from .settings import DEFAULT_CACHE_MAX_BYTES
 from .stored_reports import FileKey, StoredReports
 
@@ -124,9 +124,11 @@ class AnalysisCache:
         self._entries: dict[FileKey, FileState] = {}
         # remote files never take every thread: a local file always finds one (file_queue)
         self._queue: FileQueue[FileKey] = FileQueue(lambda k: k.path.is_url, remote_slots(self._n_workers))
-        self._threads: list[threading.Thread] = []
+        self._threads: dict[threading.Thread, int | None] = {}  # each thread, and the priorities it takes
         self._thread_seq = itertools.count()
         self._pending = 0  # files queued or running: while any, the threads must be alive
+        # The server has answered a request (TensorBoard is up): the local processes may start.
+        self.answering = threading.Event()
 
     # -- keys ------------------------------------------------------------
     @staticmethod
@@ -176,14 +178,21 @@ class AnalysisCache:
 
     # -- workers ---------------------------------------------------------
     def _ensure_threads(self) -> None:
-        """Start the worker threads, and replace any that died (called under the lock)."""
+        """Start the worker threads, and replace any that died (called under the lock). With local
+        processes, one more thread takes only the files of runs looked at (``OPENED`` or lower), so
+        that these never wait behind files that wait for the processes to start."""
         dead = [t for t in self._threads if not t.is_alive()]
         for t in dead:
             logger.error("MFU plugin: analysis thread %s had stopped; starting a new one", t.name)
-        self._threads = [t for t in self._threads if t.is_alive()]
-        while len(self._threads) < self._n_workers:
-            t = threading.Thread(target=self._work, name=f"mfu-analyse-{next(self._thread_seq)}", daemon=True)
-            self._threads.append(t)
+            del self._threads[t]
+        first_look = self._stand_in is None and self._scheduler is None
+        wanted: list[int | None] = [None] * self._n_workers + ([OPENED] if first_look else [])
+        for most in self._threads.values():
+            wanted.remove(most)
+        for most in wanted:
+            name = "mfu-first-look" if most is not None else "mfu-analyse"
+            t = threading.Thread(target=self._work, args=(most,), name=f"{name}-{next(self._thread_seq)}", daemon=True)
+            self._threads[t] = most
             t.start()
 
     def _executor_now(self) -> Executor:
@@ -194,7 +203,12 @@ class AnalysisCache:
                     raise SchedulerError(self._executor_error)
                 try:
                     self._executor = make_executor(
-                        self.options, self._n_workers, self._stand_in, self._scheduler, self._worker_memory
+                        self.options,
+                        self._n_workers,
+                        self._stand_in,
+                        self._scheduler,
+                        self._worker_memory,
+                        self.answering,
                     )
                 except SchedulerError as exc:
                     self._executor_error = str(exc)  # said once per file, not retried per file
@@ -207,9 +221,9 @@ class AnalysisCache:
                 close_at_exit(self, AnalysisCache.close)
             return self._executor
 
-    def _work(self) -> None:
+    def _work(self, most: int | None = None) -> None:
         while True:
-            key = self._queue.get()
+            key = self._queue.get(most)
             try:
                 self._take(key)
             finally:
@@ -251,7 +265,12 @@ class AnalysisCache:
 
         span = SpanFile(key.span, key.path, key.size, key.mtime, key.ident)
         try:
-            reports = self._executor_now().submit(FileJob(span, key.worker), progress).result()
+            executor, job = self._executor_now(), FileJob(span, key.worker)
+            if isinstance(executor, StartingPool) and st._priority <= OPENED:
+                done = executor.submit_first(job, progress)  # here while the processes start
+            else:
+                done = executor.submit(job, progress)
+            reports = done.result()
         except SchedulerError as exc:
             self._fail(st, str(exc))
             return

@@ -66,7 +66,9 @@ class MfuPluginLoader(base_plugin.TBLoader):
 
     def load(self, context):  # type: ignore[no-untyped-def]
         from .plugin import MfuPlugin
+        from .shutdown import install
 
+        install()  # SIGTERM and Ctrl-C end the server within a second, loading or not (shutdown.py)
         return MfuPlugin(context)
 
 

@@ -20,6 +20,10 @@ from typing import Generic, TypeVar
 
 K = TypeVar("K")
 
+# Priorities, the lowest first: a file of a run a request asked for, of the run the tab opens on,
+# of any other run.
+VIEWED, OPENED, BACKGROUND = 0, 1, 2
+
 
 def remote_slots(workers: int) -> int:
     return max(1, workers - 1)
@@ -41,12 +45,17 @@ class FileQueue(Generic[K]):
     def put(self, priority: int, key: K) -> None:
         with self._cond:
             heapq.heappush(self._remote if self._is_remote(key) else self._local, (priority, next(self._seq), key))
-            self._cond.notify()
+            self._cond.notify_all()  # a waiter that takes only some keys (``most``) must not swallow it
 
-    def get(self) -> K:
+    def get(self, most: int | None = None) -> K:
+        """The best key the caller may have; with ``most``, only a local key of that priority or a
+        lower one (the tab's first-look thread: the runs looked at)."""
         with self._cond:
             while True:
-                lanes = [self._local] + ([self._remote] if self._remote_out < self.slots else [])
+                if most is not None:
+                    lanes = [self._local] if self._local and self._local[0][0] <= most else []
+                else:
+                    lanes = [self._local] + ([self._remote] if self._remote_out < self.slots else [])
                 ready = [lane for lane in lanes if lane]
                 if ready:
                     lane = min(ready, key=lambda q: q[0][:2])

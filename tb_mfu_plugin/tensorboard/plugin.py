@@ -50,6 +50,7 @@ from .bodies import (
 )
 from .bodies import SpanState as SpanStateName
 from .cache import ERROR, LOADING, QUEUED, AnalysisCache, FileState
+from .file_queue import BACKGROUND, OPENED, VIEWED
 from .hosts import AllowedHosts
 from .pairing import Suggestion, suggest_compare, suggest_strategies
 from .paths import FileGate, PathView
@@ -143,7 +144,9 @@ class MfuPlugin(base_plugin.TBPlugin):
         return apps
 
     def is_active(self) -> bool:
-        """Whether any run has been found. Never blocks: reads the last background scan."""
+        """Whether any run has been found. Never blocks: reads the last background scan. TensorBoard
+        asks it for its first page: the server is up, and the analysis processes may start."""
+        self._cache.answering.set()
         self._index.refresh()
         return bool(self._index.current().runs)
 
@@ -156,11 +159,13 @@ class MfuPlugin(base_plugin.TBPlugin):
         self._index.invalidate()
 
     def _queue_scan(self, scan: Scan) -> None:
-        """Queue every file of a new scan: the user will most likely look at all runs."""
-        for run in scan.runs.values():
-            self._states(run, priority=2, scan=scan)
+        """Queue every file of a new scan: the user will most likely look at all runs. The first
+        run listed goes first: the tab opens on it when the user has not picked one before
+        (frontend ``pickDefaults``), and it is then the first run ready."""
+        for i, run in enumerate(scan.runs.values()):
+            self._states(run, priority=OPENED if i == 0 else BACKGROUND, scan=scan)
 
-    def _states(self, run: RunFiles, priority: int = 2, scan: Scan | None = None) -> list[SpanState]:
+    def _states(self, run: RunFiles, priority: int = BACKGROUND, scan: Scan | None = None) -> list[SpanState]:
         """Each span of ``run`` with its analysis state; queues the ones not seen before."""
         deps = (scan or self._index.current()).sidecars.get(run.name, ())
         out = []
@@ -307,6 +312,7 @@ class MfuPlugin(base_plugin.TBPlugin):
     # -- routes ----------------------------------------------------------
     def _respond(self, request: wrappers.Request, body: Any, code: int = 200) -> wrappers.Response:
         """``body`` as JSON, every string made encodable and its server paths relative."""
+        self._cache.answering.set()  # the server is up (is_active)
         return http_util.Respond(request, self._view.json(json_bytes(body)), "application/json", code=code)
 
     def _serve_static(self, request: wrappers.Request) -> wrappers.Response:
@@ -327,7 +333,7 @@ class MfuPlugin(base_plugin.TBPlugin):
     def _serve_report(self, request: wrappers.Request) -> wrappers.Response:
         """The run's report (200), or while files are still analysed its partial report (202)."""
         run = self._lookup(request.args.get("run"))
-        states = self._states(run, priority=0)
+        states = self._states(run, priority=VIEWED)
         if any(st.state in (QUEUED, LOADING) for _, _, st in states):
             return self._respond(request, self._partial(run, states), code=202)
         return self._respond(request, self._report_for(run, states))
@@ -335,7 +341,7 @@ class MfuPlugin(base_plugin.TBPlugin):
     def _serve_download(self, request: wrappers.Request) -> wrappers.Response:
         """The run's report as a file to keep or send: JSON, or the offline HTML page."""
         run = self._lookup(request.args.get("run"))
-        states = self._states(run, priority=0)
+        states = self._states(run, priority=VIEWED)
         if any(st.state in (QUEUED, LOADING) for _, _, st in states):
             raise errors.NotFoundError(f"run {run.name!r} is still being analysed: download it when it is ready")
         return serve_download(
@@ -351,7 +357,7 @@ class MfuPlugin(base_plugin.TBPlugin):
         runs = [self._lookup(n) for n in names]
         out = []
         for run in runs:
-            states = self._states(run, priority=0)
+            states = self._states(run, priority=VIEWED)
             loading = any(st.state in (QUEUED, LOADING) for _, _, st in states)
             status = self._run_status(run, states)
             out.append(

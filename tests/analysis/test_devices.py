@@ -247,12 +247,12 @@ VLLM_MI300X = {**MI300X_VF, "name": "", "totalGlobalMem": 205571227648}
 @pytest.mark.parametrize(
     ("props", "key", "why"),
     [
-        (VLLM_MI300X, "MI300X", "compute 9.4 with wavefront 64 is CDNA3 (gfx94x), and 304 CUs with 191 GiB"),
-        ({**VLLM_MI300X, "totalGlobalMem": 256 * 2**30}, "MI325X", "304 CUs with 256 GiB is the MI325X"),
+        (VLLM_MI300X, "MI300X", "compute 9.4 with wavefront 64 is CDNA3 (gfx94x), and 304 CUs with 206 GB"),
+        ({**VLLM_MI300X, "totalGlobalMem": 256 * 2**30}, "MI325X", "304 CUs with 275 GB is the MI325X"),
         ({"name": "", "gcnArchName": "gfx942:sramecc+:xnack-", "numSms": 304}, "MI300X", "gfx target gfx942"),
-        ({**H100, "name": "", "totalGlobalMem": 85 * 10**9}, "H100 SXM", "9.0 is Hopper, and 132 SMs with 79 GiB"),
+        ({**H100, "name": "", "totalGlobalMem": 85 * 10**9}, "H100 SXM", "9.0 is Hopper, and 132 SMs with 85.0 GB"),
         ({**H100, "name": ""}, "H100 SXM", "132 SMs (so has the H200 SXM, at the same peak) is the H100 SXM"),
-        ({**H100, "name": None, "totalGlobalMem": 150 * 10**9}, "H200 SXM", "132 SMs with 140 GiB is the H200"),
+        ({**H100, "name": None, "totalGlobalMem": 150 * 10**9}, "H200 SXM", "132 SMs with 150 GB is the H200"),
     ],
 )
 def test_an_empty_name_is_identified_by_architecture_and_count(props: dict[str, Any], key: str, why: str) -> None:

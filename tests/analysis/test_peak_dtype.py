@@ -58,13 +58,13 @@ def test_bf16_trace_without_shapes_takes_bf16_from_kernel_names(tmp_path: Path) 
     assert peak.peak_flops == pytest.approx(truth["peak_flops_bf16_used_for_mfu"])
     assert peak.source is not None and "dtype from kernel names" in peak.source and "fp32" not in peak.source
     assert w.flops.kernel_dtype == "bf16" and w.flops.kernel_dtype_shares["bf16"] > 0.8
-    # the same FLOPs over the same steps as the recorded-shapes trace: ~24 % (ground truth: 24.1 %
-    # profiled), not the 354 % the fp32 peak gave
-    mfu = w.summary.mfu
+    # the same FLOPs over the same steps as the recorded-shapes trace: ~24 % over the traced steps
+    # (ground truth: 24.1 % profiled), not the 354 % the fp32 peak gave
+    mfu = w.summary.mfu_traced
     assert mfu is not None and 0.2 < mfu < 0.3
     (orig,) = discover_runs(str(SAMPLES / "gpt_sdpa_fused"))
     (with_shapes,) = analyze_run(orig, AnalysisOptions(flops_per_step=truth["flops_per_step"])).workers
-    assert with_shapes.summary is not None and mfu == pytest.approx(with_shapes.summary.mfu, rel=1e-9)
+    assert with_shapes.summary is not None and mfu == pytest.approx(with_shapes.summary.mfu_traced, rel=1e-9)
     assert "impossible_mfu" not in w.flags
 
 
@@ -73,7 +73,7 @@ def test_sidecar_flops_without_shapes_use_the_same_peak(tmp_path: Path) -> None:
     (run / "tb_mfu.json").write_text(json.dumps({"version": 1, "flops_per_step": truth["flops_per_step"]}))
     w = _analyse(run, AnalysisOptions())
     assert w.flops.peak.dtype == "bf16" and w.flops.peak.dtype_source == "kernel names"
-    assert w.summary.mfu is not None and 0.2 < w.summary.mfu < 0.3
+    assert w.summary.mfu_traced is not None and 0.2 < w.summary.mfu_traced < 0.3
 
 
 def _no_dtype_trace(path: Path, kernel: str, dur: float = 800.0) -> Path:
@@ -93,7 +93,7 @@ def test_no_dtype_anywhere_assumes_the_bf16_peak_and_says_so(tmp_path: Path) -> 
     assert peak.dtype == "bf16" and peak.dtype_source == "assumed"
     assert peak.peak_flops == pytest.approx(989.4e12) and peak.source is not None and "PaLM convention" in peak.source
     assert any("PaLM convention" in n for n in w.notes)
-    assert w.summary.mfu == pytest.approx(1e11 / 1e-3 / 989.4e12)
+    assert w.summary.mfu_traced == pytest.approx(1e11 / 1e-3 / 989.4e12)
 
 
 def test_impossible_mfu_is_flagged_with_its_likely_cause() -> None:

@@ -5,9 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
+import msgspec.inspect as mi
 from tracegen import TraceBuilder
 
 from tb_mfu_plugin.analysis.device_view import DeviceView
+from tb_mfu_plugin.analysis.evidence import EVIDENCE_TYPES, Evidence, rule_of
 from tb_mfu_plugin.analysis.fmt import template
 from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.per_device import analyze_device
@@ -68,8 +71,27 @@ def rule_gain(f: Finding) -> float:
     (``evidence.whatif``; the re-timed gains are tests/diagnosis/test_whatif.py's): on hand-made
     traces whose one step annotation spans the whole step, the host holds the step however fast
     the GPU gets, so the re-timing gives 0 where the rule's arithmetic is what a test checks."""
-    w = f.evidence.get("whatif")
-    return float(w["rule_gain_us_per_step"]) if isinstance(w, dict) else f.est_gain_us_per_step
+    w = f.evidence.whatif
+    return f.est_gain_us_per_step if isinstance(w, msgspec.UnsetType) else w.rule_gain_us_per_step
+
+
+def _blank(t: mi.Type) -> Any:
+    """The plainest value of a type: 0, "", False, an empty list or map, None where allowed."""
+    if isinstance(t, mi.Metadata):
+        return _blank(t.type)
+    if isinstance(t, mi.UnionType):
+        return None if any(isinstance(x, mi.NoneType) for x in t.types) else _blank(t.types[0])
+    if isinstance(t, mi.StructType):
+        return {f.encode_name: _blank(f.type) for f in t.fields if f.required}
+    blanks = {mi.IntType: 0, mi.FloatType: 0.0, mi.StrType: "", mi.BoolType: False, mi.DictType: {}}
+    return next((v for k, v in blanks.items() if isinstance(t, k)), [])
+
+
+def blank_evidence(rule: str) -> Evidence:
+    """A rule's evidence with every field at its plainest value: for findings made by hand."""
+    (cls,) = [c for c in EVIDENCE_TYPES if rule_of(c) == rule]
+    out: Evidence = msgspec.convert(_blank(mi.type_info(cls)), type=cls)
+    return out
 
 
 def ids(rep: WorkerReport) -> list[str]:
@@ -88,7 +110,7 @@ def check_report(rep: WorkerReport) -> None:
     assert gains == sorted(gains, reverse=True)
     for f in rep.findings:
         assert f.severity in ("high", "medium", "low")
-        cost = f.evidence["cost_us_per_step"]
+        cost = f.evidence.cost_us_per_step
         # no estimate exceeds the time it claims to remove
         assert 0 <= f.est_gain_us_per_step <= cost + 1e-9, f
         assert f.recommendation
@@ -136,8 +158,9 @@ def check_waterfall_matches_summary(rep: WorkerReport) -> None:
     assert s.step_time_mean_us is not None and abs(step - s.step_time_mean_us) <= tol
     assert abs(w["gpu_busy"].us_per_step - s.gpu_busy_share * step) <= tol
     assert abs(w["kernels"].us_per_step - s.kernel_time_share * step) <= tol
-    if s.mfu is not None and w["mfu"].mfu is not None and not w["mfu"].clamped:
-        assert abs(w["mfu"].us_per_step - s.mfu * step) <= tol
+    # the waterfall takes the traced step apart: its last bar is the traced steps' MFU x that step
+    if s.mfu_traced is not None and w["mfu"].mfu is not None and not w["mfu"].clamped:
+        assert abs(w["mfu"].us_per_step - s.mfu_traced * step) <= tol
     if s.mfu is None:  # unknown stays unknown: the result bar has no value
         assert w["mfu"].us_per_step is None and w["mfu"].share is None
 

@@ -75,8 +75,8 @@ def test_bandwidth_from_the_last_arrival_and_low_bus_bandwidth(tmp_path: Path) -
         assert c.kernel_busbw_gbps == pytest.approx(own)
         (f,) = [f for f in w.findings if f.id == "low_bus_bandwidth"]
         assert f.subject == "allreduce default_pg Float"
-        assert f.evidence["link_peak_share"] == pytest.approx(c.busbw_gbps / 450.0, rel=1e-3)
-        assert "small messages" in f.evidence["causes"][0]
+        assert f.evidence.link_peak_share == pytest.approx(c.busbw_gbps / 450.0, rel=1e-3)
+        assert "small messages" in f.evidence.causes[0]
         assert "bucket_cap_mb" in f.recommendation and "bf16_compress_hook" in f.recommendation
         # all of the transfer is exposed; at 70 % of 450 GB/s it would take 4 MiB / 315 GB/s
         target = mib4 / (0.7 * 450e9) * 1e6

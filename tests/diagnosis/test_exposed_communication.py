@@ -34,10 +34,10 @@ def test_fires_at_the_threshold_and_estimates_no_more_than_the_exposed_time(tmp_
     # the step is 1000 µs; the default threshold is 10 % of it
     assert "exposed_communication" not in _findings(tmp_path, 99)
     f = _findings(tmp_path, 101)["exposed_communication"]
-    assert f.evidence["exposed_us_per_step"] == pytest.approx(101)
-    assert f.evidence["communication_us_per_step"] == pytest.approx(201)
-    assert f.est_gain_us_per_step <= f.evidence["exposed_us_per_step"] + 1e-6
-    assert f.evidence["collectives_us_per_step"] == {"allreduce": pytest.approx(201)}
+    assert f.evidence.exposed_us_per_step == pytest.approx(101)
+    assert f.evidence.communication_us_per_step == pytest.approx(201)
+    assert f.est_gain_us_per_step <= f.evidence.exposed_us_per_step + 1e-6
+    assert f.evidence.collectives_us_per_step == {"allreduce": pytest.approx(201)}
     assert "bucket_cap_mb" in f.recommendation  # all-reduce without TP ops: DDP's fix
 
 
@@ -51,7 +51,7 @@ def test_real_multi_gpu_runs(run: str, strategy: str, fix: str) -> None:
     workers = analyze_path(str(SAMPLES / run)).runs[0].workers
     found = [f for w in workers for f in w.findings if f.id == "exposed_communication"]
     # rank 0 waits in the collectives for rank 1, whose GPU idles on host work
-    assert found and all(f.evidence["strategy_guess"] == strategy and fix in f.recommendation for f in found)
+    assert found and all(f.evidence.strategy_guess == strategy and fix in f.recommendation for f in found)
     idle = {w.name: {f.id for f in w.findings} for w in workers}
     assert "gpu_idle" in idle["rank1"]
 

@@ -111,7 +111,7 @@ def test_every_finding_says_when_its_cost_runs(analysed: dict[str, list[Claimed]
     for where, (_, n, step, claims) in _claimed(analysed):
         for f, t in claims:
             assert t is not None, (where, f.id)
-            assert t.us / n <= f.evidence["cost_us_per_step"] * 1.001 + OVERLAP_US, (where, f.id, t.us / n)
+            assert t.us / n <= f.evidence.cost_us_per_step * 1.001 + OVERLAP_US, (where, f.id, t.us / n)
             assert t.us / n <= step * 1.001, (where, f.id)
 
 

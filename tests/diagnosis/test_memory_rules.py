@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLES
 
+from tb_mfu_plugin.analysis.evidence.memory import MemoryOpRow
 from tb_mfu_plugin.analysis.report import WorkerReport
 from tb_mfu_plugin.diagnosis import DEFAULT
 from tb_mfu_plugin.running.pipeline import analyze_path
@@ -48,8 +49,8 @@ def test_a_leak_fires_with_its_growth_and_the_steps_left(tmp_path: Path) -> None
     _starts(b, [GIB, GIB + 4 * 2**20, GIB + 8 * 2**20, GIB + 12 * 2**20], GIB)
     rep, *_ = analyze(b, tmp_path)
     f = one(rep, "memory_leak")
-    assert f.evidence["growth_per_step_bytes"] == 4 * 2**20
-    assert f.evidence["steps_until_full"] == pytest.approx((100 * GIB - (2 * GIB + 12 * 2**20)) / (4 * 2**20), rel=1e-3)
+    assert f.evidence.growth_per_step_bytes == 4 * 2**20
+    assert f.evidence.steps_until_full == pytest.approx((100 * GIB - (2 * GIB + 12 * 2**20)) / (4 * 2**20), rel=1e-3)
     assert f.severity == "medium" and f.est_gain_us_per_step == 0  # ~24,000 steps left: not high
     assert "4.19 MB a step" in f.title
 
@@ -119,8 +120,8 @@ def test_headroom_fires_only_beside_launch_bound(tmp_path: Path) -> None:
         assert ("launch_bound" in ids(rep)) is fires
         assert ("memory_headroom" in ids(rep)) is fires
     f = one(rep, "memory_headroom")
-    assert f.evidence["batch_factor_at_90"] == pytest.approx((90 * GIB - GIB) / GIB)
-    assert f.evidence["suggested_batch_factor"] == DEFAULT.headroom_max_suggested == 8
+    assert f.evidence.batch_factor_at_90 == pytest.approx((90 * GIB - GIB) / GIB)
+    assert f.evidence.suggested_batch_factor == DEFAULT.headroom_max_suggested == 8
     assert f.severity == one(rep, "launch_bound").severity and f.est_gain_us_per_step == 0
 
 
@@ -146,8 +147,8 @@ def _sample(run: str) -> WorkerReport:
 def test_the_leak_sample() -> None:
     w = _sample("memory_leak")
     f = one(w, "memory_leak")
-    assert f.evidence["growth_per_step_bytes"] == 8388608
-    assert f.evidence["kept_ops"][0] == {"op": "aten::_to_copy", "root_op": "aten::to", "bytes": 8388608, "count": 1}
+    assert f.evidence.growth_per_step_bytes == 8388608
+    assert f.evidence.kept_ops[0] == MemoryOpRow(op="aten::_to_copy", root_op="aten::to", bytes=8388608, count=1)
     assert "`aten::_to_copy`" in f.recommendation
 
 
@@ -162,9 +163,9 @@ def test_the_headroom_samples() -> None:
 def test_the_checkpointing_sample_shows_its_trade() -> None:
     f = one(_sample("gpt_memory_checkpointing"), "activation_checkpointing")
     ev = f.evidence
-    assert ev["recompute_flops_per_step"] == 85899345920  # the ground truth's recompute FLOPs
-    assert ev["saved_bytes_at_most"] >= 326897664  # the pair's measured saving
-    assert ev["recompute_us_per_step"] == f.evidence["cost_us_per_step"] > 0
+    assert ev.recompute_flops_per_step == 85899345920  # the ground truth's recompute FLOPs
+    assert ev.saved_bytes_at_most >= 326897664  # the pair's measured saving
+    assert ev.recompute_us_per_step == f.evidence.cost_us_per_step > 0
     assert (
         f.title.startswith("Activation checkpointing re-runs forward ops")
         and "turn checkpointing off" in f.recommendation
@@ -173,22 +174,26 @@ def test_the_checkpointing_sample_shows_its_trade() -> None:
 
 
 def test_compare_gives_the_checkpointing_pairs_deltas() -> None:
-    """tb-mfu compare's memory rows on the pair: the peak it saves, the headroom it buys, the recompute it costs."""
-    from tb_mfu_plugin.cli.render_memory import compared_rows
+    """Compare's memory rows on the pair (analysis.run.compare, what tb-mfu compare and the tab
+    show): the peak it saves, the headroom it buys, the recompute it costs."""
+    from tb_mfu_plugin.analysis import fmt
+    from tb_mfu_plugin.analysis.run.compare import worker_deltas
 
-    base, ckpt = (_sample(r).memory for r in ("gpt_memory", "gpt_memory_checkpointing"))
-    assert base is not None and ckpt is not None
-    a, b = base.brief(), ckpt.brief()
-    assert a is not None and b is not None
-    rows = {name: (x, y) for name, x, y in compared_rows(a, b)}
-    assert b.peak_allocated_bytes is not None and a.peak_allocated_bytes is not None
-    assert a.peak_allocated_bytes - b.peak_allocated_bytes == 326897664  # the pair's measured saving
-    peak = next(v for k, v in rows.items() if "peak allocated" in k.lower())
-    assert peak == ("1.11 GB", "782 MB (-327 MB)")
-    headroom = next(v for k, v in rows.items() if "headroom" in k.lower())
-    assert headroom[1].endswith("(+136.8×)"), headroom
-    recompute = next(v for k, v in rows.items() if "recompute" in k.lower())
-    assert recompute == ("n/a", "7.85 ms (+7.85 ms)")
+    base, ckpt = _sample("gpt_memory"), _sample("gpt_memory_checkpointing")
+    assert base.memory is not None and ckpt.memory is not None
+    a, b = base.memory.peak_allocated_bytes, ckpt.memory.peak_allocated_bytes
+    assert a is not None and b is not None and a - b == 326897664  # the pair's measured saving
+    figures, _ = worker_deltas(base, ckpt)
+    rows = {d.figure: d for d in figures}
+    peak = rows["memory.peak_allocated_bytes"]
+    assert (peak.baseline, peak.value, peak.verdict) == (a, b, "better")
+    assert fmt.change(peak.delta, peak.delta_unit) == "\u221229 %"
+    headroom = rows["memory.headroom.batch_factor"]
+    assert headroom.verdict == "better" and headroom.delta is not None and headroom.delta > 0
+    recompute = rows["memory.recompute.us_per_step"]
+    assert recompute.baseline is None and fmt.us(recompute.value) == "7.85 ms" and recompute.delta is None
+    saved = rows["memory.recompute.saved_bytes"]
+    assert saved.baseline is None and saved.value is not None and saved.value > 0
 
 
 @pytest.mark.parametrize("run", ["gpt_sdpa_fused", "gpt_checkpointing", "tiny_mlp_launch_bound"])

@@ -123,6 +123,7 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Served]]:
                 AnalysisOptions(), None if cache_dir in (None, "none") else cache_dir, workers, analyze=analyze
             )
         plugin = MfuPlugin(ctx, cache=cache, min_scan_interval_s=0.0)
+        plugin.is_active()  # TensorBoard's first page asks it: the analysis processes may start
         return Served(plugin)
 
     yield _serve

@@ -17,6 +17,7 @@ from tb_mfu_plugin.running.executors import ProcessExecutor
 from tb_mfu_plugin.running.flags import CACHE_MAX_BYTES_ENV, SCHEDULER_ENV, WORKERS_ENV
 from tb_mfu_plugin.running.pipeline import analyze_file
 from tb_mfu_plugin.tensorboard.entry import MfuPluginLoader
+from tb_mfu_plugin.tensorboard.executor_choice import StartingPool
 from tb_mfu_plugin.tensorboard.settings import DEFAULT_CACHE_MAX_BYTES, settings_from_flags
 
 from .conftest import ROOT
@@ -82,7 +83,9 @@ def test_analyses_run_in_processes_sized_by_the_flag(serve, four_ranks):
     s = serve(four_ranks, workers="2")
     s.settle()
     executor = s.plugin._cache._executor
-    assert isinstance(executor, ProcessExecutor) and executor.slots == 2
+    # local processes (started in the background; small files are analysed here until they answer)
+    assert isinstance(executor, StartingPool) and isinstance(executor.pool, ProcessExecutor)
+    assert executor.slots == executor.pool.slots == 2
     assert s.json(f"/report?run={RUN}") == cli_runs(four_ranks)[RUN]
 
 

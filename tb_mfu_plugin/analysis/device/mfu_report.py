@@ -111,7 +111,9 @@ def mfu_figures(
     unattributed = unattributed_kernel_time(tables, of, launched_in_steps(tables, steps, device))
     detail = flops_summary(of, cpu_start, cpu_end, unattributed)
     detail.headline_source = head_source
-    fill_detail(detail, wf, dur, busy_us, has_shapes, user, choice, peak.dtype)
+    scale = drag if drag is not None and 0 < drag <= 1 and n > 0 else None
+    # HFU, the MFU without recompute and the user's MFU over the same step as the headline's
+    fill_detail(detail, wf, dur * scale if scale else dur, busy_us, has_shapes, user, choice, peak.dtype)
     notes: list[str] = []
     if choice.dtype_source == "assumed" and head is not None:
         notes.append(f"MFU peak: {choice.source}")
@@ -132,7 +134,7 @@ def mfu_figures(
         rate = np.where(known, r, np.nan)
     summary_flops = float(np.mean(flops)) if head is not None else None
     traced_mfu = overall_mfu(flops, dur, choice.peak_flops) if head is not None else None
-    step_unprofiled = float(dur.mean()) * drag if drag is not None and 0 < drag <= 1 and n else None
+    step_unprofiled = float(dur.mean()) * scale if scale else None
     step_basis = step_unprofiled if step_unprofiled is not None else (float(dur.mean()) if n else None)
     summary_mfu = mfu_for(summary_flops, step_basis, choice.peak_flops)
     summary_achieved = flop_rate(summary_flops, step_basis)

@@ -1,6 +1,7 @@
-"""Two runs compared rank by rank (``tb-mfu compare``): every analysed worker of the baseline
-beside the worker of the other run that holds the same rank, with the findings fixed, new or
-remaining between the two, and each figure's and each top kernel's change.
+"""Runs compared rank by rank (``tb-mfu compare``): every analysed worker of the baseline
+beside the worker of another run that holds the same rank, with the findings fixed, new or
+remaining between the two, and each figure's and each top kernel's change; each run given after
+the baseline is compared with it so.
 
 The changes are computed here once for every face (``worker_deltas``): the CLI's ``compare``
 prints a ``ComparedRank``'s, the plugin's ``/compare`` body carries ``deltas_against_baseline``
@@ -55,8 +56,11 @@ COMPARED_FIGURES = (
     "d2h_bytes_per_step",
     "memory.peak_allocated_bytes",
     "memory.peak_reserved_bytes",
+    "memory.peak_share",
+    "memory.growth_per_step_bytes",
     "memory.headroom.batch_factor",
     "memory.recompute.us_per_step",
+    "memory.recompute.saved_bytes",
 )
 # A change smaller than these is noise, judged "same": 2 % of the baseline, or 0.5 percentage
 # points of a share (run-to-run jitter of a step is about 1 %).
@@ -129,13 +133,22 @@ class ComparedRank(msgspec.Struct, kw_only=True):
     kernels: list[KernelDelta] = []
 
 
+class AgainstBaseline(msgspec.Struct, kw_only=True):
+    """One run given after the baseline, rank by rank against it."""
+
+    matched_by: Literal["rank", "order"]
+    ranks: list[ComparedRank]
+
+
 class Comparison(msgspec.Struct, kw_only=True):
-    """What ``tb-mfu compare --json`` prints."""
+    """What ``tb-mfu compare --json`` prints: ``matched_by`` and ``ranks`` are the second run against
+    the baseline; ``against_baseline`` holds every run after the baseline, that one first."""
 
     schema_version: int = COMPARISON_SCHEMA
     matched_by: Literal["rank", "order"]
     ranks: list[ComparedRank]
     strategies: list[StrategyRow] = []  # every run given, side by side by strategy
+    against_baseline: list[AgainstBaseline] = []
 
 
 def analysed(report: Report) -> list[tuple[str, WorkerReport]]:
@@ -290,4 +303,13 @@ def deltas_against_baseline(runs: list[RunReport | None]) -> list[WorkerDeltas]:
                 kernels=kernels,
             )
         )
+    return out
+
+
+def compare_all(baseline: Report, others: list[Report]) -> Comparison:
+    """Every run of ``others`` against ``baseline``, rank by rank; the first one also as the
+    comparison's own ``matched_by`` and ``ranks`` (what a comparison of two runs has)."""
+    each = [compare_runs(baseline, other) for other in others]
+    out = each[0]
+    out.against_baseline = [AgainstBaseline(matched_by=c.matched_by, ranks=c.ranks) for c in each]
     return out

@@ -68,7 +68,11 @@ def timeline_block(
     launcher = tables.launcher[tables.gpu.device == device]
     sync_rows = view.syncs.rows if view.syncs is not None else np.empty(0, np.int64)
     cpu = tables.cpu
-    sync_rows = sync_rows[(cpu.ts[sync_rows] >= lo) & (cpu.ts[sync_rows] < hi)]
+    # the step's syncs by the rule of its figures (the last step whose host window starts before each):
+    # from its host start to the next step's, and drawn within its window
+    nxt = float(steps.cpu_start[i + 1]) if i + 1 < len(steps) else np.inf
+    at = cpu.ts[sync_rows]
+    sync_rows = sync_rows[(at >= float(steps.cpu_start[i])) & (at < nxt) & (at >= lo) & (at < hi)]
     gpu_drawn = (view.gpu.ts < hi) & (view.gpu.end > lo) & (launcher >= 0)
     host = host_lanes(tables, launcher[gpu_drawn], sync_rows, lo, hi, 0)
     op_class = None

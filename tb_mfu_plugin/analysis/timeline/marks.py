@@ -19,6 +19,7 @@ import numpy as np
 from ...trace.tables import TraceTables
 from .. import fmt
 from ..critical_path.graph import Graph
+from ..evidence.host import SyncPointEvidence
 from ..memory.types import Memory
 from ..report import Finding
 from ..time import intervals
@@ -61,8 +62,8 @@ def finding_marks(
     for i, f in enumerate(findings):
         span = times[i] if times is not None and i < len(times) else None
         mine = _claimed(f, i, span, scene)
-        if f.id == "sync_point" and syncs is not None:
-            mine = _sync_marks(f, i, scene, tables, syncs, graph) + mine
+        if isinstance(f.evidence, SyncPointEvidence) and syncs is not None:
+            mine = _sync_marks(f, f.evidence, i, scene, tables, syncs, graph) + mine
         if not mine:
             mine = _elsewhere(f, i, span, scene, memory)
         out += mine
@@ -145,12 +146,18 @@ def _what(scene: Scene, lane: int, t0: float, t1: float) -> str:
 
 
 def _sync_marks(
-    f: Finding, i: int, scene: Scene, tables: TraceTables, syncs: SyncEvents, graph: Graph | None
+    f: Finding,
+    ev: SyncPointEvidence,
+    i: int,
+    scene: Scene,
+    tables: TraceTables,
+    syncs: SyncEvents,
+    graph: Graph | None,
 ) -> list[TimelineMark]:
     """The calls of this finding's cause that blocked the host in the step, and the GPU work each
     waited for (the drain: from the call to the end of the last op it waited for)."""
-    cpu, names, ev = tables.cpu, tables.names, f.evidence
-    want = (ev.get("api"), ev.get("op"), ev.get("root_op"))
+    cpu, names = tables.cpu, tables.names
+    want = (ev.api, ev.op, ev.root_op)
     out = []
     bound = dict(zip(graph.syncs.row.tolist(), graph.syncs.bound.tolist(), strict=True)) if graph is not None else {}
     for r, op, root in zip(syncs.rows.tolist(), syncs.op, syncs.root, strict=True):

@@ -15,6 +15,7 @@ from typing import Any
 
 from ...analysis.distributed import collectives as co
 from ...analysis.distributed.blocks import Collective
+from ...analysis.evidence.distributed import LowBusBandwidthEvidence
 from ...analysis.fmt import nbytes
 from ..context import ReportFacts
 from ..registry import Hit, rule
@@ -97,24 +98,24 @@ def low_bus_bandwidth(ctx: ReportFacts) -> list[Hit]:
             "msg": c.mean_message_bytes or 0.0,
             "target": th.busbw_target_share,
         }
-        evidence = {
-            "kind": c.kind,
-            "group": c.group,
-            "group_size": c.group_size,
-            "dtype": c.dtype,
-            "role": c.role,
-            "busbw_gbps": c.busbw_gbps,
-            "algbw_gbps": c.algbw_gbps,
-            "link": c.link,
-            "link_gbps": c.link_gbps,
-            "link_peak_share": share,
-            "mean_message_bytes": c.mean_message_bytes,
-            "count_per_step": c.count_per_step,
-            "transfer_us_per_step": transfer,
-            "exposed_us_per_step": c.exposed_us_per_step,
-            "kernel_protocol": c.kernel_protocol,
-            "causes": causes,
-        }
+        evidence = LowBusBandwidthEvidence(
+            kind=c.kind,
+            group=c.group,
+            group_size=c.group_size,
+            dtype=c.dtype,
+            role=c.role,
+            busbw_gbps=c.busbw_gbps,
+            algbw_gbps=c.algbw_gbps,
+            link=c.link,
+            link_gbps=c.link_gbps,
+            link_peak_share=share,
+            mean_message_bytes=c.mean_message_bytes,
+            count_per_step=c.count_per_step,
+            transfer_us_per_step=transfer,
+            exposed_us_per_step=c.exposed_us_per_step,
+            kernel_protocol=c.kernel_protocol,
+            causes=causes,
+        )
         hits.append(
             Hit(
                 cost_us=c.exposed_us_per_step,

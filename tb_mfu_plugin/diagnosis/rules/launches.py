@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...analysis.evidence.host import LaunchBoundEvidence, TinyKernelsInGraphsEvidence
 from ...analysis.time.idle_gaps import GRAPH, HOST, LAUNCH
 from .. import fixes
 from ..context import Context
@@ -95,20 +96,20 @@ def launch_bound(ctx: Context, fired: Fired) -> list[Hit]:
         return []
     count, median, short_share = found
     sel = gaps.cause == LAUNCH
-    evidence = {
-        "kernels_per_step": count,
-        "median_kernel_us": median,
-        "short_kernel_share": short_share,
-        "graph_kernels_per_step": la.graph_kernels_per_step,
-        "graph_launches_per_step": la.graph_launches_per_step,
-        "launch_api_us_per_step": la.launch_api_us_per_step,
-        "launch_gaps_per_step": sel.sum() / ctx.n,
-        "launch_gap_us_per_step": short,
-        "median_launch_gap_us": float(np.median(gaps.end[sel] - gaps.start[sel])) if sel.any() else None,
-        "gap_max_us": ctx.th.launch_gap_max_us,
-        "longer_host_gaps_us_per_step": long,
-        "in_optimizer_step_us_per_step": (gaps.total(LAUNCH) + gaps.total(HOST)) / ctx.n - idle,
-    }
+    evidence = LaunchBoundEvidence(
+        kernels_per_step=count,
+        median_kernel_us=median,
+        short_kernel_share=short_share,
+        graph_kernels_per_step=la.graph_kernels_per_step,
+        graph_launches_per_step=la.graph_launches_per_step,
+        launch_api_us_per_step=la.launch_api_us_per_step,
+        launch_gaps_per_step=sel.sum() / ctx.n,
+        launch_gap_us_per_step=short,
+        median_launch_gap_us=float(np.median(gaps.end[sel] - gaps.start[sel])) if sel.any() else None,
+        gap_max_us=ctx.th.launch_gap_max_us,
+        longer_host_gaps_us_per_step=long,
+        in_optimizer_step_us_per_step=(gaps.total(LAUNCH) + gaps.total(HOST)) / ctx.n - idle,
+    )
     launch_all, host_all = gaps.total(LAUNCH) / ctx.n, gaps.total(HOST) / ctx.n
     in_optimizer = launch_all + host_all - idle
     args = {
@@ -183,17 +184,17 @@ def tiny_kernels_in_graphs(ctx: Context) -> list[Hit]:
     gap_us = ctx.gaps.total(GRAPH) / ctx.n
     sel = ctx.gaps.cause == GRAPH
     mask = ctx.graph_launched & ctx.is_kernel & (ctx.view.step >= 0)
-    evidence = {
-        "graph_launches_per_step": la.graph_launches_per_step,
-        "graph_kernels_per_step": count,
-        "median_kernel_us": median,
-        "short_kernel_share": short,
-        "graph_kernel_us_per_step": float(ctx.view.gpu.dur[mask].sum()) / ctx.n,
-        "gaps_in_graphs_per_step": sel.sum() / ctx.n,
-        "gap_us_per_step": gap_us,
-        "median_gap_us": float(np.median(ctx.gaps.end[sel] - ctx.gaps.start[sel])) if sel.any() else None,
-        "kernels": top_kernels(ctx, mask),
-    }
+    evidence = TinyKernelsInGraphsEvidence(
+        graph_launches_per_step=la.graph_launches_per_step,
+        graph_kernels_per_step=count,
+        median_kernel_us=median,
+        short_kernel_share=short,
+        graph_kernel_us_per_step=float(ctx.view.gpu.dur[mask].sum()) / ctx.n,
+        gaps_in_graphs_per_step=sel.sum() / ctx.n,
+        gap_us_per_step=gap_us,
+        median_gap_us=float(np.median(ctx.gaps.end[sel] - ctx.gaps.start[sel])) if sel.any() else None,
+        kernels=top_kernels(ctx, mask),
+    )
     args = {"count": count, "median": median or 0, "idle": gap_us / ctx.step_us}
     fix = ("compiled",) if compiled(ctx) else ("",)
     change = fixes.gapless(mask, "the graph replays' kernels fused so that none waits after the one before it")

@@ -5,16 +5,9 @@ these; neither computes them (tests/e2e checks the tab, tests/test_cli.py the CL
 
 from __future__ import annotations
 
-import json
-import random
-import shutil
-import subprocess
-from pathlib import Path
-
 import pytest
-from conftest import ROOT, SAMPLES
+from conftest import SAMPLES
 
-from tb_mfu_plugin.analysis import fmt
 from tb_mfu_plugin.analysis.definitions import DEFINITIONS
 from tb_mfu_plugin.analysis.report import RunReport
 from tb_mfu_plugin.analysis.run.compare import (
@@ -142,33 +135,3 @@ def test_the_cli_compares_with_the_same_function(naive_and_sdpa: tuple[RunReport
     naive, sdpa = naive_and_sdpa
     (rank,) = compare_runs(Report(runs=[naive], tool_version="t"), Report(runs=[sdpa], tool_version="t")).ranks
     assert (rank.figures, rank.kernels) == worker_deltas(naive.workers[0], sdpa.workers[0])
-
-
-def test_the_change_reads_as_the_tab_writes_it(tmp_path: Path) -> None:
-    """fmt.change is format.ts' change, run under node, on edges and random changes."""
-    esbuild = ROOT / "frontend" / "node_modules" / ".bin" / "esbuild"
-    if shutil.which("node") is None or not esbuild.exists():
-        pytest.skip("frontend dependencies not installed (cd frontend && npm ci)")
-    rng = random.Random(31)
-    xs = [0.0, -0.0, 0.05, 0.0999, 0.09995, 0.1, 0.125, -0.125, 0.0125, 1.0, 9.4, -100.0, 1e-9, 12.25, 0.45]
-    xs += [rng.uniform(-2, 2) for _ in range(300)] + [rng.uniform(-60, 60) for _ in range(300)]
-    bundle = tmp_path / "format.mjs"
-    subprocess.run(
-        [str(esbuild), str(ROOT / "frontend" / "src" / "format.ts"), "--bundle", "--format=esm", f"--outfile={bundle}"],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    (tmp_path / "xs.json").write_text(json.dumps(xs))
-    script = tmp_path / "run.mjs"
-    script.write_text(
-        "import * as f from './format.mjs';\n"
-        "import { readFileSync } from 'node:fs';\n"
-        "const xs = JSON.parse(readFileSync(new URL('./xs.json', import.meta.url)));\n"
-        "console.log(JSON.stringify([null, ...xs].flatMap((x) => [f.change(x, 'pp'), f.change(x, 'relative')])));\n"
-    )
-    tab = json.loads(subprocess.run(["node", str(script)], check=True, capture_output=True, timeout=120).stdout)
-    ours = [s for x in [None, *xs] for s in (fmt.change(x, "pp"), fmt.change(x, "relative"))]
-    assert ours == tab
-    assert fmt.change(0.123, "relative") == "+12 %" and fmt.change(-0.05, "relative") == "\u22125.0 %"
-    assert fmt.change(4.06, "pp") == "+4.1 pp" and fmt.change(None, "pp") == ""
