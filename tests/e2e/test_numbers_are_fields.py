@@ -27,6 +27,7 @@ import json
 import math
 import re
 import urllib.parse
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -214,8 +215,11 @@ def unnamed(text: str, body: Body) -> str:
     return text
 
 
-def check_view(view: str, seen: Json, body: Body) -> list[str]:
-    """What ``seen`` (COLLECT_JS of a view) shows that is no field of ``body``, one line each."""
+def check_view(view: str, seen: Json, body: Body, tally: Counter[str] | None = None) -> list[str]:
+    """What ``seen`` (COLLECT_JS of a view) shows that is no field of ``body``, one line each;
+    ``tally`` counts the views, and the numbers matched to a named field or to one in scope."""
+    tally = Counter() if tally is None else tally
+    tally["views"] += 1
     bad = []
     for el in seen["fields"]:
         found, value = get(body.json, el["path"])
@@ -226,6 +230,7 @@ def check_view(view: str, seen: Json, body: Body) -> list[str]:
             wrong = [t for t in shown if t not in texts(value)]
             if wrong or not shown:
                 bad.append(f"{view}: {el['path']} = {value!r} shown as {el['text']!r} ({el['where']})")
+            tally["named"] += len(shown) - len(wrong)
         elif isinstance(value, str):
             if value not in el["text"]:
                 bad.append(f"{view}: {el['path']} = {value!r} shown as {el['text']!r} ({el['where']})")
@@ -237,6 +242,7 @@ def check_view(view: str, seen: Json, body: Body) -> list[str]:
             continue
         held = body.scope(node["scope"]) if node["scope"] is not None else set()
         wrong = [t for t in rest if t not in held]
+        tally["in scope"] += len(rest) - len(wrong)
         if wrong:
             scope = f"scope {node['scope']!r}" if node["scope"] is not None else "no scope"
             bad.append(f"{view}: {wrong} in {node['text'].strip()!r}, {scope} ({node['where']})")
@@ -273,7 +279,7 @@ def _pick_every_fix(frame: Any) -> None:
             box.check()
 
 
-def _overviews(page: Any, frame: Any, tb: TensorBoard, run: str) -> list[str]:
+def _overviews(page: Any, frame: Any, tb: TensorBoard, run: str, tally: Counter[str]) -> list[str]:
     """Every worker report of ``run``: its Overview as drawn, then with details open and every fix picked."""
     go(page, f"view=overview&run={run}")
     frame.locator("[data-testid=run-title]").filter(has_text=run).wait_for(timeout=TIMEOUT_MS)
@@ -288,15 +294,26 @@ def _overviews(page: Any, frame: Any, tb: TensorBoard, run: str) -> list[str]:
             poll(lambda i=idx: frame.evaluate(WORKER_PICKED_JS) == str(i))
         frame.locator("[data-testid=overview], [data-testid=worker-error]").first.wait_for(timeout=TIMEOUT_MS)
         settle(frame)
-        bad += check_view(f"{run} worker {idx}", frame.evaluate(COLLECT_JS, ", ".join(NO_FIGURE)), body)
+        bad += _checked(f"{run} worker {idx}", frame, body, tally)
         frame.evaluate(OPEN_ALL_JS)
         _pick_every_fix(frame)
         frame.wait_for_timeout(100)
-        bad += check_view(f"{run} worker {idx}, opened", frame.evaluate(COLLECT_JS, ", ".join(NO_FIGURE)), body)
+        bad += _checked(f"{run} worker {idx}, opened", frame, body, tally)
     return bad
 
 
-def _compared(page: Any, frame: Any, tb: TensorBoard, view: str, group: list[str]) -> list[str]:
+def _checked(view: str, frame: Any, body: Body, tally: Counter[str]) -> list[str]:
+    """check_view of what ``frame`` shows now; a view in which no number matched a field fails
+    too (a view drawn from nothing would pass every check)."""
+    mine: Counter[str] = Counter()
+    bad = check_view(view, frame.evaluate(COLLECT_JS, ", ".join(NO_FIGURE)), body, mine)
+    tally.update(mine)
+    if not mine["named"] + mine["in scope"]:
+        bad.append(f"{view}: no number of the report shown")
+    return bad
+
+
+def _compared(page: Any, frame: Any, tb: TensorBoard, view: str, group: list[str], tally: Counter[str]) -> list[str]:
     go(page, f"view={view}&compare={','.join(group)}")
     poll(lambda: _picked_shown(frame, view, group))
     settle(frame)
@@ -304,7 +321,7 @@ def _compared(page: Any, frame: Any, tb: TensorBoard, view: str, group: list[str
     query = "&".join(f"run={urllib.parse.quote(r)}" for r in group)
     body = tb.get_json(f"/data/plugin/mfu/compare?{query}")
     assert all(e["report"] is not None for e in body["runs"])
-    return check_view(f"{view} of {', '.join(group)}", frame.evaluate(COLLECT_JS, ", ".join(NO_FIGURE)), Body.of(body))
+    return _checked(f"{view} of {', '.join(group)}", frame, Body.of(body), tally)
 
 
 # A number the tab would have computed, planted beside the step time: the collection must see it.
@@ -333,15 +350,19 @@ def test_every_number_on_every_view_is_a_report_field(samples_tb: TensorBoard, b
     page.goto(f"{samples_tb.url}/#mfu&view=overview&run={runs[0]}")
     frame = tab_frame(page)
     bad: list[str] = []
+    tally: Counter[str] = Counter()
     for run in runs:
-        bad += _overviews(page, frame, samples_tb, run)
+        bad += _overviews(page, frame, samples_tb, run, tally)
     _a_planted_number_is_caught(frame, samples_tb, runs[-1])
+    groups = [runs[i : i + MAX_COMPARE] for i in range(0, len(runs), MAX_COMPARE)]
     for view in ("compare", "strategies"):
-        for i in range(0, len(runs), MAX_COMPARE):
-            bad += _compared(page, frame, samples_tb, view, runs[i : i + MAX_COMPARE])
+        for group in groups:
+            bad += _compared(page, frame, samples_tb, view, group, tally)
     ctx.close()
+    print(f"{len(runs)} runs, {tally['views']} views: {tally['named']} numbers named, {tally['in scope']} in scope")
     assert not bad, f"{len(bad)} numbers that are no report field:\n" + "\n".join(bad)
     assert not errors, errors
+    assert tally["views"] >= 2 * len(runs) + 2 * len(groups)
 
 
 def test_the_check_finds_a_number_that_is_no_field() -> None:
