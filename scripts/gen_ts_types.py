@@ -61,13 +61,15 @@ def roots() -> list[type]:
     """The types whose schemas (and everything they reference) become declarations.
 
     ``StrategyRow`` is the plugin's ``/compare`` body's ``strategies`` (analysis.run.strategies),
-    ``FindingsAgainstBaseline`` its ``findings`` (analysis.run.findings_compare).
+    ``FindingsAgainstBaseline`` its ``findings`` (analysis.run.findings_compare), ``WorkerDeltas``
+    its ``deltas`` (analysis.run.compare).
     """
     from tb_mfu_plugin.analysis.report import Report
+    from tb_mfu_plugin.analysis.run.compare import WorkerDeltas
     from tb_mfu_plugin.analysis.run.findings_compare import FindingsAgainstBaseline
     from tb_mfu_plugin.analysis.run.strategies import StrategyRow
 
-    return [Report, StrategyRow, FindingsAgainstBaseline]
+    return [Report, StrategyRow, FindingsAgainstBaseline, WorkerDeltas]
 
 
 def route_roots() -> list[type]:

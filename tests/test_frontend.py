@@ -87,7 +87,15 @@ def test_generated_route_types_are_current() -> None:
     # what the routes share with the report is imported from report_types.ts, not declared twice
     imported = re.search(r"import type \{([^}]*)\} from './report_types';", routes)
     assert imported is not None
-    shared = {"FindingsAgainstBaseline", "RankSummary", "Report", "RunReport", "StrategyRow", "WorkerReport"}
+    shared = {
+        "FindingsAgainstBaseline",
+        "RankSummary",
+        "Report",
+        "RunReport",
+        "StrategyRow",
+        "WorkerDeltas",
+        "WorkerReport",
+    }
     assert {n.strip() for n in imported.group(1).split(",") if n.strip()} == shared
 
 

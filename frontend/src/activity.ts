@@ -2,6 +2,7 @@
 // the top kernels, each as a card with a sortable table or a list of facts.
 import { card } from './card';
 import { h, ICONS, icon } from './dom';
+import { scope } from './field';
 import * as f from './format';
 import { type Column, kernelFilter, kernelNameColumn, numColumn, shareCell, table } from './table';
 import type { CopyStats, KernelStats, SyncStats, WorkerReport } from './types';
@@ -32,6 +33,7 @@ export function copiesCard(w: WorkerReport): HTMLElement {
     'Copies',
     table<CopyStats>(copies, COPY_COLUMNS, {
       testid: 'copies-table',
+      at: 'copies',
       cls: 'wrap-heads',
       sortKey: 'time',
       empty: 'No copies in the profiled steps.',
@@ -72,6 +74,7 @@ export function syncsCard(w: WorkerReport): HTMLElement {
       ],
       {
         testid: 'syncs-table',
+        at: 'syncs',
         cls: 'wrap-heads',
         sortKey: 'blocked',
         empty: 'No host-device synchronisation in the profiled steps.',
@@ -127,7 +130,7 @@ export function launchesCard(w: WorkerReport): HTMLElement {
     'Launches',
     h(
       'dl',
-      { class: 'facts', testid: 'launch-stats' },
+      { class: 'facts', testid: 'launch-stats', data: scope('launches') },
       rows.map(([k, v, t]) => [h('dt', { title: t }, k), h('dd', null, v)]),
     ),
     {
@@ -182,6 +185,7 @@ export function kernelsCard(w: WorkerReport): HTMLElement {
     `Top kernels`,
     table<KernelStats>(ks, kernelColumns(maxShare), {
       testid: 'kernels-table',
+      at: 'top_kernels',
       sortKey: 'total',
       maxRows: 15,
       ...kernelFilter,

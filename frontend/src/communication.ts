@@ -3,6 +3,7 @@
 // docs/distributed.md defines every figure.
 import { card, cardNotes } from './card';
 import { h } from './dom';
+import { scope } from './field';
 import * as f from './format';
 import { type Column, numColumn, table } from './table';
 import type { Collective, Communication, Pipeline, WorkerReport } from './types';
@@ -24,7 +25,7 @@ function kpi(label: string, value: string, title: string): HTMLElement {
 function overlapKpis(c: Communication): HTMLElement {
   return h(
     'div',
-    { class: 'kpis comm', testid: 'comm-kpis' },
+    { class: 'kpis comm', testid: 'comm-kpis', data: scope('communication') },
     kpi('Strategy', strategyText(c.strategy), c.strategy_evidence.join('\n')),
     kpi('Communication / step', f.dur(c.communication_us_per_step), 'Union of the collective kernels in the steps'),
     kpi('Exposed / step', f.dur(c.exposed_us_per_step), 'Communication with no compute kernel running'),
@@ -71,7 +72,11 @@ const COLLECTIVE_COLUMNS: Column<Collective>[] = [
 ];
 
 function collectivesTable(rows: Collective[]): HTMLElement {
-  return table<Collective>(rows, COLLECTIVE_COLUMNS, { testid: 'collectives-table', sortKey: 'time' });
+  return table<Collective>(rows, COLLECTIVE_COLUMNS, {
+    testid: 'collectives-table',
+    sortKey: 'time',
+    at: 'communication.collectives',
+  });
 }
 
 /** A rank's (or a run's mean) pipeline bubble: n/a where it has no pipeline stages. */
@@ -90,7 +95,7 @@ function pipelineLine(p: Pipeline): HTMLElement {
     p.analytic_bubble_share !== null ? `, analytic (p−1)/(v·m+p−1) ${f.pct(p.analytic_bubble_share)}` : '';
   return h(
     'p',
-    { testid: 'pipeline-bubble' },
+    { testid: 'pipeline-bubble', data: scope('pipeline') },
     h('strong', null, 'Pipeline: '),
     `stage ${p.stage ?? f.NA} of ${p.pipeline_size ?? f.NA}, ${p.microbatches ?? f.NA} micro-batches (schedule ${p.schedule ?? f.NA}); `,
     `bubble ${f.dur(p.bubble_us_per_step)} per step, ${f.pct(p.bubble_share)} of the step${analytic}`,
@@ -111,7 +116,7 @@ export function communicationCard(w: WorkerReport): HTMLElement | null {
       c.unlisted
         ? h(
             'p',
-            { class: 'note', testid: 'collectives-rest' },
+            { class: 'note', testid: 'collectives-rest', data: scope('communication.unlisted') },
             `Rest: ${f.dur(c.unlisted.us_per_step)} per step, ${f.dur(c.unlisted.exposed_us_per_step)} exposed, so the rows add up to the total: ${c.unlisted.reason}.`,
           )
         : null,

@@ -3,12 +3,13 @@ import { card } from './card';
 import { axisTooltip, chart, msPerStepAxis, tooltipNode } from './charts';
 import { AGGREGATION } from './definitions';
 import { type Child, h } from './dom';
+import { field, scope } from './field';
 import * as f from './format';
-import { deltaNode, impossible, METRICS } from './metrics';
+import { deltaNode, figureHead, figureText, pairOf } from './metrics';
 import { COLORS, UI } from './palette';
-import type { FindingChange, FindingsAgainstBaseline } from './report_types';
+import type { FindingChange, FindingsAgainstBaseline, KernelDelta, WorkerDeltas } from './report_types';
 import { BREAKDOWN, partUs } from './steps';
-import { type Column, kernelFilter, kernelNameColumn, numColumn, table } from './table';
+import { type Column, kernelFilter, kernelNameColumn, table } from './table';
 import { compareTimelines } from './timeline_compare';
 import type { RunReport, Summary, WorkerReport } from './types';
 import { usable, workerLabel } from './workers';
@@ -64,37 +65,44 @@ function headerRow(cols: CompareColumn[], onWorker: (run: string, idx: number) =
   );
 }
 
-/** A row per metric: each run's figure, and its delta against the first run. */
-function metricRows(cols: CompareColumn[]): HTMLElement[] {
-  return METRICS.map((m) => {
-    const baseCol = cols[0];
-    const baseW = baseCol.report?.workers[baseCol.workerIndex];
-    const base = baseW?.summary ? m.value(baseW.summary, baseW) : null;
-    return h(
+/** A row per figure of the /compare body's pairs: each run's figure, and its change against the
+ * baseline's (analysis/run/compare.py computed both; the rows are the baseline's pair's). */
+function metricRows(cols: CompareColumn[], deltas: WorkerDeltas[]): HTMLElement[] {
+  const base = cols[0];
+  const own = (c: CompareColumn) => pairOf(deltas, c.run, c.workerIndex, c.run, c.workerIndex);
+  const rows = own(base)?.pair.figures ?? deltas[0]?.figures ?? [];
+  return rows.map((row, k) =>
+    h(
       'tr',
       null,
-      h('th', { class: 'metric', title: m.title }, m.label),
+      figureHead(row),
       cols.map((c, i) => {
         if (!c.report) return h('td', { class: 'num dim' }, `loading ${f.pct(c.progress, 0)}`);
         const w = c.report.workers[c.workerIndex];
-        if (!w?.summary) return h('td', { class: 'num dim', title: w?.error ?? '' }, 'error');
-        const v = m.value(w.summary, w);
-        const shown =
-          v == null && impossible(w) && (m.name === 'mfu' || m.name === 'achieved_flops') ? 'impossible' : m.fmt(v);
-        return h('td', { class: 'num' }, h('span', { class: 'val' }, shown), i > 0 ? deltaNode(m, base, v) : null);
+        const mine = own(c);
+        if (!w?.summary || !mine) return h('td', { class: 'num dim', title: w?.error ?? '' }, 'error');
+        const d = mine.pair.figures[k];
+        const vs = i > 0 ? pairOf(deltas, c.run, c.workerIndex, base.run, base.workerIndex) : null;
+        return h(
+          'td',
+          { class: 'num' },
+          h('span', { class: 'val', data: field(`/deltas.${mine.index}.figures.${k}.value`) }, figureText(d, w)),
+          vs ? deltaNode(vs.pair.figures[k], `/deltas.${vs.index}.figures.${k}.delta`) : null,
+        );
       }),
-    );
-  });
+    ),
+  );
 }
 
 export function renderCompare(
   cols: CompareColumn[],
   onWorker: (run: string, idx: number) => void,
   findings: FindingsAgainstBaseline[] = [],
+  deltas: WorkerDeltas[] = [],
 ): HTMLElement {
   const ready = drawable(cols);
   const header = headerRow(cols, onWorker);
-  const body = metricRows(cols);
+  const body = metricRows(cols, deltas);
   const errors = cols.flatMap((c) =>
     c.report ? c.report.workers.filter((w) => w.error).map((w) => `${c.run} · ${w.name}: ${w.error}`) : [],
   );
@@ -130,7 +138,7 @@ export function renderCompare(
     ),
     ready.length ? compositionChart(ready) : null,
     ready.length >= 2 ? findingsDiff(ready, findings) : null,
-    ready.length >= 2 ? kernelDiff(ready) : null,
+    ready.length >= 2 ? kernelDiff(ready, deltas) : null,
     compareTimelines(ready.map((d) => ({ run: d.run, worker: d.worker }))),
     errors.length
       ? h(
@@ -149,6 +157,7 @@ export function renderCompare(
 /** A column whose chosen worker report has a summary: what the chart and the diffs draw. */
 interface Drawn {
   run: string;
+  col: number; // of its run in the /compare body's runs
   index: number; // of the worker in its run's report
   worker: WorkerReport;
   summary: Summary;
@@ -156,10 +165,10 @@ interface Drawn {
 
 function drawable(cols: CompareColumn[]): Drawn[] {
   const out: Drawn[] = [];
-  for (const c of cols) {
+  cols.forEach((c, col) => {
     const w = c.report && usable(c.report).length ? c.report.workers[c.workerIndex] : undefined;
-    if (w?.summary) out.push({ run: c.run, index: c.workerIndex, worker: w, summary: w.summary });
-  }
+    if (w?.summary) out.push({ run: c.run, col, index: c.workerIndex, worker: w, summary: w.summary });
+  });
   return out;
 }
 
@@ -221,61 +230,52 @@ function compositionChart(cols: Drawn[]): HTMLElement {
   });
 }
 
-interface KernelDiffRow {
-  name: string;
-  base: number; // µs per step
-  other: number;
-}
-
-/** The top kernels of the first two runs, time per step in each, the most changed first. */
-function kernelDiffRows(cols: Drawn[]): KernelDiffRow[] {
-  const perStep = (c: Drawn) => {
-    const m = new Map<string, number>();
-    const n = Math.max(1, c.summary.steps);
-    for (const k of c.worker.top_kernels ?? []) m.set(k.name, k.total_us / n);
-    return m;
-  };
-  const ma = perStep(cols[0]);
-  const mb = perStep(cols[1]);
-  const names = new Set<string>([...ma.keys(), ...mb.keys()]);
-  const rows: KernelDiffRow[] = Array.from(names, (name) => ({
-    name,
-    base: ma.get(name) ?? 0,
-    other: mb.get(name) ?? 0,
-  }));
-  rows.sort((x, y) => Math.abs(y.other - y.base) - Math.abs(x.other - x.base));
-  return rows;
-}
-
-/** A signed change of time per step: red when it grew, green when it shrank. */
-function diffCell(r: KernelDiffRow): HTMLElement {
-  const d = r.other - r.base;
+/** A signed change of time per step: red when it grew, green when it shrank (past the noise). */
+function diffCell(r: KernelDelta, path: string): HTMLElement {
+  const d = r.delta_us_per_step;
+  const cls = r.verdict === 'better' ? 'good' : r.verdict === 'worse' ? 'bad' : 'neutral';
   return h(
     'span',
-    { class: `delta ${d > 0 ? 'bad' : d < 0 ? 'good' : 'neutral'}` },
+    { class: `delta ${cls}`, data: field(`${path}.delta_us_per_step`) },
     `${d > 0 ? '+' : d < 0 ? '−' : '±'}${f.dur(Math.abs(d))}`,
   );
 }
 
 /** A kernel's time per step in one run, or that the run's top list does not hold it (its Δ then
  * takes it as 0: it ran for less than the last kernel listed, or not at all). */
-function perStepCell(us: number): Child {
-  if (us) return f.dur(us);
+function perStepCell(us: number | null, path: string): Child {
+  if (us !== null) return h('span', { data: field(path) }, f.dur(us));
   return h('span', { class: 'dim', title: "Not among this run's top kernels: the Δ takes it as 0" }, 'not in top list');
 }
 
-function kernelDiff(cols: Drawn[]): HTMLElement {
-  const columns: Column<KernelDiffRow>[] = [
+/** The top kernels of the first two runs, as the /compare body's pair of their workers has them. */
+function kernelDiff(cols: Drawn[], deltas: WorkerDeltas[]): HTMLElement | null {
+  const found = pairOf(deltas, cols[1].run, cols[1].index, cols[0].run, cols[0].index);
+  if (!found) return null;
+  const at = (r: KernelDelta) => `/deltas.${found.index}.kernels.${found.pair.kernels.indexOf(r)}`;
+  const columns: Column<KernelDelta>[] = [
     kernelNameColumn(),
-    numColumn('base', 'Baseline / step', (r) => r.base, perStepCell),
-    numColumn('other', `${cols[1].run} / step`, (r) => r.other, perStepCell),
-    { key: 'diff', label: 'Δ / step', num: true, value: (r) => r.other - r.base, cell: diffCell },
+    {
+      key: 'base',
+      label: 'Baseline / step',
+      num: true,
+      value: (r) => r.baseline_us_per_step,
+      cell: (r) => perStepCell(r.baseline_us_per_step, `${at(r)}.baseline_us_per_step`),
+    },
+    {
+      key: 'other',
+      label: `${cols[1].run} / step`,
+      num: true,
+      value: (r) => r.us_per_step,
+      cell: (r) => perStepCell(r.us_per_step, `${at(r)}.us_per_step`),
+    },
+    { key: 'diff', label: 'Δ / step', num: true, value: (r) => r.delta_us_per_step, cell: (r) => diffCell(r, at(r)) },
   ];
   return card(
     `Kernels that changed: ${cols[1].run} vs ${cols[0].run}`,
-    table<KernelDiffRow>(kernelDiffRows(cols), columns, { testid: 'kernel-diff', maxRows: 12, ...kernelFilter }),
+    table<KernelDelta>(found.pair.kernels, columns, { testid: 'kernel-diff', maxRows: 12, ...kernelFilter }),
     {
-      help: "Time per step of the top kernels of both runs; a kernel not in one run's top list counts as 0 there.",
+      help: "Time per step of the top kernels of both runs, the most changed first; a kernel not in one run's top list counts as 0 there.",
       cls: 'wide',
     },
   );
@@ -327,22 +327,19 @@ function findingsDiff(cols: Drawn[], findings: FindingsAgainstBaseline[]): HTMLE
     h('th', null, 'Finding'),
     cols.map((c) => h('th', { class: 'num' }, h('span', { class: 'runname', title: c.run }, c.run))),
   );
+  // each change's path in the body (field.ts), for the cells that show it
+  const at = new Map(findings.flatMap((x, k) => x.changes.map((c, j) => [c, `findings.${k}.changes.${j}`] as const)));
+  const cellData = (c: FindingChange | undefined) => (c && at.has(c) ? scope(at.get(c) ?? '') : undefined);
   const body = Array.from(rows, ([name, first]) =>
     h(
       'tr',
       null,
       h('td', { title: first.title }, h('code', { class: 'finding-id' }, name)),
-      h('td', { class: 'num' }, findingCell(first.status === 'new' ? undefined : first, true)),
-      per.map((changes) =>
-        h(
-          'td',
-          { class: 'num' },
-          findingCell(
-            changes.find((x) => findingName(x) === name),
-            false,
-          ),
-        ),
-      ),
+      h('td', { class: 'num', data: cellData(first) }, findingCell(first.status === 'new' ? undefined : first, true)),
+      per.map((changes) => {
+        const c = changes.find((x) => findingName(x) === name);
+        return h('td', { class: 'num', data: cellData(c) }, findingCell(c, false));
+      }),
     ),
   );
   // every finding of a run fixed at once (WorkerReport.combined_gain_us_per_step): not the column's sum
@@ -360,7 +357,14 @@ function findingsDiff(cols: Drawn[], findings: FindingsAgainstBaseline[]): HTMLE
         { title: 'every finding of the run fixed at once (the Overview says how)' },
         h('strong', null, 'All together'),
       ),
-      cols.map((c) => h('td', { class: 'num' }, together(c.worker))),
+      cols.map((c) => {
+        const w = `runs.${c.col}.report.workers.${c.index}`;
+        return h(
+          'td',
+          { class: 'num', data: scope(`${w}.combined_gain_us_per_step ${w}.combined_gain_share`) },
+          together(c.worker),
+        );
+      }),
     ),
   );
   return card(

@@ -6,6 +6,7 @@
 import { card } from './card';
 import { type Child, h } from './dom';
 import { EVIDENCE_FIELDS, type EvidenceField, type EvidenceUnit } from './evidence_fields';
+import { scope } from './field';
 import * as f from './format';
 import type { Finding, WorkerReport } from './types';
 
@@ -143,7 +144,10 @@ export function findingsCard(w: WorkerReport): HTMLElement {
     const sev = fd.severity;
     return h(
       'li',
-      { class: `finding sev-${sev}`, data: { order: String(SEVERITY_ORDER[sev]), index: String(i) } },
+      {
+        class: `finding sev-${sev}`,
+        data: { order: String(SEVERITY_ORDER[sev]), index: String(i), ...scope(`findings.${i}`) },
+      },
       h(
         'div',
         { class: 'finding-head' },
@@ -175,7 +179,7 @@ function combinedNode(w: WorkerReport): Child {
   if (us === null || us === undefined || w.findings.length < 2) return null;
   return h(
     'p',
-    { class: 'combined-gain', testid: 'combined-gain' },
+    { class: 'combined-gain', testid: 'combined-gain', data: scope('combined_gain_us_per_step combined_gain_share') },
     h('strong', null, `All ${w.findings.length} together: `),
     `saves ≈ ${f.dur(us)} / step · ${f.pct(w.combined_gain_share ?? null)} of step`,
     // the same words as the CLI's caption (cli/render.py): how the figure was reached

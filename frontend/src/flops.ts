@@ -2,6 +2,7 @@
 // it was measured against, and how the FLOPs were counted.
 import { banner, card, cardNotes } from './card';
 import { type Child, h } from './dom';
+import { scope } from './field';
 import * as f from './format';
 import { shareCell } from './table';
 import type { FlopsDetail, WorkerReport } from './types';
@@ -162,7 +163,7 @@ export function flopsCard(w: WorkerReport): HTMLElement | null {
       whyBanner(w),
       h(
         'dl',
-        { class: 'facts', testid: 'flops-facts' },
+        { class: 'facts', testid: 'flops-facts', data: scope('flops summary.flops_per_step') },
         rows.map(([k, v, t]) => [h('dt', { title: t ?? '' }, k), h('dd', null, v)]),
       ),
       byOp.length
@@ -173,10 +174,10 @@ export function flopsCard(w: WorkerReport): HTMLElement | null {
             h(
               'tbody',
               null,
-              byOp.map((o) =>
+              byOp.map((o, i) =>
                 h(
                   'tr',
-                  null,
+                  { data: scope(`flops.by_op.${i}`) },
                   h('td', { class: 'mono' }, o.op),
                   h('td', { class: 'num' }, shareCell(o.flops_share, maxShare)),
                 ),
@@ -192,8 +193,13 @@ export function flopsCard(w: WorkerReport): HTMLElement | null {
             h(
               'ul',
               { class: 'plain' },
-              unTop.map((o) =>
-                h('li', null, h('span', { class: 'mono' }, o.op), ` — ${f.dur(o.kernel_us)} of kernels`),
+              unTop.map((o, i) =>
+                h(
+                  'li',
+                  { data: scope(`flops.unattributed_top.${i}`) },
+                  h('span', { class: 'mono' }, o.op),
+                  ` — ${f.dur(o.kernel_us)} of kernels`,
+                ),
               ),
             ),
           )

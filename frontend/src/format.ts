@@ -109,20 +109,13 @@ export function counter(digits?: number): (x: number | null | undefined) => stri
   return (x) => count(x, digits);
 }
 
-/** Signed percent change, relative: +12.3 %. */
-export function relDelta(a: number, b: number): string {
-  if (!isNum(a) || !isNum(b) || a === 0) return '';
-  const r = (b - a) / Math.abs(a);
-  const sign = r > 0 ? '+' : r < 0 ? '−' : '±';
-  return `${sign}${fixed(Math.abs(r) * 100, Math.abs(r) < 0.1 ? 1 : 0)} %`;
-}
-
-/** Signed difference of two shares in percentage points: +4.1 pp. */
-export function ppDelta(a: number, b: number): string {
-  if (!isNum(a) || !isNum(b)) return '';
-  const d = (b - a) * 100;
-  const sign = d > 0 ? '+' : d < 0 ? '−' : '±';
-  return `${sign}${fixed(Math.abs(d), 1)} pp`;
+/** A change against a baseline (analysis.run.compare's FigureDelta.delta, fmt.change): in
+ * percentage points, "+4.1 pp", or relative, "+12 %" (one decimal under 10 %); '' when unknown. */
+export function change(x: number | null | undefined, unit: 'pp' | 'relative'): string {
+  if (!isNum(x)) return '';
+  const sign = x > 0 ? '+' : x < 0 ? '−' : '±';
+  const a = Math.abs(x);
+  return unit === 'pp' ? `${sign}${fixed(a, 1)} pp` : `${sign}${fixed(a * 100, a < 0.1 ? 1 : 0)} %`;
 }
 
 /** Kineto span names are epoch milliseconds; show them as local date and time. */

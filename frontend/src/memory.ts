@@ -5,6 +5,7 @@ import { card, cardNotes } from './card';
 import { axisTooltip, chart, tooltipNode, valueAxisStyle } from './charts';
 import type { Figure } from './definitions';
 import { h } from './dom';
+import { scope } from './field';
 import * as f from './format';
 import { SERIES, UI } from './palette';
 import type { Memory, MemoryOp, MemoryStep } from './report_types';
@@ -28,7 +29,7 @@ function kpis(m: Memory): HTMLElement {
   const where = [m.peak_phase, m.peak_op].filter(Boolean).join(' · ');
   return h(
     'div',
-    { class: 'kpis comm', testid: 'memory-kpis' },
+    { class: 'kpis comm', testid: 'memory-kpis', data: scope('memory') },
     kpi('memory.peak_allocated_bytes', f.figure('memory.peak_allocated_bytes', m.peak_allocated_bytes), where),
     kpi(
       'memory.peak_share',
@@ -99,7 +100,7 @@ function timelineChart(m: Memory): HTMLElement | null {
       ],
     }),
   );
-  return h('div', null, el, h('p', { class: 'dim small', testid: 'memory-peak' }, peakLabel));
+  return h('div', null, el, h('p', { class: 'dim small', testid: 'memory-peak', data: scope('memory') }, peakLabel));
 }
 
 const bytesColumn = (key: keyof MemoryStep & string, name: Figure): Column<MemoryStep> =>
@@ -151,7 +152,7 @@ function recomputeLine(m: Memory): HTMLElement | null {
   if (!r) return null;
   return h(
     'p',
-    { testid: 'memory-recompute' },
+    { testid: 'memory-recompute', data: scope('memory.recompute') },
     h('strong', null, 'Activation checkpointing: '),
     `${f.label('memory.recompute.us_per_step')} ${f.figure('memory.recompute.us_per_step', r.us_per_step)} `,
     `(host ${f.dur(r.host_us_per_step)}, GPU ${f.dur(r.gpu_us_per_step)}); `,
@@ -171,6 +172,7 @@ export function memoryCard(w: WorkerReport): HTMLElement | null {
       recomputeLine(m),
       table<MemoryStep>(m.steps, STEP_COLUMNS, {
         testid: 'memory-steps-table',
+        at: 'memory.steps',
         sortKey: 'step',
         sortDesc: false,
         // a long window has a row per step: the first ones, and a button for the rest
@@ -178,14 +180,26 @@ export function memoryCard(w: WorkerReport): HTMLElement | null {
       }),
       m.top_ops.length
         ? [
-            h('h3', null, `Alive at the peak (step ${m.peak_step ?? f.NA}), by the op that allocated`),
-            table<MemoryOp>(m.top_ops, OP_COLUMNS, { testid: 'memory-ops-table', sortKey: 'bytes' }),
+            h(
+              'h3',
+              { data: scope('memory.peak_step') },
+              `Alive at the peak (step ${m.peak_step ?? f.NA}), by the op that allocated`,
+            ),
+            table<MemoryOp>(m.top_ops, OP_COLUMNS, {
+              testid: 'memory-ops-table',
+              sortKey: 'bytes',
+              at: 'memory.top_ops',
+            }),
           ]
         : null,
       m.kept_ops.length
         ? [
             h('h3', null, 'Kept from step to step (allocated, never freed), per step'),
-            table<MemoryOp>(m.kept_ops, OP_COLUMNS, { testid: 'memory-kept-table', sortKey: 'bytes' }),
+            table<MemoryOp>(m.kept_ops, OP_COLUMNS, {
+              testid: 'memory-kept-table',
+              sortKey: 'bytes',
+              at: 'memory.kept_ops',
+            }),
           ]
         : null,
       cardNotes(m.notes),

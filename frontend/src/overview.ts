@@ -7,6 +7,7 @@ import { communicationCard } from './communication';
 import { AGGREGATION } from './definitions';
 import { findingsCard } from './diagnosis';
 import { type Child, h, ICONS, icon } from './dom';
+import { field, fv, scope } from './field';
 import { flopsCard, mfuHeadline, peakInfo, showWhy } from './flops';
 import * as f from './format';
 import { memoryCard } from './memory';
@@ -28,22 +29,20 @@ function kpi(
   label: string,
   value: string,
   sub: Child,
-  opts: { testid?: string; raw?: number | null; cls?: string; title?: string } = {},
+  opts: { testid?: string; raw?: number | null; cls?: string; title?: string; field?: string; scope?: string } = {},
 ): HTMLElement {
+  const raw: Record<string, string> =
+    opts.raw === undefined ? {} : { value: opts.raw === null ? '' : String(opts.raw) };
   return h(
     'div',
     { class: `kpi ${opts.cls ?? ''}`, title: opts.title },
     h('div', { class: 'kpi-label' }, label),
     h(
       'div',
-      {
-        class: 'kpi-value',
-        testid: opts.testid,
-        data: opts.raw === undefined ? undefined : { value: opts.raw === null ? '' : String(opts.raw) },
-      },
+      { class: 'kpi-value', testid: opts.testid, data: { ...raw, ...(opts.field ? field(opts.field) : {}) } },
       ...valueWithUnit(value),
     ),
-    h('div', { class: 'kpi-sub' }, sub),
+    h('div', { class: 'kpi-sub', data: opts.scope ? scope(opts.scope) : undefined }, sub),
   );
 }
 
@@ -58,28 +57,29 @@ function mfuKpi(w: WorkerReport, s: Summary, impossible: boolean): HTMLElement {
     ? [
         h(
           'div',
-          null,
+          { data: scope('summary') },
           `${overSteps(s)} · ${f.figure('flops_per_step', s.flops_per_step)} per step${src ? ` · ${src}` : ''}`,
         ),
         // the convention and basis said on the page, the second figure named for what it is
         h(
           'div',
-          { testid: 'mfu-basis' },
+          { testid: 'mfu-basis', data: scope('summary') },
           s.mfu_status?.basis === 'without_profiler'
             ? `without the profiler's drag (est.) · ${f.label('mfu_traced')} ${f.figure('mfu_traced', s.mfu_traced)}`
             : 'over the steps as traced (a lower bound)',
         ),
-        peak ? h('div', { title: peak.long }, peak.short) : null,
+        peak ? h('div', { title: peak.long, data: scope('device') }, peak.short) : null,
       ]
     : [
         // the headline only: the whole reason and what to do stand in the FLOPs card (flops.ts)
         h('div', { class: 'kpi-why', testid: 'mfu-why' }, mfuHeadline(w)),
         h('button', { class: 'link', testid: 'mfu-why-link', on: { click: () => showWhy() } }, 'Why, and what to do ↓'),
-        peak ? h('div', { title: peak.long }, peak.short) : null,
+        peak ? h('div', { title: peak.long, data: scope('device') }, peak.short) : null,
       ];
   return kpi(f.label('mfu'), hasMfu ? f.figure('mfu', s.mfu) : impossible ? 'impossible' : f.NA, mfuSub, {
     testid: 'mfu-value',
     raw: mfu,
+    field: 'summary.mfu',
     cls: `kpi-main ${hasMfu ? '' : 'kpi-na'}`,
     title: `${f.definition('mfu')}. ${s.mfu_status?.basis === 'without_profiler' ? `Over the step without the profiler's host cost (${f.dur(s.step_time_unprofiled_us)}, estimated); over the traced steps: ${f.pct(s.mfu_traced)}.` : 'Over the traced steps: a lower bound, the profiler stretches CPU-bound steps.'}`,
   });
@@ -98,12 +98,13 @@ function achievedKpi(w: WorkerReport, s: Summary, impossible: boolean): HTMLElem
     f.label('achieved_flops'),
     achieved !== null ? f.figure('achieved_flops', achieved) : impossible ? 'impossible' : f.NA,
     busyT !== null
-      ? `${f.figure('flops.achieved_tflops_while_busy', busyT)} while GPU busy`
+      ? [fv('flops.achieved_tflops_while_busy', f.figure('flops.achieved_tflops_while_busy', busyT)), ' while GPU busy']
       : impossible
         ? 'above the peak: see MFU'
         : 'needs a FLOP count from the shapes',
     {
       title: `${f.definition('achieved_flops')}. While GPU busy: ${f.definition('flops.achieved_tflops_while_busy')}.`,
+      field: 'summary.achieved_flops',
     },
   );
 }
@@ -121,6 +122,8 @@ function kpis(w: WorkerReport, s: Summary): HTMLElement {
       `${s.basis?.description ?? f.counted(s.steps, 'step')} · median ${f.figure('step_time_median_us', s.step_time_median_us)}`,
       {
         testid: 'step-time',
+        field: 'summary.step_time_us',
+        scope: 'summary',
         title: `${f.definition('step_time_us')}. Median: ${f.definition('step_time_median_us')}. The shares on this page are ${AGGREGATION}, like MFU and the PyTorch Profiler tab.${(s.basis?.left_out ?? []).map((l) => ` Left out: step ${l.step ?? '?'}, ${l.reason}.`).join('')}`,
       },
     ),
@@ -130,6 +133,8 @@ function kpis(w: WorkerReport, s: Summary): HTMLElement {
       `${overSteps(s)} · kernels ${f.figure('kernel_time_share', s.kernel_time_share)}`,
       {
         testid: 'gpu-busy',
+        field: 'summary.gpu_busy_share',
+        scope: 'summary',
         title: `${f.definition('gpu_busy_share')}, ${AGGREGATION}. Kernel time: ${f.definition('kernel_time_share')}.`,
       },
     ),
@@ -137,7 +142,11 @@ function kpis(w: WorkerReport, s: Summary): HTMLElement {
       f.label('sm_efficiency'),
       f.figure('sm_efficiency', s.sm_efficiency),
       `occupancy ${f.figure('achieved_occupancy', s.achieved_occupancy)}`,
-      { title: `${f.definition('sm_efficiency')}, ${AGGREGATION}. Occupancy: ${f.definition('achieved_occupancy')}.` },
+      {
+        title: `${f.definition('sm_efficiency')}, ${AGGREGATION}. Occupancy: ${f.definition('achieved_occupancy')}.`,
+        field: 'summary.sm_efficiency',
+        scope: 'summary',
+      },
     ),
     kpi(
       'Tensor cores',
@@ -145,6 +154,8 @@ function kpis(w: WorkerReport, s: Summary): HTMLElement {
       `of kernel time · unknown ${f.figure('unknown_core_kernel_share', s.unknown_core_kernel_share ?? 0)}`,
       {
         testid: 'tensor-core-kpi',
+        field: 'summary.tensor_core_kernel_share',
+        scope: 'summary',
         title: `${f.definition('tensor_core_kernel_share')}. Unknown: ${f.definition('unknown_core_kernel_share')}.`,
       },
     ),
@@ -215,7 +226,13 @@ function busyVsFast(s: Summary): HTMLElement {
   // The figures as the report has them, never a difference computed here: with MFU unknown,
   // how much of the busy time is useful is unknown too.
   const verdict = f.isNumber(s.mfu)
-    ? ` Here the GPU is busy ${f.pct(s.gpu_busy_share)} of the step and MFU is ${f.pct(s.mfu)}.`
+    ? [
+        ' Here the GPU is busy ',
+        fv('summary.gpu_busy_share', f.pct(s.gpu_busy_share)),
+        ' of the step and MFU is ',
+        fv('summary.mfu', f.pct(s.mfu)),
+        '.',
+      ]
     : ' MFU is unknown here, so how much of the busy time is useful is unknown.';
   const explain = h(
     'p',
@@ -261,7 +278,7 @@ function deviceCard(w: WorkerReport, s: Summary): HTMLElement {
       stepBreakdownSummary(s),
       h(
         'dl',
-        { class: 'facts' },
+        { class: 'facts', data: scope('summary device distributed trace_bytes') },
         rows.map(([k, v]) => [h('dt', null, k), h('dd', null, v)]),
       ),
     ],

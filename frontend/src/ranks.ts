@@ -51,12 +51,12 @@ export function ranksCard(r: RankSummary, strategy: string[], pending: PendingFi
   const straggler = r.straggler
     ? banner('warn', 'straggler', `Straggler: ${r.straggler.worker}`, h('div', null, r.straggler.reason))
     : null;
-  return card(
+  const el = card(
     // Several ranks are never "single GPU": a strategy the collectives did not show is unknown.
     `Ranks side by side${r.world_size ? ` (world size ${r.world_size})` : ''} · ${strategy.length ? strategyText(strategy) : 'strategy not detected'}`,
     [
       straggler,
-      table<RankRow>(r.ranks, RANK_COLUMNS, { testid: 'ranks-table', sortKey: 'rank', sortDesc: false }),
+      table<RankRow>(r.ranks, RANK_COLUMNS, { testid: 'ranks-table', sortKey: 'rank', sortDesc: false, at: 'ranks' }),
       pending.length
         ? h(
             'p',
@@ -72,4 +72,6 @@ export function ranksCard(r: RankSummary, strategy: string[], pending: PendingFi
       cls: 'wide',
     },
   );
+  el.dataset.scope = 'ranks'; // the run's (the Overview's worker root is inside, not around it)
+  return el;
 }

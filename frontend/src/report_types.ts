@@ -2,6 +2,7 @@
 //   tb_mfu_plugin.analysis.report.Report
 //   tb_mfu_plugin.analysis.run.strategies.StrategyRow
 //   tb_mfu_plugin.analysis.run.findings_compare.FindingsAgainstBaseline
+//   tb_mfu_plugin.analysis.run.compare.WorkerDeltas
 // Do not edit by hand: after changing a report Struct, regenerate with
 //   python scripts/gen_ts_types.py
 // (tests/test_frontend.py fails while this file is stale).
@@ -1327,4 +1328,37 @@ export interface FindingChange {
   severity: string | null;
   baseline_gain_share: number | null;
   gain_share: number | null;
+}
+
+/**
+ * A worker of a run against a worker of the baseline run (indices into each run's
+ * ``workers``), or against itself (``baseline_run`` is ``run``: its own figures): every figure
+ * Compare shows, and the top kernels of both, the most changed first.
+ */
+export interface WorkerDeltas {
+  run: string;
+  worker: number;
+  baseline_run: string;
+  baseline_worker: number;
+  figures: FigureDelta[];
+  kernels: KernelDelta[];
+}
+
+/** One figure of a worker against the same figure of the baseline's worker. */
+export interface FigureDelta {
+  figure: string;
+  baseline: number | null;
+  value: number | null;
+  delta: number | null;
+  delta_unit: 'pp' | 'relative';
+  verdict: 'better' | 'none' | 'same' | 'unknown' | 'worse';
+}
+
+/** One kernel of either worker's top kernels: its time per analysed step in each. */
+export interface KernelDelta {
+  name: string;
+  baseline_us_per_step: number | null;
+  us_per_step: number | null;
+  delta_us_per_step: number;
+  verdict: 'better' | 'none' | 'same' | 'unknown' | 'worse';
 }

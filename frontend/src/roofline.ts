@@ -6,6 +6,7 @@ import * as echarts from 'echarts/core';
 import { card, cardNotes } from './card';
 import { chart, tooltipBase, tooltipNode, valueAxisStyle } from './charts';
 import { h } from './dom';
+import { fv, scope, withScope } from './field';
 import * as f from './format';
 import { COLORS, SERIES, UI } from './palette';
 import { type Column, numColumn, plainHead, table } from './table';
@@ -195,7 +196,13 @@ function facts(r: Roofline): HTMLElement {
   ];
   return h(
     'dl',
-    { class: 'facts', testid: 'roofline-facts' },
+    {
+      class: 'facts',
+      testid: 'roofline-facts',
+      data: scope(
+        'roofline.peak_flops roofline.peak_bandwidth roofline.ridge_intensity roofline.coverage roofline.modelled_us_per_step',
+      ),
+    },
     rows.map(([k, v, t]) => [h('dt', { title: t }, k), h('dd', { title: t }, v)]),
   );
 }
@@ -240,6 +247,7 @@ const OP_COLUMNS: Column<RooflineOp>[] = [
 function opsTable(ops: RooflineOp[]): HTMLElement {
   return table<RooflineOp>(ops, OP_COLUMNS, {
     testid: 'roofline-table',
+    at: 'roofline.ops',
     sortKey: 'lost',
     maxRows: 12,
     filter: (o, q) => `${o.name} ${o.class} ${o.shapes}`.toLowerCase().includes(q),
@@ -256,10 +264,10 @@ function classesTable(cs: RooflineClass[]): HTMLElement {
     h(
       'tbody',
       null,
-      cs.map((c) =>
+      cs.map((c, i) =>
         h(
           'tr',
-          null,
+          { data: scope(`roofline.classes.${i}`) },
           h('td', null, h('span', { class: 'tt-dot', style: { background: classColor(c.class) } }), ' ', c.class),
           h('td', { class: 'num' }, f.dur(c.us_per_step)),
           h('td', { class: 'num' }, c.bound ?? f.NA),
@@ -316,17 +324,28 @@ export function rooflineCard(w: WorkerReport): HTMLElement | null {
         ? h(
             'details',
             { testid: 'roofline-unmodelled' },
-            h('summary', null, `GPU time not on the roofline: ${f.dur(r.unmodelled_us_per_step)} per step`),
+            h(
+              'summary',
+              null,
+              'GPU time not on the roofline: ',
+              fv('roofline.unmodelled_us_per_step', f.dur(r.unmodelled_us_per_step)),
+              ' per step',
+            ),
             h(
               'ul',
               { class: 'plain' },
-              r.unmodelled.map((u) =>
-                h('li', null, h('span', { class: 'mono' }, u.name), ` — ${f.dur(u.us_per_step)} per step, ${u.reason}`),
+              r.unmodelled.map((u, i) =>
+                h(
+                  'li',
+                  { data: scope(`roofline.unmodelled.${i}`) },
+                  h('span', { class: 'mono' }, u.name),
+                  ` — ${f.dur(u.us_per_step)} per step, ${u.reason}`,
+                ),
               ),
             ),
           )
         : null,
-      cardNotes(notes),
+      withScope(cardNotes(notes), 'roofline.ops_left_out roofline.ops_left_out_us_per_step'),
     ],
     { testid: 'roofline-card', cls: 'wide', help },
   );

@@ -17,6 +17,7 @@ import type {
   Report,
   RunReport,
   StrategyRow,
+  WorkerDeltas,
   WorkerReport,
 } from './report_types';
 
@@ -117,6 +118,7 @@ export interface CompareBody {
   runs: CompareEntry[];
   strategies: StrategyRow[];
   findings: FindingsAgainstBaseline[];
+  deltas: WorkerDeltas[];
 }
 
 export interface CompareEntry {

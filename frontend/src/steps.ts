@@ -4,6 +4,7 @@ import { card } from './card';
 import { axisTooltip, chart, tooltipNode, valueAxisStyle } from './charts';
 import { AGGREGATION, type Figure } from './definitions';
 import { h } from './dom';
+import { field, scope } from './field';
 import * as f from './format';
 import { COLORS, UI } from './palette';
 import { plainHead } from './table';
@@ -51,8 +52,8 @@ export function stepBreakdownSummary(s: Summary): HTMLElement {
         { class: 'leg', title: c.help },
         h('span', { class: 'dot', style: { background: c.color } }),
         h('span', { class: 'leg-label' }, c.label),
-        h('span', { class: 'leg-val' }, f.pct(v)),
-        h('span', { class: 'leg-ms' }, f.dur(partUs(s, c.key))),
+        h('span', { class: 'leg-val', data: field(`summary.breakdown.${c.key}`) }, f.pct(v)),
+        h('span', { class: 'leg-ms', data: field(`summary.breakdown_us_per_step.${c.key}`) }, f.dur(partUs(s, c.key))),
       ),
     );
   }
@@ -154,6 +155,7 @@ function spreadBlock(s: Summary): HTMLElement | null {
     {
       class: 'grid compact spread',
       testid: 'step-spread',
+      data: scope('summary'),
       title: `Each figure of each of the ${s.steps} analysed steps: the median step's, the p10/p90 (linear interpolation between the sorted per-step values) and the extremes. The headline figures above are ${AGGREGATION} instead.`,
     },
     plainHead(`Per step (${f.counted(s.steps, 'step')})`, 'Median step', 'p10 – p90', 'Min – max'),
@@ -164,7 +166,7 @@ function spreadBlock(s: Summary): HTMLElement | null {
         const sp: Spread = d[key];
         return h(
           'tr',
-          { data: { key } },
+          { data: { key, ...scope(`distribution.${key}`) } },
           h('th', { title: f.definition(key) }, f.label(key)),
           h('td', { class: 'num' }, f.figure(key, sp.median)),
           h('td', { class: 'num' }, range(key, sp.p10, sp.p90)),

@@ -105,7 +105,12 @@ export function strategiesCard(rows: StrategyRow[]): HTMLElement {
   return card(
     'Strategies side by side',
     rows.length
-      ? table<StrategyRow>(rows, STRATEGY_COLUMNS, { testid: 'strategies-table', sortKey: 'mfu', cls: 'wrap-heads' })
+      ? table<StrategyRow>(rows, STRATEGY_COLUMNS, {
+          testid: 'strategies-table',
+          sortKey: 'mfu',
+          cls: 'wrap-heads',
+          at: 'strategies',
+        })
       : h('p', { class: 'muted' }, 'The runs picked are still loading.'),
     {
       testid: 'strategies',

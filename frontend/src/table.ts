@@ -1,5 +1,6 @@
 // A small sortable table. Cells are text (or nodes built with h()), never HTML.
 import { type Child, h, replace } from './dom';
+import { scope } from './field';
 import * as f from './format';
 
 export interface Column<T> {
@@ -22,6 +23,7 @@ export interface TableOptions<T> {
   filter?: (row: T, q: string) => boolean; // shows a filter box when set
   filterPlaceholder?: string;
   cls?: string; // more classes of the wrapper: 'may-overflow' for a table that may scroll sideways
+  at?: string; // the report path of ``rows`` (field.ts): each row names its element's path, data-scope
 }
 
 function cmp(a: unknown, b: unknown): number {
@@ -70,7 +72,7 @@ function sortRows<T>(data: T[], col: Column<T> | undefined, desc: boolean): void
 }
 
 /** The body rows of ``shown``, or one row that says there is nothing. */
-function bodyRows<T>(shown: T[], columns: Column<T>[], opts: TableOptions<T>): Child {
+function bodyRows<T>(shown: T[], columns: Column<T>[], opts: TableOptions<T>, at?: Map<T, number>): Child {
   if (!shown.length)
     return h(
       'tr',
@@ -80,7 +82,7 @@ function bodyRows<T>(shown: T[], columns: Column<T>[], opts: TableOptions<T>): C
   return shown.map((r) =>
     h(
       'tr',
-      opts.rowTitle ? { title: opts.rowTitle(r) } : null,
+      { title: opts.rowTitle?.(r), data: at ? scope(`${opts.at}.${at.get(r)}`) : undefined },
       columns.map((c) => {
         const v = c.cell ? c.cell(r) : c.value(r);
         return h(
@@ -111,6 +113,7 @@ export function table<T>(rows: T[], columns: Column<T>[], opts: TableOptions<T> 
   const headRow = h('tr');
   const more = h('div', { class: 'table-more' });
   const wrap = h('div', { class: `table-wrap ${opts.cls ?? ''}`, testid: opts.testid });
+  const at = opts.at === undefined ? undefined : new Map(rows.map((r, i) => [r, i]));
 
   const renderHead = () => {
     replace(
@@ -136,7 +139,7 @@ export function table<T>(rows: T[], columns: Column<T>[], opts: TableOptions<T> 
     const col = columns.find((c) => c.key === sortKey);
     sortRows(data, col, desc);
     const limit = opts.maxRows && !showAll ? opts.maxRows : data.length;
-    replace(tbody, bodyRows(data.slice(0, limit), columns, opts));
+    replace(tbody, bodyRows(data.slice(0, limit), columns, opts, at));
     const showMore = () => {
       showAll = true;
       renderBody();

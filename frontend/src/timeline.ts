@@ -9,6 +9,7 @@ import * as echarts from 'echarts/core';
 import { card, cardNotes } from './card';
 import { chart, disposeCharts, tooltipBase, tooltipNode } from './charts';
 import { h } from './dom';
+import { withScope } from './field';
 import * as f from './format';
 import { CRITICAL_PATH, SERIES, UI } from './palette';
 import type { Timeline, TimelineMark } from './report_types';
@@ -393,7 +394,8 @@ export function timelineCard(w: WorkerReport): TimelineView | null {
           `Events shorter than ${f.dur(t.bin_us)} are merged into bins (count and time kept): ${f.count(t.events, 0)} events in this step.`,
         ]
       : [];
-  const body = [h('p', { class: 'explain' }, t.why), el, chips(w, t, show), cardNotes([...binned, ...t.notes])];
+  const notes = withScope(cardNotes([...binned, ...t.notes]), 'timeline.bin_us timeline.events');
+  const body = [h('p', { class: 'explain' }, t.why), el, chips(w, t, show), notes];
   const root = card(`Timeline · ${t.why.startsWith('ProfilerStep') ? `ProfilerStep#${t.step}` : 'the trace'}`, body, {
     testid: 'timeline',
     extra: controls,

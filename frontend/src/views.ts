@@ -19,6 +19,7 @@ import { banner } from './card';
 import { strategyText } from './communication';
 import { type CompareColumn, renderCompare } from './compare';
 import { type Child, h } from './dom';
+import { rooted } from './field';
 import { downloadLinks } from './offline';
 import { renderWorker } from './overview';
 import { ranksCard } from './ranks';
@@ -109,7 +110,7 @@ export async function overviewContent(emptyHint: () => Child): Promise<Child> {
     failedBanner(report, w),
     pendingFiles.length ? partialBanner(r, pendingFiles) : null,
     report.ranks ? ranksCard(report.ranks, report.strategy, pendingFiles) : null,
-    renderWorker(w),
+    rooted(renderWorker(w), `workers.${idx}`),
   ];
 }
 
@@ -202,6 +203,7 @@ export async function compareContent(view: View, rerender: () => void): Promise<
         rerender();
       },
       body.findings ?? [],
+      body.deltas ?? [],
     ),
   ];
 }

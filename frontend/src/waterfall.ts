@@ -3,6 +3,7 @@
 import { card } from './card';
 import { axisTooltip, chart, msPerStepAxis, tooltipNode } from './charts';
 import { h } from './dom';
+import { scope } from './field';
 import * as f from './format';
 import { SERIES, UI } from './palette';
 import { plainHead } from './table';
@@ -143,10 +144,10 @@ function waterfallTable(rows: WaterfallBar[]): HTMLElement {
     h(
       'tbody',
       null,
-      rows.map((r) => {
+      rows.map((r, i) => {
         return h(
           'tr',
-          { class: `wf-${r.kind}` },
+          { class: `wf-${r.kind}`, data: scope(`waterfall.${i}`) },
           h('td', null, r.kind === 'loss' ? '− ' : '', r.label),
           h('td', { class: 'num' }, f.dur(r.us_per_step)),
           h('td', { class: 'num' }, f.pct(r.share)),

@@ -6,6 +6,7 @@ import { card, cardNotes } from './card';
 import { axisTooltip, chart, tooltipNode, valueAxisStyle } from './charts';
 import { DEFINITIONS, type Figure } from './definitions';
 import { h, replace } from './dom';
+import { field, scope, withScope } from './field';
 import * as f from './format';
 import { CRITICAL_PATH, UI } from './palette';
 import type { CriticalPath, WhatIf, WhatIfCase, WhatIfFinding, WorkerReport } from './report_types';
@@ -93,15 +94,19 @@ function pathTable(cp: CriticalPath, classes: string[]): HTMLElement {
           'tr',
           { data: { cls: c } },
           h('th', { title: name ? f.definition(name) : '' }, classLabel(c)),
-          h('td', { class: 'num' }, f.dur(cp.us_per_step[c])),
-          h('td', { class: 'num' }, f.pct(cp.share[c])),
+          h('td', { class: 'num', data: field(`critical_path.us_per_step.${c}`) }, f.dur(cp.us_per_step[c])),
+          h('td', { class: 'num', data: field(`critical_path.share.${c}`) }, f.pct(cp.share[c])),
         );
       }),
       h(
         'tr',
         { class: 'total' },
         h('th', null, 'Step'),
-        h('td', { class: 'num', testid: 'critical-path-total' }, f.dur(cp.step_us)),
+        h(
+          'td',
+          { class: 'num', testid: 'critical-path-total', data: field('critical_path.step_us') },
+          f.dur(cp.step_us),
+        ),
         h('td', { class: 'num' }, f.pct(1)),
       ),
     ),
@@ -118,15 +123,18 @@ export function criticalPathCard(w: WorkerReport): HTMLElement | null {
     [
       h(
         'p',
-        { class: 'explain' },
+        { class: 'explain', data: scope('critical_path.steps_modelled summary.steps') },
         `Bound by ${classLabel(cp.bound).toLowerCase()} over the ${f.counted(cp.steps_modelled, 'modelled step')}`,
         cp.steps_modelled < of ? ` (of ${of})` : '',
         '.',
       ),
       h('div', { class: 'row two' }, pathChart(cp, classes), pathTable(cp, classes)),
-      cardNotes([
-        `Edges from the trace: launch call to kernel start ${f.dur(cp.launch_latency_us)}, queued ops ${f.dur(cp.stream_gap_us)} apart (medians); ${f.counted(cp.inferred_waits_per_step, 'wait', f.count(cp.inferred_waits_per_step))} on another stream per step, inferred from timing.`,
-      ]),
+      withScope(
+        cardNotes([
+          `Edges from the trace: launch call to kernel start ${f.dur(cp.launch_latency_us)}, queued ops ${f.dur(cp.stream_gap_us)} apart (medians); ${f.counted(cp.inferred_waits_per_step, 'wait', f.count(cp.inferred_waits_per_step))} on another stream per step, inferred from timing.`,
+        ]),
+        'critical_path.launch_latency_us critical_path.stream_gap_us critical_path.inferred_waits_per_step',
+      ),
     ],
     {
       testid: 'critical-path',
@@ -156,9 +164,15 @@ function resultNode(wi: WhatIf, picked: WhatIfCase | null, what: string): HTMLEl
   const step = picked ? picked.step_us : wi.step_us;
   const mfu = picked ? picked.mfu : wi.mfu;
   const unprofiled = picked ? picked.unprofiled_step_us : wi.unprofiled_step_us;
+  // the figures below are the picked re-timing's (or, with none picked, the panel's own)
+  const at = !picked
+    ? 'whatif'
+    : picked === wi.combined
+      ? 'whatif.combined'
+      : `whatif.cases.${wi.cases.indexOf(picked)}`;
   return h(
     'div',
-    null,
+    { data: scope(at) },
     h('p', { class: 'dim small', testid: 'whatif-picked' }, what),
     h(
       'div',
@@ -265,13 +279,16 @@ export function whatIfCard(w: WorkerReport): HTMLElement | null {
           : null,
       ),
       out,
-      cardNotes(
-        [
-          `Each re-timing is the report's, on the critical-path model of ${f.counted(wi.steps_modelled, 'step')}: fixes picked together are re-timed together, not summed.`,
-          more
-            ? `The panel combines the ${wi.findings.length} largest of the ${wi.findings_retimed} re-timed findings; "All" applies every one.`
-            : '',
-        ].filter(Boolean),
+      withScope(
+        cardNotes(
+          [
+            `Each re-timing is the report's, on the critical-path model of ${f.counted(wi.steps_modelled, 'step')}: fixes picked together are re-timed together, not summed.`,
+            more
+              ? `The panel combines the ${wi.findings.length} largest of the ${wi.findings_retimed} re-timed findings; "All" applies every one.`
+              : '',
+          ].filter(Boolean),
+        ),
+        'whatif.steps_modelled whatif.findings_retimed',
       ),
     ],
     {

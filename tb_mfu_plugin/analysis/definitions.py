@@ -32,6 +32,13 @@ UNIT_MEANING: dict[Unit, str] = {
     "factor": "a multiple, shown with ×",
 }
 
+# Which way a figure is better, where one is: only the figures that say how fast a run is (MFU,
+# achieved FLOP/s, step time) or how much memory it needs (the peaks, the batch headroom). Every
+# other figure explains those and has none: a busier GPU is not a faster step ("busy is not
+# fast"), and a run can get busier while it gets slower. Compare judges a change by it
+# (analysis.run.compare).
+Better = Literal["higher", "lower", "none"]
+
 AGGREGATION = "time-weighted over the analysed (steady-state) steps"
 MEDIAN_STEP = "median over the analysed steps of the per-step values"
 
@@ -41,10 +48,11 @@ class Definition:
     label: str  # what every face calls it
     definition: str  # one line, the same text in the tab's help, the CLI, docs/metrics.md and the README
     unit: Unit
+    better: Better = "none"  # which way is better (see Better)
 
 
-def _d(label: str, definition: str, unit: Unit) -> Definition:
-    return Definition(label, definition, unit)
+def _d(label: str, definition: str, unit: Unit, better: Better = "none") -> Definition:
+    return Definition(label, definition, unit, better)
 
 
 DEFINITIONS: dict[str, Definition] = {
@@ -55,6 +63,7 @@ DEFINITIONS: dict[str, Definition] = {
         "without the profiler's host cost, estimated × the GPU's dense 16-bit tensor-core peak, or the fp8/fp4 "
         "peak for runs in those dtypes: PaLM's convention, as torchtitan and Megatron quote it)",
         "share",
+        "higher",
     ),
     "mfu_traced": _d(
         "MFU of the traced steps",
@@ -78,6 +87,7 @@ DEFINITIONS: dict[str, Definition] = {
         "Achieved",
         "Model FLOP/s over the analysed steps: their FLOPs / their time (MFU × peak)",
         "flop_rate",
+        "higher",
     ),
     "flops.achieved_tflops_while_busy": _d(
         "Achieved while GPU busy",
@@ -135,6 +145,7 @@ DEFINITIONS: dict[str, Definition] = {
         "The mean analysed step: Σ step time / steps over the steady-state steps (ProfilerStep#N, extended to "
         "the GPU work it launched; warm-up steps left out): the step every share, the waterfall and MFU apply to",
         "time",
+        "lower",
     ),
     "step_time_median_us": _d(
         "Median step time",
@@ -352,12 +363,14 @@ DEFINITIONS: dict[str, Definition] = {
         "The most memory the caching allocator had allocated to tensors in any recorded step (warm-up included) "
         "(torch.cuda.max_memory_allocated() over that step)",
         "bytes",
+        "lower",
     ),
     "memory.peak_reserved_bytes": _d(
         "Peak reserved",
         "The most device memory the caching allocator held in any recorded step, allocated or cached "
         "(torch.cuda.max_memory_reserved())",
         "bytes",
+        "lower",
     ),
     "memory.peak_share": _d(
         "Peak of device",
@@ -391,6 +404,7 @@ DEFINITIONS: dict[str, Definition] = {
         "How many times the batch could grow before the device is full, if the peak above the step's start "
         "scales with the batch and the start does not: (device memory − start) / (peak − start)",
         "factor",
+        "higher",
     ),
     "memory.headroom.batch_factor_at_90": _d(
         "Batch headroom to 90 %",

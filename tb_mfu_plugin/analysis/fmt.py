@@ -17,8 +17,7 @@ GB/s          ``gbps``         ``gbps``
 FLOP/B        ``intensity``    ``intensity``
 count         ``count``        ``count``
 factor        ``factor``       ``factor``
-change        ``rel_delta``    ``relDelta`` (relative, "+12 %")
-change        ``pp_delta``     ``ppDelta`` (of shares, "+4.1 pp")
+change        ``change``       ``change`` ("+12 %" relative, "+4.1 pp" of shares)
 ============  ===============  ==========================================
 
 Rounding is half away from zero on the shortest decimal that reads back as the value, as
@@ -159,24 +158,6 @@ def counted(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def rel_delta(a: float | None, b: float | None) -> str:
-    """``b`` against ``a`` as a signed relative change, "+12 %" (``relDelta``); empty when either is
-    unknown or ``a`` is 0."""
-    if a is None or b is None or not _known(a) or not _known(b) or a == 0:
-        return ""
-    r = (b - a) / abs(a)
-    return f"{sign(r)}{fixed(abs(r) * 100, 1 if abs(r) < 0.1 else 0)} %"
-
-
-def pp_delta(a: float | None, b: float | None) -> str:
-    """Two shares' signed difference in percentage points, "+4.1 pp" (``ppDelta``); empty when
-    either is unknown."""
-    if a is None or b is None or not _known(a) or not _known(b):
-        return ""
-    d = (b - a) * 100
-    return f"{sign(d)}{fixed(abs(d), 1)} pp"
-
-
 def sign(x: float) -> str:
     """The sign a change is written with: +, − (the minus sign), or ± for none."""
     return "+" if x > 0 else "\u2212" if x < 0 else "\u00b1"
@@ -187,6 +168,16 @@ def factor(x: float | None) -> str:
     if x is None or not _known(x):
         return NA
     return f"{fixed(x, 2 if abs(x) < 10 else 1)}×"
+
+
+def change(x: float | None, unit: str) -> str:
+    """A change against a baseline (``analysis.run.compare``'s ``FigureDelta.delta``; ``change`` in
+    format.ts): in percentage points (``unit`` "pp"), "+4.1 pp", else relative, "+12 %" (one
+    decimal under 10 %); empty when unknown."""
+    if x is None or not _known(x):
+        return ""
+    a = abs(x)
+    return f"{sign(x)}{fixed(a, 1)} pp" if unit == "pp" else f"{sign(x)}{fixed(a * 100, 1 if a < 0.1 else 0)} %"
 
 
 def setting(value: float, unit: str) -> str:

@@ -16,34 +16,20 @@ from rich.console import Console
 from rich.table import Table
 
 from ..analysis import fmt
-from ..analysis.definitions import AGGREGATION, DEFINITIONS, label
+from ..analysis.definitions import AGGREGATION, label
 from ..analysis.flops.detail import FlopsDetail
-from ..analysis.fmt import (
-    core_unit,
-    count,
-    counts,
-    figure,
-    flop_rate,
-    flops,
-    gbps,
-    mfu_shown,
-    mfu_text,
-    nbytes,
-    pct,
-    pp_delta,
-    rel_delta,
-    us,
-)
+from ..analysis.fmt import core_unit, count, figure, flop_rate, flops, gbps, mfu_text, nbytes, pct, us
 from ..analysis.report import Device, Report, Summary, WorkerReport
-from ..analysis.run.compare import AgainstBaseline, ComparedWorker, Comparison
+from ..analysis.run.compare import AgainstBaseline, Comparison
 from ..analysis.run.findings_compare import FindingChange
 from ..core.escape import for_rich, markup_escape
 from .console import console as stdout_console
 from .console import cut
+from .render_compare import figure_rows, print_kernels
 from .render_critical import gain_text, print_critical_path, print_whatif
 from .render_dist import print_communication, print_ranks
 from .render_evidence import print_evidence
-from .render_memory import compared_rows, print_memory
+from .render_memory import print_memory
 
 if TYPE_CHECKING:
     from ..running.pipeline import PathProgressFn
@@ -376,21 +362,6 @@ def _combined_caption(w: WorkerReport) -> str | None:
     )
 
 
-# The summary figures compared side by side, by report key (analysis.definitions: label, unit).
-_COMPARED = (
-    "mfu",
-    "step_time_us",
-    "gpu_busy_share",
-    "kernel_time_share",
-    "sm_efficiency",
-    "tensor_core_kernel_share",
-    "idle_share",
-    "gpu_idle_after_sync_share",
-    "host_sync_blocked_share",
-    "kernels_per_step",
-    "sync_count_per_step",
-    "flops_per_step",
-)
 _CHANGE_STYLE = {"fixed": "green", "new": "red", "remains": "dim"}
 
 
@@ -424,31 +395,13 @@ def _print_against(console: Console, c: AgainstBaseline, whose: str) -> None:
             t.add_column(col, justify="right" if col else "left")
         t.add_row("worker", *(f"{x.run} · {x.worker}" if x else "(no such rank)" for x in (a, b)), "")
         t.add_row("file", *(os.path.basename(x.file) if x else "" for x in (a, b)), "")
-        for key in _COMPARED:
-            t.add_row(label(key), *_compared_cells(key, a, b))
-        for row in compared_rows(a.memory if a else None, b.memory if b else None):
+        # the figures and their changes as analysis.run.compare computed them (the tab's rows)
+        for row in figure_rows(pair.figures, a, b):
             t.add_row(*row)
         console.print(t)
         if a is not None and b is not None:
             _print_changes(console, who + whose.replace(": ", ", ", 1), pair.findings)
-
-
-def _compared_cells(key: str, a: ComparedWorker | None, b: ComparedWorker | None) -> tuple[str, str, str]:
-    """One figure of the two workers (blank for a rank a run lacks) and its change: percentage
-    points for a share, relative otherwise (as the tab's Compare); counts with one number of
-    decimals; an impossible MFU reads "impossible", not n/a, and has no change."""
-    values = [getattr(x.summary, key) if x is not None else None for x in (a, b)]
-    unit = DEFINITIONS[key].unit
-    if unit == "count":
-        cells = counts(values)
-    else:
-        cells = [
-            mfu_shown(x.summary) if key == "mfu" and x is not None else figure(key, v)
-            for x, v in zip((a, b), values, strict=True)
-        ]
-    cells = [cell if x is not None else "" for x, cell in zip((a, b), cells, strict=True)]
-    change = pp_delta(*values) if unit == "share" else rel_delta(*values)
-    return cells[0], cells[1], change
+            print_kernels(console, who + whose.replace(": ", ", ", 1), pair.kernels)
 
 
 def _print_changes(console: Console, who: str, changes: list[FindingChange]) -> None:

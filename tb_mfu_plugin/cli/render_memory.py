@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ..analysis.definitions import label
-from ..analysis.fmt import count, figure, nbytes, pct, sign, us
-from ..analysis.memory.types import Memory, MemoryBrief, MemoryOp
+from ..analysis.fmt import count, figure, nbytes, pct, us
+from ..analysis.memory.types import Memory, MemoryOp
 from ..analysis.report import WorkerReport
 
 _STEP_COLUMNS = (
@@ -94,34 +94,3 @@ def _print_ops(console: Console, title: str, ops: list[MemoryOp]) -> None:
     for o in ops:
         t.add_row(o.name, o.root_op or "", nbytes(o.bytes), count(o.count) if o.count else "")
     console.print(t)
-
-
-# Compared rows: (figure, MemoryBrief field), and whether the other run's cell shows its difference.
-_COMPARED = (
-    ("memory.peak_allocated_bytes", "peak_allocated_bytes", True),
-    ("memory.peak_reserved_bytes", "peak_reserved_bytes", True),
-    ("memory.peak_share", "peak_share", False),
-    ("memory.growth_per_step_bytes", "growth_per_step_bytes", False),
-    ("memory.headroom.batch_factor", "batch_factor", True),
-    ("memory.recompute.us_per_step", "recompute_us_per_step", True),
-    ("memory.recompute.saved_bytes", "recompute_saved_bytes", False),
-)
-
-
-def compared_rows(a: MemoryBrief | None, b: MemoryBrief | None) -> list[tuple[str, str, str, str]]:
-    """Rows of ``tb-mfu compare``'s table for the two runs' memory (none when neither has any): the
-    figure of each run and, in bytes and times, the difference (the memory activation checkpointing
-    saves, the time its recompute costs)."""
-    if a is None and b is None:
-        return []
-    rows = []
-    for name, key, diff in _COMPARED:
-        x, y = (getattr(m, key) if m is not None else None for m in (a, b))
-        if x is None and y is None and key.startswith("recompute"):
-            continue
-        change = ""
-        if diff and y is not None and (x is not None or key.startswith("recompute")):
-            delta = y - (x or 0)  # a run without recompute recomputes nothing
-            change = sign(delta) + figure(name, abs(delta))
-        rows.append((label(name), figure(name, x), figure(name, y), change))
-    return rows

@@ -15,6 +15,7 @@ from typing import Literal
 import msgspec
 
 from ..analysis.report import Report, RunReport, WorkerReport
+from ..analysis.run.compare import WorkerDeltas
 from ..analysis.run.findings_compare import FindingsAgainstBaseline
 from ..analysis.run.strategies import StrategyRow
 from ..trace.locate.locations import Location
@@ -127,6 +128,9 @@ class CompareBody(msgspec.Struct, kw_only=True):
     strategies: list[StrategyRow]  # analysis.run.strategies
     # each run's findings against the baseline's, per pair of workers (analysis.run.findings_compare)
     findings: list[FindingsAgainstBaseline] = []
+    # each figure's and top kernel's change against the baseline, per pair of workers, and the
+    # baseline's workers against themselves (analysis.run.compare)
+    deltas: list[WorkerDeltas] = []
 
 
 class UploadedFile(msgspec.Struct, kw_only=True):

@@ -26,6 +26,7 @@ from werkzeug import wrappers
 
 from ..analysis.options import AnalysisOptions
 from ..analysis.report import SCHEMA_VERSION, RunReport
+from ..analysis.run.compare import deltas_against_baseline
 from ..analysis.run.findings_compare import findings_against_baseline
 from ..analysis.run.ranks import compare_ranks
 from ..analysis.run.strategies import strategy_table
@@ -375,5 +376,6 @@ class MfuPlugin(base_plugin.TBPlugin):
             strategies=strategy_table(loaded),
             # fixed / new / remaining findings against the first run, computed once (analysis.run.findings_compare)
             findings=findings_against_baseline([e.report for e in out]),
+            deltas=deltas_against_baseline([e.report for e in out]),
         )
         return self._respond(request, body)

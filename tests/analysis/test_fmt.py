@@ -9,6 +9,7 @@ the rounding digit, unit boundaries, thousands separators, zero, negatives, huge
 from __future__ import annotations
 
 import json
+import math
 import random
 import shutil
 import subprocess
@@ -39,13 +40,14 @@ def _values() -> dict[str, list[float]]:
     }
 
 
-def _delta_pairs() -> list[list[float]]:
-    """Pairs (before, after) for the compared runs' changes: equal, zero, signs, ties, the 10 % edge."""
+def _changes() -> list[float]:
+    """Changes (analysis.run.compare's FigureDelta.delta) as the compared runs give them: zero and
+    its sign, the 10 % edge, ties, tiny and large, random."""
     rng = random.Random(29)
-    pairs = [[1.0, 1.0], [0.0, 1.0], [1.0, 0.0], [2.0, 2.2], [2.0, 2.19], [0.5, 0.55], [-4.0, -2.0], [986, 357.7]]
-    pairs += [[0.118, 0.24], [0.2040, 0.2912], [0.0033, 0.0], [1e-9, 2e-9], [0.00125, 0.0025]]
-    pairs += [[rng.random(), rng.random()] for _ in range(200)]
-    return pairs + [[10 ** rng.uniform(-3, 9), 10 ** rng.uniform(-3, 9)] for _ in range(200)]
+    xs = [0.0, -0.0, 0.05, 0.0999, 0.09995, 0.1, 0.125, -0.125, 0.0125, 1.0, 9.4, -100.0, 1e-9, 12.25, 0.45]
+    xs += [(b - a) / abs(a) for a, b in ([37.7, 18.88], [2.0, 2.2], [2.0, 2.19], [986, 357.7], [0.0033, 0.0])]
+    xs += [rng.uniform(-2, 2) for _ in range(300)] + [rng.uniform(-60, 60) for _ in range(300)]
+    return xs + [10 ** rng.uniform(-3, 9) * rng.choice((-1, 1)) for _ in range(200)]
 
 
 def test_counts_of_one_row_share_their_decimals() -> None:
@@ -56,10 +58,12 @@ def test_counts_of_one_row_share_their_decimals() -> None:
     assert fmt.counts([]) == []
 
 
-def test_deltas_are_signed_and_empty_when_unknown() -> None:
-    assert fmt.rel_delta(37.7, 18.88) == "\u221250 %" and fmt.rel_delta(2.0, 2.1) == "+5.0 %"
-    assert fmt.pp_delta(0.118, 0.240) == "+12.2 pp" and fmt.pp_delta(0.5, 0.5) == "\u00b10.0 pp"
-    assert fmt.rel_delta(0.0, 1.0) == fmt.rel_delta(None, 1.0) == fmt.pp_delta(0.1, None) == ""
+def test_changes_are_signed_and_empty_when_unknown() -> None:
+    assert fmt.change((18.88 - 37.7) / 37.7, "relative") == "\u221250 %" and fmt.change(0.05, "relative") == "+5.0 %"
+    assert fmt.change(0.123, "relative") == "+12 %" and fmt.change(-0.05, "relative") == "\u22125.0 %"
+    assert fmt.change(12.2, "pp") == "+12.2 pp" and fmt.change(0.0, "pp") == "\u00b10.0 pp"
+    assert fmt.change(4.06, "pp") == "+4.1 pp"
+    assert fmt.change(None, "relative") == fmt.change(None, "pp") == fmt.change(math.nan, "pp") == ""
 
 
 def test_python_figures_are_the_tabs(tmp_path: Path) -> None:
@@ -74,7 +78,7 @@ def test_python_figures_are_the_tabs(tmp_path: Path) -> None:
         timeout=120,
     )
     values = _values()
-    deltas = _delta_pairs()
+    deltas = _changes()
     (tmp_path / "values.json").write_text(json.dumps({**values, "deltas": deltas}))
     script = tmp_path / "run.mjs"
     script.write_text(
@@ -84,11 +88,11 @@ def test_python_figures_are_the_tabs(tmp_path: Path) -> None:
         "const out = {};\n"
         "for (const [name, xs] of Object.entries(v)) if (name !== 'deltas') out[name] = xs.map((x) => f[name](x));\n"
         "out.na = ['pct', 'dur', 'bytes', 'flops'].map((n) => f[n](null));\n"
-        "out.deltas = v.deltas.map(([a, b]) => [f.relDelta(a, b), f.ppDelta(a, b)]);\n"
+        "out.deltas = [null, ...v.deltas].map((x) => [f.change(x, 'pp'), f.change(x, 'relative')]);\n"
         "console.log(JSON.stringify(out));\n"
     )
     tab = json.loads(subprocess.run(["node", str(script)], check=True, capture_output=True, timeout=120).stdout)
-    assert [[fmt.rel_delta(a, b), fmt.pp_delta(a, b)] for a, b in deltas] == tab.pop("deltas")
+    assert [[fmt.change(x, "pp"), fmt.change(x, "relative")] for x in [None, *deltas]] == tab.pop("deltas")
     for name, xs in values.items():
         ours = [PAIRS[name](x) for x in xs]
         wrong = [(x, a, b) for x, a, b in zip(xs, ours, tab[name], strict=True) if a != b]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from tensorboard.plugins.base_plugin import FlagsError
 
-from tb_mfu_plugin.analysis.fmt import pp_delta, rel_delta
+from tb_mfu_plugin.analysis.fmt import change
 from tb_mfu_plugin.cli import main
 from tb_mfu_plugin.cli.console import cut
 from tb_mfu_plugin.running import flags as F
@@ -116,9 +116,11 @@ def test_compare_has_a_change_column_and_one_format_per_row() -> None:
     head = _row(got.stdout.replace("┃", "│"), "")
     assert head[1:] == ["baseline", "other", "change"]
     mfu = _row(got.stdout, "MFU")
-    assert mfu[3] == pp_delta(a.summary.mfu, b.summary.mfu) and mfu[3].startswith("+")  # shares: points
+    assert a.summary.mfu is not None and b.summary.mfu is not None
+    assert mfu[3] == change((b.summary.mfu - a.summary.mfu) * 100, "pp") and mfu[3].startswith("+")  # shares: points
     step = _row(got.stdout, "Step time")
-    assert step[3] == rel_delta(a.summary.step_time_us, b.summary.step_time_us) and step[3].startswith("\u2212")
+    relative = (b.summary.step_time_us - a.summary.step_time_us) / a.summary.step_time_us
+    assert step[3] == change(relative, "relative") and step[3].startswith("\u2212")
     kernels = _row(got.stdout, "Kernels / step")[1:3]
     decimals = {len(k.partition(".")[2]) for k in kernels}
     assert len(decimals) == 1, kernels  # "986.0" beside "357.7", not "986" beside "357.7"

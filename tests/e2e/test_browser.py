@@ -118,6 +118,8 @@ def test_mfu_tab_shows_the_cli_figures_switches_run_and_compares(start_tensorboa
 
     run_select = frame.locator("[data-testid=run-select]")
     run_select.wait_for(timeout=TIMEOUT_MS)
+    # the select is drawn before /runs has answered: its value is '' until its options are in
+    poll(lambda: run_select.input_value() != "")
     first = run_select.input_value()
     check_overview_matches_cli(frame, expected[first])
     frame.locator("[data-testid=steps-chart] canvas").first.wait_for(timeout=TIMEOUT_MS)

@@ -71,22 +71,32 @@ def compare_findings(baseline: list[Finding], other: list[Finding]) -> list[Find
     return out
 
 
+def usable(w: WorkerReport) -> bool:
+    """An analysed worker: no error, a summary."""
+    return w.error is None and w.summary is not None
+
+
 def _usable(run: RunReport) -> list[tuple[int, WorkerReport]]:
-    return [(i, w) for i, w in enumerate(run.workers) if w.error is None and w.summary is not None]
+    return [(i, w) for i, w in enumerate(run.workers) if usable(w)]
 
 
-def findings_against_baseline(runs: list[RunReport | None]) -> list[FindingsAgainstBaseline]:
+def pairs_against_baseline(
+    runs: list[RunReport | None],
+) -> list[tuple[RunReport, int, WorkerReport, int, WorkerReport]]:
     """For each run after the first (the baseline), every pair of its usable workers with the
-    baseline's; nothing while the baseline (or the run) is not loaded (None)."""
+    baseline's: (run, worker index, worker, baseline worker index, baseline worker); nothing
+    while the baseline is not loaded (None), and nothing of a run not loaded."""
     if not runs or runs[0] is None:
         return []
     base = _usable(runs[0])
-    out = []
-    for run in runs[1:]:
-        if run is None:
-            continue
-        for i, w in _usable(run):
-            for j, b in base:
-                changes = compare_findings(b.findings, w.findings)
-                out.append(FindingsAgainstBaseline(run=run.name, worker=i, baseline_worker=j, changes=changes))
-    return out
+    return [(run, i, w, j, b) for run in runs[1:] if run is not None for i, w in _usable(run) for j, b in base]
+
+
+def findings_against_baseline(runs: list[RunReport | None]) -> list[FindingsAgainstBaseline]:
+    """Each pair of ``pairs_against_baseline``: its worker's findings against the baseline's."""
+    return [
+        FindingsAgainstBaseline(
+            run=run.name, worker=i, baseline_worker=j, changes=compare_findings(b.findings, w.findings)
+        )
+        for run, i, w, j, b in pairs_against_baseline(runs)
+    ]

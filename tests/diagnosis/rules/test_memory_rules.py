@@ -174,22 +174,26 @@ def test_the_checkpointing_sample_shows_its_trade() -> None:
 
 
 def test_compare_gives_the_checkpointing_pairs_deltas() -> None:
-    """tb-mfu compare's memory rows on the pair: the peak it saves, the headroom it buys, the recompute it costs."""
-    from tb_mfu_plugin.cli.render_memory import compared_rows
+    """Compare's memory rows on the pair (analysis.run.compare, what tb-mfu compare and the tab
+    show): the peak it saves, the headroom it buys, the recompute it costs."""
+    from tb_mfu_plugin.analysis import fmt
+    from tb_mfu_plugin.analysis.run.compare import worker_deltas
 
-    base, ckpt = (_sample(r).memory for r in ("gpt_memory", "gpt_memory_checkpointing"))
-    assert base is not None and ckpt is not None
-    a, b = base.brief(), ckpt.brief()
-    assert a is not None and b is not None
-    rows = {name: (x, y, change) for name, x, y, change in compared_rows(a, b)}
-    assert b.peak_allocated_bytes is not None and a.peak_allocated_bytes is not None
-    assert a.peak_allocated_bytes - b.peak_allocated_bytes == 326897664  # the pair's measured saving
-    peak = next(v for k, v in rows.items() if "peak allocated" in k.lower())
-    assert peak == ("1.11 GB", "782 MB", "\u2212327 MB")
-    headroom = next(v for k, v in rows.items() if "headroom" in k.lower())
-    assert headroom[2] == "+136.8×", headroom
-    recompute = next(v for k, v in rows.items() if "recompute" in k.lower())
-    assert recompute == ("n/a", "7.85 ms", "+7.85 ms")
+    base, ckpt = _sample("gpt_memory"), _sample("gpt_memory_checkpointing")
+    assert base.memory is not None and ckpt.memory is not None
+    a, b = base.memory.peak_allocated_bytes, ckpt.memory.peak_allocated_bytes
+    assert a is not None and b is not None and a - b == 326897664  # the pair's measured saving
+    figures, _ = worker_deltas(base, ckpt)
+    rows = {d.figure: d for d in figures}
+    peak = rows["memory.peak_allocated_bytes"]
+    assert (peak.baseline, peak.value, peak.verdict) == (a, b, "better")
+    assert fmt.change(peak.delta, peak.delta_unit) == "\u221229 %"
+    headroom = rows["memory.headroom.batch_factor"]
+    assert headroom.verdict == "better" and headroom.delta is not None and headroom.delta > 0
+    recompute = rows["memory.recompute.us_per_step"]
+    assert recompute.baseline is None and fmt.us(recompute.value) == "7.85 ms" and recompute.delta is None
+    saved = rows["memory.recompute.saved_bytes"]
+    assert saved.baseline is None and saved.value is not None and saved.value > 0
 
 
 @pytest.mark.parametrize("run", ["gpt_sdpa_fused", "gpt_checkpointing", "tiny_mlp_launch_bound"])
