@@ -116,7 +116,9 @@ class TensorBoard:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             body = self.get_json("/data/plugin/mfu/runs")
-            if body["scanned"] and all(r["state"] not in ("queued", "loading") for r in body["runs"]):
+            # "scanned" comes once the local sources are listed; a remote one may still be listing
+            done = body["scanned"] and not body["scanning"]
+            if done and all(r["state"] not in ("queued", "loading") for r in body["runs"]):
                 return body
             time.sleep(0.5)
         raise AssertionError("analyses did not finish")

@@ -10,6 +10,7 @@ same files on local disk, and the secret must appear nowhere the user can see.
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -87,7 +88,17 @@ def tb(team: Team, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TensorB
 
 
 def _summaries(run: dict[str, Any]) -> list[Any]:
-    return [(w["name"], w["summary"]) for w in run["workers"]]
+    """Each worker's summary, the sidecar's location in the MFU's reason left out (the bucket's URL
+    on one side, the folder's path on the other: the reason names where its FLOPs came from)."""
+
+    def same_place(summary: dict[str, Any]) -> dict[str, Any]:
+        status = summary.get("mfu_status")
+        if not status:
+            return summary
+        reason = re.sub(r"\((?:s3://|/)[^()]*tb_mfu\.json\)", "(the sidecar)", status["reason"])
+        return {**summary, "mfu_status": {**status, "reason": reason}}
+
+    return [(w["name"], same_place(w["summary"])) for w in run["workers"]]
 
 
 def test_the_tab_shows_s3_runs_with_the_cli_figures_and_no_secret(tb, team, page, output_dir):
