@@ -10,8 +10,8 @@ same files on local disk, and the secret must appear nowhere the user can see.
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
