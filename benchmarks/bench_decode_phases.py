@@ -8,7 +8,7 @@ The phases, each measured from the file on disk (uncompressed JSON), one process
 - ``msgspec``: the same, cut at event boundaries and decoded to typed events by msgspec
   (``EventStream``), the events then dropped: the floor the decoder stands on;
 - ``decode``: ``decode_trace``, the columns and tables included;
-- ``analyze``: ``decode_trace`` then ``analyze_tables`` (metrics, FLOPs, roofline,
+- ``analyze``: ``decode_trace`` then ``trace_reports`` (metrics, FLOPs, roofline,
   diagnosis), that is the CLI's work short of printing;
 - ``pyarrow``: for reference, where pyarrow is installed and the trace has one event a line
   (``scale_trace.py``'s output): Arrow's C++ JSON reader on one thread with an explicit
@@ -69,9 +69,11 @@ def _msgspec_only(path: str) -> str:
 
     from tb_mfu_plugin.trace.decode.stream import EventStream, Source
     from tb_mfu_plugin.trace.limits import DEFAULT_LIMITS, Deadline
+    from tb_mfu_plugin.trace.locate.locations import Location
 
+    os.environ["TB_MFU_FAST_DECODE"] = "0"  # this phase is msgspec's parse (bench_decoders.py has the compiled one)
     gc.disable()  # as decode_trace does
-    with Source(path, DEFAULT_LIMITS, Deadline(path, 3600)) as src:
+    with Source(Location.parse(path), DEFAULT_LIMITS, Deadline(path, 3600)) as src:
         head = bytearray()
         while (m := re.search(rb'"traceEvents"\s*:\s*\[', head)) is None:
             head += src.block()

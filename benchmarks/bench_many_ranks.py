@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -96,17 +97,25 @@ def main() -> None:
         free_gb = shutil.disk_usage(work).free / 1e9
         print(f"{logdir}: {a.ranks} files, {size / 1e9:.2f} GB of JSON; disk: {free_gb:.0f} GB free")
         times: dict[str, float] = {}
+        rounds: list[dict[str, float]] = []
         digests = set()
         for _ in range(a.rounds):
+            rounds.append({})
             for label, flags in MODES.items():
                 if a.skip_dask and "--scheduler" in flags:
                     continue
                 before = load()
                 seconds, digest = cli(logdir, flags)
                 times[label] = min(seconds, times.get(label, seconds))
+                rounds[-1][label] = seconds
                 digests.add(digest)
                 mbs = size / 1e6 / seconds
                 print(f"  {label:<28} {seconds:7.1f} s  {mbs:6.1f} MB/s   (before: {before}; after: {load()})")
+        if a.rounds > 1:  # the spread: each round's speed-up against that round's --jobs 1
+            for label in (k for k in rounds[0] if k != "--jobs 1"):
+                ups = sorted(r["--jobs 1"] / r[label] for r in rounds)
+                listed = ", ".join(f"{u:.2f}" for u in ups)
+                print(f"  {label}: speed-up per round {listed} (median {statistics.median(ups):.2f}x)")
         if not a.skip_dask:  # what the LocalCluster itself costs: the same small run with and without it
             small = [cli(a.source, ["--jobs", "1"])[0], cli(a.source, MODES["--scheduler local --jobs 2"])[0]]
             print(f"  LocalCluster start and stop: about {small[1] - small[0]:.1f} s (on {a.source.name})")

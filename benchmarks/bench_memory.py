@@ -11,7 +11,7 @@ Builds the two traces with ../shared/tools/scale_trace.py (kept under the system
 child process of its own, one decoding process (``TB_MFU_DECODE_PROCESSES=1``):
 
 - ``decode``: ``decode_trace`` (the tables, memory table included);
-- ``analyze``: ``decode_trace`` then ``analyze_tables`` (metrics, FLOPs, roofline, memory block,
+- ``analyze``: ``decode_trace`` then ``trace_reports`` (metrics, FLOPs, roofline, memory block,
   diagnosis): the CLI's work short of printing.
 
 Each line gives the phase's seconds (imports left out), MB/s of JSON, the child's peak RSS, and what
@@ -45,23 +45,27 @@ PHASES = ("decode", "analyze")
 
 
 def load() -> tuple[Any, Any, Any]:
-    """``decode_trace``, ``AnalysisOptions`` and ``analyze_tables``, imported before the clock
-    starts: the modules where they are now, else where they were before issue 24's layout (a
-    ``--compare`` checkout from before issue 25 has the old one)."""
+    """``decode_trace``, ``AnalysisOptions`` and ``trace_reports`` (``analyze_tables`` before issue
+    32), imported before the clock starts: the modules where they are now, else where they were
+    before issue 24's layout (a ``--compare`` checkout from before issue 25 has the old one)."""
     decode = _first("tb_mfu_plugin.trace.decode.decode", "tb_mfu_plugin.trace.decode")
     options = _first("tb_mfu_plugin.analysis.options", "tb_mfu_plugin.options")
-    pipeline = _first("tb_mfu_plugin.running.pipeline", "tb_mfu_plugin.pipeline")
-    return decode.decode_trace, options.AnalysisOptions, pipeline.analyze_tables
+    # trace_reports was running.pipeline's analyze_tables before issue 32 (and pipeline's before issue 24)
+    try:
+        return decode.decode_trace, options.AnalysisOptions, _first("tb_mfu_plugin.reporting.trace").trace_reports
+    except ImportError:
+        pipeline = _first("tb_mfu_plugin.running.pipeline", "tb_mfu_plugin.pipeline")
+        return decode.decode_trace, options.AnalysisOptions, pipeline.analyze_tables
 
 
 def run_phase(phase: str, path: str, fns: tuple[Any, Any, Any]) -> str:
     """The phase's work in this process (the package first on sys.path); what it produced."""
-    decode_trace, analysis_options, analyze_tables = fns
+    decode_trace, analysis_options, trace_reports = fns
     tables = decode_trace(path, processes=1)
     rows = len(getattr(tables, "memory", ()))
     if phase == "decode":
         return f"{len(tables.cpu):,} cpu, {len(tables.gpu):,} gpu, {rows:,} memory rows"
-    reports = analyze_tables(tables, "rank0", "", analysis_options())
+    reports = trace_reports(tables, "rank0", "", analysis_options())
     m = getattr(reports[0], "memory", None)
     peak = m.peak_allocated_bytes if m is not None else None
     return f"{rows:,} memory rows, {len(reports[0].steps)} steps, peak allocated {peak}"

@@ -34,6 +34,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,9 +114,9 @@ def pair_row(pairs: Path, pair: str, truth: dict) -> Row:
     prof = float(
         np.mean(g["before"]["step_time_us_profiled_steps"]) - np.mean(g["after"]["step_time_us_profiled_steps"])
     )
-    ev = f.evidence.get("whatif") if f is not None else None
-    un = ev["unprofiled"] if isinstance(ev, dict) else None
-    share = float(un["gain_share"]) if un else 0.0
+    ev = f.evidence.whatif if f is not None else msgspec.UNSET
+    un = None if isinstance(ev, msgspec.UnsetType) else ev.unprofiled
+    share = un.gain_share if un else 0.0
     combined_after = floor = None
     wi = w.whatif
     if (
@@ -134,8 +135,8 @@ def pair_row(pairs: Path, pair: str, truth: dict) -> Row:
         measured_us=before - after,
         before_us=before,
         after_us=after,
-        model_before_us=float(un["step_us"]) if un else float("nan"),
-        model_after_us=float(un["step_us_after"]) if un else float("nan"),
+        model_before_us=un.step_us if un else float("nan"),
+        model_after_us=un.step_us_after if un else float("nan"),
         trace_gain_us=f.est_gain_us_per_step if f is not None else 0.0,
         profiled_gain_us=prof,
         rule_gain_us=float(ev["rule_gain_us_per_step"])

@@ -9,7 +9,7 @@ TAR=${2:-}
 # extra arguments for every recorder, e.g. SAMPLE_ARGS="--device cpu --tiny --compile-backend aot_eager"
 # for a CPU dry run (torchrun then uses gloo)
 read -r -a XA <<< "${SAMPLE_ARGS:-}"
-# PHASES: any of single multi pp compile memory compiled (default all); NGPU: ranks for the multi-GPU runs
+# PHASES: any of single multi large pp compile memory compiled (default all but large); NGPU: ranks for the multi-GPU runs
 PHASES=" ${PHASES:-single multi pp compile memory compiled} "
 NGPU=${NGPU:-2}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -34,6 +34,16 @@ STRATS="ddp fsdp2 tp"; if [ "$NGPU" -ge 4 ] && [ $((NGPU % 2)) -eq 0 ]; then STR
 for s in $STRATS; do
   timeout "${T_MULTI:-80}" torchrun --standalone --nproc_per_node "$NGPU" "$HERE/record_multi_gpu.py" --strategy "$s" --out "$WORK" "${XA[@]}"
   echo "phase $s rc=$? t=$((SECONDS - t0))s"; pack
+done
+fi
+
+if [[ $PHASES == *" large "* ]]; then
+# issue 38 (not in the default PHASES: it wants NGPU=8): a 2.09 B-parameter GPT under DDP, FSDP2 and TP x DP
+# (TP degree TP_LARGE, default 2) on NGPU ranks (record_large_multi_gpu.py; one GPU: TP_LARGE=1)
+for s in ddp fsdp2 tpdp; do
+  timeout "${T_LARGE:-180}" torchrun --standalone --nproc_per_node "$NGPU" "$HERE/record_large_multi_gpu.py" --strategy "$s" \
+    --tp "${TP_LARGE:-2}" --out "$WORK" "${XA[@]}"
+  echo "phase large $s rc=$? t=$((SECONDS - t0))s"; pack
 done
 fi
 

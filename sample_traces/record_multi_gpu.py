@@ -117,13 +117,24 @@ def main():
     ap.add_argument("--tp", type=int, default=2, help="TP degree for --strategy tpdp (DP degree = world_size / tp)")
     sc.add_run_args(ap, os.path.dirname(os.path.abspath(__file__)))
     args = ap.parse_args()
+    record(args, sc.GPTConfig.tiny() if args.tiny else sc.GPTConfig())
 
+
+def record(args, cfg: sc.GPTConfig, run_name=None, init_on_device: bool = False, extra=None):
+    """Records one strategy (``args.strategy``, ``args.tp``; the run arguments of
+    ``sc.add_run_args``) on ``cfg`` under this torchrun, and writes the ground truth.
+
+    run_name(world_size, tp_degree, dp_degree) names the run directory (default
+    ``<strategy>_<N>gpu``). init_on_device builds the model's weights on the device, which a
+    model of billions of parameters needs (a CPU init then copy takes a minute and 8 bytes a
+    parameter of host memory per rank); the default keeps the 2- and 4-GPU runs' CPU init.
+    extra(gt, notes) may add fields and notes to rank 0's ground truth before it is written."""
     rank, ws, local_rank, dev = sc.init_distributed(args.device)
     strategy = args.strategy
-    run_name = f"{strategy}_{ws}gpu"
     # TP degree (ranks that share one batch and split the block weights) and DP degree
     tp_deg = {"tp": ws, "tpdp": args.tp}.get(strategy, 1)
     dp_deg = ws // tp_deg
+    run_name = f"{strategy}_{ws}gpu" if run_name is None else run_name(ws, tp_deg, dp_deg)
     dp_rank = rank // tp_deg  # row-major (dp, tp) mesh: a TP group is tp_deg consecutive ranks
     run_dir = os.path.join(args.out, run_name)
     worker = f"rank{rank}"
@@ -132,9 +143,12 @@ def main():
     dist.barrier()
     sc.remove_traces(run_dir, worker)
 
-    cfg = sc.GPTConfig.tiny() if args.tiny else sc.GPTConfig()
     torch.manual_seed(0)  # identical init on every rank
-    model = sc.GPT(cfg, naive=False).to(dev).train()
+    if init_on_device:
+        with torch.device(dev):  # the same seed and kernels on every rank: the same weights
+            model = sc.GPT(cfg, naive=False).train()
+    else:
+        model = sc.GPT(cfg, naive=False).to(dev).train()
     info = sc.gpt_model_info(model)
     # TP: every rank must see the same batch; DDP/FSDP: each rank its own shard of data;
     # TP x DP: the ranks of one TP group share a batch, each DP index has its own
@@ -222,6 +236,8 @@ def main():
         **sc.rank_timing(flops_rank, timing, prof),
         "optimizers": opt_info,
     }
+    if dev.type == "cuda":  # the caching allocator's peak over the whole recording (host-side, no sync)
+        mine["peak_memory_allocated_bytes"] = torch.cuda.max_memory_allocated(dev)
     per_rank = [None] * ws
     dist.all_gather_object(per_rank, mine)
 
@@ -351,6 +367,8 @@ def main():
             "analytic_flops_per_step_global": sc.gpt_analytic_flops(info, tokens_global)["analytic_flops_per_step"],
             "expected": expected,
         }
+        if extra is not None:
+            extra(gt, notes)
         sc.write_ground_truth(run_dir, gt, per_rank, notes, tried, args.warmup, warm_s)
         print(f"[{run_name}] per-rank step us unprof {[round(r['step_time_us_unprofiled']) for r in per_rank]} "
               f"prof {[round(r['step_time_us_profiled_wall']) for r in per_rank]} "

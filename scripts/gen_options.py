@@ -48,7 +48,7 @@ Every option is defined once, in `OPTIONS` of `tb_mfu_plugin/running/flags.py`, 
 generate their flags from it: `tb-mfu analyze|compare|export-scalars --name-with-dashes` and
 `tensorboard --mfu_name_with_underscores`. A value comes from the flag, else from its environment
 variable, else the default; a bad one is refused before anything runs, naming the flag or the
-variable. The flags each face has of its own (`--json`, `--html`, `--top`, `--min-mfu` of the CLI;
+variable. The flags each face has of its own (`--json`, `--html`, `--top`, `--evidence`, `--min-mfu` of the CLI;
 the tab's sources, uploads and access: `tensorboard --helpfull`) are not options of the analysis
 and are not here.
 """

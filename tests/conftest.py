@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -42,3 +47,58 @@ def shared_fixtures() -> Path:
 
 
 os.environ.setdefault("COLUMNS", "160")
+
+# The suite starts a few hundred Python processes (the CLI, TensorBoard, pool workers, notebooks),
+# each importing the package from the checkout. Where PYTHONDONTWRITEBYTECODE is set, each of them
+# compiled ~200 modules from source again (~0.2 s of CPU apiece); one bytecode cache for the run,
+# in a temporary folder (never in the checkout), as an installed package has it.
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) and not os.environ.get("PYTHONPYCACHEPREFIX"):
+    _pycache = tempfile.mkdtemp(prefix="tb_mfu_test_pycache_")
+    os.environ["PYTHONPYCACHEPREFIX"] = _pycache
+    atexit.register(shutil.rmtree, _pycache, True)
+
+
+@pytest.fixture(scope="session")
+def hostile_corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
+    """The hostile corpus of tests/fuzz (its folder, its cases), built once for the run: the
+    fuzz tests run the CLI on it and the decoder's tests compare their two paths on it."""
+    fuzz = str(Path(__file__).resolve().parent / "fuzz")
+    if fuzz not in sys.path:
+        sys.path.append(fuzz)
+    import corpus
+    import hostile
+
+    out = tmp_path_factory.mktemp("corpus")
+    per_base = 4 * corpus.MUTATIONS_PER_BASE if hostile.LONG else corpus.MUTATIONS_PER_BASE
+    return out, corpus.build_corpus(out, per_base=per_base)
+
+
+@pytest.fixture(autouse=True)
+def _every_report_keeps_the_invariants(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every report a test builds in this process is checked against tests/invariants.py (issue 32):
+    each device's report as the reporting layer makes it, and each run's. A breach fails the test
+    that built the report, whatever it asserts itself."""
+    import msgspec
+    from invariants import run_problems, worker_problems
+
+    from tb_mfu_plugin.reporting import run as reporting_run
+    from tb_mfu_plugin.reporting import trace as reporting_trace
+
+    problems: list[str] = []
+    device_report, run_report = reporting_trace.device_report, reporting_run.run_report
+
+    def checked_device(*args: Any, **kwargs: Any) -> Any:
+        w = device_report(*args, **kwargs)
+        if w.error is None and w.summary is not None:
+            problems.extend(f"{w.file}: {p}" for p in worker_problems(msgspec.to_builtins(w)))
+        return w
+
+    def checked_run(*args: Any, **kwargs: Any) -> Any:
+        run = run_report(*args, **kwargs)
+        problems.extend(p for p in run_problems(msgspec.to_builtins(run)) if "ranks row" in p)
+        return run
+
+    monkeypatch.setattr(reporting_trace, "device_report", checked_device)
+    monkeypatch.setattr(reporting_run, "run_report", checked_run)
+    yield
+    assert not problems, "report invariants broken:\n" + "\n".join(dict.fromkeys(problems))

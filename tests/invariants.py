@@ -1,6 +1,20 @@
-"""What every report must hold, whatever the trace (issue 23), as a list of problems; the sample
-traces (tests/test_sample_traces.py), the third-party fixtures (tests/test_invariants.py,
-tests/test_third_party_traces.py) and the hostile corpus (tests/fuzz/test_corpus.py) all check it:
+"""What every report must hold, whatever the trace (issues 23 and 32), as a list of problems. Every
+report a test builds in its own process is checked (tests/conftest.py wraps the reporting layer),
+and the sample traces (tests/test_sample_traces.py), the third-party fixtures (tests/test_invariants.py,
+tests/test_third_party_traces.py) and the hostile corpus (tests/fuzz/test_corpus.py, whose reports
+come from child processes as JSON) check it too:
+
+- every MFU-named figure lies in (0, 1]: the summary's, each step's, the FLOPs block's, a finding's
+  projection, the waterfall's, the what-if panel's, the ranks table's; the MFU's status says known
+  exactly when it is a figure;
+- one step aggregation (issue 32): each step's parts add up to the step, the summary's to its step,
+  the waterfall's first bar is the summary's step, and a rank's row is its worker's figures;
+- per rank, exposed communication <= communication <= step, and the collectives' rows add up to the
+  communication total (or its ``unlisted`` rest says why not);
+- no finding's gain exceeds the step; a medium or high finding saves time or states its benefit in
+  its own unit; a fix that saves time never lowers the projected MFU; "all together" is at least
+  the best single gain and at most the step;
+- memory that grows 1 MiB or more at every analysed step is a leak finding;
 
 - no projected MFU above 100 %: ``est_mfu_after``, the waterfall's result, MFU itself (a figure
   above 100 % is withheld as ``impossible_mfu``, never reported);
@@ -8,7 +22,9 @@ tests/test_third_party_traces.py) and the hostile corpus (tests/fuzz/test_corpus
   waterfall's last bar has no value and no achieved FLOP/s is derived;
 - the breakdown's parts are the report's figures: ``idle_after_sync`` is
   ``gpu_idle_after_sync_share``, and with ``idle_other`` it makes ``idle_share``;
-- the memory block (issue 25) holds no negative or impossible figure (``memory_problems``).
+- the memory block (issue 25) holds no negative or impossible figure (``memory_problems``);
+- the timeline (issue 36) adds up to the step's figures, marks every finding and stays under 1 MB
+  (``timeline_invariants``).
 
 It reads the JSON form (``--json``) so that the corpus' child processes' output is checked too.
 """
@@ -17,20 +33,58 @@ from __future__ import annotations
 
 from typing import Any
 
+from timeline_invariants import timeline_problems
+
 _TOL = 1e-9
 
 
 def report_problems(report: dict[str, Any]) -> list[str]:
     out: list[str] = []
     for run in report.get("runs", []):
-        for w in run.get("workers", []):
-            if w.get("error") is None and w.get("summary") is not None:
-                out += [f"{w.get('file')}: {p}" for p in worker_problems(w)]
+        out += run_problems(run)
     return out
+
+
+def run_problems(run: dict[str, Any]) -> list[str]:
+    """A run's workers, and its ranks table against them."""
+    out: list[str] = []
+    for w in run.get("workers", []):
+        if w.get("error") is None and w.get("summary") is not None:
+            out += [f"{w.get('file')}: {p}" for p in worker_problems(w)]
+    ranks = run.get("ranks") or {}
+    by_key = {(w.get("name"), w.get("span")): w for w in run.get("workers", []) if w.get("summary")}
+    for row in ranks.get("ranks", []):
+        w = by_key.get((row.get("worker"), row.get("span")))
+        if w is None:
+            out.append(f"ranks row {row.get('worker')} has no analysed worker")
+            continue
+        s = w["summary"]
+        if row.get("step_time_us") != s.get("step_time_us") or row.get("mfu") != s.get("mfu"):
+            out.append(f"ranks row {row.get('worker')}: step or MFU is not its worker's")
+        step = row.get("step_time_us") or 0.0
+        exposed, comm = row.get("exposed_communication_us_per_step"), row.get("communication_us_per_step")
+        if exposed is not None and comm is not None and not exposed <= comm + _US:
+            out.append(f"ranks row {row.get('worker')}: exposed {exposed} > communication {comm}")
+        if comm is not None and not comm <= step + _US:
+            out.append(f"ranks row {row.get('worker')}: communication {comm} > step {step}")
+        _in_unit(out, f"ranks row {row.get('worker')} mfu", row.get("mfu"))
+    return out
+
+
+_US = 1e-3  # sums of float µs, rounded to the nanosecond by the waterfall
 
 
 def _above_one(x: Any) -> bool:
     return isinstance(x, int | float) and x > 1.0 + 1e-6
+
+
+def _in_unit(out: list[str], what: str, x: Any) -> None:
+    """An MFU-named figure is unknown (None) or in (0, 1]: never 0 (a tiny MFU is a small number)
+    and never above 100 %."""
+    if x is None:
+        return
+    if not isinstance(x, int | float) or not 0.0 < x <= 1.0 + 1e-6:
+        out.append(f"{what} = {x} outside (0, 1]")
 
 
 def worker_problems(w: dict[str, Any]) -> list[str]:
@@ -52,6 +106,117 @@ def worker_problems(w: dict[str, Any]) -> list[str]:
     out += _unknown_problems(w, s)
     out += _breakdown_problems(s, w.get("steps", []))
     out += memory_problems(w)
+    out += mfu_problems(w)
+    out += aggregation_problems(w)
+    out += communication_problems(w)
+    out += finding_problems(w)
+    out += timeline_problems(w)
+    return out
+
+
+def mfu_problems(w: dict[str, Any]) -> list[str]:
+    """Every MFU-named figure in (0, 1], and the status that says whether the headline is one."""
+    out: list[str] = []
+    s = w["summary"]
+    _in_unit(out, "summary.mfu", s.get("mfu"))
+    for st in w.get("steps", []):
+        _in_unit(out, f"step {st.get('step')} mfu", st.get("mfu"))
+    fl = w.get("flops") or {}
+    for k in ("hfu", "mfu_model", "mfu_user", "mfu_at_bf16_peak"):
+        _in_unit(out, f"flops.{k}", fl.get(k))
+    for f in w.get("findings", []):
+        _in_unit(out, f"finding {f['id']} est_mfu_after", f.get("est_mfu_after"))
+    bars = w.get("waterfall", [])
+    if bars:
+        _in_unit(out, "waterfall mfu", bars[-1].get("mfu"))
+    wi = w.get("whatif") or {}
+    for c in [*wi.get("cases", []), *([wi["combined"]] if wi.get("combined") else [])]:
+        _in_unit(out, "whatif case mfu", c.get("mfu"))
+    status = (s.get("mfu_status") or {}).get("state")
+    if status is None:
+        out.append("summary.mfu_status missing")
+    elif (status == "known") != (s.get("mfu") is not None):
+        out.append(f"mfu_status {status} but summary.mfu is {s.get('mfu')}")
+    return out
+
+
+def aggregation_problems(w: dict[str, Any]) -> list[str]:
+    """One step aggregation: each step's parts add up to it, the summary's to its step (the mean of
+    the steps), the waterfall starts from that step."""
+    out: list[str] = []
+    s = w["summary"]
+    steps = w.get("steps", [])
+    for st in steps:
+        parts = st.get("breakdown_us") or {}
+        if parts and abs(sum(parts.values()) - st["dur_us"]) > _US + 1e-9 * st["dur_us"]:
+            out.append(f"step {st.get('step')}: parts {sum(parts.values())} µs != its {st['dur_us']} µs")
+    step = s["step_time_us"]
+    if steps and abs(step - sum(st["dur_us"] for st in steps) / len(steps)) > _US + 1e-9 * step:
+        out.append(f"summary.step_time_us {step} is not the mean of its steps")
+    if steps and s.get("steps") != len(steps):
+        out.append(f"summary.steps {s.get('steps')} != {len(steps)} steps")
+    parts = s.get("breakdown_us_per_step") or {}
+    if parts and abs(sum(parts.values()) - step) > _US + 1e-6 * step:
+        out.append(f"summary parts {sum(parts.values())} µs != step {step} µs")
+    bars = w.get("waterfall", [])
+    if bars and abs(bars[0]["us_per_step"] - step) > _US + 1e-9 * step:
+        out.append(f"waterfall step {bars[0]['us_per_step']} != summary step {step}")
+    basis = s.get("basis")
+    if basis is None or basis.get("steps") != s.get("steps"):
+        out.append("summary.basis does not name the analysed steps")
+    return out
+
+
+def communication_problems(w: dict[str, Any]) -> list[str]:
+    """Exposed <= communication <= step, and the collectives' rows add up to the total."""
+    c = w.get("communication")
+    if c is None:
+        return []
+    out: list[str] = []
+    step = w["summary"]["step_time_us"]
+    total, exposed = c["communication_us_per_step"], c["exposed_us_per_step"]
+    if not exposed <= total + _US:
+        out.append(f"communication: exposed {exposed} > total {total}")
+    if not total <= step + _US:
+        out.append(f"communication: total {total} > step {step}")
+    rest = c.get("unlisted") or {"us_per_step": 0.0, "exposed_us_per_step": 0.0}
+    rows = sum(x["us_per_step"] for x in c.get("collectives", [])) + rest["us_per_step"]
+    rows_exposed = sum(x["exposed_us_per_step"] for x in c.get("collectives", [])) + rest["exposed_us_per_step"]
+    if abs(rows - total) > _US + 1e-6 * total or abs(rows_exposed - exposed) > _US + 1e-6 * total:
+        out.append(
+            f"communication: rows add up to {rows} µs ({rows_exposed} exposed), the total is {total} ({exposed})"
+        )
+    return out
+
+
+def finding_problems(w: dict[str, Any]) -> list[str]:
+    """Gains within the step, a medium or high finding worth something, projections that follow the
+    gain, "all together" between the best single gain and the step, every leak raised."""
+    out: list[str] = []
+    s = w["summary"]
+    step, mfu = s["step_time_us"], s.get("mfu")
+    findings = w.get("findings", [])
+    for f in findings:
+        gain = f["est_gain_us_per_step"]
+        if gain > step + _US:
+            out.append(f"finding {f['id']} gains {gain} µs of a {step} µs step")
+        if f["severity"] in ("high", "medium") and gain <= 0 and f.get("benefit") is None:
+            out.append(f"{f['severity']} finding {f['id']} saves nothing and states no benefit")
+        after = f.get("est_mfu_after")
+        if mfu is not None and after is not None and gain > 0 and after < mfu * (1 - 1e-3):
+            out.append(f"finding {f['id']} saves {gain} µs but projects MFU {after} below {mfu}")
+    combined = w.get("combined_gain_us_per_step")
+    if findings and combined is not None:
+        best = max(f["est_gain_us_per_step"] for f in findings)
+        if not best - 0.11 <= combined <= step + _US:  # gains are rounded to 0.1 µs
+            out.append(f"all together {combined} µs is not between the best single gain {best} and the step {step}")
+    wi = w.get("whatif") or {}
+    if wi.get("combined") and wi["combined"]["gain_us_per_step"] > wi["step_us"] + _US:
+        out.append("the what-if's all-together gain exceeds its step")
+    m = w.get("memory") or {}
+    growth = [x.get("growth_bytes") for x in m.get("steps", []) if x.get("growth_bytes") is not None]
+    if len(growth) >= 2 and min(growth) >= 1 << 20 and not any(f["id"] == "memory_leak" for f in findings):
+        out.append(f"memory grows {min(growth)} B or more every step and no memory_leak finding says so")
     return out
 
 

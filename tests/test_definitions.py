@@ -81,7 +81,7 @@ def test_every_name_is_a_key_of_the_report() -> None:
             assert key in _fields(Summary), name
     from tb_mfu_plugin.analysis.flops.detail import FlopsDetail
     from tb_mfu_plugin.analysis.report import Device
-    from tb_mfu_plugin.diagnosis.strategies import StrategyRow
+    from tb_mfu_plugin.analysis.run.strategies import StrategyRow
 
     assert {"hfu", "achieved_tflops_while_busy"} <= _fields(FlopsDetail)
     assert "peak_flops" in _fields(Device) and {"mfu_min", "peak_allocated_max"} <= _fields(StrategyRow)

@@ -235,9 +235,27 @@ def test_report_blocks_are_typed_in_the_generated_file() -> None:
         assert line in worker
     assert "  ranks: RankSummary | null;" in decls["RunReport"].splitlines()
     assert "  mfu?: number | null;" in decls["WaterfallBar"].splitlines()
-    # What stays free-form JSON: a finding's evidence, whose keys are each rule's own.
-    untyped = [line for d in decls.values() for line in d.splitlines() if re.search(r":.*\bunknown\b", line)]
-    assert untyped == ["  evidence: Record<string, unknown>;"]
+    # Nothing stays free-form JSON: a finding's evidence is the union of the rules' own structs.
+    untyped = [line for d in decls.values() for line in d.splitlines() if re.search(r":.*(?<!')\bunknown\b(?!')", line)]
+    assert untyped == []
+    finding = decls["Finding"].splitlines()
+    assert "  evidence:" in finding and "    | SyncPointEvidence" in finding
+    assert "  rule: 'sync_point';" in decls["SyncPointEvidence"].splitlines()
+
+
+def test_generated_evidence_fields_are_current_and_name_every_rule() -> None:
+    """frontend/src/evidence_fields.ts: each rule's evidence fields with their labels and units,
+    generated from the structs (diagnosis.ts formats each value by its unit from it)."""
+    gen = _gen()
+    text = (SRC / "evidence_fields.ts").read_text(encoding="utf-8")
+    assert text == gen.render_evidence(), "stale frontend/src/evidence_fields.ts: run python scripts/gen_ts_types.py"
+    from tb_mfu_plugin.diagnosis import RULE_IDS
+
+    assert re.findall(r"^  (\w+): \[$", text, re.MULTILINE) == list(RULE_IDS)
+    # diagnosis.ts reads units from the table and guesses none from a key's name
+    source = (SRC / "diagnosis.ts").read_text(encoding="utf-8")
+    assert "EVIDENCE_FIELDS" in source
+    assert not re.search(r"fmtByKey|hasUnit|prettyKey|\.test\((k|key)\)|\.replace\(/_", source)
 
 
 def test_generated_types_compile(tmp_path: Path) -> None:

@@ -69,7 +69,7 @@ def test_the_cli_shows_unknown_flops_and_mfu_as_n_a(run: str, capsys: pytest.Cap
     """No FLOPs counted: the CLI says n/a for FLOPs per step and MFU, and the waterfall's last row
     has no value (it drew 1.0 % on tiny_mlp_cuda_graph)."""
     text = _cli_text(_sample(run), capsys)
-    assert "FLOPs / step: n/a" in text
+    assert "FLOPs / step (MFU's count): n/a" in text
     assert "but MFU n/a" in text
     assert not re.search(r"\b0(\.0+)? [MGTP]?FLOP\b", text)  # no "0 FLOP" / "0.00 TFLOP"
     last = next(line for line in text.splitlines() if "Model FLOPs at peak" in line)

@@ -76,8 +76,10 @@ def test_peak_comes_from_the_analysers_table() -> None:
     mon = MfuMonitor(device_name="H100 SXM", dtype="bf16")
     assert mon.peak_flops == resolve_peak(None, (), "bf16", AnalysisOptions(device_name="H100 SXM")).peak_flops
     assert mon.peak_flops == pytest.approx(989.4e12)
+    # an fp32 (or TF32) run is measured against the 16-bit tensor-core peak too (PaLM's convention, issue 33)
     fp32 = MfuMonitor(device_name="H100 SXM", dtype="fp32", tf32=True)
-    assert fp32.peak_flops == pytest.approx(494.7e12, rel=1e-3)
+    assert fp32.peak_flops == pytest.approx(989.4e12, rel=1e-3)
+    assert MfuMonitor(device_name="H100 SXM", dtype="fp8").peak_flops == pytest.approx(1978.9e12, rel=1e-3)
     assert MfuMonitor(peak_tflops=312.0).peak_flops == 312e12
 
 

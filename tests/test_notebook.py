@@ -12,6 +12,7 @@ import pytest
 from conftest import ROOT, SAMPLES, fixture_path
 
 import tb_mfu_plugin as tm
+from tb_mfu_plugin.analysis import fmt
 from tb_mfu_plugin.notebook import frames
 
 ACCESSORS = {
@@ -21,6 +22,7 @@ ACCESSORS = {
     "copies": frames.COPIES,
     "syncs": frames.SYNCS,
     "findings": frames.FINDINGS,
+    "evidence": frames.EVIDENCE,
     "ranks": frames.RANKS,
     "collectives": frames.COLLECTIVES,
     "critical_path": frames.CRITICAL_PATH,
@@ -76,13 +78,13 @@ def test_steps_are_the_json_reports_steps(naive: tm.Report) -> None:
     data = _cli_json(SAMPLES / "gpt_naive_attention")
     (w,) = data["runs"][0]["workers"]
     df = naive.steps()
-    assert len(df) == len(w["steps"]) == 3
+    assert len(df) == len(w["steps"]) == 2  # the steady state: step 3 is a warm-up step, left out
     assert df["step"].tolist() == [s["step"] for s in w["steps"]]
     for key in ("dur_us", "start_us", "mfu", "gpu_busy_share", "sm_efficiency", "d2d_bytes_per_step"):
         assert df[key].tolist() == pytest.approx([s[key] for s in w["steps"]], rel=1e-12), key
     assert df["breakdown_idle_other"].tolist() == pytest.approx([s["breakdown"]["idle_other"] for s in w["steps"]])
     assert set(df["run"]) == {"gpt_naive_attention"} and set(df["worker"]) == {"rank0"}
-    assert df["gpu"].tolist() == [0, 0, 0]
+    assert df["gpu"].tolist() == [0, 0]
 
 
 def test_critical_path_and_whatif_are_the_json_reports(naive: tm.Report) -> None:
@@ -122,6 +124,25 @@ def test_workers_copies_syncs_kernels_findings_match_the_json(naive: tm.Report) 
     assert findings["id"].tolist() == [f["id"] for f in w["findings"]]
     assert "naive_attention" in set(findings["id"])
     assert isinstance(findings["evidence"].iloc[0], dict)
+
+
+def test_evidence_has_each_value_of_each_finding_in_its_unit(naive: tm.Report) -> None:
+    """One row per value of each finding's evidence: its JSON path, unit and the text every face
+    shows (a time through the time formatter, a share as a percentage)."""
+    (w,) = _cli_json(SAMPLES / "gpt_naive_attention")["runs"][0]["workers"]
+    ev = naive.evidence()
+    assert list(dict.fromkeys(zip(ev["id"], ev["subject"].fillna(""), strict=True))) == [
+        (f["id"], f["subject"] or "") for f in w["findings"]
+    ]
+    att = ev[ev["id"] == "naive_attention"].set_index("path")
+    (f,) = [f for f in w["findings"] if f["id"] == "naive_attention"]
+    assert att.loc["cost_us_per_step", "unit"] == "time" and att.loc["cost_share", "unit"] == "share"
+    assert att.loc["cost_us_per_step", "text"] == fmt.us(f["evidence"]["cost_us_per_step"])
+    assert att.loc["whatif.unprofiled.gain_share", "text"] == fmt.pct(
+        f["evidence"]["whatif"]["unprofiled"]["gain_share"]
+    )
+    assert att.loc["kernels[0].name", "value"] == f["evidence"]["kernels"][0]["name"]
+    assert "note" not in att.index
 
 
 def test_distributed_run_has_ranks_and_collectives(ddp: tm.Report) -> None:

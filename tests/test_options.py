@@ -19,7 +19,7 @@ from tb_mfu_plugin.trace.limits import Limits
 
 ROOT = Path(__file__).resolve().parent.parent
 # The flags each face has of its own, outside the table (what it prints; the tab's sources and users).
-CLI_ONLY = {"-h", "--help", "--json", "--html", "--top", "--min-mfu", "--out", "--replace"}
+CLI_ONLY = {"-h", "--help", "--json", "--html", "--top", "--evidence", "--min-mfu", "--out", "--replace"}
 PLUGIN_ONLY = {
     "--mfu_logdir_spec",
     "--mfu_tensorboard_reads_urls",

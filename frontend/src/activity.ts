@@ -32,6 +32,7 @@ export function copiesCard(w: WorkerReport): HTMLElement {
     'Copies',
     table<CopyStats>(copies, COPY_COLUMNS, {
       testid: 'copies-table',
+      cls: 'wrap-heads',
       sortKey: 'time',
       empty: 'No copies in the profiled steps.',
     }),
@@ -50,14 +51,14 @@ export function syncsCard(w: WorkerReport): HTMLElement {
           key: 'root',
           label: 'Caused by',
           value: (s) => s.root_op ?? s.op ?? '',
-          cell: (s) => h('span', { class: 'mono' }, s.root_op ?? s.op ?? '—'),
+          cell: (s) => h('span', { class: 'mono' }, s.root_op ?? s.op ?? f.NA),
           title: 'The outermost op in the step around the synchronising call',
         },
         {
           key: 'op',
           label: 'Inner op',
           value: (s) => s.op ?? '',
-          cell: (s) => h('span', { class: 'mono dim' }, s.op ?? '—'),
+          cell: (s) => h('span', { class: 'mono dim' }, s.op ?? f.NA),
         },
         { key: 'api', label: 'API', value: (s) => s.api, cell: (s) => h('span', { class: 'mono' }, s.api) },
         numColumn('count', 'Count / step', (s) => s.count_per_step, f.count),
@@ -69,7 +70,12 @@ export function syncsCard(w: WorkerReport): HTMLElement {
           'Host time blocked in the call, per step',
         ),
       ],
-      { testid: 'syncs-table', sortKey: 'blocked', empty: 'No host-device synchronisation in the profiled steps.' },
+      {
+        testid: 'syncs-table',
+        cls: 'wrap-heads',
+        sortKey: 'blocked',
+        empty: 'No host-device synchronisation in the profiled steps.',
+      },
     ),
     { help: 'Calls where the host waits for the GPU, grouped by the op that issued them.' },
   );
@@ -108,7 +114,7 @@ export function launchesCard(w: WorkerReport): HTMLElement {
       ],
       [
         'Launched one by one / step',
-        f.count(l.kernels_per_step - inGraphs, 0),
+        f.count(l.kernels_launched_one_by_one_per_step, 0),
         'Kernels the host launched itself, outside graph replays',
       ],
     );
@@ -195,7 +201,7 @@ const UNIT_LABEL: Record<string, string> = {
 function unitCell(k: KernelStats): HTMLElement {
   const core = k.core ?? (k.tensor_core ? 'tensor-core' : 'not-a-matmul');
   const label = UNIT_LABEL[core];
-  if (!label) return h('span', { class: 'dim' }, '—');
+  if (!label) return h('span', { class: 'dim', title: 'Not a matmul: no math unit to name' }, f.NA);
   const text = k.dtype ? `${label} · ${k.dtype}` : label;
   if (core === 'tensor-core') return h('span', { class: 'yes' }, icon(ICONS.check, 12), text);
   return h(

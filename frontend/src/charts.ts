@@ -42,9 +42,36 @@ const resizer =
       })
     : null;
 
+/** ECharts' defaults in the theme shown now (palette.ts's UI): text, axes, legends, tooltips and
+ * zoom sliders that no chart colours itself. A chart is drawn again when the theme changes. */
+function echartsTheme(): object {
+  const axis = {
+    axisLine: { lineStyle: { color: UI.lineStrong } },
+    axisTick: { lineStyle: { color: UI.lineStrong } },
+    axisLabel: { color: UI.dim },
+    splitLine: { lineStyle: { color: UI.lineSoft } },
+    nameTextStyle: { color: UI.dim },
+  };
+  return {
+    backgroundColor: 'transparent',
+    textStyle: { color: UI.text },
+    legend: {
+      textStyle: { color: UI.text },
+      pageTextStyle: { color: UI.dim },
+      pageIconColor: UI.dim,
+      pageIconInactiveColor: UI.lineStrong,
+    },
+    categoryAxis: axis,
+    valueAxis: axis,
+    logAxis: axis,
+    tooltip: tooltipBase(),
+    dataZoom: { textStyle: { color: UI.dim }, borderColor: UI.line, backgroundColor: UI.bg },
+  };
+}
+
 /** Draws ``option`` into ``el``, which must already be in the document. */
 export function chart(el: HTMLElement, option: EChartsOption): echarts.ECharts {
-  const c = echarts.init(el, undefined, { renderer: 'canvas' });
+  const c = echarts.init(el, echartsTheme(), { renderer: 'canvas' });
   c.setOption({ textStyle: { fontFamily: FONT }, animationDuration: 300, ...option });
   live.add(c);
   observed.set(el, c);
@@ -83,24 +110,31 @@ export function tooltipNode(title: string, rows: [string, string, string][], foo
   );
 }
 
-export const tooltipBase = {
-  confine: true,
-  backgroundColor: UI.surface,
-  borderColor: UI.lineStrong,
-  borderWidth: 1,
-  padding: 8,
-  textStyle: { color: UI.text, fontSize: 12 },
-  extraCssText: `box-shadow: 0 2px 8px ${UI.shadowStrong}; border-radius: 6px;`,
-};
+/** A tooltip box in the theme shown now (a function: the theme can change between charts). */
+export function tooltipBase(): EChartsOption {
+  return {
+    confine: true,
+    backgroundColor: UI.surface,
+    borderColor: UI.lineStrong,
+    borderWidth: 1,
+    padding: 8,
+    textStyle: { color: UI.text, fontSize: 12 },
+    extraCssText: `box-shadow: 0 2px 8px ${UI.shadowStrong}; border-radius: 6px;`,
+  };
+}
 
 /** A tooltip for the whole category under the pointer (a step, a run, a waterfall bar). */
-export const axisTooltip = { ...tooltipBase, trigger: 'axis', axisPointer: { type: 'shadow' } };
+export function axisTooltip(): EChartsOption {
+  return { ...tooltipBase(), trigger: 'axis', axisPointer: { type: 'shadow' } };
+}
 
 /** Labels and grid lines of a value axis, in the page's dim colours. */
-export const valueAxisStyle = { axisLabel: { color: UI.dim }, splitLine: { lineStyle: { color: UI.lineSoft } } };
+export function valueAxisStyle(): EChartsOption {
+  return { axisLabel: { color: UI.dim }, splitLine: { lineStyle: { color: UI.lineSoft } } };
+}
 
 /** The x axis of the charts in milliseconds per step, named below it (a fresh object per
  * chart: ECharts keeps the option objects it is given). */
 export function msPerStepAxis(): EChartsOption {
-  return { type: 'value', name: 'ms / step', nameLocation: 'middle', nameGap: 22, ...valueAxisStyle };
+  return { type: 'value', name: 'ms / step', nameLocation: 'middle', nameGap: 22, ...valueAxisStyle() };
 }

@@ -33,7 +33,7 @@ function overlapKpis(c: Communication): HTMLElement {
       f.pct(c.overlap_ratio),
       "Share of communication time with a compute kernel running (Holistic Trace Analysis's comm/comp overlap)",
     ),
-    kpi('Link', c.link ? `${c.link} · ${f.gbps(c.link_gbps)}` : 'unknown', c.link_source ?? ''),
+    kpi('Link', c.link ? `${c.link} · ${f.gbps(c.link_gbps)}` : f.NA, c.link_source ?? ''),
   );
 }
 
@@ -43,7 +43,7 @@ const COLLECTIVE_COLUMNS: Column<Collective>[] = [
     key: 'group',
     label: 'Group',
     value: (x) => x.group ?? '',
-    cell: (x) => `${x.group ?? '?'}${x.group_size ? ` (${x.group_size})` : ''}`,
+    cell: (x) => `${x.group ?? f.NA}${x.group_size ? ` (${x.group_size})` : ''}`,
     title: 'Process group (its ranks)',
   },
   { key: 'role', label: 'Role', value: (x) => x.role ?? '', title: 'The parallelism this group serves' },
@@ -74,14 +74,14 @@ function collectivesTable(rows: Collective[]): HTMLElement {
   return table<Collective>(rows, COLLECTIVE_COLUMNS, { testid: 'collectives-table', sortKey: 'time' });
 }
 
-/** A rank's (or a run's mean) pipeline bubble: — where it has no pipeline stages. */
+/** A rank's (or a run's mean) pipeline bubble: n/a where it has no pipeline stages. */
 export function bubbleColumn<T extends { bubble_share: number | null }>(): Column<T> {
   return numColumn(
     'bubble',
     'Bubble',
     (x) => x.bubble_share,
-    (v) => (v === null ? '—' : f.pct(v)),
-    'Pipeline stages: send/recv with nothing to compute, share of the step',
+    f.pct,
+    'Pipeline stages: send/recv with nothing to compute, share of the step (n/a: no pipeline stages)',
   );
 }
 
@@ -92,7 +92,7 @@ function pipelineLine(p: Pipeline): HTMLElement {
     'p',
     { testid: 'pipeline-bubble' },
     h('strong', null, 'Pipeline: '),
-    `stage ${p.stage ?? '?'} of ${p.pipeline_size ?? '?'}, ${p.microbatches ?? '?'} micro-batches (${p.schedule ?? 'schedule unknown'}); `,
+    `stage ${p.stage ?? f.NA} of ${p.pipeline_size ?? f.NA}, ${p.microbatches ?? f.NA} micro-batches (schedule ${p.schedule ?? f.NA}); `,
     `bubble ${f.dur(p.bubble_us_per_step)} per step, ${f.pct(p.bubble_share)} of the step${analytic}`,
   );
 }
@@ -108,6 +108,13 @@ export function communicationCard(w: WorkerReport): HTMLElement | null {
       overlapKpis(c),
       w.pipeline ? pipelineLine(w.pipeline) : null,
       collectivesTable(c.collectives),
+      c.unlisted
+        ? h(
+            'p',
+            { class: 'note', testid: 'collectives-rest' },
+            `Rest: ${f.dur(c.unlisted.us_per_step)} per step, ${f.dur(c.unlisted.exposed_us_per_step)} exposed, so the rows add up to the total: ${c.unlisted.reason}.`,
+          )
+        : null,
       cardNotes(
         kernelTime
           ? [

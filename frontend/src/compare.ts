@@ -7,8 +7,9 @@ import * as f from './format';
 import { deltaNode, impossible, METRICS } from './metrics';
 import { COLORS, UI } from './palette';
 import type { FindingChange, FindingsAgainstBaseline } from './report_types';
-import { BREAKDOWN, meanStep, partUs } from './steps';
+import { BREAKDOWN, partUs } from './steps';
 import { type Column, kernelFilter, kernelNameColumn, numColumn, table } from './table';
+import { compareTimelines } from './timeline_compare';
 import type { RunReport, Summary, WorkerReport } from './types';
 import { usable, workerLabel } from './workers';
 
@@ -102,24 +103,35 @@ export function renderCompare(
     { class: 'compare', testid: 'compare' },
     card(
       'Side by side',
-      h(
-        'div',
-        { class: 'table-wrap' },
+      [
         h(
-          'table',
-          { class: 'grid compare-table', testid: 'compare-table' },
-          h('thead', null, header),
-          h('tbody', null, body),
+          'p',
+          { class: 'explain compare-key', testid: 'compare-key' },
+          'Each delta is against the baseline, ',
+          h('strong', null, cols[0].run),
+          ' (the first run picked). Green and red mark a faster or slower run: MFU, achieved FLOP/s, step time, and the memory it needs. ',
+          'The other rows explain those figures and stay grey: a busier GPU is not a faster step.',
         ),
-      ),
+        h(
+          'div',
+          { class: 'table-wrap may-overflow' },
+          h(
+            'table',
+            { class: 'grid compare-table', testid: 'compare-table' },
+            h('thead', null, header),
+            h('tbody', null, body),
+          ),
+        ),
+      ],
       {
-        help: `Shares ${AGGREGATION}, counts per mean step, step time the median; each row's tooltip is its definition. Deltas are against the first run: percentage points (pp) for shares, relative change otherwise. Green is better.`,
+        help: `Shares ${AGGREGATION}, counts per mean step, step time the mean step; each row's tooltip is its definition. Deltas are against the baseline (the first run picked): percentage points (pp) for shares, relative change otherwise.`,
         cls: 'wide',
       },
     ),
     ready.length ? compositionChart(ready) : null,
     ready.length >= 2 ? findingsDiff(ready, findings) : null,
     ready.length >= 2 ? kernelDiff(ready) : null,
+    compareTimelines(ready.map((d) => ({ run: d.run, worker: d.worker }))),
     errors.length
       ? h(
           'div',
@@ -169,22 +181,23 @@ function compositionChart(cols: Drawn[]): HTMLElement {
         data: names.map((_, i) => String(i)),
         axisTick: { show: false },
         axisLabel: {
-          // category labels are run names: ECharts draws them on the canvas as text
-          formatter: (v: string) => {
-            const n = names[Number(v)];
-            return n.length > 28 ? `${n.slice(0, 27)}…` : n;
-          },
+          // category labels are run names: ECharts draws them on the canvas as text, whole,
+          // broken onto more lines where one is too long (run names have no spaces to wrap at)
+          formatter: (v: string) => names[Number(v)],
+          width: 180,
+          overflow: 'breakAll',
+          lineHeight: 14,
           color: UI.text,
         },
       },
       xAxis: msPerStepAxis(),
       tooltip: {
-        ...axisTooltip,
+        ...axisTooltip(),
         formatter: (ps: { dataIndex: number }[]) => {
           const i = ps[0].dataIndex;
           const s = cols[i].summary;
           return tooltipNode(
-            `${names[i]} · mean step ${f.dur(meanStep(s))}`,
+            `${names[i]} · mean step ${f.dur(s.step_time_us)}`,
             BREAKDOWN.map((b) => [b.color, b.label, `${f.dur(partUs(s, b.key))} · ${f.pct(s.breakdown?.[b.key])}`]),
           );
         },
@@ -244,28 +257,25 @@ function diffCell(r: KernelDiffRow): HTMLElement {
   );
 }
 
+/** A kernel's time per step in one run, or that the run's top list does not hold it (its Δ then
+ * takes it as 0: it ran for less than the last kernel listed, or not at all). */
+function perStepCell(us: number): Child {
+  if (us) return f.dur(us);
+  return h('span', { class: 'dim', title: "Not among this run's top kernels: the Δ takes it as 0" }, 'not in top list');
+}
+
 function kernelDiff(cols: Drawn[]): HTMLElement {
   const columns: Column<KernelDiffRow>[] = [
     kernelNameColumn(),
-    numColumn(
-      'base',
-      'Baseline / step',
-      (r) => r.base,
-      (x) => (x ? f.dur(x) : '—'),
-    ),
-    numColumn(
-      'other',
-      `${cols[1].run} / step`,
-      (r) => r.other,
-      (x) => (x ? f.dur(x) : '—'),
-    ),
+    numColumn('base', 'Baseline / step', (r) => r.base, perStepCell),
+    numColumn('other', `${cols[1].run} / step`, (r) => r.other, perStepCell),
     { key: 'diff', label: 'Δ / step', num: true, value: (r) => r.other - r.base, cell: diffCell },
   ];
   return card(
     `Kernels that changed: ${cols[1].run} vs ${cols[0].run}`,
     table<KernelDiffRow>(kernelDiffRows(cols), columns, { testid: 'kernel-diff', maxRows: 12, ...kernelFilter }),
     {
-      help: "Time per step of the top kernels of both runs; — means the kernel is not in that run's top list.",
+      help: "Time per step of the top kernels of both runs; a kernel not in one run's top list counts as 0 there.",
       cls: 'wide',
     },
   );
@@ -283,7 +293,7 @@ function findingName(c: FindingChange): string {
 }
 
 function gainNode(severity: string | null, gainUs: number | null, share: number | null, title: string): Child {
-  if (severity === null) return h('span', { class: 'dim' }, '—');
+  if (severity === null) return h('span', { class: 'dim small' }, 'not found');
   return h(
     'span',
     { class: 'fcell', title },
@@ -295,7 +305,7 @@ function gainNode(severity: string | null, gainUs: number | null, share: number 
 /** A column's cell of one finding: the baseline shows its own finding; another run what the
  * diagnosis marked: fixed (gone), new (only here) or the finding as it remains. */
 function findingCell(c: FindingChange | undefined, baseline: boolean): Child {
-  if (!c) return h('span', { class: 'dim' }, '—');
+  if (!c) return h('span', { class: 'dim small' }, 'not found');
   if (baseline) return gainNode(c.baseline_severity, c.baseline_gain_us_per_step, c.baseline_gain_share, c.title);
   if (c.status === 'fixed') return h('span', { class: 'change change-fixed', testid: 'finding-fixed' }, 'fixed');
   const cell = gainNode(c.severity, c.gain_us_per_step, c.gain_share, c.title);
@@ -338,7 +348,7 @@ function findingsDiff(cols: Drawn[], findings: FindingsAgainstBaseline[]): HTMLE
   // every finding of a run fixed at once (WorkerReport.combined_gain_us_per_step): not the column's sum
   const together = (w: WorkerReport): Child => {
     const us = w.combined_gain_us_per_step;
-    if (!f.isNumber(us) || w.findings.length < 2) return h('span', { class: 'dim' }, '—');
+    if (!f.isNumber(us) || w.findings.length < 2) return h('span', { class: 'dim' }, f.NA);
     return h('span', { class: 'small' }, `${f.dur(us)} · ${f.pct(w.combined_gain_share ?? null)}`);
   };
   body.push(
@@ -357,7 +367,7 @@ function findingsDiff(cols: Drawn[], findings: FindingsAgainstBaseline[]): HTMLE
     'Findings by run',
     h(
       'div',
-      { class: 'table-wrap' },
+      { class: 'table-wrap may-overflow' },
       h('table', { class: 'grid', testid: 'findings-diff' }, h('thead', null, head), h('tbody', null, body)),
     ),
     {

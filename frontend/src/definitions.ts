@@ -10,14 +10,24 @@ export interface Definition {
   unit: Unit;
 }
 
-export const AGGREGATION = 'time-weighted over the analysed steps';
+export const AGGREGATION = 'time-weighted over the analysed (steady-state) steps';
 export const MEDIAN_STEP = 'median over the analysed steps of the per-step values';
 
 export const DEFINITIONS = {
   'mfu': {
     label: 'MFU',
-    definition: 'Model FLOPs utilisation over the analysed steps: all their model FLOPs / (all their time × the peak FLOP/s of the matmul dtype)',
+    definition: 'Model FLOPs utilisation over the analysed (steady-state) steps: their model FLOPs / (their step without the profiler\'s host cost, estimated × the GPU\'s dense 16-bit tensor-core peak, or the fp8/fp4 peak for runs in those dtypes: PaLM\'s convention, as torchtitan and Megatron quote it)',
     unit: 'share',
+  },
+  'mfu_traced': {
+    label: 'MFU of the traced steps',
+    definition: 'All the analysed steps\' FLOPs / (their time as traced, under the profiler × the peak): the second figure beside MFU, which takes the profiler\'s host cost out of the step; the waterfall takes this step apart',
+    unit: 'share',
+  },
+  'step_time_unprofiled_us': {
+    label: 'Step without the profiler',
+    definition: 'The mean analysed step re-timed on its critical path with the profiler\'s host cost (4 µs an event) taken out: an estimate, the step the headline MFU is over',
+    unit: 'time',
   },
   'mfu_median_step': {
     label: 'MFU, median step',
@@ -35,28 +45,58 @@ export const DEFINITIONS = {
     unit: 'tflop_rate',
   },
   'flops_per_step': {
-    label: 'FLOPs / step',
-    definition: 'Model FLOPs of the mean step (FlopCounterMode convention, activation-checkpoint re-runs left out); unknown when no op was counted',
+    label: 'FLOPs / step (MFU\'s count)',
+    definition: 'Model FLOPs of the mean step, the count MFU divides: FlopCounterMode convention, activation-checkpoint re-runs left out; unknown when no op was counted',
+    unit: 'flops',
+  },
+  'flops.executed_flops_per_step': {
+    label: 'Executed FLOPs / step (HFU\'s count)',
+    definition: 'Every FLOP the step executed, activation-checkpoint re-runs too: the count HFU divides',
+    unit: 'flops',
+  },
+  'flops.model_flops_per_step': {
+    label: 'FLOPs without recompute / step',
+    definition: 'The FLOPs with every recompute removed (checkpoint re-runs and flash attention\'s backward recomputation of the scores): PaLM\'s count, which the MFU without recompute divides',
     unit: 'flops',
   },
   'flops.hfu': {
     label: 'HFU',
-    definition: 'Hardware FLOPs utilisation: every executed FLOP (checkpoint re-runs too) / time / peak',
+    definition: 'Hardware FLOPs utilisation: executed FLOPs (checkpoint re-runs too) / time / peak',
+    unit: 'share',
+  },
+  'flops.mfu_at_compute_peak': {
+    label: 'MFU of the units it ran on',
+    definition: 'An fp32 or TF32 run\'s FLOPs / time / the peak of the units its matmuls ran on (the fp32 CUDA-core or TF32 tensor-core peak): a second figure beside MFU, which is against the 16-bit tensor-core peak',
+    unit: 'share',
+  },
+  'flops.mfu_at_bf16_peak': {
+    label: 'MFU against the bf16 peak',
+    definition: 'An fp8 or fp4 run\'s FLOPs / time / the dense bf16 peak: to compare with bf16 runs (its MFU is against the peak of the dtype it ran in)',
+    unit: 'share',
+  },
+  'flops.mfu_model': {
+    label: 'MFU without recompute',
+    definition: 'FLOPs without recompute / time / peak: MFU by PaLM\'s count, for comparison with papers that use it',
     unit: 'share',
   },
   'device.peak_flops': {
     label: 'Peak',
-    definition: 'The dense peak FLOP/s of the GPU for the matmul dtype, which MFU is measured against',
+    definition: 'The peak MFU is measured against: the GPU\'s dense bf16 (or fp16) tensor-core peak, the fp8 or fp4 one for runs in those dtypes, or --peak-tflops',
     unit: 'flop_rate',
   },
   'step_time_us': {
+    label: 'Step time',
+    definition: 'The mean analysed step: Σ step time / steps over the steady-state steps (ProfilerStep#N, extended to the GPU work it launched; warm-up steps left out): the step every share, the waterfall and MFU apply to',
+    unit: 'time',
+  },
+  'step_time_median_us': {
     label: 'Median step time',
-    definition: 'The median duration of the analysed steps (ProfilerStep#N, extended to the GPU work it launched)',
+    definition: 'The median duration of the analysed steps: another aggregation than the step time\'s mean',
     unit: 'time',
   },
   'step_time_mean_us': {
     label: 'Mean step time',
-    definition: 'Σ step time / steps: the step that the shares, the waterfall and MFU apply to',
+    definition: 'Σ step time / steps: the same figure as the step time (kept for readers of schema 2)',
     unit: 'time',
   },
   'gpu_busy_share': {
@@ -131,7 +171,12 @@ export const DEFINITIONS = {
   },
   'sm_efficiency': {
     label: 'SM efficiency',
-    definition: 'Share of the SMs with work (blocks per SM capped at 1), integrated over the step: the PyTorch Profiler tab\'s Est. SM Efficiency',
+    definition: 'Share of the SMs with work, integrated over the step: each kernel\'s SM efficiency as the hardware counts it (Nsight Compute\'s sm__cycles_active), estimated from its blocks per SM, occupancy and duration (launch overhead and partial waves), summed over concurrent kernels and capped at 1',
+    unit: 'share',
+  },
+  'sm_efficiency_tb': {
+    label: 'SM efficiency (PyTorch Profiler)',
+    definition: 'The PyTorch Profiler tab\'s Est. SM Efficiency: blocks per SM capped at 1, integrated over the step. It reads short and tail-bound kernels as full',
     unit: 'share',
   },
   'achieved_occupancy': {
@@ -285,8 +330,8 @@ export const DEFINITIONS = {
     unit: 'time',
   },
   'critical_path.gpu_gap': {
-    label: 'GPU gaps',
-    definition: 'Critical-path time between two ops of one stream, the second queued behind the first',
+    label: 'Gaps on a stream',
+    definition: 'Critical-path time between two ops of one stream, the second queued behind the first: the GPU may be busy on other streams meanwhile, so it is not GPU idle (the waterfall\'s idle bars)',
     unit: 'time',
   },
   'critical_path.stream_wait': {
@@ -325,8 +370,8 @@ export const DEFINITIONS = {
     unit: 'time',
   },
   'strategies.mfu_min': {
-    label: 'MFU per rank, median step',
-    definition: 'Lowest / mean / highest over the ranks of each rank\'s MFU, median step',
+    label: 'MFU per rank',
+    definition: 'Lowest / mean / highest over the ranks of each rank\'s MFU: the figure its Overview shows',
     unit: 'share',
   },
   'strategies.peak_allocated_max': {
@@ -336,12 +381,12 @@ export const DEFINITIONS = {
   },
   'memory.peak_allocated_bytes': {
     label: 'Peak allocated',
-    definition: 'The most memory the caching allocator had allocated to tensors in any analysed step (torch.cuda.max_memory_allocated() over that step)',
+    definition: 'The most memory the caching allocator had allocated to tensors in any recorded step (warm-up included) (torch.cuda.max_memory_allocated() over that step)',
     unit: 'bytes',
   },
   'memory.peak_reserved_bytes': {
     label: 'Peak reserved',
-    definition: 'The most device memory the caching allocator held in any analysed step, allocated or cached (torch.cuda.max_memory_reserved())',
+    definition: 'The most device memory the caching allocator held in any recorded step, allocated or cached (torch.cuda.max_memory_reserved())',
     unit: 'bytes',
   },
   'memory.peak_share': {

@@ -1,52 +1,31 @@
 // The findings of the diagnosis rules (WorkerReport.findings): id, severity, title, evidence,
-// estimated gain and fix. Everything is text. The evidence is each rule's own JSON (typed
-// Record<string, unknown>), so it is formatted by what its keys say and its values are.
+// estimated gain and fix. Everything is text. Each rule's evidence is its own typed struct, and
+// evidence_fields.ts (generated from those structs) gives each field's label and the unit its type
+// carries: every value goes through its unit's one formatter, the same text as the CLI and the notebook
+// (tb_mfu_plugin/analysis/evidence/show.py).
 import { card } from './card';
 import { type Child, h } from './dom';
+import { EVIDENCE_FIELDS, type EvidenceField, type EvidenceUnit } from './evidence_fields';
 import * as f from './format';
 import type { Finding, WorkerReport } from './types';
 
-type Evidence = Record<string, unknown>;
-
-function isRecord(x: unknown): x is Evidence {
-  return typeof x === 'object' && x !== null && !Array.isArray(x);
-}
-
-/** A value as display text: strings as they are, numbers and booleans spelled, others as JSON. */
-function text(x: unknown): string {
-  if (x === null || x === undefined) return '';
-  if (typeof x === 'string') return x;
-  if (typeof x === 'number' || typeof x === 'boolean') return String(x);
-  return JSON.stringify(x);
-}
-
-export function prettyKey(k: string): string {
-  if (k === 'us_per_step' || k === 'us') return 'Time / step';
-  const t = k
-    .replace(/_us_per_step$/, ' / step')
-    .replace(/_per_step$/, ' / step')
-    .replace(/_us$/, '')
-    .replace(/_/g, ' ')
-    .replace(/\bmfu\b/gi, 'MFU')
-    .replace(/\bgbps\b/gi, 'GB/s')
-    .replace(/\bus\b/g, 'µs');
-  return t.startsWith('µ') ? t : t.charAt(0).toUpperCase() + t.slice(1);
-}
-
-/** Whether a key names its unit (so its numbers can be formatted from it alone). */
-function hasUnit(k: string): boolean {
-  return /(^|_)us(_|$)|bytes|gbps|flops|share|mfu|hfu|frac|ratio|efficiency|occupancy/i.test(k);
-}
-
-/** A number formatted by what its key says it is. */
-export function fmtByKey(k: string, v: number): string {
-  if (/(^|_)us(_|$)|_us_per_step$/.test(k)) return f.dur(v);
-  if (/bytes/.test(k)) return f.bytes(v);
-  if (/gbps/.test(k)) return f.gbps(v);
-  if (/tflops/.test(k)) return f.BY_UNIT.tflop_rate(v);
-  if (/flops/.test(k)) return f.flops(v);
-  if (/(share|mfu|hfu|frac|ratio|efficiency|occupancy)/i.test(k) && Math.abs(v) <= 1.5) return f.pct(v);
-  return f.count(v);
+/** One value as text by its unit (value_text in show.py). */
+export function valueText(unit: EvidenceUnit, v: unknown): string {
+  if (v === null || v === undefined) return f.NA; // unknown, or not applicable (as show.py)
+  switch (unit) {
+    case 'text':
+      return String(v);
+    case 'flag':
+      return v ? 'yes' : 'no';
+    case 'index':
+      return String(v);
+    case 'shape':
+      return JSON.stringify(v);
+    case 'timestamp':
+      return f.dur(v as number);
+    default:
+      return f.BY_UNIT[unit](v as number);
+  }
 }
 
 /** Text with `code` spans (as in the recommendations) turned into <code> elements, safely. */
@@ -59,65 +38,85 @@ export function richText(text: string): Child[] {
     );
 }
 
-function valueNode(k: string, v: unknown, parent = ''): Child {
-  if (!hasUnit(k) && parent && hasUnit(parent)) k = parent; // {"bytes_per_step": {"H2D": ...}}
-  if (v === null || v === undefined) return h('span', { class: 'dim' }, '—');
-  if (typeof v === 'number') return fmtByKey(k, v);
-  if (typeof v === 'string' || typeof v === 'boolean') return String(v);
-  if (Array.isArray(v)) {
-    const rows = v.filter(isRecord);
-    if (v.length && rows.length === v.length) {
-      const keys: string[] = [];
-      for (const r of rows) for (const key of Object.keys(r)) if (!keys.includes(key)) keys.push(key);
+type Fields = readonly EvidenceField[];
+type Values = Record<string, unknown>;
+
+function textClass(fd: EvidenceField): string {
+  return 'unit' in fd && (fd.unit === 'text' || fd.unit === 'shape') ? 'mono' : 'num';
+}
+
+/** A field's value: one value, a list, a map (one line a key), a table of rows or a block of fields. */
+function valueNode(fd: EvidenceField, v: unknown): Child {
+  if (v === null || v === undefined) return h('span', { class: 'dim' }, f.NA);
+  switch (fd.kind) {
+    case 'value':
+      return valueText(fd.unit, v);
+    case 'list':
+      return (v as unknown[]).map((x) => valueText(fd.unit, x)).join(', ');
+    case 'map':
       return h(
-        'table',
-        { class: 'grid compact ev-table' },
+        'dl',
+        { class: 'facts' },
+        Object.entries(v as Values).map(([k, x]) => [h('dt', null, k), h('dd', null, valueText(fd.unit, x))]),
+      );
+    case 'block':
+      return fieldList(fd.fields, v as Values);
+    case 'rows':
+      return rowsTable(fd.fields, v as Values[]);
+  }
+}
+
+function rowsTable(fields: Fields, rows: Values[]): HTMLElement {
+  // a table of evidence can be wider than its finding: it scrolls sideways in its box
+  return h(
+    'div',
+    { class: 'table-wrap may-overflow' },
+    h(
+      'table',
+      { class: 'grid compact ev-table' },
+      h(
+        'thead',
+        null,
         h(
-          'thead',
+          'tr',
           null,
+          fields.map((fd) => h('th', { class: textClass(fd) === 'num' ? 'num' : '' }, fd.label)),
+        ),
+      ),
+      h(
+        'tbody',
+        null,
+        rows.map((r) =>
           h(
             'tr',
             null,
-            keys.map((key) =>
-              h('th', { class: rows.some((r) => typeof r[key] === 'number') ? 'num' : '' }, prettyKey(key)),
-            ),
+            fields.map((fd) => h('td', { class: textClass(fd), data: { key: fd.key } }, valueNode(fd, r[fd.key]))),
           ),
         ),
-        h(
-          'tbody',
-          null,
-          rows.map((r) =>
-            h(
-              'tr',
-              null,
-              keys.map((key) =>
-                h('td', { class: typeof r[key] === 'number' ? 'num' : 'mono' }, valueNode(key, r[key] ?? null)),
-              ),
-            ),
-          ),
-        ),
-      );
-    }
-    return v.map(text).join(', ');
-  }
-  return isRecord(v) ? evidenceList(v, k) : text(v);
+      ),
+    ),
+  );
 }
 
-function evidenceList(ev: Evidence, parent = ''): HTMLElement {
-  const entries = Object.entries(ev).filter(([k, v]) => v !== null && k !== 'note');
-  const note = typeof ev.note === 'string' ? ev.note : null;
+/** The fields the evidence has (none of null value), each with its label, in the generated order. */
+function fieldList(fields: Fields, ev: Values): HTMLElement {
+  const shown = fields.filter((fd) => fd.key !== 'note' && ev[fd.key] !== null && ev[fd.key] !== undefined);
+  return h(
+    'dl',
+    { class: 'facts' },
+    shown.map((fd) => [
+      h('dt', null, fd.label),
+      h('dd', { class: textClass(fd) === 'mono' ? 'mono' : '', data: { key: fd.key } }, valueNode(fd, ev[fd.key])),
+    ]),
+  );
+}
+
+function evidenceList(ev: Finding['evidence']): HTMLElement {
   return h(
     'div',
-    { class: 'evidence' },
-    h(
-      'dl',
-      { class: 'facts' },
-      entries.map(([k, v]) => [
-        h('dt', null, prettyKey(k)),
-        h('dd', { class: typeof v === 'string' ? 'mono' : '' }, valueNode(k, v, parent)),
-      ]),
-    ),
-    note ? h('p', { class: 'dim small' }, note) : null,
+    { class: 'evidence', testid: 'evidence', data: { rule: ev.rule } },
+    fieldList(EVIDENCE_FIELDS[ev.rule], ev as unknown as Values),
+    ev.note ? h('p', { class: 'dim small' }, ev.note) : null,
   );
 }
 

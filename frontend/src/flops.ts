@@ -1,31 +1,43 @@
 // What the FLOPs block says (WorkerReport.flops, analysis.mfu): why MFU is missing, the peak
 // it was measured against, and how the FLOPs were counted.
-import { card, cardNotes } from './card';
+import { banner, card, cardNotes } from './card';
 import { type Child, h } from './dom';
 import * as f from './format';
 import { shareCell } from './table';
 import type { FlopsDetail, WorkerReport } from './types';
 
 /** Why MFU is missing, in words. */
+/** Why the MFU is not a figure: the analysis' own reason (summary.mfu_status), read as it is. */
 export function mfuReason(w: WorkerReport): string {
-  const s = w.summary;
-  const fl = w.flops;
-  if (fl?.impossible) {
-    return `Impossible: above 100 %, so not shown. Likely cause: ${fl.impossible.explanation}`;
-  }
-  const parts: string[] = [];
-  if (!s || !f.isNumber(s.flops_per_step)) {
-    parts.push(
-      (fl?.notes ?? []).find((n) => /flop/i.test(n)) ??
-        'no FLOP count: record with record_shapes=True, or give FLOPs per step (tb_mfu.json sidecar)',
-    );
-  }
-  if (!w.device || !f.isNumber(w.device.peak_flops)) {
-    parts.push(
-      fl?.peak.source ?? `no peak FLOP/s known for ${w.device?.name ?? 'this device'} (set --mfu_peak_tflops)`,
-    );
-  }
-  return parts.join('; ') || 'not computed';
+  return w.summary?.mfu_status?.reason ?? 'not computed';
+}
+
+/** Why MFU is missing, in a few words for its tile (the whole reason is mfuReason's). */
+export function mfuHeadline(w: WorkerReport): string {
+  if (w.flops?.impossible) return 'Above 100 %: not shown';
+  const noFlops = !w.summary || !f.isNumber(w.summary.flops_per_step);
+  const noPeak = !w.device || !f.isNumber(w.device.peak_flops);
+  if (noFlops && noPeak) return 'No FLOP count and no peak FLOP/s';
+  if (noFlops) return 'No FLOP count for this trace';
+  if (noPeak) return `No peak FLOP/s known for ${w.device?.name ?? 'this GPU'}`;
+  return 'Not computed';
+}
+
+const WHY_ID = 'mfu-why-detail';
+
+/** Scrolls to why MFU is missing, in the FLOPs card. */
+export function showWhy(): void {
+  document.getElementById(WHY_ID)?.scrollIntoView({ behavior: 'smooth', block: 'center' });
+}
+
+/** Why MFU is missing and what to do, at the top of the FLOPs card; null when there is an MFU. */
+function whyBanner(w: WorkerReport): HTMLElement | null {
+  if (f.isNumber(w.summary?.mfu)) return null;
+  const el = banner('warn', undefined, `Why there is no ${f.label('mfu')}`, [
+    h('div', { testid: 'mfu-reason' }, mfuReason(w)),
+  ]);
+  el.id = WHY_ID;
+  return el;
 }
 
 export function peakInfo(w: WorkerReport): { short: string; long: string } | null {
@@ -60,11 +72,19 @@ function sourceRows(w: WorkerReport, fl: FlopsDetail): FactRow[] {
   const per = fl.flops_per_step ?? w.summary?.flops_per_step ?? null;
   rows.push([f.label('flops_per_step'), f.figure('flops_per_step', per), f.definition('flops_per_step')]);
   const model = fl.model_flops_per_step;
+  const executed = fl.executed_flops_per_step;
+  if (executed !== null && per !== null && Math.abs(executed - per) > 1e-6 * Math.max(1, per)) {
+    rows.push([
+      f.label('flops.executed_flops_per_step'),
+      f.figure('flops.executed_flops_per_step', executed),
+      f.definition('flops.executed_flops_per_step'),
+    ]);
+  }
   if (model !== null && per !== null && Math.abs(model - per) > 1e-6 * Math.max(1, per)) {
     rows.push([
-      'Model FLOPs / step',
-      f.flops(model),
-      'Without recomputation (activation checkpointing, attention backward)',
+      f.label('flops.model_flops_per_step'),
+      f.figure('flops.model_flops_per_step', model),
+      f.definition('flops.model_flops_per_step'),
     ]);
   }
   return rows;
@@ -98,10 +118,13 @@ function precisionRows(fl: FlopsDetail): FactRow[] {
 function utilisationRows(fl: FlopsDetail): FactRow[] {
   const rows: FactRow[] = [];
   const { hfu, mfu_model: mfuModel, mfu_user: mfuUser, user_flops_per_step: user } = fl;
-  if (hfu !== null)
-    rows.push(['HFU (all counted FLOPs)', f.pct(hfu), 'Hardware FLOPs utilisation: includes recomputed work']);
+  if (hfu !== null) rows.push([f.label('flops.hfu'), f.figure('flops.hfu', hfu), f.definition('flops.hfu')]);
+  for (const key of ['flops.mfu_at_compute_peak', 'flops.mfu_at_bf16_peak'] as const) {
+    const v = key === 'flops.mfu_at_compute_peak' ? fl.mfu_at_compute_peak : fl.mfu_at_bf16_peak;
+    if (f.isNumber(v)) rows.push([f.label(key), f.figure(key, v), f.definition(key)]);
+  }
   if (mfuModel !== null && hfu !== null && Math.abs(mfuModel - hfu) > 1e-9)
-    rows.push(['MFU without recompute', f.pct(mfuModel)]);
+    rows.push([f.label('flops.mfu_model'), f.figure('flops.mfu_model', mfuModel), f.definition('flops.mfu_model')]);
   if (user !== null)
     rows.push([
       'User FLOPs / step',
@@ -125,7 +148,10 @@ function utilisationRows(fl: FlopsDetail): FactRow[] {
 
 export function flopsCard(w: WorkerReport): HTMLElement | null {
   const fl = w.flops;
-  if (!fl) return null;
+  if (!fl) {
+    const why = whyBanner(w);
+    return why ? card('FLOPs counted', why, { testid: 'flops-card' }) : null;
+  }
   const rows = [...sourceRows(w, fl), ...precisionRows(fl), ...utilisationRows(fl)];
   const byOp = fl.by_op;
   const unTop = fl.unattributed_top;
@@ -133,6 +159,7 @@ export function flopsCard(w: WorkerReport): HTMLElement | null {
   return card(
     'FLOPs counted',
     [
+      whyBanner(w),
       h(
         'dl',
         { class: 'facts', testid: 'flops-facts' },
@@ -171,7 +198,8 @@ export function flopsCard(w: WorkerReport): HTMLElement | null {
             ),
           )
         : null,
-      cardNotes(fl.notes),
+      // the note that says why MFU is missing stands in the banner above, not twice
+      cardNotes(fl.notes.filter((n) => f.isNumber(w.summary?.mfu) || !mfuReason(w).includes(n))),
     ],
     { testid: 'flops-card', help: 'How the useful FLOPs behind MFU were counted, from the recorded op shapes.' },
   );

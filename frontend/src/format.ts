@@ -2,9 +2,8 @@
 // text for the same value, tests/test_units.py checks it). Every figure on the page goes through one.
 import { DEFINITIONS, type Figure, type Unit } from './definitions';
 
+/** The one sign on every view for a figure that is unknown or does not apply (fmt.py's NA). */
 export const NA = 'n/a';
-/** A figure the report has as None because it could not be computed (not one that does not apply). */
-export const UNKNOWN = 'unknown';
 
 function isNum(x: unknown): x is number {
   return typeof x === 'number' && Number.isFinite(x);
@@ -21,8 +20,16 @@ export function pct(x: number | null | undefined, digits?: number): string {
   if (!isNum(x)) return NA;
   if (x > 1 + 1e-6) return IMPOSSIBLE;
   const v = x * 100;
-  const d = digits ?? (Math.abs(v) >= 10 || v === 0 ? 1 : Math.abs(v) >= 1 ? 1 : 2);
-  return `${fixed(v, d)} %`;
+  return `${fixed(v, digits ?? pctDigits(v))} %`;
+}
+
+/** Decimals of a percentage: one from 1 %, two below; under 0.01 % two significant digits, so a
+ * tiny MFU reads 0.00079 %, never a rounded 0 (pct_digits in fmt.py). */
+export function pctDigits(v: number): number {
+  const a = Math.abs(v);
+  if (a >= 1 || a === 0) return 1;
+  if (a >= 0.01) return 2;
+  return Math.min(8, 1 - Math.floor(Math.log10(a)));
 }
 
 /** Microseconds, scaled to µs, ms or s. */
@@ -83,6 +90,12 @@ export function count(x: number | null | undefined, digits?: number): string {
   if (!isNum(x)) return NA;
   const d = digits ?? (Number.isInteger(x) ? 0 : Math.abs(x) < 10 ? 2 : 1);
   return fixed(x, d);
+}
+
+/** ``n`` and its noun, singular for exactly one: "1 step", "3 steps", "0.5 waits" (fmt.counted).
+ * ``text`` is how ``n`` is written, when not as it is. */
+export function counted(n: number, noun: string, text: string = String(n)): string {
+  return `${text} ${noun}${n === 1 ? '' : 's'}`;
 }
 
 /** A multiple (how many times something fits or grows): 2 decimals below 10, 1 above, then ×. */

@@ -56,16 +56,13 @@ export class Header {
       h('label', { class: 'picker' }, h('span', null, 'Run'), this.runSelect),
       h('label', { class: 'picker' }, h('span', null, 'Worker'), this.workerSelect),
     );
+    // Two groups: the view and what it shows on the left, the status and the tools on the
+    // right; on a narrow window the right group wraps under the left one, never over it.
     return h(
       'header',
       { class: 'topbar' },
-      brand(this.opts.tagline ?? 'why a busy GPU is slow'),
-      this.tabs,
-      this.pickers,
-      h('div', { class: 'spacer' }),
-      this.status,
-      ...tools,
-      this.opts.external === false ? null : this.pytorch,
+      h('div', { class: 'topbar-main' }, brand(this.opts.tagline ?? 'why a busy GPU is slow'), this.tabs, this.pickers),
+      h('div', { class: 'topbar-tools' }, this.status, ...tools, this.opts.external === false ? null : this.pytorch),
     );
   }
 

@@ -23,6 +23,7 @@ import { offlinePayload, savedAt } from './offline';
 import { cssVariables } from './palette';
 import { errorPanel, loadingNow } from './status';
 import css from './style.css';
+import { followTheme } from './theme';
 import { Uploader } from './upload';
 import { compareContent, mainSig, overviewContent } from './views';
 
@@ -73,7 +74,9 @@ function setWorker(idx: number): void {
 
 let renderSeq = 0;
 
-async function renderMain(force = false): Promise<void> {
+/** Draws the main area again if what it shows changed (or ``force``); the page keeps its scroll
+ * unless the user moved to another view, run or worker (``force`` without ``keepScroll``). */
+async function renderMain(force = false, keepScroll = !force): Promise<void> {
   const seq = ++renderSeq;
   const wanted = mainSig();
   if (!force && wanted === state.shownSig) return;
@@ -92,7 +95,7 @@ async function renderMain(force = false): Promise<void> {
   disposeCharts(main);
   const scroll = document.scrollingElement?.scrollTop ?? 0;
   replace(main, content);
-  if (!force && document.scrollingElement) document.scrollingElement.scrollTop = scroll;
+  if (keepScroll && document.scrollingElement) document.scrollingElement.scrollTop = scroll;
   header.render();
   saveHash(false); // defaults filled in (the run, its worker) complete the link in place
 }
@@ -121,6 +124,8 @@ async function tick(refresh = false): Promise<void> {
 // ---- entry ------------------------------------------------------------------
 
 export function render(): void {
+  // the charts paint their own colours: a theme change draws the main area again, in place
+  followTheme(() => void renderMain(true, true));
   const style = document.createElement('style');
   style.textContent = cssVariables() + css;
   document.head.appendChild(style);

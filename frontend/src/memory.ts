@@ -51,17 +51,18 @@ function timelineChart(m: Memory): HTMLElement | null {
   if (!t?.t_us.length) return null;
   const el = h('div', { class: 'chart', testid: 'memory-chart' });
   const points = (ys: (number | null)[]) => t.t_us.map((x, i) => [x / 1000, ys[i]]);
+  // where to mark the peak on the sampled curve; its figure is the report's (the samples may miss the exact event)
   const peakAt = t.allocated.indexOf(Math.max(...t.allocated));
-  const peakLabel = `peak ${f.figure('memory.peak_allocated_bytes', t.allocated[peakAt])}${m.peak_op ? ` · ${m.peak_op}` : ''}`;
+  const peakLabel = `peak ${f.figure('memory.peak_allocated_bytes', m.peak_allocated_bytes)}${m.peak_op ? ` · ${m.peak_op}` : ''}`;
   queueMicrotask(() =>
     chart(el, {
       color: [COLOR.allocated, COLOR.reserved],
       grid: { left: 72, right: 16, top: 36, bottom: 36 },
       legend: { top: 0, icon: 'roundRect', itemWidth: 12, itemHeight: 10, textStyle: { color: UI.text } },
-      xAxis: { type: 'value', name: 'ms', nameLocation: 'middle', nameGap: 24, ...valueAxisStyle },
-      yAxis: { type: 'value', ...valueAxisStyle, axisLabel: { color: UI.dim, formatter: (v: number) => f.bytes(v) } },
+      xAxis: { type: 'value', name: 'ms', nameLocation: 'middle', nameGap: 24, ...valueAxisStyle() },
+      yAxis: { type: 'value', ...valueAxisStyle(), axisLabel: { color: UI.dim, formatter: (v: number) => f.bytes(v) } },
       tooltip: {
-        ...axisTooltip,
+        ...axisTooltip(),
         axisPointer: { type: 'line' },
         formatter: (ps: { dataIndex: number }[]) => {
           const i = ps[0].dataIndex;
@@ -84,7 +85,7 @@ function timelineChart(m: Memory): HTMLElement | null {
             itemStyle: { color: COLOR.peak },
             label: { show: false },
             data: [{ name: peakLabel, coord: [t.t_us[peakAt] / 1000, t.allocated[peakAt]], value: peakLabel }],
-            tooltip: { ...axisTooltip, trigger: 'item', formatter: () => peakLabel },
+            tooltip: { ...axisTooltip(), trigger: 'item', formatter: () => peakLabel },
           },
           markLine: {
             silent: true,
@@ -177,7 +178,7 @@ export function memoryCard(w: WorkerReport): HTMLElement | null {
       }),
       m.top_ops.length
         ? [
-            h('h3', null, `Alive at the peak (step ${m.peak_step ?? '?'}), by the op that allocated`),
+            h('h3', null, `Alive at the peak (step ${m.peak_step ?? f.NA}), by the op that allocated`),
             table<MemoryOp>(m.top_ops, OP_COLUMNS, { testid: 'memory-ops-table', sortKey: 'bytes' }),
           ]
         : null,

@@ -7,12 +7,13 @@ import { communicationCard } from './communication';
 import { AGGREGATION } from './definitions';
 import { findingsCard } from './diagnosis';
 import { type Child, h, ICONS, icon } from './dom';
-import { flopsCard, mfuReason, peakInfo } from './flops';
+import { flopsCard, mfuHeadline, peakInfo, showWhy } from './flops';
 import * as f from './format';
 import { memoryCard } from './memory';
 import { COLORS, UI } from './palette';
 import { rooflineCard } from './roofline';
-import { meanStep, stepBreakdownSummary, stepsChart } from './steps';
+import { stepBreakdownSummary, stepsChart } from './steps';
+import { linkFindings, timelineCard } from './timeline';
 import type { Summary, WorkerReport } from './types';
 import { waterfallCard } from './waterfall';
 import { criticalPathCard, whatIfCard } from './whatif';
@@ -60,23 +61,33 @@ function mfuKpi(w: WorkerReport, s: Summary, impossible: boolean): HTMLElement {
           null,
           `${overSteps(s)} · ${f.figure('flops_per_step', s.flops_per_step)} per step${src ? ` · ${src}` : ''}`,
         ),
+        // the convention and basis said on the page, the second figure named for what it is
+        h(
+          'div',
+          { testid: 'mfu-basis' },
+          s.mfu_status?.basis === 'without_profiler'
+            ? `without the profiler's drag (est.) · ${f.label('mfu_traced')} ${f.figure('mfu_traced', s.mfu_traced)}`
+            : 'over the steps as traced (a lower bound)',
+        ),
         peak ? h('div', { title: peak.long }, peak.short) : null,
       ]
     : [
-        h('div', { class: 'reason', testid: 'mfu-reason' }, mfuReason(w)),
+        // the headline only: the whole reason and what to do stand in the FLOPs card (flops.ts)
+        h('div', { class: 'kpi-why', testid: 'mfu-why' }, mfuHeadline(w)),
+        h('button', { class: 'link', testid: 'mfu-why-link', on: { click: () => showWhy() } }, 'Why, and what to do ↓'),
         peak ? h('div', { title: peak.long }, peak.short) : null,
       ];
   return kpi(f.label('mfu'), hasMfu ? f.figure('mfu', s.mfu) : impossible ? 'impossible' : f.NA, mfuSub, {
     testid: 'mfu-value',
     raw: mfu,
     cls: `kpi-main ${hasMfu ? '' : 'kpi-na'}`,
-    title: `${f.definition('mfu')}. A lower bound: the profiler stretches CPU-bound steps.`,
+    title: `${f.definition('mfu')}. ${s.mfu_status?.basis === 'without_profiler' ? `Over the step without the profiler's host cost (${f.dur(s.step_time_unprofiled_us)}, estimated); over the traced steps: ${f.pct(s.mfu_traced)}.` : 'Over the traced steps: a lower bound, the profiler stretches CPU-bound steps.'}`,
   });
 }
 
 /** What a headline figure is over: "over the 3 analysed steps" (time-weighted, as MFU). */
 function overSteps(s: Summary): string {
-  return `over the ${s.steps} analysed step${s.steps === 1 ? '' : 's'}`;
+  return `over the ${f.counted(s.steps, 'analysed step')}`;
 }
 
 /** The achieved FLOP/s over the step, and while the GPU was busy (both from the report). */
@@ -98,7 +109,7 @@ function achievedKpi(w: WorkerReport, s: Summary, impossible: boolean): HTMLElem
 }
 
 function kpis(w: WorkerReport, s: Summary): HTMLElement {
-  const impossible = !f.isNumber(s.mfu) && (w.flags ?? []).includes('impossible_mfu');
+  const impossible = s.mfu_status?.state === 'impossible';
   return h(
     'div',
     { class: 'kpis' },
@@ -107,10 +118,10 @@ function kpis(w: WorkerReport, s: Summary): HTMLElement {
     kpi(
       f.label('step_time_us'),
       f.figure('step_time_us', s.step_time_us),
-      `of ${s.steps} step${s.steps === 1 ? '' : 's'} · mean ${f.figure('step_time_mean_us', meanStep(s))}`,
+      `${s.basis?.description ?? f.counted(s.steps, 'step')} · median ${f.figure('step_time_median_us', s.step_time_median_us)}`,
       {
         testid: 'step-time',
-        title: `${f.definition('step_time_us')}. Mean: ${f.definition('step_time_mean_us')}. The shares on this page are ${AGGREGATION}, like MFU and the PyTorch Profiler tab.`,
+        title: `${f.definition('step_time_us')}. Median: ${f.definition('step_time_median_us')}. The shares on this page are ${AGGREGATION}, like MFU and the PyTorch Profiler tab.${(s.basis?.left_out ?? []).map((l) => ` Left out: step ${l.step ?? '?'}, ${l.reason}.`).join('')}`,
       },
     ),
     kpi(
@@ -163,7 +174,7 @@ function busyChart(rows: BusyBar[]): HTMLElement {
         axisLabel: { color: UI.text, fontSize: 12 },
       },
       tooltip: {
-        ...tooltipBase,
+        ...tooltipBase(),
         trigger: 'item',
         formatter: (p: { dataIndex: number }) => {
           const r = rows[p.dataIndex];
@@ -222,14 +233,12 @@ function busyVsFast(s: Summary): HTMLElement {
 function deviceCard(w: WorkerReport, s: Summary): HTMLElement {
   const d = w.device;
   const rows: [string, Child][] = [
+    ['GPU', d?.name ? `${d.name}${d.index !== null && d.index !== undefined ? ` (device ${d.index})` : ''}` : f.NA],
     [
-      'GPU',
-      d
-        ? `${d.name ?? 'unknown'}${d.index !== null && d.index !== undefined ? ` (device ${d.index})` : ''}`
-        : 'unknown',
+      'SMs · compute',
+      `${d?.num_sms ? `${d.num_sms} SMs` : `SMs ${f.NA}`} · ${d?.compute_capability ? `sm_${d.compute_capability.replace('.', '')}` : `compute capability ${f.NA}`}`,
     ],
-    ['SMs · compute', d ? `${d.num_sms ?? '?'} SMs · sm_${(d.compute_capability ?? '?').replace('.', '')}` : f.NA],
-    ['Peak used', peakInfo(w)?.long ?? 'none known'],
+    ['Peak used', peakInfo(w)?.long ?? f.NA],
     [f.label('kernels_per_step'), f.count(s.kernels_per_step, 0)],
     [f.label('sync_count_per_step'), f.figure('sync_count_per_step', s.sync_count_per_step)],
     [f.label('host_sync_blocked_share'), f.figure('host_sync_blocked_share', s.host_sync_blocked_share)],
@@ -240,7 +249,10 @@ function deviceCard(w: WorkerReport, s: Summary): HTMLElement {
   ];
   if (w.distributed) {
     const dist = w.distributed;
-    rows.push(['Distributed', `${dist.backend ?? '?'} · rank ${dist.rank ?? '?'} of ${dist.world_size ?? '?'}`]);
+    rows.push([
+      'Distributed',
+      `${dist.backend ?? `backend ${f.NA}`} · rank ${dist.rank ?? f.NA} of ${dist.world_size ?? f.NA}`,
+    ]);
   }
   if (w.trace_bytes) rows.push(['Trace', `${f.bytes(w.trace_bytes)} decoded`]);
   return card(
@@ -291,12 +303,16 @@ export function renderWorker(w: WorkerReport): HTMLElement {
       h('div', { class: 'dim mono' }, w.file),
     ]);
   }
+  const findings = findingsCard(w);
+  const timeline = timelineCard(w);
+  linkFindings(findings, timeline);
   return h(
     'div',
     { class: 'overview', testid: 'overview' },
     kpis(w, s),
     h('div', { class: 'row two' }, busyVsFast(s), deviceCard(w, s)),
-    h('div', { class: 'row two' }, findingsCard(w), waterfallCard(w)),
+    h('div', { class: 'row two' }, findings, waterfallCard(w)),
+    timeline?.el,
     stepsChart(w, s),
     criticalPathCard(w),
     whatIfCard(w),

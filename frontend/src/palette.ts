@@ -1,9 +1,11 @@
-// The tab's one palette. Charts need colour values (ECharts paints a canvas) and the
-// stylesheet needs them too, so they live here and style.css reads them as custom
-// properties (var(--dim) for UI.dim), which index.ts injects from cssVariables().
+// The tab's one palette, light and dark. Charts need colour values (ECharts paints a canvas)
+// and the stylesheet needs them too, so they live here and style.css reads them as custom
+// properties (var(--dim) for UI.dim), which index.ts injects from cssVariables(): the light
+// ones on :root, the dark ones on :root[data-theme="dark"] (theme.ts sets it). UI holds the
+// theme shown now: useTheme() swaps its values, and the charts, drawn again, read them.
 // No other source names a colour: tests/test_frontend.py fails on one.
 
-/** Page and text colours, by role. */
+/** Page and text colours, by role: the light theme, until useTheme('dark'). */
 export const UI = {
   bg: '#f5f6f8',
   surface: '#ffffff', // cards, bars, inputs
@@ -43,6 +45,58 @@ export const UI = {
   shadow: 'rgba(0,0,0,.08)',
   shadowStrong: 'rgba(0,0,0,.12)',
 };
+
+type Palette = { [K in keyof typeof UI]: string };
+
+const LIGHT: Palette = { ...UI };
+
+/** The same roles on a dark page, near TensorBoard's own dark mode (#303030 behind the tab). */
+const DARK: Palette = {
+  bg: '#1f2023',
+  surface: '#2a2b2f',
+  line: '#404248',
+  lineSoft: '#34363b',
+  lineStrong: '#55585f',
+  rowHover: '#313338',
+  text: '#e8eaed',
+  dim: '#b0b6be',
+  muted: '#8c939c',
+  accent: '#ff9a45',
+  accentSoft: '#45301c',
+  accentLine: '#8a5a2c',
+  accentHover: '#5a3d22',
+  accentFaint: '#6b4a2a',
+  accentWash: '#2f2a25',
+  good: '#5fcf7a',
+  goodBg: '#1e3a26',
+  bad: '#ff7b72',
+  badBg: '#45222a',
+  badLine: '#7d3a40',
+  badText: '#ffb4ab',
+  badStrong: '#ff9b92',
+  badNew: '#ff8a80',
+  warnBg: '#3a3018',
+  warnLine: '#7a6224',
+  warnText: '#f0d48a',
+  warnStrong: '#e8c15a',
+  warnMark: '#e8b84a',
+  warnEdge: '#d4a72c',
+  infoEdge: '#7fb0e6',
+  shareBar: '#2f4a6b',
+  blueBg: '#1d3049',
+  blueText: '#9cc4f2',
+  purpleBg: '#3a2745',
+  purpleText: '#d4a8ec',
+  shadow: 'rgba(0,0,0,.35)',
+  shadowStrong: 'rgba(0,0,0,.5)',
+};
+
+export type Theme = 'light' | 'dark';
+
+/** Makes UI the palette of ``theme``: what charts drawn from now on read. */
+export function useTheme(theme: Theme): void {
+  Object.assign(UI, theme === 'dark' ? DARK : LIGHT);
+}
 
 /** Series colours (Tableau 10, plus a few tints), named by hue. */
 export const SERIES = {
@@ -90,12 +144,26 @@ export const CRITICAL_PATH: Record<string, string> = {
   copy: SERIES.slate,
   memset: SERIES.grey,
   gpu_gap: SERIES.lightGrey,
-  stream_wait: UI.lineStrong,
-  other: UI.muted,
+  // read when drawn, so that they follow the theme
+  get stream_wait() {
+    return UI.lineStrong;
+  },
+  get other() {
+    return UI.muted;
+  },
 };
 
-/** UI as CSS custom properties on :root, lineSoft as --line-soft. */
+function properties(p: Palette): string {
+  return Object.entries(p)
+    .map(([k, v]) => `  --${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}: ${v};`)
+    .join('\n');
+}
+
+/** Both palettes as CSS custom properties (lineSoft as --line-soft): the light one on :root, the
+ * dark one on :root[data-theme="dark"]; color-scheme themes the native controls and scrollbars. */
 export function cssVariables(): string {
-  const props = Object.entries(UI).map(([k, v]) => `  --${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}: ${v};`);
-  return `:root {\n${props.join('\n')}\n}\n`;
+  return (
+    `:root {\n  color-scheme: light;\n${properties(LIGHT)}\n}\n` +
+    `:root[data-theme="dark"] {\n  color-scheme: dark;\n${properties(DARK)}\n}\n`
+  );
 }

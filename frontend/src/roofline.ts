@@ -86,8 +86,8 @@ interface Frame {
   ymax: number;
 }
 
-function frame(peak: number, bw: number, plotted: Placed[]): Frame {
-  const ridge = peak / bw;
+/** ``ridge``: the report's ridge intensity (peak / bandwidth, Roofline.ridge_intensity), never recomputed here. */
+function frame(peak: number, bw: number, ridge: number, plotted: Placed[]): Frame {
   const xs = plotted.map((o) => o.intensity);
   const ys = plotted.map((o) => o.achieved_flops / 1e12);
   const xmin = 10 ** Math.floor(Math.log10(Math.min(0.1, ...xs) / 2));
@@ -108,6 +108,7 @@ function roofLines(peak: number, bw: number, fr: Frame): object[] {
         [fr.ridge, peak / 1e12],
       ],
       showSymbol: false,
+      symbol: 'circle', // the legend's mark: filled in the line's colour, on either theme
       lineStyle: { color: UI.dim, width: 2 },
       itemStyle: { color: UI.dim },
       z: 1,
@@ -120,6 +121,7 @@ function roofLines(peak: number, bw: number, fr: Frame): object[] {
         [fr.xmax, peak / 1e12],
       ],
       showSymbol: false,
+      symbol: 'circle',
       lineStyle: { color: UI.text, width: 2, type: 'dashed' },
       itemStyle: { color: UI.text },
       z: 1,
@@ -128,14 +130,14 @@ function roofLines(peak: number, bw: number, fr: Frame): object[] {
 }
 
 /** The roofline of ``peak`` FLOP/s and ``bw`` bytes/s, with the ops on it. */
-function rooflineChart(peak: number, bw: number, plotted: Placed[]): HTMLElement {
+function rooflineChart(peak: number, bw: number, ridge: number, plotted: Placed[]): HTMLElement {
   const el = h('div', { class: 'chart tall', testid: 'roofline-chart' });
-  const fr = frame(peak, bw, plotted);
+  const fr = frame(peak, bw, ridge, plotted);
   const maxUs = Math.max(1e-9, ...plotted.map((o) => o.us_per_step));
   const classes = Array.from(new Set(plotted.map((o) => o.class)));
   const axisStyle = {
     nameTextStyle: { color: UI.dim },
-    ...valueAxisStyle,
+    ...valueAxisStyle(),
   };
   queueMicrotask(() =>
     chart(el, {
@@ -153,7 +155,7 @@ function rooflineChart(peak: number, bw: number, plotted: Placed[]): HTMLElement
       },
       yAxis: { type: 'log', min: fr.ymin, max: fr.ymax, interval: 1, name: 'TFLOP/s', ...axisStyle },
       tooltip: {
-        ...tooltipBase,
+        ...tooltipBase(),
         trigger: 'item',
         formatter: (p: { seriesType: string; data: number[]; seriesName: string }) => {
           if (p.seriesType === 'scatter') return opTooltip(plotted[p.data[2]]);
@@ -207,7 +209,7 @@ const OP_COLUMNS: Column<RooflineOp>[] = [
     cell: (o) =>
       h(
         'span',
-        { class: 'kname mono', title: `${o.name} ${o.shapes}` },
+        { class: 'kname mono may-overflow', title: `${o.name} ${o.shapes}` },
         o.name,
         h('span', { class: 'dim' }, ` ${o.shapes}`),
       ),
@@ -288,13 +290,14 @@ export function rooflineCard(w: WorkerReport): HTMLElement | null {
   }
   const peak = f.isNumber(r.peak_flops) ? r.peak_flops : null;
   const bw = f.isNumber(r.peak_bandwidth) ? r.peak_bandwidth : null;
-  const hasRoof = peak !== null && bw !== null;
+  const ridge = f.isNumber(r.ridge_intensity) ? r.ridge_intensity : null;
+  const hasRoof = peak !== null && bw !== null && ridge !== null;
   const plotted = hasRoof ? r.ops.filter(placed) : [];
   const offChart = r.ops.length - plotted.length;
   const notes = [...r.notes];
   if (offChart && hasRoof)
     notes.push(
-      `${offChart} ops without arithmetic (copies, gathers, fills) are in the table only: a log chart cannot place 0 FLOP/s.`,
+      `${f.counted(offChart, 'op')} without arithmetic (copies, gathers, fills) ${offChart === 1 ? 'is' : 'are'} in the table only: a log chart cannot place 0 FLOP/s.`,
     );
   if (r.ops_left_out)
     notes.push(
@@ -304,7 +307,7 @@ export function rooflineCard(w: WorkerReport): HTMLElement | null {
     'Roofline',
     [
       facts(r),
-      hasRoof ? rooflineChart(peak, bw, plotted) : null,
+      hasRoof ? rooflineChart(peak, bw, ridge, plotted) : null,
       h('h3', null, 'Top ops by time lost below their roof'),
       opsTable(r.ops),
       r.classes.length ? h('h3', null, 'By op class') : null,

@@ -130,6 +130,7 @@ export interface CompareEntry {
 export interface UploadedFile {
   file: string;
   bytes: number;
+  queued_s: number;
 }
 
 /** ``/upload_done``: the upload became a run. */

@@ -37,13 +37,13 @@ export function statusLine(body: RunsBody | null, error: string | null): HTMLEle
       'span',
       { class: 'st' },
       h('span', { class: 'spinner' }),
-      ` analysing ${loading.length} run${loading.length > 1 ? 's' : ''} · ${f.pct(p, 0)}`,
+      ` analysing ${f.counted(loading.length, 'run')} · ${f.pct(p, 0)}`,
     );
   }
   return h(
     'span',
     { class: 'st st-ok' },
-    `${runs.length} run${runs.length === 1 ? '' : 's'}`,
+    f.counted(runs.length, 'run'),
     failed.length ? ` · ${failed.length} with errors` : '',
   );
 }
@@ -59,7 +59,7 @@ export function loadingRows(body: RunsBody | null): Child[] {
       h(
         'div',
         { class: 'lrow' },
-        h('span', { class: 'lname' }, r.name),
+        h('span', { class: 'lname may-overflow', title: r.name }, r.name),
         h(
           'span',
           { class: 'progress' },
@@ -144,7 +144,7 @@ export function partialBanner(r: RunStatus, pending: PendingFile[]): HTMLElement
   return banner(
     'info',
     'partial-banner',
-    `${files - pending.length} of ${files} files analysed · ${f.pct(r.progress, 0)}`,
+    `${files - pending.length} of ${f.counted(files, 'file')} analysed · ${f.pct(r.progress, 0)}`,
     h(
       'div',
       null,

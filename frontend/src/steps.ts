@@ -25,12 +25,6 @@ export const BREAKDOWN: { key: string; label: string; color: string; help: strin
   PART('idle_other', 'breakdown.idle_other', COLORS.idle),
 ];
 
-/** The mean step (Σ step time / steps): the step the time-weighted shares, the waterfall and MFU
- * apply to. Reports cached before the key existed fall back to the median. */
-export function meanStep(s: Summary): number {
-  return f.isNumber(s.step_time_mean_us) ? s.step_time_mean_us : s.step_time_us;
-}
-
 /** A part's time in the mean step (Summary.breakdown_us_per_step); reports cached before the key
  * existed have none, and show no time rather than one the tab made up. */
 export function partUs(s: Summary, key: string): number | null {
@@ -98,10 +92,10 @@ export function stepsChart(w: WorkerReport, summary: Summary): HTMLElement {
         type: 'value',
         name: 'ms',
         nameTextStyle: { color: UI.dim },
-        ...valueAxisStyle,
+        ...valueAxisStyle(),
       },
       tooltip: {
-        ...axisTooltip,
+        ...axisTooltip(),
         formatter: (ps: { dataIndex: number }[]) => {
           const s = steps[ps[0].dataIndex];
           return tooltipNode(
@@ -162,7 +156,7 @@ function spreadBlock(s: Summary): HTMLElement | null {
       testid: 'step-spread',
       title: `Each figure of each of the ${s.steps} analysed steps: the median step's, the p10/p90 (linear interpolation between the sorted per-step values) and the extremes. The headline figures above are ${AGGREGATION} instead.`,
     },
-    plainHead(`Per step (${s.steps} steps)`, 'Median step', 'p10 – p90', 'Min – max'),
+    plainHead(`Per step (${f.counted(s.steps, 'step')})`, 'Median step', 'p10 – p90', 'Min – max'),
     h(
       'tbody',
       null,
@@ -171,7 +165,7 @@ function spreadBlock(s: Summary): HTMLElement | null {
         return h(
           'tr',
           { data: { key } },
-          h('th', { title: f.definition(key) }, key === 'step_time_us' ? 'Step time' : f.label(key)),
+          h('th', { title: f.definition(key) }, f.label(key)),
           h('td', { class: 'num' }, f.figure(key, sp.median)),
           h('td', { class: 'num' }, range(key, sp.p10, sp.p90)),
           h('td', { class: 'num' }, range(key, sp.min, sp.max)),

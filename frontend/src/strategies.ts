@@ -3,20 +3,48 @@
 // MFU on these GPUs. docs/distributed.md defines every column.
 import { card } from './card';
 import { bubbleColumn, strategyText } from './communication';
-import { h } from './dom';
+import { type Child, h } from './dom';
 import * as f from './format';
 import { type Column, numColumn, table } from './table';
 import type { StrategyRow } from './types';
 
-function mfuCell(r: StrategyRow): string {
-  if (r.mfu_mean === null) return f.NA;
-  return r.ranks > 1 ? `${f.pct(r.mfu_min)} / ${f.pct(r.mfu_mean)} / ${f.pct(r.mfu_max)}` : f.pct(r.mfu_mean);
+/** A figure over the ranks: the mean, and under it the lowest and highest rank's, each named. */
+function overRanks(mean: string, lowest: string, highest: string): HTMLElement {
+  return h(
+    'div',
+    { class: 'over-ranks' },
+    h('div', null, mean, h('span', { class: 'dim small' }, ' mean')),
+    h('div', { class: 'dim small' }, `lowest ${lowest} · highest ${highest}`),
+  );
 }
 
-function exposedCell(r: StrategyRow): string {
-  if (r.exposed_communication_us_per_step === null) return '—';
-  const share = r.exposed_communication_share !== null ? ` (${f.pct(r.exposed_communication_share)})` : '';
-  return `${f.dur(r.exposed_communication_us_per_step)}${share}`;
+function mfuCell(r: StrategyRow): Child {
+  if (r.mfu_mean === null) return f.NA;
+  return r.ranks > 1 ? overRanks(f.pct(r.mfu_mean), f.pct(r.mfu_min), f.pct(r.mfu_max)) : f.pct(r.mfu_mean);
+}
+
+function exposedCell(r: StrategyRow): Child {
+  if (r.exposed_communication_us_per_step === null) return f.NA;
+  return h(
+    'div',
+    null,
+    h('div', null, f.dur(r.exposed_communication_us_per_step)),
+    r.exposed_communication_share !== null
+      ? h('div', { class: 'dim small' }, `${f.pct(r.exposed_communication_share)} of the step`)
+      : null,
+  );
+}
+
+/** The peak allocated memory of the ranks: the lowest and the highest rank's, each named. */
+function memoryCell(r: StrategyRow): Child {
+  if (r.peak_allocated_max === null) return f.NA;
+  if (r.ranks < 2) return f.bytes(r.peak_allocated_max);
+  return h(
+    'div',
+    null,
+    h('div', null, f.bytes(r.peak_allocated_max), h('span', { class: 'dim small' }, ' highest')),
+    h('div', { class: 'dim small' }, `lowest ${f.bytes(r.peak_allocated_min)}`),
+  );
 }
 
 const STRATEGY_COLUMNS: Column<StrategyRow>[] = [
@@ -25,10 +53,10 @@ const STRATEGY_COLUMNS: Column<StrategyRow>[] = [
   numColumn('ranks', 'GPUs', (r) => r.ranks, f.counter(0)),
   numColumn(
     'step',
-    'Median step (slowest rank)',
+    'Step (slowest rank)',
     (r) => r.step_time_us,
     f.dur,
-    "The slowest rank's median step: every rank waits for it",
+    "The slowest rank's step (its mean steady-state step): every rank waits for it",
   ),
   {
     key: 'mfu',
@@ -36,7 +64,7 @@ const STRATEGY_COLUMNS: Column<StrategyRow>[] = [
     num: true,
     value: (r) => r.mfu_mean,
     cell: mfuCell,
-    title: `${f.definition('strategies.mfu_min')}: ${f.definition('mfu_median_step')}. Not the Overview's and the ranks card's ${f.label('mfu')} (${f.definition('mfu')}).`,
+    title: `${f.definition('strategies.mfu_min')} (${f.definition('mfu')}).`,
   },
   {
     key: 'exposed',
@@ -67,13 +95,8 @@ const STRATEGY_COLUMNS: Column<StrategyRow>[] = [
     label: f.label('strategies.peak_allocated_max'),
     num: true,
     value: (r) => r.peak_allocated_max,
-    cell: (r) =>
-      r.peak_allocated_max === null
-        ? '—'
-        : r.ranks > 1
-          ? `${f.bytes(r.peak_allocated_min)} / ${f.bytes(r.peak_allocated_max)}`
-          : f.bytes(r.peak_allocated_max),
-    title: `${f.definition('strategies.peak_allocated_max')}: FSDP against DDP is largely a memory trade. — where the traces have no memory events.`,
+    cell: memoryCell,
+    title: `${f.definition('strategies.peak_allocated_max')}: FSDP against DDP is largely a memory trade. ${f.NA} where the traces have no memory events.`,
   },
 ];
 
@@ -82,7 +105,7 @@ export function strategiesCard(rows: StrategyRow[]): HTMLElement {
   return card(
     'Strategies side by side',
     rows.length
-      ? table<StrategyRow>(rows, STRATEGY_COLUMNS, { testid: 'strategies-table', sortKey: 'mfu' })
+      ? table<StrategyRow>(rows, STRATEGY_COLUMNS, { testid: 'strategies-table', sortKey: 'mfu', cls: 'wrap-heads' })
       : h('p', { class: 'muted' }, 'The runs picked are still loading.'),
     {
       testid: 'strategies',

@@ -21,6 +21,7 @@ export interface TableOptions<T> {
   maxRows?: number;
   filter?: (row: T, q: string) => boolean; // shows a filter box when set
   filterPlaceholder?: string;
+  cls?: string; // more classes of the wrapper: 'may-overflow' for a table that may scroll sideways
 }
 
 function cmp(a: unknown, b: unknown): number {
@@ -85,7 +86,7 @@ function bodyRows<T>(shown: T[], columns: Column<T>[], opts: TableOptions<T>): C
         return h(
           'td',
           { class: `${c.num ? 'num' : ''} ${c.cls ?? ''}` },
-          v === null || v === undefined ? '—' : (v as Child),
+          v === null || v === undefined ? f.NA : (v as Child),
         );
       }),
     ),
@@ -109,7 +110,7 @@ export function table<T>(rows: T[], columns: Column<T>[], opts: TableOptions<T> 
   const tbody = h('tbody');
   const headRow = h('tr');
   const more = h('div', { class: 'table-more' });
-  const wrap = h('div', { class: 'table-wrap', testid: opts.testid });
+  const wrap = h('div', { class: `table-wrap ${opts.cls ?? ''}`, testid: opts.testid });
 
   const renderHead = () => {
     replace(
@@ -179,7 +180,7 @@ export function kernelNameColumn<T extends { name: string }>(): Column<T> {
     key: 'name',
     label: 'Kernel',
     value: (r) => r.name,
-    cell: (r) => h('span', { class: 'kname mono', title: r.name }, r.name),
+    cell: (r) => h('span', { class: 'kname mono may-overflow', title: r.name }, r.name),
     cls: 'kcell',
   };
 }

@@ -234,7 +234,7 @@ export class Uploader {
         'div',
         { class: `lrow upload-${j.state}`, testid: 'upload-row', data: { state: j.state } },
         j.state === 'error' ? icon(ICONS.error, 12) : j.state === 'done' ? icon(ICONS.check, 12) : null,
-        h('span', { class: 'lname', title: j.files.map((x) => x.name).join('\n') }, j.label),
+        h('span', { class: 'lname may-overflow', title: j.files.map((x) => x.name).join('\n') }, j.label),
         j.state === 'sending' || j.state === 'waiting'
           ? h(
               'span',

@@ -29,12 +29,24 @@ import type { RunReport, RunStatus, WorkerReport } from './types';
 /** What the main area would show now, as one string: it is redrawn only when this changes. */
 export function mainSig(): string {
   const runs = state.runs?.runs ?? [];
+  if (!state.runs) return `none|${state.runsError ?? ''}`;
   return state.view === 'overview'
     ? `o|${state.run}|${state.worker.get(state.run ?? '') ?? 0}|${sig(runStatus(state.run))}|${state.runs?.scanned}`
     : `${state.view}|${state.compare.join('\u0000')}|${state.compare.map((n) => `${sig(runStatus(n))}:${state.worker.get(n) ?? -1}`).join(';')}|${runs.map((r) => r.name).join('\u0000')}`;
 }
 
 // ---- Overview -------------------------------------------------------------------
+
+/** Before the first list of runs: waiting for it, or why it did not come (never a spinner
+ * that turns forever: the tab asks again every second and says so). */
+function noRunsYet(): HTMLElement {
+  if (!state.runsError)
+    return h('p', { class: 'muted' }, h('span', { class: 'spinner' }), ' Asking the server for the runs…');
+  return errorPanel('Cannot reach the MFU plugin of this TensorBoard', [
+    state.runsError,
+    'The tab asks again every second: it fills in once the server answers.',
+  ]);
+}
 
 /** The run's title line: its name, strategy, path and the download links (none in a saved page). */
 function runbar(report: RunReport, r: RunStatus, idx: number): HTMLElement {
@@ -53,7 +65,7 @@ function runbar(report: RunReport, r: RunStatus, idx: number): HTMLElement {
           strategyText(report.strategy),
         )
       : null,
-    h('span', { class: 'dim mono small', title: r.path }, r.path),
+    h('span', { class: 'dim mono small runpath may-overflow', title: r.path }, r.path),
     h('span', { class: 'spacer' }),
     isOffline() ? null : downloadLinks(report.name, idx),
   );
@@ -73,7 +85,7 @@ function failedBanner(report: RunReport, shown: WorkerReport): HTMLElement | nul
 
 /** The Overview of the run picked; ``emptyHint`` leads the page when there is no run at all. */
 export async function overviewContent(emptyHint: () => Child): Promise<Child> {
-  if (!state.runs) return h('p', { class: 'muted' }, 'Loading…');
+  if (!state.runs) return noRunsYet();
   if (!state.runs.scanned) return h('p', { class: 'muted' }, h('span', { class: 'spinner' }), ' Scanning the logdir…');
   if (!state.runs.runs.length) return [emptyHint(), emptyPanel(state.runs?.sources ?? [])];
   const r = runStatus(state.run);
@@ -103,8 +115,9 @@ export async function overviewContent(emptyHint: () => Child): Promise<Child> {
 
 // ---- Compare and Strategies ----------------------------------------------------------
 
-/** A checkbox per run: the runs to compare, numbered in the order picked (the first is the base). */
-function compareChips(rerender: () => void): HTMLElement {
+/** A checkbox per run: the runs to compare. In Compare they are numbered in the order picked and
+ * the first is the baseline the others' deltas are against; Strategies has no baseline. */
+function compareChips(view: View, rerender: () => void): HTMLElement {
   const runs = state.runs?.runs ?? [];
   return h(
     'div',
@@ -128,7 +141,13 @@ function compareChips(rerender: () => void): HTMLElement {
             },
           },
         }),
-        on ? h('span', { class: 'chip-n' }, idx === 0 ? 'base' : String(idx + 1)) : null,
+        on && view === 'compare'
+          ? h(
+              'span',
+              { class: 'chip-n', title: idx === 0 ? 'The baseline: the other runs are compared against it' : '' },
+              idx === 0 ? 'baseline' : String(idx + 1),
+            )
+          : null,
         h('span', null, r.name),
         stateLabel(r) ? h('span', { class: 'dim small' }, ` ${stateLabel(r)}`) : null,
       );
@@ -138,8 +157,9 @@ function compareChips(rerender: () => void): HTMLElement {
 
 /** Compare or Strategies of the runs picked; ``rerender`` redraws after a pick. */
 export async function compareContent(view: View, rerender: () => void): Promise<Child> {
-  const runs = state.runs?.runs ?? [];
-  const chips = compareChips(rerender);
+  if (!state.runs) return noRunsYet();
+  const runs = state.runs.runs;
+  const chips = compareChips(view, rerender);
   if (runs.length < 2)
     return [
       chips,
@@ -156,7 +176,10 @@ export async function compareContent(view: View, rerender: () => void): Promise<
       h(
         'p',
         { class: 'muted', testid: 'compare-hint' },
-        suggested?.reason ?? 'Pick two or more runs. The first one picked is the baseline.',
+        suggested?.reason ??
+          (view === 'compare'
+            ? 'Pick two or more runs. The first one picked is the baseline.'
+            : 'Pick two or more runs.'),
       ),
     ];
   const why = suggested?.runs.length ? h('p', { class: 'dim small', testid: 'compare-why' }, suggested.reason) : null;

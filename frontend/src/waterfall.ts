@@ -79,7 +79,7 @@ function waterfallSeries(bars: WfBar[]): object[] {
         color: UI.dim,
         formatter: (p: { dataIndex: number }) => {
           const b = bars[p.dataIndex];
-          if (b.share === null) return f.UNKNOWN;
+          if (b.share === null) return f.NA;
           return `${b.kind === 'loss' ? '−' : ''}${f.pct(b.share)}`;
         },
       },
@@ -87,12 +87,16 @@ function waterfallSeries(bars: WfBar[]): object[] {
   ];
 }
 
+/** The width of the bars' labels (px): two lines hold the longest the report writes. */
+const LABEL_WIDTH = 200;
+
 /** The bars drawn from the step down to MFU: each loss hangs from what is left before it. */
 function waterfallChart(bars: WfBar[]): HTMLElement {
+  // room for a label on two lines: they wrap, never cut
   const el = h('div', {
     class: 'chart',
     testid: 'waterfall-chart',
-    style: { height: `${Math.max(200, 40 + bars.length * 26)}px` },
+    style: { height: `${Math.max(200, 48 + bars.length * 34)}px` },
   });
   queueMicrotask(() =>
     chart(el, {
@@ -106,11 +110,14 @@ function waterfallChart(bars: WfBar[]): HTMLElement {
         axisLabel: {
           color: UI.text,
           fontSize: 11,
-          formatter: (v: string) => (v.length > 44 ? `${v.slice(0, 43)}…` : v),
+          lineHeight: 13,
+          // the whole label, wrapped at words: the report's longest (53 characters) takes two lines
+          width: LABEL_WIDTH,
+          overflow: 'break',
         },
       },
       tooltip: {
-        ...axisTooltip,
+        ...axisTooltip(),
         formatter: (ps: { dataIndex: number }[]) => {
           const b = bars[ps[0].dataIndex];
           const mfu = b.row.mfu ?? null;

@@ -5,10 +5,10 @@
 import { card, cardNotes } from './card';
 import { axisTooltip, chart, tooltipNode, valueAxisStyle } from './charts';
 import { DEFINITIONS, type Figure } from './definitions';
-import { type Child, h, replace } from './dom';
+import { h, replace } from './dom';
 import * as f from './format';
 import { CRITICAL_PATH, UI } from './palette';
-import type { CriticalPath, WhatIf, WhatIfCase, WorkerReport } from './report_types';
+import type { CriticalPath, WhatIf, WhatIfCase, WhatIfFinding, WorkerReport } from './report_types';
 
 /** A class's figure name in the definitions ('critical_path.host'). */
 function classFigure(c: string): Figure | null {
@@ -42,9 +42,9 @@ function pathChart(cp: CriticalPath, classes: string[]): HTMLElement {
         nameGap: 24,
         axisLabel: { color: UI.dim },
       },
-      yAxis: { type: 'value', name: 'ms', nameTextStyle: { color: UI.dim }, ...valueAxisStyle },
+      yAxis: { type: 'value', name: 'ms', nameTextStyle: { color: UI.dim }, ...valueAxisStyle() },
       tooltip: {
-        ...axisTooltip,
+        ...axisTooltip(),
         formatter: (ps: { dataIndex: number }[]) => {
           const s = steps[ps[0].dataIndex];
           return tooltipNode(
@@ -119,13 +119,13 @@ export function criticalPathCard(w: WorkerReport): HTMLElement | null {
       h(
         'p',
         { class: 'explain' },
-        `Bound by ${classLabel(cp.bound).toLowerCase()} over the ${cp.steps_modelled} modelled step${cp.steps_modelled === 1 ? '' : 's'}`,
+        `Bound by ${classLabel(cp.bound).toLowerCase()} over the ${f.counted(cp.steps_modelled, 'modelled step')}`,
         cp.steps_modelled < of ? ` (of ${of})` : '',
         '.',
       ),
       h('div', { class: 'row two' }, pathChart(cp, classes), pathTable(cp, classes)),
       cardNotes([
-        `Edges from the trace: launch call to kernel start ${f.dur(cp.launch_latency_us)}, queued ops ${f.dur(cp.stream_gap_us)} apart (medians); ${f.count(cp.inferred_waits_per_step)} waits on another stream per step, inferred from timing.`,
+        `Edges from the trace: launch call to kernel start ${f.dur(cp.launch_latency_us)}, queued ops ${f.dur(cp.stream_gap_us)} apart (medians); ${f.counted(cp.inferred_waits_per_step, 'wait', f.count(cp.inferred_waits_per_step))} on another stream per step, inferred from timing.`,
       ]),
     ],
     {
@@ -140,16 +140,20 @@ function caseOf(wi: WhatIf, mask: number): WhatIfCase | null {
   return wi.cases.find((c) => c.mask === mask) ?? null;
 }
 
+/** One figure of the panel: its label, its value, and under it its definition, on the page
+ * (not in a tooltip alone: "Floor" means little until it is read). */
+function figureTile(name: Figure, value: string, testid: string, lead?: string): HTMLElement {
+  return h(
+    'div',
+    { class: 'kpi' },
+    h('div', { class: 'kpi-label' }, f.label(name)),
+    h('div', { class: 'kpi-value', testid }, value),
+    h('div', { class: 'kpi-sub' }, lead ? h('div', { class: 'kpi-lead' }, lead) : null, f.definition(name)),
+  );
+}
+
 function resultNode(wi: WhatIf, picked: WhatIfCase | null, what: string): HTMLElement {
-  const row = (name: Figure, v: Child, testid: string) =>
-    h(
-      'div',
-      { class: 'kpi' },
-      h('div', { class: 'kpi-label', title: f.definition(name) }, f.label(name)),
-      h('div', { class: 'kpi-value', testid }, v),
-    );
   const step = picked ? picked.step_us : wi.step_us;
-  const gain = picked ? `${f.dur(picked.gain_us_per_step)} · ${f.pct(picked.gain_share)}` : '—';
   const mfu = picked ? picked.mfu : wi.mfu;
   const unprofiled = picked ? picked.unprofiled_step_us : wi.unprofiled_step_us;
   return h(
@@ -158,19 +162,27 @@ function resultNode(wi: WhatIf, picked: WhatIfCase | null, what: string): HTMLEl
     h('p', { class: 'dim small', testid: 'whatif-picked' }, what),
     h(
       'div',
-      { class: 'kpis' },
-      row('whatif.step_us', f.dur(step), 'whatif-step'),
-      row('whatif.gain_us_per_step', gain, 'whatif-gain'),
-      // MFU after is null when unknown (or past 100 %): shown as unknown, never as a figure
-      row('whatif.mfu', f.pct(mfu), 'whatif-mfu'),
-      row('whatif.floor_us', picked ? f.dur(picked.floor_us) : '—', 'whatif-floor'),
-      row(
-        'whatif.unprofiled_step_us',
-        unprofiled === null || unprofiled === undefined ? '—' : f.dur(unprofiled),
-        'whatif-unprofiled',
+      { class: 'kpis whatif' },
+      figureTile('whatif.step_us', f.dur(step), 'whatif-step'),
+      // nothing picked, nothing re-timed: no gain and no floor to show
+      figureTile(
+        'whatif.gain_us_per_step',
+        picked ? f.dur(picked.gain_us_per_step) : f.NA,
+        'whatif-gain',
+        picked ? `${f.pct(picked.gain_share)} of the step` : 'pick a fix above',
       ),
+      // MFU after is null when unknown (or past 100 %): shown as unknown, never as a figure
+      figureTile('whatif.mfu', f.pct(mfu), 'whatif-mfu'),
+      figureTile('whatif.floor_us', picked ? f.dur(picked.floor_us) : f.NA, 'whatif-floor'),
+      figureTile('whatif.unprofiled_step_us', f.dur(unprofiled), 'whatif-unprofiled'),
     ),
   );
+}
+
+/** A re-timed finding in words: the title of the finding it is (the same id and subject). */
+function findingTitle(w: WorkerReport, fd: WhatIfFinding): string {
+  const same = w.findings.find((x) => x.id === fd.id && (x.subject ?? null) === (fd.subject ?? null));
+  return same?.title ?? fd.change;
 }
 
 export function whatIfCard(w: WorkerReport): HTMLElement | null {
@@ -189,7 +201,11 @@ export function whatIfCard(w: WorkerReport): HTMLElement | null {
     else
       replace(
         out,
-        resultNode(wi, caseOf(wi, mask), `${picked.size} finding${picked.size === 1 ? '' : 's'} applied together`),
+        resultNode(
+          wi,
+          caseOf(wi, mask),
+          picked.size === 1 ? 'The fix of 1 finding applied' : `The fixes of ${picked.size} findings applied together`,
+        ),
       );
   };
   const allBox = h('input', {
@@ -227,15 +243,8 @@ export function whatIfCard(w: WorkerReport): HTMLElement | null {
     return h(
       'li',
       null,
-      h(
-        'label',
-        { title: fd.change },
-        box,
-        ' ',
-        h('code', null, fd.id),
-        fd.subject ? h('span', { class: 'dim mono' }, ` ${fd.subject}`) : null,
-      ),
-      h('div', { class: 'dim small' }, fd.change),
+      h('label', { title: `${fd.id}${fd.subject ? ` · ${fd.subject}` : ''}` }, box, findingTitle(w, fd)),
+      h('div', { class: 'dim small change-text' }, fd.change),
     );
   });
   update();
@@ -251,14 +260,14 @@ export function whatIfCard(w: WorkerReport): HTMLElement | null {
           ? h(
               'li',
               null,
-              h('label', null, allBox, ' ', h('strong', null, `All ${wi.findings_retimed} re-timed findings`)),
+              h('label', null, allBox, h('strong', null, `All ${wi.findings_retimed} re-timed findings together`)),
             )
           : null,
       ),
       out,
       cardNotes(
         [
-          `Each re-timing is the report's, on the critical-path model of ${wi.steps_modelled} step${wi.steps_modelled === 1 ? '' : 's'}: fixes picked together are re-timed together, not summed.`,
+          `Each re-timing is the report's, on the critical-path model of ${f.counted(wi.steps_modelled, 'step')}: fixes picked together are re-timed together, not summed.`,
           more
             ? `The panel combines the ${wi.findings.length} largest of the ${wi.findings_retimed} re-timed findings; "All" applies every one.`
             : '',

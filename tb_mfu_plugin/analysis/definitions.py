@@ -32,7 +32,7 @@ UNIT_MEANING: dict[Unit, str] = {
     "factor": "a multiple, shown with ×",
 }
 
-AGGREGATION = "time-weighted over the analysed steps"
+AGGREGATION = "time-weighted over the analysed (steady-state) steps"
 MEDIAN_STEP = "median over the analysed steps of the per-step values"
 
 
@@ -51,9 +51,22 @@ DEFINITIONS: dict[str, Definition] = {
     # ---- MFU and FLOPs
     "mfu": _d(
         "MFU",
-        "Model FLOPs utilisation over the analysed steps: all their model FLOPs / (all their time × the peak "
-        "FLOP/s of the matmul dtype)",
+        "Model FLOPs utilisation over the analysed (steady-state) steps: their model FLOPs / (their step "
+        "without the profiler's host cost, estimated × the GPU's dense 16-bit tensor-core peak, or the fp8/fp4 "
+        "peak for runs in those dtypes: PaLM's convention, as torchtitan and Megatron quote it)",
         "share",
+    ),
+    "mfu_traced": _d(
+        "MFU of the traced steps",
+        "All the analysed steps' FLOPs / (their time as traced, under the profiler × the peak): the second figure "
+        "beside MFU, which takes the profiler's host cost out of the step; the waterfall takes this step apart",
+        "share",
+    ),
+    "step_time_unprofiled_us": _d(
+        "Step without the profiler",
+        "The mean analysed step re-timed on its critical path with the profiler's host cost (4 µs an event) "
+        "taken out: an estimate, the step the headline MFU is over",
+        "time",
     ),
     "mfu_median_step": _d(
         "MFU, median step",
@@ -72,30 +85,65 @@ DEFINITIONS: dict[str, Definition] = {
         "tflop_rate",
     ),
     "flops_per_step": _d(
-        "FLOPs / step",
-        "Model FLOPs of the mean step (FlopCounterMode convention, activation-checkpoint re-runs left out); "
-        "unknown when no op was counted",
+        "FLOPs / step (MFU's count)",
+        "Model FLOPs of the mean step, the count MFU divides: FlopCounterMode convention, activation-checkpoint "
+        "re-runs left out; unknown when no op was counted",
+        "flops",
+    ),
+    "flops.executed_flops_per_step": _d(
+        "Executed FLOPs / step (HFU's count)",
+        "Every FLOP the step executed, activation-checkpoint re-runs too: the count HFU divides",
+        "flops",
+    ),
+    "flops.model_flops_per_step": _d(
+        "FLOPs without recompute / step",
+        "The FLOPs with every recompute removed (checkpoint re-runs and flash attention's backward "
+        "recomputation of the scores): PaLM's count, which the MFU without recompute divides",
         "flops",
     ),
     "flops.hfu": _d(
         "HFU",
-        "Hardware FLOPs utilisation: every executed FLOP (checkpoint re-runs too) / time / peak",
+        "Hardware FLOPs utilisation: executed FLOPs (checkpoint re-runs too) / time / peak",
+        "share",
+    ),
+    "flops.mfu_at_compute_peak": _d(
+        "MFU of the units it ran on",
+        "An fp32 or TF32 run's FLOPs / time / the peak of the units its matmuls ran on (the fp32 CUDA-core or "
+        "TF32 tensor-core peak): a second figure beside MFU, which is against the 16-bit tensor-core peak",
+        "share",
+    ),
+    "flops.mfu_at_bf16_peak": _d(
+        "MFU against the bf16 peak",
+        "An fp8 or fp4 run's FLOPs / time / the dense bf16 peak: to compare with bf16 runs (its MFU is against "
+        "the peak of the dtype it ran in)",
+        "share",
+    ),
+    "flops.mfu_model": _d(
+        "MFU without recompute",
+        "FLOPs without recompute / time / peak: MFU by PaLM's count, for comparison with papers that use it",
         "share",
     ),
     "device.peak_flops": _d(
         "Peak",
-        "The dense peak FLOP/s of the GPU for the matmul dtype, which MFU is measured against",
+        "The peak MFU is measured against: the GPU's dense bf16 (or fp16) tensor-core peak, the fp8 or fp4 "
+        "one for runs in those dtypes, or --peak-tflops",
         "flop_rate",
     ),
     # ---- step time
     "step_time_us": _d(
+        "Step time",
+        "The mean analysed step: Σ step time / steps over the steady-state steps (ProfilerStep#N, extended to "
+        "the GPU work it launched; warm-up steps left out): the step every share, the waterfall and MFU apply to",
+        "time",
+    ),
+    "step_time_median_us": _d(
         "Median step time",
-        "The median duration of the analysed steps (ProfilerStep#N, extended to the GPU work it launched)",
+        "The median duration of the analysed steps: another aggregation than the step time's mean",
         "time",
     ),
     "step_time_mean_us": _d(
         "Mean step time",
-        "Σ step time / steps: the step that the shares, the waterfall and MFU apply to",
+        "Σ step time / steps: the same figure as the step time (kept for readers of schema 2)",
         "time",
     ),
     # ---- GPU time
@@ -155,8 +203,15 @@ DEFINITIONS: dict[str, Definition] = {
     # ---- efficiency
     "sm_efficiency": _d(
         "SM efficiency",
-        "Share of the SMs with work (blocks per SM capped at 1), integrated over the step: the PyTorch Profiler "
-        "tab's Est. SM Efficiency",
+        "Share of the SMs with work, integrated over the step: each kernel's SM efficiency as the hardware counts it "
+        "(Nsight Compute's sm__cycles_active), estimated from its blocks per SM, occupancy and duration "
+        "(launch overhead and partial waves), summed over concurrent kernels and capped at 1",
+        "share",
+    ),
+    "sm_efficiency_tb": _d(
+        "SM efficiency (PyTorch Profiler)",
+        "The PyTorch Profiler tab's Est. SM Efficiency: blocks per SM capped at 1, integrated over the step. It "
+        "reads short and tail-bound kernels as full",
         "share",
     ),
     "achieved_occupancy": _d(
@@ -250,7 +305,10 @@ DEFINITIONS: dict[str, Definition] = {
     ),
     "critical_path.memset": _d("Memsets", "Critical-path time in memsets", "time"),
     "critical_path.gpu_gap": _d(
-        "GPU gaps", "Critical-path time between two ops of one stream, the second queued behind the first", "time"
+        "Gaps on a stream",
+        "Critical-path time between two ops of one stream, the second queued behind the first: the GPU may "
+        "be busy on other streams meanwhile, so it is not GPU idle (the waterfall's idle bars)",
+        "time",
     ),
     "critical_path.stream_wait": _d(
         "Stream waits", "Critical-path time an op waited for an op of another stream (an event wait)", "time"
@@ -279,8 +337,8 @@ DEFINITIONS: dict[str, Definition] = {
         "time",
     ),
     "strategies.mfu_min": _d(
-        "MFU per rank, median step",
-        "Lowest / mean / highest over the ranks of each rank's MFU, median step",
+        "MFU per rank",
+        "Lowest / mean / highest over the ranks of each rank's MFU: the figure its Overview shows",
         "share",
     ),
     "strategies.peak_allocated_max": _d(
@@ -291,13 +349,13 @@ DEFINITIONS: dict[str, Definition] = {
     # ---- memory (profile_memory=True: the caching allocator's [memory] events; docs/memory.md)
     "memory.peak_allocated_bytes": _d(
         "Peak allocated",
-        "The most memory the caching allocator had allocated to tensors in any analysed step "
+        "The most memory the caching allocator had allocated to tensors in any recorded step (warm-up included) "
         "(torch.cuda.max_memory_allocated() over that step)",
         "bytes",
     ),
     "memory.peak_reserved_bytes": _d(
         "Peak reserved",
-        "The most device memory the caching allocator held in any analysed step, allocated or cached "
+        "The most device memory the caching allocator held in any recorded step, allocated or cached "
         "(torch.cuda.max_memory_reserved())",
         "bytes",
     ),

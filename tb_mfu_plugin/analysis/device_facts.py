@@ -19,11 +19,11 @@ import numpy as np
 
 from ..core.distinct import distinct, distinct_counts
 from ..trace.tables import KERNEL, MEMCPY, MEMSET, OP, TraceTables
+from .device_view import DeviceView
 from .flops.attention_chains import AttentionChain, attention_chains
 from .kernels import families as kernel_families
 from .kernels import name_patterns
-from .per_device import DeviceView
-from .time import copies, graphs, intervals, syncs, windows
+from .time import aggregate, copies, graphs, intervals, syncs, windows
 from .time import patterns as pt
 from .time.idle_gaps import Gaps, GapThresholds, HostActivity, idle_gaps
 from .time.steps import Steps
@@ -55,7 +55,7 @@ class DeviceFacts:
         self._gap_thresholds = gap_thresholds
         self.names = tables.names
         self.n = len(steps)
-        self.total_us = float((steps.end - steps.start).sum())
+        self.total_us = aggregate.total_us(steps.end - steps.start)
         self.step_us = self.total_us / self.n if self.n else 0.0
         g = view.gpu
         # Which step a GPU row belongs to is the analysis' one rule (steps.assign: the step whose
@@ -68,8 +68,7 @@ class DeviceFacts:
         # tables over name codes, read at GPU rows only: only the GPU rows' names are tested
         self.mm_code = name_patterns.matmul_kernel_mask(self.names, tables.gpu_name_codes)
         self.comm_code = name_patterns.comm_kernel_mask(self.names, tables.gpu_name_codes)
-        # the worker's classes (they honour --tensor-core-pattern); a bare view gets the table's
-        self.classes = view.classes or kernel_families.classify_names(self.names, distinct(g.name[self.is_kernel]))
+        self.classes = view.classes  # the worker's classes (they honour --tensor-core-pattern)
         self.tc_code = self.classes.mask(kernel_families.TENSOR_CORE)
 
     # ------------------------------------------------------------------ settings
@@ -113,12 +112,10 @@ class DeviceFacts:
             return self._device_index
         return int(self.view.gpu.device[0]) if len(self.view.gpu) else None
 
-    @cached_property
+    @property
     def launcher(self) -> np.ndarray:
         """cpu row of the call that launched each GPU row of the view (-1 unknown)."""
-        all_rows = self.tables.launcher
-        dev = self.device_index
-        return all_rows[np.flatnonzero(self.tables.gpu.device == dev)] if dev is not None else all_rows[:0]
+        return self.view.launcher
 
     @cached_property
     def graph_launched(self) -> np.ndarray:
@@ -218,11 +215,9 @@ class DeviceFacts:
 
     # ------------------------------------------------------------------ syncs
 
-    @cached_property
+    @property
     def sync_events(self) -> syncs.SyncEvents:
-        if self.view.syncs is not None:  # found once by the analysis
-            return self.view.syncs
-        return syncs.find_syncs(self.tables.cpu, self.names, self.host_windows)
+        return self.view.syncs  # found once by the analysis
 
     def copy_direction(self, row: int | None) -> str | None:
         """Direction of the memcpy launched inside a host op, if any."""
@@ -261,7 +256,7 @@ class DeviceFacts:
         analysis' own (``DeviceView.gaps``, behind the report's ``gpu_idle_after_sync_share``) when it
         attributed them with these thresholds, so the waterfall and the report agree."""
         mine = self.gap_thresholds
-        if self.view.gaps is not None and self.view.gap_thresholds == mine:
+        if self.view.gap_thresholds == mine:
             return self.view.gaps
         host = HostActivity(self.dataloader_rows, self.sync_events.rows, self.launcher, self.graph_launched)
         tol, launch_max = mine.sync_gap_tolerance_us, mine.launch_gap_max_us

@@ -63,8 +63,18 @@ def pct(x: float | None, digits: int | None = None) -> str:
     if x > 1.0 + 1e-6:
         return IMPOSSIBLE
     v = x * 100
-    d = digits if digits is not None else (1 if abs(v) >= 1 or v == 0 else 2)
-    return f"{fixed(v, d)} %"
+    return f"{fixed(v, digits if digits is not None else pct_digits(v))} %"
+
+
+def pct_digits(v: float) -> int:
+    """Decimals of a percentage ``v``: one from 1 %, two below; under 0.01 % two significant digits,
+    so a tiny MFU reads 0.00079 %, never a rounded 0 (``pctDigits`` in format.ts)."""
+    a = abs(v)
+    if a >= 1 or a == 0:
+        return 1
+    if a >= 0.01:
+        return 2
+    return min(8, 1 - math.floor(math.log10(a)))
 
 
 def us(x: float | None) -> str:
@@ -229,16 +239,18 @@ def template(text: str, **args: Any) -> str:
     return _TEMPLATES.format(text, **args)
 
 
-def mfu_shown(s: Summary | None, flags: list[str]) -> str:
-    """MFU, or "impossible" where the analysis found it above 100 % and withheld it."""
-    if s is not None and s.mfu is None and "impossible_mfu" in flags:
+def mfu_shown(s: Summary | None) -> str:
+    """MFU as its status says (``Summary.mfu_status``, decided by the analysis): the figure when known,
+    "impossible" where it came out above 100 % and was withheld, else unknown."""
+    state = s.mfu_status.state if s is not None and s.mfu_status is not None else None
+    if state == "impossible":
         return "impossible"
-    return pct(s.mfu if s is not None else None)
+    return pct(s.mfu if s is not None and state == "known" else None)
 
 
 def mfu_text(w: WorkerReport) -> str:
     """A worker's MFU as ``mfu_shown`` writes it."""
-    return mfu_shown(w.summary, w.flags)
+    return mfu_shown(w.summary)
 
 
 _CORE_SHORT = {"tensor-core": "TC", "cuda-core": "CUDA", "unknown": "?", "not-a-matmul": ""}

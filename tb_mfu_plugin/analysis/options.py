@@ -16,6 +16,9 @@ class AnalysisOptions:
     flops_per_step: float | None = None
     # fp32 matmuls run on tensor cores (torch.backends.cuda.matmul.allow_tf32 = True).
     tf32: bool = False
+    # Every recorded step, warm-up included (analysis.time.steps.steady_state leaves leading warm-up
+    # steps out of every per-step figure by default): torch-tb-profiler's steps.
+    all_steps: bool = False
     top_kernels: int = 50
     # Extra kernel-name regexes counted as tensor-core kernels, added to
     # the family table of analysis.kernel_families (new libraries name kernels their own way).

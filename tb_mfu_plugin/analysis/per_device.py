@@ -1,51 +1,68 @@
-"""One device of one trace file -> a ``WorkerReport``: step windows, per-step metrics,
-their time-weighted summary (``analysis.time.aggregate``), copies, syncs, launch statistics and
-the top kernels."""
+"""One device of one trace, analysed: ``analyze_device`` runs the stages in order, each taking
+values and returning values, and builds the device's report once from what they returned.
+
+    steps -> rows -> kernel classes -> syncs -> idle gaps -> critical path -> per-step columns
+          -> summary -> FLOPs and MFU -> steps' structs -> kernels, copies, syncs, launches
+          -> memory -> roofline -> communication and pipeline -> waterfall
+
+What the diagnosis reads besides the report (the ``DeviceView``, the facts of the rules) comes
+back with it in ``DeviceAnalysis``; the diagnosis adds its findings to a copy of the report
+(``reporting.device``). A stage whose figures are a card of their own (memory, roofline,
+communication, the critical path, the waterfall) that fails on odd input leaves a note instead of
+costing the rest of the report.
+"""
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+import msgspec
 import numpy as np
 
 from ..core.distinct import distinct
-from ..trace.tables import DRIVER, KERNEL, MEMCPY, RUNTIME, GpuTable, TraceTables
+from ..trace.locate.sidecar import Sidecar
+from ..trace.tables import KERNEL, TraceTables
+from .bytes.roofline import roofline_block
 from .critical_path.device import device_model
+from .critical_path.report_types import CriticalPath
 from .critical_path.whatif import Model
 from .device import devices
-from .fmt import pct
+from .device.mfu_report import MfuFigures, mfu_figures
+from .device.plausibility import IMPOSSIBLE_SHARE, guard_shares
+from .device_facts import DeviceFacts
+from .device_sections import kernel_sections
+from .device_view import DeviceRows, DeviceView
+from .distributed.blocks import Communication, Pipeline
+from .distributed.communication import analyze_communication
+from .distributed.info import distributed_block
+from .distributed.pipeline_bubble import analyze_pipeline
 from .kernels import families as kernel_families
 from .kernels import kernels
-from .kernels.name_patterns import KERNEL_LAUNCH_CALL, name_mask
 from .memory.block import memory_block
+from .memory.types import Memory
 from .options import AnalysisOptions
-from .report import Device, IdleGaps, LaunchStats, Step, Summary, WorkerReport
-from .time import aggregate, copies, graphs, idle_gaps, intervals, nesting, syncs, windows
+from .report import Device, LeftOutStep, Roofline, StepBasis, Summary, WaterfallBar, WorkerReport
+from .time import aggregate, copies, graphs, idle_gaps, intervals, syncs, windows
 from .time.step_metrics import KernelClasses, StepColumns, build_steps, step_columns
-from .time.steps import Steps, assign, find_steps
+from .time.steps import Steps, assign, find_steps, steady_state
+from .waterfall import waterfall
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class DeviceView:
-    """The GPU rows of one device with their per-row derived columns."""
+class DeviceAnalysis:
+    """One device's analysis: its report (every figure of the analysis; the diagnosis' fields
+    empty), and what the diagnosis reads besides (``view`` and ``facts`` are None where the device
+    had no analysed step: the report then carries the error)."""
 
-    gpu: GpuTable
-    bps: np.ndarray
-    occ: np.ndarray
-    step: np.ndarray  # index of the step each row belongs to, -1 for none (steps.assign)
-    max_dur: float
-    syncs: syncs.SyncEvents | None = None  # the host syncs inside the steps, with their callers
-    # class and dtype of every kernel name (user --tensor-core-pattern included), per name code
-    classes: kernel_families.NameClasses | None = None
-    # the GPU idle gaps over the steps and their causes (idle_gaps.device_gaps), attributed once with
-    # ``gap_thresholds``: the report's gpu_idle_after_sync_share and the diagnosis read the same gaps
-    gaps: idle_gaps.Gaps | None = None
-    gap_thresholds: idle_gaps.GapThresholds | None = None
-    critical: Model | None = None  # the critical-path model of the steps, which the diagnosis re-times
-    # the columns the report's Steps were built from: later checks read a column, not 100,000 structs
-    step_columns: StepColumns | None = None
+    report: WorkerReport
+    tables: TraceTables
+    steps: Steps
+    view: DeviceView | None
+    facts: DeviceFacts | None
 
 
 def _device(found: devices.DeviceProps, device: int) -> Device:
@@ -53,10 +70,9 @@ def _device(found: devices.DeviceProps, device: int) -> Device:
     if props is None:
         return Device(index=device, name=None, properties_match=found.how)
     major, minor = _count(props.get("computeMajor")), _count(props.get("computeMinor"))
-    name = props.get("name")
     return Device(
         index=device,
-        name=name if isinstance(name, str) else None,
+        name=devices.display_name(props),
         num_sms=_count(props.get("numSms")) or None,
         compute_capability=f"{major}.{minor}" if major is not None and minor is not None else None,
         properties_match=found.how,
@@ -76,77 +92,131 @@ def analyze_device(
     tables: TraceTables,
     device: int,
     options: AnalysisOptions,
+    sidecar: tuple[Sidecar, str] | None = None,
+    *,
+    name: str = "",
+    span: str = "",
     launcher: np.ndarray | None = None,
-) -> tuple[WorkerReport, Steps, DeviceView]:
-    """Everything about one device of one trace, except FLOPs (see ``analysis.device.mfu``)."""
-    names = tables.names
-    if launcher is None:
-        launcher = tables.launcher
+) -> DeviceAnalysis:
+    """Everything the analysis says about one device of one trace (see the module's doc).
+    ``sidecar``: the run's ``tb_mfu.json`` with its path, read by the caller; ``name`` and ``span``
+    name the worker and span in the report."""
+    launcher = tables.launcher if launcher is None else launcher
     found = devices.device_properties(tables, device)
     dev = _device(found, device)
-    steps = find_steps(tables, device, launcher)
-    view = _device_view(tables, device, launcher, steps, dev.num_sms)
-    report = WorkerReport(name="", span="", file=tables.meta.path, device=dev, trace_bytes=tables.meta.size_bytes)
-    if found.note:
-        report.notes.append(found.note)
+    notes: list[str] = [found.note] if found.note else []
+    flags: list[str] = []
+    recorded = find_steps(tables, device, launcher)
+    steps = recorded if options.all_steps else steady_state(recorded)
     if steps.synthetic:
-        report.flags.append("no_step_markers")
-        report.notes.append("No ProfilerStep# markers: the whole trace is analysed as one step.")
-    report.notes.extend(f"Dropped {d}" for d in steps.dropped)
+        flags.append("no_step_markers")
+        notes.append("No ProfilerStep# markers: the whole trace is analysed as one step.")
+    notes.extend(f"Dropped {d}" for d in steps.dropped)
+    distributed = distributed_block(tables.meta.distributed_info, notes)
+    file, size = tables.meta.path, tables.meta.size_bytes
+    rows = _device_rows(tables, device, launcher, steps, dev.num_sms)
     if len(steps) == 0:
-        report.error = "no complete step with GPU activity on this device"
-        return report, steps, view
+        error = "no complete step with GPU activity on this device" + (
+            f" ({'; '.join(recorded.dropped)})" if recorded.dropped else ""
+        )
+        report = WorkerReport(
+            name=name, span=span, file=file, trace_bytes=size, device=dev, distributed=distributed, error=error
+        )
+        return DeviceAnalysis(msgspec.structs.replace(report, notes=notes, flags=flags), tables, steps, None, None)
+    view, summary, critical = _view_and_summary(tables, rows, steps, options, notes, flags)
+    # the profiler's drag on the modelled steps (the critical-path model re-timed without its host cost)
+    model = view.critical
+    drag = model.unprofiled_step_us / model.step_us if model is not None and model.step_us > 0 else None
+    busy = _busy_us(view, steps)
+    mfu = mfu_figures(tables, steps, rows, view.classes, device, busy, options, sidecar, flags, drag)
+    notes += mfu.notes
+    flags += mfu.flags
+    dev = msgspec.structs.replace(
+        dev, peak_flops=mfu.peak.peak_flops, peak_source=mfu.peak.source, dtype=mfu.peak.dtype
+    )
+    summary = _with_mfu(summary, mfu, steps)
+    facts = DeviceFacts(tables, steps, view, device, gap_thresholds=view.gap_thresholds)
+    sections = kernel_sections(tables, view, steps, summary, options)
+    cards = _cards(tables, view, facts, steps, recorded, dev, summary, mfu, options, notes)
+    report = WorkerReport(
+        name=name,
+        span=span,
+        file=file,
+        trace_bytes=size,
+        device=dev,
+        distributed=distributed,
+        summary=summary,
+        steps=build_steps(steps, view.step_columns, _flop_columns(mfu)),
+        flops=mfu.detail,
+        critical_path=critical,
+        top_kernels=sections.top_kernels,
+        copies=sections.copies,
+        syncs=sections.syncs,
+        launches=sections.launches,
+        memory=cards.memory,
+        roofline=cards.roofline,
+        communication=cards.communication,
+        pipeline=cards.pipeline,
+        waterfall=cards.waterfall,
+        notes=notes + sections.notes,
+        flags=flags,
+    )
+    return DeviceAnalysis(report, tables, steps, view, facts)
 
-    gpu = view.gpu
+
+def _view_and_summary(
+    tables: TraceTables,
+    rows: DeviceRows,
+    steps: Steps,
+    options: AnalysisOptions,
+    notes: list[str],
+    flags: list[str],
+) -> tuple[DeviceView, Summary, CriticalPath | None]:
+    """The stages from the rows to the per-step columns and their summary: the kernel classes, the
+    host syncs, the GPU idle gaps, the critical-path model and the columns of every step."""
+    gpu = rows.gpu
     name_classes = kernel_families.classify_names(
-        names, distinct(gpu.name[gpu.kind == KERNEL]), options.tensor_core_patterns
+        tables.names, distinct(gpu.name[gpu.kind == KERNEL]), options.tensor_core_patterns
     )
     classes = KernelClasses(
         name_classes.mask(kernel_families.TENSOR_CORE),
-        copies.classify(names, tables.gpu_name_codes)[0],
+        copies.classify(tables.names, tables.gpu_name_codes)[0],
         name_classes.core,
     )
     host_windows = list(zip(steps.cpu_start.tolist(), steps.cpu_end.tolist(), strict=True))
-    dev_launcher = launcher[tables.gpu.device == device]
-    found_syncs = syncs.find_syncs(tables.cpu, names, host_windows)
+    found_syncs = syncs.find_syncs(tables.cpu, tables.names, host_windows)
     th = idle_gaps.GapThresholds.of(options.thresholds)
     gaps = idle_gaps.device_gaps(
-        tables, steps, gpu, found_syncs.rows, dev_launcher, graphs.graph_launched(tables, dev_launcher), th
+        tables, steps, gpu, found_syncs.rows, rows.launcher, graphs.graph_launched(tables, rows.launcher), th
     )
-    view = dataclasses.replace(view, syncs=found_syncs, classes=name_classes, gaps=gaps, gap_thresholds=th)
-    view = _with_critical_path(report, tables, view, dev_launcher, steps)
-    report.steps, cols = _step_reports(tables, view, steps, classes)
-    view = dataclasses.replace(view, step_columns=cols)
-    report.summary = _summary(view, cols, steps.end - steps.start, classes.tensor_core, name_classes)
-    _kernel_sections(report, tables, view, steps, dev_launcher, cols.gaps, options)
-    try:
-        report.memory = memory_block(tables, device, dev.name, steps)
-    except Exception as exc:  # a memory bug on odd input must not cost the rest of the report
-        report.notes.append(f"memory analysis failed: {type(exc).__name__}: {exc}")
-    return report, steps, view
+    critical = _contained(
+        "critical path",
+        lambda: device_model(tables, gpu, rows.step, rows.launcher, found_syncs.rows, name_classes, steps),
+        notes,
+    )
+    model: Model | None = critical[0] if critical is not None else None
+    cols = _columns(tables, rows, steps, classes, found_syncs, gaps)
+    summary = _summary(rows, cols, steps.dur, classes.tensor_core, name_classes)
+    summary, cols, share_note = guard_shares(summary, cols)
+    if share_note is not None:
+        flags.append(IMPOSSIBLE_SHARE)
+        notes.append(share_note)
+    view = DeviceView.of(
+        rows,
+        syncs=found_syncs,
+        classes=name_classes,
+        gaps=gaps,
+        gap_thresholds=th,
+        critical=model,
+        step_columns=cols,
+    )
+    return view, msgspec.structs.replace(summary, basis=_basis(steps)), critical[1] if critical is not None else None
 
 
-def _with_critical_path(
-    report: WorkerReport, tables: TraceTables, view: DeviceView, launcher: np.ndarray, steps: Steps
-) -> DeviceView:
-    """The view with the critical-path model of its steps (``analysis.critical_path``), whose
-    breakdown goes in the report."""
-    assert view.syncs is not None and view.classes is not None
-    try:
-        found = device_model(tables, view.gpu, view.step, launcher, view.syncs.rows, view.classes, steps)
-    except Exception as exc:  # a bug in the model must not cost the rest of the report
-        report.notes.append(f"critical path failed: {type(exc).__name__}: {exc}")
-        return view
-    if found is None:
-        return view
-    report.critical_path = found[1]
-    return dataclasses.replace(view, critical=found[0])
-
-
-def _device_view(
+def _device_rows(
     tables: TraceTables, device: int, launcher: np.ndarray, steps: Steps, num_sms: int | None
-) -> DeviceView:
-    """The device's GPU rows, their blocks per SM, occupancy and step."""
+) -> DeviceRows:
+    """The device's GPU rows, their blocks per SM, occupancy, step and launch call."""
     gpu = tables.gpu.take(np.flatnonzero(tables.gpu.device == device))
     dev_launcher = launcher[tables.gpu.device == device]
     # (indexed only where launched: a GPU-only trace has no CPU rows at all)
@@ -156,40 +226,43 @@ def _device_view(
     launch_api = np.full(len(dev_launcher), -1, np.int64)
     launch_api[launched] = tables.cpu.name[dev_launcher[launched]]
     grid_unit = kernels.grid_units_per_block(gpu, launch_api, tables.names, devices.is_rocm(tables))
-    return DeviceView(
+    return DeviceRows(
         gpu=gpu,
         bps=kernels.blocks_per_sm(gpu, num_sms, grid_unit),
         occ=kernels.occupancy(gpu),
         step=assign(steps, gpu.ts, launch_ts),
         max_dur=float(gpu.dur.max()) if len(gpu) else 0.0,
+        launcher=dev_launcher,
     )
 
 
-def _step_reports(
-    tables: TraceTables, view: DeviceView, steps: Steps, classes: KernelClasses
-) -> tuple[list[Step], StepColumns]:
-    """One ``Step`` per analysed step, and the columns they were built from (with the GPU idle
-    gaps of all of them). A sync belongs to the last step whose host window starts at or before
-    it (``find_syncs`` kept those inside)."""
-    assert view.syncs is not None
+def _columns(
+    tables: TraceTables,
+    rows: DeviceRows,
+    steps: Steps,
+    classes: KernelClasses,
+    found_syncs: syncs.SyncEvents,
+    gaps: idle_gaps.Gaps,
+) -> StepColumns:
+    """The columns of every analysed step, with the GPU idle gaps of all of them. A sync belongs to
+    the last step whose host window starts at or before it (``find_syncs`` kept those inside)."""
     cpu, n = tables.cpu, len(steps)
-    sync_rows = view.syncs.rows
+    sync_rows = found_syncs.rows
     sync_step = intervals.window_starting_before(cpu.ts[sync_rows], steps.cpu_start)
     mine = sync_step >= 0
     order = np.argsort(sync_step[mine], kind="stable")  # by step, in row order
     per_step = np.bincount(sync_step[mine], minlength=n)
     host_sync_us = windows.sums(cpu.dur[sync_rows][mine][order], per_step)
-    after_sync = idle_gaps.sync_us_by_step(view.gaps, steps) if view.gaps is not None else np.zeros(n)
-    cols = step_columns(view, steps, classes, host_sync_us, per_step, after_sync)
-    return build_steps(steps, cols), cols
+    after_sync = idle_gaps.sync_us_by_step(gaps, steps)
+    return step_columns(rows, steps, classes, host_sync_us, per_step, after_sync)
 
 
 def _summary(
-    view: DeviceView, cols: StepColumns, dur: np.ndarray, tc: np.ndarray, classes: kernel_families.NameClasses
+    rows: DeviceRows, cols: StepColumns, dur: np.ndarray, tc: np.ndarray, classes: kernel_families.NameClasses
 ) -> Summary:
     """The steps as one (``aggregate``), with the kernel-weighted figures over their kernels."""
-    gpu = view.gpu
-    ks = (view.step >= 0) & (gpu.kind == KERNEL)
+    gpu = rows.gpu
+    ks = (rows.step >= 0) & (gpu.kind == KERNEL)
     return aggregate.summarize_columns(
         dur,
         cols.values,
@@ -197,7 +270,7 @@ def _summary(
         cols.breakdown,
         aggregate.KernelTotals.of(
             gpu.dur[ks],
-            view.occ[ks],
+            rows.occ[ks],
             tc[gpu.name[ks]],
             classes.mask(kernel_families.UNKNOWN)[gpu.name[ks]],
             classes.mask(kernel_families.CUDA_CORE)[gpu.name[ks]],
@@ -205,85 +278,100 @@ def _summary(
     )
 
 
-def _kernel_sections(
-    report: WorkerReport,
+def _basis(steps: Steps) -> StepBasis:
+    """Which steps the per-step figures describe (all the analysed ones), and what was left out."""
+    n = len(steps)
+    first = int(steps.number[0]) if n and not steps.synthetic else None
+    last = int(steps.number[-1]) if n and not steps.synthetic else None
+    which = f"#{first}" if first == last else f"#{first}-#{last}"
+    counted = f"{n} step{'s' if n != 1 else ''}"
+    text = f"{counted} ({which}), the mean step" if first is not None else f"{counted} (no step markers)"
+    warmup = [LeftOutStep(step=k, dur_us=d, reason=why) for k, d, why in steps.warmup]
+    if warmup:
+        text += f"; {len(warmup)} warm-up step{'s' if len(warmup) != 1 else ''} left out"
+    return StepBasis(
+        steps=n,
+        first_step=first,
+        last_step=last,
+        left_out=warmup + [LeftOutStep(step=None, reason=d) for d in steps.dropped],
+        description=text,
+    )
+
+
+def _busy_us(view: DeviceView, steps: Steps) -> np.ndarray:
+    busy: np.ndarray = view.step_columns.values["gpu_busy_share"] * steps.dur
+    return busy
+
+
+def _with_mfu(summary: Summary, mfu: MfuFigures, steps: Steps) -> Summary:
+    distribution = dict(summary.distribution)
+    if mfu.mfu_spread is not None:
+        distribution["mfu"] = mfu.mfu_spread
+    return msgspec.structs.replace(
+        summary,
+        flops_per_step=mfu.summary_flops,
+        mfu=mfu.summary_mfu,
+        achieved_flops=mfu.summary_achieved,
+        distribution=distribution,
+        mfu_status=mfu.status,
+        mfu_traced=mfu.summary_mfu_traced,
+        step_time_unprofiled_us=mfu.step_unprofiled_us,
+    )
+
+
+def _flop_columns(mfu: MfuFigures) -> dict[str, np.ndarray]:
+    return {"flops_per_step": mfu.flops, "mfu": mfu.mfu, "achieved_flops": mfu.achieved_flops}
+
+
+@dataclass(frozen=True)
+class _Cards:
+    memory: Memory | None
+    roofline: Roofline | None
+    communication: Communication | None
+    pipeline: Pipeline | None
+    waterfall: list[WaterfallBar]
+
+
+def _cards(
     tables: TraceTables,
     view: DeviceView,
+    facts: DeviceFacts,
     steps: Steps,
-    dev_launcher: np.ndarray,
-    gaps: np.ndarray,
+    recorded: Steps,
+    dev: Device,
+    summary: Summary,
+    mfu: MfuFigures,
     options: AnalysisOptions,
-) -> None:
-    """The top kernels, copies, syncs and launch statistics over the rows the steps launched."""
-    assert report.summary is not None and view.syncs is not None and view.classes is not None
-    names, gpu, n = tables.names, view.gpu, len(steps)
-    in_steps = view.step >= 0
-    kept = gpu.take(np.flatnonzero(in_steps))
-    is_k = kept.kind == KERNEL
-    kern = kept.take(np.flatnonzero(is_k))
-    unknown = np.isnan(view.bps[in_steps][is_k])
-    if report.summary.sm_efficiency is None and unknown.any():
-        share = float(kern.dur[unknown].sum()) / max(float(kern.dur.sum()), 1e-9)
-        report.notes.append(
-            f"SM efficiency unknown: {pct(share)} of the kernel time has no blocks per SM (no grid, or a launch "
-            "call that does not say whether the grid counts blocks or work-items)."
-        )
-    tc = view.classes.mask(kernel_families.TENSOR_CORE)
-    report.top_kernels = kernels.top_kernels(
-        kern, names, view.bps[in_steps][is_k], view.occ[in_steps][is_k], tc, options.top_kernels, view.classes
-    )
-    report.copies = copies.copy_stats(kept.take(np.flatnonzero(kept.kind == MEMCPY)), names, n)
-    report.syncs = syncs.sync_stats(tables.cpu, names, view.syncs, n)
-    # graph replays: the rows of this device in the steps that a graph launch ran
-    graph = graphs.graph_launched(tables, dev_launcher) & in_steps
-    report.launches = _launch_stats(
-        tables, kern, steps, gaps, graph_kernel=graph[in_steps][is_k], graph_replays=graphs.replays(dev_launcher, graph)
-    )
-
-
-def _launch_stats(
-    tables: TraceTables,
-    kern: GpuTable,
-    steps: Steps,
-    gaps: np.ndarray,
-    graph_kernel: np.ndarray,
-    graph_replays: int,
-) -> LaunchStats:
-    """``graph_kernel``: which rows of ``kern`` a graph replay ran; ``graph_replays``: their launches."""
-    n = len(steps)
-    one_by_one, graph = _launch_api_us(tables, steps)
-    return LaunchStats(
-        kernels_per_step=len(kern) / n,
-        median_kernel_us=float(np.median(kern.dur)) if len(kern) else None,
-        short_kernel_share=float((kern.dur < kernels.SHORT_KERNEL_US).mean()) if len(kern) else 0.0,
-        launch_api_us_per_step=one_by_one / n,
-        graph_launch_api_us_per_step=graph / n,
-        graph_launches_per_step=graph_replays / n,
-        graph_kernels_per_step=float(graph_kernel.sum()) / n,
-        graph_median_kernel_us=float(np.median(kern.dur[graph_kernel])) if graph_kernel.any() else None,
-        idle_gaps=IdleGaps(
-            count_per_step=len(gaps) / n,
-            total_us_per_step=float(gaps.sum()) / n,
-            median_us=float(np.median(gaps)) if len(gaps) else None,
-            max_us=float(gaps.max()) if len(gaps) else None,
+    notes: list[str],
+) -> _Cards:
+    """The report's cards past the summary, each from its stage; a stage that fails leaves a note.
+    ``recorded``: every complete step, warm-up included, which the memory card reads."""
+    comm = _contained(
+        "communication analysis",
+        lambda: analyze_communication(
+            tables, view.gpu, view.step, steps, dev.name, options.interconnect, view.launcher >= 0
         ),
+        notes,
+    )
+    index = dev.index if dev.index is not None else -1
+    status = summary.mfu_status or mfu.status
+    return _Cards(
+        memory=_contained("memory analysis", lambda: memory_block(tables, index, dev.name, recorded), notes),
+        roofline=_contained("roofline", lambda: roofline_block(tables, steps, dev, mfu.peak.name), notes),
+        communication=comm,
+        pipeline=_contained(
+            "pipeline analysis", lambda: analyze_pipeline(tables, view.gpu, view.step, steps, comm), notes
+        ),
+        # the waterfall takes the traced step apart: its last bar is the traced steps' MFU
+        waterfall=_contained("waterfall", lambda: waterfall(facts, summary.mfu_traced, status), notes) or [],
     )
 
 
-def _launch_api_us(tables: TraceTables, steps: Steps) -> tuple[float, float]:
-    """Host time in kernel launch calls inside the steps' host windows: (one-by-one launches,
-    graph launches). Both the runtime API (cudaLaunchKernel, cudaLaunchKernelExC, hipLaunchKernel)
-    and the driver API (cuLaunchKernel, cuLaunchKernelEx: Triton, cuBLASLt, newer PyTorch;
-    hipModuleLaunchKernel) count: a kernel costs the host its launch whichever API issued it.
-    Each is the union of the calls on their threads, so a runtime call that shows the driver
-    call it makes nested inside it is counted once."""
-    cpu = tables.cpu
-    is_launch = name_mask(tables.names, KERNEL_LAUNCH_CALL, codes=tables.call_name_codes)
-    rows = np.flatnonzero(((cpu.kind == RUNTIME) | (cpu.kind == DRIVER)) & is_launch[cpu.name])
-    rows = rows[intervals.in_any(cpu.ts[rows], steps.cpu_start, steps.cpu_end)]
-    if not len(rows):
-        return 0.0, 0.0
-    ax = nesting.thread_axis(tables)
-    is_graph = graphs.graph_launch_codes(tables.names, tables.call_name_codes)[cpu.name[rows]]
-    one, graph = rows[~is_graph], rows[is_graph]
-    return intervals.union_length(ax.g0[one], ax.g1[one]), intervals.union_length(ax.g0[graph], ax.g1[graph])
+def _contained(what: str, stage: Callable[[], T | None], notes: list[str]) -> T | None:
+    """``stage()``, or None and a note when it fails: a bug in one card on odd input must not cost
+    the rest of the report."""
+    try:
+        return stage()
+    except Exception as exc:  # noqa: BLE001
+        notes.append(f"{what} failed: {type(exc).__name__}: {exc}")
+        return None

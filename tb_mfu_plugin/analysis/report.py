@@ -15,13 +15,19 @@ from msgspec import UNSET, UnsetType
 
 from .critical_path.report_types import CriticalPath, WhatIf
 from .distributed.blocks import Communication, Pipeline
+from .distributed.blocks import Distributed as Distributed  # re-exported: the report's types in one place
+from .distributed.blocks import ProcessGroup as ProcessGroup
+from .evidence import Evidence
 from .flops.detail import FlopsDetail
 from .memory.types import Memory
+from .timeline.types import Timeline
 
 # 2: sync_wait_share -> host_sync_blocked_share, breakdown sync_wait/idle -> idle_after_sync/idle_other
-# (docs/metrics.md, "Schema versions")
-SCHEMA_VERSION = 2
+# 3: summary.step_time_us is the mean step (was the median: step_time_median_us), the one every
+#    per-step figure describes (summary.basis); summary.mfu_status (docs/metrics.md, "Schema versions")
+SCHEMA_VERSION = 3
 
+MfuState = Literal["known", "unknown", "impossible"]
 Severity = Literal["high", "medium", "low"]  # a finding's, from its estimated gain's share of the step
 BarKind = Literal["total", "loss", "subtotal", "result"]  # a waterfall bar's
 
@@ -43,7 +49,13 @@ class Metrics(msgspec.Struct, kw_only=True):
     # ...and the host's time blocked in synchronising calls, a host figure: a GPU-bound loop's host
     # waits in syncs while its GPU works, so it can far exceed idle_share.
     host_sync_blocked_share: float
-    sm_efficiency: float | None  # None when no kernel reports blocks or a grid (ROCm)
+    # Share of the SMs active, integrated over the step: each kernel's estimated hardware SM efficiency
+    # (analysis.kernels.sm_active, calibrated on Nsight Compute's sm__cycles_active). None when no
+    # kernel reports blocks or a grid (ROCm).
+    sm_efficiency: float | None
+    # torch-tb-profiler's Est. SM Efficiency, the same integral of min(1, blocks per SM): the
+    # PyTorch Profiler tab's figure, kept for parity. It reads short and tail-bound kernels as full.
+    sm_efficiency_tb: float | None = None
     achieved_occupancy: float | None
     tensor_core_kernel_share: float
     # Kernel time of GEMM-like kernels that no family of analysis.kernel_families names
@@ -88,19 +100,62 @@ class Spread(msgspec.Struct, kw_only=True):
     max: float
 
 
+class MfuStatus(msgspec.Struct, kw_only=True):
+    """Whether the headline MFU is a figure, and why (``analysis.device.mfu_report``): decided once by
+    the analysis, read by every face, which shows the figure only when it is ``known``."""
+
+    state: MfuState
+    # what the figure's step is: the steady-state step with the profiler's host cost taken out (an
+    # estimate: summary.step_time_unprofiled_us), or the traced step where that cannot be estimated
+    basis: Literal["without_profiler", "traced"] | None = None
+    reason: str  # one line: its basis, where the FLOPs and the peak come from, or why there is no figure
+
+
+class LeftOutStep(msgspec.Struct, kw_only=True):
+    """A step of the trace that the per-step figures leave out, and why."""
+
+    step: int | None  # its ProfilerStep number, None when the marker gave none
+    dur_us: float | None = None
+    reason: str
+
+
+class StepBasis(msgspec.Struct, kw_only=True):
+    """Which steps a worker's per-step figures describe and how they are aggregated: every figure
+    "per step" of the worker (step time, shares, breakdown, waterfall, critical path, exposed
+    communication, gains, the ranks table's row) is the total over these steps divided by their
+    number, the mean step; a figure of another aggregation carries another name (``*_median_*``).
+    The steps are the steady state: the leading steps still warming up are left out, each named in
+    ``left_out`` with why (``analysis.time.steps.steady_state``); the memory card alone reads every
+    recorded step (a leak shows over all of them)."""
+
+    steps: int
+    first_step: int | None
+    last_step: int | None
+    aggregation: Literal["mean"] = "mean"
+    left_out: list[LeftOutStep] = []
+    description: str  # one line for the faces: "3 steps (#3-#5), the mean step"
+
+
 class Summary(Metrics, kw_only=True):
     """The analysed steps as one: every share is time-weighted (sum over the steps of the
     part / sum of their durations, as ``mfu`` and torch-tb-profiler aggregate), every
-    per-step count is the total over the steps / their number (the mean step)."""
+    per-step count is the total over the steps / their number: the mean step of ``basis``."""
 
     steps: int
-    step_time_us: float  # the MEDIAN step duration (same value as step_time_median_us)
+    step_time_us: float  # the MEAN step: sum of step durations / steps, the step every share applies to
     breakdown: dict[str, float] = {}  # time-weighted, sums to 1
-    breakdown_us_per_step: dict[str, float] = {}  # each part's time in the mean step (share x mean step)
-    step_time_median_us: float | None = None
-    step_time_mean_us: float | None = None  # sum of step durations / steps: the step the shares apply to
+    breakdown_us_per_step: dict[str, float] = {}  # each part's time in the mean step (share x step_time_us)
+    step_time_median_us: float | None = None  # the median step: another aggregation, named as such
+    step_time_mean_us: float | None = None  # = step_time_us (kept for readers of schema 2)
     # Per-step spread of step_time_us and of the main shares (median, p10, p90, min, max).
     distribution: dict[str, Spread] = {}
+    basis: StepBasis | None = None
+    mfu_status: MfuStatus | None = None
+    # The headline MFU (``mfu``) is over the mean step estimated without the profiler's drag, as
+    # training sees it, where the critical-path model can estimate it (mfu_status.basis); the MFU of
+    # the steps as traced is this second, named figure, and the estimated step the one beside it.
+    mfu_traced: float | None = None
+    step_time_unprofiled_us: float | None = None
 
 
 class Device(msgspec.Struct, kw_only=True):
@@ -147,6 +202,8 @@ class IdleGaps(msgspec.Struct, kw_only=True):
 
 class LaunchStats(msgspec.Struct, kw_only=True):
     kernels_per_step: float
+    # kernels the host launched itself, outside graph replays (kernels_per_step - graph_kernels_per_step)
+    kernels_launched_one_by_one_per_step: float = 0.0
     median_kernel_us: float | None
     short_kernel_share: float  # share of kernels under 10 µs
     # host time in kernel launch calls, runtime and driver API (cudaLaunchKernel, cuLaunchKernel...),
@@ -168,9 +225,10 @@ class KernelStats(msgspec.Struct, kw_only=True):
     share: float  # of all kernel time in the analysed steps
     mean_us: float
     mean_blocks_per_sm: float | None
-    sm_efficiency: float | None
+    sm_efficiency: float | None  # time-weighted estimated hardware SM efficiency (analysis.kernels.sm_active)
     achieved_occupancy: float | None
     tensor_core: bool
+    sm_efficiency_tb: float | None = None  # torch-tb-profiler's: time-weighted min(1, blocks per SM)
     core: str | None = None  # tensor-core, cuda-core, not-a-matmul or unknown (analysis.kernel_families)
     dtype: str | None = None  # the matmul dtype the name gives (bf16, fp8, tf32...), None if it does not
 
@@ -240,16 +298,28 @@ class Roofline(msgspec.Struct, kw_only=True):
     notes: list[str] = []
 
 
+BenefitUnit = Literal["steps_until_oom", "bytes", "throughput_factor"]
+
+
+class Benefit(msgspec.Struct, kw_only=True):
+    """What a finding whose fix saves no step time brings, in its own unit: the steps left before a
+    leak fills the device, the memory a fix frees, the throughput a larger batch would reach."""
+
+    value: float | None  # in ``unit``; None where it cannot be known (a leak on a device of unknown size)
+    unit: BenefitUnit
+    text: str  # one line, the value in words
+
+
 class Finding(msgspec.Struct, kw_only=True):
     """A named bottleneck with its evidence, estimated gain and fix (``diagnosis``)."""
 
     id: str  # fixed rule id (sync_point, naive_attention, ...): scripts match on it
     severity: Severity
     title: str
-    # Numbers, ops and kernels involved, by rule: free-form JSON the tab and the CLI show as
-    # they find it. Always has ``cost_us_per_step`` (the time the cause takes, which bounds
-    # the gain) and ``cost_share`` (of the step).
-    evidence: dict[str, Any]
+    # Numbers, ops and kernels involved: the rule's own struct (analysis.evidence), tagged with its id
+    # (``rule``), each field typed with its unit. Always has ``cost_us_per_step`` (the time the cause
+    # takes, which bounds the gain) and ``cost_share`` (of the step).
+    evidence: Evidence
     est_gain_us_per_step: float  # what removing the cause would save, µs per step
     est_gain_share: float  # the same, as a share of the (mean) step time
     est_mfu_after: float | None  # mfu * step / (step - gain), when MFU is known
@@ -257,6 +327,9 @@ class Finding(msgspec.Struct, kw_only=True):
     # What the finding is about when a rule can fire more than once (one sync_point per
     # cause): (id, subject) is unique in a report, for "fixed" / "new" in Compare.
     subject: str | None = None
+    # A finding that saves no step time states what it brings in its own unit (a leak's steps until
+    # out of memory, a larger batch's throughput); a medium or high finding has a gain or this.
+    benefit: Benefit | None = None
 
 
 class WaterfallBar(msgspec.Struct, kw_only=True):
@@ -273,30 +346,6 @@ class WaterfallBar(msgspec.Struct, kw_only=True):
     known: bool | UnsetType = UNSET  # low_sm_efficiency: some matmul kernel reported its blocks
     clamped: bool | UnsetType = UNSET  # the result bar: FLOPs at peak exceed the matmul time
     mfu: float | None | UnsetType = UNSET  # the result bar; None when unknown or impossible
-
-
-class ProcessGroup(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """One entry of the trace's ``distributedInfo.pg_config``; each key only where the
-    trace has it (PyTorch versions write different ones)."""
-
-    pg_name: str | None = None
-    pg_desc: str | None = None
-    backend_config: str | None = None  # "cuda:nccl"
-    pg_size: int | None = None
-    ranks: list[int] | None = None
-    uid: int | None = None
-
-
-class Distributed(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """The trace's ``distributedInfo`` (``analysis.distributed.info``); each key only where the
-    trace has it."""
-
-    backend: str | None = None  # nccl, gloo...
-    rank: int | None = None
-    world_size: int | None = None
-    pg_count: int | None = None
-    pg_config: list[ProcessGroup] | None = None
-    nccl_version: str | None = None
 
 
 class WorkerReport(msgspec.Struct, kw_only=True):
@@ -337,6 +386,9 @@ class WorkerReport(msgspec.Struct, kw_only=True):
     # Device memory from the allocator's [memory] events (analysis.memory, docs/memory.md); without
     # them only its ``unavailable`` says why. None where the device was not analysed.
     memory: Memory | None = None
+    # One representative step as lanes of intervals, with the critical path and the findings pinned
+    # to their moments (analysis.timeline, docs/timeline.md); None where no step was analysed.
+    timeline: Timeline | None = None
 
 
 class RankRow(msgspec.Struct, kw_only=True):
@@ -368,7 +420,7 @@ class Straggler(msgspec.Struct, kw_only=True):
 
 class RankSummary(msgspec.Struct, kw_only=True):
     """The ranks of a distributed run side by side, and the one the others wait for
-    (``diagnosis.ranks``)."""
+    (``analysis.run.ranks``)."""
 
     world_size: int | None
     ranks: list[RankRow]
@@ -381,7 +433,7 @@ class RankSummary(msgspec.Struct, kw_only=True):
 class RunReport(msgspec.Struct, kw_only=True):
     name: str
     workers: list[WorkerReport] = []
-    # Distributed runs: the ranks side by side and the straggler (diagnosis.ranks), else None.
+    # Distributed runs: the ranks side by side and the straggler (analysis.run.ranks), else None.
     ranks: RankSummary | None = None
     # The parallelism of the run, from its ranks' collectives (analysis.strategy): DP, DDP, FSDP,
     # TP, PP, EP in that order, e.g. ["FSDP", "TP"]; empty on one GPU.

@@ -20,6 +20,7 @@ from ..core.errors import TraceError
 from ..core.escape import for_rich, json_bytes, one_line
 from ..core.small_pages import prefer_small_pages
 from ..core.version import __version__
+from ..diagnosis import from_options as thresholds_from
 from ..running.flags import (
     CLI,
     LIMITS,
@@ -35,12 +36,13 @@ from ..running.flags import (
     resolve,
 )
 from ..running.jobs import SchedulerError
-from ..running.pipeline import analyze_paths, thresholds_from
+from ..running.pipeline import analyze_paths
 from ..running.shown import shown_report
 from ..trace.locate.discover import other_json_files
 from ..trace.locate.locations import Location
 from ..trace.remote.redact import shown
 from ..trace.remote.storage import use_storage_options
+from . import annotate
 
 EXIT_STATUSES = """\
 exit status:
@@ -104,6 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--top", type=_at_least_one, default=10, metavar="N", help="kernels to list in the table view (default 10)"
     )
     a.add_argument(
+        "--evidence",
+        action="store_true",
+        help="also print each finding's evidence in the table view: its figures, each in its unit",
+    )
+    a.add_argument(
         "--min-mfu",
         type=float,
         metavar="PCT",
@@ -135,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--replace", action="store_true", help="overwrite the event files of an earlier export in DIR")
     _add_analysis_flags(e)
+    _add_analysis_flags(annotate.add_parser(sub))
     return p
 
 
@@ -218,6 +226,8 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
         return _compare(reports, args.json)
     if args.command == "export-scalars":
         return _export_scalars(reports[0], args.out, args.replace)
+    if args.command == "annotate":
+        return annotate.annotate(reports[0], where[0], args.out, options.limits)
     return _analyze(reports[0], args, shown_reports[0][1])
 
 
@@ -264,11 +274,16 @@ def _analyse(paths: list[Location], options: AnalysisOptions, run: Running, show
     """The pipeline's reports of ``paths``, their files run ``run.workers`` at once or on Dask,
     with one progress bar over all of them on a terminal's stderr."""
     if not show_progress:
-        return analyze_paths(paths, options, None, run.workers, run.scheduler, run.memory)
+        return analyze_paths(paths, options, None, run.workers, run.scheduler, run.memory, _warn)
     from .render import progress_bar
 
     with progress_bar() as show:
-        return analyze_paths(paths, options, show, run.workers, run.scheduler, run.memory)
+        return analyze_paths(paths, options, show, run.workers, run.scheduler, run.memory, _warn)
+
+
+def _warn(line: str) -> None:
+    """What a listing left out (a part it could not read, what a cap left out): one line on stderr."""
+    print(f"tb-mfu: {shown(one_line(line))}", file=sys.stderr)
 
 
 def _analyze(report: Report, args: argparse.Namespace, encoded: bytes | None = None) -> int:
@@ -283,7 +298,7 @@ def _analyze(report: Report, args: argparse.Namespace, encoded: bytes | None = N
     else:
         from .render import print_report
 
-        print_report(report, args.top)
+        print_report(report, args.top, evidence=args.evidence)
     if args.html is not None and not _write_html(report, args.path, args.html):
         return 1
     if not any(w.error is None for w in workers):
@@ -345,8 +360,8 @@ def _compare(reports: list[Report], as_json: bool) -> int:
     """``tb-mfu compare``: every path after the first against the first (the baseline), rank by
     rank, figures and findings; with a distributed run or more than two paths, every run side by
     side by strategy."""
-    from ..diagnosis.run_compare import analysed, compare_all
-    from ..diagnosis.strategies import strategy_table
+    from ..analysis.run.compare import analysed, compare_all
+    from ..analysis.run.strategies import strategy_table
 
     if not as_json:  # text in the tables, never markup; the findings are matched as shown
         reports = [for_rich(r) for r in reports]

@@ -35,13 +35,14 @@ from ..analysis.fmt import (
     us,
 )
 from ..analysis.report import Device, Report, Summary, WorkerReport
+from ..analysis.run.compare import AgainstBaseline, ComparedWorker, Comparison
+from ..analysis.run.findings_compare import FindingChange
 from ..core.escape import for_rich, markup_escape
-from ..diagnosis.compare import FindingChange
-from ..diagnosis.run_compare import AgainstBaseline, ComparedWorker, Comparison
 from .console import console as stdout_console
 from .console import cut
 from .render_critical import gain_text, print_critical_path, print_whatif
 from .render_dist import print_communication, print_ranks
+from .render_evidence import print_evidence
 from .render_memory import compared_rows, print_memory
 
 if TYPE_CHECKING:
@@ -78,17 +79,18 @@ def progress_bar() -> Iterator[PathProgressFn]:
         yield show
 
 
-def print_report(report: Report, top: int) -> None:
-    """Every worker of every run, then each distributed run's ranks side by side."""
+def print_report(report: Report, top: int, evidence: bool = False) -> None:
+    """Every worker of every run, then each distributed run's ranks side by side; ``evidence``: each
+    finding's evidence too."""
     console = stdout_console()
     report = for_rich(report)  # names from traces and file names are text, never markup
     for run in report.runs:
         for w in run.workers:
-            _print_worker(console, run.name, w, top)
+            _print_worker(console, run.name, w, top, evidence)
         print_ranks(console, run)
 
 
-def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int) -> None:
+def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int, evidence: bool = False) -> None:
     title = f"[bold]{run_name}[/] · worker {w.name}" + (f" · span {w.span}" if w.span else "")
     if w.error:  # its one-line error, naming the file and the reason, is on stderr (cli.main)
         console.print(f"{title}\n  [red]not analysed[/]: the reason is on stderr\n", highlight=False)
@@ -112,6 +114,8 @@ def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int) ->
     _print_roofline(console, w, top)
     print_critical_path(console, w)
     _print_diagnosis(console, w)
+    if evidence:
+        print_evidence(console, w)
     print_whatif(console, w)
     for n in w.notes:
         console.print(f"[dim]note:[/] {n}", highlight=False)
@@ -142,11 +146,14 @@ def _print_device_and_steps(console: Console, dev: Device, s: Summary) -> None:
         highlight=False,
     )
     spread = s.distribution.get("step_time_us")
+    basis = s.basis.description if s.basis is not None else fmt.counted(s.steps, "step")
     console.print(
-        f"{fmt.counted(s.steps, 'step')}, {label('step_time_us').lower()} {us(s.step_time_us)}"
-        + (f" (mean {us(s.step_time_mean_us)}, min {us(spread.min)}, max {us(spread.max)})" if spread else ""),
+        f"{basis}; {label('step_time_us').lower()} {us(s.step_time_us)}"
+        + (f" (median {us(s.step_time_median_us)}, min {us(spread.min)}, max {us(spread.max)})" if spread else ""),
         highlight=False,
     )
+    for left in s.basis.left_out if s.basis is not None else []:
+        console.print(f"[dim]  left out: step {left.step if left.step is not None else '?'}: {left.reason}[/]")
 
 
 def _print_copies_and_syncs(console: Console, w: WorkerReport) -> None:
@@ -191,7 +198,7 @@ def _print_launches(console: Console, w: WorkerReport) -> None:
             f"CUDA graph replays: {count(ln.graph_launches_per_step)}/step running "
             f"{count(ln.graph_kernels_per_step, 0)} kernels (median {us(ln.graph_median_kernel_us)}), graph launch API "
             f"{us(ln.graph_launch_api_us_per_step)}/step; the host "
-            f"launched {count(ln.kernels_per_step - ln.graph_kernels_per_step, 0)} kernels/step one by one",
+            f"launched {count(ln.kernels_launched_one_by_one_per_step, 0)} kernels/step one by one",
             highlight=False,
         )
 
@@ -278,10 +285,16 @@ def _print_flops(console: Console, w: WorkerReport) -> None:
     )
     for e in _other_utilisations(f):
         console.print(f"  {e}", highlight=False)
-    if s.mfu is not None:
+    if s.mfu is not None and s.mfu_status is not None:
+        basis = s.mfu_status.basis
         console.print(
-            "  [dim]MFU from a trace is a lower bound: the profiler slows host-bound steps down; "
-            "the TFLOP/s while busy is the matching upper view.[/]",
+            (
+                f"  [dim]MFU is over the step without the profiler's host cost ({us(s.step_time_unprofiled_us)}, "
+                f"estimated); over the traced steps it is {pct(s.mfu_traced)}.[/]"
+                if basis == "without_profiler"
+                else "  [dim]MFU is over the traced steps, which the profiler slows when they are host-bound: a "
+                "lower bound; the TFLOP/s while busy is the matching upper view.[/]"
+            ),
             highlight=False,
         )
 
@@ -292,7 +305,16 @@ def _other_utilisations(f: FlopsDetail | None) -> list[str]:
         return []
     extra = []
     if f.mfu_model is not None and f.hfu is not None and abs(f.mfu_model - f.hfu) > 1e-4:
-        extra.append(f"MFU without recompute {pct(f.mfu_model)}, HFU {pct(f.hfu)}")
+        extra.append(
+            f"{label('flops.mfu_model')} {pct(f.mfu_model)} ({label('flops.model_flops_per_step')} "
+            f"{flops(f.model_flops_per_step)}), {label('flops.hfu')} {pct(f.hfu)} "
+            f"({label('flops.executed_flops_per_step')} {flops(f.executed_flops_per_step)})"
+        )
+    for key in ("flops.mfu_at_compute_peak", "flops.mfu_at_bf16_peak"):
+        v = getattr(f, key.removeprefix("flops."))
+        if isinstance(v, float):
+            peak = f.compute_peak.peak_flops if key.endswith("compute_peak") and f.compute_peak else None
+            extra.append(f"{label(key)} {pct(v)}" + (f" (peak {flop_rate(peak)})" if peak else ""))
     if f.mfu_user is not None:
         extra.append(f"MFU from your model FLOPs ({f.user_flops_source}) {pct(f.mfu_user)}")
     if f.unattributed_kernel_share:
@@ -421,7 +443,7 @@ def _compared_cells(key: str, a: ComparedWorker | None, b: ComparedWorker | None
         cells = counts(values)
     else:
         cells = [
-            mfu_shown(x.summary, x.flags) if key == "mfu" and x is not None else figure(key, v)
+            mfu_shown(x.summary) if key == "mfu" and x is not None else figure(key, v)
             for x, v in zip((a, b), values, strict=True)
         ]
     cells = [cell if x is not None else "" for x, cell in zip((a, b), cells, strict=True)]

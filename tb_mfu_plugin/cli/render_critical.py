@@ -3,6 +3,7 @@ re-timings (``WorkerReport.whatif``): rendering only, every figure from the repo
 
 from __future__ import annotations
 
+from msgspec import UnsetType
 from rich.console import Console
 from rich.table import Table
 
@@ -52,10 +53,9 @@ def gain_text(f: Finding) -> str:
     """A finding's gain cell: re-timed on the trace, its MFU after, and without the profiler."""
     after = f.est_mfu_after
     text = us(f.est_gain_us_per_step) + (f"\n→ MFU {pct(after)}" if after is not None else "")
-    w = f.evidence.get("whatif")
-    un = w.get("unprofiled") if isinstance(w, dict) else None
-    if isinstance(un, dict) and isinstance(un.get("gain_us_per_step"), int | float):
-        text += f"\nunprofiled {us(float(un['gain_us_per_step']))}"
+    w = f.evidence.whatif
+    if not isinstance(w, UnsetType):
+        text += f"\nunprofiled {us(w.unprofiled.gain_us_per_step)}"
     return text
 
 

@@ -12,7 +12,7 @@ from rich.table import Table
 from ..analysis.definitions import label
 from ..analysis.fmt import count, gbps, nbytes, pct, us
 from ..analysis.report import RunReport, WorkerReport
-from ..diagnosis.strategies import StrategyRow
+from ..analysis.run.strategies import StrategyRow
 from .console import console as stdout_console
 
 
@@ -57,7 +57,12 @@ def print_communication(console: Console, w: WorkerReport) -> None:
             gbps(x.busbw_gbps) + basis,
             pct(x.link_peak_share),
         )
+    if c.unlisted is not None:  # the rows add up to the total with it
+        u = c.unlisted
+        t.add_row("rest ²", "", "", "", "", "", us(u.us_per_step), us(u.exposed_us_per_step), "", "")
     console.print(t)
+    if c.unlisted is not None:
+        console.print(f"[dim]² {c.unlisted.reason}.[/]", highlight=False)
     if any(x.bandwidth_basis != "last arrival" and x.busbw_gbps is not None for x in c.collectives):
         console.print(
             "[dim]¹ from this rank's kernel time, which includes waiting for the other members: a lower bound "
@@ -121,13 +126,12 @@ def print_strategies(rows: list[StrategyRow]) -> None:
     """Runs side by side by strategy: per-rank MFU, the slowest rank's step, communication, bubble."""
     console = stdout_console()
     t = _table(
-        "Strategies side by side (MFU per rank at its median step: lowest / mean / highest; the others: mean "
-        "over ranks)",
+        "Strategies side by side (MFU per rank: lowest / mean / highest; the others: mean over ranks)",
         (
             "run",
             "strategy",
             "ranks",
-            "median step (slowest rank)",
+            "step (slowest rank)",
             label("strategies.mfu_min"),
             label("ranks.exposed_communication_us_per_step"),
             label("ranks.overlap_ratio"),

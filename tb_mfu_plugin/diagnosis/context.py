@@ -11,7 +11,7 @@ from functools import cached_property
 
 from ..analysis.critical_path.whatif import Change
 from ..analysis.device_facts import DeviceFacts
-from ..analysis.per_device import DeviceView
+from ..analysis.device_view import DeviceView
 from ..analysis.report import WorkerReport
 from ..analysis.time.idle_gaps import GapThresholds
 from ..analysis.time.steps import Steps
@@ -20,18 +20,30 @@ from .sync_subjects import SyncCause, sync_subject
 from .thresholds import Thresholds
 
 
-class Context(DeviceFacts):
+class ReportFacts:
+    """What a rule that reads only a device's report needs: the report, its mean step, its MFU, the
+    thresholds, and the ledger of what each fix changes. The run-level rule (``low_bus_bandwidth``
+    on bandwidths measured from every rank's arrival, ``reporting.run``) reads no more than this."""
+
+    def __init__(self, report: WorkerReport, th: Thresholds) -> None:
+        self.report, self.th = report, th
+        summary = report.summary
+        self.mfu = summary.mfu if summary is not None else None
+        self.step_us = summary.step_time_us if summary is not None else 0.0
+        # (finding id, subject) -> what its fix changes and the MFU its projection starts from: the
+        # rules' Hit.change, which the engine re-times (diagnosis.whatif_gains)
+        self.changes: dict[tuple[str, str | None], tuple[Change, float | None]] = {}
+
+
+class Context(DeviceFacts, ReportFacts):
+    """The facts of one device's analysis and its report, for the rules."""
+
     def __init__(
         self, report: WorkerReport, tables: TraceTables, steps: Steps, view: DeviceView, th: Thresholds
     ) -> None:
         device = report.device
-        super().__init__(tables, steps, view, device.index if device is not None else None)
-        self.report, self.th = report, th
-        summary = report.summary
-        self.mfu = summary.mfu if summary is not None else None
-        # (finding id, subject) -> what its fix changes and the MFU its projection starts from: the
-        # rules' Hit.change, which the engine re-times (diagnosis.whatif_gains)
-        self.changes: dict[tuple[str, str | None], tuple[Change, float | None]] = {}
+        DeviceFacts.__init__(self, tables, steps, view, device.index if device is not None else None)
+        ReportFacts.__init__(self, report, th)
 
     # The two settings of the facts come from the thresholds when a fact needs them, not here:
     # the rules' tests record which thresholds each rule reads, and a read at construction would

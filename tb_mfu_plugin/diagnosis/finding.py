@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+import numpy as np
+
 from ..analysis.device.mfu import projected_mfu
-from ..analysis.report import Finding, Severity
+from ..analysis.evidence import Evidence
+from ..analysis.report import Benefit, Finding, Severity
 
 __all__ = ["SEVERITIES", "Finding", "make_finding"]
 
@@ -37,6 +41,21 @@ def _clean(v: Any) -> Any:
     return round_gain(f)
 
 
+def _plain(v: Any) -> Any:
+    """A numpy scalar as the Python number or bool it holds (``msgspec.to_builtins``' hook)."""
+    if isinstance(v, np.generic):
+        return v.item()
+    raise TypeError(f"evidence holds a {type(v).__name__}, which is no JSON value")
+
+
+def _checked(evidence: Evidence) -> Evidence:
+    """The evidence with plain JSON values, floats rounded (``_clean``), and checked against its
+    struct's types: a rule whose evidence does not fit its type fails here, not in a face."""
+    raw = _clean(msgspec.to_builtins(evidence, enc_hook=_plain))
+    out: Evidence = msgspec.convert(raw, type=type(evidence))
+    return out
+
+
 def round_gain(f: float) -> float:
     # monotone, so a rounded gain never exceeds the rounded cost it is bounded by
     return round(f, 4) if abs(f) < 10 else round(f, 1)
@@ -46,7 +65,7 @@ def make_finding(
     *,
     id: str,
     title: str,
-    evidence: dict[str, Any],
+    evidence: Evidence,
     cost_us: float,
     gain_us: float,
     step_us: float,
@@ -56,6 +75,7 @@ def make_finding(
     medium_share: float,
     subject: str | None = None,
     risk: Severity | None = None,
+    benefit: Benefit | None = None,
 ) -> Finding:
     """A finding whose gain is clamped to [0, cost] and whose cost to the step: no estimate exceeds
     what it removes, and no cause takes more than the step (a rule that sums the durations of
@@ -71,18 +91,19 @@ def make_finding(
         severity = min(severity, risk, key=SEVERITIES.index)
     after = projected_mfu(mfu, step_us, gain)
     if after is not None:
-        after = round(after, 4)
-    ev = {"cost_us_per_step": cost, "cost_share": cost / step_us if step_us > 0 else 0.0, **evidence}
+        after = float(f"{after:.4g}")  # significant digits: a tiny MFU stays a figure, never 0
+    ev = msgspec.structs.replace(evidence, cost_us_per_step=cost, cost_share=cost / step_us if step_us > 0 else 0.0)
     if measured > cost:
-        ev["cost_above_step_us_per_step"] = measured
+        ev = msgspec.structs.replace(ev, cost_above_step_us_per_step=measured)
     return Finding(
         id=id,
         severity=severity,
         title=title,
-        evidence=_clean(ev),
+        evidence=_checked(ev),
         est_gain_us_per_step=round_gain(gain),
         est_gain_share=round(share, 4),
         est_mfu_after=after,
         recommendation=recommendation,
         subject=subject,
+        benefit=benefit,
     )

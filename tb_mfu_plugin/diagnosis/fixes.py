@@ -20,7 +20,9 @@ from ..analysis.critical_path.dispatch import dispatch_windows
 from ..analysis.critical_path.whatif import GRAPH_GAP_US, Change, HostChange, OpChange
 from ..analysis.device import peaks
 from ..analysis.fmt import us
+from ..analysis.memory.checkpoint import regions as recompute_regions
 from ..analysis.time import copies as cp
+from ..analysis.time import patterns as pt
 from .context import Context
 from .cost_time import TimeSet
 
@@ -202,4 +204,24 @@ def host_hidden(lo: np.ndarray, hi: np.ndarray, what: str, only: tuple[str, ...]
 def idle_host_work(time: TimeSet) -> Change:
     return host_hidden(
         time.start, time.end, "the host work during the unexplained GPU idle taken off the step", (cpc.HOST,)
+    )
+
+
+def recompute_removed(ctx: Context) -> tuple[Change, np.ndarray]:
+    """Activation checkpointing off: each recompute region's host time gone (the forward ops it
+    re-runs and their launches: in a host-bound step that is where the time goes) and the kernels it
+    launched folded away. Also the rows of those kernels (the time the finding claims)."""
+    reg = recompute_regions(ctx.tables, ctx.steps)
+    cpu = ctx.tables.cpu
+    w = pt.Windows(cpu.pid[reg.node], cpu.tid[reg.node], reg.lo, reg.hi)
+    rows = ctx.launched_in(w) & ctx.in_step
+    gone = _rows(rows)
+    return (
+        Change(
+            f"activation checkpointing off: its {len(reg.node) / max(ctx.n, 1):g} recompute regions per step "
+            "gone, the forward ops they re-run with their launches and kernels",
+            ops=(OpChange(gone, 0.0, fused=True),),
+            host=(HostChange(reg.lo, reg.hi, 0.0),) if len(reg.node) else (),
+        ),
+        rows,
     )

@@ -16,10 +16,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from ..analysis.critical_path.whatif import Change
+from ..analysis.evidence import Evidence, rule_of
 from ..analysis.fmt import template
-from ..analysis.report import Severity
-from .context import Context
+from ..analysis.report import Benefit, Severity
+from .context import ReportFacts
 from .cost_time import Findings, TimeSet
 from .finding import Finding, make_finding
 
@@ -38,7 +41,7 @@ class Hit:
 
     cost_us: float
     gain_us: float
-    evidence: dict[str, Any]
+    evidence: Evidence  # the rule's own struct (analysis.evidence), tagged with its id
     args: Mapping[str, Any] = field(default_factory=dict)  # fill the title, fix and note templates
     title: str = ""  # which of the rule's titles, when it has several
     fix: tuple[str, ...] = ("",)  # which of its fix texts, joined by spaces, in this order
@@ -46,18 +49,18 @@ class Hit:
     # The stretches of the steps its cost covers, on the device's clock (cost_time): the engine
     # adds the findings' gains over their union, and the tests check no two findings share time.
     time: TimeSet | None = None
-    # The run's MFU against the peak the fix moves to, where the fix changes it (no_tensor_cores:
-    # the bf16 tensor-core peak): the MFU ``est_mfu_after`` projects from. None: the run's own MFU.
-    mfu_at_fix_peak: float | None = None
     # What the fix does to the trace (analysis.critical_path.whatif): the engine re-times the step with
     # it applied, and that gives the finding's gain (diagnosis.whatif_gains). None: the rule's own estimate.
     change: Change | None = None
     # A risk rather than a time (the memory rules: a leak, a peak near the device's size): the
     # severity at least, whatever the gain.
     risk: Severity | None = None
+    # What a fix that saves no step time brings, in its own unit (report.Benefit)
+    benefit: Benefit | None = None
 
 
-Check = Callable[[Context, Fired], list[Hit]]
+# A rule reads a Context (a device's facts and report), or only a ReportFacts (the run-level rule)
+Check = Callable[[ReportFacts, Fired], list[Hit]]
 
 
 @dataclass(frozen=True)
@@ -67,14 +70,14 @@ class Rule:
     check: Check
     titles: Mapping[str, str]
     fixes: Mapping[str, str]
-    note: str | None  # how the gain is estimated: the evidence's last key
+    note: str | None  # how the gain is estimated: the evidence's note
     thresholds: tuple[str, ...]  # the Thresholds fields it reads, besides SEVERITY_THRESHOLDS
     after: tuple[str, ...]  # rules whose findings it reads; they are registered (and run) before it
 
-    def __call__(self, ctx: Context, fired: Fired | None = None) -> list[Finding]:
+    def __call__(self, ctx: ReportFacts, fired: Fired | None = None) -> list[Finding]:
         return [self.finding(ctx, hit) for hit in self.hits(ctx, fired)]
 
-    def claims(self, ctx: Context, fired: Fired | None = None) -> list[tuple[Finding, TimeSet | None]]:
+    def claims(self, ctx: ReportFacts, fired: Fired | None = None) -> list[tuple[Finding, TimeSet | None]]:
         """Its findings, each with the time its cost covers."""
         out = []
         for hit in self.hits(ctx, fired):
@@ -82,19 +85,21 @@ class Rule:
             if hit.change is not None:
                 ctx.changes[(f.id, f.subject)] = (
                     hit.change,
-                    ctx.mfu if hit.mfu_at_fix_peak is None else hit.mfu_at_fix_peak,
+                    ctx.mfu,
                 )
             out.append((f, hit.time))
         return out
 
-    def hits(self, ctx: Context, fired: Fired | None = None) -> list[Hit]:
+    def hits(self, ctx: ReportFacts, fired: Fired | None = None) -> list[Hit]:
         earlier = {id: (fired or {}).get(id, Findings()) for id in self.after}  # only what it declared
         return self.check(ctx, earlier)
 
-    def finding(self, ctx: Context, hit: Hit) -> Finding:
-        evidence = dict(hit.evidence)
+    def finding(self, ctx: ReportFacts, hit: Hit) -> Finding:
+        evidence = hit.evidence
+        if rule_of(type(evidence)) != self.id:
+            raise TypeError(f"diagnosis rule {self.id!r} gave the evidence of {rule_of(type(evidence))!r}")
         if self.note is not None:
-            evidence["note"] = template(self.note, **hit.args)
+            evidence = msgspec.structs.replace(evidence, note=template(self.note, **hit.args))
         return make_finding(
             id=self.id,
             subject=hit.subject,
@@ -103,11 +108,12 @@ class Rule:
             cost_us=hit.cost_us,
             gain_us=hit.gain_us,
             step_us=ctx.step_us,
-            mfu=ctx.mfu if hit.mfu_at_fix_peak is None else hit.mfu_at_fix_peak,
+            mfu=ctx.mfu,
             recommendation=" ".join(template(self.fixes[k], **hit.args) for k in hit.fix),
             high_share=ctx.th.high_share,
             medium_share=ctx.th.medium_share,
             risk=hit.risk,
+            benefit=hit.benefit,
         )
 
 

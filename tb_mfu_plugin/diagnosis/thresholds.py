@@ -7,8 +7,11 @@ group them by what they are about."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
+from ..analysis.options import AnalysisOptions
 from ..analysis.time.idle_gaps import LAUNCH_GAP_MAX_US, SYNC_GAP_TOLERANCE_US
 
 
@@ -125,3 +128,18 @@ class Thresholds:
 
 
 DEFAULT = Thresholds()
+
+
+def from_options(options: AnalysisOptions) -> Thresholds:
+    """The thresholds with the options' overrides (``--threshold NAME=VALUE``); ValueError names a
+    bad one."""
+    if not options.thresholds:
+        return DEFAULT
+    changes: dict[str, Any] = {}
+    for name, value in options.thresholds:
+        current = getattr(DEFAULT, name, None)
+        if name not in Thresholds.__dataclass_fields__ or not isinstance(current, int | float):
+            numeric = sorted(k for k in Thresholds.__dataclass_fields__ if isinstance(getattr(DEFAULT, k), int | float))
+            raise ValueError(f"unknown diagnosis threshold {name!r} (known: {', '.join(numeric)})")
+        changes[name] = type(current)(value)
+    return dataclasses.replace(DEFAULT, **changes)

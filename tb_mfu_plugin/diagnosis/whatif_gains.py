@@ -17,10 +17,14 @@ from __future__ import annotations
 
 from itertools import combinations
 
+import msgspec
+
 from ..analysis.critical_path.report_types import WhatIf, WhatIfCase, WhatIfFinding
 from ..analysis.critical_path.whatif import Change, Model, Outcome
 from ..analysis.device.mfu import projected_mfu
-from ..analysis.report import Finding, WorkerReport
+from ..analysis.evidence import UnprofiledWhatIf, WhatIfEvidence
+from ..analysis.fmt import us
+from ..analysis.report import Finding
 from .context import Context
 from .cost_time import Claim, TimeSet, combined_gain, union
 from .finding import make_finding
@@ -36,12 +40,13 @@ Claimed = list[tuple[Finding, TimeSet | None]]
 Timed = tuple[Finding, Change, float | None, Outcome, Outcome]
 
 
-def retime(ctx: Context, report: WorkerReport, claimed: Claimed) -> tuple[Claimed, float | None]:
-    """The claims with each re-timed finding's gain from its re-timing, and the combined gain (None:
-    no model, or no finding to re-time: the engine then combines the rules' own gains)."""
+def retime(ctx: Context, claimed: Claimed) -> tuple[Claimed, float | None, WhatIf | None]:
+    """The claims with each re-timed finding's gain from its re-timing, the combined gain (None:
+    no model, or no finding to re-time: the engine then combines the rules' own gains) and the
+    what-if panel (None without a model)."""
     model = ctx.view.critical
     if model is None:
-        return claimed, None
+        return claimed, None, None
     timed: list[Timed] = []
     out: Claimed = []
     for f, t in claimed:
@@ -54,61 +59,83 @@ def retime(ctx: Context, report: WorkerReport, claimed: Claimed) -> tuple[Claime
         new = _retimed(ctx, f, change, mfu, outcome, unprofiled)
         timed.append((new, change, mfu, outcome, unprofiled))
         out.append((new, t))
-    report.whatif = _panel(ctx, model, timed)
+    panel = _panel(ctx, model, timed)
     if not timed:
-        return out, None
-    all_at_once = report.whatif.combined
+        return out, None, panel
+    all_at_once = panel.combined
     assert all_at_once is not None
     times = {id(f): t for f, t in out}
     timed_ids = {id(f) for f, *_ in timed}
     held = [t for f, *_ in timed if (t := times[id(f)]) is not None]
-    claims = [Claim(all_at_once.gain_us_per_step, union(held))]
+    # the headline gains are the ones without the profiler: so is the gain of all of them at once
+    together = all_at_once.unprofiled_gain_us_per_step
+    claims = [Claim(together if together is not None else all_at_once.gain_us_per_step, union(held))]
     claims += [Claim(f.est_gain_us_per_step, t) for f, t in out if id(f) not in timed_ids]
-    return out, combined_gain(claims, ctx.step_us)
+    return out, combined_gain(claims, ctx.step_us), panel
 
 
 def _retimed(
     ctx: Context, f: Finding, change: Change, mfu: float | None, outcome: Outcome, unprofiled: Outcome
 ) -> Finding:
     """The finding with the re-timed gain, its cost at least that (the fix removes at least what it
-    gives), and the re-timing in its evidence."""
-    evidence = {k: v for k, v in f.evidence.items() if k not in ("cost_us_per_step", "cost_share", "note")}
-    gain = max(0.0, outcome.gain_us)
-    evidence["whatif"] = {
-        "change": change.what,
-        "step_us_after": outcome.step_us,
-        "floor_us_per_step": outcome.floor_us,
-        "rule_gain_us_per_step": f.est_gain_us_per_step,
-        # the same re-timing with the profiler's host cost taken out of the trace (whatif.unprofiled):
-        # what the fix gives a run that is not profiled
-        "unprofiled": {
-            "step_us": unprofiled.step_us + unprofiled.gain_us,
-            "step_us_after": unprofiled.step_us,
-            "gain_us_per_step": max(0.0, unprofiled.gain_us),
-            "gain_share": max(0.0, unprofiled.gain_us) / (unprofiled.step_us + unprofiled.gain_us)
-            if unprofiled.step_us + unprofiled.gain_us > 0
-            else 0.0,
-        },
-        "steps_modelled": ctx.view.critical.g.steps if ctx.view.critical is not None else None,
-    }
-    note = f.evidence.get("note")
-    evidence["note"] = "gain: the step re-timed on its critical path with the fix applied (evidence.whatif)" + (
-        f"; the rule's own estimate: {note}" if isinstance(note, str) else ""
+    gives), and the re-timing in its evidence. The headline gain is the one without the profiler
+    (issue 33: what a user measures once the fix is in, on a run that is not profiled), and its share,
+    severity and projected MFU are of the step without the profiler, the headline MFU's; the gain on
+    the trace as recorded stays as a second figure (``evidence.whatif.profiled_gain_us_per_step``)."""
+    profiled = max(0.0, outcome.gain_us)
+    gain = max(0.0, unprofiled.gain_us)
+    step = unprofiled.step_us + unprofiled.gain_us  # the step without the profiler, before the fix
+    whatif = WhatIfEvidence(
+        change=change.what,
+        step_us_after=outcome.step_us,
+        floor_us_per_step=outcome.floor_us,
+        rule_gain_us_per_step=f.est_gain_us_per_step,
+        profiled_gain_us_per_step=profiled,
+        # the headline: the re-timing with the profiler's host cost taken out of the trace
+        # (whatif.unprofiled): what the fix gives a run that is not profiled
+        unprofiled=UnprofiledWhatIf(
+            step_us=step,
+            step_us_after=unprofiled.step_us,
+            gain_us_per_step=gain,
+            gain_share=gain / step if step > 0 else 0.0,
+        ),
+        steps_modelled=ctx.view.critical.g.steps if ctx.view.critical is not None else None,
     )
-    cost = max(float(f.evidence.get("cost_us_per_step", 0.0)), gain)
+    note = f.evidence.note
+    evidence = msgspec.structs.replace(
+        f.evidence,
+        whatif=whatif,
+        note="gain: the step re-timed on its critical path with the fix applied and the profiler's host cost "
+        "taken out (evidence.whatif)" + (f"; the rule's own estimate: {note}" if isinstance(note, str) else ""),
+    )
+    cost = min(max(f.evidence.cost_us_per_step, gain), step)
     return make_finding(
         id=f.id,
         subject=f.subject,
-        title=f.title,
+        title=f.title + _held_back(f.est_gain_us_per_step, gain, ctx.step_us),
         evidence=evidence,
         cost_us=cost,
         gain_us=gain,
-        step_us=ctx.step_us,
+        step_us=step,
         mfu=mfu,
         recommendation=f.recommendation,
         high_share=ctx.th.high_share,
         medium_share=ctx.th.medium_share,
+        benefit=f.benefit,
     )
+
+
+# A re-timed gain below this share of the rule's own estimate is said in the title: the cause's time is
+# real, but the step waits on other work, so its fix alone gives little.
+HELD_BACK = 0.5
+
+
+def _held_back(rule_gain: float, gain: float, step_us: float) -> str:
+    """What the title adds when the fix alone would give far less than the time its cause takes: a
+    finding never reads "loses X ms" beside a gain of 0 without saying why."""
+    if step_us <= 0 or rule_gain < 0.01 * step_us or gain >= HELD_BACK * rule_gain:
+        return ""
+    return f"; alone, its fix saves {us(gain)} a step: other work holds the step"
 
 
 def _panel(ctx: Context, model: Model, timed: list[Timed]) -> WhatIf:
@@ -125,14 +152,14 @@ def _panel(ctx: Context, model: Model, timed: list[Timed]) -> WhatIf:
             picked = [shown[i] for i in subset]
             mask = sum(1 << i for i in subset)
             if size == 1:
-                cases.append(_case(mask, step, picked[0][3], _mfu_basis(ctx, picked), picked[0][4]))
+                cases.append(_case(mask, step, picked[0][3], ctx.mfu, picked[0][4]))
             else:
-                cases.append(_case(mask, step, model.simulate([p[1] for p in picked]), _mfu_basis(ctx, picked)))
+                cases.append(_case(mask, step, model.simulate([p[1] for p in picked]), ctx.mfu))
     combined = None
     if timed:
         changes = [x[1] for x in timed]
         out, unprofiled = model.simulate(changes), model.simulate(changes, without_profiler=True)
-        combined = _case((1 << len(shown)) - 1, step, out, _mfu_basis(ctx, timed), unprofiled)
+        combined = _case((1 << len(shown)) - 1, step, out, ctx.mfu, unprofiled)
     findings = [WhatIfFinding(id=f.id, subject=f.subject, change=ch.what) for f, ch, *_ in shown]
     return WhatIf(
         step_us=step,
@@ -144,15 +171,6 @@ def _panel(ctx: Context, model: Model, timed: list[Timed]) -> WhatIf:
         combined=combined,
         findings_retimed=len(timed),
     )
-
-
-def _mfu_basis(ctx: Context, picked: list[Timed]) -> float | None:
-    """The MFU the projection starts from: a fix that moves the peak (fp32 to bf16 tensor cores)
-    gives its own; otherwise the run's."""
-    for _, _, mfu, *_ in picked:
-        if mfu is not ctx.mfu:
-            return mfu
-    return ctx.mfu
 
 
 def _case(mask: int, step: float, outcome: Outcome, mfu: float | None, unprofiled: Outcome | None = None) -> WhatIfCase:

@@ -14,6 +14,7 @@ pandas is imported inside the builders: importing this module stays light.
 
 from __future__ import annotations
 
+import dataclasses
 import types
 import typing
 from collections.abc import Iterable, Iterator
@@ -24,6 +25,7 @@ import msgspec
 from ..analysis.critical_path.classes import CLASSES
 from ..analysis.critical_path.report_types import WhatIfCase
 from ..analysis.distributed.blocks import Collective
+from ..analysis.evidence.show import evidence_lines
 from ..analysis.memory.types import MemoryStep
 from ..analysis.report import CopyStats, KernelStats, Report, Step, Summary, SyncStats, WorkerReport
 
@@ -113,6 +115,18 @@ FINDINGS: Schema = {
     "est_mfu_after": "float64",
     "recommendation": "string",
     "evidence": "object",
+}
+# One row per value of a finding's evidence (analysis.evidence.show.evidence_lines): where it is in the
+# evidence's JSON, its label, its unit, the value as in the JSON, and the text every face shows for it
+EVIDENCE: Schema = {
+    **IDENTITY,
+    "id": "string",
+    "subject": "string",
+    "path": "string",
+    "label": "string",
+    "unit": "string",
+    "value": "object",
+    "text": "string",
 }
 RANKS: Schema = {
     "run": "string",
@@ -240,7 +254,21 @@ def syncs_rows(report: Report) -> list[Row]:
 
 
 def findings_rows(report: Report) -> list[Row]:
-    return [{**ident, **_fields(f, FINDINGS)} for _, w, ident in _workers(report) for f in w.findings]
+    return [
+        {**ident, **_fields(f, FINDINGS), "evidence": msgspec.to_builtins(f.evidence)}
+        for _, w, ident in _workers(report)
+        for f in w.findings
+    ]
+
+
+def evidence_rows(report: Report) -> list[Row]:
+    """One row per value of each finding's evidence, with its unit and its text (analysis.evidence.show)."""
+    return [
+        {**ident, "id": f.id, "subject": f.subject, **dataclasses.asdict(line)}
+        for _, w, ident in _workers(report)
+        for f in w.findings
+        for line in evidence_lines(f.evidence)
+    ]
 
 
 def ranks_rows(report: Report) -> list[Row]:

@@ -105,6 +105,12 @@ class Report:
         """The diagnosis' findings, by estimated gain within each worker; ``evidence`` is a dict."""
         return frames.frame(frames.findings_rows(self.report), frames.FINDINGS)
 
+    def evidence(self) -> pd.DataFrame:
+        """Each finding's evidence, one row per value: ``path`` in the evidence's JSON, ``label``,
+        ``unit``, ``value`` and ``text`` (the value in its unit, as the tab and ``tb-mfu analyze
+        --evidence`` write it)."""
+        return frames.frame(frames.evidence_rows(self.report), frames.EVIDENCE)
+
     def critical_path(self) -> pd.DataFrame:
         """One row per modelled step: µs of its critical path in each class (``host``, ``launch``,
         ``sync``, ``kernel_matmul``, ...; docs/diagnosis.md), adding up to ``dur_us``."""

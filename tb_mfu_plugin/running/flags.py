@@ -207,9 +207,21 @@ OPTIONS: tuple[Option, ...] = (
         ANALYSIS,
         "switch",
         False,
-        "fp32 matmuls ran as TF32 on tensor cores (torch.backends.cuda.matmul.allow_tf32): MFU against the TF32 peak.",
+        "fp32 matmuls ran as TF32 on tensor cores (torch.backends.cuda.matmul.allow_tf32): their second MFU is against "
+        "the TF32 peak (MFU itself is against the 16-bit tensor-core peak, PaLM's convention).",
         kind="switch",
         default_text="off",
+    ),
+    Option(
+        "all_steps",
+        ANALYSIS,
+        "switch",
+        False,
+        "Analyse every recorded step, warm-up included: by default leading steps still warming up are left "
+        "out of every per-step figure (each named in the report), and this puts them back, as torch-tb-profiler "
+        "counts them.",
+        kind="switch",
+        default_text="off (the steady state)",
     ),
     Option(
         "interconnect",

@@ -10,42 +10,30 @@ every report of the file.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any
 
-import numpy as np
+import msgspec
 
 from ..analysis.bytes.op_bytes import is_roofline_op
-from ..analysis.bytes.roofline import apply_to_report as apply_roofline
-from ..analysis.device.devices import gpu_devices
-from ..analysis.device.mfu_report import apply_to_report as apply_flops
-from ..analysis.distributed.communication import analyze_communication
-from ..analysis.distributed.info import distributed_block
-from ..analysis.distributed.pipeline_bubble import analyze_pipeline
-from ..analysis.flops.shapes import implausible_input_ops, is_flop_op
+from ..analysis.flops.shapes import is_flop_op
 from ..analysis.options import AnalysisOptions
-from ..analysis.per_device import DeviceView, analyze_device
 from ..analysis.report import Report, RunReport, WorkerReport
-from ..analysis.time.steps import Steps
-from ..core.distinct import distinct_counts
 from ..core.errors import TraceError, reason_line
 from ..core.version import __version__
-from ..diagnosis import DEFAULT, Thresholds, diagnose
-from ..diagnosis.distributed import analyze_ranks
-from ..diagnosis.ranks import compare_ranks
+from ..diagnosis import DEFAULT, Thresholds, from_options
+from ..reporting import run as reporting_run
+from ..reporting.trace import trace_reports
 from ..trace.decode.decode import decode_trace
 from ..trace.limits import Deadline
 from ..trace.locate.discover import RunFiles, SpanFile
 from ..trace.locate.listing import discover
 from ..trace.locate.locations import Location
 from ..trace.locate.opener import decoded_size
-from ..trace.locate.sidecar import Sidecar, load_sidecar
-from ..trace.tables import TraceTables
+from ..trace.locate.sidecar import load_sidecar
 from .executors import open_executor
 from .jobs import Executor, FileJob
 
@@ -69,111 +57,6 @@ def _unexpected(what: str, exc: BaseException) -> str:
     return f"{what} failed: {type(exc).__name__}: {exc}"
 
 
-def thresholds_from(options: AnalysisOptions) -> Thresholds:
-    """The diagnosis thresholds with the options' overrides; ValueError names a bad one."""
-    if not options.thresholds:
-        return DEFAULT
-    changes: dict[str, Any] = {}
-    for name, value in options.thresholds:
-        current = getattr(DEFAULT, name, None)
-        if name not in Thresholds.__dataclass_fields__ or not isinstance(current, int | float):
-            numeric = sorted(k for k in Thresholds.__dataclass_fields__ if isinstance(getattr(DEFAULT, k), int | float))
-            raise ValueError(f"unknown diagnosis threshold {name!r} (known: {', '.join(numeric)})")
-        changes[name] = type(current)(value)
-    return dataclasses.replace(DEFAULT, **changes)
-
-
-def analyze_tables(
-    tables: TraceTables,
-    worker: str,
-    span: str,
-    options: AnalysisOptions,
-    sidecar: tuple[Sidecar, str] | None = None,
-    deadline: Deadline | None = None,
-) -> list[WorkerReport]:
-    """Reports for every device of one decoded trace (pure: no I/O). ``sidecar`` is the
-    run's ``tb_mfu.json`` with its path, when there is one."""
-    devices, devices_note = _capped_devices(tables, options.limits.max_devices)
-    if not devices:
-        reason = (
-            "CPU-only trace: no GPU activity (no kernel, memcpy or memset events)"
-            if len(tables.cpu)
-            else "trace has no events"
-        )
-        if tables.meta.notes:  # e.g. every event dropped for an impossible timestamp
-            reason += f" ({' '.join(tables.meta.notes)})"
-        return [WorkerReport(name=worker, span=span, file=tables.meta.path, error=reason_line(reason))]
-    notes = list(tables.meta.notes)
-    bad_shapes = implausible_input_ops(tables.names, tables.cpu)
-    if bad_shapes:
-        notes.append(
-            f"{bad_shapes} ops have impossible recorded shapes (negative dims or absurd sizes): "
-            "their FLOPs are unknown."
-        )
-    if devices_note:
-        notes.append(devices_note)
-    reports = []
-    for device in devices:
-        if deadline is not None:
-            deadline.check()
-        report, steps, view = analyze_device(tables, device, options)
-        report.name = worker
-        report.span = span
-        report.distributed = distributed_block(tables.meta.distributed_info, report.notes)
-        apply_flops(report, tables, steps, view, options, sidecar)
-        _apply_distributed(report, tables, steps, view, options)
-        try:
-            apply_roofline(report, tables, steps)  # after FLOPs: the roof uses MFU's peak
-        except Exception as exc:  # a roofline bug must not cost the rest of the report
-            report.notes.append(f"roofline failed: {type(exc).__name__}: {exc}")
-        # after FLOPs: findings estimate the MFU they would bring
-        diagnose(report, tables, steps, view, thresholds_from(options))
-        if len(tables.cpu) == 0:  # valid input (a GPU-only export): flagged, host figures unknown
-            report.flags.append("gpu_only_trace")
-            report.notes.append(
-                "The trace has GPU events but no CPU events: host-side figures (syncs, launch API time, "
-                "step markers) are unavailable."
-            )
-        report.notes.extend(notes)
-        reports.append(report)
-    return reports
-
-
-def _apply_distributed(
-    report: WorkerReport, tables: TraceTables, steps: Steps, view: DeviceView, options: AnalysisOptions
-) -> None:
-    """The communication and pipeline blocks; before the diagnosis, whose rules read them."""
-    if report.error is not None or len(steps) == 0:
-        return
-    try:
-        name = report.device.name if report.device else None
-        launched = tables.launcher[tables.gpu.device == view.gpu.device[0]] >= 0 if len(view.gpu) else None
-        report.communication = analyze_communication(
-            tables, view.gpu, view.step, steps, name, options.interconnect, launched
-        )
-        report.pipeline = analyze_pipeline(tables, view.gpu, view.step, steps, report.communication)
-    except Exception as exc:  # a bug here must not cost the rest of the report
-        report.notes.append(f"communication analysis failed: {type(exc).__name__}: {exc}")
-
-
-def _capped_devices(tables: TraceTables, cap: int) -> tuple[list[int], str | None]:
-    """The devices to analyse: all of them, or the ``cap`` with the most GPU events.
-
-    Each device is analysed over the whole trace, so thousands of declared devices
-    cost thousands of passes; no real trace has more than a node's GPUs.
-    """
-    devices = gpu_devices(tables)
-    if len(devices) <= cap:
-        return devices, None
-    ids, counts = distinct_counts(tables.gpu.device)
-    busiest = ids[np.lexsort((ids, -counts))[:cap]]
-    note = (
-        f"GPU work on {len(devices)} devices: only the {cap} with the most GPU events were analysed "
-        "(the max_devices cap)."
-    )
-    return sorted(int(d) for d in busiest), note
-
-
 def analyze_file(
     span: SpanFile,
     worker: str,
@@ -192,20 +75,19 @@ def analyze_file(
         return [_error_report(span, worker, _unexpected("decoding", exc))]
     sidecar, sidecar_error = None, None
     try:
-        sidecar = load_sidecar(span.path.parent(), worker)
+        sidecar = load_sidecar(span.path.parent(), worker, deadline)  # a remote one: within the file's time
     except TraceError as exc:  # a bad sidecar costs its figures, not the analysis
         sidecar_error = str(exc)
     except Exception as exc:  # noqa: BLE001
         sidecar_error = _unexpected("reading the MFU sidecar", exc)
     try:
-        reports = analyze_tables(tables, worker, span.span, options, sidecar, deadline)
+        reports = trace_reports(tables, worker, span.span, options, sidecar, deadline)
     except TraceError as exc:  # a cap (wall time) reached during the analysis
         return [_error_report(span, worker, exc.reason)]
     except Exception as exc:  # noqa: BLE001 - an analysis bug on odd input must not hide the other files
         return [_error_report(span, worker, _unexpected("analysis", exc))]
     if sidecar_error:
-        for r in reports:
-            r.notes.append(reason_line(sidecar_error))
+        return [msgspec.structs.replace(r, notes=[*r.notes, reason_line(sidecar_error)]) for r in reports]
     return reports
 
 
@@ -216,28 +98,20 @@ FileReportsFn = Callable[[str, SpanFile], list[WorkerReport]]
 def run_report(
     run: RunFiles, reports_of: FileReportsFn, thresholds: Thresholds = DEFAULT, with_ranks: bool = True
 ) -> RunReport:
-    """A run's report, the one way every face puts it together: the reports of its files
-    (workers in discovery order, each worker's spans in time order, each file's devices),
-    with the ranks compared, their clocks aligned and the strategy named for distributed runs
-    (``diagnosis.distributed``). ``with_ranks=False`` leaves the run-level view out (the
-    tab's partial report: a comparison of the ranks in so far would mislead)."""
+    """A run's report from the reports of its files (workers in discovery order, each worker's
+    spans in time order, each file's devices), with the run-level view of ``reporting.run``.
+    ``with_ranks=False`` leaves that view out (the tab's partial report: a comparison of the ranks
+    in so far would mislead)."""
     workers = [r for w in run.workers for span in w.spans for r in reports_of(w.name, span)]
     if not with_ranks:
         return RunReport(name=run.name, workers=workers)
-    try:
-        view = analyze_ranks(workers, thresholds)
-    except Exception:  # noqa: BLE001 - the run-level view is optional; the workers' reports are not
-        try:
-            return RunReport(name=run.name, workers=workers, ranks=compare_ranks(workers))
-        except Exception:  # noqa: BLE001
-            return RunReport(name=run.name, workers=workers)
-    return RunReport(name=run.name, workers=view.workers, ranks=view.ranks, strategy=view.strategy)
+    return reporting_run.run_report(run.name, workers, thresholds)
 
 
 def analyze_run(run: RunFiles, options: AnalysisOptions | None = None, progress: ProgressFn | None = None) -> RunReport:
     """Analyse every file of ``run`` here, in turn; ``progress`` gets each file's decoded bytes."""
     opts = options or AnalysisOptions()
-    return run_report(run, lambda worker, span: analyze_file(span, worker, opts, progress), thresholds_from(opts))
+    return run_report(run, lambda worker, span: analyze_file(span, worker, opts, progress), from_options(opts))
 
 
 def analyze_path(
@@ -267,18 +141,21 @@ def analyze_paths(
     jobs: int | None = 1,
     scheduler: str | None = None,
     memory: str | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> list[Report]:
     """``analyze_path`` of each path, their files sharing one executor and one progress count.
 
     Raises ``TraceError`` for a missing path or a location that cannot be listed,
-    ``executors.SchedulerError`` when the scheduler cannot be used.
+    ``executors.SchedulerError`` when the scheduler cannot be used. What a listing left out
+    (a part it could not read, or what a cap left out) is one line to ``warn`` (default: logged).
     """
     opts = options or AnalysisOptions()
     where = [p if isinstance(p, Location) else Location.parse(p) for p in paths]
     for path in where:
         if path.is_local and not os.path.exists(path.path):
             raise TraceError(path.text, "no such file or directory")
-    found = [discover(p, limits=opts.limits) for p in where]
+    # no HEAD per HTTP file (only a cache's keys need one): each file costs its own read, in its max_seconds
+    found = [discover(p, limits=opts.limits, warn=warn, identify=False) for p in where]
     every = [r for runs in found for r in runs]
     meter = _PathMeter(every, progress) if progress is not None else None
     with open_executor(analyze_file, opts, jobs, scheduler, sum(len(r.files) for r in every), memory) as executor:
@@ -287,7 +164,7 @@ def analyze_paths(
             {(w.name, s.path): _submit(executor, meter, r.name, w.name, s) for w in r.workers for s in w.spans}
             for r in every
         ]
-        th = thresholds_from(opts)
+        th = from_options(opts)
         reports = iter([run_report(r, _results(files), th) for r, files in zip(every, futures, strict=True)])
     return [Report(tool_version=__version__, runs=[next(reports) for _ in runs]) for runs in found]
 

@@ -15,10 +15,10 @@ from typing import Literal
 import msgspec
 
 from ..analysis.report import Report, RunReport, WorkerReport
-from ..diagnosis.compare import FindingsAgainstBaseline
-from ..diagnosis.pairing import Suggestion, suggest_compare, suggest_strategies
-from ..diagnosis.strategies import StrategyRow
+from ..analysis.run.findings_compare import FindingsAgainstBaseline
+from ..analysis.run.strategies import StrategyRow
 from ..trace.locate.locations import Location
+from .pairing import Suggestion, suggest_compare, suggest_strategies
 
 # A file's analysis (cache.QUEUED, LOADING, DONE, ERROR); a run's, from its files' (plugin._run_state).
 SpanState = Literal["queued", "loading", "done", "error"]
@@ -83,7 +83,7 @@ class RunsBody(msgspec.Struct, kw_only=True):
     errors: list[str]  # one line per source that could not be scanned
     runs: list[RunStatus]
     uploads: UploadsStatus
-    # What Compare and Strategies show until the user picks (diagnosis.pairing); runs=[] and a
+    # What Compare and Strategies show until the user picks (tensorboard.pairing); runs=[] and a
     # reason saying what to pick where no pair fits.
     suggested_compare: Suggestion
     suggested_strategies: Suggestion
@@ -124,8 +124,8 @@ class CompareBody(msgspec.Struct, kw_only=True):
 
     schema_version: int
     runs: list[CompareEntry]
-    strategies: list[StrategyRow]  # diagnosis.strategies
-    # each run's findings against the baseline's, per pair of workers (diagnosis.compare)
+    strategies: list[StrategyRow]  # analysis.run.strategies
+    # each run's findings against the baseline's, per pair of workers (analysis.run.findings_compare)
     findings: list[FindingsAgainstBaseline] = []
 
 
@@ -134,6 +134,7 @@ class UploadedFile(msgspec.Struct, kw_only=True):
 
     file: str  # the name it was stored under
     bytes: int
+    queued_s: float = 0.0  # seconds it waited in the queue for an upload slot
 
 
 class UploadCommitted(msgspec.Struct, kw_only=True):

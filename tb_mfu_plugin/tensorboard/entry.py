@@ -32,8 +32,8 @@ class MfuPluginLoader(base_plugin.TBLoader):
         try:
             values = settings_from_flags(flags).values
             if values["thresholds"]:  # their names are the diagnosis's (imported only when given)
+                from ..diagnosis import from_options as thresholds_from
                 from ..running.flags import analysis_options
-                from ..running.pipeline import thresholds_from
 
                 try:
                     thresholds_from(analysis_options(values))

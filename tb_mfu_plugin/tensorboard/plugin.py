@@ -26,12 +26,11 @@ from werkzeug import wrappers
 
 from ..analysis.options import AnalysisOptions
 from ..analysis.report import SCHEMA_VERSION, RunReport
+from ..analysis.run.findings_compare import findings_against_baseline
+from ..analysis.run.ranks import compare_ranks
+from ..analysis.run.strategies import strategy_table
 from ..core.escape import json_bytes
 from ..core.version import __version__ as TOOL_VERSION
-from ..diagnosis.compare import findings_against_baseline
-from ..diagnosis.pairing import Suggestion, suggest_compare, suggest_strategies
-from ..diagnosis.ranks import compare_ranks
-from ..diagnosis.strategies import strategy_table
 from ..running.flags import analysis_options
 from ..running.pipeline import run_report
 from ..trace.locate.discover import RunFiles, SpanFile
@@ -52,6 +51,7 @@ from .bodies import SpanState as SpanStateName
 from .cache import ERROR, LOADING, QUEUED, AnalysisCache, FileState
 from .file_queue import BACKGROUND, OPENED, VIEWED
 from .hosts import AllowedHosts
+from .pairing import Suggestion, suggest_compare, suggest_strategies
 from .paths import FileGate, PathView
 from .runs import RunIndex, Scan, Source, sources_from_flags
 from .settings import settings_from_flags
@@ -275,7 +275,7 @@ class MfuPlugin(base_plugin.TBPlugin):
         return [SourceInfo(name=s.name, path=self._view.source_path(s)) for s in self._sources]
 
     def _suggested(self, states: dict[str, list[SpanState]]) -> tuple[Suggestion, Suggestion]:
-        """The Compare and Strategies sets of the runs analysed in full (diagnosis.pairing), from
+        """The Compare and Strategies sets of the runs analysed in full (tensorboard.pairing), from
         their reports without the run-level view, which the suggestions do not need. Kept until
         a run's files change: /runs is polled every second while files load."""
         done = {
@@ -373,7 +373,7 @@ class MfuPlugin(base_plugin.TBPlugin):
             schema_version=SCHEMA_VERSION,
             runs=out,
             strategies=strategy_table(loaded),
-            # fixed / new / remaining findings against the first run, computed once (diagnosis.compare)
+            # fixed / new / remaining findings against the first run, computed once (analysis.run.findings_compare)
             findings=findings_against_baseline([e.report for e in out]),
         )
         return self._respond(request, body)

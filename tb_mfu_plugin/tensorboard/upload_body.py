@@ -1,10 +1,13 @@
 """One upload request's body: counted against the cap as it is read, and timed.
 
-A body may not hold its upload's slot by arriving slowly. Two deadlines, both
-from the upload area's ``idle_s`` and ``min_rate``:
+A body may not hold its upload's slot by arriving slowly. Three deadlines, from the
+upload area's ``idle_s``, ``stall_s`` and ``min_rate``:
 
 - *idle*: no byte for ``idle_s``. The server's socket has that timeout while the
   body is read (``share``), so a read that waits longer raises ``TimeoutError``.
+- *stall at the start*: in its first ``idle_s``, no byte for ``stall_s`` (a few
+  seconds). A browser sends a body as fast as it can; a client that sends 20 bytes and
+  then nothing would otherwise hold its slot for the whole ``idle_s``.
 - *rate*: once its first ``idle_s`` have passed, the body must have brought
   ``min_rate`` bytes for every second since. A buffered read waits for all the
   bytes it asked for, so a body that trickles a byte at a time would keep one
@@ -45,15 +48,27 @@ class Metered:
     """A body read through ``read``; ``count(n)`` is told of every chunk before it is kept
     (it raises the 413 of a cap), and the deadlines above are checked as it goes."""
 
-    def __init__(self, body: Body, name: str, count: Callable[[int], None], idle_s: float, min_rate: float) -> None:
+    def __init__(
+        self,
+        body: Body,
+        name: str,
+        count: Callable[[int], None],
+        idle_s: float,
+        min_rate: float,
+        stall_s: float | None = None,
+    ) -> None:
         self.body, self.name, self.count = body, name, count
         self.idle_s, self.min_rate = idle_s, min_rate
+        self.stall_s = idle_s if stall_s is None else stall_s
         self.counted = 0
-        self.started = time.monotonic()
+        self.started = self.last = time.monotonic()
         self.stalled: str | None = None  # why the watchdog ended it
 
     def overdue(self, now: float) -> str | None:
-        """Why the body is too slow by the rate rule at ``now``, or None."""
+        """Why the body is too slow at ``now`` (it stalled at its start, or it is under the
+        least rate), or None."""
+        if now - self.started < self.idle_s and now - self.last > self.stall_s:
+            return f"no byte arrived for {setting(self.stall_s, 's')} at its start"
         late = now - self.started - self.idle_s
         if late > 0 and self.counted < self.min_rate * late:
             return f"it arrives slower than {format_size(int(self.min_rate))}/s"
@@ -75,6 +90,7 @@ class Metered:
                 raise UploadError(408, self._dropped(self.stalled))
             if not chunk:
                 break
+            self.last = time.monotonic()
             self.counted += len(chunk)
             self.count(len(chunk))
             why = self.overdue(time.monotonic())

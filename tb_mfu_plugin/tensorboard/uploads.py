@@ -18,12 +18,21 @@ Content-Length said, and a request over the cap stops there and leaves nothing
 behind. Files are checked by name and first bytes (``upload_files``) before
 anything is written.
 
-No visitor may hold the area for the others: at most ``MAX_OPEN_BATCHES``
-uploads arrive at once, at most ``per_client`` of them from one client (its
-remote address, see ``share.client_key``), and an upload that receives no byte
-for ``idle_s`` (``--mfu_upload_idle_seconds``, default 60 s) is dropped, whether
-it was left uncommitted or its body trickles: a body must also keep up an
-average of ``min_rate`` bytes a second once its first ``idle_s`` have passed.
+No visitor may hold the area for the others. An upload holds a *slot* while a file of
+it arrives, and for ``stall_s`` (a few seconds) after each file it received whole, for its
+next file or its commit (the tab sends them back to back); at most ``MAX_OPEN_BATCHES``
+slots are held at once, at most ``per_client`` of them by one client (its remote address,
+see ``share.client_key``). A request that finds no slot free waits for one in a queue, in
+turn, until ``queue_s`` (default ``idle_s``), and its answer says how long it waited
+(``queued_s``); a 429 only when its time is up, or when ``MAX_WAITING`` wait already. Behind
+a proxy every client has the proxy's address: the queue is what keeps them fair, where a
+refusal would send each of them away. A body that stops arriving for ``stall_s`` in its
+first ``idle_s`` is dropped (408), and so its slot comes free in seconds, not after
+``idle_s``; after that a body must keep up an average of ``min_rate`` bytes a second. An
+upload that receives no byte for ``idle_s`` (``--mfu_upload_idle_seconds``, default 60 s)
+is dropped, left uncommitted or not; until then one that holds no slot may still be
+committed, or take a slot again for its next file. At most ``MAX_BATCHES`` uploads are kept
+arriving: past it, the one idle the longest of those holding no slot is dropped.
 """
 
 from __future__ import annotations
@@ -61,8 +70,14 @@ logger = logging.getLogger(__name__)
 UPLOADS = "uploads"  # the folder under the cache directory, and the runs' name prefix
 DEFAULT_MAX_BYTES = 1 * GiB
 CHUNK_BYTES = 1 * MiB
-MAX_OPEN_BATCHES = 16  # uploads arriving at once, from every client; more wait (HTTP 429)
+MAX_OPEN_BATCHES = 16  # slots: uploads arriving at once, from every client; more wait in the queue
 MAX_BATCHES_PER_CLIENT = 4  # of those, from one client: one visitor cannot take them all
+MAX_WAITING = 64  # requests waiting for a slot; more are refused at once (HTTP 429)
+MAX_BATCHES = 64  # uploads kept, slot or not (each may hold max_bytes on disk until idle_s)
+# A body that brings no byte this long in its first idle_s is dropped, and an upload keeps its
+# slot this long after a file for its next one: a browser sends a body as fast as it can, and
+# the tab its files and commit back to back.
+STALL_S = 5.0
 MAX_FILES = 1024  # files in one upload
 # An upload that receives no byte this long is dropped: a closed tab, a client that never
 # commits, a body that stalls. The tab sends its files back to back, so a live one never idles.
@@ -83,6 +98,10 @@ class _Batch:
     bytes: int = 0  # counted as read, by every request of the batch together
     writing: int = 0  # requests still streaming into it
     touched: float = field(default_factory=time.monotonic)
+    holds_until: float = 0.0  # after a file received whole, it keeps its slot until then
+
+    def holds_slot(self, now: float) -> bool:
+        return self.writing > 0 or now < self.holds_until
 
 
 class UploadArea:
@@ -97,6 +116,8 @@ class UploadArea:
         idle_s: float = IDLE_TTL_S,
         per_client: int = MAX_BATCHES_PER_CLIENT,
         min_rate: float = MIN_BYTES_PER_S,
+        stall_s: float | None = None,
+        queue_s: float | None = None,
     ):
         self.root = os.path.join(cache_dir, UPLOADS)
         self.incoming = os.path.join(cache_dir, UPLOADS + "-incoming")
@@ -105,9 +126,14 @@ class UploadArea:
         self.idle_s = idle_s
         self.per_client = per_client
         self.min_rate = min_rate
+        # (at most half idle_s: a request waiting for a slot sees a grace end well before its own deadline)
+        self.stall_s = stall_s if stall_s is not None else min(STALL_S, idle_s / 2)
+        self.queue_s = queue_s if queue_s is not None else idle_s
         self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)  # a slot may have come free
+        self._waiting: list[tuple[object, str]] = []  # the queue: (ticket, client), in turn
         self._batches: dict[str, _Batch] = {}
-        self._watchdog = Watchdog(max(0.05, min(1.0, idle_s / 4)))
+        self._watchdog = Watchdog(max(0.05, min(1.0, idle_s / 4, self.stall_s / 4)))
 
     # -- receiving -------------------------------------------------------
     def receive(
@@ -124,9 +150,10 @@ class UploadArea:
         A body that stalls or trickles is dropped with a 408 (``upload_body``);
         ``on_stall`` ends a read that waits on such a body (it shuts the socket)."""
         kind = _kind(name)
-        batch = self._open(batch_id, name, kind, length, client)
-        metered = Metered(body, name, lambda n: self._count(batch, n), self.idle_s, self.min_rate)
+        batch, queued_s = self._open(batch_id, name, kind, length, client)
+        metered = Metered(body, name, lambda n: self._count(batch, n), self.idle_s, self.min_rate, self.stall_s)
         path = None
+        whole = False
         try:
             with self._watchdog.watch(metered, on_stall):
                 head = metered.read(HEAD_BYTES)
@@ -141,7 +168,8 @@ class UploadArea:
             with self._lock:
                 batch.names.append(name)
                 batch.kept.add(kind)
-            return {"file": os.path.basename(path), "bytes": metered.counted}
+            whole = True
+            return {"file": os.path.basename(path), "bytes": metered.counted, "queued_s": round(queued_s, 3)}
         except BaseException as exc:
             if path is not None:
                 _unlink(path)
@@ -153,22 +181,32 @@ class UploadArea:
         finally:
             with self._lock:
                 batch.writing -= 1
-                batch.touched = time.monotonic()
+                batch.touched = now = time.monotonic()
+                # a file received whole keeps the slot for the next one; a failed one frees it now
+                batch.holds_until = now + self.stall_s if whole else 0.0
+                self._freed.notify_all()
 
-    def _open(self, batch_id: str, name: str, kind: str, length: int | None, client: str) -> _Batch:
-        """The batch (made on its first file), with this request counted as writing into it."""
+    def _open(self, batch_id: str, name: str, kind: str, length: int | None, client: str) -> tuple[_Batch, float]:
+        """The batch (made on its first file), with this request counted as writing into it, and
+        the seconds it waited in the queue for a slot."""
         if not _BATCH_ID.match(batch_id or ""):
             raise UploadError(400, "invalid upload id")
         self._sweep()
         os.makedirs(self.incoming, exist_ok=True)
         if length is not None:
             _check_free_space(self.incoming, length)
+        queued_s = 0.0
         with self._lock:
             batch = self._batches.get(batch_id)
             if batch is not None and batch.client != client:
                 raise UploadError(404, "no such upload")  # another client's: neither join nor reveal it
+            if batch is None or not batch.holds_slot(time.monotonic()):
+                queued_s = self._wait_for_slot(client)
+                batch = self._batches.get(batch_id)  # (it may have been dropped while we waited)
+                if batch is not None and batch.client != client:
+                    raise UploadError(404, "no such upload")
             if batch is None:
-                self._check_room(client)
+                self._make_room()
                 batch = _Batch(os.path.join(self.incoming, batch_id), client)
                 os.makedirs(batch.path, exist_ok=True)
                 self._batches[batch_id] = batch
@@ -181,15 +219,51 @@ class UploadArea:
                 raise UploadError(413, self._too_big(name))
             batch.kinds.add(kind)
             batch.writing += 1
-        return batch
+        return batch, queued_s
 
-    def _check_room(self, client: str) -> None:
-        """429 when a new upload would pass a cap on uploads arriving at once (under the lock)."""
-        wait = f"uploads idle for {setting(self.idle_s, 's')} are dropped: try again then"
-        if sum(1 for b in self._batches.values() if b.client == client) >= self.per_client:
-            raise UploadError(429, f"you have {self.per_client} uploads arriving already: finish one, or {wait}")
-        if len(self._batches) >= MAX_OPEN_BATCHES:
-            raise UploadError(429, f"too many uploads at once on this server; {wait}")
+    def _room(self, client: str, now: float) -> bool:
+        """Whether a slot is free for ``client`` (under the lock)."""
+        held = [b for b in self._batches.values() if b.holds_slot(now)]
+        return len(held) < MAX_OPEN_BATCHES and sum(1 for b in held if b.client == client) < self.per_client
+
+    def _wait_for_slot(self, client: str) -> float:
+        """Wait in the queue, in turn, until a slot is free for ``client`` (under the lock, which
+        the wait lets go of); the seconds waited. 429 when ``queue_s`` pass first, or when
+        ``MAX_WAITING`` requests wait already."""
+        start = time.monotonic()
+        if self._room(client, start) and not self._waiting:
+            return 0.0
+        if len(self._waiting) >= MAX_WAITING:
+            raise UploadError(429, f"{MAX_WAITING} uploads are waiting for a slot on this server already: try again")
+        ticket = object()
+        self._waiting.append((ticket, client))
+        try:
+            while True:
+                now = time.monotonic()
+                # the first in the queue that a slot is free for goes: one client's wait holds no other
+                first = next((t for t, c in self._waiting if self._room(c, now)), None)
+                if first is ticket:
+                    return now - start
+                if now - start >= self.queue_s:
+                    waited = setting(round(now - start, 1), "s")
+                    mine = sum(1 for b in self._batches.values() if b.client == client and b.holds_slot(now))
+                    who = f"you have {mine} uploads arriving" if mine >= self.per_client else "the server is busy"
+                    raise UploadError(429, f"waited {waited} for an upload slot ({who}): try again")
+                # slots also come free as time passes (an upload's grace ends): look again soon
+                self._freed.wait(min(self.queue_s - (now - start), max(0.05, self.stall_s / 4)))
+        finally:
+            self._waiting.remove((ticket, client))
+            self._freed.notify_all()
+
+    def _make_room(self) -> None:
+        """Past ``MAX_BATCHES`` uploads kept, drop the one idle longest of those holding no slot."""
+        if len(self._batches) < MAX_BATCHES:
+            return
+        now = time.monotonic()
+        parked = [(b.touched, k) for k, b in self._batches.items() if not b.holds_slot(now)]
+        if parked:
+            _, key = min(parked)
+            _rmtree(self._batches.pop(key).path)
 
     def _count(self, batch: _Batch, n: int) -> None:
         """``n`` more bytes of ``batch`` read: 413 once they pass the cap."""
@@ -218,6 +292,7 @@ class UploadArea:
             if batch.writing:
                 raise UploadError(409, "files of this upload are still arriving")
             del self._batches[batch_id]
+            self._freed.notify_all()
         if not batch.names:
             _rmtree(batch.path)
             raise UploadError(400, "nothing was uploaded")
@@ -244,6 +319,7 @@ class UploadArea:
             if batch is None or batch.client != client or batch.writing:
                 return  # a request still writing cleans up after itself; the sweep takes the rest
             del self._batches[batch_id]
+            self._freed.notify_all()
         _rmtree(batch.path)
 
     def _place(self, src: str, label: str) -> str:

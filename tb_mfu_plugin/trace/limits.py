@@ -47,6 +47,9 @@ class Limits:
     # ARCHIVE_RATIO_GRACE_BYTES are reached: a bomb of many members each under the per-file
     # grace is still one bomb.
     max_archive_ratio: float = 200.0
+    # Decompressed bytes of a remote file whose server declares no size (a chunked HTTP body
+    # without Content-Length): an endless body ends here, before its events fill memory.
+    max_unsized_bytes: int = 64 * MiB
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -77,6 +80,7 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--max-archive-bytes": ("max_archive_bytes", "bytes"),
     "--max-archive-members": ("max_archive_members", "count"),
     "--max-archive-ratio": ("max_archive_ratio", "ratio"),
+    "--max-unsized-bytes": ("max_unsized_bytes", "bytes"),
 }
 _FLAG_OF = {f: flag for flag, (f, _) in FLAGS.items()}
 # field -> what the cap bounds, as the flags' help says it (running/flags.py, docs/options.md)
@@ -91,6 +95,7 @@ CAP_WORDS: dict[str, str] = {
     "max_archive_bytes": "Decompressed bytes of all the members of an archive read as a logdir",
     "max_archive_members": "Members an archive read as a logdir may list",
     "max_archive_ratio": "Bytes an archive's members inflate to, all together, over the archive's own size",
+    "max_unsized_bytes": "Decompressed bytes of a remote file whose server declares no size: an endless body ends here",
 }
 
 

@@ -11,7 +11,7 @@ from tracegen import TraceBuilder
 from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import WorkerReport
 from tb_mfu_plugin.analysis.time.aggregate import spread, time_weighted
-from tb_mfu_plugin.running.pipeline import analyze_tables
+from tb_mfu_plugin.reporting.trace import trace_reports
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"  # a tensor-core kernel by name
@@ -20,7 +20,7 @@ ADD = "vectorized_elementwise_kernel_add"
 
 def _analyze(b: TraceBuilder, tmp_path: Path) -> WorkerReport:
     t = decode_trace(str(b.write(tmp_path / "w.pt.trace.json.gz")))
-    (r,) = analyze_tables(t, "w", "", AnalysisOptions())
+    (r,) = trace_reports(t, "w", "", AnalysisOptions())
     return r
 
 
@@ -47,9 +47,12 @@ def test_one_slow_step_time_weighted_not_median(tmp_path: Path) -> None:
     assert s.kernel_time_share == pytest.approx(4800 / 6000)
     assert s.gpu_busy_share == pytest.approx(4800 / 6000)  # the copy runs under the GEMM
     assert s.idle_share == pytest.approx(1 - 4800 / 6000)
-    # SM efficiency: the GEMM fills the SMs, the add half of them (0.5 blocks per SM).
+    # torch-tb-profiler's SM efficiency: the GEMM fills the SMs, the add half of them (0.5 blocks per SM).
     covered = 4 * (630 + 0.5 * 200) + (1080 + 0.5 * 400)
-    assert s.sm_efficiency == pytest.approx(covered / 6000)
+    assert s.sm_efficiency_tb == pytest.approx(covered / 6000)
+    # The calibrated one is time-weighted the same way, and reads no more than it here.
+    per_step = time_weighted([st.sm_efficiency for st in r.steps], [st.dur_us for st in r.steps])
+    assert s.sm_efficiency == pytest.approx(per_step) and s.sm_efficiency <= s.sm_efficiency_tb
     # Occupancy weighted by kernel time over all steps' kernels, not a median of step means.
     gemm_us, add_us = 4 * 630 + 1080, 4 * 200 + 400
     assert s.achieved_occupancy == pytest.approx((0.25 * gemm_us + 0.75 * add_us) / (gemm_us + add_us))
@@ -62,11 +65,13 @@ def test_one_slow_step_time_weighted_not_median(tmp_path: Path) -> None:
     assert s.kernels_per_step == 2
 
 
-def test_step_time_stays_the_median_and_the_spread_is_kept(tmp_path: Path) -> None:
+def test_step_time_is_the_mean_step_and_the_median_and_spread_are_kept(tmp_path: Path) -> None:
+    """One aggregation per worker (issue 32): the step time is the mean step, the one every share
+    applies to; the median is another figure under its own name."""
     s = _one_slow_step(tmp_path).summary
     assert s is not None
-    assert s.step_time_us == s.step_time_median_us == 1000
-    assert s.step_time_mean_us == pytest.approx(6000 / 5)
+    assert s.step_time_us == s.step_time_mean_us == pytest.approx(6000 / 5)
+    assert s.step_time_median_us == 1000
     st = s.distribution["step_time_us"]
     assert (st.median, st.min, st.max) == (1000, 1000, 2000)
     assert st.p90 == pytest.approx(1600)  # numpy's linear interpolation: 1000 + 0.6 * 1000
@@ -89,8 +94,11 @@ def test_sm_efficiency_leaves_out_steps_without_blocks(tmp_path: Path) -> None:
     b.step(2, 100, 300)
     b.launch_kernel(ADD, 101, 110, 100, blocks_per_sm=None)  # no blocks, no grid: unknown
     r = _analyze(b, tmp_path)
-    assert [st.sm_efficiency for st in r.steps] == [pytest.approx(0.25), None]
-    assert r.summary is not None and r.summary.sm_efficiency == pytest.approx(0.25)  # not 25 / 400
+    assert [st.sm_efficiency_tb for st in r.steps] == [pytest.approx(0.25), None]
+    assert r.summary is not None and r.summary.sm_efficiency_tb == pytest.approx(0.25)  # not 25 / 400
+    # the calibrated figure is known where torch-tb-profiler's is, and aggregated the same way
+    assert [st.sm_efficiency is None for st in r.steps] == [False, True]
+    assert r.summary.sm_efficiency == pytest.approx(r.steps[0].sm_efficiency)
 
 
 def test_time_weighted_and_spread() -> None:

@@ -237,3 +237,58 @@ def test_hostile_device_properties_never_break_the_reports_types(
         want_cc,
     )
     assert msgspec.json.decode(msgspec.json.encode(report), type=WorkerReport) == report
+
+
+# --------------------------------------------------------------------------- an empty device name (vLLM)
+
+VLLM_MI300X = {**MI300X_VF, "name": "", "totalGlobalMem": 205571227648}
+
+
+@pytest.mark.parametrize(
+    ("props", "key", "why"),
+    [
+        (VLLM_MI300X, "MI300X", "compute 9.4 with wavefront 64 is CDNA3 (gfx94x), and 304 CUs with 206 GB"),
+        ({**VLLM_MI300X, "totalGlobalMem": 256 * 2**30}, "MI325X", "304 CUs with 275 GB is the MI325X"),
+        ({"name": "", "gcnArchName": "gfx942:sramecc+:xnack-", "numSms": 304}, "MI300X", "gfx target gfx942"),
+        ({**H100, "name": "", "totalGlobalMem": 85 * 10**9}, "H100 SXM", "9.0 is Hopper, and 132 SMs with 85.0 GB"),
+        ({**H100, "name": ""}, "H100 SXM", "132 SMs (so has the H200 SXM, at the same peak) is the H100 SXM"),
+        ({**H100, "name": None, "totalGlobalMem": 150 * 10**9}, "H200 SXM", "132 SMs with 150 GB is the H200"),
+    ],
+)
+def test_an_empty_name_is_identified_by_architecture_and_count(props: dict[str, Any], key: str, why: str) -> None:
+    got = P.identify(props)
+    assert got is not None and got.model.key == key and why in got.reason
+    c = P.resolve_peak(props, [], "bf16", AnalysisOptions())
+    assert c.name == key and not c.inferred and f"{key} identified from deviceProperties" in c.source
+    assert c.peak_flops == P.PEAKS[key].tflops["bf16"] * 1e12 and devices.display_name(props) == key
+
+
+@pytest.mark.parametrize(
+    "props",
+    [
+        MI300X_VF,  # a name of its own: never replaced
+        {**VLLM_MI300X, "numSms": 300},  # a CU count no part has: the architecture alone is a guess
+        {"name": "", "numSms": 304},  # no architecture
+        {"name": "", "computeMajor": 9, "computeMinor": 4, "warpSize": 64, "numSms": True},
+    ],
+)
+def test_nothing_is_named_without_both_architecture_and_count(props: dict[str, Any]) -> None:
+    assert P.identify(props) is None
+    assert devices.display_name(props) == props["name"]
+
+
+def test_vllm_like_trace_with_an_empty_name_is_named_with_the_reason(tmp_path: Path) -> None:
+    # TraceLens's MI300X trace as vLLM's ROCm traces write it: "name": ""
+    import gzip
+    import json
+
+    src = fixture_path("tracelens_hf_inference", "mi300", f"{TRACELENS[1]}.json.gz")
+    doc = json.loads(gzip.open(src).read())
+    doc["deviceProperties"][0]["name"] = ""
+    path = tmp_path / "vllm.pt.trace.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    w = _analyze(path)
+    assert w.device is not None and w.device.name == "MI300X" and w.device.num_sms == 304
+    assert w.device.peak_flops == pytest.approx(1307.4e12)
+    assert w.device.peak_source is not None and "identified from deviceProperties (name empty" in w.device.peak_source
+    assert any("GPU named MI300X from deviceProperties: name empty" in n for n in w.notes)

@@ -99,16 +99,25 @@ def test_resolve_from_device_properties() -> None:
     assert "H200" in c.source and "deviceProperties" in c.source
 
 
-def test_fp32_uses_fp32_peak_unless_tf32() -> None:
-    assert P.resolve_peak(H200, [], "fp32", AnalysisOptions()).peak_flops == pytest.approx(67e12)
-    c = P.resolve_peak(H200, [], "fp32", AnalysisOptions(tf32=True))
-    assert c.dtype == "tf32" and c.peak_flops == pytest.approx(494.7e12)
+def test_mfu_is_against_the_16_bit_peak_or_a_faster_dtypes() -> None:
+    """Issue 33: PaLM's convention. fp32, TF32, bf16 and fp16 runs are measured against the dense
+    bf16 tensor-core peak, fp8 and fp4 runs against their own faster peak; the peak of one dtype as
+    it is (the second figure) comes from peak_at."""
+    for dtype in ("fp32", "tf32", "bf16", "fp16"):
+        c = P.resolve_peak(H200, [], dtype, AnalysisOptions(tf32=dtype == "tf32"))
+        assert c.dtype == "bf16" and c.peak_flops == pytest.approx(989.4e12), dtype
+    assert "the run computes in fp32" in P.resolve_peak(H200, [], "fp32", AnalysisOptions()).source
+    assert P.resolve_peak(H200, [], "fp8", AnalysisOptions()).peak_flops == pytest.approx(1978.9e12)
+    assert P.peak_at(H200, [], "fp32").peak_flops == pytest.approx(67e12)
+    assert P.peak_at(H200, [], "tf32").peak_flops == pytest.approx(494.7e12)
 
 
 def test_dtype_fallbacks_are_explained() -> None:
     v100 = {"name": "Tesla V100-SXM2-32GB"}
-    c = P.resolve_peak(v100, [], "bf16", AnalysisOptions())
-    assert c.dtype == "fp32" and c.peak_flops == pytest.approx(15.7e12) and "no bf16" in c.source
+    c = P.resolve_peak(v100, [], "bf16", AnalysisOptions())  # no bf16 tensor cores: the 16-bit peak is fp16's
+    assert c.dtype == "fp16" and c.peak_flops == pytest.approx(125e12)
+    c = P.peak_at(v100, [], "fp8")
+    assert c.dtype == "fp16" and "no fp8" in c.source
     assert P.resolve_peak(v100, [], "fp16", AnalysisOptions()).peak_flops == pytest.approx(125e12)
     a100 = {"name": "NVIDIA A100-SXM4-80GB"}
     c = P.resolve_peak(a100, [], "fp8", AnalysisOptions())
@@ -184,9 +193,9 @@ def test_rocm_mi250_pair_name_uses_cu_count() -> None:
 def test_peak_text_says_sparse_halved_only_for_tensor_core_figures() -> None:
     """The table halves the datasheets' sparse tensor-core figures; the fp32 CUDA-core rate has
     no sparse form, so its source line must not say "sparse halved" (issue 23)."""
-    fp32 = P.resolve_peak(H200, [], "fp32", AnalysisOptions())
+    fp32 = P.peak_at(H200, [], "fp32", AnalysisOptions())
     bf16 = P.resolve_peak(H200, [], "bf16", AnalysisOptions())
     assert fp32.dtype == "fp32" and "sparse" not in fp32.source and "fp32 CUDA-core 67.0 TFLOP/s" in fp32.source
     assert "bf16 dense 989.4 TFLOP/s" in bf16.source and "sparse halved" in bf16.source
-    mi300 = P.resolve_peak({"name": "AMD Instinct MI300X"}, [], "fp32", AnalysisOptions())
+    mi300 = P.peak_at({"name": "AMD Instinct MI300X"}, [], "fp32", AnalysisOptions())
     assert "fp32 dense 163.4 TFLOP/s" in mi300.source  # AMD's fp32 figure is the matrix-core one

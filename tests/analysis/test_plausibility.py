@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from msgspec import UNSET
 
 from tb_mfu_plugin.analysis.device import plausibility as P
 from tb_mfu_plugin.analysis.device.peaks import PeakChoice
 from tb_mfu_plugin.analysis.flops.detail import FlopsDetail, Impossible
-from tb_mfu_plugin.analysis.report import Step, Summary, WorkerReport
+from tb_mfu_plugin.analysis.report import Summary
+from tb_mfu_plugin.analysis.time.step_metrics import StepColumns
 
 BASE: dict[str, Any] = dict(
     gpu_busy_share=0.5,
@@ -54,40 +56,41 @@ def _detail(**mfus: float) -> FlopsDetail:
     )
 
 
-def _report(**over: Any) -> WorkerReport:
+def _summary_and_columns(**over: Any) -> tuple[Summary, StepColumns]:
+    """A one-step summary and its step's columns, each figure of BASE with ``over``."""
     s = Summary(steps=1, step_time_us=1000.0, **{**BASE, **over})
-    st = Step(step=1, start_us=0.0, dur_us=1000.0, **{**BASE, **over})
-    return WorkerReport(name="w", span="", file="f", summary=s, steps=[st])
+    values = {k: np.array([float(v)]) for k, v in {**BASE, **over}.items()}
+    return s, StepColumns(values=values, known={}, breakdown={}, gaps=np.zeros(0))
 
 
 def test_rounding_above_one_is_clamped_without_a_flag() -> None:
-    rep = _report(gpu_busy_share=1.0 + 1e-9)
-    P.guard_shares(rep)
-    assert rep.summary is not None and rep.summary.gpu_busy_share == 1.0 and rep.flags == []
+    s, cols = _summary_and_columns(gpu_busy_share=1.0 + 1e-9)
+    s, cols, note = P.guard_shares(s, cols)
+    assert s.gpu_busy_share == 1.0 and cols.values["gpu_busy_share"][0] == 1.0 and note is None
 
 
 def test_a_real_excess_is_flagged_and_named() -> None:
-    rep = _report(sm_efficiency=1.2)
-    P.guard_shares(rep)
-    assert rep.flags == [P.IMPOSSIBLE_SHARE] and "sm_efficiency" in rep.notes[0]
+    s, cols, note = P.guard_shares(*_summary_and_columns(sm_efficiency=1.2))
+    assert note is not None and "sm_efficiency" in note
+    assert s.sm_efficiency == 1.2  # kept, and shown as impossible by every face
 
 
 def test_mfu_above_one_against_an_assumed_peak_names_the_peak() -> None:
-    rep = _report(mfu=1.5)
     detail = _detail(hfu=1.4, mfu_model=0.9)
     choice = PeakChoice("H100 SXM", 989.4e12, "bf16", "…", False, dtype_source="assumed")
-    P.guard_mfu(rep, detail, choice, "--flops-per-step")
-    assert rep.summary is not None and rep.summary.mfu is None and rep.steps[0].mfu is None
+    guard = P.guard_mfu(1.5, np.array([1.5]), np.array([3]), detail, choice, "--flops-per-step", [])
+    assert guard is not None and guard.summary_withheld and guard.steps_withheld.tolist() == [True]
     assert detail.hfu is None and detail.mfu_model == 0.9  # a possible figure stays
     imp = detail.impossible
     assert isinstance(imp, Impossible)
     assert imp.values.mfu == pytest.approx(1.5) and imp.values.hfu == pytest.approx(1.4)
+    assert imp.values.steps == {"3": 1.5}
     assert imp.likely_cause == "peak" and "fp8 peak (1,978.9 TFLOP/s)" in imp.explanation
-    assert rep.flags == [P.IMPOSSIBLE_MFU] and "150" not in rep.notes[0]  # no impossible figure in words
+    assert "150" not in guard.note  # no impossible figure in words
 
 
 def test_mfu_within_bounds_is_untouched() -> None:
-    rep = _report(mfu=0.4)
     detail = _detail(hfu=0.41)
-    P.guard_mfu(rep, detail, PeakChoice("H100 SXM", 989.4e12, "bf16", "…", False), "shapes")
-    assert rep.summary is not None and rep.summary.mfu == 0.4 and detail.impossible is UNSET and rep.flags == []
+    choice = PeakChoice("H100 SXM", 989.4e12, "bf16", "…", False)
+    assert P.guard_mfu(0.4, np.array([0.4]), np.array([1]), detail, choice, "shapes", []) is None
+    assert detail.impossible is UNSET and detail.hfu == 0.41

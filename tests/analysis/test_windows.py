@@ -13,9 +13,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tb_mfu_plugin.analysis import per_device
+from tb_mfu_plugin.analysis.device_view import DeviceRows
 from tb_mfu_plugin.analysis.kernels import families as kernel_families
-from tb_mfu_plugin.analysis.kernels import kernels
+from tb_mfu_plugin.analysis.kernels import kernels, sm_active
 from tb_mfu_plugin.analysis.report import Metrics, Step
 from tb_mfu_plugin.analysis.time import aggregate, copies, intervals, step_metrics, windows
 from tb_mfu_plugin.analysis.time.idle_gaps import Gaps, sync_us_by_step
@@ -110,7 +110,7 @@ def test_group_sums_are_numpys_and_pythons(sizes: list[int], seed: int) -> None:
 
 
 def _old_step_metrics(
-    view: per_device.DeviceView,
+    view: DeviceRows,
     index: int,
     lo: float,
     hi: float,
@@ -148,7 +148,12 @@ def _old_step_metrics(
     known = k_in & ~np.isnan(bps)
     k_time = float(g.dur[sl][k_in].sum())
     ok = bool(known.any()) and float(g.dur[sl][k_in & ~known].sum()) <= step_metrics.SM_EFFICIENCY_MAX_UNKNOWN * k_time
-    sm = share(intervals.capped_coverage(ts[known], end[known], bps[known], lo, hi), dur) if ok else None
+    sm = sm_tb = None
+    if ok:
+        rows = np.flatnonzero(known)
+        active = sm_active.sm_active(bps[rows], g.occupancy_pct[sl][rows], g.block_threads[sl][rows], g.dur[sl][rows])
+        sm = share(intervals.capped_coverage(ts[known], end[known], active, lo, hi), dur)
+        sm_tb = share(intervals.capped_coverage(ts[known], end[known], bps[known], lo, hi), dur)
     # launched counts
     own = view.step[sl] == index
     codes, kdur = g.name[sl], g.dur[sl]
@@ -172,6 +177,7 @@ def _old_step_metrics(
         "gpu_idle_after_sync_share": after_sync,
         "host_sync_blocked_share": share(host_sync_us, dur),
         "sm_efficiency": sm,
+        "sm_efficiency_tb": sm_tb,
         "sync_count_per_step": float(sync_count),
         "achieved_occupancy": kernels.weighted_mean(view.occ[sl][ko], kdur[ko]),
         "tensor_core_kernel_share": share(float(kdur[ko & classes.tensor_core[codes]].sum()), kt),
@@ -186,7 +192,7 @@ def _old_step_metrics(
     return m, breakdown, intervals.gaps(ts, end, lo, hi)
 
 
-def _view(scene: tuple[np.ndarray, ...], seed: int) -> tuple[per_device.DeviceView, Steps, step_metrics.KernelClasses]:
+def _view(scene: tuple[np.ndarray, ...], seed: int) -> tuple[DeviceRows, Steps, step_metrics.KernelClasses]:
     lo, hi, ts, dur, bps = scene
     rng = np.random.default_rng(seed)
     n, rows = len(lo), len(ts)
@@ -209,7 +215,7 @@ def _view(scene: tuple[np.ndarray, ...], seed: int) -> tuple[per_device.DeviceVi
     occ = np.where(rng.random(rows) < 0.2, np.nan, rng.random(rows))
     step = rng.integers(-1, n, rows)  # any step, as a launch time would give, or none
     steps = Steps(np.arange(n) + 3, lo, hi, lo.copy(), hi.copy())
-    view = per_device.DeviceView(gpu, bps, occ, step, float(dur.max()) if rows else 0.0)
+    view = DeviceRows(gpu, bps, occ, step, float(dur.max()) if rows else 0.0, np.full(rows, -1, np.int64))
     kf = kernel_families
     core = [kf.CODE[c] for c in (kf.TENSOR_CORE, kf.UNKNOWN, kf.CUDA_CORE, kf.NOT_MATMUL)]
     classes = step_metrics.KernelClasses(
@@ -268,6 +274,7 @@ def _old_summarize(steps: list[Step], kt: aggregate.KernelTotals) -> Any:
         counts=counts,
         breakdown=breakdown,
         sm=aggregate.time_weighted([s.sm_efficiency for s in steps], dur),
+        sm_tb=aggregate.time_weighted([s.sm_efficiency_tb for s in steps], dur),
         distribution={k: v for k, v in distribution.items() if v is not None},
     )
 
@@ -283,12 +290,14 @@ def test_summary_of_columns_is_the_summary_of_the_structs(scene: tuple[np.ndarra
     got = aggregate.summarize_columns(steps.end - steps.start, cols.values, cols.known, cols.breakdown, kt)
     ref = _old_summarize(built, kt)
     _same(got.step_time_mean_us, ref["total"])
-    _same(got.step_time_us, ref["median"])
+    _same(got.step_time_us, ref["total"])  # the mean step (issue 32); the median under its own name
+    _same(got.step_time_median_us, ref["median"])
     for k, v in {**ref["shares"], **ref["counts"]}.items():
         _same(getattr(got, k), v)
     for k, v in ref["breakdown"].items():
         _same(got.breakdown[k], v)
     _same(got.sm_efficiency, ref["sm"])
+    _same(got.sm_efficiency_tb, ref["sm_tb"])
     assert got.distribution == ref["distribution"]
     assert aggregate.summarize(built, kt) == got  # from the structs, as before
 

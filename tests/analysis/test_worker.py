@@ -7,15 +7,16 @@ from pathlib import Path
 import pytest
 from tracegen import H100, TraceBuilder
 
+from tb_mfu_plugin.analysis.kernels import sm_active
 from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import WorkerReport
-from tb_mfu_plugin.running.pipeline import analyze_tables
+from tb_mfu_plugin.reporting.trace import trace_reports
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 
 
 def _analyze(b: TraceBuilder, tmp_path: Path) -> list[WorkerReport]:
     t = decode_trace(str(b.write(tmp_path / "w.pt.trace.json.gz")))
-    return analyze_tables(t, "w", "", AnalysisOptions())
+    return trace_reports(t, "w", "", AnalysisOptions())
 
 
 def test_two_streams_overlap_counted_once(tmp_path: Path) -> None:
@@ -28,8 +29,11 @@ def test_two_streams_overlap_counted_once(tmp_path: Path) -> None:
     assert s.dur_us == 100
     assert s.kernel_time_share == pytest.approx(0.60)  # union [10,70)
     assert s.gpu_busy_share == pytest.approx(0.60)
-    # 0.5*20 + min(1, 1.25)*20 + 0.75*20 = 45
-    assert s.sm_efficiency == pytest.approx(0.45)
+    # torch-tb-profiler's: 0.5*20 + min(1, 1.25)*20 + 0.75*20 = 45
+    assert s.sm_efficiency_tb == pytest.approx(0.45)
+    # the calibrated one caps the same sum of each kernel's estimate (40 µs kernels: launch overhead only)
+    live = 40 / (40 + sm_active.OVERHEAD_US)
+    assert s.sm_efficiency == pytest.approx((0.5 * live * 20 + min(1, 1.25 * live) * 20 + 0.75 * live * 20) / 100)
     assert s.achieved_occupancy == pytest.approx(0.5)
     assert s.kernels_per_step == 2
     assert s.breakdown["kernel"] + s.breakdown["idle_other"] == pytest.approx(1.0)
@@ -92,7 +96,8 @@ def test_missing_fields_are_unknown_not_zero(tmp_path: Path) -> None:
     # occupancy 0 on a kernel with blocks is the estimator failing: unknown, skipped
     assert s.achieved_occupancy is None
     # blocks per SM derived from the grid: 264 / 132 SMs = 2 -> capped at 1 for 50 µs, then 0.5 for 50 µs
-    assert s.sm_efficiency == pytest.approx(0.75)
+    assert s.sm_efficiency_tb == pytest.approx(0.75)
+    assert s.sm_efficiency is not None and 0.7 < s.sm_efficiency < 0.75  # the same, less launch overhead
     assert s.tensor_core_kernel_share == pytest.approx(0.5)  # nvjet is a tensor-core GEMM
 
 
@@ -197,8 +202,11 @@ def test_launch_stats_and_top_kernels(tmp_path: Path) -> None:
     assert ln.idle_gaps.total_us_per_step == pytest.approx(100 - 30)
     top = {k.name: k for k in r.top_kernels}
     assert top["tiny"].count == 4 and top["tiny"].total_us == 20
-    assert top["tiny"].sm_efficiency == pytest.approx(0.1)
-    assert top["big"].sm_efficiency == pytest.approx(1.0)
+    assert top["tiny"].sm_efficiency_tb == pytest.approx(0.1)
+    assert top["big"].sm_efficiency_tb == pytest.approx(1.0)
+    # calibrated: a 5 µs kernel's launch overhead weighs; 4 full waves stay full
+    assert top["tiny"].sm_efficiency == pytest.approx(0.1 * 5 / (5 + sm_active.OVERHEAD_US))
+    assert top["big"].sm_efficiency == pytest.approx(10 / (10 + sm_active.OVERHEAD_US))
     assert r.top_kernels[0].name == "tiny"
 
 
@@ -208,7 +216,7 @@ def test_tensor_core_patterns_are_configurable(tmp_path: Path) -> None:
     b.launch_kernel("my_custom_mma_kernel", 1, 0, 40)
     b.launch_kernel("elementwise", 2, 50, 10)
     t = decode_trace(str(b.write(tmp_path / "w.pt.trace.json.gz")))
-    (plain,) = analyze_tables(t, "w", "", AnalysisOptions())
-    (custom,) = analyze_tables(t, "w", "", AnalysisOptions(tensor_core_patterns=(r"custom_mma",)))
+    (plain,) = trace_reports(t, "w", "", AnalysisOptions())
+    (custom,) = trace_reports(t, "w", "", AnalysisOptions(tensor_core_patterns=(r"custom_mma",)))
     assert plain.summary is not None and plain.summary.tensor_core_kernel_share == 0
     assert custom.summary is not None and custom.summary.tensor_core_kernel_share == pytest.approx(0.8)

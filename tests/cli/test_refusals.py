@@ -117,7 +117,7 @@ def test_compare_has_a_change_column_and_one_format_per_row() -> None:
     assert head[1:] == ["baseline", "other", "change"]
     mfu = _row(got.stdout, "MFU")
     assert mfu[3] == pp_delta(a.summary.mfu, b.summary.mfu) and mfu[3].startswith("+")  # shares: points
-    step = _row(got.stdout, "Median step time")
+    step = _row(got.stdout, "Step time")
     assert step[3] == rel_delta(a.summary.step_time_us, b.summary.step_time_us) and step[3].startswith("\u2212")
     kernels = _row(got.stdout, "Kernels / step")[1:3]
     decimals = {len(k.partition(".")[2]) for k in kernels}

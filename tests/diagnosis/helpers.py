@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
+import msgspec.inspect as mi
 from tracegen import TraceBuilder
 
+from tb_mfu_plugin.analysis.device_view import DeviceView
+from tb_mfu_plugin.analysis.evidence import EVIDENCE_TYPES, Evidence, rule_of
 from tb_mfu_plugin.analysis.fmt import template
 from tb_mfu_plugin.analysis.options import AnalysisOptions
-from tb_mfu_plugin.analysis.per_device import DeviceView, analyze_device
+from tb_mfu_plugin.analysis.per_device import analyze_device
 from tb_mfu_plugin.analysis.report import Finding, WaterfallBar, WorkerReport
 from tb_mfu_plugin.analysis.time.steps import Steps
 from tb_mfu_plugin.diagnosis import DEFAULT, RULES, Thresholds, diagnose
-from tb_mfu_plugin.diagnosis import waterfall as wf
 from tb_mfu_plugin.diagnosis.context import Context
 from tb_mfu_plugin.diagnosis.cost_time import Findings
 from tb_mfu_plugin.diagnosis.registry import SEVERITY_THRESHOLDS, Rule
+from tb_mfu_plugin.reporting.device import with_diagnosis
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.tables import TraceTables
 
@@ -45,18 +48,22 @@ def analyze(
     tmp_path: Path,
     th: Thresholds | None = None,
     name: str = "w",
-    prepare: Callable[[WorkerReport], None] | None = None,
+    options: AnalysisOptions | None = None,
 ) -> tuple[WorkerReport, TraceTables, Steps, DeviceView]:
-    """Decode, analyse device 0 and diagnose; ``prepare`` edits the report first (FLOPs, MFU)."""
+    """Decode, analyse device 0 and diagnose (``options``: the FLOPs and peak, as a user gives them)."""
     path = b.write(tmp_path / f"{name}.pt.trace.json.gz")
     tables = decode_trace(str(path), keep_inputs=lambda n: n in KEEP)
-    rep, steps, view = analyze_device(tables, 0, AnalysisOptions())
-    if prepare is not None:
-        prepare(rep)
-    diagnose(rep, tables, steps, view, th)
+    analysis = analyze_device(tables, 0, options or AnalysisOptions())
+    assert analysis.view is not None, analysis.report.error
+    rep = with_diagnosis(analysis.report, diagnose(analysis, th))
     check_report(rep)
-    check_reads_and_words(rep, tables, steps, view, th or DEFAULT, rep.findings)
-    return rep, tables, steps, view
+    check_reads_and_words(rep, tables, analysis.steps, analysis.view, th or DEFAULT, rep.findings)
+    return rep, tables, analysis.steps, analysis.view
+
+
+def mfu_options(mfu: float, step_us: float, peak_tflops: float = 1000.0) -> AnalysisOptions:
+    """The options under which a trace of ``step_us`` steps has MFU ``mfu`` (FLOPs given by hand)."""
+    return AnalysisOptions(flops_per_step=mfu * peak_tflops * 1e12 * step_us * 1e-6, peak_tflops=peak_tflops)
 
 
 def rule_gain(f: Finding) -> float:
@@ -64,8 +71,27 @@ def rule_gain(f: Finding) -> float:
     (``evidence.whatif``; the re-timed gains are tests/diagnosis/test_whatif.py's): on hand-made
     traces whose one step annotation spans the whole step, the host holds the step however fast
     the GPU gets, so the re-timing gives 0 where the rule's arithmetic is what a test checks."""
-    w = f.evidence.get("whatif")
-    return float(w["rule_gain_us_per_step"]) if isinstance(w, dict) else f.est_gain_us_per_step
+    w = f.evidence.whatif
+    return f.est_gain_us_per_step if isinstance(w, msgspec.UnsetType) else w.rule_gain_us_per_step
+
+
+def _blank(t: mi.Type) -> Any:
+    """The plainest value of a type: 0, "", False, an empty list or map, None where allowed."""
+    if isinstance(t, mi.Metadata):
+        return _blank(t.type)
+    if isinstance(t, mi.UnionType):
+        return None if any(isinstance(x, mi.NoneType) for x in t.types) else _blank(t.types[0])
+    if isinstance(t, mi.StructType):
+        return {f.encode_name: _blank(f.type) for f in t.fields if f.required}
+    blanks = {mi.IntType: 0, mi.FloatType: 0.0, mi.StrType: "", mi.BoolType: False, mi.DictType: {}}
+    return next((v for k, v in blanks.items() if isinstance(t, k)), [])
+
+
+def blank_evidence(rule: str) -> Evidence:
+    """A rule's evidence with every field at its plainest value: for findings made by hand."""
+    (cls,) = [c for c in EVIDENCE_TYPES if rule_of(c) == rule]
+    out: Evidence = msgspec.convert(_blank(mi.type_info(cls)), type=cls)
+    return out
 
 
 def ids(rep: WorkerReport) -> list[str]:
@@ -84,7 +110,7 @@ def check_report(rep: WorkerReport) -> None:
     assert gains == sorted(gains, reverse=True)
     for f in rep.findings:
         assert f.severity in ("high", "medium", "low")
-        cost = f.evidence["cost_us_per_step"]
+        cost = f.evidence.cost_us_per_step
         # no estimate exceeds the time it claims to remove
         assert 0 <= f.est_gain_us_per_step <= cost + 1e-9, f
         assert f.recommendation
@@ -132,8 +158,9 @@ def check_waterfall_matches_summary(rep: WorkerReport) -> None:
     assert s.step_time_mean_us is not None and abs(step - s.step_time_mean_us) <= tol
     assert abs(w["gpu_busy"].us_per_step - s.gpu_busy_share * step) <= tol
     assert abs(w["kernels"].us_per_step - s.kernel_time_share * step) <= tol
-    if s.mfu is not None and w["mfu"].mfu is not None and not w["mfu"].clamped:
-        assert abs(w["mfu"].us_per_step - s.mfu * step) <= tol
+    # the waterfall takes the traced step apart: its last bar is the traced steps' MFU x that step
+    if s.mfu_traced is not None and w["mfu"].mfu is not None and not w["mfu"].clamped:
+        assert abs(w["mfu"].us_per_step - s.mfu_traced * step) <= tol
     if s.mfu is None:  # unknown stays unknown: the result bar has no value
         assert w["mfu"].us_per_step is None and w["mfu"].share is None
 
@@ -162,7 +189,7 @@ def check_reads_and_words(
     """Run as ``diagnose`` does, each rule on a fresh Context: it reads no threshold it does not
     declare (so docs/diagnosis.md's table is true), every hit fills every template of its rule
     (a fix text the trace did not choose still has its numbers), and the findings are ``findings``.
-    Returns the thresholds each rule (and the waterfall) read."""
+    Returns the thresholds each rule read."""
     if rep.error is not None or rep.summary is None or len(steps) == 0:
         return {}
     fired: dict[str, list[Any]] = {}
@@ -179,10 +206,6 @@ def check_reads_and_words(
         read[rule.id] = reads.read
     found = sorted((f.id, f.subject or "") for fs in fired.values() for f in fs)
     assert found == sorted((f.id, f.subject or "") for f in findings), "not the engine's findings"
-    reads = ReadThresholds(th)
-    wf.waterfall(Context(rep, tables, steps, view, reads))  # type: ignore[arg-type]
-    assert reads.read <= set(wf.THRESHOLDS), f"the waterfall reads {sorted(reads.read)}"
-    read["waterfall"] = reads.read
     return read
 
 

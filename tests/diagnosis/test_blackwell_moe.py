@@ -78,4 +78,4 @@ def test_block_scaled_moe_gemms_are_tensor_core_and_no_tensor_cores_stays_silent
     peak = w.flops.peak
     assert peak.dtype == "fp4" and peak.dtype_source == "kernel names"
     assert peak.peak_flops == pytest.approx(9000e12) and w.flops.kernel_dtype_shares["fp4"] == pytest.approx(0.44)
-    assert w.summary.mfu == pytest.approx(2e12 / 1300e-6 / 9000e12)
+    assert w.summary.mfu_traced == pytest.approx(2e12 / 1300e-6 / 9000e12)

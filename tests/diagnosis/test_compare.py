@@ -4,8 +4,10 @@ import pytest
 from conftest import SAMPLES
 
 from tb_mfu_plugin.analysis.report import Finding
-from tb_mfu_plugin.diagnosis.compare import compare_findings, findings_against_baseline
+from tb_mfu_plugin.analysis.run.findings_compare import compare_findings, findings_against_baseline
 from tb_mfu_plugin.running.pipeline import analyze_path
+
+from .helpers import blank_evidence
 
 
 def _f(id: str, gain: float, subject: str | None = None) -> Finding:
@@ -15,7 +17,7 @@ def _f(id: str, gain: float, subject: str | None = None) -> Finding:
         title=id.upper(),
         est_gain_us_per_step=gain,
         severity="low",
-        evidence={},
+        evidence=blank_evidence(id),
         est_gain_share=0.0,
         est_mfu_after=None,
         recommendation="",

@@ -14,8 +14,9 @@ from tb_mfu_plugin.analysis.distributed.blocks import SyncPoint
 from tb_mfu_plugin.analysis.distributed.clock_skew import align, arrivals
 from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import RunReport, WorkerReport
-from tb_mfu_plugin.diagnosis.distributed import analyze_ranks
-from tb_mfu_plugin.running.pipeline import analyze_path, analyze_tables
+from tb_mfu_plugin.reporting.run import run_report
+from tb_mfu_plugin.reporting.trace import trace_reports
+from tb_mfu_plugin.running.pipeline import analyze_path
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 
 GEMM = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
@@ -74,8 +75,8 @@ def test_bandwidth_from_the_last_arrival_and_low_bus_bandwidth(tmp_path: Path) -
         assert c.kernel_busbw_gbps == pytest.approx(own)
         (f,) = [f for f in w.findings if f.id == "low_bus_bandwidth"]
         assert f.subject == "allreduce default_pg Float"
-        assert f.evidence["link_peak_share"] == pytest.approx(c.busbw_gbps / 450.0, rel=1e-3)
-        assert "small messages" in f.evidence["causes"][0]
+        assert f.evidence.link_peak_share == pytest.approx(c.busbw_gbps / 450.0, rel=1e-3)
+        assert "small messages" in f.evidence.causes[0]
         assert "bucket_cap_mb" in f.recommendation and "bf16_compress_hook" in f.recommendation
         # all of the transfer is exposed; at 70 % of 450 GB/s it would take 4 MiB / 315 GB/s
         target = mib4 / (0.7 * 450e9) * 1e6
@@ -94,7 +95,7 @@ def test_bandwidth_from_the_last_arrival_and_low_bus_bandwidth(tmp_path: Path) -
 def test_one_rank_alone_never_has_low_bus_bandwidth(tmp_path: Path) -> None:
     """Without the other member's trace the kernel time includes the wait: no finding."""
     tables = decode_trace(str(_rank(0, 0.0).write(tmp_path / "rank0.pt.trace.json.gz")))
-    (w,) = analyze_tables(tables, "rank0", "", AnalysisOptions())
+    (w,) = trace_reports(tables, "rank0", "", AnalysisOptions())
     assert w.communication is not None
     assert [c.bandwidth_basis for c in w.communication.collectives] == ["kernel time"]
     assert "low_bus_bandwidth" not in {f.id for f in w.findings}
@@ -105,8 +106,8 @@ def test_the_run_level_pass_leaves_the_reports_it_is_given_unchanged(tmp_path: P
     workers = _run(tmp_path).workers
     files = [msgspec.structs.replace(w) for w in workers]
     before = [msgspec.json.encode(w) for w in files]
-    first = analyze_ranks(files)
-    second = analyze_ranks(files)
+    first = run_report("r", files)
+    second = run_report("r", files)
     assert [msgspec.json.encode(w) for w in files] == before
     assert [msgspec.json.encode(w) for w in first.workers] == [msgspec.json.encode(w) for w in second.workers]
 
@@ -152,7 +153,7 @@ def _stage0(tmp_path: Path, annotations: list[str], host_p2p: bool = False, inte
     for i in range(4):
         b.launch_kernel(GEMM, 40 + i, 1000 + i * 200, 200)
     tables = decode_trace(str(b.write(tmp_path / "rank0.pt.trace.json.gz")))
-    (w,) = analyze_tables(tables, "rank0", "", AnalysisOptions())
+    (w,) = trace_reports(tables, "rank0", "", AnalysisOptions())
     return w
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tb_mfu_plugin.analysis.options import AnalysisOptions
-from tb_mfu_plugin.analysis.per_device import analyze_device
-from tb_mfu_plugin.diagnosis import DEFAULT, diagnose
+from tb_mfu_plugin.diagnosis import DEFAULT
+from tb_mfu_plugin.reporting.device import device_report
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 
 from .helpers import Builder, analyze, ids, one, rule_gain
@@ -50,9 +50,9 @@ def test_graph_replays_are_counted_and_are_not_launch_bound(tmp_path: Path, api:
     assert "launch_bound" not in ids(rep)
     f = one(rep, "tiny_kernels_in_graphs")
     # 99 gaps of 6 µs inside each replay; the 206 µs between replays are not the graph's
-    assert f.evidence["gap_us_per_step"] == pytest.approx(99 * 6)
+    assert f.evidence.gap_us_per_step == pytest.approx(99 * 6)
     assert rule_gain(f) == pytest.approx(594)
-    assert f.evidence["graph_launches_per_step"] == 1
+    assert f.evidence.graph_launches_per_step == 1
     assert "torch.compile" in f.recommendation and "already" in f.recommendation
     for g in rep.findings:  # no finding tells a graph-replaying run to start using CUDA Graphs
         assert "capture the step with CUDA Graphs" not in g.recommendation
@@ -67,7 +67,7 @@ def test_the_same_kernels_launched_one_by_one_are_launch_bound(tmp_path: Path) -
     assert rep.launches is not None and rep.launches.graph_launches_per_step == 0
     assert "tiny_kernels_in_graphs" not in ids(rep)
     f = one(rep, "launch_bound")
-    assert f.evidence["kernels_per_step"] == 100 and f.evidence["graph_kernels_per_step"] == 0
+    assert f.evidence.kernels_per_step == 100 and f.evidence.graph_kernels_per_step == 0
     assert "capture the step with CUDA Graphs" in f.recommendation
 
 
@@ -82,12 +82,12 @@ def test_kernels_outside_the_graph_are_launch_bound_and_told_to_join_it(tmp_path
     rep, *_ = analyze(b, tmp_path)
     f = one(rep, "launch_bound")
     ev = f.evidence
-    assert (ev["kernels_per_step"], ev["graph_kernels_per_step"], ev["graph_launches_per_step"]) == (60, 100, 1)
+    assert (ev.kernels_per_step, ev.graph_kernels_per_step, ev.graph_launches_per_step) == (60, 100, 1)
     assert "already replays 1 CUDA graph(s)" in f.recommendation
     assert "capture the step with CUDA Graphs" not in f.recommendation
     # short gaps: 59 x 13 µs between the eager kernels + 36 µs from the replay's end to the first of them,
     # + the first step's 20 µs lead-in / 3 steps; the replay's 99 inner gaps are the graph's, not the host's
-    assert ev["launch_gap_us_per_step"] == pytest.approx(59 * 13 + 36 + 20 / 3, abs=0.05)
+    assert ev.launch_gap_us_per_step == pytest.approx(59 * 13 + 36 + 20 / 3, abs=0.05)
     assert rule_gain(one(rep, "tiny_kernels_in_graphs")) == pytest.approx(594)
 
 
@@ -98,7 +98,7 @@ def test_tiny_kernels_in_graphs_threshold_edges(tmp_path: Path) -> None:
     assert "tiny_kernels_in_graphs" not in ids(above)
     # unclaimed, the replays' idle goes to gpu_idle, which names it without asking for CUDA Graphs
     g = one(above, "gpu_idle")
-    assert g.evidence["graph_gaps_us_per_step"] == pytest.approx(594)
+    assert g.evidence.graph_gaps_us_per_step == pytest.approx(594)
     assert "CUDA graph replays" in g.recommendation and "reduce-overhead" not in g.recommendation
     assert "tiny_kernels_in_graphs" in ids(analyze(b, tmp_path, replace(DEFAULT, graph_gap_min_share=0.594))[0])
     assert "tiny_kernels_in_graphs" not in ids(analyze(b, tmp_path, replace(DEFAULT, graph_gap_min_share=0.595))[0])
@@ -133,8 +133,7 @@ def test_rocm_hip_graph_replays(tmp_path: Path) -> None:
             occupancy=None,
         )
     tables = decode_trace(str(b.write(tmp_path / "rocm.pt.trace.json.gz")))
-    rep, steps, view = analyze_device(tables, 2, AnalysisOptions())
-    diagnose(rep, tables, steps, view)
+    rep = device_report(tables, 2, AnalysisOptions(), DEFAULT)
     assert rep.device is not None and rep.device.name == "AMD Instinct MI300X VF"
     assert rep.launches is not None and rep.launches.graph_launches_per_step == 1
     assert "launch_bound" not in ids(rep) and "tiny_kernels_in_graphs" in ids(rep)

@@ -58,9 +58,9 @@ def analysed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, lis
         got: list[tuple[tuple[str, str, int | None], int, float, list[tuple[Finding, TimeSet | None]]]] = []
         real = engine.run_claims
 
-        def capture(ctx: Any, report: Any) -> Any:
-            claims = real(ctx, report)
-            got.append((_key(report), ctx.n, ctx.step_us, claims))
+        def capture(ctx: Any, notes: Any) -> Any:
+            claims = real(ctx, notes)
+            got.append((_key(ctx.report), ctx.n, ctx.step_us, claims))
             return claims
 
         mp.setattr(engine, "run_claims", capture)
@@ -111,7 +111,7 @@ def test_every_finding_says_when_its_cost_runs(analysed: dict[str, list[Claimed]
     for where, (_, n, step, claims) in _claimed(analysed):
         for f, t in claims:
             assert t is not None, (where, f.id)
-            assert t.us / n <= f.evidence["cost_us_per_step"] * 1.001 + OVERLAP_US, (where, f.id, t.us / n)
+            assert t.us / n <= f.evidence.cost_us_per_step * 1.001 + OVERLAP_US, (where, f.id, t.us / n)
             assert t.us / n <= step * 1.001, (where, f.id)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLES
 
+from tb_mfu_plugin.analysis.evidence.memory import MemoryOpRow
 from tb_mfu_plugin.analysis.report import WorkerReport
 from tb_mfu_plugin.diagnosis import DEFAULT
 from tb_mfu_plugin.running.pipeline import analyze_path
@@ -48,8 +49,8 @@ def test_a_leak_fires_with_its_growth_and_the_steps_left(tmp_path: Path) -> None
     _starts(b, [GIB, GIB + 4 * 2**20, GIB + 8 * 2**20, GIB + 12 * 2**20], GIB)
     rep, *_ = analyze(b, tmp_path)
     f = one(rep, "memory_leak")
-    assert f.evidence["growth_per_step_bytes"] == 4 * 2**20
-    assert f.evidence["steps_until_full"] == pytest.approx((100 * GIB - (2 * GIB + 12 * 2**20)) / (4 * 2**20), rel=1e-3)
+    assert f.evidence.growth_per_step_bytes == 4 * 2**20
+    assert f.evidence.steps_until_full == pytest.approx((100 * GIB - (2 * GIB + 12 * 2**20)) / (4 * 2**20), rel=1e-3)
     assert f.severity == "medium" and f.est_gain_us_per_step == 0  # ~24,000 steps left: not high
     assert "4.19 MB a step" in f.title
 
@@ -119,8 +120,8 @@ def test_headroom_fires_only_beside_launch_bound(tmp_path: Path) -> None:
         assert ("launch_bound" in ids(rep)) is fires
         assert ("memory_headroom" in ids(rep)) is fires
     f = one(rep, "memory_headroom")
-    assert f.evidence["batch_factor_at_90"] == pytest.approx((90 * GIB - GIB) / GIB)
-    assert f.evidence["suggested_batch_factor"] == DEFAULT.headroom_max_suggested == 8
+    assert f.evidence.batch_factor_at_90 == pytest.approx((90 * GIB - GIB) / GIB)
+    assert f.evidence.suggested_batch_factor == DEFAULT.headroom_max_suggested == 8
     assert f.severity == one(rep, "launch_bound").severity and f.est_gain_us_per_step == 0
 
 
@@ -146,8 +147,8 @@ def _sample(run: str) -> WorkerReport:
 def test_the_leak_sample() -> None:
     w = _sample("memory_leak")
     f = one(w, "memory_leak")
-    assert f.evidence["growth_per_step_bytes"] == 8388608
-    assert f.evidence["kept_ops"][0] == {"op": "aten::_to_copy", "root_op": "aten::to", "bytes": 8388608, "count": 1}
+    assert f.evidence.growth_per_step_bytes == 8388608
+    assert f.evidence.kept_ops[0] == MemoryOpRow(op="aten::_to_copy", root_op="aten::to", bytes=8388608, count=1)
     assert "`aten::_to_copy`" in f.recommendation
 
 
@@ -162,9 +163,9 @@ def test_the_headroom_samples() -> None:
 def test_the_checkpointing_sample_shows_its_trade() -> None:
     f = one(_sample("gpt_memory_checkpointing"), "activation_checkpointing")
     ev = f.evidence
-    assert ev["recompute_flops_per_step"] == 85899345920  # the ground truth's recompute FLOPs
-    assert ev["saved_bytes_at_most"] >= 326897664  # the pair's measured saving
-    assert ev["recompute_us_per_step"] == f.evidence["cost_us_per_step"] > 0
+    assert ev.recompute_flops_per_step == 85899345920  # the ground truth's recompute FLOPs
+    assert ev.saved_bytes_at_most >= 326897664  # the pair's measured saving
+    assert ev.recompute_us_per_step == f.evidence.cost_us_per_step > 0
     assert (
         f.title.startswith("Activation checkpointing re-runs forward ops")
         and "turn checkpointing off" in f.recommendation

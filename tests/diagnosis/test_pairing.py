@@ -1,4 +1,4 @@
-"""Which runs Compare and Strategies start with (diagnosis.pairing), on the real H200 samples.
+"""Which runs Compare and Strategies start with (tensorboard.pairing), on the real H200 samples.
 
 Alphabetical order put ``dataloader_stall`` beside ``ddp_2gpu``; the suggestion is two runs of
 one model, and the runs of one GPU count under different strategies.
@@ -11,8 +11,8 @@ import pytest
 from conftest import SAMPLES
 
 from tb_mfu_plugin.analysis.report import RunReport, WorkerReport
-from tb_mfu_plugin.diagnosis.pairing import suggest_compare, suggest_strategies
 from tb_mfu_plugin.running.pipeline import analyze_path
+from tb_mfu_plugin.tensorboard.pairing import suggest_compare, suggest_strategies
 
 RUNS = ("dataloader_stall", "ddp_2gpu", "fsdp2_2gpu", "gpt_naive_attention", "gpt_sdpa_fused", "tp_2gpu")
 

@@ -7,8 +7,10 @@ from conftest import SAMPLES
 
 from tb_mfu_plugin.analysis.fmt import pct
 from tb_mfu_plugin.analysis.report import Distributed, Finding, Summary, WaterfallBar, WorkerReport, to_json
-from tb_mfu_plugin.diagnosis.ranks import compare_ranks
+from tb_mfu_plugin.analysis.run.ranks import compare_ranks
 from tb_mfu_plugin.running.pipeline import analyze_path
+
+from .helpers import blank_evidence
 
 
 def _worker(rank: int, exposed_us: float, idle: float, step_us: float = 1000.0) -> WorkerReport:
@@ -58,7 +60,7 @@ def _finding(id: str, gain: float, title: str) -> Finding:
         id=id,
         severity="high",
         title=title,
-        evidence={},
+        evidence=blank_evidence(id),
         est_gain_us_per_step=gain,
         est_gain_share=gain / 1000,
         est_mfu_after=None,

@@ -15,9 +15,8 @@ from conftest import ROOT, SAMPLES
 
 from tb_mfu_plugin.diagnosis import DEFAULT, RULE_IDS, RULES, Thresholds, engine
 from tb_mfu_plugin.diagnosis import context as context_module
-from tb_mfu_plugin.diagnosis import waterfall as wf
 from tb_mfu_plugin.diagnosis.context import Context
-from tb_mfu_plugin.diagnosis.registry import SEVERITY_THRESHOLDS, Rule, rule
+from tb_mfu_plugin.diagnosis.registry import GAP_THRESHOLDS, SEVERITY_THRESHOLDS, Rule, rule
 from tb_mfu_plugin.running.pipeline import analyze_path
 
 from .helpers import check_reads_and_words
@@ -127,10 +126,10 @@ def test_on_real_traces_rules_read_only_what_they_declare(monkeypatch: pytest.Mo
     read: dict[str, set[str]] = {}
     real = engine.run_claims
 
-    def checked(ctx: Context, report: Any) -> Any:
-        found = real(ctx, report)
+    def checked(ctx: Context, notes: Any) -> Any:
+        found = real(ctx, notes)
         findings = [f for f, _ in found]
-        for k, v in check_reads_and_words(report, ctx.tables, ctx.steps, ctx.view, ctx.th, findings).items():
+        for k, v in check_reads_and_words(ctx.report, ctx.tables, ctx.steps, ctx.view, ctx.th, findings).items():
             read.setdefault(k, set()).update(v)
         return found
 
@@ -143,8 +142,7 @@ def test_on_real_traces_rules_read_only_what_they_declare(monkeypatch: pytest.Mo
             assert w.error is None and not [n for n in w.notes if n.startswith("diagnosis")], (run, w.notes)
             fired |= {f.id for f in w.findings}
     assert fired == set(RULE_IDS) - SHOWN_BY_HAND_MADE
-    assert set(read) == {*RULE_IDS, "waterfall"}
-    assert read["waterfall"] == set(wf.THRESHOLDS)
+    assert set(read) == set(RULE_IDS)
 
 
 # --------------------------------------------------------------------------- docs/diagnosis.md
@@ -155,7 +153,7 @@ def thresholds_table() -> str:
     rows = ["| threshold | default | read by |", "|---|---|---|"]
     for name in FIELDS:
         readers = [f"`{r.id}`" for r in RULES if name in r.thresholds]
-        if name in wf.THRESHOLDS:
+        if name in GAP_THRESHOLDS:  # the idle gaps' attribution, which the waterfall's idle bars are
             readers.append("the waterfall")
         if name in SEVERITY_THRESHOLDS:
             readers.append("every finding's severity")

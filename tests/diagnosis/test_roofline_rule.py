@@ -76,7 +76,7 @@ def test_memory_bound_ops_far_below_bandwidth_are_named_with_their_cause() -> No
     )
     (f,) = found
     assert f.id == "below_roofline" and f.subject == "memory"
-    causes = {o["name"]: o["cause"] for o in f.evidence["ops"]}
+    causes = {o.name: o.cause for o in f.evidence.ops}
     assert "aten::mul" not in causes
     assert causes["aten::_softmax"].startswith("too few blocks")
     assert causes["aten::masked_fill"].startswith("2 kernels per call")
@@ -84,7 +84,7 @@ def test_memory_bound_ops_far_below_bandwidth_are_named_with_their_cause() -> No
     assert causes["aten::copy_"].startswith("uncoalesced")
     lost = 2000 * 0.8 + 1000 * 0.9 + 800 * 0.7 + 600 * 0.9
     assert f.est_gain_us_per_step == pytest.approx(lost, rel=1e-3)
-    assert f.evidence["cost_us_per_step"] == pytest.approx(4400)
+    assert f.evidence.cost_us_per_step == pytest.approx(4400)
     assert "torch.compile" in f.recommendation
 
 
@@ -98,7 +98,7 @@ def test_compute_bound_causes_do_not_recommend_what_the_run_does() -> None:
     )
     (f,) = found
     assert f.subject == "compute"
-    causes = {o["name"]: o["cause"] for o in f.evidence["ops"]}
+    causes = {o.name: o.cause for o in f.evidence.ops}
     assert causes["aten::mm"].startswith("dims [1000]")  # bf16 already: the tile, not the dtype
     assert causes["aten::addmm"].startswith("fp32")
 
@@ -143,5 +143,5 @@ def test_real_trace_names_its_slow_memory_bound_ops() -> None:
     run = single_file_run(str(path))
     (w,) = analyze_file(run.files[0], run.workers[0].name, AnalysisOptions())
     (f,) = [f for f in w.findings if f.id == "below_roofline"]
-    assert f.subject == "memory" and {o["name"] for o in f.evidence["ops"]} >= {"aten::copy_"}
-    assert 0 < f.est_gain_us_per_step <= f.evidence["cost_us_per_step"]
+    assert f.subject == "memory" and {o.name for o in f.evidence.ops} >= {"aten::copy_"}
+    assert 0 < f.est_gain_us_per_step <= f.evidence.cost_us_per_step

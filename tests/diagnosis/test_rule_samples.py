@@ -44,7 +44,7 @@ def test_sample_gives_the_rule_it_was_built_for(run: str) -> None:
     found = _findings(run)
     assert rule in found, f"{run}: {sorted(found)}"
     f = found[rule]
-    assert 0 < f.est_gain_us_per_step <= f.evidence["cost_us_per_step"]
+    assert 0 < f.est_gain_us_per_step <= f.evidence.cost_us_per_step
 
 
 def test_clean_run_gives_none_of_them() -> None:
@@ -55,21 +55,21 @@ def test_clean_run_gives_none_of_them() -> None:
 def test_dataloader_stall_evidence() -> None:
     f = _findings("dataloader_stall")["dataloader_stall"]
     ev = f.evidence
-    assert ev["single_process"] is True  # num_workers=0
-    assert ev["calls_per_step"] == 1
-    assert any("DataLoader" in op for op in ev["ops"])
+    assert ev.single_process is True  # num_workers=0
+    assert ev.calls_per_step == 1
+    assert any("DataLoader" in op for op in ev.ops)
 
 
 def test_small_copies_evidence() -> None:
     ev = _findings("small_copies")["small_copies"].evidence
-    assert ev["small_copies_per_step"] == 192  # 192 pinned H2D copies of 1 KiB
-    assert ev["cat_ops_per_step"] == 191  # the torch.cat loop
-    assert ev["d2d_copies_per_step"] == 0
+    assert ev.small_copies_per_step == 192  # 192 pinned H2D copies of 1 KiB
+    assert ev.cat_ops_per_step == 191  # the torch.cat loop
+    assert ev.d2d_copies_per_step == 0
 
 
 def test_low_sm_efficiency_evidence() -> None:
     ev = _findings("low_sm_efficiency")["low_sm_efficiency"].evidence
-    assert ev["num_sms"] == 132
+    assert ev.num_sms == 132
     # the softmax forward/backward kernels launch one block per row: 8 blocks for 132 SMs
-    assert ev["kernels"] and all(k["mean_blocks_per_sm"] < 1 for k in ev["kernels"])
-    assert any("softmax" in k["name"].lower() for k in ev["kernels"])
+    assert ev.kernels and all(k.mean_blocks_per_sm < 1 for k in ev.kernels)
+    assert any("softmax" in k.name.lower() for k in ev.kernels)

@@ -8,10 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tb_mfu_plugin.analysis.report import WorkerReport
-from tb_mfu_plugin.diagnosis import DEFAULT, RULE_IDS, diagnose
+from tb_mfu_plugin.analysis.evidence.host import HostActivity
+from tb_mfu_plugin.analysis.options import AnalysisOptions
+from tb_mfu_plugin.analysis.per_device import analyze_device
+from tb_mfu_plugin.diagnosis import DEFAULT, RULE_IDS, Diagnosis, diagnose
+from tb_mfu_plugin.reporting.device import device_report
+from tb_mfu_plugin.trace.decode.decode import decode_trace
 
-from .helpers import Builder, analyze, ids, one, rule_gain
+from .helpers import Builder, analyze, ids, mfu_options, one, rule_gain
 
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
 ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int)"
@@ -71,21 +75,21 @@ def test_sync_point_blames_item_through_nesting(tmp_path: Path) -> None:
     rep, *_ = analyze(_sync_trace(explicit=False), tmp_path)
     f = one(rep, "sync_point")
     ev = f.evidence
-    assert ev["call"] == "tensor.item()" and f.subject == "tensor.item()"
-    assert ev["root_op"] == "aten::item" and ev["op"] == "aten::_local_scalar_dense"
-    assert ev["api"] == "cudaStreamSynchronize" and ev["copy_direction"] == "D2H"
-    assert ev["count_per_step"] == 1  # the CPU-tensor aten::item is not counted
-    assert ev["host_blocked_us_per_step"] == 120
+    assert ev.call == "tensor.item()" and f.subject == "tensor.item()"
+    assert ev.root_op == "aten::item" and ev.op == "aten::_local_scalar_dense"
+    assert ev.api == "cudaStreamSynchronize" and ev.copy_direction == "D2H"
+    assert ev.count_per_step == 1  # the CPU-tensor aten::item is not counted
+    assert ev.host_blocked_us_per_step == 120
     # min(idle gap it returned in = 257 µs, blocked = 120 µs)
     assert rule_gain(f) == pytest.approx(120)
-    assert not ev["explicit"]
+    assert not ev.explicit
 
 
 def test_explicit_synchronize_says_which_call(tmp_path: Path) -> None:
     rep, *_ = analyze(_sync_trace(explicit=True), tmp_path)
     f = one(rep, "sync_point")
-    assert f.evidence["call"] == "torch.cuda.synchronize()"
-    assert f.evidence["explicit"] is True and f.evidence["root_op"] is None
+    assert f.evidence.call == "torch.cuda.synchronize()"
+    assert f.evidence.explicit is True and f.evidence.root_op is None
     assert "torch.cuda.synchronize()" in f.title
     assert "Event" in f.recommendation
 
@@ -112,17 +116,17 @@ def _copy_trace(pinned_too: bool = False, memory: str = "Pageable", host_end: fl
 def test_pageable_memcpy_gain_is_the_faster_pinned_transfer(tmp_path: Path) -> None:
     rep, *_ = analyze(_copy_trace(), tmp_path)
     f = one(rep, "pageable_memcpy")
-    (c,) = f.evidence["copies"]
-    assert c["pinned_gbps"] == 40.0 and "assumed" in c["pinned_gbps_source"]  # H100: compute capability 9.0
+    (c,) = f.evidence.copies
+    assert c.pinned_gbps == 40.0 and "assumed" in c.pinned_gbps_source  # H100: compute capability 9.0
     assert rule_gain(f) == pytest.approx(800 - (8 << 20) / 40e3, abs=0.1)
     assert "pin_memory=True" in f.recommendation and "non_blocking=True" in f.recommendation
 
 
 def test_pageable_memcpy_uses_measured_pinned_bandwidth(tmp_path: Path) -> None:
     rep, *_ = analyze(_copy_trace(pinned_too=True), tmp_path)
-    (c,) = one(rep, "pageable_memcpy").evidence["copies"]
-    assert "measured" in c["pinned_gbps_source"]
-    assert c["pinned_gbps"] == pytest.approx((2 << 20) / 100 / 1e3, abs=0.05)  # evidence is rounded
+    (c,) = one(rep, "pageable_memcpy").evidence.copies
+    assert "measured" in c.pinned_gbps_source
+    assert c.pinned_gbps == pytest.approx((2 << 20) / 100 / 1e3, abs=0.05)  # evidence is rounded
 
 
 def test_pageable_memcpy_threshold_edges(tmp_path: Path) -> None:
@@ -139,11 +143,11 @@ def test_memcpy_bound(tmp_path: Path) -> None:
     b = _copy_trace(memory="Pinned", host_end=20)
     rep, *_ = analyze(b, tmp_path)
     f = one(rep, "memcpy_bound")
-    assert f.evidence["copy_only_us_per_step"] == pytest.approx(800)
+    assert f.evidence.copy_only_us_per_step == pytest.approx(800)
     # re-timed without the copies: the GEMM runs 110 µs after where they began, as it ran after them
     assert rule_gain(f) == pytest.approx(800) and f.est_gain_us_per_step == pytest.approx(800)
     # overlapping alone can hide the copy only behind the 200 µs that are not copies
-    assert f.evidence["gain_if_overlapped_us_per_step"] == pytest.approx(200)
+    assert f.evidence.gain_if_overlapped_us_per_step == pytest.approx(200)
     assert f.severity == "high"
     assert "memcpy_bound" in ids(analyze(b, tmp_path, replace(DEFAULT, memcpy_bound_share=0.79))[0])
     assert "memcpy_bound" not in ids(analyze(b, tmp_path, replace(DEFAULT, memcpy_bound_share=0.81))[0])
@@ -156,7 +160,7 @@ def test_small_copies(tmp_path: Path) -> None:
         b.copy("DtoD (Device -> Device)", 1 + i, 10 + 20 * i, 5, 1024)
     rep, *_ = analyze(b, tmp_path)
     f = one(rep, "small_copies")
-    assert f.evidence["small_copies_per_step"] == 40 and f.evidence["d2d_copies_per_step"] == 40
+    assert f.evidence.small_copies_per_step == 40 and f.evidence.d2d_copies_per_step == 40
     assert rule_gain(f) == pytest.approx(200)
     edge = replace(DEFAULT, small_copies_per_step=40, d2d_copies_per_step=1e9)
     assert "small_copies" in ids(analyze(b, tmp_path, edge)[0])
@@ -192,10 +196,10 @@ def test_naive_attention_cost_is_the_chain_and_gain_its_non_matmul_part(tmp_path
     rep, *_ = analyze(_attention_trace(dims=[[2, 4, 16, 8], [2, 4, 8, 16]]), tmp_path)
     f = one(rep, "naive_attention")
     ev = f.evidence
-    assert ev["ops"] == ["aten::matmul", "aten::softmax", "aten::dropout", "aten::matmul"]
-    assert ev["forward_per_step"] == 1 and ev["backward_per_step"] == 0
-    assert ev["four_d"] is True and ev["matmul_input_dims"] == [[2, 4, 16, 8], [2, 4, 8, 16]]
-    assert ev["gpu_us_per_step"] == pytest.approx(120)  # 30 + 20 + 40 + 30
+    assert ev.ops == ["aten::matmul", "aten::softmax", "aten::dropout", "aten::matmul"]
+    assert ev.forward_per_step == 1 and ev.backward_per_step == 0
+    assert ev.four_d is True and ev.matmul_input_dims == [[2, 4, 16, 8], [2, 4, 8, 16]]
+    assert ev.gpu_us_per_step == pytest.approx(120)  # 30 + 20 + 40 + 30
     assert rule_gain(f) == pytest.approx(60)  # scale + softmax; the matmuls stay
     assert "scaled_dot_product_attention" in f.recommendation
 
@@ -224,8 +228,8 @@ def test_naive_attention_backward_chain(tmp_path: Path) -> None:
         t += 30
     rep, *_ = analyze(b, tmp_path)
     ev = one(rep, "naive_attention").evidence
-    assert ev["backward_per_step"] == 1
-    assert ev["backward_ops"] == ["aten::bmm", "aten::bmm", "aten::_softmax_backward_data", "aten::bmm", "aten::bmm"]
+    assert ev.backward_per_step == 1
+    assert ev.backward_ops == ["aten::bmm", "aten::bmm", "aten::_softmax_backward_data", "aten::bmm", "aten::bmm"]
 
 
 # --------------------------------------------------------------------------- optimizer
@@ -246,9 +250,9 @@ def test_unfused_optimizer(tmp_path: Path) -> None:
     rep, *_ = analyze(_optimizer_trace(), tmp_path)
     f = one(rep, "unfused_optimizer")
     ev = f.evidence
-    assert ev["optimizer"] == ["AdamW"] and ev["kernels_per_step"] == 70
+    assert ev.optimizer == ["AdamW"] and ev.kernels_per_step == 70
     span = 20 * 69 + 2
-    assert ev["gpu_span_us_per_step"] == pytest.approx(span)
+    assert ev.gpu_span_us_per_step == pytest.approx(span)
     assert rule_gain(f) == pytest.approx(span - 0.5 * 140)
     assert "torch.optim.AdamW(params, ..., fused=True)" in f.recommendation
     edge = _optimizer_trace()
@@ -279,8 +283,8 @@ def test_unfused_elementwise(tmp_path: Path) -> None:
     b = _elementwise_trace()
     rep, *_ = analyze(b, tmp_path)
     f = one(rep, "unfused_elementwise")
-    assert f.evidence["runs_per_step"] == 1 and f.evidence["kernels_per_run_max"] == 5
-    assert f.evidence["cost_us_per_step"] == pytest.approx(500)
+    assert f.evidence.runs_per_step == 1 and f.evidence.kernels_per_run_max == 5
+    assert f.evidence.cost_us_per_step == pytest.approx(500)
     assert rule_gain(f) == pytest.approx(400)  # fused: one kernel as long as the longest
     assert "torch.compile" in f.recommendation
     assert "unfused_elementwise" in ids(analyze(b, tmp_path, replace(DEFAULT, elementwise_min_run=5))[0])
@@ -302,9 +306,9 @@ def test_launch_bound(tmp_path: Path) -> None:
     rep, *_ = analyze(b, tmp_path)
     f = one(rep, "launch_bound")
     ev = f.evidence
-    assert ev["kernels_per_step"] == 100 and ev["median_kernel_us"] == 2
+    assert ev.kernels_per_step == 100 and ev.median_kernel_us == 2
     # the gap before the first kernel, 99 gaps of 8 µs, and the 98 µs tail: all short
-    assert ev["launch_gap_us_per_step"] == pytest.approx(10 + 99 * 8 + 98)
+    assert ev.launch_gap_us_per_step == pytest.approx(10 + 99 * 8 + 98)
     assert rule_gain(f) == pytest.approx(900)
     assert "gpu_idle" not in ids(rep)  # launch_bound claims that idle
     assert "CUDA Graphs" in f.recommendation
@@ -322,10 +326,10 @@ def test_low_sm_efficiency_skips_collectives(tmp_path: Path) -> None:
     b.launch("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)", 2, 500, 400, blocks_per_sm=0.1, stream=9)
     rep, *_ = analyze(b, tmp_path)
     f = one(rep, "low_sm_efficiency")
-    assert f.evidence["us_per_step"] == pytest.approx(400)
+    assert f.evidence.us_per_step == pytest.approx(400)
     assert rule_gain(f) == pytest.approx(300)  # 400 µs x (1 - 0.25)
-    (k,) = f.evidence["kernels"]
-    assert k["mean_blocks_per_sm"] == pytest.approx(0.25)
+    (k,) = f.evidence.kernels
+    assert k.mean_blocks_per_sm == pytest.approx(0.25)
     assert "low_sm_efficiency" in ids(analyze(b, tmp_path, replace(DEFAULT, low_sm_min_share=0.3))[0])
     assert "low_sm_efficiency" not in ids(analyze(b, tmp_path, replace(DEFAULT, low_sm_min_share=0.31))[0])
     assert "low_sm_efficiency" not in ids(analyze(b, tmp_path, replace(DEFAULT, low_blocks_per_sm=0.25))[0])
@@ -362,8 +366,8 @@ def test_no_tensor_cores_unknown_gemms_need_fp32_inputs(tmp_path: Path, fp32_inp
     assert ("no_tensor_cores" in ids(rep)) is fp32_inputs
     if fp32_inputs:
         ev = one(rep, "no_tensor_cores").evidence
-        assert ev["basis"] == ["fp32 matmul inputs (Input type) with no TF32 kernel in the run"]
-        assert [k["class"] for k in ev["kernels"]] == ["unknown"]
+        assert ev.basis == ["fp32 matmul inputs (Input type) with no TF32 kernel in the run"]
+        assert [k.core_class for k in ev.kernels] == ["unknown"]
 
 
 def test_no_tensor_cores_ignores_bf16_gemv(tmp_path: Path) -> None:
@@ -391,8 +395,8 @@ def test_dataloader_stall(tmp_path: Path, as_op: bool) -> None:
     b.launch(GEMM, 310, 320, 680)
     rep, *_ = analyze(b, tmp_path)
     f = one(rep, "dataloader_stall")
-    assert f.evidence["gpu_idle_us_per_step"] == pytest.approx(300)
-    assert f.evidence["single_process"] is True
+    assert f.evidence.gpu_idle_us_per_step == pytest.approx(300)
+    assert f.evidence.single_process is True
     assert "num_workers" in f.recommendation
     assert "dataloader_stall" in ids(analyze(b, tmp_path, replace(DEFAULT, dataloader_min_share=0.3))[0])
     assert "dataloader_stall" not in ids(analyze(b, tmp_path, replace(DEFAULT, dataloader_min_share=0.31))[0])
@@ -407,11 +411,11 @@ def test_gpu_idle_names_what_the_host_did(tmp_path: Path) -> None:
     rep, *_ = analyze(b, tmp_path)
     f = one(rep, "gpu_idle")
     ev = f.evidence
-    assert ev["unexplained_us_per_step"] == pytest.approx(800)  # [0, 10) and [110, 900)
-    assert ev["host_gaps_us_per_step"] == pytest.approx(790)
-    (gap, *_) = ev["largest_gaps"]
-    assert gap["us"] == pytest.approx(790) and gap["host_launched_during_gap"]
-    assert gap["host_activity"][0] == {"name": "aten::expensive_cpu_thing", "us": 580}
+    assert ev.unexplained_us_per_step == pytest.approx(800)  # [0, 10) and [110, 900)
+    assert ev.host_gaps_us_per_step == pytest.approx(790)
+    (gap, *_) = ev.largest_gaps
+    assert gap.us == pytest.approx(790) and gap.host_launched_during_gap
+    assert gap.host_activity[0] == HostActivity(name="aten::expensive_cpu_thing", us=580)
     assert "gpu_idle" in ids(analyze(b, tmp_path, replace(DEFAULT, gpu_idle_min_share=0.8))[0])
     assert "gpu_idle" not in ids(analyze(b, tmp_path, replace(DEFAULT, gpu_idle_min_share=0.81))[0])
 
@@ -420,14 +424,10 @@ def test_gpu_idle_names_what_the_host_did(tmp_path: Path) -> None:
 
 
 def test_mfu_after_and_severity(tmp_path: Path) -> None:
-    def with_mfu(rep: WorkerReport) -> None:
-        assert rep.summary is not None
-        rep.summary.mfu = 0.2
-
     # the host's step ends once it has launched, so the GPU holds the step: without the copies the
     # re-timed step is the GEMM's 80 µs after the 110 µs it waited behind them
     b = _copy_trace(memory="Pinned", host_end=20)
-    rep, *_ = analyze(b, tmp_path, prepare=with_mfu)
+    rep, *_ = analyze(b, tmp_path, options=mfu_options(0.2, 1000.0))
     f = one(rep, "memcpy_bound")
     assert f.est_gain_us_per_step == pytest.approx(800)
     assert f.est_mfu_after == pytest.approx(0.2 * 1000 / (1000 - 800), rel=1e-3)
@@ -436,10 +436,14 @@ def test_mfu_after_and_severity(tmp_path: Path) -> None:
 
 
 def test_error_report_gets_no_findings(tmp_path: Path) -> None:
-    rep, tables, steps, view = analyze(_copy_trace(), tmp_path)
-    rep.error = "broken"
-    diagnose(rep, tables, steps, view)
-    assert rep.findings == [] and rep.waterfall == []
+    b = Builder()  # no step marker, and device 1 ran nothing: its report is an error, with nothing diagnosed
+    b.kernel("k", 0, 10, 1)
+    tables = decode_trace(str(b.write(tmp_path / "w.pt.trace.json.gz")))
+    analysis = analyze_device(tables, 1, AnalysisOptions())
+    assert analysis.report.error is not None and analysis.view is None
+    assert diagnose(analysis) == Diagnosis()
+    report = device_report(tables, 1, AnalysisOptions(), DEFAULT)
+    assert report.findings == [] and report.waterfall == [] and report.error == analysis.report.error
 
 
 def test_a_failing_retiming_keeps_the_findings_with_their_own_estimates(

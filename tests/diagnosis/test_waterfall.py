@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLES, fixture_path
 
-from tb_mfu_plugin.analysis.device.mfu import mfu_for
 from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import WorkerReport
 from tb_mfu_plugin.running.pipeline import analyze_file
@@ -34,19 +33,13 @@ def _by_id(rep: WorkerReport) -> dict[str, float]:
     return {e.id: e.us_per_step for e in rep.waterfall}
 
 
-def _flops(flops: float, peak: float = 1e15):  # type: ignore[no-untyped-def]
-    def prepare(rep: WorkerReport) -> None:
-        # as analysis.mfu fills them: the waterfall reads summary.mfu, never recomputes it
-        assert rep.summary is not None and rep.device is not None
-        rep.summary.flops_per_step = flops
-        rep.device.peak_flops = peak
-        rep.summary.mfu = mfu_for(flops, rep.summary.step_time_mean_us, peak)
-
-    return prepare
+def _flops(flops: float, peak: float = 1e15) -> AnalysisOptions:
+    """FLOPs and the peak given as a user gives them: the waterfall reads the summary's MFU."""
+    return AnalysisOptions(flops_per_step=flops, peak_tflops=peak / 1e12)
 
 
 def test_waterfall_by_hand(tmp_path: Path) -> None:
-    rep, *_ = analyze(_trace(), tmp_path, prepare=_flops(1e11))  # 1e11 FLOP at 1e15 FLOP/s: 100 µs
+    rep, *_ = analyze(_trace(), tmp_path, options=_flops(1e11))  # 1e11 FLOP at 1e15 FLOP/s: 100 µs
     w = _by_id(rep)
     assert w["step"] == 1000
     assert w["idle_other"] == pytest.approx(300)
@@ -68,7 +61,7 @@ def test_waterfall_by_hand(tmp_path: Path) -> None:
 
 
 def test_waterfall_clamps_flops_beyond_matmul_time(tmp_path: Path) -> None:
-    rep, *_ = analyze(_trace(), tmp_path, prepare=_flops(5e11))  # 500 µs at peak > 200 µs covered
+    rep, *_ = analyze(_trace(), tmp_path, options=_flops(5e11))  # 500 µs at peak > 200 µs covered
     last = rep.waterfall[-1]
     assert last.clamped is True and last.us_per_step == pytest.approx(200)
     assert _by_id(rep)["matmul_efficiency"] == 0
@@ -100,7 +93,8 @@ def test_waterfall_bars_add_up_to_the_step_on_real_traces(where: str, run: str) 
     if not d.is_dir():
         pytest.skip(f"sample trace not recorded: {d}")
     span = discover_runs(str(d))[0].workers[0].spans[0]
-    (rep,) = analyze_file(span, "w", AnalysisOptions())
+    # every recorded step, warm-up included: steps that differ, where a median would not add up
+    (rep,) = analyze_file(span, "w", AnalysisOptions(all_steps=True))
     s, bars = rep.summary, rep.waterfall
     assert s is not None and s.step_time_mean_us is not None and len(rep.steps) >= 3
     step = bars[0].us_per_step

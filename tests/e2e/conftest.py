@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -71,8 +72,19 @@ class TensorBoard:
         env = {k: v for k, v in merged.items() if v is not None}
         where = ["--logdir_spec", logdir] if isinstance(logdir, str) else ["--logdir", str(logdir)]
         cmd = [*(command or _tensorboard_cmd()), *where, "--port", "0", "--host", "127.0.0.1", *extra]
+        # Run from an empty folder of its own: with --logdir_spec, torch-tb-profiler's plugin takes
+        # the working directory as its logdir and reads every trace under it before TensorBoard
+        # prints its URL, which from the checkout was all of sample_traces/ (~300 s on a busy
+        # machine). Not the cache folder: the tab refuses uploads into a folder it reads.
+        self.cwd = tempfile.mkdtemp(prefix="tb_mfu_tensorboard_cwd_")
         self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True, start_new_session=True
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            text=True,
+            start_new_session=True,
+            cwd=self.cwd,
         )
         self.log: list[str] = []
         self.url: str | None = None
@@ -110,6 +122,7 @@ class TensorBoard:
         raise AssertionError("analyses did not finish")
 
     def stop(self) -> None:
+        shutil.rmtree(self.cwd, ignore_errors=True)
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)  # its own session: only what we started
             try:

@@ -91,14 +91,14 @@ def check_overview_matches_cli(frame: Any, run: dict[str, Any]) -> None:
     raw = mfu.get_attribute("data-value")
     if s["mfu"] is None:
         assert raw == "" and mfu.text_content() == "n/a"
-        assert frame.locator("[data-testid=mfu-reason]").text_content()
+        assert frame.locator("[data-testid=mfu-why]").text_content()
     else:
         assert float(raw) == s["mfu"]  # the exact figure of the CLI's --json
         assert mfu.text_content() == pct_text(s["mfu"])
     step = frame.locator("[data-testid=step-time]")
     assert step.text_content() == ms_text(s["step_time_us"])
-    # the KPI says it is the median; the per-step spread sits in its own block
-    assert step.locator("xpath=..").locator(".kpi-label").text_content() == "Median step time"
+    # the KPI is the mean analysed step (one aggregation per worker); the per-step spread sits in its own block
+    assert step.locator("xpath=..").locator(".kpi-label").text_content() == "Step time"
     spread = frame.locator("[data-testid=step-spread] tr[data-key=step_time_us] td")
     assert spread.first.text_content() == ms_text(s["distribution"]["step_time_us"]["median"])
 
@@ -182,7 +182,7 @@ def test_mfu_tab_shows_the_cli_figures_switches_run_and_compares(start_tensorboa
         together = frame.locator("[data-testid=findings-together] td.num").all_text_contents()
         for name, text in zip(heads, together, strict=True):
             w = first_usable(expected[name])
-            want = "—" if len(w["findings"]) < 2 else fmt.us(w["combined_gain_us_per_step"])
+            want = fmt.NA if len(w["findings"]) < 2 else fmt.us(w["combined_gain_us_per_step"])
             assert text.startswith(want), (name, text, want)
     page.set_viewport_size({"width": 1440, "height": 1700})
     page.wait_for_timeout(800)
@@ -270,7 +270,7 @@ def test_untrusted_names_render_as_text_and_a_corrupt_run_shows_its_error(
     table.wait_for(timeout=TIMEOUT_MS)
     heads = [t.strip() for t in table.locator("thead .runname").all_text_contents()]
     assert sorted(heads) == sorted([run_name, "broken_run"])
-    step_row = table.locator("tbody tr").filter(has=frame.locator("th", has_text=re.compile(r"^Median step time$")))
+    step_row = table.locator("tbody tr").filter(has=frame.locator("th", has_text=re.compile(r"^Step time$")))
     cells = step_row.locator("td").all_text_contents()
     assert cells[heads.index("broken_run")] == "error"
     assert re.search(r"\d (ns|µs|ms|s)$", cells[heads.index(run_name)])  # format.ts dur: one time format

@@ -79,8 +79,9 @@ def test_communication_ranks_and_strategies(start_tensorboard, page, logdir, out
         cells = tr.locator("td").all_text_contents()
         row = expected[cells[0].strip()]
         assert cells[1] == " × ".join(row["strategy"])
-        # the per-rank MFU: lowest / mean / highest, the CLI's figures
-        assert cells[4] == " / ".join(pct_text(row[k]) for k in ("mfu_min", "mfu_mean", "mfu_max"))
+        # the per-rank MFU: the mean, then the lowest and highest rank's, each named on the page
+        mean, low, high = (pct_text(row[k]) for k in ("mfu_mean", "mfu_min", "mfu_max"))
+        assert cells[4] == f"{mean} meanlowest {low} · highest {high}"
         assert cells[6] == pct_text(row["overlap_ratio"])
     page.set_viewport_size({"width": 1440, "height": 900})
     page.wait_for_timeout(500)

@@ -42,7 +42,7 @@ def main() -> None:
     with atheris.instrument_imports(include=["tb_mfu_plugin"]):
         from tb_mfu_plugin.analysis.options import AnalysisOptions
         from tb_mfu_plugin.core.errors import TraceError
-        from tb_mfu_plugin.running.pipeline import analyze_tables
+        from tb_mfu_plugin.reporting.trace import trace_reports
         from tb_mfu_plugin.trace.decode.decode import decode_trace
         from tb_mfu_plugin.trace.limits import Limits
 
@@ -56,7 +56,7 @@ def main() -> None:
             tables = decode_trace(path, limits=options.limits)
         except TraceError:
             return
-        for r in analyze_tables(tables, "w", "", options):
+        for r in trace_reports(tables, "w", "", options):
             assert r.error is None or "\n" not in r.error
             s = r.summary
             if s is not None:

@@ -36,10 +36,9 @@ PER_BASE = 4 * corpus.MUTATIONS_PER_BASE if hostile.LONG else corpus.MUTATIONS_P
 
 
 @pytest.fixture(scope="module")
-def logdir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
-    out = tmp_path_factory.mktemp("corpus")
-    cases = corpus.build_corpus(out, per_base=PER_BASE)
-    return out, cases
+def logdir(hostile_corpus: tuple[Path, list[Path]]) -> tuple[Path, list[Path]]:
+    """The corpus of ``PER_BASE`` mutations per base, built once for the run (tests/conftest.py)."""
+    return hostile_corpus
 
 
 def _env() -> dict[str, str]:

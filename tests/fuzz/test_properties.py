@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.core.errors import TraceError
-from tb_mfu_plugin.running.pipeline import analyze_tables
+from tb_mfu_plugin.reporting.trace import trace_reports
 from tb_mfu_plugin.trace.decode.columns import MAX_ABS_TS, MAX_COPY_BYTES, MAX_DUR
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.limits import Limits
@@ -134,7 +134,7 @@ def _check_tables(t: Any) -> None:
 
 
 def _check_reports(t: Any) -> None:
-    for r in analyze_tables(t, "w", "", AnalysisOptions(limits=LIMITS)):
+    for r in trace_reports(t, "w", "", AnalysisOptions(limits=LIMITS)):
         if r.error is not None:
             assert "\n" not in r.error
             continue
@@ -285,7 +285,7 @@ def test_any_memory_events_give_a_memory_block_without_impossible_figures(
     known = m.bytes != UNKNOWN_BYTES
     assert (np.abs(m.bytes[known]) <= 2**50).all() and np.isfinite(m.ts).all()
     event(f"{len(m)} memory rows")
-    for r in analyze_tables(t, "w", "", AnalysisOptions(limits=LIMITS)):
+    for r in trace_reports(t, "w", "", AnalysisOptions(limits=LIMITS)):
         if r.error is None:
             problems = invariants.memory_problems(json.loads(to_json(r)))
             assert not problems, problems

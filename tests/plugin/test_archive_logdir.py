@@ -90,12 +90,14 @@ def test_the_tab_lists_every_good_run_beside_hostile_archives(serve, two_runs, t
     body = json.loads(r.get_data())
     errors = body["errors"]
     assert len(errors) == 3 and all("\n" not in e and "Traceback" not in e for e in errors), errors
-    # each archive shown by its --logdir_spec name, as a folder's root is
+    # each archive shown by its --logdir_spec name, as a folder's root is; the bomb's members
+    # are left out in one line, and the good run beside them is read (issue 35)
     assert errors[0].startswith("bomb: its members declare 5.86 GiB") and "--mfu_max_archive_ratio" in errors[0]
+    assert errors[0].endswith("100 members left out, those that inflate most; the others read")
     assert errors[1].startswith("longname: gzip expands")
     assert errors[2] == "broken: not a readable zip archive (BadZipFile: File is not a zip file)"
     runs = {run["name"]: run for run in body["runs"]}
-    good = [f"local/{RUN_A}", f"local/{RUN_B}", "badname/good", "redos/good", "tiny/good"]
+    good = [f"local/{RUN_A}", f"local/{RUN_B}", "badname/good", "bomb/good", "redos/good", "tiny/good"]
     assert set(runs) == {*good, "badname", "redos", "tiny/tiny"}  # refused members in the archive's own run
     assert all(runs[n]["state"] == "ready" for n in good)
     refused = runs["badname"]["workers"][0]["spans"][0]["errors"]
@@ -105,7 +107,7 @@ def test_the_tab_lists_every_good_run_beside_hostile_archives(serve, two_runs, t
         assert s.get(f"/report?run={quote(name, safe='')}").status_code == 200, name
     cli = reports_at(two_runs)
     want = _figures(cli[RUN_A])
-    for name in (f"local/{RUN_A}", "badname/good", "redos/good", "tiny/good"):
+    for name in (f"local/{RUN_A}", "badname/good", "bomb/good", "redos/good", "tiny/good"):
         assert _figures(s.json(f"/report?run={quote(name, safe='')}")) == want, name
     assert _figures(s.json(f"/report?run={quote(f'local/{RUN_B}', safe='')}")) == _figures(cli[RUN_B])
 

@@ -9,7 +9,8 @@ The behaviours are what a hostile or broken server does: redirect a listing or a
 another origin, serve listings whose links climb out of the folder (``../``, ``%2e%2e/``,
 ``..%2f``), dead links, a ``Content-Length`` that lies, bodies that trickle one byte a
 second or never end, ``Content-Encoding: gzip`` bombs, a 401 whose reason phrase echoes the
-request's headers, listings of 100,000 links or of 50 MB. Each writer stops when the client
+request's headers, listings of 100,000 links or of 50 MB, and a slowloris that sends its whole
+answer, status line and headers included, a byte at a time. Each writer stops when the client
 goes away or the server closes.
 """
 
@@ -211,6 +212,24 @@ def trickle(body: bytes, every_s: float = 1.0, content_type: str = "application/
     return answer
 
 
+def slowloris(body: bytes, every_s: float = 1.0, content_type: str = "application/octet-stream") -> Behaviour:
+    """The whole answer a byte each ``every_s``, status line and headers included (a HEAD's too):
+    a client waits for the headers as long as the server likes, unless its own deadline ends it."""
+
+    def answer(h: Handler) -> None:
+        head = f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+        raw = (head + "Server: slowloris\r\nConnection: close\r\n\r\n").encode() + (b"" if h.head else body)
+        h.close_connection = True
+        for i in range(len(raw)):
+            if h.stopping:
+                break
+            h.wfile.write(raw[i : i + 1])
+            h.wfile.flush()
+            time.sleep(every_s)
+
+    return answer
+
+
 def chunked(
     pieces: Callable[[], Iterator[bytes]], content_type: str = "application/octet-stream", **extra: str
 ) -> Behaviour:
@@ -236,6 +255,18 @@ def endless_events() -> Iterator[bytes]:
     block = b'{"ph": "i", "name": "x", "pid": 1, "tid": 1, "ts": 1},\n  ' * 20000
     while True:
         yield block
+
+
+def endless_kernels() -> Iterator[bytes]:
+    """A Kineto-looking document of GPU kernels that never ends: each event is kept as a row of
+    the decoder's tables, so a reader without a cap grows with every byte."""
+    yield b'{"traceEvents": [\n  '
+    kernel = b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": %d, "dur": 1, "args": {"device": 0}}'
+    kernel += b",\n  "
+    ts = 0
+    while True:
+        yield b"".join(kernel % (ts + i) for i in range(20000))
+        ts += 20000
 
 
 @cache

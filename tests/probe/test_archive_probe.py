@@ -20,6 +20,8 @@ import subprocess
 import sys
 import tarfile
 import threading
+import time
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -86,6 +88,10 @@ def assert_clean_stderr(run: Run) -> list[str]:
     return lines
 
 
+def _good_entries() -> list[H.ZipEntry]:
+    return [H.entry(name, data) for name, data in GOOD.items()]
+
+
 # (build, exit status, what stderr must say); each archive also holds the good run
 CASES: dict[str, tuple[Any, int, str]] = {
     "zip name not UTF-8": (
@@ -93,10 +99,20 @@ CASES: dict[str, tuple[Any, int, str]] = {
         0,
         r"member 'bad/rank\\xff\\xfe\.1\.pt\.trace\.json' of case\.zip has a name that is not UTF-8",
     ),
+    # many members, each under the per-member grace: the members that make the bomb are left
+    # out, in one line, and the good run beside them is read
     "zip 100 x 60 MiB": (
         lambda p: H.zip_of_files(p, GOOD, [H.zeros_entry(f"b/rank{i}.1.pt.trace.json", 60 * MiB) for i in range(100)]),
-        2,
-        r"case\.zip: its members declare 5\.86 GiB, \d+:1 of its .* over the max_archive_ratio cap",
+        0,
+        r"case\.zip: its members declare 5\.86 GiB, \d+:1 of its .* over the max_archive_ratio cap .*: "
+        r"100 members left out",
+    ),
+    "zip 100 x 60 MiB, the good run last": (
+        lambda p: H.zip_of_files(
+            p, {}, [*(H.zeros_entry(f"b/rank{i}.1.pt.trace.json", 60 * MiB) for i in range(100)), *_good_entries()]
+        ),
+        0,
+        r"case\.zip: its members declare 5\.86 GiB, .*: 100 members left out",
     ),
     "tar long-name header of 2.5 GB": (
         lambda p: H.long_header_bomb(p, tarfile.GNUTYPE_LONGNAME, 2500 * 10**6, GOOD),
@@ -141,6 +157,20 @@ def test_the_cli_on_a_hostile_archive(tmp_path: Path, reference: dict[str, Any],
         assert runs_by_name(run.out, str(arc))["good"] == reference
 
 
+def test_an_archive_of_more_members_than_its_cap_is_read_up_to_it(tmp_path: Path, reference: dict[str, Any]):
+    """A listing too long to read whole: the first members up to the cap are read, one line
+    says how many were left out, and the good run among them keeps its figures."""
+    files = {**GOOD, **{f"many/n{i:03d}.txt": b"x" for i in range(300)}}
+    arc = H.zip_of_files(tmp_path / "case.zip", files)
+    run = cli(tmp_path, str(arc), "--max-archive-members", "100")
+    assert run.rc == 0, run.err[-2000:]
+    lines = assert_clean_stderr(run)
+    assert len(lines) == 1, lines
+    assert re.search(r"case\.zip: more than 100 members: over the max_archive_members cap", lines[0])
+    assert "201 members left out" in lines[0], lines
+    assert runs_by_name(run.out, str(arc))["good"] == reference
+
+
 class RangeHandler(SimpleHTTPRequestHandler):
     """Python's file server, answering ``Range`` requests (fsspec's random access needs them)."""
 
@@ -161,11 +191,40 @@ class RangeHandler(SimpleHTTPRequestHandler):
         pass
 
 
+# file name -> offset: a range of that file starting before the offset comes a byte at a time
+SLOW_BEFORE: dict[str, int] = {}
+
+
+class SlowRangeHandler(RangeHandler):
+    """The same, except for the files of ``SLOW_BEFORE``: a range that starts before its
+    offset comes a byte every half second after its headers (a slowloris for one member)."""
+
+    def send_head(self) -> Any:
+        m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
+        name = self.path.rsplit("/", 1)[-1]
+        if m is None or int(m[1]) >= SLOW_BEFORE.get(name, 0):
+            return super().send_head()
+        data = Path(self.translate_path(self.path)).read_bytes()
+        start, end = int(m[1]), min(int(m[2] or len(data) - 1), len(data) - 1)
+        self.send_response(206)
+        self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+        self.send_header("Content-Length", str(max(0, end - start + 1)))
+        self.end_headers()
+        for i in range(start, end + 1):
+            try:
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
+            except OSError:
+                break
+            time.sleep(0.5)
+        return None
+
+
 @pytest.fixture
 def http_root(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     root = tmp_path / "served"
     root.mkdir()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(RangeHandler, directory=str(root)))
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(SlowRangeHandler, directory=str(root)))
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     host, port = httpd.server_address[:2]
@@ -190,3 +249,21 @@ def test_hostile_archives_over_http_read_as_local_ones(tmp_path: Path, http_root
         lines = assert_clean_stderr(run)
         assert any(re.search(says, line) for line in lines), lines[-5:]
         assert runs_by_name(run.out, f"{base}/{name}")["good"] == reference
+
+
+def test_a_member_served_a_byte_at_a_time_ends_at_max_seconds(tmp_path: Path, http_root, reference):
+    """A zip over HTTP whose server sends one member's bytes a byte at a time: that member ends
+    in the max_seconds error, within --max-seconds (its reads were waited for without end
+    before), and the good run beside it, read from the archive opened afresh, keeps its figures."""
+    root, base = http_root
+    slow = H.entry("bad/rank0.1.pt.trace.json", b" " * (17 * MiB), method=H.STORED)  # past one fetched block
+    arc = H.write_zip(root / "slow.zip", [slow, *_good_entries()])
+    with zipfile.ZipFile(arc) as zf:
+        SLOW_BEFORE["slow.zip"] = zf.getinfo(next(iter(GOOD))).header_offset
+    run = cli(tmp_path, f"{base}/slow.zip", "--max-seconds", "5")
+    print(f"slow member: rc {run.rc}, {run.seconds:.1f} s, peak RSS {run.peak_mb:.0f} MB")
+    assert run.rc == 0, run.err[-2000:]
+    lines = assert_clean_stderr(run)
+    assert len(lines) == 1 and "bad/rank0.1.pt.trace.json" in lines[0] and "still running after 5 s" in lines[0]
+    assert runs_by_name(run.out, f"{base}/slow.zip")["good"] == reference
+    assert run.seconds < 5 + 10

@@ -173,6 +173,14 @@ def _root(behaviour: Callable[[], hh.Behaviour], name: str) -> Callable[[hh.Orig
     return build
 
 
+def _many_links(home: hh.Origin, other: hh.Origin, trace: bytes) -> str:
+    """The good run's folder, then 100,000 links to files that do not exist, on one page."""
+    url = _with_good(home, "links", trace)
+    dead = (f"w{i}.1.pt.trace.json.gz" for i in range(100_000))
+    home.routes["/c/links/"] = hh.page(hh.listing_html(["good/", *dead]))
+    return url
+
+
 SIGNED = (
     "AKIAPROBE%2F20300101%2Fus-east-1%2Fs3%2Faws4_request",
     "5f1e9a0c7d3b2a1908f7e6d5c4b3a291",
@@ -209,6 +217,14 @@ CASES = [
         args=("--max-seconds", str(SLOW_MAX_SECONDS)),
         seconds=SLOW_MAX_SECONDS + 25,
     ),
+    Case(  # the whole answer, headers included, a byte a second: --max-seconds holds the whole file
+        "slowloris",
+        lambda h, o, t: _bad_file(h, "slowloris", t, hh.slowloris(t)),
+        f"still running after {SLOW_MAX_SECONDS} s",
+        args=("--max-seconds", str(SLOW_MAX_SECONDS)),
+        seconds=SLOW_MAX_SECONDS + 5,
+        list_timeout=120,  # the default: the listing's deadline must not be what ends it
+    ),
     Case(
         "stall",
         lambda h, o, t: _bad_file(h, "stall", t, hh.trickle(t, every_s=3600)),
@@ -231,6 +247,11 @@ CASES = [
         "max_trace_bytes",
         args=("--max-trace-bytes", "32M"),
     ),
+    Case(  # the same with the default caps, and kernels the decoder keeps: memory stays bounded
+        "endlessraw",
+        lambda h, o, t: _bad_file(h, "endlessraw", t, hh.chunked(hh.endless_kernels), "rank0.1.pt.trace.json"),
+        "max_unsized_bytes",
+    ),
     Case(
         "gzbomb",
         lambda h, o, t: _bad_file(h, "gzbomb", t, hh.gzip_encoded_bomb(), "rank0.1.pt.trace.json"),
@@ -250,8 +271,10 @@ CASES = [
     ),
     # §6 dead links; huge listings
     Case("dead", _dead_link, "not found"),
-    Case("links", _root(lambda: hh.page(hh.many_links_html()), "links"), "more than 20,000 links", lists=False),
-    Case("fat", _root(lambda: hh.static(hh.padded_html(), "text/html"), "fat"), "larger than 16 MiB", lists=False),
+    # a listing over a cap is read up to it, one line says what was left out, the good run is read
+    Case("links", _many_links, "more than 20,000 links", warns=True),
+    Case("linksonly", _root(lambda: hh.page(hh.many_links_html()), "linksonly"), "more than 20,000 links", lists=False),
+    Case("fat", _root(lambda: hh.static(hh.padded_html(), "text/html"), "fat"), "larger than 16 MiB", warns=True),
     Case(
         "endlist",
         _root(lambda: hh.chunked(hh.endless_events, "text/html"), "endlist"),
@@ -425,6 +448,7 @@ def test_cli_against_a_hostile_server(case: Case, servers: Servers, cli_results:
     r = cli_results[case.name]
     assert r is not None, f"{case.name}: the CLI hung or crashed (faulthandler ended it)"
     out, err = r["stdout"], r["stderr"]
+    print(f"{case.name}: rc {r['rc']}, {r['seconds']:.1f} s, peak RSS {r['peak_rss_mb']:.0f} MB")
     assert r["crash"] is None, r["crash"]
     assert "Traceback" not in out + err
     assert all(line.startswith("tb-mfu: ") for line in err.splitlines()), err

@@ -8,6 +8,7 @@ Every 127.x.y.z address is this machine, so a connection from 127.0.0.2 is anoth
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,6 +44,16 @@ def server(tmp_path: Path) -> Iterator[TabServer]:
     s.plugin._cache.close()
 
 
+@pytest.fixture
+def proxied(tmp_path: Path) -> Iterator[TabServer]:
+    """A server with the default idle time (60 s), which a stalled body used to hold its slot for."""
+    ctx = make_context(None, None, str(tmp_path / "cache"))
+    s = TabServer(MfuPlugin(ctx, min_scan_interval_s=0.0))
+    yield s
+    s.stop()
+    s.plugin._cache.close()
+
+
 def upload(server: TabServer, batch: str, name: str, data: bytes, source: str = "127.0.0.1") -> tuple[int, Any]:
     host = f"127.0.0.1:{server.port}"
     raw = request_bytes("POST", f"/upload?batch={batch}&name={quote(name)}", headers(host, len(data)), data)
@@ -56,9 +67,10 @@ def commit(server: TabServer, batch: str, source: str = "127.0.0.1") -> tuple[in
     return status, json.loads(body)
 
 
-def good_run(server: TabServer, batch: str, source: str) -> None:
-    """The known good upload: answered at once, and its run has the CLI's exact figures."""
-    assert upload(server, batch, GOOD.name, GOOD.read_bytes(), source)[0] == 200
+def good_run(server: TabServer, batch: str, source: str) -> dict[str, Any]:
+    """The known good upload: answered, and its run has the CLI's exact figures. Its answer."""
+    status, uploaded = upload(server, batch, GOOD.name, GOOD.read_bytes(), source)
+    assert status == 200, uploaded
     status, done = commit(server, batch, source)
     assert status == 200 and done["state"] == "ready"
     plugin = server.plugin
@@ -75,6 +87,7 @@ def good_run(server: TabServer, batch: str, source: str) -> None:
     assert status == 200
     (cli,) = json.loads(to_json(analyze_path(str(GOOD.parent))))["runs"]
     assert _figures(json.loads(body)) == _figures(cli)
+    return dict(uploaded)
 
 
 def _figures(obj: Any) -> Any:
@@ -85,22 +98,83 @@ def _figures(obj: Any) -> Any:
     return obj
 
 
-def test_sixteen_idle_uploads_hold_only_their_clients_quota_and_only_for_idle_s(server):
+def test_sixteen_idle_uploads_from_one_address_wait_in_turn_not_refused(server):
+    """Uploads that send a 20-byte file and never commit give their slot back after the stall
+    time: the next ones from that address (every client behind one proxy) wait for it in the
+    queue and say so, and another client goes at once."""
+    answers = [upload(server, f"idleprobe{i:02d}", "t.json", b"{" + b" " * 18 + b"}", "127.0.0.9") for i in range(16)]
+    assert all(status == 200 for status, _ in answers), answers
+    assert all(a["queued_s"] == 0 for _, a in answers[:4])
+    assert any(a["queued_s"] > 0 for _, a in answers[4:])  # they waited in the queue, and were told
+    assert good_run(server, "goodprobe01", "127.0.0.2")["queued_s"] < IDLE_S  # another client, at once
+
+
+def test_sixteen_stalled_bodies_behind_one_address_free_their_slots_in_seconds(proxied: TabServer):
+    """Issue 35: 16 uploads from one address that send 20 bytes of their body and then nothing.
+    Each is dropped a few seconds after its start (408), not after the 60 s idle time; an upload
+    from the same address waits in the queue for a slot and gets one, with the wait in its answer."""
+    stall = proxied.plugin._uploads.stall_s
+    assert stall <= 5.0 and proxied.plugin._uploads.idle_s == 60.0
+    socks = []
     for i in range(16):
-        status, body = upload(server, f"idleprobe{i:02d}", "t.json", b"{" + b" " * 18 + b"}", "127.0.0.9")
-        assert status == (200 if i < 4 else 429), body
-    good_run(server, "goodprobe01", "127.0.0.2")  # another client, at once
-    time.sleep(IDLE_S + 0.2)
-    assert upload(server, "idleprobe99", "t.json", b"{}", "127.0.0.9")[0] == 200  # its own slots are free again
+        sock = proxied.connect("127.0.0.9", timeout=120)
+        head = request_bytes("POST", f"/upload?batch=stalled{i:02d}&name=s.json", headers("localhost", 10_000))
+        sock.sendall(head + b"{" + b" " * 19)
+        socks.append(sock)
+    time.sleep(0.5)  # the 16 are in: four hold the address's slots, twelve wait
+    t0 = time.monotonic()
+    answer = good_run(proxied, "goodproxied", "127.0.0.9")
+    waited = time.monotonic() - t0
+    print(f"16 stalled bodies: the good upload waited {answer['queued_s']:.1f} s for a slot, {waited:.1f} s in all")
+    assert 0 < answer["queued_s"] <= waited, answer
+    assert waited < 4 * stall + 20, f"waited {waited:.1f} s"  # four turns of four stalled bodies, not 60 s
+    for sock in socks:
+        status, hdrs, body = read_response(sock)
+        sock.close()
+        assert status == 408 and hdrs.get("connection") == "close", body
+        assert f"no byte arrived for {stall:g} s at its start" in json.loads(body)["error"]
 
 
-def test_a_stalled_body_is_dropped_after_idle_s_and_its_connection_closed(server):
+def test_a_queued_upload_that_gets_no_slot_is_told_why(server):
+    """Four uploads of one client that stay busy: a fifth waits for its deadline, then a 429
+    that says it waited and for how long."""
+    socks = []
+    for i in range(4):
+        sock = server.connect("127.0.0.11")
+        sock.sendall(request_bytes("POST", f"/upload?batch=busyprobe{i}&name=b.json", headers("localhost", 1 << 30)))
+        sock.sendall(b"{")
+        socks.append(sock)
+    stop = threading.Event()
+
+    def keep_sending() -> None:  # fast enough to hold their slots: 160 KiB/s each
+        while not stop.is_set():
+            for sock in socks:
+                try:
+                    sock.sendall(b" " * 8192)
+                except OSError:
+                    pass
+            time.sleep(0.05)
+
+    sender = threading.Thread(target=keep_sending, daemon=True)
+    sender.start()
+    time.sleep(0.3)
+    status, body = upload(server, "queuedprobe", "t.json", b"{}", "127.0.0.11")
+    stop.set()
+    sender.join()
+    for sock in socks:
+        sock.close()
+    assert status == 429, body
+    assert "waited" in body["error"] and "for an upload slot" in body["error"], body
+    good_run(server, "goodprobe07", "127.0.0.12")
+
+
+def test_a_stalled_body_is_dropped_at_its_start_and_its_connection_closed(server):
     sock = server.connect("127.0.0.3")
     sock.sendall(request_bytes("POST", "/upload?batch=stallprobe&name=s.json", headers("localhost", 10_000), b"{   "))
     status, hdrs, body = read_response(sock)  # the server answers while the client still owes 9,996 bytes
     assert status == 408 and hdrs.get("connection") == "close"
-    error = json.loads(body)["error"]  # the idle deadline, or the rate rule's, whichever looks first
-    assert error.startswith("s.json: upload dropped: ") and ("no byte arrived for 1 s" in error or "slower" in error)
+    error = json.loads(body)["error"]  # the stall at its start, or the rate rule's, whichever looks first
+    assert error.startswith("s.json: upload dropped: ") and ("no byte arrived for" in error or "slower" in error)
     assert sock.recv(1) == b""  # closed: the rest of that body can never be read as a request
     sock.close()
     incoming = Path(server.plugin._uploads.incoming) / "stallprobe"

@@ -259,20 +259,40 @@ def test_corrupted_archives_raise_nothing_but_one_line(tmp_path: Path):
 
 
 def test_many_members_each_under_the_grace_are_one_bomb(tmp_path: Path):
+    """The archive's ratio counts every member: its bomb's members are left out, in one line,
+    and the good run beside them is listed (issue 35: the whole archive was refused with it)."""
     bombs = [H.zeros_entry(f"bomb/rank{i}.1.pt.trace.json", 60 * MiB) for i in range(100)]
     arc = H.zip_of_files(tmp_path / "bomb.zip", GOOD, bombs)
     assert arc.stat().st_size < 8 * MiB
-    with pytest.raises(TraceError) as exc:
-        discover(Location.parse(str(arc)))
-    assert re.fullmatch(
+    notes: list[str] = []
+    assert [r.name for r in discover(Location.parse(str(arc)), warn=notes.append)] == ["good"]
+    assert len(notes) == 1 and re.fullmatch(
         rf"{re.escape(str(arc))}: its members declare 5\.86 GiB, \d+:1 of its 5\.\d+ MiB \(an archive bomb\?\): "
-        r"over the max_archive_ratio cap \(raise it with --max-archive-ratio, in TensorBoard --mfu_max_archive_ratio\)",
-        str(exc.value),
-    ), str(exc.value)
+        r"over the max_archive_ratio cap \(raise it with --max-archive-ratio, in TensorBoard "
+        r"--mfu_max_archive_ratio\): "
+        r"100 members left out, those that inflate most; the others read",
+        notes[0],
+    ), notes
     assert [r.name for r in discover(Location.parse(str(arc)), limits=Limits(max_archive_ratio=2000))] == [
         "bomb",
         "good",
     ]
+
+
+def test_a_bomb_of_members_each_under_every_per_member_cap_is_cut_where_it_inflates_most(tmp_path: Path):
+    """Members that each inflate under max_compression_ratio, but many: the most compressed are
+    left out until the rest fits the archive's ratio; the good run, which compresses least, stays."""
+    bombs = [H.zeros_entry(f"bomb/rank{i}.1.pt.trace.json", 60 * MiB) for i in range(100)]
+    arc = H.zip_of_files(tmp_path / "bomb.zip", GOOD, bombs)
+    notes: list[str] = []
+    limits = Limits(max_compression_ratio=5000)  # no member is over the cap of one file
+    runs = discover(Location.parse(str(arc)), limits=limits, warn=notes.append)
+    with Archive.open(Location.parse(str(arc)), limits=limits) as a:
+        kept = sum(m.size for m in a.members)
+        assert kept <= limits.max_archive_ratio * a.packed
+        assert len(a.members) < 101 and any(m.name.startswith("good/") for m in a.members)
+    assert [r.name for r in runs] == ["bomb", "good"]  # some of the bomb's members fit, and are read
+    assert len(notes) == 1 and "members left out, those that inflate most" in notes[0]
 
 
 def test_reading_is_held_to_the_archive_ratio_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -13,7 +13,8 @@ from tracegen import TraceBuilder
 
 from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.core.errors import TraceError
-from tb_mfu_plugin.running.pipeline import _keep_inputs, analyze_tables
+from tb_mfu_plugin.reporting.trace import trace_reports
+from tb_mfu_plugin.running.pipeline import _keep_inputs
 from tb_mfu_plugin.trace.decode import decode, parallel, stream
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.limits import Limits
@@ -91,8 +92,8 @@ def test_parallel_reports_equal_serial_on_a_real_trace(
     _assert_same(split, serial)
     assert len(serial.comm_args) == 2 and (serial.gpu.comm >= 0).sum() == 72  # records from several ranges
     options = AnalysisOptions()
-    a = [msgspec.json.encode(r) for r in analyze_tables(serial, "w", "", options)]
-    b = [msgspec.json.encode(r) for r in analyze_tables(split, "w", "", options)]
+    a = [msgspec.json.encode(r) for r in trace_reports(serial, "w", "", options)]
+    b = [msgspec.json.encode(r) for r in trace_reports(split, "w", "", options)]
     assert a == b and len(a) == 1
 
 

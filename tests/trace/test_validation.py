@@ -12,7 +12,6 @@ import pytest
 from tracegen import TraceBuilder
 
 from tb_mfu_plugin.analysis.flops import shapes as flops
-from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.cli import main
 from tb_mfu_plugin.core.errors import TraceError
 from tb_mfu_plugin.running import pipeline
@@ -223,14 +222,16 @@ def test_any_exception_in_one_file_stays_in_that_file(tmp_path: Path, monkeypatc
         b.step(1, 0, 100)
         b.launch_kernel("boom" if run == "a_bad" else "k", 1.0, 2.0, 5.0)
         b.write(tmp_path / run / "rank0.1.pt.trace.json.gz")
-    real = pipeline.analyze_device
+    from tb_mfu_plugin.reporting import trace as reporting_trace
 
-    def flaky(tables: Any, device: int, options: AnalysisOptions) -> Any:
+    real = reporting_trace.device_report
+
+    def flaky(tables: Any, *args: Any, **kwargs: Any) -> Any:
         if "boom" in tables.names:
             raise RecursionError("deep\nmessage")
-        return real(tables, device, options)
+        return real(tables, *args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "analyze_device", flaky)
+    monkeypatch.setattr(reporting_trace, "device_report", flaky)
     report = analyze_path(str(tmp_path))
     bad, good = (r.workers[0] for r in report.runs)
     assert bad.error == "analysis failed: RecursionError: deep message"

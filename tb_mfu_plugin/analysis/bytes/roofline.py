@@ -32,7 +32,7 @@ from .. import fmt
 from ..device.devices import props_of
 from ..kernels.kernels import blocks_per_sm
 from ..per_trace import once_per_trace
-from ..report import Roofline, RooflineClass, RooflineOp, RooflineUnmodelled, WorkerReport
+from ..report import Device, Roofline, RooflineClass, RooflineOp, RooflineUnmodelled
 from ..time import intervals
 from ..time.steps import Steps
 from . import op_bytes as B
@@ -307,22 +307,22 @@ def placed_ops(tables: TraceTables) -> PlacedOps:
     return _placed_cached(tables)
 
 
-def apply_to_report(report: WorkerReport, tables: TraceTables, steps: Steps | None) -> None:
-    """Fill ``report.roofline`` for one device. Call after ``mfu.apply_to_report``: the FLOP/s
-    ceiling is the peak MFU uses (``report.device.peak_flops``)."""
-    if report.error or report.summary is None or steps is None or not len(steps):
-        return
-    device = report.device.index if report.device is not None else None
-    peak = report.device.peak_flops if report.device is not None else None
-    peak_name = report.flops.peak.name if report.flops is not None else None
-    bw = peak_bandwidth(peak_name, props_of(tables, device))
-    ceilings = Ceilings(peak, bw.bytes_per_s)
+def roofline_block(
+    tables: TraceTables,
+    steps: Steps,
+    device: Device,
+    peak_name: str | None,
+) -> Roofline:
+    """The roofline of one device's analysed steps: its FLOP/s ceiling is the peak MFU uses
+    (``device.peak_flops``, chosen by ``analysis.device.mfu_report``), its bandwidth the HBM's of
+    the GPU model ``peak_name`` or of the device's properties."""
+    bw = peak_bandwidth(peak_name, props_of(tables, device.index))
+    ceilings = Ceilings(device.peak_flops, bw.bytes_per_s)
     cpu_w = (np.asarray(steps.cpu_start, np.float64), np.asarray(steps.cpu_end, np.float64))
     gpu_w = (np.asarray(steps.start, np.float64), np.asarray(steps.end, np.float64))
-    num_sms = report.device.num_sms if report.device is not None else None
-    roof = build_roofline(_placed_cached(tables), tables, ceilings, cpu_w, gpu_w, device, num_sms)
-    roof.peak_source = report.device.peak_source if report.device is not None else None
+    roof = build_roofline(_placed_cached(tables), tables, ceilings, cpu_w, gpu_w, device.index, device.num_sms)
+    roof.peak_source = device.peak_source
     roof.bandwidth_source = bw.source
-    if not peak or not bw.bytes_per_s:
+    if not device.peak_flops or not bw.bytes_per_s:
         roof.notes.insert(0, f"no roofline ceilings: {bw.source if not bw.bytes_per_s else 'no peak FLOP/s'}")
-    report.roofline = roof
+    return roof

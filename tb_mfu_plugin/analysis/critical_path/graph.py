@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...trace.tables import ANNOTATION, MEMCPY, CpuTable, GpuTable, TraceTables
+from ...trace.tables import ANNOTATION, MEMCPY, OP, CpuTable, GpuTable, TraceTables
 from ..time.patterns import dataloader_rows
 from ..time.steps import Steps
 from . import classes as cls
@@ -56,6 +56,7 @@ class HostChain:
     cls: np.ndarray  # int8 class code of each segment (classes.CODE)
     call: np.ndarray  # int64: the launch call (index into ``calls``) each segment lies in, -1 none
     events: np.ndarray  # int64: host events (ops, runtime and driver calls) that start in each segment
+    op_events: np.ndarray  # int64: of them, the ops (the profiler records their shapes: dearer)
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ def build(tables: TraceTables, dev: Device, steps: Steps, n_steps: int) -> Graph
     w = np.diff(t)
     _scale_sync_segments(w, syncs, t)
     return Graph(
-        HostChain(t, w, seg_cls, paint(len(t) - 1, calls.p0, calls.p1), _events(cpu, t)),
+        HostChain(t, w, seg_cls, paint(len(t) - 1, calls.p0, calls.p1), _events(cpu, t), _events(cpu, t, OP)),
         calls,
         syncs,
         ops,
@@ -184,9 +185,10 @@ def build(tables: TraceTables, dev: Device, steps: Steps, n_steps: int) -> Graph
     )
 
 
-def _events(cpu: CpuTable, t: np.ndarray) -> np.ndarray:
-    """How many host events (not annotations) start in each segment."""
-    ts = cpu.ts[(cpu.kind != ANNOTATION) & (cpu.ts >= t[0]) & (cpu.ts < t[-1])]
+def _events(cpu: CpuTable, t: np.ndarray, kind: int | None = None) -> np.ndarray:
+    """How many host events (not annotations; of ``kind`` only, when given) start in each segment."""
+    mine = (cpu.kind != ANNOTATION) if kind is None else (cpu.kind == kind)
+    ts = cpu.ts[mine & (cpu.ts >= t[0]) & (cpu.ts < t[-1])]
     k = np.searchsorted(t, ts, side="right") - 1
     return np.bincount(k, minlength=len(t) - 1)[: len(t) - 1].astype(np.int64)
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from ...core.distinct import distinct
 from ...trace.tables import DRIVER, RUNTIME, TraceTables
+from .peaks import identify
 
 # The fields that tell GPU models apart; entries equal on all of them describe the same model.
 _MODEL_FIELDS = (
@@ -61,8 +62,30 @@ def _model(p: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(p.get(k) for k in _MODEL_FIELDS)
 
 
+def display_name(props: dict[str, Any] | None) -> str | None:
+    """The device's name for the report: ``deviceProperties``' own, else (an empty name, as vLLM's
+    ROCm traces write) the part its architecture and SM/CU count identify (``peaks.identify``)."""
+    if props is None:
+        return None
+    name = props.get("name")
+    if isinstance(name, str) and name.strip():
+        return name
+    ident = identify(props)
+    return ident.model.key if ident is not None else (name if isinstance(name, str) else None)
+
+
 def device_properties(tables: TraceTables, device: int) -> DeviceProps:
-    """The ``deviceProperties`` entry of ``device`` (a kernel event's ``device``), see the module doc."""
+    """The ``deviceProperties`` entry of ``device`` (a kernel event's ``device``), see the module doc;
+    an entry whose name is empty but whose part ``peaks.identify`` tells carries a note saying why."""
+    found = _device_properties(tables, device)
+    ident = identify(found.props)
+    if ident is None:
+        return found
+    why = f"GPU named {ident.model.key} from deviceProperties: {ident.reason}."
+    return DeviceProps(found.props, found.how, f"{found.note} {why}" if found.note else why)
+
+
+def _device_properties(tables: TraceTables, device: int) -> DeviceProps:
     listed = [p for p in tables.meta.device_properties if isinstance(p, dict)]
     if not listed:
         return DeviceProps(None, "none")

@@ -25,7 +25,6 @@ from ..flops import shapes as F
 from ..flops.detail import FlopsDetail, OpFlopsShare, PeakFacts, UnattributedOp
 from ..flops.per_window import OpFlops, WindowFlops, flops_in_windows
 from ..flops.source import UserFlops
-from ..report import WorkerReport
 from ..time import intervals
 from .dtype_choice import DtypeChoice
 from .peaks import PeakChoice
@@ -187,32 +186,11 @@ def _mean(values: np.ndarray) -> float | None:
     return float(np.mean(values)) if len(values) else None
 
 
-def fill_mfu(report: WorkerReport, head: np.ndarray | None, dur: np.ndarray, peak_flops: float | None) -> None:
-    """Per-step and summary FLOPs and MFU. The summary's are those of the mean step over the
-    analysed steps: all their FLOPs over all their time (the time-weighted mean of the per-step
-    MFUs), the aggregation of every summary share (``analysis.time.aggregate``), so
-    mfu = flops_per_step / step_time_mean_us / peak."""
-    assert report.summary is not None
-    n = len(dur)
-    flops: list[float | None] = [None] * n
-    mfus, rates = flops[:], flops[:]
-    if head is not None:
-        head = np.asarray(head, np.float64)
-        flops = head.tolist()
-        mfus = mfus_for(head, dur, peak_flops)
-        rates = _or_none(*flop_rates(head, dur))
-    for st, f, m, r in zip(report.steps[:n], flops, mfus, rates, strict=False):
-        st.flops_per_step, st.mfu, st.achieved_flops = f, m, r
-    report.summary.flops_per_step = float(np.mean(head)) if head is not None else None
-    report.summary.mfu = overall_mfu(head, dur, peak_flops)
-    report.summary.achieved_flops = flop_rate(float(np.sum(head)), float(np.sum(dur))) if head is not None else None
-
-
 def fill_detail(
     detail: FlopsDetail,
-    report: WorkerReport,
     wf: WindowFlops,
     dur: np.ndarray,
+    busy_us: np.ndarray,
     has_shapes: bool,
     user: UserFlops,
     choice: PeakChoice,
@@ -220,7 +198,6 @@ def fill_detail(
 ) -> None:
     """Every MFU that can be computed besides the headline, the achieved rate and the peak."""
     peak = choice.peak_flops
-    busy = [s.gpu_busy_share * s.dur_us for s in report.steps[: len(dur)]]
     detail.hfu = overall_mfu(wf.flops, dur, peak) if has_shapes else None
     detail.mfu_model = overall_mfu(wf.model_flops, dur, peak) if has_shapes else None
     detail.user_flops_per_step = user.flops
@@ -228,7 +205,7 @@ def fill_detail(
     detail.mfu_user = overall_mfu(np.full(len(dur), user.flops), dur, peak) if user.flops else None
     # all FLOPs over all busy time, aggregated as MFU (not a median of the steps' rates)
     detail.achieved_tflops_while_busy = (
-        achieved_tflops_while_busy(float(np.sum(wf.flops)), float(sum(busy))) if has_shapes else None
+        achieved_tflops_while_busy(float(np.sum(wf.flops)), float(np.sum(busy_us))) if has_shapes else None
     )
     detail.peak = msgspec.convert(choice, PeakFacts, from_attributes=True)  # PeakChoice's fields, by name
     detail.kernel_dtype = dchoice.kernel_dtype

@@ -1,63 +1,74 @@
-"""What one device's report says about its MFU besides the figure: the per-step spread, the
-rates withheld with an impossible MFU, and what an fp32 run scores against the bf16 peak."""
+"""What one device's report says about its MFU besides the figure: the MFU against a second peak,
+named for it. MFU is against the dense 16-bit tensor-core peak (``peaks.MFU_DTYPE``, PaLM's
+convention); an fp32 or TF32 run also gets its MFU against the peak of the units it ran on (the fp32
+CUDA-core or TF32 peak), and an fp8 or fp4 run its MFU against the bf16 peak, to compare with bf16 runs.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 from .. import fmt
-from ..flops.detail import FlopsDetail
 from ..options import AnalysisOptions
-from ..report import WorkerReport
-from ..time.aggregate import spread
-from . import plausibility
 from .mfu import mfu_for
-from .peaks import PeakChoice, resolve_peak
+from .mfu_peak import MfuPeak
+from .peaks import PeakChoice, peak_at
 
 
-def mfu_spread(report: WorkerReport) -> None:
-    """The per-step MFU spread (its median is the MFU of the median step), from the steps' MFUs
-    the plausibility guard left: a withheld MFU is in no spread."""
-    assert report.summary is not None
-    mfu_spread = spread(st.mfu for st in report.steps)
-    if mfu_spread is not None:
-        report.summary.distribution["mfu"] = mfu_spread
+@dataclass(frozen=True)
+class SecondMfu:
+    """The MFU against a second peak, that peak, and the note that names both."""
+
+    mfu: float
+    peak: PeakChoice
+    against: str  # "compute" (the units the run computed on) or "bf16" (an fp8/fp4 run against bf16)
+    note: str
 
 
-def withhold_impossible_rates(report: WorkerReport) -> None:
-    """The FLOP/s behind an MFU withheld as impossible is not shown either: its FLOPs (or the step)
-    are what made the MFU impossible."""
-    if plausibility.IMPOSSIBLE_MFU not in report.flags:
-        return
-    for m in [report.summary, *report.steps]:
-        if m is not None and m.mfu is None:
-            m.achieved_flops = None
-
-
-def note_fp32_peak(
-    report: WorkerReport,
-    detail: FlopsDetail,
-    props: dict[str, Any] | None,
-    kernel_names: set[str],
+def second_mfu(
+    mfu: float | None,
+    flops_per_step: float | None,
+    step_us: float | None,
+    peak: MfuPeak,
     choice: PeakChoice,
     options: AnalysisOptions,
-) -> None:
-    """An fp32 run is measured against the CUDA-core fp32 peak, which flatters it: say what
-    the same work scores against the bf16 tensor-core peak that the fix would use."""
-    mfu = report.summary.mfu if report.summary is not None else None
-    if choice.dtype != "fp32" or mfu is None or options.peak_tflops:
-        return
-    bf16 = resolve_peak(props, kernel_names, "bf16", options)
-    if not bf16.peak_flops or not choice.peak_flops or bf16.peak_flops <= choice.peak_flops:
-        return
-    s = report.summary
-    assert s is not None
-    at_bf16 = mfu_for(s.flops_per_step, s.step_time_mean_us, bf16.peak_flops)
-    if at_bf16 is None:
-        return
-    detail.mfu_at_bf16_peak = at_bf16
-    report.notes.append(
-        f"MFU {fmt.pct(mfu)} is against the fp32 CUDA-core peak ({fmt.flop_rate(choice.peak_flops)}) because "
-        f"the matmuls ran in fp32; against the bf16 tensor-core peak ({fmt.flop_rate(bf16.peak_flops)}) the "
-        f"same work is {fmt.pct(at_bf16)} (see no_tensor_cores: bf16 autocast or TF32)."
-    )
+) -> SecondMfu | None:
+    """The second, named MFU of a run that computes in another dtype than its MFU's peak; None where
+    none applies (a 16-bit run, an unknown MFU, the user's own peak)."""
+    compute = peak.dtype.dtype
+    if mfu is None or options.peak_tflops or compute is None:
+        return None
+    if compute in ("fp32", "tf32") and choice.dtype in ("bf16", "fp16"):
+        units = "tf32" if compute == "tf32" or options.tf32 else "fp32"
+        other = peak_at(peak.props, peak.kernel_names, units, options)
+        at = mfu_for(flops_per_step, step_us, other.peak_flops)
+        if at is None or other.dtype != units:
+            return None
+        where = "CUDA-core" if units == "fp32" else "TF32 tensor-core"
+        return SecondMfu(
+            at,
+            other,
+            "compute",
+            (
+                f"MFU {fmt.pct(mfu)} is against the dense {choice.dtype} tensor-core peak "
+                f"({fmt.flop_rate(choice.peak_flops)}), the convention of PaLM, torchtitan and Megatron; the "
+                f"matmuls ran in {compute} on the {where} units, whose peak ({fmt.flop_rate(other.peak_flops)}) "
+                f"this work reaches {fmt.pct(at)} of (see no_tensor_cores: bf16 autocast)."
+            ),
+        )
+    if choice.dtype in ("fp8", "fp4"):
+        bf16 = peak_at(peak.props, peak.kernel_names, "bf16", options)
+        at = mfu_for(flops_per_step, step_us, bf16.peak_flops)
+        if at is None or bf16.dtype not in ("bf16", "fp16"):
+            return None
+        return SecondMfu(
+            at,
+            bf16,
+            "bf16",
+            (
+                f"MFU {fmt.pct(mfu)} is against the dense {choice.dtype} peak ({fmt.flop_rate(choice.peak_flops)}), "
+                f"the dtype the matmuls ran in; against the bf16 peak ({fmt.flop_rate(bf16.peak_flops)}), as bf16 "
+                f"runs are measured, the same work is {fmt.pct(at)}."
+            ),
+        )
+    return None

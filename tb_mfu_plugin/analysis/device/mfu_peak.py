@@ -10,10 +10,10 @@ from typing import Any
 
 from ...core.distinct import distinct
 from ...trace.tables import KERNEL, TraceTables
+from ..device_view import DeviceRows
 from ..flops.per_window import OpFlops
 from ..kernels import families as kernel_families
 from ..options import AnalysisOptions
-from ..per_device import DeviceView
 from . import dtype_choice
 from .devices import props_of
 from .dtype_choice import DtypeChoice
@@ -28,24 +28,29 @@ class MfuPeak:
     peak: PeakChoice  # the peak at that dtype and where it came from
 
 
-def kernel_dtype(tables: TraceTables, view: DeviceView | None, of: OpFlops) -> tuple[set[str], DtypeChoice]:
+def kernel_dtype(
+    tables: TraceTables, rows: DeviceRows, classes: kernel_families.NameClasses, of: OpFlops
+) -> tuple[set[str], DtypeChoice]:
     """The device's kernel names, and the compute dtype chosen from the counted ops' shapes and
     the dtypes in the names of the kernels that ran in the steps."""
-    gpu = view.gpu if view is not None else tables.gpu
+    gpu = rows.gpu
     is_k = gpu.kind == KERNEL
-    kernel_codes = distinct(gpu.name[is_k])
-    kernel_names = {tables.names[int(c)] for c in kernel_codes}
-    classes = (view.classes if view is not None else None) or kernel_families.classify_names(tables.names, kernel_codes)
-    in_steps = is_k & (view.step >= 0) if view is not None else is_k
+    kernel_names = {tables.names[int(c)] for c in distinct(gpu.name[is_k])}
+    in_steps = is_k & (rows.step >= 0)
     kshares = dtype_choice.kernel_dtype_shares(gpu.name[in_steps], gpu.dur[in_steps], classes)
     return kernel_names, dtype_choice.choose_dtype(of.dominant_dtype(), kshares)
 
 
 def mfu_peak(
-    tables: TraceTables, view: DeviceView | None, of: OpFlops, device: int | None, options: AnalysisOptions
+    tables: TraceTables,
+    rows: DeviceRows,
+    classes: kernel_families.NameClasses,
+    of: OpFlops,
+    device: int | None,
+    options: AnalysisOptions,
 ) -> MfuPeak:
     """The peak of ``device`` for its MFU, resolved with ``options`` (the user's, TF32 included)."""
-    kernel_names, dchoice = kernel_dtype(tables, view, of)
+    kernel_names, dchoice = kernel_dtype(tables, rows, classes, of)
     props = props_of(tables, device)
     choice = resolve_peak(props, kernel_names, dchoice.dtype, options, dchoice.how, dchoice.source)
     return MfuPeak(props, kernel_names, dchoice, choice)

@@ -1,81 +1,122 @@
-"""One device's FLOPs, MFU and peak, filled into its report (``pipeline`` calls
-``apply_to_report`` for every device of a trace).
+"""One device's FLOPs, MFU and peak, as one value (``MfuFigures``) that the report is built from.
 
 The steps, each in its own module: which FLOPs per step (``flops/source.py``), the peak at the
-compute dtype (``mfu_peak.py``), the formula over the steps (``mfu.py``), the plausibility
-guard (``plausibility.py``) and what the report says besides the figure (``mfu_notes.py``).
+compute dtype (``mfu_peak.py``), the formula over the steps (``mfu.py``), the plausibility guard
+(``plausibility.py``) and what the report says besides the figure (``mfu_notes.py``). The per-step
+figures are columns, so the ``Step`` structs are built once with them
+(``time.step_metrics.build_steps``) and the summary's figures are decided here once, with their
+status (``MfuStatus``: known, unknown or impossible, and why), which every face reads.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import msgspec
 import numpy as np
 
 from ...trace.locate.sidecar import Sidecar
 from ...trace.tables import TraceTables
+from ..device_view import DeviceRows
 from ..flops import unshaped
 from ..flops.count_once import count_flops
+from ..flops.detail import FlopsDetail, PeakFacts
 from ..flops.per_window import flops_in_windows
 from ..flops.source import headline, user_flops
+from ..kernels.families import NameClasses
 from ..options import AnalysisOptions
-from ..per_device import DeviceView
 from ..per_trace import once_per_trace
-from ..report import WorkerReport
+from ..report import MfuStatus, Spread
+from ..time.aggregate import spread
 from ..time.steps import Steps, launched_in_steps
 from . import plausibility
-from .mfu import fill_detail, fill_mfu, flops_summary, unattributed_kernel_time
-from .mfu_notes import mfu_spread, note_fp32_peak, withhold_impossible_rates
+from .mfu import (
+    fill_detail,
+    flop_rate,
+    flop_rates,
+    flops_summary,
+    mfu_for,
+    mfus_for,
+    overall_mfu,
+    unattributed_kernel_time,
+)
+from .mfu_notes import second_mfu
 from .mfu_peak import mfu_peak
+from .peaks import PeakChoice
 
 _op_flops_cached = once_per_trace(count_flops)
 
 
-def apply_to_report(
-    report: WorkerReport,
+@dataclass(frozen=True)
+class MfuFigures:
+    """The FLOPs and MFU of one device: per step (columns, NaN where unknown or withheld) and over
+    the analysed steps, the FLOPs block and the peak, with the notes and flags they bring."""
+
+    flops: np.ndarray  # per step, NaN unknown
+    mfu: np.ndarray  # per step, NaN unknown or impossible
+    achieved_flops: np.ndarray  # per step FLOP/s, NaN unknown or withheld with an impossible MFU
+    summary_flops: float | None
+    summary_mfu: float | None  # the headline: over the step estimated without the profiler where it can be
+    summary_achieved: float | None  # summary_mfu x the peak
+    summary_mfu_traced: float | None  # over the traced steps as they ran under the profiler
+    step_unprofiled_us: float | None  # the mean step estimated without the profiler's drag
+    mfu_spread: Spread | None
+    status: MfuStatus
+    detail: FlopsDetail
+    peak: PeakChoice
+    notes: list[str]
+    flags: list[str]
+
+
+def mfu_figures(
     tables: TraceTables,
-    steps: Steps | None,
-    view: DeviceView | None,
+    steps: Steps,
+    rows: DeviceRows,
+    classes: NameClasses,
+    device: int | None,
+    busy_us: np.ndarray,
     options: AnalysisOptions,
-    sidecar: tuple[Sidecar, str] | None = None,
-) -> None:
-    """Fill FLOPs, MFU, the peak and the FLOPs detail of one device's ``WorkerReport``.
+    sidecar: tuple[Sidecar, str] | None,
+    flags: list[str],
+    drag: float | None = None,
+) -> MfuFigures:
+    """FLOPs, MFU and the FLOPs block of one device's analysed ``steps``.
 
-    ``sidecar`` is the run's ``tb_mfu.json`` and its path, already read by the caller
-    (the analysis does no I/O).
+    ``busy_us``: each step's GPU busy time (for the rate while busy); ``flags``: the report's so far
+    (the plausibility guard names the step as the cause where the trace has no step markers);
+    ``drag``: the modelled steps' step without the profiler over their traced step (the critical-path
+    model's ``unprofiled_step_us / step_us``), which makes the headline MFU the one training without
+    the profiler sees; None keeps the traced steps' MFU as the headline.
+    ``sidecar`` is the run's ``tb_mfu.json`` and its path, read by the caller (analysis does no I/O).
 
-    - ``flops_per_step`` / ``mfu`` (per step and over the analysed steps) use, in order:
-      ``options.flops_per_step`` (``--flops-per-step``), the trace's shapes
-      (FlopCounterMode convention), the run's sidecar (``tb_mfu.json``).
-    - ``report.device.peak_flops`` / ``peak_source`` / ``dtype`` from ``resolve_peak``.
-    - ``report.flops``: ``flops_summary`` plus every MFU that can be computed
-      (shapes = HFU, model = recompute removed, user/sidecar), the achieved TFLOP/s
-      while the GPU is busy, the unattributed kernel time and the peak choice.
+    - FLOPs per step use, in order: ``options.flops_per_step`` (``--flops-per-step``), the trace's
+      shapes (FlopCounterMode convention), the run's sidecar (``tb_mfu.json``);
+    - the detail: every other MFU-like figure (HFU, without recompute, the user's), the achieved
+      TFLOP/s while the GPU is busy, the kernel time no counted op launched, the peak choice;
+    - a figure above 100 % is withheld (``plausibility``), its raw value kept in the detail.
     """
-    if report.error or report.summary is None or steps is None or not len(steps):
-        return
-    plausibility.guard_shares(report, view.step_columns if view is not None else None)
-    device = report.device.index if report.device is not None else None
     of = _op_flops_cached(tables)
     if device is not None:
         of = of.for_device(device)
     cpu_start = np.asarray(steps.cpu_start, np.float64)
     cpu_end = np.asarray(steps.cpu_end, np.float64)
     dur = np.asarray(steps.dur, np.float64)
+    n = len(dur)
     wf = flops_in_windows(of, cpu_start, cpu_end)
     user = user_flops(options, sidecar)
-    peak = mfu_peak(tables, view, of, device, user.options)
+    peak = mfu_peak(tables, rows, classes, of, device, user.options)
     choice = peak.peak
-    if report.device is not None:
-        report.device.peak_flops, report.device.peak_source = choice.peak_flops, choice.source
-        report.device.dtype = choice.dtype
     has_shapes = bool(len(of)) and float(wf.flops.sum()) > 0
-    head, head_source = headline(options, has_shapes, wf, user, len(dur))
-    fill_mfu(report, head, dur, choice.peak_flops)
+    head, head_source = headline(options, has_shapes, wf, user, n)
     unattributed = unattributed_kernel_time(tables, of, launched_in_steps(tables, steps, device))
     detail = flops_summary(of, cpu_start, cpu_end, unattributed)
     detail.headline_source = head_source
-    fill_detail(detail, report, wf, dur, has_shapes, user, choice, peak.dtype)
+    scale = drag if drag is not None and 0 < drag <= 1 and n > 0 else None
+    # HFU, the MFU without recompute and the user's MFU over the same step as the headline's
+    fill_detail(detail, wf, dur * scale if scale else dur, busy_us, has_shapes, user, choice, peak.dtype)
+    notes: list[str] = []
     if choice.dtype_source == "assumed" and head is not None:
-        report.notes.append(f"MFU peak: {choice.source}")
+        notes.append(f"MFU peak: {choice.source}")
     if not has_shapes:
         # nothing counted is an unknown count, not a count of 0 (a CUDA-graph replay has no ops)
         detail.source = None
@@ -83,8 +124,85 @@ def apply_to_report(
     why = unshaped.missing_flops_note(tables, np.asarray(steps.start), np.asarray(steps.end), device, has_shapes)
     if why is not None:
         detail.notes.append(why)
-    plausibility.guard_mfu(report, detail, choice, head_source)
-    withhold_impossible_rates(report)
-    mfu_spread(report)
-    note_fp32_peak(report, detail, peak.props, peak.kernel_names, choice, user.options)
-    report.flops = detail
+
+    flops = np.full(n, np.nan) if head is None else np.asarray(head, np.float64)
+    mfu = np.full(n, np.nan)
+    rate = np.full(n, np.nan)
+    if head is not None:
+        mfu = np.array(mfus_for(flops, dur, choice.peak_flops), dtype=np.float64)
+        r, known = flop_rates(flops, dur)
+        rate = np.where(known, r, np.nan)
+    summary_flops = float(np.mean(flops)) if head is not None else None
+    traced_mfu = overall_mfu(flops, dur, choice.peak_flops) if head is not None else None
+    step_unprofiled = float(dur.mean()) * scale if scale else None
+    step_basis = step_unprofiled if step_unprofiled is not None else (float(dur.mean()) if n else None)
+    summary_mfu = mfu_for(summary_flops, step_basis, choice.peak_flops)
+    summary_achieved = flop_rate(summary_flops, step_basis)
+
+    second_note: str | None = None
+    second = second_mfu(summary_mfu, summary_flops, step_basis, peak, choice, user.options)
+    if second is not None:
+        if second.against == "bf16":
+            detail.mfu_at_bf16_peak = second.mfu
+        else:
+            detail.mfu_at_compute_peak = second.mfu
+            detail.compute_peak = msgspec.convert(second.peak, PeakFacts, from_attributes=True)
+        second_note = second.note
+    guard = plausibility.guard_mfu(summary_mfu, mfu, steps.number, detail, choice, head_source, flags)
+    out_flags: list[str] = []
+    if guard is not None:
+        out_flags.append(plausibility.IMPOSSIBLE_MFU)
+        notes.append(guard.note)
+        # the FLOP/s behind a withheld MFU is withheld too: its FLOPs (or the step) made the MFU impossible
+        rate = np.where(guard.steps_withheld, np.nan, rate)
+        mfu = np.where(guard.steps_withheld, np.nan, mfu)
+        if guard.summary_withheld:
+            summary_mfu = summary_achieved = traced_mfu = second_note = None
+    if second_note is not None:
+        notes.append(second_note)
+    status = _status(summary_mfu, guard, head_source, choice, step_unprofiled is not None)
+    return MfuFigures(
+        flops=flops,
+        mfu=mfu,
+        achieved_flops=rate,
+        summary_flops=summary_flops,
+        summary_mfu=summary_mfu,
+        summary_achieved=summary_achieved,
+        summary_mfu_traced=traced_mfu,
+        step_unprofiled_us=step_unprofiled,
+        mfu_spread=spread(mfu[~np.isnan(mfu)]),  # its median is the MFU of the median step
+        status=status,
+        detail=detail,
+        peak=choice,
+        notes=notes,
+        flags=out_flags,
+    )
+
+
+def _status(
+    mfu: float | None, guard: plausibility.Guard | None, source: str | None, choice: PeakChoice, unprofiled: bool
+) -> MfuStatus:
+    """Known, unknown or impossible, with the reason in one line: decided once, read by every face."""
+    if guard is not None and guard.summary_withheld:
+        why = f"above 100 %, which is impossible. Likely cause: {guard.explanation}"
+        return MfuStatus(state="impossible", reason=why)
+    if mfu is not None:
+        basis = (
+            "over the steady-state steps with the profiler's host cost taken out (estimated)"
+            if unprofiled
+            else "over the steady-state steps as traced (the profiler's cost could not be estimated)"
+        )
+        return MfuStatus(
+            state="known",
+            basis="without_profiler" if unprofiled else "traced",
+            reason=f"{basis}; FLOPs from {source}; peak: {choice.source}",
+        )
+    if source is None:
+        return MfuStatus(
+            state="unknown",
+            reason="no FLOP count: record shapes (record_shapes=True), or give --flops-per-step or a "
+            "tb_mfu.json sidecar",
+        )
+    if not choice.peak_flops:
+        return MfuStatus(state="unknown", reason=f"no peak FLOP/s for this GPU ({choice.source}): give --peak-tflops")
+    return MfuStatus(state="unknown", reason="no step time to divide the FLOPs by")

@@ -11,7 +11,7 @@ structured-sparsity figures halved), at boost clock:
 - ``fp4``: FP4 tensor core (Blackwell; block-scaled NVFP4/MXFP4).
 
 A missing dtype means the GPU has no tensor-core path for it; the choice then
-falls back (bf16 on V100 -> fp32, fp8 on A100 -> bf16) and says so.
+falls back (bf16 on V100 -> fp16, fp8 on A100 -> bf16) and says so.
 
 Per-device values: H100 NVL and H200 NVL are per GPU (NVIDIA's first NVL sheet
 quoted a pair); MI250/MI250X are per GCD, which is what PyTorch sees as one device.
@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..fmt import flop_rate
+from ..fmt import flop_rate, nbytes
 from ..options import AnalysisOptions
 
 
@@ -184,36 +184,90 @@ def _arch_from_props(props: Mapping[str, Any]) -> str | None:
     )
 
 
+# Parts an architecture's SM/CU count tells apart.
+_BY_SMS: dict[tuple[str, int], str] = {
+    ("hopper", 132): "H100 SXM",
+    ("hopper", 114): "H100 PCIe",
+    ("hopper", 78): "H20",
+    ("ampere", 108): "A100",
+    ("ampere", 72): "A10",
+    ("ampere", 80): "A10G",
+    ("ampere", 82): "RTX 3090",
+    ("ampere", 84): "RTX 3090 Ti",
+    ("ada", 142): "L40S",
+    ("ada", 58): "L4",
+    ("ada", 128): "RTX 4090",
+    ("volta", 80): "V100 SXM2",
+    ("blackwell", 148): "B200",
+    ("cdna2", 110): "MI250X (per GCD)",
+    ("cdna2", 104): "MI250 (per GCD)",
+    ("cdna3", 304): "MI300X",
+    ("cdna3", 228): "MI300A",
+}
+
+# Parts that share an architecture and a count, told apart by their memory: (arch, count) ->
+# (GiB above which the larger part, that part). Their peak FLOP/s are the same; the name is not.
+_BY_MEMORY: dict[tuple[str, int], tuple[float, str]] = {
+    ("hopper", 132): (100.0, "H200 SXM"),  # H100 SXM 80 GB, H200 SXM 141 GB
+    ("cdna3", 304): (224.0, "MI325X"),  # MI300X 192 GB, MI325X 256 GB
+}
+_ARCH_WORDS = {"cdna3": "CDNA3 (gfx94x)", "cdna2": "CDNA2 (gfx90a)"}
+
+
 def _model_for_arch(arch: str, props: Mapping[str, Any] | None) -> GpuPeaks:
     """Pick a model within an architecture, using the SM/CU count when it tells them apart."""
     sms = props.get("numSms") if props else None
-    if isinstance(sms, int):
-        by_sms: dict[tuple[str, int], str] = {
-            ("hopper", 132): "H100 SXM",
-            ("hopper", 114): "H100 PCIe",
-            ("hopper", 78): "H20",
-            ("ampere", 108): "A100",
-            ("ampere", 72): "A10",
-            ("ampere", 80): "A10G",
-            ("ampere", 82): "RTX 3090",
-            ("ampere", 84): "RTX 3090 Ti",
-            ("ada", 142): "L40S",
-            ("ada", 58): "L4",
-            ("ada", 128): "RTX 4090",
-            ("volta", 80): "V100 SXM2",
-            ("blackwell", 148): "B200",
-            ("cdna2", 110): "MI250X (per GCD)",
-            ("cdna2", 104): "MI250 (per GCD)",
-            ("cdna3", 304): "MI300X",
-            ("cdna3", 228): "MI300A",
-        }
-        key = by_sms.get((arch, sms))
-        if key:
-            return PEAKS[key]
-    return PEAKS[_ARCH_DEFAULT[arch]]
+    key = _BY_SMS.get((arch, sms)) if isinstance(sms, int) else None
+    return PEAKS[key] if key else PEAKS[_ARCH_DEFAULT[arch]]
 
 
-_FALLBACK = {"bf16": "fp32", "fp16": "fp32", "tf32": "fp32", "fp8": "bf16", "fp4": "fp8", "fp64": "fp32"}
+@dataclass(frozen=True)
+class Identified:
+    """A GPU model named from a ``deviceProperties`` entry whose name is empty."""
+
+    model: GpuPeaks
+    reason: str  # "compute 9.4 with wavefront 64 is CDNA3 (gfx94x), and 304 CUs is an MI300X"
+
+
+def identify(props: Mapping[str, Any] | None) -> Identified | None:
+    """The model of a ``deviceProperties`` entry with an empty or missing name, when its architecture
+    (compute capability, wavefront size or gfx target) and its SM/CU count single it out; else None.
+
+    vLLM's ROCm traces write ``"name": ""``; ``computeMajor`` 9, ``computeMinor`` 4, ``warpSize`` 64
+    and ``numSms`` 304 are an MI300X all the same. A count the table does not know names nothing: the
+    architecture alone is a guess, which ``resolve_peak`` makes and marks as inferred."""
+    if not props or str(props.get("name") or "").strip():
+        return None
+    arch = _arch_from_props(props)
+    sms = props.get("numSms")
+    if arch is None or not isinstance(sms, int) or isinstance(sms, bool):
+        return None
+    key = _BY_SMS.get((arch, sms))
+    if key is None:
+        return None
+    mem = props.get("totalGlobalMem")
+    big = _BY_MEMORY.get((arch, sms))
+    if big is not None and isinstance(mem, int | float) and mem / 2**30 > big[0]:
+        key = big[1]
+    amd = arch.startswith("cdna")
+    gfx = _GFX.search(f"{props.get('gcnArchName') or ''}")
+    if gfx:
+        how = f"gfx target {gfx.group(0)}"
+    elif amd:
+        how = f"compute {props.get('computeMajor')}.{props.get('computeMinor')} with wavefront 64"
+    else:
+        how = f"compute capability {props.get('computeMajor')}.{props.get('computeMinor')}"
+    count = f"{sms} {'CUs' if amd else 'SMs'}"
+    if big is not None and isinstance(mem, int | float):
+        count += f" with {nbytes(float(mem))}"
+    elif big is not None:  # no memory size to tell the twins apart: say so
+        count += f" (so has the {big[1]}, at the same peak)"
+    what = _ARCH_WORDS.get(arch, arch.capitalize())
+    return Identified(PEAKS[key], f"name empty; {how} is {what}, and {count} is the {key}")
+
+
+# bf16 without bf16 tensor cores (Volta, Turing) runs on the fp16 ones: the 16-bit peak is fp16's
+_FALLBACK = {"bf16": "fp16", "fp16": "fp32", "tf32": "fp32", "fp8": "bf16", "fp4": "fp8", "fp64": "fp32"}
 
 
 # The table's tensor-core figures are the datasheets' sparse ones halved; its fp32 figure on an
@@ -243,6 +297,13 @@ def _dtype_peak(g: GpuPeaks, dtype: str) -> tuple[str, float, str]:
     return d, g.tflops[d], note
 
 
+# The dtype whose peak MFU is measured against, for the dtype a run computes in (the PaLM convention,
+# which torchtitan and Megatron follow): the dense 16-bit tensor-core peak, or the compute dtype's own
+# where that is faster (fp8, fp4), so a run never looks better for computing in a slow dtype and a
+# fast one never passes 100 %. Any other dtype (fp32, tf32, bf16, fp16, unknown) gets bf16.
+MFU_DTYPE = {"fp8": "fp8", "fp4": "fp4"}
+
+
 def resolve_peak(
     device_props: Mapping[str, Any] | None,
     kernel_names: Iterable[str],
@@ -251,31 +312,42 @@ def resolve_peak(
     dtype_how: str | None = None,
     dtype_source: str = "shapes",
 ) -> PeakChoice:
-    """Choose the peak FLOP/s for MFU.
+    """Choose the peak FLOP/s for MFU: the peak of the dtype ``MFU_DTYPE`` gives for the compute
+    ``dtype`` (the dense bf16 tensor-core peak for fp32, TF32, bf16 and fp16 runs; fp8's and fp4's
+    for those), on GPUs without bf16 tensor cores the fp16 one.
 
     Priority: ``options.peak_tflops`` > ``options.device_name`` > the trace's
     ``deviceProperties`` name > the architecture (from kernel names, or from
     computeMajor/Minor) with the most common part of it, marked inferred.
     ``dtype`` is the FLOP-weighted compute dtype of the counted ops
     (``OpFlops.dominant_dtype()``), else the kernel-time-weighted dtype of the matmul kernel
-    names (``kernel_families``); ``dtype_how`` says which, for the source line. With no dtype
-    the dense bf16 tensor-core peak is used (``ASSUMED_DTYPE``, the PaLM convention), never the
-    fp32 one. fp32 uses the fp32 peak unless ``options.tf32``.
+    names (``kernel_families``); ``dtype_how`` says which, for the source line. ``peak_at``
+    gives the peak of one dtype as it is (the second figures of ``mfu_notes``).
     """
-    options = options or AnalysisOptions()
     known = bool(dtype and dtype != "unknown")
-    want = dtype if dtype and known else ASSUMED_DTYPE
+    want = MFU_DTYPE.get(dtype or "", "bf16")
     how = dtype_how or dtype_source
-    assumed = f" (dtype from {how})" if known and how != "shapes" else ""
     if not known:
-        dtype_source, assumed = "assumed", f" ({ASSUMED_NOTE})"
-    if want == "fp32" and options.tf32:
-        want, dtype_source = "tf32", "option"
-    choice = _resolve(device_props, kernel_names, want, assumed, options)
-    if not known and choice.dtype == "fp32":
-        # no bf16 tensor cores (Volta, Turing): the assumed 16-bit peak is the fp16 one
-        choice = _resolve(device_props, kernel_names, "fp16", assumed, options)
-    return replace(choice, dtype_source=dtype_source)
+        dtype_source, said = "assumed", f" ({ASSUMED_NOTE})"
+    elif want != dtype:
+        said = (
+            f" (the run computes in {dtype}, from {how}: MFU is against the 16-bit tensor-core peak, PaLM's convention)"
+        )
+    else:
+        said = f" (dtype from {how})" if how != "shapes" else ""
+    return replace(peak_at(device_props, kernel_names, want, options, said), dtype_source=dtype_source)
+
+
+def peak_at(
+    device_props: Mapping[str, Any] | None,
+    kernel_names: Iterable[str],
+    dtype: str,
+    options: AnalysisOptions | None = None,
+    said: str = "",
+) -> PeakChoice:
+    """The peak of ``dtype`` on the device (its fallback where the GPU has no such path, ``_FALLBACK``:
+    bf16 on a GPU without bf16 tensor cores is fp16), ``said`` added to the source line."""
+    return _resolve(device_props, kernel_names, dtype, said, options or AnalysisOptions())
 
 
 def _resolve(
@@ -307,6 +379,12 @@ def _resolve(
         d, tf, note = _dtype_peak(g, want)
         src = f"{g.key} from deviceProperties {dev_name!r}: {peak_text(g, d, tf)}{note}{assumed}"
         return PeakChoice(g.key, tf * 1e12, d, src, False)
+    ident = identify(props)
+    if ident is not None:  # an empty name whose architecture and SM/CU count tell the part
+        g = ident.model
+        d, tf, note = _dtype_peak(g, want)
+        src = f"{g.key} identified from deviceProperties ({ident.reason}): {peak_text(g, d, tf)}{note}{assumed}"
+        return PeakChoice(g.key, tf * 1e12, d, src, False)
     # unknown or missing name: infer
     arch = infer_arch(kernel_names)
     how = "kernel names"
@@ -320,7 +398,11 @@ def _resolve(
         )
     g = _model_for_arch(arch, props)
     d, tf, note = _dtype_peak(g, want)
-    what = f"device {dev_name!r} unknown" if dev_name else "no deviceProperties"
+    what = (
+        f"device {dev_name!r} unknown"
+        if dev_name
+        else ("deviceProperties name empty" if props else "no deviceProperties")
+    )
     src = (
         f"{g.key} inferred ({what}; {arch} from {how}): {peak_text(g, d, tf)}{note}{assumed}; "
         "override with --device-name or --peak-tflops"

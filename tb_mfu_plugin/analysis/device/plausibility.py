@@ -10,15 +10,14 @@ above 100 % as "impossible", never as a figure.
 
 from __future__ import annotations
 
-from itertools import chain
-from operator import attrgetter
-from typing import Any
+from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from ..flops.detail import FlopsDetail, Impossible, ImpossibleValues
 from ..fmt import flop_rate
-from ..report import WorkerReport
+from ..report import Summary
 from ..time.step_metrics import StepColumns
 from .peaks import PEAKS, PeakChoice
 
@@ -27,7 +26,7 @@ IMPOSSIBLE_SHARE = "impossible_share"
 # Rounding in sums of float µs can push an exact 1.0 a hair above it.
 _ROUNDING = 1e-6
 # FLOP-rate figures of the FLOPs detail block that are fractions of the peak.
-MFU_KEYS = ("hfu", "mfu_model", "mfu_user", "mfu_at_bf16_peak")
+MFU_KEYS = ("hfu", "mfu_model", "mfu_user", "mfu_at_bf16_peak", "mfu_at_compute_peak")
 
 
 def _likely_cause(raw: float, choice: PeakChoice, flops_source: str | None, flags: list[str]) -> tuple[str, str]:
@@ -58,17 +57,36 @@ def _likely_cause(raw: float, choice: PeakChoice, flops_source: str | None, flag
     )
 
 
-def guard_mfu(report: WorkerReport, detail: FlopsDetail, choice: PeakChoice, flops_source: str | None) -> None:
-    """Null every MFU-like fraction above 1 in ``report``/``detail``, keep the raw values, flag, explain."""
+@dataclass(frozen=True)
+class Guard:
+    """What ``guard_mfu`` withheld: the steps whose MFU came out above 1, whether the summary's did,
+    and the note that says so."""
+
+    steps_withheld: np.ndarray  # bool per step
+    summary_withheld: bool
+    cause: str  # peak | flops | step
+    explanation: str
+    note: str
+
+
+def guard_mfu(
+    summary_mfu: float | None,
+    step_mfu: np.ndarray,
+    step_numbers: np.ndarray,
+    detail: FlopsDetail,
+    choice: PeakChoice,
+    flops_source: str | None,
+    flags: list[str],
+) -> Guard | None:
+    """The MFU-like fractions above 1 of one device: the detail's are nulled (their raw values kept
+    in ``detail.impossible``), the steps' and the summary's named in the returned ``Guard`` for the
+    caller to withhold; None when every figure is possible."""
     raw = ImpossibleValues()
-    s = report.summary
-    if s is not None and s.mfu is not None and s.mfu > 1.0:
-        raw.mfu = s.mfu
-        s.mfu = None
-    over = [report.steps[i] for i in _above_one([st.mfu for st in report.steps])]
-    steps = {str(st.step): st.mfu for st in over if st.mfu is not None and st.mfu > 1.0}
-    for st in over:
-        st.mfu = None
+    summary_over = summary_mfu is not None and summary_mfu > 1.0
+    if summary_over:
+        raw.mfu = summary_mfu
+    over = np.nan_to_num(step_mfu, nan=0.0) > 1.0
+    steps = {str(int(k)): float(v) for k, v in zip(step_numbers[over].tolist(), step_mfu[over].tolist(), strict=True)}
     if steps:
         raw.steps = steps
     for key in MFU_KEYS:
@@ -78,94 +96,65 @@ def guard_mfu(report: WorkerReport, detail: FlopsDetail, choice: PeakChoice, flo
             setattr(detail, key, None)
     figures = [v for v in (getattr(raw, k) for k in ("mfu", *MFU_KEYS)) if v is not None]
     if not figures and not steps:
-        return
+        return None
     worst = max(figures) if figures else max(steps.values())
-    cause, why = _likely_cause(worst, choice, flops_source, report.flags)
-    report.flags.append(IMPOSSIBLE_MFU)
+    cause, why = _likely_cause(worst, choice, flops_source, flags)
     detail.impossible = Impossible(values=raw, likely_cause=cause, explanation=why)
     # the raw value stays in the JSON (``flops.impossible.values``) for debugging, never in a sentence
-    report.notes.append(f"MFU came out above 100 %, which is impossible, so it is not reported. Likely cause: {why}.")
+    what = "MFU" if summary_over or steps else "; ".join(_NAMES[k] for k in MFU_KEYS if getattr(raw, k) is not None)
+    note = f"{what} came out above 100 %, which is impossible, so it is not reported. Likely cause: {why}."
+    return Guard(over, summary_over, cause, why, note)
 
 
-def _metric_shares(obj: Any) -> dict[str, float]:
-    return {f: getattr(obj, f) for f in _share_fields(obj) if isinstance(getattr(obj, f), float)}
+# what each figure of MFU_KEYS is, in the note that withholds it
+_NAMES = {
+    "hfu": "HFU",
+    "mfu_model": "MFU without recompute",
+    "mfu_user": "MFU from your FLOPs",
+    "mfu_at_bf16_peak": "MFU against the bf16 peak",
+    "mfu_at_compute_peak": "MFU against the peak of the units the matmuls ran on",
+}
 
 
-def _share_fields(obj: Any) -> list[str]:
-    fields = getattr(obj, "__struct_fields__", ())
+def _share_fields(fields: tuple[str, ...]) -> list[str]:
     return [f for f in fields if f.endswith("_share") or f in ("sm_efficiency", "achieved_occupancy")]
 
 
-def _above_one(values: list[Any]) -> np.ndarray:
-    """Indexes of the values above 1 (None and NaN are not), found array-wide."""
-    return np.flatnonzero(np.array(values, dtype=np.float64) > 1.0)
+def _clamped(values: np.ndarray, key: str, bad: set[str], known: np.ndarray | None = None) -> np.ndarray:
+    """Rounding above 1 becomes 1; a real excess (beyond ``_ROUNDING``) is named in ``bad`` and kept
+    (the faces show a share above 100 % as impossible, never as a figure). ``known``: where the
+    column holds a figure (an unknown one holds any number, which says nothing)."""
+    over = np.nan_to_num(values, nan=0.0) > 1.0
+    if known is not None:
+        over &= known
+    if not over.any():
+        return values
+    if (values[over] > 1.0 + _ROUNDING).any():
+        bad.add(key)
+    return np.where(over & (values <= 1.0 + _ROUNDING), 1.0, values)
 
 
-def _clamp(obj: Any, key: str, v: Any, bad: set[str], breakdown: bool = False) -> None:
-    """Rounding above 1 becomes 1 (``obj.key``, or ``obj.breakdown[key]``); a real excess goes to ``bad``."""
-    if not isinstance(v, float) and not breakdown:
-        return
-    if 1.0 < v <= 1.0 + _ROUNDING:
-        if breakdown:
-            obj.breakdown[key] = 1.0
-        else:
-            setattr(obj, key, 1.0)
-    elif v > 1.0 + _ROUNDING:
-        bad.add(f"breakdown.{key}" if breakdown else key)
-
-
-def _column(steps: list[Any], key: str) -> np.ndarray:
-    """``step.key`` of every step as float64, None as NaN."""
-    values = list(map(attrgetter(key), steps))
-    try:
-        return np.fromiter(values, np.float64, len(values))
-    except TypeError:  # a None among them
-        return np.array(values, dtype=np.float64)
-
-
-def _steps_above_one(steps: list[Any], keys: list[str], columns: StepColumns | None) -> tuple[list[int], list[int]]:
-    """The steps with a share field above 1, and those with a breakdown part above 1 (None and
-    NaN never are). Read from ``columns``, the arrays the steps were built from, when given: each
-    pass over 100,000 structs scattered in memory costs about 0.1 s, a column's test nothing."""
-    if columns is not None:
-        share = [np.flatnonzero(columns.values[k] > 1.0) for k in keys]
-        parts = [np.flatnonzero(v > 1.0) for v in columns.breakdown.values()]
-    else:
-        share = [np.flatnonzero(_column(steps, k) > 1.0) for k in keys]
-        breakdowns = list(map(attrgetter("breakdown"), steps))
-        counts = np.fromiter(map(len, breakdowns), np.int64, len(breakdowns))
-        # floats only (a breakdown holds no None): read in C, as one array
-        values = np.fromiter(chain.from_iterable(map(dict.values, breakdowns)), np.float64, int(counts.sum()))
-        parts = [np.repeat(np.arange(len(steps)), counts)[np.flatnonzero(values > 1.0)]]
-    return sorted(set(np.concatenate([*share, np.zeros(0, np.int64)]).tolist())), sorted(
-        set(np.concatenate([*parts, np.zeros(0, np.int64)]).tolist())
-    )
-
-
-def guard_shares(report: WorkerReport, columns: StepColumns | None = None) -> None:
-    """Clamp float rounding above 1 to 1; flag and explain any real excess (a bug or a broken trace).
-    The steps' figures are screened a column at a time (``columns``: the worker's, which the steps
-    were built from and nothing has changed since); only those above 1 are looked at again."""
+def guard_shares(summary: Summary, cols: StepColumns) -> tuple[Summary, StepColumns, str | None]:
+    """The summary and the step columns with float rounding above 1 clamped to 1, and the note
+    that names any real excess (a bug or a broken trace; the report is then flagged
+    ``impossible_share``). The steps are screened a column at a time."""
     bad: set[str] = set()
-    if report.summary is not None:
-        for key, v in _metric_shares(report.summary).items():
-            _clamp(report.summary, key, v, bad)
-        for key, v in (report.summary.breakdown or {}).items():
-            _clamp(report.summary, key, v, bad, breakdown=True)
-    steps = report.steps
-    keys = _share_fields(steps[0]) if steps else []
-    if columns is not None and not all(len(columns.values.get(k, ())) == len(steps) for k in keys):
-        columns = None  # not the columns of these steps
-    shares, parts = _steps_above_one(steps, keys, columns)
-    for i in shares:
-        for key in keys:
-            _clamp(steps[i], key, getattr(steps[i], key), bad)
-    for i in parts:
-        for key, v in steps[i].breakdown.items():
-            _clamp(steps[i], key, v, bad, breakdown=True)
-    if bad and IMPOSSIBLE_SHARE not in report.flags:
-        report.flags.append(IMPOSSIBLE_SHARE)
-        report.notes.append(
-            f"impossible shares above 100 % ({', '.join(sorted(bad))}): overlapping or malformed events in the "
-            "trace; these figures are shown as impossible"
-        )
+    shares = {}
+    for key in _share_fields(summary.__struct_fields__):
+        v = getattr(summary, key)
+        if isinstance(v, float):
+            shares[key] = float(_clamped(np.array([v]), key, bad)[0])
+    breakdown = {k: float(_clamped(np.array([v]), f"breakdown.{k}", bad)[0]) for k, v in summary.breakdown.items()}
+    summary = msgspec.structs.replace(summary, breakdown=breakdown, **shares)
+    shared = _share_fields(tuple(cols.values))
+    values = {k: _clamped(v, k, bad, cols.known.get(k)) if k in shared else v for k, v in cols.values.items()}
+    parts = {k: _clamped(v, f"breakdown.{k}", bad) for k, v in cols.breakdown.items()}
+    cols = StepColumns(values=values, known=cols.known, breakdown=parts, gaps=cols.gaps)
+    if not bad:
+        return summary, cols, None
+    return (
+        summary,
+        cols,
+        f"impossible shares above 100 % ({', '.join(sorted(bad))}): overlapping or malformed events in the "
+        "trace; these figures are shown as impossible",
+    )

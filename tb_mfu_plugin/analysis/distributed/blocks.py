@@ -66,6 +66,18 @@ class SyncPoint(msgspec.Struct, kw_only=True, array_like=True):
     end_us: float
 
 
+class UnlistedCommunication(msgspec.Struct, kw_only=True):
+    """What the collectives' rows leave out of the communication total, so the table adds up: the
+    total and its exposed part less the rows' sums. Positive: collective kernel time in the steps that
+    no row lists (launched before the first analysed step, or with no launch call in the trace);
+    negative: time two collectives ran at once on two streams, which each row counts and the total
+    (a union) counts once."""
+
+    us_per_step: float
+    exposed_us_per_step: float
+    reason: str
+
+
 class Communication(msgspec.Struct, kw_only=True):
     """Collective communication of one rank, per mean analysed step (Holistic Trace Analysis's
     comm/comp overlap, restricted to the steps): see docs/distributed.md."""
@@ -82,6 +94,8 @@ class Communication(msgspec.Struct, kw_only=True):
     link_gbps: float | None = None  # its peak, unidirectional GB/s per GPU (the bus-bandwidth ceiling)
     link_source: str | None = None  # why this link
     sync_points: list[SyncPoint] = []  # the first calls per group, for clock alignment across ranks
+    # the rest of the total that the collectives' rows do not add up to; None when they do
+    unlisted: UnlistedCommunication | None = None
 
 
 class Pipeline(msgspec.Struct, kw_only=True):
@@ -103,3 +117,27 @@ class Pipeline(msgspec.Struct, kw_only=True):
     schedule: str | None = None
     schedule_source: str | None = None  # "annotations", "send/recv order", None
     p2p_us_per_step: float = 0.0  # all send/recv kernel time
+
+
+class ProcessGroup(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One entry of the trace's ``distributedInfo.pg_config``; each key only where the
+    trace has it (PyTorch versions write different ones)."""
+
+    pg_name: str | None = None
+    pg_desc: str | None = None
+    backend_config: str | None = None  # "cuda:nccl"
+    pg_size: int | None = None
+    ranks: list[int] | None = None
+    uid: int | None = None
+
+
+class Distributed(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The trace's ``distributedInfo`` (``analysis.distributed.info``); each key only where the
+    trace has it."""
+
+    backend: str | None = None  # nccl, gloo...
+    rank: int | None = None
+    world_size: int | None = None
+    pg_count: int | None = None
+    pg_config: list[ProcessGroup] | None = None
+    nccl_version: str | None = None

@@ -106,6 +106,20 @@ def bus_factor(kind: str, n: int | None) -> float | None:
     return None
 
 
+def bandwidths(
+    kind: str, group_size: int | None, nbytes: float, transfer_us: float, link_gbps: float | None
+) -> tuple[float | None, float | None, float | None]:
+    """(algbw, busbw, busbw / the link's peak) of ``nbytes`` moved in ``transfer_us``, GB/s: the one
+    definition for the bandwidth over the kernels' time and over the time from the last member's
+    arrival (``analysis.run.clocks``). None where the time is not positive or the factor unknown."""
+    if transfer_us <= 0:
+        return None, None, None
+    algbw = nbytes / transfer_us / 1e3
+    factor = bus_factor(kind, group_size)
+    busbw = algbw * factor if factor is not None else None
+    return algbw, busbw, busbw / link_gbps if busbw is not None and link_gbps else None
+
+
 def message_bytes(args: CommArgs | None) -> int | None:
     """nccl-tests' message size of one call: the larger buffer, in bytes; None when unknown."""
     if args is None or args.dtype is None:

@@ -20,7 +20,7 @@ from ..kernels.name_patterns import comm_kernel_mask
 from ..time import intervals
 from ..time.steps import Steps
 from . import collectives as co
-from .blocks import Collective, CommStep, Communication, SyncPoint
+from .blocks import Collective, CommStep, Communication, SyncPoint, UnlistedCommunication
 from .interconnects import LinkChoice, choose_link
 from .strategy import Roles, detect_roles
 
@@ -139,6 +139,7 @@ def analyze_communication(
     counted = step_of_row if launched is None else np.where(launched, step_of_row, -1)
     colls, link = _collectives(gpu, rows, counted, steps, roles, pg_config, device_name, interconnect)
     return Communication(
+        unlisted=_unlisted(total / n, (total - overlapped) / n, colls),
         communication_us_per_step=total / n,
         exposed_us_per_step=(total - overlapped) / n,
         overlapped_us_per_step=overlapped / n,
@@ -152,6 +153,29 @@ def analyze_communication(
         link_source=link.source,
         sync_points=_sync_points(gpu, rows, counted, steps),
     )
+
+
+# The rows and the total agree when they differ by less than this share of the total (float sums).
+_ADDS_UP = 1e-6
+
+
+def _unlisted(total: float, exposed: float, colls: list[Collective]) -> UnlistedCommunication | None:
+    """The part of the total (and of its exposed part) the rows do not add up to, with why."""
+    rest = total - sum(c.us_per_step for c in colls)
+    rest_exposed = exposed - sum(c.exposed_us_per_step for c in colls)
+    if abs(rest) <= _ADDS_UP * max(total, 1.0) and abs(rest_exposed) <= _ADDS_UP * max(total, 1.0):
+        return None
+    if rest < 0:
+        reason = (
+            "collectives that ran at the same time on different streams: each row counts that time, "
+            "the total counts it once"
+        )
+    else:
+        reason = (
+            "collective kernel time in the steps that no row lists: calls launched before the first "
+            "analysed step, or whose launch call the trace does not hold"
+        )
+    return UnlistedCommunication(us_per_step=rest, exposed_us_per_step=rest_exposed, reason=reason)
 
 
 def _collectives(
@@ -182,9 +206,8 @@ def _collectives(
         known = np.array([b is not None for b in nbytes])
         dur = gpu.dur[rs]
         moved = float(sum(b for b in nbytes if b is not None))
-        algbw = moved / float(dur[known].sum()) / 1e3 if known.any() and dur[known].sum() > 0 else None
-        factor = co.bus_factor(kind, size)
-        busbw = algbw * factor if algbw is not None and factor is not None else None
+        link_gbps = link.link.gbps if link.link else None
+        algbw, busbw, link_share = co.bandwidths(kind, size, moved, float(dur[known].sum()), link_gbps)
         out.append(
             Collective(
                 kind=kind,
@@ -200,9 +223,9 @@ def _collectives(
                 mean_message_bytes=moved / int(known.sum()) if known.any() else None,
                 algbw_gbps=algbw,
                 busbw_gbps=busbw,
-                link_peak_share=busbw / link.link.gbps if busbw is not None and link.link else None,
+                link_peak_share=link_share,
                 link=link.link.key if link.link else None,
-                link_gbps=link.link.gbps if link.link else None,
+                link_gbps=link_gbps,
                 kernel_busbw_gbps=busbw,
                 kernel_protocol=rows.protocol[members[0]],
             )

@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from ..report import Distributed
+from .blocks import Distributed
 
 _FIELD_TYPES = {f.name: f.type for f in msgspec.structs.fields(Distributed)}
 

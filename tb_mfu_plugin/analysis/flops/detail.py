@@ -45,6 +45,7 @@ class ImpossibleValues(msgspec.Struct, kw_only=True, omit_defaults=True):
     mfu_model: float | None = None
     mfu_user: float | None = None
     mfu_at_bf16_peak: float | None = None
+    mfu_at_compute_peak: float | None = None
 
 
 class Impossible(msgspec.Struct, kw_only=True):
@@ -84,7 +85,10 @@ class FlopsDetail(msgspec.Struct, kw_only=True):
     peak: PeakFacts = msgspec.field(default_factory=PeakFacts)
     kernel_dtype: str | None = None  # the dominant dtype of the matmul kernel names
     kernel_dtype_shares: dict[str, float] = {}  # matmul kernel time per dtype ("unknown": none named)
-    # Keys present only when they apply (UNSET is left out of the JSON, None is written):
-    # an fp32 run's MFU against the bf16 tensor-core peak, and the figures above 100 %.
-    mfu_at_bf16_peak: float | UnsetType = UNSET
+    # Keys present only when they apply (UNSET is left out of the JSON, None is written): the MFU of
+    # an fp8/fp4 run against the bf16 peak; the MFU of an fp32/TF32 run against the peak of the units
+    # it ran on (compute_peak: the fp32 CUDA-core or TF32 peak); the figures above 100 %.
+    mfu_at_bf16_peak: float | None | UnsetType = UNSET
+    mfu_at_compute_peak: float | None | UnsetType = UNSET
+    compute_peak: PeakFacts | UnsetType = UNSET
     impossible: Impossible | UnsetType = UNSET

@@ -11,6 +11,7 @@ from ...core.distinct import distinct_inverse
 from ...trace.tables import GpuTable
 from ..report import KernelStats
 from . import families as kernel_families
+from . import sm_active
 
 SHORT_KERNEL_US = 10.0
 
@@ -123,7 +124,8 @@ def top_kernels(
         return v, w
 
     bps_v, bps_w = by_kernel(bps)
-    eff_v, eff_w = by_kernel(np.minimum(bps, 1.0))
+    eff_v, eff_w = by_kernel(sm_active.sm_active(bps, gpu.occupancy_pct, gpu.block_threads, gpu.dur))
+    tb_v, tb_w = by_kernel(np.minimum(bps, 1.0))
     occ_v, occ_w = by_kernel(occ)
     out = []
     for k in np.argsort(-total, kind="stable")[:limit]:
@@ -136,6 +138,7 @@ def top_kernels(
                 mean_us=float(total[k] / count[k]),
                 mean_blocks_per_sm=float(bps_v[k] / bps_w[k]) if bps_w[k] > 0 else None,
                 sm_efficiency=float(eff_v[k] / eff_w[k]) if eff_w[k] > 0 else None,
+                sm_efficiency_tb=float(tb_v[k] / tb_w[k]) if tb_w[k] > 0 else None,
                 achieved_occupancy=float(occ_v[k] / occ_w[k]) if occ_w[k] > 0 else None,
                 tensor_core=bool(tc[codes[k]]),
                 core=kernel_families.CLASSES[classes.core[codes[k]]] if classes is not None else None,

@@ -93,6 +93,14 @@ def _peak(
     freed = live.free_index(tl.mem)
     alive = live.alive_at(tl.mem, freed, p.start_event, p.event)
     held = int(tl.mem.bytes[alive].sum())
+    if s.peak_allocated_bytes is not None and held > s.peak_allocated_bytes:
+        # the step's allocations alive at the peak add up to more than the allocator's own total there:
+        # the events disagree (broken or hostile), so which ops hold the peak is unknown, not shown
+        out.notes.append(
+            "the allocations alive at the peak add up to more than the allocator's total at that moment: "
+            "the memory events disagree, so the ops holding the peak are not shown"
+        )
+        return
     before = (s.peak_allocated_bytes or 0) - held if s.allocated_start_bytes is not None else None
     out.top_ops = live.top_ops(tables, tl.mem, tl.op, tl.root, alive, max(0, before) if before is not None else None)
 

@@ -10,14 +10,16 @@ reads higher than what the GPU did over the run, and it would not add up with MF
 - Time shares (busy, kernel, memcpy, memset, idle, idle after syncs, host blocked in syncs, the
   breakdown):
   Σ share_i · dur_i / Σ dur_i, which is Σ part_i / Σ dur_i.
-- ``sm_efficiency``: Σ capped coverage / Σ time over the steps that have it (steps whose
-  kernels report no blocks per SM have none and are left out of both sums).
+- ``sm_efficiency`` (and ``sm_efficiency_tb``, torch-tb-profiler's): Σ capped coverage / Σ time over
+  the steps that have it (steps whose kernels report no blocks per SM have none and are left out
+  of both sums).
 - ``achieved_occupancy``: kernel-time-weighted over all the steps' kernels that report it.
 - ``tensor_core_kernel_share`` (and the unknown-core and CUDA-core matmul shares beside it):
   Σ kernel time of that class / Σ kernel time.
 - Per-step counts (bytes, syncs, kernels): total over the steps / their number (the mean).
-- ``step_time_us`` stays the **median** step (steady against one slow step);
-  ``step_time_mean_us`` is Σ dur / steps, the step the shares and the waterfall apply to.
+- ``step_time_us`` is the **mean** step, Σ dur / steps: the step every share, the breakdown, MFU
+  and the waterfall apply to (``step_time_mean_us`` is the same figure, kept for schema 2's
+  readers); the median step is another aggregation, under its own name (``step_time_median_us``).
 
 The per-step spread (median, p10, p90, min, max) of the step time and of the main shares
 goes to ``Summary.distribution``.
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -55,6 +58,8 @@ PER_STEP_COUNTS = (
     "sync_count_per_step",
     "kernels_per_step",
 )
+# Time-weighted over the steps that have them, like sm_efficiency, with no spread kept.
+OTHER_SHARES = ("sm_efficiency_tb",)
 # The per-step figures whose spread the summary keeps (``mfu`` is added by analysis.mfu).
 DISTRIBUTION_KEYS = (
     "gpu_busy_share",
@@ -97,6 +102,12 @@ class KernelTotals:
         return part_us / self.kernel_us if self.kernel_us > 0 else 0.0
 
 
+def total_us(dur_us: np.ndarray) -> float:
+    """The steps' time added as Python adds floats: the one sum behind the mean step (the summary's
+    ``step_time_us``, the facts' ``step_us``, the waterfall's first bar), so they are equal to the bit."""
+    return float(sum(dur_us.tolist()))
+
+
 def time_weighted(values: Iterable[float | None], dur_us: Iterable[float]) -> float | None:
     """Σ value·dur / Σ dur over the pairs whose value is known; None when none is."""
     num = den = 0.0
@@ -121,7 +132,7 @@ def spread(values: Iterable[float | None] | np.ndarray) -> Spread | None:
 
 def summarize(steps: list[Step], kernels: KernelTotals) -> Summary:
     """The ``Summary`` of at least one analysed step (``flops_per_step``/``mfu``: analysis.mfu)."""
-    keys = {*TIME_SHARES, *PER_STEP_COUNTS, *DISTRIBUTION_KEYS}
+    keys = {*TIME_SHARES, *PER_STEP_COUNTS, *DISTRIBUTION_KEYS, *OTHER_SHARES}
     values = {k: np.array([getattr(s, k) for s in steps], dtype=object) for k in keys}
     known = {k: np.array([x is not None for x in v], bool) for k, v in values.items()}
     floats = {k: np.where(known[k], v, 0.0).astype(np.float64) for k, v in values.items()}
@@ -153,21 +164,27 @@ def summarize_columns(
     n = len(dur)
     if not n:
         raise ValueError("summarize needs at least one step")
-    total = float(sum(dur.tolist()))  # Python's sum, as over the steps' floats before
-    shares = {k: _time_weighted(values[k], dur, known.get(k)) or 0.0 for k in TIME_SHARES}
-    counts = {k: float(sum(values[k].tolist())) / n for k in PER_STEP_COUNTS}
+    total = total_us(dur)
+    # (typed Any: as keywords they fill the Summary's float fields by name, which mypy cannot match)
+    shares: dict[str, Any] = {k: _time_weighted(values[k], dur, known.get(k)) or 0.0 for k in TIME_SHARES}
+    counts: dict[str, Any] = {k: float(sum(values[k].tolist())) / n for k in PER_STEP_COUNTS}
     bd = {k: _time_weighted(breakdown[k], dur) if k in breakdown else 0.0 for k in BREAKDOWN_KEYS}
     median = float(np.median(dur))
     distribution = {"step_time_us": spread(dur)}
     distribution.update({k: _spread(values[k], known.get(k)) for k in DISTRIBUTION_KEYS})
     return Summary(
         steps=n,
-        step_time_us=median,
+        step_time_us=total / n,
         step_time_median_us=median,
         step_time_mean_us=total / n,
         breakdown={k: v or 0.0 for k, v in bd.items()},
         breakdown_us_per_step={k: (v or 0.0) * total / n for k, v in bd.items()},
         sm_efficiency=_time_weighted(values["sm_efficiency"], dur, known.get("sm_efficiency")),
+        sm_efficiency_tb=(
+            _time_weighted(values["sm_efficiency_tb"], dur, known.get("sm_efficiency_tb"))
+            if "sm_efficiency_tb" in values
+            else None
+        ),
         achieved_occupancy=kernels.occupancy,
         tensor_core_kernel_share=kernels.share(kernels.tensor_core_us),
         unknown_core_kernel_share=kernels.share(kernels.unknown_core_us),

@@ -15,6 +15,7 @@ import numpy as np
 
 from ...trace.tables import KERNEL, MEMCPY, MEMSET, GpuTable
 from ..kernels import families as kernel_families
+from ..kernels import sm_active
 from ..report import Metrics, Step
 from . import copies, windows
 from .step_structs import structs_of_columns
@@ -92,7 +93,7 @@ def step_columns(
     idle = np.maximum(0.0, 1.0 - windows.share(busy, dur))
     after_sync = np.minimum(windows.share(idle_after_sync_us, dur), idle)  # (min: float rounding only)
     gaps, _ = windows.gaps(*segments, lo, hi)
-    sm_eff, sm_known = _sm_efficiency(view, rows, win, s, e, kept & is_k, n)
+    sm_eff, sm_tb, sm_known = _sm_efficiency(view, rows, win, s, e, kept & is_k, n)
     values = {
         "gpu_busy_share": windows.share(busy, dur),
         "kernel_time_share": windows.share(k_union, dur),
@@ -102,11 +103,12 @@ def step_columns(
         "gpu_idle_after_sync_share": after_sync,
         "host_sync_blocked_share": windows.share(host_sync_us, dur),
         "sm_efficiency": windows.share(sm_eff, dur),
+        "sm_efficiency_tb": windows.share(sm_tb, dur),
         "sync_count_per_step": sync_count.astype(np.float64),
     }
     counts, known = _launched_counts(view, first, stop, classes, n)
     values.update(counts)
-    known["sm_efficiency"] = sm_known
+    known["sm_efficiency"] = known["sm_efficiency_tb"] = sm_known
     breakdown = {
         "kernel": windows.share(k_union, dur),
         "memcpy": windows.share(kc_union - k_union, dur),
@@ -119,10 +121,12 @@ def step_columns(
 
 def _sm_efficiency(
     view: StepRows, rows: np.ndarray, win: np.ndarray, s: np.ndarray, e: np.ndarray, clipped_k: np.ndarray, n: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per step, ∫ min(1, Σ blocks per SM) dt over its window, of the kernels in the window (the
-    pairs ``rows``/``win`` of ``windows.overlap_pairs``), and whether it is known: not when too
-    much kernel time has no blocks per SM (``SM_EFFICIENCY_MAX_UNKNOWN``)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per step, ∫ min(1, Σ a) dt over its window, of the kernels in the window (the pairs
+    ``rows``/``win`` of ``windows.overlap_pairs``), with ``a`` each kernel's estimated hardware SM
+    efficiency (``kernels.sm_active``), then with ``a`` its blocks per SM (torch-tb-profiler's), and
+    whether they are known: not when too much kernel time has no blocks per SM
+    (``SM_EFFICIENCY_MAX_UNKNOWN``)."""
     g = view.gpu
     k_in = g.kind[rows] == KERNEL
     bps = view.bps[rows]
@@ -132,8 +136,12 @@ def _sm_efficiency(
     has = np.bincount(win[k_in & ~unknown], minlength=n) > 0
     ok = has & (unknown_time <= SM_EFFICIENCY_MAX_UNKNOWN * k_time)
     use = clipped_k & ~np.isnan(bps)
-    coverage = windows.capped_coverages(s[use], e[use], bps[use], np.bincount(win[use], minlength=n))
-    return np.where(ok, coverage, 0.0), ok
+    per_window = np.bincount(win[use], minlength=n)
+    r = rows[use]
+    active = sm_active.sm_active(bps[use], g.occupancy_pct[r], g.block_threads[r], g.dur[r])
+    coverage = windows.capped_coverages(s[use], e[use], active, per_window)
+    coverage_tb = windows.capped_coverages(s[use], e[use], bps[use], per_window)
+    return np.where(ok, coverage, 0.0), np.where(ok, coverage_tb, 0.0), ok
 
 
 def _launched_counts(
@@ -188,18 +196,24 @@ def _launched_counts(
 SM_EFFICIENCY_MAX_UNKNOWN = 0.01
 
 
-# The Step fields the columns hold (the FLOPs, MFU and FLOP/s are analysis.device.mfu's, later).
+# The Step fields the columns hold; the FLOPs, MFU and FLOP/s come from analysis.device.mfu_report.
 METRIC_FIELDS = [f for f in Metrics.__struct_fields__ if f not in ("flops_per_step", "mfu", "achieved_flops")]
+FLOP_FIELDS = ("flops_per_step", "mfu", "achieved_flops")
 
 
-def build_steps(steps: Steps, cols: StepColumns) -> list[Step]:
-    """The ``Step`` structs of the columns, every step kept (floats as they are, unknowns None)."""
+def build_steps(steps: Steps, cols: StepColumns, flop_columns: dict[str, np.ndarray] | None = None) -> list[Step]:
+    """The ``Step`` structs of the columns, every step kept (floats as they are, unknowns None);
+    ``flop_columns``: the per-step FLOPs, MFU and FLOP/s (``FLOP_FIELDS``, NaN where unknown)."""
     values: dict[str, tuple[np.ndarray, np.ndarray | None]] = {
         "step": (steps.number, None),
         "start_us": (steps.start, None),
         "dur_us": (steps.end - steps.start, None),
     }
     values.update({f: (cols.values[f], cols.known.get(f)) for f in METRIC_FIELDS})
+    for f, column in (flop_columns or {}).items():
+        known = ~np.isnan(column)
+        if known.any():  # all unknown: the field's default (None), no column
+            values[f] = (np.where(known, column, 0.0), known)
     dur = values["dur_us"][0]
     breakdown_us = {k: share * dur for k, share in cols.breakdown.items()}
     return structs_of_columns(Step, len(steps), values, {"breakdown": cols.breakdown, "breakdown_us": breakdown_us})

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...trace.tables import ANNOTATION, STEP_PREFIX, Names, TraceTables
+from .. import fmt
 from ..kernels.name_patterns import launch_call_rows
 from ..per_trace import once_per_trace
 from . import intervals
@@ -32,6 +33,8 @@ class Steps:
     cpu_end: np.ndarray
     synthetic: bool = False  # no step markers: the whole trace is one step
     dropped: list[str] = field(default_factory=list)  # why steps were left out
+    # leading steps left out of the steady state (``steady_state``): (number, duration µs, why)
+    warmup: list[tuple[int, float, str]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.number)
@@ -133,7 +136,61 @@ def find_steps(tables: TraceTables, device: int, launcher: np.ndarray | None = N
         else:
             break
     dropped = _malformed_markers(tables) + dropped[::-1]
+    empty = keep & ~(end > start)  # a step of no length has no time to share out: every figure would be 0/0
+    if empty.any():
+        keep &= ~empty
+        dropped.append(f"{int(empty.sum())} step(s) of no length ({_numbers(numbers[empty])})")
     return Steps(numbers[keep], start[keep], end[keep], cpu_start[keep], cpu_end[keep], False, dropped)
+
+
+def _numbers(numbers: np.ndarray) -> str:
+    shown = ", ".join(f"#{k}" for k in numbers[:5].tolist())
+    return shown + (f" and {len(numbers) - 5} more" if len(numbers) > 5 else "")
+
+
+# A leading step is warm-up, not steady state, when it is longer than every later step and more
+# than this much longer than their median: the first profiled step still drains the warm-up's GPU
+# work, fills the allocator's cache or pays one-time host costs (up to 1.9x the others on the
+# third-party models of issue 33, 10-60 % on most samples).
+WARMUP_EXCESS = 0.05
+
+
+def steady_state(steps: Steps) -> Steps:
+    """``steps`` without the leading steps that are still warming up (``WARMUP_EXCESS``), each
+    named in ``warmup`` with why. At least two steps and half of them (rounded up) are kept, so a
+    short window keeps most of what it recorded; a window of one or two steps is kept as it is."""
+    n = len(steps)
+    dur = steps.end - steps.start
+    out = 0
+    while out < n - max(2, -(-n // 2)):
+        later = dur[out + 1 :]
+        median = float(np.median(later))
+        if not (dur[out] > later.max() and dur[out] > (1 + WARMUP_EXCESS) * median):
+            break
+        out += 1
+    if not out:
+        return steps
+    warmup = [
+        (
+            int(steps.number[i]),
+            float(dur[i]),
+            f"{fmt.us(float(dur[i]))}, {fmt.factor(float(dur[i] / np.median(dur[i + 1 :])))} the median of the "
+            "steps after it: still warming up (the first profiled steps drain the warm-up's GPU work and pay "
+            "one-time costs)",
+        )
+        for i in range(out)
+    ]
+    keep = slice(out, n)
+    return Steps(
+        steps.number[keep],
+        steps.start[keep],
+        steps.end[keep],
+        steps.cpu_start[keep],
+        steps.cpu_end[keep],
+        steps.synthetic,
+        steps.dropped,
+        warmup,
+    )
 
 
 def _malformed_markers(tables: TraceTables) -> list[str]:
@@ -203,5 +260,8 @@ def _whole_trace(tables: TraceTables, on_dev: np.ndarray, launcher: np.ndarray) 
     launched = launched[launched >= 0]
     if len(launched):
         lo = min(lo, float(cpu.ts[launched].min()))
+    if not hi > lo:  # GPU work of no length (and no host launch before it): nothing to share out
+        empty = np.empty(0)
+        return Steps(empty.astype(np.int64), empty, empty, empty, empty, True, ["the trace's GPU work takes no time"])
     start, end = np.array([lo]), np.array([hi])
     return Steps(np.array([0]), start, end, start.copy(), end.copy(), synthetic=True)

@@ -1,8 +1,8 @@
 """``low_bus_bandwidth``: collectives moving data far below what the link carries.
 
 It fires only on bandwidth measured from the last member's arrival (``Collective.bandwidth_basis``
-"last arrival"), which needs the other members' traces: ``diagnosis.distributed`` re-runs it on
-every rank of a run once the ranks' clocks are aligned. On one trace alone a collective's kernel
+"last arrival"), which needs the other members' traces: ``diagnosis.run_rules`` re-runs it on
+every rank of a run once the ranks' clocks are aligned (``reporting.run``). On one trace alone a collective's kernel
 time includes waiting for the slowest rank, and low bandwidth would only restate that wait
 (``exposed_communication`` and the ranks view name it). On a pipeline stage the send/recv
 collectives are left out: their time is the stage's bubble, and ``pipeline_bubble`` names slow
@@ -15,8 +15,9 @@ from typing import Any
 
 from ...analysis.distributed import collectives as co
 from ...analysis.distributed.blocks import Collective
+from ...analysis.evidence.distributed import LowBusBandwidthEvidence
 from ...analysis.fmt import nbytes
-from ..context import Context
+from ..context import ReportFacts
 from ..registry import Hit, rule
 
 
@@ -66,7 +67,7 @@ def _causes(c: Collective, small: float) -> tuple[tuple[str, ...], list[str]]:
     "gain: the exposed time above what {target:share} of the peak would take",
     thresholds=("busbw_low_share", "busbw_min_exposed_share", "busbw_target_share", "busbw_small_message_bytes"),
 )
-def low_bus_bandwidth(ctx: Context) -> list[Hit]:
+def low_bus_bandwidth(ctx: ReportFacts) -> list[Hit]:
     """Collectives whose bus bandwidth, free of waiting, is far below the link's peak and whose
     exposed time matters. One finding per (kind, group)."""
     comm = ctx.report.communication
@@ -97,24 +98,24 @@ def low_bus_bandwidth(ctx: Context) -> list[Hit]:
             "msg": c.mean_message_bytes or 0.0,
             "target": th.busbw_target_share,
         }
-        evidence = {
-            "kind": c.kind,
-            "group": c.group,
-            "group_size": c.group_size,
-            "dtype": c.dtype,
-            "role": c.role,
-            "busbw_gbps": c.busbw_gbps,
-            "algbw_gbps": c.algbw_gbps,
-            "link": c.link,
-            "link_gbps": c.link_gbps,
-            "link_peak_share": share,
-            "mean_message_bytes": c.mean_message_bytes,
-            "count_per_step": c.count_per_step,
-            "transfer_us_per_step": transfer,
-            "exposed_us_per_step": c.exposed_us_per_step,
-            "kernel_protocol": c.kernel_protocol,
-            "causes": causes,
-        }
+        evidence = LowBusBandwidthEvidence(
+            kind=c.kind,
+            group=c.group,
+            group_size=c.group_size,
+            dtype=c.dtype,
+            role=c.role,
+            busbw_gbps=c.busbw_gbps,
+            algbw_gbps=c.algbw_gbps,
+            link=c.link,
+            link_gbps=c.link_gbps,
+            link_peak_share=share,
+            mean_message_bytes=c.mean_message_bytes,
+            count_per_step=c.count_per_step,
+            transfer_us_per_step=transfer,
+            exposed_us_per_step=c.exposed_us_per_step,
+            kernel_protocol=c.kernel_protocol,
+            causes=causes,
+        )
         hits.append(
             Hit(
                 cost_us=c.exposed_us_per_step,

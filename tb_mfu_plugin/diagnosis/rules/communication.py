@@ -8,6 +8,7 @@ from collections import defaultdict
 import numpy as np
 
 from ...analysis.distributed.communication import comm_rows, p2p_mask
+from ...analysis.evidence.distributed import ExposedCommunicationEvidence
 from ...analysis.report import Distributed
 from .. import fixes
 from ..context import Context
@@ -132,18 +133,18 @@ def exposed_communication(ctx: Context) -> list[Hit]:
     fix = _fix_keys(ctx, by_kind)
     comm_block = ctx.report.communication
     dist = ctx.report.distributed or Distributed()
-    evidence = {
-        "exposed_us_per_step": exposed,
-        "pipeline_bubble_us_per_step": exposed_all - exposed if ctx.report.pipeline is not None else None,
-        "communication_us_per_step": comm_us,
-        "overlapped_share": 1.0 - exposed / comm_us if comm_us > 0 else None,
-        "collectives_us_per_step": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
-        "kernels": top_kernels(ctx, comm),
-        "rank": dist.rank,
-        "world_size": dist.world_size,
-        "strategy_guess": fix[0],
-        "strategy": comm_block.strategy if comm_block is not None else [],
-    }
+    evidence = ExposedCommunicationEvidence(
+        exposed_us_per_step=exposed,
+        pipeline_bubble_us_per_step=exposed_all - exposed if ctx.report.pipeline is not None else None,
+        communication_us_per_step=comm_us,
+        overlapped_share=1.0 - exposed / comm_us if comm_us > 0 else None,
+        collectives_us_per_step=dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
+        kernels=top_kernels(ctx, comm),
+        rank=dist.rank,
+        world_size=dist.world_size,
+        strategy_guess=fix[0],
+        strategy=comm_block.strategy if comm_block is not None else [],
+    )
     args = {"exposed": exposed, "share": exposed / ctx.step_us}
     time = rows_time(ctx, comm & ~p2p).minus(rows_time(ctx, kernels & (~ctx.comm_code[g.name] | p2p)))
     change = fixes.scaled(comm & ~p2p, 0.0, "the collectives overlapped with compute (no kernel waits for one)")

@@ -10,6 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...analysis.evidence.copies import (
+    CopyRow,
+    MemcpyBoundEvidence,
+    PageableCopy,
+    PageableMemcpyEvidence,
+    SmallCopiesEvidence,
+)
 from ...analysis.time import copies as cp
 from .. import fixes
 from ..context import Context
@@ -89,20 +96,20 @@ def pageable_memcpy(ctx: Context) -> list[Hit]:
         at_pinned = c.bytes_per_step / (pinned * 1e3) if pinned > 0 else c.time_us_per_step  # GB/s -> bytes/µs
         gain += max(0.0, c.time_us_per_step - at_pinned)
         dirs.append(
-            {
-                "direction": c.direction,
-                "count_per_step": c.count_per_step,
-                "bytes_per_step": c.bytes_per_step,
-                "us_per_step": c.time_us_per_step,
-                "gbps": c.gbps,
-                "pinned_gbps": pinned,
-                "pinned_gbps_source": source,
-                "us_per_step_if_pinned": at_pinned,
-            }
+            PageableCopy(
+                direction=c.direction,
+                count_per_step=c.count_per_step,
+                bytes_per_step=c.bytes_per_step,
+                us_per_step=c.time_us_per_step,
+                gbps=c.gbps,
+                pinned_gbps=pinned,
+                pinned_gbps_source=source,
+                us_per_step_if_pinned=at_pinned,
+            )
         )
     copies = rows_time(ctx, _pageable_rows(ctx))
     alone = copies.minus(rows_time(ctx, ctx.is_kernel & ctx.in_step)).us / max(copies.us, 1e-9)
-    evidence = {"copies": dirs, "bytes_per_step": nbytes, "us_per_step": time, "with_no_kernel_share": alone}
+    evidence = PageableMemcpyEvidence(copies=dirs, bytes_per_step=nbytes, us_per_step=time, with_no_kernel_share=alone)
     args = {"bytes": nbytes, "us": time, "alone": alone}
     fix = ("", "alone") if alone >= 0.5 else ("",)
     change = fixes.pinned(ctx, _pageable_rows(ctx), gbps)
@@ -138,14 +145,14 @@ def small_copies(ctx: Context, fired: Fired) -> list[Hit]:
     time = alone.us / ctx.n
     if time < th.small_copies_min_share * ctx.step_us:
         return []
-    evidence = {
-        "small_copies_per_step": n_small,
-        "d2d_copies_per_step": n_d2d,
-        "d2d_bytes_per_step": float(np.maximum(g.bytes[d2d], 0).sum(dtype=np.float64)) / ctx.n,
-        "cat_ops_per_step": n_cat,
-        "us_per_step": float(g.dur[small | d2d].sum()) / ctx.n,
-        "us_per_step_alone": time,
-    }
+    evidence = SmallCopiesEvidence(
+        small_copies_per_step=n_small,
+        d2d_copies_per_step=n_d2d,
+        d2d_bytes_per_step=float(np.maximum(g.bytes[d2d], 0).sum(dtype=np.float64)) / ctx.n,
+        cat_ops_per_step=n_cat,
+        us_per_step=float(g.dur[small | d2d].sum()) / ctx.n,
+        us_per_step_alone=time,
+    )
     args = {"small": n_small, "d2d": n_d2d}
     mine = (small | d2d) & ~_pageable_rows(ctx)
     change = fixes.copies_gone(
@@ -182,23 +189,23 @@ def memcpy_bound(ctx: Context, fired: Fired) -> list[Hit]:
     if left < ctx.th.memcpy_bound_share * ctx.step_us:
         return []
     overlapped = min(left, ctx.step_us - union)  # step >= max(copies, everything else)
-    evidence = {
-        "copy_only_us_per_step": copy_only,
-        "named_elsewhere_us_per_step": elsewhere,
-        "copy_us_per_step": union,
-        "memcpy_time_share": s.memcpy_time_share,
-        "gain_if_overlapped_us_per_step": overlapped,
-        "bytes_per_step": {
+    evidence = MemcpyBoundEvidence(
+        copy_only_us_per_step=copy_only,
+        named_elsewhere_us_per_step=elsewhere,
+        copy_us_per_step=union,
+        memcpy_time_share=s.memcpy_time_share,
+        gain_if_overlapped_us_per_step=overlapped,
+        bytes_per_step={
             "H2D": s.h2d_bytes_per_step,
             "D2H": s.d2h_bytes_per_step,
             "D2D": s.d2d_bytes_per_step,
             "P2P": s.p2p_bytes_per_step,
         },
-        "copies": [
-            {"direction": c.direction, "memory": c.memory, "us_per_step": c.time_us_per_step, "gbps": c.gbps}
+        copies=[
+            CopyRow(direction=c.direction, memory=c.memory, us_per_step=c.time_us_per_step, gbps=c.gbps)
             for c in sorted(ctx.report.copies, key=lambda c: -c.time_us_per_step)
         ],
-    }
+    )
     args = {"share": left / ctx.step_us}
     rows = ctx.is_memcpy & ctx.in_step
     rows &= ~rows_in(ctx, rows, claimed_by(fired, pageable_memcpy.id, small_copies.id))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...analysis.evidence.host import DataloaderStallEvidence
 from .. import fixes
 from ..context import Context
 from ..cost_time import claimed_by, gap_time
@@ -33,13 +34,13 @@ def dataloader_stall(ctx: Context, fired: Fired) -> list[Hit]:
     cpu = ctx.tables.cpu
     names = sorted({ctx.names[c] for c in cpu.name[rows]})
     single = any("SingleProcess" in n for n in names)
-    evidence = {
-        "ops": names,
-        "calls_per_step": len(rows) / ctx.n,
-        "host_us_per_step": float(cpu.dur[rows].sum()) / ctx.n,
-        "gpu_idle_us_per_step": stall,
-        "single_process": single,
-    }
+    evidence = DataloaderStallEvidence(
+        ops=names,
+        calls_per_step=len(rows) / ctx.n,
+        host_us_per_step=float(cpu.dur[rows].sum()) / ctx.n,
+        gpu_idle_us_per_step=stall,
+        single_process=single,
+    )
     fix = ("single_process", "workers") if single else ("workers",)
     return [
         Hit(

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
+from ...analysis.evidence import KernelRow
 from ...analysis.flops.unshaped import compiled_regions
 from ...core.distinct import distinct_inverse
 from ..context import Context
@@ -17,10 +16,11 @@ def compiled(ctx: Context) -> bool:
     return bool(compiled_regions(ctx.tables))
 
 
-def top_kernels(
+def kernel_totals(
     ctx: Context, mask: np.ndarray, limit: int = 5, weights: np.ndarray | None = None
-) -> list[dict[str, Any]]:
-    """The kernels (by name) in ``mask``, by time per step; ``weighted``: ``weights`` per step."""
+) -> list[tuple[int, float, float, float]]:
+    """The kernels (by name) in ``mask``, by time per step: (name code, count per step, µs per step,
+    ``weights`` per step: 0 without them)."""
     g = ctx.view.gpu
     rows = np.flatnonzero(mask)
     if not len(rows):
@@ -28,15 +28,16 @@ def top_kernels(
     codes, inv = distinct_inverse(g.name[rows])
     t = np.bincount(inv, weights=g.dur[rows])
     c = np.bincount(inv)
-    extra = np.bincount(inv, weights=weights[rows]) if weights is not None else None
-    out = []
-    for k in np.argsort(-t, kind="stable")[:limit]:
-        d: dict[str, Any] = {
-            "name": ctx.names[codes[k]],
-            "count_per_step": c[k] / ctx.n,
-            "us_per_step": t[k] / ctx.n,
-        }
-        if extra is not None:
-            d["weighted"] = extra[k] / ctx.n
-        out.append(d)
-    return out
+    extra = np.bincount(inv, weights=weights[rows]) if weights is not None else np.zeros(len(codes))
+    return [
+        (int(codes[k]), c[k] / ctx.n, t[k] / ctx.n, extra[k] / ctx.n)
+        for k in np.argsort(-t, kind="stable")[:limit].tolist()
+    ]
+
+
+def top_kernels(ctx: Context, mask: np.ndarray, limit: int = 5) -> list[KernelRow]:
+    """The kernels (by name) in ``mask``, by time per step."""
+    return [
+        KernelRow(name=ctx.names[code], count_per_step=n, us_per_step=us)
+        for code, n, us, _ in kernel_totals(ctx, mask, limit)
+    ]

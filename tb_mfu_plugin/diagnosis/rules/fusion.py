@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import json
-
+import msgspec
 import numpy as np
 
+from ...analysis.evidence.kernels import NaiveAttentionEvidence, UnfusedElementwiseEvidence, UnfusedOptimizerEvidence
 from ...analysis.flops.unshaped import compiled_regions
 from ...analysis.kernels import name_patterns as nm
 from ...analysis.time import patterns as pt
@@ -62,22 +62,31 @@ def naive_attention(ctx: Context) -> list[Hit]:
     bwd = [c for c in chains if c.backward]
     four = [c.four_d for c in chains if c.four_d is not None]
     example = fwd[0] if fwd else chains[0]
-    evidence = {
-        "chains_per_step": len(chains) / ctx.n,
-        "forward_per_step": len(fwd) / ctx.n,
-        "backward_per_step": len(bwd) / ctx.n,
-        "ops": list(example.ops),
-        "backward_ops": list(bwd[0].ops) if bwd else None,
-        "matmul_input_dims": json.loads(example.shapes) if example.shapes else None,
-        "four_d": all(four) if four else None,
-        "gpu_us_per_step": cost,
-        "matmul_us_per_step": cost - gain,
-        "non_matmul_us_per_step": gain,
-        "kernels": top_kernels(ctx, rows & (ctx.is_kernel | ctx.is_memcpy)),
-    }
+    evidence = NaiveAttentionEvidence(
+        chains_per_step=len(chains) / ctx.n,
+        forward_per_step=len(fwd) / ctx.n,
+        backward_per_step=len(bwd) / ctx.n,
+        ops=list(example.ops),
+        backward_ops=list(bwd[0].ops) if bwd else None,
+        matmul_input_dims=_dims(example.shapes),
+        four_d=all(four) if four else None,
+        gpu_us_per_step=cost,
+        matmul_us_per_step=cost - gain,
+        non_matmul_us_per_step=gain,
+        kernels=top_kernels(ctx, rows & (ctx.is_kernel | ctx.is_memcpy)),
+    )
     args = {"fwd": len(fwd) / ctx.n, "bwd": len(bwd) / ctx.n}
     change = fixes.fused_attention(ctx, rows, ctx.is_kernel & ctx.mm_code[g.name])
     return [Hit(cost_us=cost, gain_us=gain, evidence=evidence, args=args, time=rows_time(ctx, rows), change=change)]
+
+
+def _dims(shapes: str | None) -> list[list[int]] | None:
+    """A matmul's recorded Input Dims (one list of ints per input), None when unrecorded or of
+    another form."""
+    try:
+        return msgspec.json.decode(shapes, type=list[list[int]]) if shapes else None
+    except msgspec.DecodeError:  # (a ValidationError too)
+        return None
 
 
 # Optimizers that torch.optim offers with fused=True; the others have foreach at best.
@@ -144,26 +153,26 @@ def unfused_optimizer(ctx: Context, fired: Fired) -> list[Hit]:
     names = sorted({m.group(1) for r in rows if (m := nm.OPTIMIZER_STEP.match(ctx.names[ctx.tables.cpu.name[r]]))})
     cls = names[0] if names else "Optimizer"
     zg = ctx.zero_grad_launched & ctx.is_kernel
-    evidence = {
-        "optimizer": names,
-        "kernels_per_step": n_k,
-        "multi_tensor_kernel_share": multi_share,
-        "foreach_or_fused_ops": fused_ops,
-        "host_us_per_step": float(ctx.tables.cpu.dur[rows].sum()) / ctx.n,
-        "gpu_span_us_per_step": span,
-        "gpu_busy_us_per_step": busy,
-        "median_kernel_us": float(np.median(g.dur[launched])),
-        "kernels": top_kernels(ctx, launched),
-        "zero_grad_kernels_per_step": zg.sum() / ctx.n,
-        "zero_grad_us_per_step": float(g.dur[zg].sum()) / ctx.n,
-    }
     fix = ("fused" if cls in _FUSED_CAPABLE else "foreach", "why") + (("zero_grad",) if zg.any() else ())
     args = {"kernels": n_k, "cls": cls, "ratio": th.optimizer_fused_work_ratio}
     # the GPU idle that host-device syncs cause inside the span is sync_point's
     whole = _span_time(ctx, launched)
     time = whole.minus(claimed_by(fired, sync_point.id))
     syncs = (whole.us - time.us) / ctx.n
-    evidence["sync_idle_us_per_step"] = syncs
+    evidence = UnfusedOptimizerEvidence(
+        optimizer=names,
+        kernels_per_step=n_k,
+        multi_tensor_kernel_share=multi_share,
+        foreach_or_fused_ops=fused_ops,
+        host_us_per_step=float(ctx.tables.cpu.dur[rows].sum()) / ctx.n,
+        gpu_span_us_per_step=span,
+        gpu_busy_us_per_step=busy,
+        median_kernel_us=float(np.median(g.dur[launched])),
+        kernels=top_kernels(ctx, launched),
+        zero_grad_kernels_per_step=zg.sum() / ctx.n,
+        zero_grad_us_per_step=float(g.dur[zg].sum()) / ctx.n,
+        sync_idle_us_per_step=syncs,
+    )
     gain = span - th.optimizer_fused_work_ratio * busy - syncs
     change = fixes.fused_optimizer(ctx, launched, th.optimizer_fused_work_ratio)
     return [Hit(cost_us=span - syncs, gain_us=gain, evidence=evidence, args=args, fix=fix, time=time, change=change)]
@@ -202,18 +211,18 @@ def unfused_elementwise(ctx: Context) -> list[Hit]:
     in_runs = np.zeros(len(g), bool)
     in_runs[krows[np.concatenate(runs)]] = True
     longest = runs[int(np.argmax([kern.dur[r].sum() for r in runs]))]
-    evidence = {
-        "runs_per_step": len(runs) / ctx.n,
-        "kernels_per_run_median": float(np.median(lens)),
-        "kernels_per_run_max": int(lens.max()),
-        "kernels_per_step": int(lens.sum()) / ctx.n,
-        "us_per_step": cost,
-        "kernels": top_kernels(ctx, in_runs),
-        "costliest_run": [ctx.names[c] for c in kern.name[longest][:12]],
-    }
-    args = {"runs": len(runs) / ctx.n, "min_run": th.elementwise_min_run}
     regions = compiled_regions(ctx.tables)
-    evidence["compiled_regions"] = regions
+    evidence = UnfusedElementwiseEvidence(
+        runs_per_step=len(runs) / ctx.n,
+        kernels_per_run_median=float(np.median(lens)),
+        kernels_per_run_max=int(lens.max()),
+        kernels_per_step=int(lens.sum()) / ctx.n,
+        us_per_step=cost,
+        kernels=top_kernels(ctx, in_runs),
+        costliest_run=[ctx.names[c] for c in kern.name[longest][:12]],
+        compiled_regions=regions,
+    )
+    args = {"runs": len(runs) / ctx.n, "min_run": th.elementwise_min_run}
     fix = ("compiled",) if regions else ("",)
     change = fixes.fused_runs(ctx, krows, runs)
     time = rows_time(ctx, in_runs)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+import msgspec
 import numpy as np
 
+from ...analysis.evidence.host import GpuIdleEvidence, HostActivity, IdleGap
 from ...analysis.time import patterns as pt
 from ...analysis.time.idle_gaps import GRAPH, HOST, LAUNCH, OTHER
 from .. import fixes
@@ -40,7 +40,7 @@ def _unclaimed_parts(ctx: Context, fired: Fired) -> dict[str, TimeSet]:
     return {k: t.minus(optimizer) for k, t in parts.items()}
 
 
-def _largest_gaps(ctx: Context, fired: Fired) -> list[dict[str, Any]]:
+def _largest_gaps(ctx: Context, fired: Fired) -> list[IdleGap]:
     """The longest gaps not claimed by launch_bound or tiny_kernels_in_graphs, with the host's activity."""
     gaps = ctx.gaps
     free = ~np.isin(gaps.cause, (LAUNCH, HOST)) if fired[launch_bound.id] else np.ones(len(gaps.start), bool)
@@ -49,12 +49,14 @@ def _largest_gaps(ctx: Context, fired: Fired) -> list[dict[str, Any]]:
     rows = np.flatnonzero(free & (gaps.rest_us > 0))
     big = rows[np.argsort(-gaps.rest_us[rows], kind="stable")[: ctx.th.gpu_idle_top_gaps]]
     return [
-        {
-            "start_us": float(gaps.start[k]),
-            "us": float(gaps.weight[k]),
-            "host_launched_during_gap": bool(gaps.cause[k] != OTHER),
-            "host_activity": pt.host_activity(ctx.tables, float(gaps.start[k]), float(gaps.end[k])),
-        }
+        IdleGap(
+            start_us=float(gaps.start[k]),
+            us=float(gaps.weight[k]),
+            host_launched_during_gap=bool(gaps.cause[k] != OTHER),
+            host_activity=msgspec.convert(
+                pt.host_activity(ctx.tables, float(gaps.start[k]), float(gaps.end[k])), list[HostActivity]
+            ),
+        )
         for k in big
     ]
 
@@ -98,12 +100,17 @@ def gpu_idle(ctx: Context, fired: Fired) -> list[Hit]:
     idle = sum(parts.values())
     if idle < ctx.th.gpu_idle_min_share * ctx.step_us:
         return []
-    evidence = {
-        "idle_us_per_step": float(ctx.gaps.weight.sum()) / ctx.n,
-        "unexplained_us_per_step": idle,
-        **parts,
-        "largest_gaps": _largest_gaps(ctx, fired),
-    }
+    evidence = GpuIdleEvidence(
+        idle_us_per_step=float(ctx.gaps.weight.sum()) / ctx.n,
+        unexplained_us_per_step=idle,
+        short_gaps_us_per_step=parts["short_gaps_us_per_step"],
+        host_gaps_us_per_step=parts["host_gaps_us_per_step"],
+        no_launch_us_per_step=parts["no_launch_us_per_step"],
+        dataloader_us_per_step=parts["dataloader_us_per_step"],
+        sync_us_per_step=parts["sync_us_per_step"],
+        graph_gaps_us_per_step=parts["graph_gaps_us_per_step"],
+        largest_gaps=_largest_gaps(ctx, fired),
+    )
     fix: tuple[str, ...] = ()
     done = "_compiled" if compiled(ctx) else ""
     if parts["short_gaps_us_per_step"] >= 0.5 * idle:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...analysis.evidence.host import LaunchBoundEvidence, TinyKernelsInGraphsEvidence
 from ...analysis.time.idle_gaps import GRAPH, HOST, LAUNCH
 from .. import fixes
 from ..context import Context
@@ -50,8 +51,15 @@ def _launch_bound(ctx: Context, host_gaps: float) -> tuple[float, float | None, 
 
 @rule(
     after=(unfused_optimizer,),
-    title="Launch-bound: {count:.0f} kernels per step launched one by one (median {median:time}), "
-    "GPU idle {idle:share} of the step waiting for the host to launch",
+    # the idle shares are the waterfall's own bars ("launch gaps", "waiting for host work"), so the
+    # title and the waterfall give one figure for one idle time
+    title={
+        "": "Launch-bound: {count:.0f} kernels per step launched one by one (median {median:time}), GPU idle "
+        "{idle:share} of the step waiting for the host (launch gaps {launch:share}, host work {host:share})",
+        "optimizer": "Launch-bound: {count:.0f} kernels per step launched one by one (median {median:time}), GPU "
+        "idle {idle:share} of the step waiting for the host (launch gaps {launch:share}, host work {host:share}); "
+        "{optimizer:share} of it is in the per-parameter optimizer step (unfused_optimizer)",
+    },
     fix={
         "graphs": "The step already replays {graph_launches:.3g} CUDA graph(s) ({in_graphs:.0f} kernels); "
         "capture the {count:.0f} kernels launched outside them as well (`torch.cuda.CUDAGraph` around more of "
@@ -88,32 +96,40 @@ def launch_bound(ctx: Context, fired: Fired) -> list[Hit]:
         return []
     count, median, short_share = found
     sel = gaps.cause == LAUNCH
-    evidence = {
-        "kernels_per_step": count,
-        "median_kernel_us": median,
-        "short_kernel_share": short_share,
-        "graph_kernels_per_step": la.graph_kernels_per_step,
-        "graph_launches_per_step": la.graph_launches_per_step,
-        "launch_api_us_per_step": la.launch_api_us_per_step,
-        "launch_gaps_per_step": sel.sum() / ctx.n,
-        "launch_gap_us_per_step": short,
-        "median_launch_gap_us": float(np.median(gaps.end[sel] - gaps.start[sel])) if sel.any() else None,
-        "gap_max_us": ctx.th.launch_gap_max_us,
-        "longer_host_gaps_us_per_step": long,
-        "in_optimizer_step_us_per_step": (gaps.total(LAUNCH) + gaps.total(HOST)) / ctx.n - idle,
-    }
+    evidence = LaunchBoundEvidence(
+        kernels_per_step=count,
+        median_kernel_us=median,
+        short_kernel_share=short_share,
+        graph_kernels_per_step=la.graph_kernels_per_step,
+        graph_launches_per_step=la.graph_launches_per_step,
+        launch_api_us_per_step=la.launch_api_us_per_step,
+        launch_gaps_per_step=sel.sum() / ctx.n,
+        launch_gap_us_per_step=short,
+        median_launch_gap_us=float(np.median(gaps.end[sel] - gaps.start[sel])) if sel.any() else None,
+        gap_max_us=ctx.th.launch_gap_max_us,
+        longer_host_gaps_us_per_step=long,
+        in_optimizer_step_us_per_step=(gaps.total(LAUNCH) + gaps.total(HOST)) / ctx.n - idle,
+    )
+    launch_all, host_all = gaps.total(LAUNCH) / ctx.n, gaps.total(HOST) / ctx.n
+    in_optimizer = launch_all + host_all - idle
     args = {
         "count": count,
         "median": median or 0,
-        "idle": idle / ctx.step_us,
+        "idle": (launch_all + host_all) / ctx.step_us,
+        "launch": launch_all / ctx.step_us,
+        "host": host_all / ctx.step_us,
+        "optimizer": in_optimizer / ctx.step_us,
         "graph_launches": la.graph_launches_per_step,
         "in_graphs": la.graph_kernels_per_step,
     }
+    title = "optimizer" if in_optimizer > 0.005 * ctx.step_us else ""
     done = "_compiled" if compiled(ctx) else ""
     fix = ("graphs" if la.graph_kernels_per_step > 0 else "no_graphs" + done, "fuse" + done)
     time = short_time.union(long_time)
     change = fixes.graph_replay(ctx)
-    return [Hit(cost_us=idle, gain_us=idle, evidence=evidence, args=args, fix=fix, time=time, change=change)]
+    return [
+        Hit(cost_us=idle, gain_us=idle, evidence=evidence, args=args, title=title, fix=fix, time=time, change=change)
+    ]
 
 
 def _tiny_graph_kernels(ctx: Context) -> tuple[float, float | None, float] | None:
@@ -168,17 +184,17 @@ def tiny_kernels_in_graphs(ctx: Context) -> list[Hit]:
     gap_us = ctx.gaps.total(GRAPH) / ctx.n
     sel = ctx.gaps.cause == GRAPH
     mask = ctx.graph_launched & ctx.is_kernel & (ctx.view.step >= 0)
-    evidence = {
-        "graph_launches_per_step": la.graph_launches_per_step,
-        "graph_kernels_per_step": count,
-        "median_kernel_us": median,
-        "short_kernel_share": short,
-        "graph_kernel_us_per_step": float(ctx.view.gpu.dur[mask].sum()) / ctx.n,
-        "gaps_in_graphs_per_step": sel.sum() / ctx.n,
-        "gap_us_per_step": gap_us,
-        "median_gap_us": float(np.median(ctx.gaps.end[sel] - ctx.gaps.start[sel])) if sel.any() else None,
-        "kernels": top_kernels(ctx, mask),
-    }
+    evidence = TinyKernelsInGraphsEvidence(
+        graph_launches_per_step=la.graph_launches_per_step,
+        graph_kernels_per_step=count,
+        median_kernel_us=median,
+        short_kernel_share=short,
+        graph_kernel_us_per_step=float(ctx.view.gpu.dur[mask].sum()) / ctx.n,
+        gaps_in_graphs_per_step=sel.sum() / ctx.n,
+        gap_us_per_step=gap_us,
+        median_gap_us=float(np.median(ctx.gaps.end[sel] - ctx.gaps.start[sel])) if sel.any() else None,
+        kernels=top_kernels(ctx, mask),
+    )
     args = {"count": count, "median": median or 0, "idle": gap_us / ctx.step_us}
     fix = ("compiled",) if compiled(ctx) else ("",)
     change = fixes.gapless(mask, "the graph replays' kernels fused so that none waits after the one before it")

@@ -10,12 +10,22 @@ and their severity is the risk's (``Hit.risk``). Without memory events none of t
 from __future__ import annotations
 
 import math
-from typing import Any
 
+from ...analysis.evidence.memory import (
+    ActivationCheckpointingEvidence,
+    AllocatorFragmentationEvidence,
+    MemoryHeadroomEvidence,
+    MemoryLeakEvidence,
+    MemoryOpRow,
+    NearOomEvidence,
+)
+from ...analysis.fmt import factor as fmt_factor
+from ...analysis.fmt import nbytes
 from ...analysis.memory.types import Memory, MemoryOp
-from ...analysis.report import Severity
+from ...analysis.report import Benefit, Severity
+from .. import fixes
 from ..context import Context
-from ..cost_time import EMPTY
+from ..cost_time import EMPTY, rows_time
 from ..registry import Fired, Hit, rule
 from .launches import launch_bound
 from .sm_efficiency import low_sm_efficiency
@@ -26,8 +36,8 @@ def _memory(ctx: Context) -> Memory | None:
     return m if m is not None and m.unavailable is None else None
 
 
-def _ops(ops: list[MemoryOp], n: int = 3) -> list[dict[str, Any]]:
-    return [{"op": o.name, "root_op": o.root_op, "bytes": o.bytes, "count": o.count} for o in ops[:n]]
+def _ops(ops: list[MemoryOp], n: int = 3) -> list[MemoryOpRow]:
+    return [MemoryOpRow(op=o.name, root_op=o.root_op, bytes=o.bytes, count=o.count) for o in ops[:n]]
 
 
 def _risk(fill: float | None, th: float) -> Severity:
@@ -67,19 +77,24 @@ def memory_leak(ctx: Context) -> list[Hit]:
     steps = None
     if m.device_total_bytes is not None and m.peak_allocated_bytes is not None:
         steps = max(0.0, (m.device_total_bytes - m.peak_allocated_bytes) / growth)
-    evidence = {
-        "growth_per_step_bytes": growth,
-        "allocated_start_bytes": [s.allocated_start_bytes for s in known],
-        "steps": [s.step for s in known],
-        "peak_allocated_bytes": m.peak_allocated_bytes,
-        "device_total_bytes": m.device_total_bytes,
-        "steps_until_full": steps,
-        "kept_ops": _ops(m.kept_ops),
-    }
+    evidence = MemoryLeakEvidence(
+        growth_per_step_bytes=growth,
+        allocated_start_bytes=[s.allocated_start_bytes for s in known if s.allocated_start_bytes is not None],
+        steps=[s.step for s in known],
+        peak_allocated_bytes=m.peak_allocated_bytes,
+        device_total_bytes=m.device_total_bytes,
+        steps_until_full=steps,
+        kept_ops=_ops(m.kept_ops),
+    )
     kept = m.kept_ops[0] if m.kept_ops else None
     args = {"growth": growth, "steps": steps or 0, "op": kept.name if kept else "", "kept": kept.bytes if kept else 0}
     args["root"] = kept.root_op if kept and kept.root_op else "its caller"
     fix = ("", "op", "find") if kept else ("", "find")
+    benefit = Benefit(
+        value=steps,
+        unit="steps_until_oom",
+        text=f"out of memory in about {steps:,.0f} more steps" if steps is not None else "out of memory in time",
+    )
     return [
         Hit(
             cost_us=0.0,
@@ -90,6 +105,7 @@ def memory_leak(ctx: Context) -> list[Hit]:
             fix=fix,
             time=EMPTY,
             risk=_risk(steps, th.leak_high_risk_steps),
+            benefit=benefit,
         )
     ]
 
@@ -121,29 +137,50 @@ def near_oom(ctx: Context) -> list[Hit]:
     share = max(m.peak_share or 0.0, m.peak_reserved_share or 0.0)
     if share < th.near_oom_share and not m.oom_events:
         return []
-    evidence = {
-        "peak_allocated_bytes": m.peak_allocated_bytes,
-        "peak_reserved_bytes": m.peak_reserved_bytes,
-        "device_total_bytes": m.device_total_bytes,
-        "peak_share": m.peak_share,
-        "peak_reserved_share": m.peak_reserved_share,
-        "oom_events": m.oom_events,
-        "peak_phase": m.peak_phase,
-        "peak_op": m.peak_op,
-        "top_ops": _ops(m.top_ops),
-    }
+    evidence = NearOomEvidence(
+        peak_allocated_bytes=m.peak_allocated_bytes,
+        peak_reserved_bytes=m.peak_reserved_bytes,
+        device_total_bytes=m.device_total_bytes,
+        peak_share=m.peak_share,
+        peak_reserved_share=m.peak_reserved_share,
+        oom_events=m.oom_events,
+        peak_phase=m.peak_phase,
+        peak_op=m.peak_op,
+        top_ops=_ops(m.top_ops),
+    )
     frag = (m.reserved_minus_allocated_bytes or 0) >= 0.1 * (m.peak_reserved_bytes or math.inf)
     fix = ("", *(("ckpt",) if m.recompute is None else ()), "accumulate", "shard", "frag" if frag else "end")
+    peak = max(m.peak_allocated_bytes or 0, m.peak_reserved_bytes or 0)
     args = {
         "share": share,
-        "peak": max(m.peak_allocated_bytes or 0, m.peak_reserved_bytes or 0),
+        "peak": peak,
         "total": m.device_total_bytes,
         "ooms": m.oom_events,
         "phase": m.peak_phase or "an unknown phase",
         "op": m.peak_op or "an unknown op",
     }
     title = "oom" if m.oom_events and share < th.near_oom_share else "peak"
-    return [Hit(cost_us=0.0, gain_us=0.0, evidence=evidence, args=args, title=title, fix=fix, time=EMPTY, risk="high")]
+    left = max(0, m.device_total_bytes - peak) if m.device_total_bytes else None
+    benefit = Benefit(
+        value=left,
+        unit="bytes",
+        text=f"{nbytes(left)} left above the peak before an out-of-memory error"
+        if left is not None
+        else "the allocator already failed requests",
+    )
+    return [
+        Hit(
+            cost_us=0.0,
+            gain_us=0.0,
+            evidence=evidence,
+            args=args,
+            title=title,
+            fix=fix,
+            time=EMPTY,
+            risk="high",
+            benefit=benefit,
+        )
+    ]
 
 
 @rule(
@@ -169,17 +206,18 @@ def allocator_fragmentation(ctx: Context) -> list[Hit]:
     share = cached / reserved if reserved > 0 else 0.0
     if share < th.fragmentation_min_share or cached < th.fragmentation_min_bytes:
         return []
-    evidence = {
-        "reserved_minus_allocated_bytes": cached,
-        "reserved_at_peak_bytes": reserved,
-        "peak_allocated_bytes": m.peak_allocated_bytes,
-        "share_of_reserved": share,
-        "peak_reserved_share": m.peak_reserved_share,
-    }
+    evidence = AllocatorFragmentationEvidence(
+        reserved_minus_allocated_bytes=cached,
+        reserved_at_peak_bytes=reserved,
+        peak_allocated_bytes=m.peak_allocated_bytes,
+        share_of_reserved=share,
+        peak_reserved_share=m.peak_reserved_share,
+    )
     tight = (m.peak_reserved_share or 0.0) >= th.near_oom_share / 2
     risk: Severity = "medium" if tight else "low"
     args = {"cached": cached, "share": share}
-    return [Hit(cost_us=0.0, gain_us=0.0, evidence=evidence, args=args, time=EMPTY, risk=risk)]
+    benefit = Benefit(value=cached, unit="bytes", text=f"up to {nbytes(cached)} of reserved memory made usable")
+    return [Hit(cost_us=0.0, gain_us=0.0, evidence=evidence, args=args, time=EMPTY, risk=risk, benefit=benefit)]
 
 
 def _suggested(factor: float, cap: float) -> int:
@@ -214,20 +252,6 @@ def memory_headroom(ctx: Context, fired: Fired) -> list[Hit]:
     f = base[0]
     k = _suggested(h.batch_factor_at_90, th.headroom_max_suggested)
     launch = f.id == launch_bound.id
-    evidence = {
-        "batch_factor": h.batch_factor,
-        "batch_factor_at_90": h.batch_factor_at_90,
-        "fixed_bytes": h.fixed_bytes,
-        "batch_scaled_bytes": h.batch_scaled_bytes,
-        "device_total_bytes": m.device_total_bytes,
-        "peak_share": m.peak_share,
-        "suggested_batch_factor": k,
-        "because": f.id,
-        "its_gain_us_per_step": f.est_gain_us_per_step,
-        "kernels_per_step": ctx.report.launches.kernels_per_step if ctx.report.launches else None,
-        # its time for the samples of one step today, once they run in 1/k of a step (same kernels per step)
-        "its_us_for_these_samples_after": f.est_gain_us_per_step / k,
-    }
     args = {
         "factor": h.batch_factor_at_90,
         "peak_share": m.peak_share or 0.0,
@@ -236,7 +260,34 @@ def memory_headroom(ctx: Context, fired: Fired) -> list[Hit]:
         "what": "launch overhead" if launch else "idle-SM time",
         "rule": f.id,
     }
-    return [Hit(cost_us=0.0, gain_us=0.0, evidence=evidence, args=args, time=EMPTY, risk=f.severity)]
+    # samples per second at k x the batch: the cost its base finding names stays per step, the rest of
+    # the step grows with the batch (a model: the GPU work scales, the host's launches do not)
+    fixed = min(f.est_gain_us_per_step, ctx.step_us)
+    throughput = k * ctx.step_us / (fixed + (ctx.step_us - fixed) * k) if ctx.step_us > 0 else None
+    evidence = MemoryHeadroomEvidence(
+        batch_factor=h.batch_factor,
+        batch_factor_at_90=h.batch_factor_at_90,
+        fixed_bytes=h.fixed_bytes,
+        batch_scaled_bytes=h.batch_scaled_bytes,
+        device_total_bytes=m.device_total_bytes,
+        peak_share=m.peak_share,
+        suggested_batch_factor=k,
+        because=f.id,
+        its_gain_us_per_step=f.est_gain_us_per_step,
+        kernels_per_step=ctx.report.launches.kernels_per_step if ctx.report.launches else None,
+        # its time for the samples of one step today, once they run in 1/k of a step (same kernels per step)
+        its_us_for_these_samples_after=f.est_gain_us_per_step / k,
+        throughput_factor_at_suggested=throughput,
+    )
+    benefit = Benefit(
+        value=throughput,
+        unit="throughput_factor",
+        text=f"about {fmt_factor(throughput)} the samples per second at {k}x the batch (the {args['what']} stays "
+        "per step, the rest grows with the batch)"
+        if throughput is not None
+        else f"more samples per step at {k}x the batch",
+    )
+    return [Hit(cost_us=0.0, gain_us=0.0, evidence=evidence, args=args, time=EMPTY, risk=f.severity, benefit=benefit)]
 
 
 @rule(
@@ -257,8 +308,9 @@ def memory_headroom(ctx: Context, fired: Fired) -> list[Hit]:
     },
     note="recompute: from the start of each autograd node that re-runs forward ops to the end of the last "
     "of them (host), or the kernels they launch (GPU), the longer; saved: what the re-run allocates and "
-    "still holds at its end, an upper bound (memory.recompute). Gain: not claimed here, the recompute's "
-    "time is also launch gaps and kernels other findings name; Compare a run without checkpointing",
+    "still holds at its end, an upper bound (memory.recompute). Gain: the step re-timed without the recompute "
+    "regions' host ops, launches and kernels, where the memory fits; none where it is needed (its benefit is "
+    "the memory)",
     thresholds=("checkpoint_min_share", "near_oom_share"),
 )
 def activation_checkpointing(ctx: Context) -> list[Hit]:
@@ -273,28 +325,46 @@ def activation_checkpointing(ctx: Context) -> list[Hit]:
     if r.saved_bytes is not None and m.peak_allocated_bytes is not None and m.device_total_bytes:
         without = (m.peak_allocated_bytes + r.saved_bytes) / m.device_total_bytes
     flops = ctx.report.flops
-    evidence = {
-        "recompute_us_per_step": r.us_per_step,
-        "recompute_host_us_per_step": r.host_us_per_step,
-        "recompute_gpu_us_per_step": r.gpu_us_per_step,
-        "recompute_regions_per_step": r.regions_per_step,
-        "recompute_flops_per_step": flops.checkpoint_recompute_flops_per_step if flops is not None else None,
-        "saved_bytes_at_most": r.saved_bytes,
-        "peak_allocated_bytes": m.peak_allocated_bytes,
-        "peak_without_share_at_most": without,
-    }
+    evidence = ActivationCheckpointingEvidence(
+        recompute_us_per_step=r.us_per_step,
+        recompute_host_us_per_step=r.host_us_per_step,
+        recompute_gpu_us_per_step=r.gpu_us_per_step,
+        recompute_regions_per_step=r.regions_per_step,
+        recompute_flops_per_step=flops.checkpoint_recompute_flops_per_step if flops is not None else None,
+        saved_bytes_at_most=r.saved_bytes,
+        peak_allocated_bytes=m.peak_allocated_bytes,
+        peak_without_share_at_most=without,
+    )
     which = "unknown" if without is None else "fits" if without < th.near_oom_share else "needed"
-    risk: Severity = "medium" if which == "fits" else "low"
     args = {"us": r.us_per_step, "share": share, "saved": r.saved_bytes or 0, "without": without or 0.0}
+    if which == "needed":  # the memory it saves is needed: what it brings is that memory, not time
+        saved = r.saved_bytes
+        benefit = Benefit(value=saved, unit="bytes", text=f"up to {nbytes(saved)} of activations not held")
+        return [
+            Hit(
+                cost_us=r.us_per_step,
+                gain_us=0.0,
+                evidence=evidence,
+                args=args,
+                title=which,
+                fix=(which,),
+                time=EMPTY,
+                risk="low",
+                benefit=benefit,
+            )
+        ]
+    # turned off, the recompute's host ops, launches and kernels go: the engine re-times the step with that
+    change, rows = fixes.recompute_removed(ctx)
+    time = rows_time(ctx, rows)
     return [
         Hit(
             cost_us=r.us_per_step,
-            gain_us=0.0,
+            gain_us=r.us_per_step,
             evidence=evidence,
             args=args,
             title=which,
             fix=(which,),
-            time=EMPTY,
-            risk=risk,
+            time=time,
+            change=change,
         )
     ]

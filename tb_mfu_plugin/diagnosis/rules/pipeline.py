@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...analysis.distributed.blocks import Pipeline
+from ...analysis.evidence.distributed import PipelineBubbleEvidence
 from ...analysis.fmt import pct
 from ..context import Context
 from ..cost_time import rows_time
@@ -83,17 +84,17 @@ def pipeline_bubble(ctx: Context) -> list[Hit]:
         "unknown": " and ".join(w for w, known in (("the stages", p), ("the micro-batches", m)) if not known)
         or "nothing",
     }
-    evidence = {
-        "stage": pp.stage,
-        "stages": pp.stages,
-        "pipeline_size": p,
-        "microbatches": m,
-        "schedule": pp.schedule,
-        "bubble_us_per_step": bubble,
-        "bubble_share": pp.bubble_share,
-        "analytic_bubble_share": analytic,
-        "p2p_us_per_step": pp.p2p_us_per_step,
-    }
+    evidence = PipelineBubbleEvidence(
+        stage=pp.stage,
+        stages=pp.stages,
+        pipeline_size=p,
+        microbatches=m,
+        schedule=pp.schedule,
+        bubble_us_per_step=bubble,
+        bubble_share=pp.bubble_share,
+        analytic_bubble_share=analytic,
+        p2p_us_per_step=pp.p2p_us_per_step,
+    )
     g = ctx.view.gpu
     waiting = rows_time(ctx, pipeline_p2p(ctx)).minus(rows_time(ctx, ctx.is_kernel & ~ctx.comm_code[g.name]))
     fix = _fixes(pp, pp.bubble_share, analytic)

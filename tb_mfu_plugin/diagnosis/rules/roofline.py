@@ -21,13 +21,13 @@ the share of its kernels' time that no such finding claims.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import msgspec
 import numpy as np
 
 from ...analysis.bytes.roofline import placed_ops
 from ...analysis.critical_path.whatif import Change
+from ...analysis.evidence.kernels import BelowRooflineEvidence, RooflineOpRow
 from ...analysis.fmt import nbytes, us
 from ...analysis.report import RooflineOp
 from ...analysis.time import intervals
@@ -185,19 +185,21 @@ def _side(ctx: Context, all_ops: list[RooflineOp], bound: str, claimed: TimeSet)
     if not ops or lost < th.roofline_min_share * ctx.step_us:
         return None
     ops.sort(key=lambda o: -(o.lost_us_per_step or 0.0))
-    named: list[dict[str, Any]] = [
-        {
-            "name": o.name,
-            "class": o.op_class,
-            "shapes": o.shapes,
-            "us_per_step": o.us_per_step,
-            "roof_share": o.roof_share,
-            "lost_us_per_step": o.lost_us_per_step,
-            "cause": _cause(ctx, o),
-        }
+    named = [
+        RooflineOpRow(
+            name=o.name,
+            op_class=o.op_class,
+            shapes=o.shapes,
+            us_per_step=o.us_per_step,
+            roof_share=o.roof_share,
+            lost_us_per_step=o.lost_us_per_step,
+            cause=_cause(ctx, o),
+        )
         for o in ops[: th.roofline_top_ops]
     ]
-    evidence = {"ops": named, "ops_below": len(ops), "lost_us_per_step": lost, "far_below_share": th.roofline_far_below}
+    evidence = BelowRooflineEvidence(
+        ops=named, ops_below=len(ops), lost_us_per_step=lost, far_below_share=th.roofline_far_below
+    )
     time = _ops_time(ctx, ops, claimed)
     return Hit(
         cost_us=sum(o.us_per_step for o in ops),

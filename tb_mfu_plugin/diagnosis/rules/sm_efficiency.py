@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...analysis.evidence.kernels import LowSmEfficiencyEvidence, LowSmKernelRow
 from .. import fixes
 from ..context import Context
 from ..cost_time import claimed_by, rows_in, rows_time
 from ..registry import Fired, Hit, rule
-from .evidence import compiled, top_kernels
+from .evidence import compiled, kernel_totals
 from .fusion import naive_attention, unfused_elementwise
 
 
@@ -49,20 +50,27 @@ def low_sm_efficiency(ctx: Context, fired: Fired) -> list[Hit]:
     if lost < th.low_sm_min_share * ctx.step_us:
         return []
     time = float(g.dur[sel].sum()) / ctx.n
-    top = top_kernels(ctx, sel, weights=lost_rows)
     rows = np.flatnonzero(sel)
-    for k in top:
-        code = ctx.names.index(k["name"])
+    top = []
+    for code, n, us, lost_us in kernel_totals(ctx, sel, weights=lost_rows):
         mine = rows[g.name[rows] == code]
-        k["mean_blocks_per_sm"] = float(np.average(bps[mine], weights=g.dur[mine]))
-        k["lost_us_per_step"] = k.pop("weighted")
-    evidence = {
-        "us_per_step": time,
-        "lost_us_per_step": lost,
-        "share_of_step": time / ctx.step_us,
-        "num_sms": ctx.report.device.num_sms if ctx.report.device else None,
-        "kernels": top,
-    }
+        blocks = float(np.average(bps[mine], weights=g.dur[mine]))
+        top.append(
+            LowSmKernelRow(
+                name=ctx.names[code],
+                count_per_step=n,
+                us_per_step=us,
+                mean_blocks_per_sm=blocks,
+                lost_us_per_step=lost_us,
+            )
+        )
+    evidence = LowSmEfficiencyEvidence(
+        us_per_step=time,
+        lost_us_per_step=lost,
+        share_of_step=time / ctx.step_us,
+        num_sms=ctx.report.device.num_sms if ctx.report.device else None,
+        kernels=top,
+    )
     args = {"blocks": th.low_blocks_per_sm, "us": time}
     fix = ("compiled",) if compiled(ctx) else ("",)
     factor = np.clip(np.nan_to_num(bps), 0.0, 1.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from ...analysis.evidence.host import SyncCall, SyncPointEvidence
 from .. import fixes
 from ..context import Context
 from ..cost_time import gap_time
@@ -100,18 +101,18 @@ def sync_point(ctx: Context) -> list[Hit]:
         c = d["cause"]
         explicit = c.op is None and c.root_op is None
         idle = d["idle"] / ctx.n
-        evidence = {
-            "call": subject,
-            "explicit": explicit,
-            "api": c.api,
-            "op": c.op,
-            "root_op": c.root_op,
-            "copy_direction": c.direction,
-            "nesting": [{"path": k, "count_per_step": v / ctx.n} for k, v in d["calls"].items()],
-            "count_per_step": count,
-            "host_blocked_us_per_step": d["blocked"] / ctx.n,
-            "gpu_idle_recovered_us_per_step": idle,
-        }
+        evidence = SyncPointEvidence(
+            call=subject,
+            explicit=explicit,
+            api=c.api,
+            op=c.op,
+            root_op=c.root_op,
+            copy_direction=c.direction,
+            nesting=[SyncCall(path=k, count_per_step=v / ctx.n) for k, v in d["calls"].items()],
+            count_per_step=count,
+            host_blocked_us_per_step=d["blocked"] / ctx.n,
+            gpu_idle_recovered_us_per_step=idle,
+        )
         out.append(
             Hit(
                 cost_us=idle,

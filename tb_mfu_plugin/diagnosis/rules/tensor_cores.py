@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from ...analysis.critical_path.whatif import Change
+from ...analysis.evidence.kernels import NoTensorCoresEvidence, TensorCoreKernelRow
 from ...analysis.kernels import families as kf
 from ...core.distinct import distinct
 from .. import fixes
 from ..context import Context
 from ..cost_time import rows_time
 from ..registry import Hit, rule
-from .evidence import top_kernels
+from .evidence import kernel_totals
 
 # Dtypes that already run at a tensor-core data width: a bf16 GEMV on the CUDA cores is
 # memory-bound by shape, and autocast or TF32 would not change it.
@@ -45,17 +44,20 @@ def _no_tc_evidence(ctx: Context) -> tuple[np.ndarray, list[str]]:
     return rows, basis
 
 
-def _describe(ctx: Context, rows: np.ndarray, kernels: list[dict[str, Any]]) -> None:
-    """Add each evidence kernel's class, dtype and family (the table entry that matched)."""
-    g, cls = ctx.view.gpu, ctx.classes
-    by_name = {ctx.names[int(c)]: int(c) for c in distinct(g.name[rows])}
-    for k in kernels:
-        c = by_name.get(k["name"])
-        if c is None:
-            continue
-        k["class"] = kf.CLASSES[cls.core[c]]
-        k["dtype"] = cls.dtype[c]
-        k["family"] = cls.family[c]
+def _kernels(ctx: Context, rows: np.ndarray) -> list[TensorCoreKernelRow]:
+    """The evidence kernels, each with its class, dtype and family (the table entry that matched)."""
+    cls = ctx.classes
+    return [
+        TensorCoreKernelRow(
+            name=ctx.names[code],
+            count_per_step=n,
+            us_per_step=us,
+            core_class=kf.CLASSES[cls.core[code]],
+            dtype=cls.dtype[code],
+            family=cls.family[code],
+        )
+        for code, n, us, _ in kernel_totals(ctx, rows)
+    ]
 
 
 def _before_ampere(cc: str | None) -> bool:
@@ -93,18 +95,16 @@ def no_tensor_cores(ctx: Context) -> list[Hit]:
     mm_time = float(g.dur[mm].sum()) / ctx.n
     unknown_time = float(g.dur[mm & (code == kf.CODE[kf.UNKNOWN])].sum()) / ctx.n
     cc = ctx.report.device.compute_capability if ctx.report.device else None
-    kernels = top_kernels(ctx, non_tc)
-    _describe(ctx, non_tc, kernels)
-    evidence = {
-        "non_tensor_core_us_per_step": time,
-        "matmul_conv_us_per_step": mm_time,
-        "non_tensor_core_share_of_matmul": time / mm_time if mm_time > 0 else None,
-        "unknown_core_us_per_step": unknown_time,
-        "basis": basis,
-        "compute_capability": cc,
-        "matmul_input_types": ctx.matmul_input_dtypes,
-        "kernels": kernels,
-    }
+    evidence = NoTensorCoresEvidence(
+        non_tensor_core_us_per_step=time,
+        matmul_conv_us_per_step=mm_time,
+        non_tensor_core_share_of_matmul=time / mm_time if mm_time > 0 else None,
+        unknown_core_us_per_step=unknown_time,
+        basis=basis,
+        compute_capability=cc,
+        matmul_input_types=ctx.matmul_input_dtypes,
+        kernels=_kernels(ctx, non_tc),
+    )
     return [
         Hit(
             cost_us=time,
@@ -113,7 +113,6 @@ def no_tensor_cores(ctx: Context) -> list[Hit]:
             args={"share": time / max(mm_time, 1e-9), "speedup": th.tensor_core_speedup},
             fix=("fp16" if _before_ampere(cc) else "bf16",),
             time=rows_time(ctx, non_tc),
-            mfu_at_fix_peak=_mfu_at_bf16_peak(ctx),
             change=_change(ctx, non_tc),
         )
     ]
@@ -124,12 +123,3 @@ def _change(ctx: Context, rows: np.ndarray) -> Change:
     return fixes.scaled(
         rows, factor, f"the fp32 matmul kernels on the 16-bit tensor cores at their share of the peak ({basis})"
     )
-
-
-def _mfu_at_bf16_peak(ctx: Context) -> float | None:
-    """The fix moves the matmuls to bf16 (or TF32) tensor cores, so the MFU after it is measured
-    against the bf16 dense peak, not the fp32 CUDA-core one an fp32 run's MFU uses: projecting from
-    the fp32 MFU would read above 100 %. ``analysis.device.mfu`` computed that MFU once (fp32 runs only)."""
-    fl = ctx.report.flops
-    at_bf16 = fl.mfu_at_bf16_peak if fl is not None else None
-    return at_bf16 if isinstance(at_bf16, float) else None

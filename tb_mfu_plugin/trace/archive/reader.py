@@ -11,20 +11,25 @@ API (the CLI, the tab's run discovery and the tab's upload all use it)::
 
     open_member_location(Location.parse("zip://run_a/rank0.1.pt.trace.json.gz::team.zip"))  # by location
 
-An archive comes from anyone, so it is checked before any member is read. The
-whole archive is refused (``TraceError`` naming it) when it lists more members
-than ``Limits.max_archive_members``, declares more decompressed bytes than
-``Limits.max_archive_bytes``, or its members declare more than
-``max_archive_ratio`` times its own size (past a grace of 64 MiB: a bomb of many
-members, each under the per-member grace, is still one bomb); a ``.tar.gz`` is
-also held to the first two caps, and to ``max_compression_ratio``, while it is
-inflated. A *member* is refused, with a one-line reason naming the archive and the
-member, when its name is absolute or climbs out of the archive (zip-slip), is not
-valid UTF-8 though its zip entry says so, it is a symbolic or hard link or a special
-file, it is encrypted or compressed by a method we cannot read, its name appears
-twice, its tar header is too big or malformed (archive_tar.py), it declares more
-than ``max_trace_bytes``, or it inflates more than ``max_compression_ratio`` to
-one. Refused members are listed (so that each shows its error) but never opened.
+An archive comes from anyone, so it is checked before any member is read. A listing
+over a cap is read up to it, and ``Archive.notes`` holds the one line that says what was
+left out (the faces print it, as they print a remote listing's): the members after the
+first ``Limits.max_archive_members``, or after those that declare
+``Limits.max_archive_bytes`` of decompressed bytes; and, when its members declare more
+than ``max_archive_ratio`` times the archive's own size (past a grace of 64 MiB: a bomb of
+many members, each under the per-member grace, is still one bomb), the members that
+inflate most, until the rest fits: first every member inflating more than
+``max_compression_ratio`` (the per-member grace is spent once the archive is a bomb),
+then the most compressed others. The good members beside a bomb are read. A
+``.tar.gz`` is also held to ``max_archive_bytes`` and to ``max_compression_ratio`` while
+it is inflated: over either, the whole archive is refused (``TraceError`` naming it), since
+nothing after that point of the stream can be read. A *member* is refused, with a
+one-line reason naming the archive and the member, when its name is absolute or climbs
+out of the archive (zip-slip), is not valid UTF-8 though its zip entry says so, it is a
+symbolic or hard link or a special file, it is encrypted or compressed by a method we
+cannot read, its name appears twice, its tar header is too big or malformed
+(archive_tar.py), it declares more than ``max_trace_bytes``, or it inflates more than
+``max_compression_ratio`` to one. Refused members are listed (so that each shows its error) but never opened.
 While members are read, the bytes inflated for them (the most one read of each
 has cost, a .tar.gz's bytes skipped to reach it included) are held to
 ``max_archive_ratio`` as well: a member read past it is refused.
@@ -57,10 +62,19 @@ from typing import IO, Any, cast
 
 from ...core.errors import TraceError, TraceNotFound
 from ...core.escape import escape_surrogates
-from ..limits import ARCHIVE_RATIO_GRACE_BYTES, DEFAULT_LIMITS, RATIO_GRACE_BYTES, Limits, cap_error, format_size
+from ..limits import (
+    ARCHIVE_RATIO_GRACE_BYTES,
+    DEFAULT_LIMITS,
+    RATIO_GRACE_BYTES,
+    Deadline,
+    Limits,
+    cap_error,
+    format_size,
+)
 from ..locate.discover import TRACE_FILE
 from ..locate.files import open_regular
 from ..locate.locations import Location
+from ..remote.bounded import Scoped, is_broken, reads_within
 from . import tar as archive_tar
 from .streams import Checkpoints, Counted, Inflater, Locked, Slice, described, member_error
 from .zip import entry_refusal, open_zip
@@ -112,12 +126,13 @@ class Archive:
         self._index: Checkpoints | None = None  # a .tar.gz's index points
         self._work: dict[str, int] = {}  # member -> the most bytes one read of it has inflated
         self._worked = 0
+        self.notes: list[str] = []  # what a cap left out of the listing, one line each
         with self._lock:
             self.packed = raw.seek(0, io.SEEK_END)  # the archive's own bytes
             raw.seek(0)
-        self.members = self._list_zip() if kind == "zip" else self._list_tar()
+        members = self._list_zip() if kind == "zip" else self._list_tar()
+        self.members = self._fit_ratio(members)
         self._by_name = {m.name: m for m in self.members}
-        self._ratio_cap(sum(m.size for m in self.members if m.refusal is None), "its members declare")
 
     @classmethod
     def open(
@@ -159,6 +174,11 @@ class Archive:
         if self.location is not None:  # a file object given to us is the caller's to close
             self._raw.close()
 
+    @property
+    def broken(self) -> bool:
+        """A read of this (remote) archive ran past its deadline: its file refuses every read now."""
+        return is_broken(self._raw)
+
     def traces(self) -> list[ArchiveMember]:
         """The members named like traces (``*.pt.trace.json[.gz]``), refused ones included."""
         return sorted((m for m in self.members if m.is_trace), key=lambda m: m.name)
@@ -177,8 +197,19 @@ class Archive:
         zf, renamed = open_zip(self._raw)
         self._zip = zf
         infos = [i for i in zf.infolist() if not i.is_dir()]
-        self._count_cap(len(infos))
-        self._bytes_cap(sum(i.file_size for i in infos))
+        if len(infos) > self.limits.max_archive_members:
+            self._left_out(
+                self._count_cap(), len(infos) - self.limits.max_archive_members, self.limits.max_archive_members
+            )
+            infos = infos[: self.limits.max_archive_members]
+        total, kept = 0, 0
+        for i in infos:
+            if total + i.file_size > self.limits.max_archive_bytes:
+                self._left_out(self._bytes_cap(), len(infos) - kept, kept)
+                infos = infos[:kept]
+                break
+            total += i.file_size
+            kept += 1
         names = [renamed.get(i.filename, i.filename) if not i.flag_bits & 0x800 else i.filename for i in infos]
         seen = Counter(names)
         return [
@@ -204,10 +235,14 @@ class Archive:
         for ti in archive_tar.members(stream, offer):
             if ti.isdir():
                 continue
+            if len(infos) == self.limits.max_archive_members:  # no count of the rest: never listed
+                self._left_out(self._count_cap(), None, len(infos))
+                break
+            if total + ti.size > self.limits.max_archive_bytes:
+                self._left_out(self._bytes_cap(), None, len(infos))
+                break
             infos.append(ti)
             total += ti.size
-            self._count_cap(len(infos))
-            self._bytes_cap(total)
         seen = Counter(i.name for i in infos)
         out = []
         for ti in infos:
@@ -216,23 +251,47 @@ class Archive:
             self._tar_offsets[ti.name] = (ti.offset, ti.offset_data)
         return out
 
-    def _count_cap(self, n: int) -> None:
-        if n > self.limits.max_archive_members:
-            detail = f"more than {self.limits.max_archive_members:,} members"
-            raise cap_error(self.label, "max_archive_members", detail)
+    def _count_cap(self) -> TraceError:
+        return cap_error(self.label, "max_archive_members", f"more than {self.limits.max_archive_members:,} members")
 
-    def _bytes_cap(self, n: int) -> None:
-        if n > self.limits.max_archive_bytes:
-            detail = f"members of more than {format_size(self.limits.max_archive_bytes)} decompressed"
-            raise cap_error(self.label, "max_archive_bytes", detail)
+    def _bytes_cap(self) -> TraceError:
+        detail = f"members of more than {format_size(self.limits.max_archive_bytes)} decompressed"
+        return cap_error(self.label, "max_archive_bytes", detail)
 
-    def _ratio_cap(self, n: int, what: str, where: str | None = None) -> None:
-        if n <= ARCHIVE_RATIO_GRACE_BYTES:
-            return
+    def _left_out(self, cap: TraceError, count: int | None, kept: int) -> None:
+        """One line of ``notes``: the cap passed, and the members it left out of the listing
+        (``count`` of them, None when they were never listed), after the first ``kept``."""
+        if count is None:
+            self.notes.append(f"{cap}: the members after the first {kept:,} left out")
+        else:
+            self.notes.append(f"{cap}: {count:,} members left out, the first {kept:,} read")
+
+    def _fit_ratio(self, members: list[ArchiveMember]) -> list[ArchiveMember]:
+        """``members`` less those that make the archive a bomb (see the module's docstring)."""
+        readable = [m for m in members if m.refusal is None]
+        total = sum(m.size for m in readable)
+        if self._ratio_ok(total):
+            return members
+        declared = self._ratio_error(total, "its members declare")
+        ratio = self.limits.max_compression_ratio
+        # above the cap of one member first (a bomb's members), then by how much each inflates
+        order = sorted(readable, key=lambda m: (m.size <= ratio * max(1, m.packed), -m.size / max(1, m.packed)))
+        out: set[int] = set()
+        for m in order:
+            if self._ratio_ok(total) and m.size <= ratio * max(1, m.packed):
+                break
+            total -= m.size
+            out.add(id(m))
+        self.notes.append(f"{declared}: {len(out):,} members left out, those that inflate most; the others read")
+        return [m for m in members if id(m) not in out]
+
+    def _ratio_ok(self, n: int) -> bool:
+        return n <= ARCHIVE_RATIO_GRACE_BYTES or n / max(1, self.packed) <= self.limits.max_archive_ratio
+
+    def _ratio_error(self, n: int, what: str, where: str | None = None) -> TraceError:
         ratio = n / max(1, self.packed)
-        if ratio > self.limits.max_archive_ratio:
-            detail = f"{what} {format_size(n)}, {ratio:.0f}:1 of its {format_size(self.packed)} (an archive bomb?)"
-            raise cap_error(where or self.label, "max_archive_ratio", detail)
+        detail = f"{what} {format_size(n)}, {ratio:.0f}:1 of its {format_size(self.packed)} (an archive bomb?)"
+        return cap_error(where or self.label, "max_archive_ratio", detail)
 
     def _refusal(self, name: str, why: str | None, copies: int, size: int, packed: int | None = None) -> str | None:
         reason = _name_refusal(name) or why
@@ -304,7 +363,8 @@ class Archive:
             if n <= before:
                 return
             worked = self._worked + n - before
-            self._ratio_cap(worked, "reading its members would inflate", self._where(m.name))
+            if not self._ratio_ok(worked):
+                raise self._ratio_error(worked, "reading its members would inflate", self._where(m.name))
             self._work[m.name] = n
             self._worked = worked
 
@@ -375,7 +435,8 @@ def archive_at(location: Location, limits: Limits | None = None) -> Archive:
     now = time.monotonic()
     with _cache_lock:
         hit = _cache.get(key)
-        if hit is not None and hit[0] == ident and (ident is not None or now - hit[1] < _REMOTE_TTL_S):
+        fresh = hit is not None and (ident is not None or now - hit[1] < _REMOTE_TTL_S) and not hit[2].broken
+        if hit is not None and hit[0] == ident and fresh:
             _cache.move_to_end(key)
             return hit[2]
     arc = Archive.open(location, limits=limits)
@@ -386,10 +447,14 @@ def archive_at(location: Location, limits: Limits | None = None) -> Archive:
     return arc
 
 
-def open_member_location(location: Location, limits: Limits | None = None) -> IO[bytes]:
-    """The member named by ``zip://member::archive`` (or ``tar://``), streamed."""
+def open_member_location(
+    location: Location, limits: Limits | None = None, deadline: Deadline | None = None
+) -> IO[bytes]:
+    """The member named by ``zip://member::archive`` (or ``tar://``), streamed; a remote
+    archive's reads for it (its listing too, when it is not listed yet) within ``deadline``."""
     m = location.member
     if m is None:
         raise TraceError(location.text, "not an archive member location")
-    stream = cast(io.RawIOBase, archive_at(m.archive, limits).open_member(m.name))
-    return cast(IO[bytes], io.BufferedReader(stream, 1 << 20))
+    with reads_within(deadline):
+        stream = archive_at(m.archive, limits).open_member(m.name)
+    return cast(IO[bytes], io.BufferedReader(Scoped(stream, deadline), 1 << 20))

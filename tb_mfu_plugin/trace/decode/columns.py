@@ -34,7 +34,7 @@ from ..tables import (
     TraceTables,
     concat_columns,
 )
-from . import schema
+from . import fast, schema
 from .categories import CAT_CLASS, CPU, GPU, NO_CAT, kind_without_category
 from .comm_args import CommArgs, comm_column, renumber
 from .memory_events import MEMORY_NOTES, memory_columns, memory_of, memory_table
@@ -191,9 +191,13 @@ class Columns:
             which[i], kind[i] = got if got is not None else (0, 0)
         return which, kind
 
-    def add(self, events: list[Any]) -> None:
+    def add(self, events: list[Any] | fast.Block) -> None:
         """Add complete ("X") events: ``Complete`` structs, or ``Event`` structs already filtered
-        (and the memory instants a chunk carries beside them, ``memory_events.with_memory``)."""
+        (and the memory instants a chunk carries beside them, ``memory_events.with_memory``), or the
+        columns of a chunk that the compiled parser read (``fast.Block``)."""
+        if isinstance(events, fast.Block):
+            fast.add_block(self, events)
+            return
         memory = memory_of(events)
         if memory:
             self._add_memory(memory)
@@ -217,7 +221,11 @@ class Columns:
                 add(kind[sel], evs, list(map(_get["args"], evs)), ts[sel], codes[sel])
 
     def _common(self, evs: list[Event], ts: np.ndarray, codes: np.ndarray) -> dict[str, np.ndarray]:
-        dur = floats(evs, _get["dur"])
+        return self.common_columns(floats(evs, _get["dur"]), ts, codes)
+
+    # The checks below take columns, whichever decoder read them (this module's, or fast.py's).
+
+    def common_columns(self, dur: np.ndarray, ts: np.ndarray, codes: np.ndarray) -> dict[str, np.ndarray]:
         bad = ~np.isnan(dur) & ~((dur >= 0) & (dur <= MAX_DUR))
         self.problems["dur"] += int(bad.sum())
         return {"name": codes, "ts": ts, "dur": np.where(bad | np.isnan(dur), 0.0, dur)}
@@ -228,8 +236,10 @@ class Columns:
         return np.where(ext >= 0, ext, legacy)
 
     def _measure(self, args: list[schema.Args], key: str, lo: float, hi: float, problem: str) -> np.ndarray:
+        return self.measure(floats(args, _arg[key]), lo, hi, problem)
+
+    def measure(self, x: np.ndarray, lo: float, hi: float, problem: str) -> np.ndarray:
         """Floats within [lo, hi], NaN (unknown) otherwise; out-of-range values are counted."""
-        x = floats(args, _arg[key])
         bad = ~np.isnan(x) & ~((x >= lo) & (x <= hi))
         self.problems[problem] += int(bad.sum())
         x[bad] = np.nan
@@ -283,14 +293,19 @@ class Columns:
         return got
 
     def _launch_dims(self, values: list[Any]) -> np.ndarray:
-        out = products(values)
+        return self.launch_dims(products(values))
+
+    def launch_dims(self, out: np.ndarray) -> np.ndarray:
+        """Grid or block products (values.products: -1 missing, -2 absurd, counted and made -1)."""
         bad = out == -2
         self.problems["launch_dims"] += int(bad.sum())
         out[bad] = -1
         return out
 
     def _bytes(self, args: list[schema.Args]) -> np.ndarray:
-        b = self.ints(args, _arg["bytes"])
+        return self.copy_bytes(self.ints(args, _arg["bytes"]))
+
+    def copy_bytes(self, b: np.ndarray) -> np.ndarray:
         bad = (b < -1) | (b > MAX_COPY_BYTES)
         self.problems["bytes"] += int(bad.sum())
         b[bad] = -1

@@ -125,7 +125,8 @@ def _read_head(src: Source) -> tuple[bytearray, re.Match[bytes] | None]:
         head += block
         m = _EVENTS_KEY.search(head, start)
         if m:
-            if not head[m.end() :].strip():  # the first event is in the next chunk
+            # the first event is in the next chunk (matched in place: a slice would copy the chunk)
+            if _LEADING_BLANKS.match(head, m.end()).end() == len(head):  # type: ignore[union-attr]
                 head += src.block()
             return head, m
         line_cap(src.path, len(head), src.limits)

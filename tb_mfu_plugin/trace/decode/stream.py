@@ -28,7 +28,8 @@ from ..limits import RATIO_GRACE_BYTES, Deadline, Limits, cap_error, format_size
 from ..locate.files import open_regular
 from ..locate.locations import Location
 from ..locate.opener import open_location
-from . import procs, schema
+from ..remote.remote import declares_no_size
+from . import fast, procs, schema
 from .memory_events import of_type, tagged_instants, untagged_instants, with_memory
 
 CHUNK_BYTES = 8 << 20
@@ -80,6 +81,8 @@ class Source:
                     self._wrapper = io.BufferedReader(cast(io.RawIOBase, self.raw))
                     self.raw = cast(IO[bytes], self._wrapper)
                 self.gzipped = cast(io.BufferedReader, self.raw).peek(2)[:2] == b"\x1f\x8b"
+            # a server that declares no size may never stop sending: held to max_unsized_bytes
+            self.unsized = fileobj is None and not self.local and declares_no_size(self.raw)
             if (start or stop is not None) and (self.gzipped or not self.local):
                 raise ValueError("only byte ranges of a plain local file can be decoded on their own")
             self.stream: _Stream = self._open(inflate_apart)
@@ -147,6 +150,11 @@ class Source:
                     "max_compression_ratio",
                     f"gzip expands {ratio:.0f}:1 (a gzip bomb?); real traces compress 10-30:1",
                 )
+        # after the ratio: a gzip bomb is named as one
+        if self.unsized and self.read > lim.max_unsized_bytes:
+            cap = format_size(lim.max_unsized_bytes)
+            detail = f"more than {cap} from a server that declares no size (an endless body?)"
+            raise cap_error(self.path, "max_unsized_bytes", detail)
         self.deadline.check()
 
     def _raw_read(self) -> int:
@@ -281,7 +289,7 @@ class EventStream:
         self.tail = b""
         self.failed = False
 
-    def __iter__(self) -> Iterator[list[Any]]:
+    def __iter__(self) -> Iterator[list[Any] | fast.Block]:
         src, sep = self.src, self.event_start
         buf = bytearray(len(self.pending) + CHUNK_BYTES)
         filled = len(self.pending)
@@ -315,13 +323,16 @@ class EventStream:
         self.tail = bytes(buf[:filled])
 
 
-def _decode_in_place(buf: bytearray, end: int) -> list[Any] | None:
-    """The events of ``buf[:end]`` (a blank, then events separated by commas), None if they do not decode."""
+def _decode_in_place(buf: bytearray, end: int) -> list[Any] | fast.Block | None:
+    """The events of ``buf[:end]`` (a blank, then events separated by commas), None if they do not
+    decode: as columns where the compiled parser reads them (fast.py), else as msgspec structs."""
     first, after = buf[0], buf[end]
     buf[0], buf[end] = _OPEN, _CLOSE
     try:
         # The view stays alive while Raw fields refer to it, so buf cannot be resized under them.
-        return complete_events(memoryview(buf)[: end + 1])
+        view = memoryview(buf)[: end + 1]
+        block = fast.decode(view)
+        return block if block is not None else complete_events(view)
     except msgspec.DecodeError:
         return None
     finally:

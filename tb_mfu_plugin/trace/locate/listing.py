@@ -18,16 +18,19 @@ from __future__ import annotations
 
 import os
 import posixpath
+import queue
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FuturesTimeout
 from typing import TYPE_CHECKING, Any
 
 from ...core.errors import TraceError, TraceNotFound
-from ..archive.reader import ArchiveMember, archive_at
-from ..limits import Limits
+from ..archive.reader import Archive, ArchiveMember, archive_at
+from ..limits import DEFAULT_LIMITS, Deadline, Limits, cap_error
+from ..remote.bounded import reads_within
+from ..remote.redact import redacting_logger
 from ..remote.remote import filesystem
 from ..remote.storage import storage_error
 from .discover import SIDECAR_NAME, RunFiles, SpanFile, WorkerFiles, discover_runs, is_trace_name, run_of, single_name
@@ -35,6 +38,8 @@ from .locations import Location
 
 if TYPE_CHECKING:  # http_fs needs aiohttp, imported only for an http(s) logdir
     from ..remote.http_fs import Warn
+
+logger = redacting_logger(__name__)  # URLs in its lines: signatures blanked
 
 LIST_TIMEOUT_ENV = "TB_MFU_LIST_TIMEOUT"
 DEFAULT_LIST_TIMEOUT_S = 120.0
@@ -50,6 +55,12 @@ _DATE_KEYS = ("Last-Modified", "LastModified", "last_modified", "mtime", "update
 Sidecars = tuple[tuple[str, int, int | str], ...]
 
 
+def log_warning(line: str) -> None:
+    """Where a listing's one-line warnings go when its caller collects none: the log (the CLI
+    and the tab pass their own ``warn``)."""
+    logger.warning("tb-mfu: %s", line)
+
+
 def list_timeout_s() -> float:
     """Seconds a remote listing may take: ``$TB_MFU_LIST_TIMEOUT``, else 120."""
     try:
@@ -60,15 +71,25 @@ def list_timeout_s() -> float:
 
 
 def discover(
-    path: Location, name: str | None = None, limits: Limits | None = None, warn: Warn | None = None
+    path: Location,
+    name: str | None = None,
+    limits: Limits | None = None,
+    warn: Warn | None = None,
+    identify: bool = True,
 ) -> list[RunFiles]:
     """All runs under ``path``, sorted by name. Raises ``TraceError`` (one line) when a remote
-    location or an archive cannot be listed; a missing local path gives no runs. A part of a
-    remote listing that could not be read (a sub-folder) is one line to ``warn``."""
+    location or an archive cannot be listed; a missing local path gives no runs. What a
+    listing left out (a remote sub-folder it could not read, a page or an archive over a cap,
+    read up to it) is one line to ``warn`` (default: logged).
+
+    ``identify``: ask an HTTP server for the size and identity of each file its index pages
+    list without them (a HEAD each, which the tab's cache keys need); a face that keeps no
+    cache (the CLI) leaves it off, and each file then costs only its own read. Such a request
+    is held to the file's ``max_seconds`` as well as to the listing's deadline."""
     if path.archive_kind is not None:
-        return discover_archive(path, name, limits)
+        return discover_archive(path, name, limits, warn)
     if path.is_url:
-        return discover_remote(path, name, warn)
+        return discover_remote(path, name, warn, limits, identify)
     if path.member is not None:  # a member named directly is no logdir (its archive is)
         return []
     return discover_runs(path.path, name)
@@ -89,17 +110,26 @@ def _size(info: dict[str, Any]) -> int | None:
     return int(size) if isinstance(size, int | float) and size >= 0 else None
 
 
-def discover_remote(where: Location, name: str | None = None, warn: Warn | None = None) -> list[RunFiles]:
+def discover_remote(
+    where: Location,
+    name: str | None = None,
+    warn: Warn | None = None,
+    limits: Limits | None = None,
+    identify: bool = True,
+) -> list[RunFiles]:
     url = where.text
     single = is_trace_name(where.basename)
     fs, root = filesystem(where, is_folder=not single)
-    deadline = time.monotonic() + list_timeout_s()
-    if single:  # one file, named directly
-        info = _call(url, deadline, lambda: fs.info(root))
+    start = time.monotonic()
+    deadline = start + list_timeout_s()
+    seconds = (limits or DEFAULT_LIMITS).max_seconds
+    per_file = min(deadline, start + seconds) if seconds > 0 else deadline  # a file's own requests
+    if single:  # one file, named directly: asked for, so that a missing one is the source's error
+        info = _call(url, per_file, lambda: fs.info(root), seconds if per_file < deadline else None)
         worker, span = single_name(where.basename)
         f = SpanFile(span, where, _size(info) or 0, 0.0, identity(info))
         return [RunFiles(name or where.basename, where, [WorkerFiles(worker, [f])])]
-    found = _find(fs, url, root, deadline, warn)
+    found = _find(fs, url, root, deadline, warn, seconds if identify else None)
     root_path = root.rstrip("/")
     base = name or where.basename or url
     by_dir: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
@@ -125,8 +155,12 @@ def _wanted(path: str) -> bool:
     return is_trace_name(fname) or fname.endswith(SIDECAR_NAME)
 
 
-def _find(fs: Any, url: str, root: str, deadline: float, warn: Warn | None) -> dict[str, dict[str, Any]]:
-    """fsspec path -> info of the trace and sidecar files under ``root``, with sizes and identities."""
+def _find(
+    fs: Any, url: str, root: str, deadline: float, warn: Warn | None, info_s: float | None
+) -> dict[str, dict[str, Any]]:
+    """fsspec path -> info of the trace and sidecar files under ``root``; those the listing gave
+    without a size or an identity are asked for them, each within ``info_s`` (its file's
+    ``max_seconds``; 0: no limit) and the listing's deadline (None: not asked)."""
     kwargs = {"timeout": max(0.1, deadline - time.monotonic())} if getattr(fs, "async_impl", False) else {}
     try:
         fs.invalidate_cache(root)  # a re-scan must see new and changed objects
@@ -146,8 +180,9 @@ def _find(fs: Any, url: str, root: str, deadline: float, warn: Warn | None) -> d
             raise TraceNotFound(url, "no such folder or file") from None
     found = {p: dict(i) for p, i in listed.items() if _wanted(p) and i.get("type", "file") != "directory"}
     missing = [p for p, i in found.items() if _size(i) is None or not identity(i)]
-    if missing:
-        for p, info in zip(missing, _infos(fs, url, missing, deadline), strict=True):
+    if missing and info_s is not None:
+        info_by = min(deadline, time.monotonic() + info_s) if info_s > 0 else deadline
+        for p, info in zip(missing, _infos(fs, url, missing, info_by), strict=True):
             found[p].update(info)
     return found
 
@@ -187,24 +222,35 @@ def _infos(fs: Any, url: str, paths: list[str], deadline: float) -> Iterable[dic
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _call(url: str, deadline: float, fn: Callable[[], Any]) -> Any:
-    """``fn()`` on a helper thread, given up at the deadline (a store that hangs cannot hang us)."""
-    pool = ThreadPoolExecutor(1, thread_name_prefix="mfu-list")
+def _call(url: str, deadline: float, fn: Callable[[], Any], max_seconds: float | None = None) -> Any:
+    """``fn()`` on a daemon thread, given up at the deadline: a store that hangs cannot hang us,
+    and a call still stuck then holds no thread that the process waits for at exit. The
+    deadline is the listing's, or the file's ``max_seconds`` when that is given."""
+    box: queue.Queue[tuple[bool, Any]] = queue.Queue(1)
+
+    def run() -> None:
+        try:
+            box.put((True, fn()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            box.put((False, exc))
+
+    threading.Thread(target=run, name="mfu-list", daemon=True).start()
     try:
-        return pool.submit(fn).result(timeout=max(0.0, deadline - time.monotonic()))
-    except FuturesTimeout:
-        raise _timeout(url) from None
-    except TraceError:
-        raise
-    except Exception as exc:  # noqa: BLE001
-        if "Timeout" in type(exc).__name__:
-            raise _timeout(url) from None
-        raise storage_error(url, exc) from None
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        ok, value = box.get(timeout=max(0.0, deadline - time.monotonic()))
+    except queue.Empty:
+        raise _timeout(url, max_seconds) from None
+    if ok:
+        return value
+    if isinstance(value, TraceError) or not isinstance(value, Exception):
+        raise value
+    if "Timeout" in type(value).__name__:
+        raise _timeout(url, max_seconds) from None
+    raise storage_error(url, value) from None
 
 
-def _timeout(url: str) -> TraceError:
+def _timeout(url: str, max_seconds: float | None = None) -> TraceError:
+    if max_seconds is not None:
+        return cap_error(url, "max_seconds", f"still running after {max_seconds:g} s")
     return TraceError(url, f"listing took longer than {list_timeout_s():g} s (${LIST_TIMEOUT_ENV} raises it)")
 
 
@@ -221,12 +267,29 @@ def archive_identity(location: Location) -> str:
     return f"{st.st_size}:{st.st_mtime_ns}"
 
 
-def discover_archive(location: Location, name: str | None = None, limits: Limits | None = None) -> list[RunFiles]:
+def discover_archive(
+    location: Location, name: str | None = None, limits: Limits | None = None, warn: Warn | None = None
+) -> list[RunFiles]:
     """The runs of an archive read as a logdir; its refused trace members are listed too, in the
-    run of their folder (or the archive's own), each to show why it is not read."""
+    run of their folder (or the archive's own), each to show why it is not read. What a cap
+    left out of its listing is one line to ``warn``. A remote archive is listed within the
+    listing's deadline."""
     if not location.is_url and not os.path.isfile(location.path):
         raise TraceError(location.text, "no such file" if not os.path.exists(location.path) else "not a regular file")
-    arc = archive_at(location, limits)
+    if location.is_url:
+        end = time.monotonic() + list_timeout_s()
+        # its reads stop a second after the listing is given up: then its file is not kept
+        scope = Deadline(location.text, list_timeout_s() + 1)
+
+        def listed() -> Archive:
+            with reads_within(scope):
+                return archive_at(location, limits)
+
+        arc = _call(location.text, end, listed)
+    else:
+        arc = archive_at(location, limits)
+    for note in arc.notes:
+        (warn or log_warning)(note)
     ident = archive_identity(location)
     base = name or _stem(location.basename)
     by_dir: dict[str, list[ArchiveMember]] = defaultdict(list)

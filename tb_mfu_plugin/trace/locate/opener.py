@@ -11,6 +11,7 @@ Every failure is a one-line ``TraceError`` naming the location, except the local
 
 from __future__ import annotations
 
+import time
 from typing import IO
 
 from ..archive.reader import open_member_location
@@ -33,14 +34,17 @@ def open_location(
     """``location`` opened for binary reading in order (``size``, when the listing knows it,
     saves a remote request; ``limits`` holds an archive to its caps). A remote file is read
     within ``deadline``: by default the ``max_seconds`` of ``limits`` for a trace, and
-    ``SMALL_FILE_SECONDS`` at most for anything else."""
-    if location.member is not None:
-        return open_member_location(location, limits)
+    ``SMALL_FILE_SECONDS`` at most for anything else (within ``deadline`` too, when given: a
+    sidecar read for a trace is part of that trace's time)."""
+    if location.member is not None:  # a remote archive's reads within the trace's deadline
+        return open_member_location(location, limits, deadline)
     if location.is_url:
-        if deadline is None:
+        if deadline is None or what != "trace":
             seconds = (limits or DEFAULT_LIMITS).max_seconds
             if what != "trace":
                 seconds = min(seconds, SMALL_FILE_SECONDS) if seconds > 0 else SMALL_FILE_SECONDS
+            if deadline is not None:
+                seconds = min(seconds, max(0.001, deadline.end - time.monotonic()))
             deadline = Deadline(location.text, seconds)
         return open_url(location, size, deadline)
     return open_regular(location.path, what)

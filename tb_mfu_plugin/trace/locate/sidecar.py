@@ -34,6 +34,7 @@ import msgspec
 
 from ...core.errors import TraceError
 from ...core.palm import palm_flops_per_token
+from ..limits import Deadline
 from .discover import SIDECAR_NAME
 from .locations import Location
 from .opener import open_location
@@ -152,11 +153,11 @@ def sidecar_paths(run_dir: Location, worker: str | None = None) -> list[Location
     return out
 
 
-def _read(path: Location) -> bytes | None:
+def _read(path: Location, deadline: Deadline | None = None) -> bytes | None:
     """File bytes, or None when it does not exist."""
     try:
         # a FIFO or device named tb_mfu.json must not block the analysis
-        with open_location(path, "MFU sidecar") as f:
+        with open_location(path, "MFU sidecar", deadline=deadline) as f:
             data = f.read(_MAX_BYTES + 1)
     except (FileNotFoundError, NotADirectoryError):  # a remote one too (errors.TraceNotFound)
         return None
@@ -167,15 +168,18 @@ def _read(path: Location) -> bytes | None:
     return data
 
 
-def load_sidecar(run_dir: Location, worker: str | None = None) -> tuple[Sidecar, str] | None:
+def load_sidecar(
+    run_dir: Location, worker: str | None = None, deadline: Deadline | None = None
+) -> tuple[Sidecar, str] | None:
     """The sidecar for ``run_dir`` (and ``worker``) with its location's text (as reports show
     it), or None when there is none.
 
     ``run_dir`` is the directory holding the traces (a run). A file that exists but
-    is malformed raises ``TraceError(path, reason)``.
+    is malformed raises ``TraceError(path, reason)``. A remote sidecar is read within
+    ``deadline`` (its trace's), and 60 s at most.
     """
     for path in sidecar_paths(run_dir, worker):
-        data = _read(path)
+        data = _read(path, deadline)
         if data is not None:
             return parse_sidecar(data, path.text), path.text
     return None

@@ -21,8 +21,13 @@ decides where they may go and how much they may bring back:
 - **Listings.** An index page is read up to :func:`max_listing_bytes` bytes; its links are
   resolved against the page, and only those that stay in the logdir's folder on its origin
   are kept (:func:`inside`); a walk follows at most :func:`max_listing_links` links, folders
-  included, :data:`MAX_DEPTH` folders deep, under the listing's deadline. A sub-folder that
-  cannot be listed is left out (and logged); the logdir's own page must list.
+  included, :data:`MAX_DEPTH` folders deep, under the listing's deadline. A listing over a cap
+  is read up to it: a page that is not read whole (larger than the byte cap, or holding more
+  links than the walk may still follow) gives its sub-folders, which are walked, but not its
+  own files, a partial list of which would pass for a whole run; one line to ``warn`` says
+  what was left out, and the rest of the logdir is read. A sub-folder that cannot be listed is
+  left out (one line to ``warn``); the logdir's own page must list, and a walk that found
+  nothing but what it left out is the source's one-line error.
 """
 
 from __future__ import annotations
@@ -200,15 +205,17 @@ class GuardedHTTPFileSystem(HTTPFileSystem):  # type: ignore[misc]  # fsspec is 
     async def _ls_real(self, url: str, detail: bool = True, **kwargs: Any) -> Any:
         """One index page's entries (as fsspec's listing gives them), read under the caps."""
         base = url.split("?", 1)[0].split("#", 1)[0]
+        children, _ = await self._page(url, base, max_listing_links())
         entries = [
             {"name": f"{base.rstrip('/')}/{rel}", "size": None, "type": "directory" if rel.endswith("/") else "file"}
-            for rel in await self._page(url, base, max_listing_links())
+            for rel in children
         ]
         return entries if detail else sorted(e["name"] for e in entries)
 
-    async def _page(self, url: str, page_dir: str, limit: int) -> list[str]:
+    async def _page(self, url: str, page_dir: str, limit: int) -> tuple[list[str], bool]:
         """The links of the index page at ``url``, as paths relative to ``page_dir``, kept only
-        where they stay below the scope's folder; ``limit`` + 1 at most."""
+        where they stay below the scope's folder, ``limit`` + 1 at most; and whether the page
+        was larger than the byte cap (its links are then those of its first bytes)."""
         session = await self.set_session()
         async with session.get(self.encode_url(url), **self.kwargs) as r:
             self._raise_not_found_for_status(r, url)
@@ -217,11 +224,12 @@ class GuardedHTTPFileSystem(HTTPFileSystem):  # type: ignore[misc]  # fsspec is 
                 raise TraceError(url, f"the server sent the listing {encoding}-encoded though identity was asked")
             mimetype = r.headers.get("Content-Type", "").partition(";")[0].strip().lower()
             if mimetype not in ("text/html", ""):  # a file, not an index page: no links (as fsspec)
-                return []
-            body = await _read_capped(r.content, max_listing_bytes(), url)
+                return [], False
+            body, cut = await _read_capped(r.content, max_listing_bytes())
         folder_raw = yarl.URL(page_dir.rstrip("/") + "/").raw_path
         # parsed on a worker thread: fsspec's one event loop serves every remote source at once
-        return await asyncio.get_running_loop().run_in_executor(None, self._children, body, folder_raw, limit)
+        children = await asyncio.get_running_loop().run_in_executor(None, self._children, body, folder_raw, limit)
+        return children, cut
 
     def _children(self, body: bytes, folder_raw: str, limit: int) -> list[str]:
         out: dict[str, None] = {}
@@ -252,17 +260,19 @@ class GuardedHTTPFileSystem(HTTPFileSystem):  # type: ignore[misc]  # fsspec is 
 
     async def walk_tree(self, root: str, warn: Warn | None = None) -> dict[str, dict[str, Any]]:
         """URL -> fsspec-like info of every file linked from the index at ``root`` and the
-        folders below it, breadth first, under the caps on links and depth. A sub-folder that
-        cannot be listed is one line to ``warn`` (default: logged), and the others go on."""
+        folders below it, breadth first, under the caps on links, bytes and depth. A page not read
+        whole gives its sub-folders only, and one line to ``warn`` (default: logged) says what was
+        left out; so does a sub-folder that cannot be listed, and the others go on. A walk that
+        found no file, having left some out, raises that line as the source's error."""
         base = root.split("?", 1)[0].rstrip("/")
-        files: dict[str, dict[str, Any]] = {}
-        todo, seen, links = [""], {""}, 0
-        cap = max_listing_links()
+        walk = _Walk(max_listing_links())
+        todo, seen = [""], {""}
         while todo:
             batch, todo = todo[:PAGES_AT_ONCE], todo[PAGES_AT_ONCE:]
             pages = [root if rel == "" else f"{base}/{rel}" for rel in batch]
-            pages_read = (self._page(u, u.split("?", 1)[0], cap - links) for u in pages)
-            results = await asyncio.gather(*pages_read, return_exceptions=True)
+            results = await asyncio.gather(
+                *(self._page(u, u.split("?", 1)[0], walk.cap) for u in pages), return_exceptions=True
+            )
             for rel, page_url, result in zip(batch, pages, results, strict=True):
                 if isinstance(result, BaseException):
                     if rel == "" or not isinstance(result, Exception):
@@ -271,17 +281,62 @@ class GuardedHTTPFileSystem(HTTPFileSystem):  # type: ignore[misc]  # fsspec is 
                     reason = storage_error(page_url, result).reason
                     (warn or _log_warning)(f"{page_url}: sub-folder not listed ({reason})")
                     continue
-                for child in result:
-                    links += 1
-                    if links > cap:
-                        raise TraceError(root, f"the listing holds more than {cap:,} links (${LISTING_LINKS_ENV})")
-                    path = rel + child
-                    if not child.endswith("/"):
-                        files[f"{base}/{path}"] = {"name": f"{base}/{path}", "size": None, "type": "file"}
-                    elif path not in seen and path.count("/") <= MAX_DEPTH:
+                children, too_big = result
+                for path in walk.page(rel, page_url, children, too_big):
+                    if path not in seen and path.count("/") <= MAX_DEPTH:
                         seen.add(path)
                         todo.append(path)
+        files = {f"{base}/{path}": {"name": f"{base}/{path}", "size": None, "type": "file"} for path in walk.files}
+        note = walk.note()
+        if note is not None:
+            if not files:
+                raise TraceError(walk.cut_pages[0], note)
+            (warn or _log_warning)(f"{walk.cut_pages[0]}: {note}")
         return files
+
+
+class _Walk:
+    """What one walk of an HTTP logdir keeps, under its cap of ``cap`` links (folders followed
+    and files kept). A page whose links would pass the cap, or larger than the byte cap, is not
+    read whole: its sub-folders are kept while the cap allows, its own files are left out (a
+    partial list of a folder's files would pass for a whole run), and ``note`` says so."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.links = 0
+        self.files: list[str] = []
+        self.cut_pages: list[str] = []  # pages whose files were left out, in the walk's order
+        self.too_big = False  # a page over the byte cap (else only the link cap was passed)
+
+    def page(self, rel: str, url: str, children: list[str], too_big: bool) -> list[str]:
+        """Take one page's ``children`` (paths relative to ``rel``); the sub-folders to walk."""
+        whole = not too_big and self.links + len(children) <= self.cap
+        if not whole:
+            self.cut_pages.append(url)
+            self.too_big = self.too_big or too_big
+        folders = []
+        for child in children:  # a whole page never takes the count past the cap
+            if child.endswith("/"):
+                if self.links >= self.cap:
+                    break
+                folders.append(rel + child)
+            elif whole:
+                self.files.append(rel + child)
+            else:
+                continue
+            self.links += 1
+        return folders
+
+    def note(self) -> str | None:
+        """The one line of what was left out, or None when the walk read everything."""
+        if not self.cut_pages:
+            return None
+        if self.too_big:
+            why = f"the listing page is larger than {format_size(max_listing_bytes())} (${LISTING_BYTES_ENV} raises it)"
+        else:
+            why = f"the listing holds more than {self.cap:,} links (${LISTING_LINKS_ENV} raises it)"
+        more = f" (and those of {len(self.cut_pages) - 1:,} more folders)" if len(self.cut_pages) > 1 else ""
+        return f"{why}: read up to the cap; the files it lists were left out{more}, its sub-folders walked"
 
 
 def _log_warning(line: str) -> None:
@@ -313,14 +368,16 @@ def links_of(text: str) -> Iterator[str]:
         yield m.group("url")
 
 
-async def _read_capped(content: aiohttp.StreamReader, cap: int, url: str) -> bytes:
+async def _read_capped(content: aiohttp.StreamReader, cap: int) -> tuple[bytes, bool]:
+    """The body's first ``cap`` bytes, and whether there were more (the rest is never read)."""
     chunks, got = [], 0
     while chunk := await content.read(1 << 16):
+        if got + len(chunk) > cap:
+            chunks.append(chunk[: cap - got])
+            return b"".join(chunks), True
         got += len(chunk)
-        if got > cap:
-            raise TraceError(url, f"the listing page is larger than {format_size(cap)} (${LISTING_BYTES_ENV})")
         chunks.append(chunk)
-    return b"".join(chunks)
+    return b"".join(chunks), False
 
 
 def http_filesystem(url: str, options: dict[str, Any], is_folder: bool) -> GuardedHTTPFileSystem:

@@ -7,8 +7,11 @@ of block n+1..n+DEPTH overlaps the decoding of block n and memory stays at
 ``DEPTH`` blocks. HTTP servers need not honour ranges (Python's own file server
 does not), so ``http(s)://`` is read as one stream, by a thread that keeps up to
 ``DEPTH`` blocks ahead. Nothing touches the disk. Every read is bounded by the
-file's deadline (its ``max_seconds``), however the server sends its bytes; an HTTP
-read that gets no byte at all fails sooner, after ``storage.stall_timeout_s()``.
+file's deadline (its ``max_seconds``), however the server sends its bytes, the
+connection and the answer's headers included; an HTTP read that gets no byte at all
+fails sooner, after ``storage.stall_timeout_s()``. A stream whose answer declares no
+size (chunked, no ``Content-Length``) says so (``RemoteFile.unsized``): the decoder
+holds it to ``max_unsized_bytes``, so an endless body cannot fill memory.
 
 Errors come out of ``read`` as one-line ``TraceError``s with secrets blanked
 (``storage.storage_error``), so the decoder reports them as it reports any file.
@@ -22,7 +25,6 @@ import os
 import queue
 import struct
 import threading
-import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
 from typing import IO, Any, cast
@@ -30,6 +32,7 @@ from typing import IO, Any, cast
 from ...core.errors import TraceError
 from ..limits import DEFAULT_LIMITS, Deadline
 from ..locate.locations import Location
+from .bounded import BoundedFile, current_deadline, wait_s, within
 from .storage import ALLOWED_ORIGINS, missing_extra, options_for, storage_error
 
 # 16 MiB ranges, 3 in flight: 48 MiB held at most. On moto's loopback server a 92 MB
@@ -38,8 +41,6 @@ BLOCK_BYTES = 16 << 20
 DEPTH = 3
 # Protocols read as one stream: a plain HTTP server may ignore ranges.
 STREAMED = frozenset({"http", "https"})
-# How often a reader waiting for a block looks at the file's deadline.
-_POLL_S = 0.25
 
 
 class RemoteFile(io.RawIOBase):
@@ -55,7 +56,10 @@ class RemoteFile(io.RawIOBase):
         try:
             streamed = location.scheme in STREAMED
             if size is None and not streamed:
-                size = int(self._fs.size(self._path))
+                fs, path = self._fs, self._path
+                size = int(within(self.deadline, lambda: fs.size(path)))
+        except TraceError:
+            raise
         except Exception as exc:  # noqa: BLE001 - any failure of the store is this file's error
             raise storage_error(url, exc) from None
         self.size = size
@@ -69,6 +73,12 @@ class RemoteFile(io.RawIOBase):
 
     def readable(self) -> bool:
         return True
+
+    @property
+    def unsized(self) -> bool:
+        """Whether the server declared no size for the bytes it sends (known once the first
+        block is in): a chunked answer may never end."""
+        return isinstance(self._blocks, _Streamed) and self._blocks.unsized
 
     def readinto(self, buffer: Any) -> int:
         view = memoryview(buffer).cast("B")
@@ -93,12 +103,6 @@ class RemoteFile(io.RawIOBase):
         super().close()
 
 
-def _wait(deadline: Deadline) -> float:
-    """Seconds to wait for the next block before looking at the deadline again."""
-    deadline.check()
-    return max(0.01, min(_POLL_S, deadline.end - time.monotonic()))
-
-
 class _Ranged:
     """Blocks of ``[0, size)`` from ranged reads, ``DEPTH`` in flight."""
 
@@ -121,7 +125,7 @@ class _Ranged:
         fut = self._inflight[0]
         while True:
             try:
-                data = fut.result(timeout=_wait(deadline))
+                data = fut.result(timeout=wait_s(deadline))
                 break
             except FuturesTimeout:
                 continue
@@ -159,6 +163,8 @@ class _Streamed:
         self._file: Any = None
         self._ended = False
         self._lock = threading.Lock()
+        # set before the first block is handed out: the answer declared no size (chunked)
+        self.unsized = False
         # a size from the listing spares fsspec's HEAD before the GET
         args = (fs, path, size or None)
         threading.Thread(target=self._pump, args=args, name="mfu-stream", daemon=True).start()
@@ -166,6 +172,8 @@ class _Streamed:
     def _pump(self, fs: Any, path: str, size: int | None) -> None:
         try:
             f = fs.open(path, "rb", block_size=0, size=size) if size else fs.open(path, "rb", block_size=0)
+            response = getattr(f, "r", None)  # fsspec's HTTPStreamFile: the aiohttp response
+            self.unsized = response is not None and response.content_length is None
             with self._lock:
                 self._file = f
                 stopped = self._stop.is_set()
@@ -192,7 +200,7 @@ class _Streamed:
             return None
         while True:
             try:
-                item = self._queue.get(timeout=_wait(deadline))
+                item = self._queue.get(timeout=wait_s(deadline))
                 break
             except queue.Empty:
                 continue
@@ -223,14 +231,28 @@ def open_url(url: Location, size: int | None = None, deadline: Deadline | None =
     return cast(IO[bytes], io.BufferedReader(RemoteFile(url, size, deadline), buffer_size=1 << 20))
 
 
-def open_seekable(url: Location) -> IO[bytes]:
-    """``url`` opened for random access (an archive's index is at its end), in cached blocks."""
+def declares_no_size(stream: object) -> bool:
+    """Whether ``stream`` (``open_url``'s, once its first bytes are in) is an answer that declared
+    no size: the decoder then holds it to ``max_unsized_bytes``."""
+    raw = getattr(stream, "raw", stream)
+    return isinstance(raw, RemoteFile) and raw.unsized
+
+
+def open_seekable(url: Location, deadline: Deadline | None = None) -> IO[bytes]:
+    """``url`` opened for random access (an archive's index is at its end), in cached blocks;
+    opened within ``deadline`` (default: the one in effect, else ``max_seconds``), and each read
+    within the deadline in effect where it is read (``bounded.reads_within``)."""
     fs, path = filesystem(url)
     try:
-        f: IO[bytes] = fs.open(path, "rb", block_size=BLOCK_BYTES, cache_type="readahead")
+        f: IO[bytes] = within(
+            deadline or current_deadline(url.text),
+            lambda: fs.open(path, "rb", block_size=BLOCK_BYTES, cache_type="readahead"),
+        )
+    except TraceError:
+        raise
     except Exception as exc:  # noqa: BLE001
         raise storage_error(url.text, exc) from None
-    return f
+    return cast(IO[bytes], io.BufferedReader(BoundedFile(f, url.text), buffer_size=1 << 20))
 
 
 def remote_uncompressed_size(url: Location, size: int) -> int:

@@ -1,0 +1,92 @@
+"""Runs of one model under different parallel strategies, side by side: the table that asks
+which strategy gives the best MFU on these GPUs (``tb-mfu compare`` with several runs, the tab's
+Strategies view; docs/distributed.md).
+
+One row per run, its ranks summed up: the slowest rank's step (every rank waits for it), each
+rank's MFU (the headline figure of its report, over its steady-state steps, as Compare and the
+Overview show it: the lowest, the mean and the highest over the ranks), and the mean over ranks of
+the exposed communication, the overlap and the pipeline bubble; and the lowest and highest peak
+allocated memory over the ranks (FSDP against DDP is largely a memory trade), known only for traces recorded with
+``profile_memory=True``.
+"""
+
+from __future__ import annotations
+
+from statistics import fmean
+
+import msgspec
+
+from ..report import RunReport, WorkerReport
+from .ranks import RankSummary
+
+
+class StrategyRow(msgspec.Struct, kw_only=True):
+    run: str
+    strategy: list[str]  # the run's (analysis.strategy); empty on one GPU
+    ranks: int  # workers analysed
+    device: str | None
+    step_time_us: float | None  # the slowest rank's step (summary.step_time_us: its mean steady-state step)
+    # each rank's MFU (summary.mfu, the headline): lowest, mean and highest over the ranks
+    mfu_min: float | None
+    mfu_mean: float | None
+    mfu_max: float | None
+    flops_per_step: float | None  # per rank, mean
+    exposed_communication_us_per_step: float | None  # mean over ranks
+    exposed_communication_share: float | None  # of the mean step, mean over ranks
+    overlap_ratio: float | None  # mean over ranks with communication
+    collective_wait_us_per_step: float | None  # mean over ranks, clocks aligned
+    bubble_share: float | None  # mean over pipeline stages
+    busbw_gbps: float | None  # the largest collective's bus bandwidth (by time), mean over ranks
+    link: str | None
+    # each rank's peak allocated memory (analysis.memory), lowest and highest over the ranks that have it
+    peak_allocated_min: int | None = None
+    peak_allocated_max: int | None = None
+
+
+def _mean(xs: list[float | None]) -> float | None:
+    known = [x for x in xs if x is not None]
+    return fmean(known) if known else None
+
+
+def _ranks(run: RunReport) -> RankSummary | None:
+    """``RunReport.ranks`` is typed Any (analysis does not import diagnosis): a dict once decoded."""
+    if run.ranks is None or isinstance(run.ranks, RankSummary):
+        return run.ranks
+    return msgspec.convert(run.ranks, RankSummary)
+
+
+def strategy_row(run: RunReport) -> StrategyRow:
+    ok: list[WorkerReport] = [w for w in run.workers if w.error is None and w.summary is not None]
+    summaries = [w.summary for w in ok if w.summary is not None]
+    comm = [
+        (w.communication, s.step_time_us) for w, s in zip(ok, summaries, strict=True) if w.communication is not None
+    ]
+    mfu = [s.mfu for s in summaries if s.mfu is not None]
+    ranks = _ranks(run)
+    main = [max(c.collectives, key=lambda x: x.us_per_step) for c, _ in comm if c.collectives]
+    peaks = [w.memory.peak_allocated_bytes for w in ok if w.memory is not None and w.memory.peak_allocated_bytes]
+    return StrategyRow(
+        run=run.name,
+        strategy=list(run.strategy),
+        ranks=len(ok),
+        device=next((w.device.name for w in ok if w.device is not None and w.device.name), None),
+        step_time_us=max((s.step_time_us for s in summaries), default=None),
+        mfu_min=min(mfu) if mfu else None,
+        mfu_mean=fmean(mfu) if mfu else None,
+        mfu_max=max(mfu) if mfu else None,
+        flops_per_step=_mean([s.flops_per_step for s in summaries]),
+        exposed_communication_us_per_step=_mean([c.exposed_us_per_step for c, _ in comm]),
+        exposed_communication_share=_mean([c.exposed_us_per_step / step for c, step in comm if step > 0]),
+        overlap_ratio=_mean([c.overlap_ratio for c, _ in comm]),
+        collective_wait_us_per_step=_mean([r.collective_wait_us_per_step for r in ranks.ranks] if ranks else []),
+        bubble_share=_mean([w.pipeline.bubble_share for w in ok if w.pipeline is not None]),
+        busbw_gbps=_mean([c.busbw_gbps for c in main]),
+        link=next((c.link for c, _ in comm if c.link), None),
+        peak_allocated_min=min(peaks) if peaks else None,
+        peak_allocated_max=max(peaks) if peaks else None,
+    )
+
+
+def strategy_table(runs: list[RunReport]) -> list[StrategyRow]:
+    """One row per run, in the order given."""
+    return [strategy_row(r) for r in runs]

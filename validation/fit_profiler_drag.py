@@ -1,0 +1,101 @@
+"""The profiler's host cost per recorded event, fitted on every single-GPU trace that has its step time
+measured without the profiler, and the table behind ``analysis.critical_path.whatif.PROFILER_EVENT_US``.
+
+For each trace: the critical-path model of its steady-state steps (``analysis.per_device``) re-timed
+with each candidate cost per host event taken out of the host's segments, against the unprofiled
+median step of its ground truth. Prints, per candidate, the median |error|, how many traces land
+within 5 % and 10 %, and the worst; then every trace's error at the chosen constant.
+
+    python validation/fit_profiler_drag.py [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import glob
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tb_mfu_plugin.analysis.critical_path import whatif  # noqa: E402
+from tb_mfu_plugin.analysis.critical_path.whatif import PROFILER_EVENT_US, Model  # noqa: E402
+from tb_mfu_plugin.analysis.options import AnalysisOptions  # noqa: E402
+from tb_mfu_plugin.analysis.per_device import analyze_device  # noqa: E402
+from tb_mfu_plugin.running.pipeline import _keep_inputs  # noqa: E402
+from tb_mfu_plugin.trace.decode.decode import decode_trace  # noqa: E402
+
+CANDIDATES = (None, 2.0, 3.0, 3.5, 4.0, 4.5, 5.0)  # None: the trace's own median event gap
+
+
+def cases() -> Iterator[tuple[str, Path, float]]:
+    """(label, run folder, unprofiled median step µs) of every single-GPU trace with a truth."""
+    gt = json.loads((ROOT / "validation/mfu_truth/ground_truth.json").read_text())
+    for name, r in gt["runs"].items():
+        yield f"mfu_truth/{name}", ROOT / "validation/mfu_truth" / name, r["step_time_unprofiled"]["median_us"]
+    for src in ("gain_pairs", "whatif_pairs"):
+        gt = json.loads((ROOT / "validation" / src / "ground_truth.json").read_text())
+        for name, p in gt["pairs"].items():
+            for side in ("before", "after"):
+                u = p[side]["step_time_unprofiled"]
+                yield f"{src}/{name}/{side}", ROOT / "validation" / src / name / side, u["median_us"]
+    for path in sorted((ROOT / "sample_traces").glob("*/ground_truth.json")):
+        g = json.loads(path.read_text())
+        if g.get("world_size", 1) == 1 and g.get("step_time_us_unprofiled") is not None:
+            yield f"sample_traces/{path.parent.name}", path.parent, g["step_time_us_unprofiled"]
+
+
+def errors() -> tuple[list[str], dict[float | None, list[float]]]:
+    labels: list[str] = []
+    out: dict[float | None, list[float]] = {c: [] for c in CANDIDATES}
+    for label, folder, truth in cases():
+        files = sorted(glob.glob(str(folder / "*.pt.trace.json*")))
+        if not files:
+            continue
+        tables = decode_trace(files[0], keep_inputs=_keep_inputs)
+        a = analyze_device(tables, int(tables.gpu.device[0]), AnalysisOptions())
+        model = a.view.critical if a.view is not None else None
+        if model is None:
+            continue
+        labels.append(label)
+        for c in CANDIDATES:
+            per_event = model.g.event_gap_us if c is None else c
+            whatif.PROFILER_EVENT_US = per_event  # the module's constant, as the model reads it
+            again = Model(dataclasses.replace(model.g), len(a.view.gpu))
+            out[c].append(again.unprofiled_step_us / truth - 1.0)
+        whatif.PROFILER_EVENT_US = PROFILER_EVENT_US
+    return labels, out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--markdown", action="store_true", help="print the tables as markdown")
+    args = parser.parse_args()
+    labels, out = errors()
+    bar = "|" if args.markdown else " "
+    print(f"{bar} cost per event {bar} median abs error {bar} within 5 % {bar} within 10 % {bar} worst {bar}")
+    if args.markdown:
+        print("|---|---:|---:|---:|---:|")
+    for c, e in out.items():
+        a = np.abs(np.array(e))
+        name = "the trace's median event gap" if c is None else f"{c:g} µs"
+        print(
+            f"{bar} {name} {bar} {np.median(a):.1%} {bar} {int((a <= 0.05).sum())} of {len(a)} {bar} "
+            f"{int((a <= 0.10).sum())} of {len(a)} {bar} {a.max():.1%} {bar}"
+        )
+    print()
+    print(f"{bar} trace {bar} error at {PROFILER_EVENT_US:g} µs an event {bar}")
+    if args.markdown:
+        print("|---|---:|")
+    for label, e in zip(labels, out[PROFILER_EVENT_US], strict=True):
+        print(f"{bar} {label} {bar} {e:+.1%} {bar}")
+
+
+if __name__ == "__main__":
+    main()

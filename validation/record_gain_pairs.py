@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Record issue 33's before/after pairs (validation/gain_pairs): each pair differs by exactly one fix; the
+unprofiled step times are the truth for the gain a user measures. The recorder is record_whatif_pairs.py's
+(same timing, FLOP count and profiled steps); the registry is this file's: the issue-26 builders re-run on
+this machine, plus pairs on third-party model code (Hugging Face transformers built from configs).
+
+    python3 validation/record_gain_pairs.py --out validation/gain_pairs --trace-limit 700000     # one H100
+    python3 validation/record_gain_pairs.py --device cpu --tiny --compile-backend aot_eager --out /tmp/gp
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import record_whatif_pairs as rwp  # noqa: E402
+import truth_models as tm  # noqa: E402
+import whatif_workloads as ww  # noqa: E402
+from whatif_common import Variant  # noqa: E402
+
+
+def hf_llama_eager_sdpa(args, dev, fixed: bool) -> Variant:
+    """HF Llama, attn_implementation 'eager' -> 'sdpa' (GQA 4:1; transformers passes enable_gqa=True)."""
+    from transformers import LlamaForCausalLM
+
+    cfg, t = tm._llama_cfg(args, "sdpa" if fixed else "eager")
+    if not args.tiny:  # a shape of its own (the MFU run is seq 2048 batch 4)
+        t.update(seq=1024, batch=8)
+        cfg.max_position_embeddings = 1024
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(cfg).to(dev).train()
+    opt = tm._opt(model, dev)
+    pool = tm._tokens(t["vocab"], t["batch"], t["seq"], dev)
+    flop_step = None
+    if fixed:
+        twin = copy.deepcopy(model)
+        tm._set_attn(twin, "eager")
+        flop_step = tm._hf_step(twin, None, pool, dev)
+    impl = "sdpa" if fixed else "eager"
+    return Variant(
+        tm._hf_step(model, opt, pool, dev),
+        f"Hugging Face LlamaForCausalLM ({t['n_layers']} layers, hidden {t['d']}, intermediate {t['ffn']}, "
+        f"{t['heads']} heads, {t['kv']} KV heads), seq {t['seq']} batch {t['batch']}, bf16 autocast, "
+        f"AdamW(fused=True), pinned non_blocking input; attn_implementation='{impl}'",
+        {},
+        flop_step=flop_step,
+        model=tm._info(model, attn_implementation=impl, **t),
+        notes=["the after's FLOPs are FlopCounterMode's on an eager-attention twin (it rejects SDPA with GQA)"]
+        if fixed
+        else [],
+    )
+
+
+def hf_gpt2_fused_adamw(args, dev, fixed: bool) -> Variant:
+    """HF GPT-2, AdamW(foreach=False, fused=False) -> AdamW(fused=True)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    t = tm.TINY if args.tiny else {"n_layers": 6, "d": 768, "heads": 12, "seq": 512, "batch": 8, "vocab": 50257}
+    cfg = GPT2Config(
+        n_layer=t["n_layers"], n_embd=t["d"], n_head=t["heads"], n_positions=t["seq"], vocab_size=t["vocab"]
+    )
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(cfg).to(dev).train()
+    kw = {"fused": True} if fixed and dev.type == "cuda" else {"foreach": False, "fused": False}
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, **kw)
+    pool = tm._tokens(t["vocab"], t["batch"], t["seq"], dev)
+    n = len(list(model.parameters()))
+    return Variant(
+        tm._hf_step(model, opt, pool, dev),
+        f"Hugging Face GPT2LMHeadModel ({t['n_layers']} layers, d {t['d']}, {n} parameter tensors), attention "
+        f"'{model.config._attn_implementation}', seq {t['seq']} batch {t['batch']}, bf16 autocast, pinned "
+        f"non_blocking input; optimizer AdamW({', '.join(f'{k}={v}' for k, v in kw.items())})",
+        {"optimizer": f"AdamW({kw})"},
+        model=tm._info(model, n_param_tensors=n, **t),
+    )
+
+
+_HF = {
+    "hf_llama_eager_sdpa": {"build": hf_llama_eager_sdpa, "fix": "attn_implementation='eager' -> 'sdpa' (GQA)"},
+    "hf_gpt2_fused_adamw": {
+        "build": hf_gpt2_fused_adamw,
+        "fix": "AdamW(foreach=False, fused=False) -> AdamW(fused=True) on HF GPT-2",
+    },
+}
+# In the order they are recorded: the four fixes the issue's table names first, the compiled one last.
+ORDER = (
+    "attention_sdpa",
+    "item_sync",
+    "fused_adamw",
+    "hf_llama_eager_sdpa",
+    "hf_gpt2_fused_adamw",
+    "pinned_copies",
+    "cuda_graph",
+    "bf16_autocast",
+    "compile_elementwise",
+)
+PAIRS = {k: _HF.get(k) or ww.PAIRS[k] for k in ORDER}
+
+if __name__ == "__main__":
+    ww.PAIRS.clear()
+    ww.PAIRS.update(PAIRS)
+    rwp.main()

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""The accuracy tables of issue 33, recomputed from the recorded ground truth and what the analyzer reports
+on the same traces today: MFU (validation/mfu_truth) and gains (validation/gain_pairs).
+
+    PYTHONPATH=. python3 validation/truth_tables.py            # both tables, markdown
+    PYTHONPATH=. python3 validation/truth_tables.py --only mfu
+
+Reads the report as the faces do (``msgspec.to_builtins`` of ``analyze_path``), by key with defaults, so a
+key the report drops shows as "–" rather than breaking the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import msgspec
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tb_mfu_plugin.running.pipeline import analyze_path  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PEAK = 989.4e12
+# the finding each pair's fix answers (its id in the before's report)
+PAIR_FINDING = {
+    "attention_sdpa": "naive_attention",
+    "hf_llama_eager_sdpa": "naive_attention",
+    "item_sync": "sync_point",
+    "fused_adamw": "unfused_optimizer",
+    "hf_gpt2_fused_adamw": "unfused_optimizer",
+    "pinned_copies": "pageable_memcpy",
+    "cuda_graph": "launch_bound",
+    "bf16_autocast": "no_tensor_cores",
+    "compile_elementwise": "unfused_elementwise",
+}
+
+
+def report_of(path: str) -> dict:
+    rep = msgspec.to_builtins(analyze_path(path))
+    return rep["runs"][0]["workers"][0]
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{x:.1%}"
+
+
+def _rel(ours: float | None, truth: float | None) -> str:
+    return "–" if ours is None or not truth else f"{ours / truth - 1:+.1%}"
+
+
+def mfu_table() -> str:
+    gt = json.load(open(os.path.join(HERE, "mfu_truth", "ground_truth.json")))
+    lines = [
+        f"Device: {gt.get('device_name')}; MFU = FLOPs / step time / {PEAK:.4g}.",
+        "",
+        "| run | FLOPs/step (ours / truth) | unprofiled step ms, median (p10–p90) | profiled steps ms "
+        "| MFU unprofiled (truth) | headline MFU (ours) | vs truth | what-if unprofiled MFU (ours) | vs truth |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, t in gt["runs"].items():
+        w = report_of(os.path.join(HERE, "mfu_truth", name))
+        s, wi = w.get("summary") or {}, w.get("whatif") or {}
+        st = t["step_time_unprofiled"]
+        fl = s.get("flops_per_step")
+        un = wi.get("unprofiled_step_us")
+        mfu_un = fl / (un * 1e-6) / PEAK if fl and un else None
+        prof = ", ".join(f"{x / 1e3:.1f}" for x in t["step_time_us_profiled_steps"])
+        lines.append(
+            f"| `{name}` | {_rel(fl, t['flops_per_step'])} | {st['median_us'] / 1e3:.2f} ({st['p10_us'] / 1e3:.2f}–"
+            f"{st['p90_us'] / 1e3:.2f}) | {prof} | {_pct(t['mfu_unprofiled'])} | {_pct(s.get('mfu'))} | "
+            f"{_rel(s.get('mfu'), t['mfu_unprofiled'])} | {_pct(mfu_un)} | {_rel(mfu_un, t['mfu_unprofiled'])} |"
+        )
+    lit = os.path.join(HERE, "mfu_truth", "lightning_ground_truth.json")
+    if os.path.exists(lit):
+        lines += ["", lightning_line(json.load(open(lit)))]
+    return "\n".join(lines)
+
+
+def lightning_line(g: dict) -> str:
+    w = report_of(os.path.join(HERE, "mfu_truth", g["name"]))
+    s = w.get("summary") or {}
+    out = []
+    for run, r in g["runs"].items():
+        rows = [x for x in r["throughput_monitor_rows"] if x.get("train/device/flops_per_sec")]
+        after = [float(x["train/device/flops_per_sec"]) / PEAK for x in rows if int(x["step"]) >= 16]
+        out.append(
+            f"{run}: ThroughputMonitor flops_per_sec / {PEAK:.4g} over its windows after the profiler "
+            f"{min(after):.1%}–{max(after):.1%}; step times {_pct(r['mfu_from_step_times_after_profiler'])}"
+        )
+    return f"Lightning (`{g['name']}`): " + "; ".join(out) + f"; our headline MFU on its trace {_pct(s.get('mfu'))}."
+
+
+def gains_table() -> str:
+    gt = json.load(open(os.path.join(HERE, "gain_pairs", "ground_truth.json")))
+    lines = [
+        f"Device: {gt.get('device_name')}.",
+        "",
+        "| pair | before / after median ms | measured gain ms (share) | profiled gain ms | finding | "
+        "its headline gain ms | its what-if unprofiled gain ms |",
+        "|---|---|---:|---:|---|---:|---:|",
+    ]
+    for pair, p in gt["pairs"].items():
+        b, a = p["before"], p["after"]
+        w = report_of(os.path.join(HERE, "gain_pairs", pair, "before"))
+        fid = PAIR_FINDING.get(pair)
+        f = next((x for x in w.get("findings") or [] if x.get("id") == fid), None)
+        head = (f or {}).get("est_gain_us_per_step")
+        wi = w.get("whatif") or {}
+        k = next((i for i, x in enumerate(wi.get("findings") or []) if x.get("id") == fid), None)
+        case = next((c for c in wi.get("cases") or [] if k is not None and c.get("mask") == 1 << k), None)
+        un = (case or {}).get("unprofiled_gain_us_per_step")
+        prof = b["step_time_us_profiled_wall"] - a["step_time_us_profiled_wall"]
+        lines.append(
+            f"| `{pair}` | {b['step_time_unprofiled']['median_us'] / 1e3:.2f} / "
+            f"{a['step_time_unprofiled']['median_us'] / 1e3:.2f} | {p['measured_gain_us_per_step'] / 1e3:.2f} "
+            f"({p['measured_gain_share_of_before']:.1%}) | {prof / 1e3:.2f} | `{fid}`{'' if f else ' (not raised)'} | "
+            f"{'–' if head is None else f'{head / 1e3:.2f}'} | {'–' if un is None else f'{un / 1e3:.2f}'} |"
+        )
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", choices=("mfu", "gains"))
+    args = ap.parse_args()
+    if args.only != "gains":
+        print(mfu_table() + "\n")
+    if args.only != "mfu":
+        print(gains_table())
+
+
+if __name__ == "__main__":
+    main()
