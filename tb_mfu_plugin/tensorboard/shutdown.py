@@ -12,15 +12,26 @@ ever for children that died, and the server never ends.
 So on SIGTERM or SIGINT the tab, before TensorBoard's own handler runs (it is chained, never
 replaced):
 
-1. kills its own analysis processes at once (``stop_now``: each cache's ``close``), and the fork
-   server they come from;
-2. lets TensorBoard exit as it does (it says "TensorBoard caught SIGTERM; exiting...");
-3. if the process is still there ``GRACE_S`` later, ends the child processes that Python's exit
-   waits for (SIGTERM, what Ctrl-C gives them too), runs the exit handlers (TensorBoard's info
-   file, torch-tb-profiler's temporary folder) unless Python's exit has begun them, and ends the
-   process: status 0 after SIGTERM, as TensorBoard's handler gives, 130 after Ctrl-C.
+1. starts the watch of step 3 first, so that nothing below can keep the process alive;
+2. kills its own analysis processes at once (``stop_now``: each cache's ``close``), and the fork
+   server they come from, and ends the child processes that Python's exit would wait for
+   (SIGTERM, what Ctrl-C gives them too): while they load, they would only take the CPU from the
+   exit (they share TensorBoard's session, so its CPU share), and the exit would wait for them;
+3. lets TensorBoard exit as it does (it says "TensorBoard caught SIGTERM; exiting...");
+4. if the process is still there ``GRACE_S`` later (``CHILDREN_GRACE_S`` when step 2 ended children:
+   their loader threads then wait for ever), kills the child processes left or started since, runs
+   the exit handlers (TensorBoard's info file, torch-tb-profiler's temporary folder, multiprocessing's
+   own) unless Python's exit has begun them, and ends the process ``EXIT_BY_S`` after the signal at
+   the latest, whatever those handlers still wait for: status 0 after SIGTERM, as TensorBoard's
+   handler gives, 130 after Ctrl-C.
 
-A server whose loading is over ends at step 2, and nothing of another plugin is touched.
+Why a deadline and not a join: multiprocessing's exit handler joins every child with no time limit,
+and the feeder thread of a queue whose lock a killed process held never ends (ours put into the
+progress queue its processes write to). A loader thread of torch-tb-profiler may also start a
+process after the children were ended. The exit handlers thus run in a thread of their own, waited
+for until the deadline, and the children are ended once more just before the end.
+
+A server that was not loading ends at step 3, and nothing of another plugin is touched.
 """
 
 from __future__ import annotations
@@ -42,7 +53,8 @@ logger = redacting_logger(__name__)
 
 T = TypeVar("T")
 GRACE_S = 0.5  # what Python's exit may take on its own before the process is ended
-CHILD_GRACE_S = 0.3  # what a child told to end may take before it is killed
+CHILDREN_GRACE_S = 0.2  # the same once loading children were ended (it can then only run the handlers)
+EXIT_BY_S = 1.2  # after the signal the process ends, whatever its exit handlers still wait for
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 _lock = threading.Lock()
@@ -95,10 +107,13 @@ def _handler(signum: int, frame: FrameType | None) -> None:
 
 
 def stop_now(signum: int) -> None:
-    """Step 1 and the watch of step 3 (see the module); once."""
+    """Steps 1 and 2 (see the module); once."""
     if _stopping.is_set():
         return
     _stopping.set()
+    t0 = time.monotonic()
+    children = _children()  # taken before the watch starts: it must know whether there were any
+    threading.Thread(target=_end_by_deadline, args=(signum, t0, bool(children)), name="mfu-exit", daemon=True).start()
     with _lock:
         closers = list(_closers)
     for close in [*closers, _end_fork_server]:
@@ -106,7 +121,8 @@ def stop_now(signum: int) -> None:
             close()
         except Exception:  # noqa: BLE001 - one cache's failure must not keep the others' processes
             logger.exception("MFU plugin: stopping the analyses failed")
-    threading.Thread(target=_end_after_grace, args=(signum,), name="mfu-exit", daemon=True).start()
+    for child in children:
+        _end(child.terminate)
 
 
 def _end_fork_server() -> None:
@@ -120,29 +136,40 @@ def _end_fork_server() -> None:
         _end(lambda: os.kill(pid, signal.SIGKILL))
 
 
-def _end_after_grace(signum: int) -> None:
-    """Step 3: run only when Python's exit has not ended the process within ``GRACE_S``."""
-    time.sleep(GRACE_S)
-    children = _children()  # what Python's exit would wait for
-    for child in children:
-        _end(child.terminate)
-    deadline = time.monotonic() + CHILD_GRACE_S
-    for child in children:
-        child.join(max(0.0, deadline - time.monotonic()))
-        if child.is_alive():  # a child that ignores SIGTERM, or has not run since
-            _end(child.kill)
+def _end_by_deadline(signum: int, t0: float, had_children: bool) -> None:
+    """Step 4: run only when Python's exit has not ended the process by then (see the module)."""
+    _sleep_until(t0 + (CHILDREN_GRACE_S if had_children else GRACE_S))
+    _kill_children()  # left, or started since by a loader thread
     if not _exit_handlers_began.is_set():  # else Python's exit is running them: once is enough
-        atexit._run_exitfuncs()  # TensorBoard's info file, temporary folders (the list is then cleared)
+        # TensorBoard's info file, temporary folders; the list is then cleared
+        handlers = threading.Thread(target=atexit._run_exitfuncs, name="mfu-exit-handlers", daemon=True)
+        handlers.start()
+        handlers.join(max(0.0, t0 + EXIT_BY_S - time.monotonic()))
     else:
-        time.sleep(GRACE_S)  # the time to end them
+        _sleep_until(t0 + EXIT_BY_S)
+    _kill_children()
     os._exit(130 if signum == signal.SIGINT else 0)  # 130: Ctrl-C's, as a shell reports it
 
 
+def _sleep_until(t: float) -> None:
+    time.sleep(max(0.0, t - time.monotonic()))
+
+
+def _kill_children() -> None:
+    """SIGKILL every child process of ``multiprocessing`` still running; none is waited for (the
+    process ends soon, and a killed child is reaped by whoever inherits it)."""
+    for child in _children():
+        _end(child.kill)
+
+
 def _children() -> list[multiprocessing.process.BaseProcess]:
-    try:
-        return multiprocessing.active_children()
-    except RuntimeError:  # the set of children changed meanwhile (Python's exit reaps them too)
-        return []
+    """The running children that Python's exit would join."""
+    for _ in range(5):
+        try:
+            return multiprocessing.active_children()
+        except RuntimeError:  # the set changed meanwhile (a loader started one, or Python's exit reaped one)
+            continue
+    return []
 
 
 def _end(call: Callable[[], None]) -> None:

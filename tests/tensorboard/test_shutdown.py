@@ -150,3 +150,95 @@ def test_the_server_ends_soon_while_runs_load_and_leaves_none_of_ours(server: Se
     left = server.alive()
     assert not {pid: cmd for pid, cmd in left.items() if _ours(cmd)}, left
     print(f"{how}: ended in {took:.2f} s; processes seen {len(server.seen)}, left {len(left)}")
+
+
+# A server as torch-tb-profiler makes it, in small: a loader thread (not a daemon) that has started a
+# process, starts another once the server is told to stop (a start under way as the children are
+# ended finishes after), then waits for ever for results; and an exit handler that waits for ever.
+# multiprocessing's own exit handler joins every child with no time limit: the process a loader
+# started after the children were ended (on the loaded 2-core machine a spawn takes seconds), or the
+# feeder thread of a queue whose lock a killed process held. The tab's end used to run the exit
+# handlers itself and wait for them: "still running 20.0 s after Ctrl-C".
+STUCK_SERVER = """
+import atexit, multiprocessing as mp, signal, sys, threading, time
+from tb_mfu_plugin.tensorboard import shutdown
+
+def tensorboards_handler(signum, frame):  # TensorBoard's own, chained after the tab's
+    sys.exit(0)
+
+signal.signal(signal.SIGTERM, tensorboards_handler)
+assert shutdown.install()
+ctx = mp.get_context("spawn")
+told = threading.Event()
+
+class Cache:  # a cache of the tab's: told to stop at once
+    def close(self):
+        told.set()
+
+cache = Cache()
+shutdown.on_stop(cache, Cache.close)
+
+def start():
+    p = ctx.Process(target=time.sleep, args=(600,))
+    p.start()
+    with open(sys.argv[1], "a") as f:
+        print(p.pid, file=f)
+
+def loader():
+    told.wait()
+    start()
+    threading.Event().wait()
+
+start()
+threading.Thread(target=loader).start()
+atexit.register(threading.Event().wait)
+print("ready", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_nothing_the_exit_waits_for_keeps_the_server(signum: int, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    started = tmp_path / "pids"  # the processes' ids, as they start (they share no pipe of ours)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STUCK_SERVER, str(started)],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        text=True,
+        start_new_session=True,
+    )
+    pids: list[int] = []
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        if signum == signal.SIGINT:
+            os.killpg(proc.pid, signal.SIGINT)  # the terminal's Ctrl-C: the loader's process gets it too
+        else:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(EXIT_BOUND_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running {EXIT_BOUND_S} s after {signal.Signals(signum).name}")
+        assert code == (130 if signum == signal.SIGINT else 0)
+        pids = [int(x) for x in started.read_text().split()]
+        assert len(pids) == 2, pids  # the late process was started before the end
+        gone_by = time.monotonic() + 10  # a killed process is gone once the kernel has run it
+        while (alive := [p for p in pids if _running(p)]) and time.monotonic() < gone_by:
+            time.sleep(0.1)
+        assert not alive, alive
+    finally:
+        for pid in [proc.pid, *pids]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
