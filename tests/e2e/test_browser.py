@@ -294,6 +294,7 @@ def test_load_fast_false_lists_pytorch_profiler_beside_mfu(start_tensorboard, pa
     assert "PYTORCH_PROFILER" in tabs.upper() and "MFU" in tabs
     run_select = frame.locator("[data-testid=run-select]")
     run_select.wait_for(timeout=TIMEOUT_MS)
+    poll(lambda: run_select.input_value() != "")  # the select is drawn before /runs answers
     check_overview_matches_cli(frame, expected[run_select.input_value()])
     assert not page.errors, page.errors  # type: ignore[attr-defined]
 
