@@ -12,7 +12,8 @@ come from child processes as JSON) check it too:
 - per rank, exposed communication <= communication <= step, and the collectives' rows add up to the
   communication total (or its ``unlisted`` rest says why not);
 - no finding's gain exceeds the step; a medium or high finding saves time or states its benefit in
-  its own unit; a fix that saves time never lowers the projected MFU; "all together" is at least
+  its own unit; a fix that saves time never lowers the projected MFU, and one that saves nothing
+  projects the headline MFU itself; "all together" is at least
   the best single gain and at most the step;
 - memory that grows 1 MiB or more at every analysed step is a leak finding;
 
@@ -205,6 +206,8 @@ def finding_problems(w: dict[str, Any]) -> list[str]:
         after = f.get("est_mfu_after")
         if mfu is not None and after is not None and gain > 0 and after < mfu * (1 - 1e-3):
             out.append(f"finding {f['id']} saves {gain} µs but projects MFU {after} below {mfu}")
+        if mfu is not None and after is not None and gain == 0 and abs(after - mfu) > 1e-9 * mfu:
+            out.append(f"finding {f['id']} saves nothing but projects MFU {after}, not the headline's {mfu}")
     combined = w.get("combined_gain_us_per_step")
     if findings and combined is not None:
         best = max(f["est_gain_us_per_step"] for f in findings)

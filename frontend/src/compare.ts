@@ -71,7 +71,14 @@ function metricRows(cols: CompareColumn[], deltas: WorkerDeltas[]): HTMLElement[
   const base = cols[0];
   const own = (c: CompareColumn) => pairOf(deltas, c.run, c.workerIndex, c.run, c.workerIndex);
   const rows = own(base)?.pair.figures ?? deltas[0]?.figures ?? [];
-  return rows.map((row, k) =>
+  // The memory rows exist for traces recorded with profile_memory=True: where no run picked has
+  // them, they are left out rather than shown as a block of unknowns (the note below says so).
+  const loaded = cols.every((c) => c.report);
+  const known = (k: number) => cols.some((c) => own(c)?.pair.figures[k]?.value != null);
+  const shown = rows
+    .map((row, k) => ({ row, k }))
+    .filter(({ row, k }) => !(loaded && isMemory(row.figure) && !known(k)));
+  return shown.map(({ row, k }) =>
     h(
       'tr',
       null,
@@ -92,6 +99,14 @@ function metricRows(cols: CompareColumn[], deltas: WorkerDeltas[]): HTMLElement[
       }),
     ),
   );
+}
+
+const isMemory = (figure: string) => figure.startsWith('memory.');
+
+/** Whether the memory rows were left out: every run loaded, and none with memory figures. */
+function memoryLeftOut(cols: CompareColumn[], deltas: WorkerDeltas[]): boolean {
+  const figures = deltas.flatMap((d) => d.figures.filter((x) => isMemory(x.figure)));
+  return cols.every((c) => c.report) && figures.length > 0 && figures.every((x) => x.value == null);
 }
 
 export function renderCompare(
@@ -130,6 +145,13 @@ export function renderCompare(
             h('tbody', null, body),
           ),
         ),
+        memoryLeftOut(cols, deltas)
+          ? h(
+              'p',
+              { class: 'dim small', testid: 'compare-no-memory' },
+              'No memory rows: none of these traces was recorded with profile_memory=True.',
+            )
+          : null,
       ],
       {
         help: `Shares ${AGGREGATION}, counts per mean step, step time the mean step; each row's tooltip is its definition. Deltas are against the baseline (the first run picked): percentage points (pp) for shares, relative change otherwise.`,

@@ -44,9 +44,13 @@ def _styled(text: str, verdict: str) -> str:
 def figure_rows(
     figures: list[FigureDelta], a: ComparedWorker | None, b: ComparedWorker | None
 ) -> list[tuple[str, str, str, str]]:
-    """(label, baseline, other, change) of each figure Compare shows."""
+    """(label, baseline, other, change) of each figure Compare shows. The memory rows exist for
+    traces recorded with profile_memory=True: where neither worker has them they are left out, as
+    the tab leaves them out, rather than printed as a block of unknowns."""
     rows = []
     for d in figures:
+        if d.figure.startswith("memory.") and d.baseline is None and d.value is None:
+            continue
         x, y = _texts(d)
         rows.append(
             (

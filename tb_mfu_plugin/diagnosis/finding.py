@@ -89,9 +89,9 @@ def make_finding(
     severity: Severity = "high" if share >= high_share else "medium" if share >= medium_share else "low"
     if risk is not None:
         severity = min(severity, risk, key=SEVERITIES.index)
+    # not rounded: the faces format it as they format the headline MFU, so a fix that saves nothing
+    # reads the headline's figure (a projection rounded here read 32.8 % beside a headline of 32.7 %)
     after = projected_mfu(mfu, step_us, gain)
-    if after is not None:
-        after = float(f"{after:.4g}")  # significant digits: a tiny MFU stays a figure, never 0
     ev = msgspec.structs.replace(evidence, cost_us_per_step=cost, cost_share=cost / step_us if step_us > 0 else 0.0)
     if measured > cost:
         ev = msgspec.structs.replace(ev, cost_above_step_us_per_step=measured)

@@ -114,7 +114,7 @@ def _retimed(
     return make_finding(
         id=f.id,
         subject=f.subject,
-        title=f.title + _held_back(f.est_gain_us_per_step, gain, ctx.step_us),
+        title=f.title + _held_back(f.est_gain_us_per_step, gain, profiled, ctx.step_us),
         evidence=evidence,
         cost_us=cost,
         gain_us=gain,
@@ -138,11 +138,17 @@ AT_MOST_PROFILED = frozenset({"sync_point"})
 HELD_BACK = 0.5
 
 
-def _held_back(rule_gain: float, gain: float, step_us: float) -> str:
+def _held_back(rule_gain: float, gain: float, profiled: float, step_us: float) -> str:
     """What the title adds when the fix alone would give far less than the time its cause takes: a
-    finding never reads "loses X ms" beside a gain of 0 without saying why."""
+    finding never reads "loses X ms" beside a gain of 0 without saying why. Where the fix gives the
+    traced step what it would not give a run without the profiler, the profiler's host cost is why."""
     if step_us <= 0 or rule_gain < 0.01 * step_us or gain >= HELD_BACK * rule_gain:
         return ""
+    if profiled >= HELD_BACK * rule_gain:
+        return (
+            f"; alone, its fix saves {us(gain)} a step without the profiler ({us(profiled)} on the traced "
+            "step): most of this is the profiler's own host cost"
+        )
     return f"; alone, its fix saves {us(gain)} a step: other work holds the step"
 
 

@@ -34,6 +34,9 @@ def test_the_change_column_is_the_json_delta(capsys: pytest.CaptureFixture[str])
     rows = _rows(out)
     checked = 0
     for d in pair["figures"]:
+        if d["figure"].startswith("memory.") and d["baseline"] is None and d["value"] is None:
+            assert label(d["figure"]) not in rows  # no memory events in either: no row of unknowns
+            continue
         base, other, change = rows[label(d["figure"])]
         assert change == fmt.change(d["delta"], d["delta_unit"]), d["figure"]
         assert (base, other) == (fmt.figure(d["figure"], d["baseline"]), fmt.figure(d["figure"], d["value"]))
