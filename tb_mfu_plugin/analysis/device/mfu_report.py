@@ -40,7 +40,7 @@ from .mfu import (
     overall_mfu,
     unattributed_kernel_time,
 )
-from .mfu_notes import second_mfu
+from .mfu_notes import SecondMfu, second_mfu
 from .mfu_peak import mfu_peak
 from .peaks import PeakChoice
 
@@ -125,13 +125,7 @@ def mfu_figures(
     if why is not None:
         detail.notes.append(why)
 
-    flops = np.full(n, np.nan) if head is None else np.asarray(head, np.float64)
-    mfu = np.full(n, np.nan)
-    rate = np.full(n, np.nan)
-    if head is not None:
-        mfu = np.array(mfus_for(flops, dur, choice.peak_flops), dtype=np.float64)
-        r, known = flop_rates(flops, dur)
-        rate = np.where(known, r, np.nan)
+    flops, mfu, rate = _per_step(head, dur, choice.peak_flops)
     summary_flops = float(np.mean(flops)) if head is not None else None
     traced_mfu = overall_mfu(flops, dur, choice.peak_flops) if head is not None else None
     step_unprofiled = float(dur.mean()) * scale if scale else None
@@ -139,15 +133,7 @@ def mfu_figures(
     summary_mfu = mfu_for(summary_flops, step_basis, choice.peak_flops)
     summary_achieved = flop_rate(summary_flops, step_basis)
 
-    second_note: str | None = None
-    second = second_mfu(summary_mfu, summary_flops, step_basis, peak, choice, user.options)
-    if second is not None:
-        if second.against == "bf16":
-            detail.mfu_at_bf16_peak = second.mfu
-        else:
-            detail.mfu_at_compute_peak = second.mfu
-            detail.compute_peak = msgspec.convert(second.peak, PeakFacts, from_attributes=True)
-        second_note = second.note
+    second_note = _second_figure(detail, second_mfu(summary_mfu, summary_flops, step_basis, peak, choice, user.options))
     guard = plausibility.guard_mfu(summary_mfu, mfu, steps.number, detail, choice, head_source, flags)
     out_flags: list[str] = []
     if guard is not None:
@@ -177,6 +163,28 @@ def mfu_figures(
         notes=notes,
         flags=out_flags,
     )
+
+
+def _per_step(head: np.ndarray | None, dur: np.ndarray, peak_flops: float | None) -> tuple[np.ndarray, ...]:
+    """Each step's FLOPs, MFU and FLOP/s, NaN where unknown (no FLOP count, or no peak)."""
+    if head is None:
+        return np.full(len(dur), np.nan), np.full(len(dur), np.nan), np.full(len(dur), np.nan)
+    flops = np.asarray(head, np.float64)
+    mfu = np.array(mfus_for(flops, dur, peak_flops), dtype=np.float64)
+    r, known = flop_rates(flops, dur)
+    return flops, mfu, np.where(known, r, np.nan)
+
+
+def _second_figure(detail: FlopsDetail, second: SecondMfu | None) -> str | None:
+    """The MFU against the other convention's peak into the detail; its note, if any."""
+    if second is None:
+        return None
+    if second.against == "bf16":
+        detail.mfu_at_bf16_peak = second.mfu
+    else:
+        detail.mfu_at_compute_peak = second.mfu
+        detail.compute_peak = msgspec.convert(second.peak, PeakFacts, from_attributes=True)
+    return second.note
 
 
 def _status(
