@@ -239,6 +239,11 @@ def _ddp_worker(rank: int, init_file: str, results: Any) -> None:
             [(log.step, log.mfu, log.mfu_mean_over_ranks, log.step_time_us_mean_over_ranks) for log in exact.logs],
         )
     )
+    # both ranks done with every collective, and DDP's reducer gone, before the group goes: gloo's
+    # threads still at work when a process exits abort it ("terminate called without an active
+    # exception", exit -6), seen once in a full serial run
+    del ddp
+    dist.barrier()
     dist.destroy_process_group()
 
 
