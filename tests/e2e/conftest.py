@@ -134,6 +134,22 @@ class TensorBoard:
                 self.proc.wait(5)
 
 
+@pytest.fixture(scope="module")
+def samples_tb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TensorBoard]:
+    """One TensorBoard over every sample run, all analysed, shared by the tests of the module that
+    asks for it (the layout and the numbers-are-fields tests)."""
+    _skip_without_browser()
+    samples = ROOT / "sample_traces"
+    if not any(samples.glob("*/*.pt.trace.json*")):
+        pytest.skip("no sample traces")
+    tb = TensorBoard(samples, tmp_path_factory.mktemp("mfu-cache"))
+    try:
+        tb.wait_analysed(timeout=900)
+        yield tb
+    finally:
+        tb.stop()
+
+
 @pytest.fixture
 def start_tensorboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     _skip_without_browser()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -133,20 +132,6 @@ def settle(frame: Any) -> None:
 
 def problems(frame: Any, where: str) -> list[str]:
     return [f"{where}: {p}" for p in frame.evaluate(OVERFLOWS_JS) + frame.evaluate(HEADER_OVERLAPS_JS)]
-
-
-@pytest.fixture(scope="module")
-def samples_tb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TensorBoard]:
-    """One TensorBoard over every sample run, all analysed, for the tests of this module."""
-    _skip_without_browser()
-    if not any(SAMPLES.glob("*/*.pt.trace.json*")):
-        pytest.skip("no sample traces")
-    tb = TensorBoard(SAMPLES, tmp_path_factory.mktemp("mfu-cache"))
-    try:
-        tb.wait_analysed(timeout=900)
-        yield tb
-    finally:
-        tb.stop()
 
 
 def _context(browser: Any, scheme: str, width: int = WIDTH) -> Any:

@@ -36,9 +36,9 @@ import pytest
 
 from tb_mfu_plugin.analysis import fmt
 
-from .conftest import TensorBoard, _skip_without_browser
+from .conftest import TensorBoard
 from .test_browser import TIMEOUT_MS, poll
-from .test_layout import MAX_COMPARE, SAMPLES, _picked_shown, go, settle, tab_frame
+from .test_layout import MAX_COMPARE, _picked_shown, go, settle, tab_frame
 
 pytestmark = pytest.mark.e2e
 
@@ -250,20 +250,6 @@ def check_view(view: str, seen: Json, body: Body, tally: Counter[str] | None = N
 
 
 # -- the browser ------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def samples_tb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TensorBoard]:
-    """One TensorBoard over every sample run, all analysed, for this module's tests."""
-    _skip_without_browser()
-    if not any(SAMPLES.glob("*/*.pt.trace.json*")):
-        pytest.skip("no sample traces")
-    tb = TensorBoard(SAMPLES, tmp_path_factory.mktemp("mfu-cache"))
-    try:
-        tb.wait_analysed(timeout=900)
-        yield tb
-    finally:
-        tb.stop()
 
 
 WORKER_PICKED_JS = "() => document.querySelector('[data-testid=worker-select]')?.value ?? '0'"
