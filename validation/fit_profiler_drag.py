@@ -1,10 +1,13 @@
 """The profiler's host cost per recorded event, fitted on every single-GPU trace that has its step time
-measured without the profiler, and the table behind ``analysis.critical_path.whatif.PROFILER_EVENT_US``.
+measured without the profiler, and the table behind ``analysis.critical_path.whatif``'s
+``PROFILER_EVENT_LAUNCHES`` (and ``PROFILER_EVENT_US``, where a trace has no launch call).
 
 For each trace: the critical-path model of its steady-state steps (``analysis.per_device``) re-timed
 with each candidate cost per host event taken out of the host's segments, against the unprofiled
-median step of its ground truth. Prints, per candidate, the median |error|, how many traces land
-within 5 % and 10 %, and the worst; then every trace's error at the chosen constant.
+median step of its ground truth. The candidates are constants in µs, and shares of the trace's own
+median launch call (the host's speed as the trace measures it). Prints, per candidate, the median
+|error|, how many traces land within 5 % and 10 %, and the worst; then every trace's error with the
+model as shipped.
 
     python validation/fit_profiler_drag.py [--markdown]
 """
@@ -25,13 +28,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tb_mfu_plugin.analysis.critical_path import whatif  # noqa: E402
-from tb_mfu_plugin.analysis.critical_path.whatif import PROFILER_EVENT_US, Model  # noqa: E402
+from tb_mfu_plugin.analysis.critical_path.whatif import PROFILER_EVENT_LAUNCHES, PROFILER_EVENT_US, Model  # noqa: E402
 from tb_mfu_plugin.analysis.options import AnalysisOptions  # noqa: E402
 from tb_mfu_plugin.analysis.per_device import analyze_device  # noqa: E402
 from tb_mfu_plugin.running.pipeline import _keep_inputs  # noqa: E402
 from tb_mfu_plugin.trace.decode.decode import decode_trace  # noqa: E402
 
-CANDIDATES = (None, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0)  # None: the trace's own median event gap
+# ("µs", c): c µs an event; ("launch", k): k x the trace's median launch call an event
+CANDIDATES = (
+    *(("µs", c) for c in (2.0, 3.0, 3.5, 4.0, 4.5, 5.0)),
+    *(("launch", k) for k in (0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7)),
+)
+SHIPPED = ("launch", PROFILER_EVENT_LAUNCHES)
 
 
 def cases() -> Iterator[tuple[str, Path, float]]:
@@ -51,9 +59,9 @@ def cases() -> Iterator[tuple[str, Path, float]]:
             yield f"sample_traces/{path.parent.name}", path.parent, g["step_time_us_unprofiled"]
 
 
-def errors() -> tuple[list[str], dict[float | None, list[float]]]:
+def errors() -> tuple[list[str], dict[tuple[str, float], list[float]]]:
     labels: list[str] = []
-    out: dict[float | None, list[float]] = {c: [] for c in CANDIDATES}
+    out: dict[tuple[str, float], list[float]] = {c: [] for c in CANDIDATES}
     for label, folder, truth in cases():
         files = sorted(glob.glob(str(folder / "*.pt.trace.json*")))
         if not files:
@@ -64,12 +72,14 @@ def errors() -> tuple[list[str], dict[float | None, list[float]]]:
         if model is None:
             continue
         labels.append(label)
-        for c in CANDIDATES:
-            per_event = model.g.event_gap_us if c is None else c
-            whatif.PROFILER_EVENT_US = per_event  # the module's constant, as the model reads it
-            again = Model(dataclasses.replace(model.g), len(a.view.gpu))
-            out[c].append(again.unprofiled_step_us / truth - 1.0)
-        whatif.PROFILER_EVENT_US = PROFILER_EVENT_US
+        for kind, c in CANDIDATES:
+            # the module's constants, as the model reads them: a constant is a share of no launch call
+            g = model.g if kind == "launch" else dataclasses.replace(model.g, launch_call_us=float("nan"))
+            shares, constant = (c, PROFILER_EVENT_US) if kind == "launch" else (0.0, c)
+            whatif.PROFILER_EVENT_LAUNCHES, whatif.PROFILER_EVENT_US = shares, constant
+            again = Model(dataclasses.replace(g), len(a.view.gpu))
+            out[(kind, c)].append(again.unprofiled_step_us / truth - 1.0)
+        whatif.PROFILER_EVENT_LAUNCHES, whatif.PROFILER_EVENT_US = PROFILER_EVENT_LAUNCHES, PROFILER_EVENT_US
     return labels, out
 
 
@@ -84,16 +94,16 @@ def main() -> None:
         print("|---|---:|---:|---:|---:|")
     for c, e in out.items():
         a = np.abs(np.array(e))
-        name = "the trace's median event gap" if c is None else f"{c:g} µs"
+        name = f"{c[1]:g} µs" if c[0] == "µs" else f"{c[1]:g} x the median launch call"
         print(
             f"{bar} {name} {bar} {np.median(a):.1%} {bar} {int((a <= 0.05).sum())} of {len(a)} {bar} "
             f"{int((a <= 0.10).sum())} of {len(a)} {bar} {a.max():.1%} {bar}"
         )
     print()
-    print(f"{bar} trace {bar} error at {PROFILER_EVENT_US:g} µs an event {bar}")
+    print(f"{bar} trace {bar} error at {PROFILER_EVENT_LAUNCHES:g} x its median launch call an event {bar}")
     if args.markdown:
         print("|---|---:|")
-    for label, e in zip(labels, out[PROFILER_EVENT_US], strict=True):
+    for label, e in zip(labels, out[SHIPPED], strict=True):
         print(f"{bar} {label} {bar} {e:+.1%} {bar}")
 
 

@@ -5,7 +5,9 @@
     python3 validation/record_whatif_pairs.py --device cpu --tiny --compile-backend aot_eager --out /tmp/wp
 
 For each pair, the "before" and then the "after" variant: warm-up, FlopCounterMode over one step,
->= 30 unprofiled steps timed with CUDA events (median, p10, p90), then 3 profiled steps
+>= 30 unprofiled steps timed with CUDA events (median, p10, p90), then 3 profiled steps, then the
+unprofiled steps timed again (a drift check); with --repeat N, each variant is built and timed N times,
+before and after in turn, and the truth is over all of those steps. The 3 profiled steps are
 (torch.profiler, record_shapes=True, the GPU drained before the recorded steps) written to
 <out>/<pair>/<variant>/rank0.<ns>.pt.trace.json.gz. All ground truth goes to <out>/ground_truth.json.
 """
@@ -41,6 +43,39 @@ def percentiles(d: list[float]) -> dict:
     }
 
 
+def time_again(pair: str, which: str, args, dev) -> list[float]:
+    """The variant built afresh and its unprofiled steps timed once more (no FLOP count, no trace): the
+    repeats of ``--repeat`` interleave before and after, so a host whose speed drifts over the minutes
+    of a pair weighs on both sides alike."""
+    v = ww.PAIRS[pair]["build"](args, dev, fixed=which == "after")
+    try:
+        for i in range(args.warmup + 3):
+            v.step(i)
+        steps = sc.time_unprofiled(v.step, dev, args.timed_steps)["step_time_us_unprofiled_steps"]
+    finally:
+        if v.cleanup is not None:
+            v.cleanup()
+    del v
+    sc.cleanup(dev)
+    return steps
+
+
+def with_repeats(out: dict, repeats: list[list[float]]) -> dict:
+    """The truth over every timing of the variant: the first (``out``'s) and the repeats."""
+    if not repeats:
+        return out
+    first = out["step_time_us_unprofiled_steps"]
+    every = first + [x for r in repeats for x in r]
+    return {
+        **out,
+        "step_time_unprofiled": percentiles(every),
+        "step_time_us_unprofiled_steps": every,
+        "unprofiled_timed_steps": len(every),
+        "step_time_unprofiled_median_per_repeat": [statistics.median(r) for r in [first, *repeats]],
+        "mfu_unprofiled": sc.mfu(out["flops_per_step"], statistics.median(every)),
+    }
+
+
 def record_variant(pair: str, which: str, args, dev) -> dict:
     t0 = time.time()
     run_dir = os.path.join(args.out, pair, which)
@@ -65,6 +100,8 @@ def record_variant(pair: str, which: str, args, dev) -> dict:
             if max(prof["trace_bytes"] or [0]) <= args.trace_limit:
                 break
             sc.remove_traces(run_dir, WORKER)
+        # the same steps timed again after the profiler: a host whose speed drifts shows here, not in the truth
+        again = sc.time_unprofiled(v.step, dev, args.timed_steps)["step_time_us_unprofiled_steps"]
     finally:
         if v.cleanup is not None:
             v.cleanup()
@@ -73,6 +110,7 @@ def record_variant(pair: str, which: str, args, dev) -> dict:
         "step_time_unprofiled": percentiles(steps),
         "step_time_us_unprofiled_steps": steps,
         "unprofiled_timed_steps": len(steps),
+        "step_time_unprofiled_after_profiling": percentiles(again),
         "step_time_us_unprofiled_wall_mean": timing["step_time_us_unprofiled_wall_mean"],
         "step_time_us_profiled_wall": prof["step_time_us_profiled_wall"],
         "step_time_us_profiled_steps": prof["step_time_us_profiled_steps"],
@@ -112,6 +150,9 @@ def main():
     ap.add_argument("--timed-steps", type=int, default=40)
     ap.add_argument("--trace-limit", type=int, default=1024 * 1024)
     ap.add_argument("--compile-backend", default="inductor")
+    ap.add_argument(
+        "--repeat", type=int, default=1, help="time each variant this many times, before and after in turn (ABAB)"
+    )
     args = ap.parse_args()
     dev = torch.device(args.device)
     if dev.type == "cuda":
@@ -124,9 +165,13 @@ def main():
     doc["timing"] = (
         "step_time_unprofiled: median, p10 and p90 (statistics.quantiles, inclusive) over "
         "unprofiled_timed_steps consecutive steps after warm-up, each the time between CUDA events "
-        "recorded at step boundaries (no host sync between steps); step_time_us_profiled_wall: mean "
-        "over the recorded profiler steps, same method"
+        "recorded at step boundaries (no host sync between steps); with --repeat N, over the steps of "
+        "N timings of the variant, each built afresh, before and after in turn (ABAB), their medians in "
+        "step_time_unprofiled_median_per_repeat; step_time_unprofiled_after_profiling: the first build's "
+        "steps timed again after its profiled steps; step_time_us_profiled_wall: mean over the recorded "
+        "profiler steps, same method"
     )
+    doc["repeat"] = args.repeat
     doc["profiler_options"] = (
         "activities=[CPU, CUDA], record_shapes=True, schedule(wait=1, warmup=2, active=3), "
         "tensorboard_trace_handler(worker_name='rank0', use_gzip=True); "
@@ -138,6 +183,11 @@ def main():
         ww._CAL.clear()
         try:
             res = {w: record_variant(pair, w, args, dev) for w in ("before", "after")}
+            again: dict[str, list[list[float]]] = {"before": [], "after": []}
+            for _ in range(args.repeat - 1):
+                for w in ("before", "after"):
+                    again[w].append(time_again(pair, w, args, dev))
+            res = {w: with_repeats(res[w], again[w]) for w in res}
         except Exception:
             traceback.print_exc()
             failed.append(pair)

@@ -50,9 +50,9 @@ def copy_syncs(ctx: Context, directions: set[str]) -> np.ndarray:
 def typical_launch_us(ctx: Context) -> float:
     """What a kernel launch call costs the host here (the median launch call of the model)."""
     model = ctx.view.critical
-    if model is None or not len(model.g.calls.dur):
+    if model is None or not np.isfinite(model.g.launch_call_us):
         return 5.0
-    return float(np.median(model.g.calls.dur))
+    return model.g.launch_call_us
 
 
 def pinned(ctx: Context, pageable: np.ndarray, gbps: dict[str, float]) -> Change:

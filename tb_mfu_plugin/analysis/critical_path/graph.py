@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...trace.tables import ANNOTATION, MEMCPY, OP, CpuTable, GpuTable, TraceTables
+from ...trace.tables import ANNOTATION, MEMCPY, CpuTable, GpuTable, TraceTables
 from ..time.patterns import dataloader_rows
 from ..time.steps import Steps
 from . import classes as cls
@@ -56,7 +56,6 @@ class HostChain:
     cls: np.ndarray  # int8 class code of each segment (classes.CODE)
     call: np.ndarray  # int64: the launch call (index into ``calls``) each segment lies in, -1 none
     events: np.ndarray  # int64: host events (ops, runtime and driver calls) that start in each segment
-    op_events: np.ndarray  # int64: of them, the ops (the profiler records their shapes: dearer)
 
 
 @dataclass(frozen=True)
@@ -121,7 +120,7 @@ class Graph:
     step_host_end: np.ndarray  # int64 point of each step's host end (cpu_end)
     launch_latency_us: float  # the typical launch-to-start latency on an idle stream
     stream_gap_us: float  # the typical gap between two queued ops of a stream
-    event_gap_us: float  # the median time between two host event boundaries of a thread (the profiler's cost)
+    launch_call_us: float  # the median launch call on the host, NaN none: how fast this host runs the runtime
 
     @property
     def steps(self) -> int:
@@ -171,7 +170,7 @@ def build(tables: TraceTables, dev: Device, steps: Steps, n_steps: int) -> Graph
     w = np.diff(t)
     _scale_sync_segments(w, syncs, t)
     return Graph(
-        HostChain(t, w, seg_cls, paint(len(t) - 1, calls.p0, calls.p1), _events(cpu, t), _events(cpu, t, OP)),
+        HostChain(t, w, seg_cls, paint(len(t) - 1, calls.p0, calls.p1), _events(cpu, t)),
         calls,
         syncs,
         ops,
@@ -181,31 +180,16 @@ def build(tables: TraceTables, dev: Device, steps: Steps, n_steps: int) -> Graph
         _at(t, steps.cpu_end[:n]),
         lat0,
         gap0,
-        _event_gap(cpu, t[0], t[-1]),
+        float(np.median(calls.dur)) if len(calls.dur) else float("nan"),
     )
 
 
-def _events(cpu: CpuTable, t: np.ndarray, kind: int | None = None) -> np.ndarray:
-    """How many host events (not annotations; of ``kind`` only, when given) start in each segment."""
-    mine = (cpu.kind != ANNOTATION) if kind is None else (cpu.kind == kind)
+def _events(cpu: CpuTable, t: np.ndarray) -> np.ndarray:
+    """How many host events (not annotations) start in each segment."""
+    mine = cpu.kind != ANNOTATION
     ts = cpu.ts[mine & (cpu.ts >= t[0]) & (cpu.ts < t[-1])]
     k = np.searchsorted(t, ts, side="right") - 1
     return np.bincount(k, minlength=len(t) - 1)[: len(t) - 1].astype(np.int64)
-
-
-def _event_gap(cpu: CpuTable, lo: float, hi: float) -> float:
-    """The median time between consecutive starts and ends of host events (not annotations) on one
-    thread, in ``[lo, hi]``: inside C++ ops most of it is the profiler recording the next event."""
-    sel = np.flatnonzero((cpu.kind != ANNOTATION) & (cpu.ts >= lo) & (cpu.ts <= hi))
-    if len(sel) < 2:
-        return 0.0
-    thread = np.concatenate([cpu.tid[sel], cpu.tid[sel]])
-    pid = np.concatenate([cpu.pid[sel], cpu.pid[sel]])
-    at = np.concatenate([cpu.ts[sel], cpu.end[sel]])
-    order = np.lexsort((at, thread, pid))
-    at, same = at[order], (thread[order][1:] == thread[order][:-1]) & (pid[order][1:] == pid[order][:-1])
-    gaps = np.diff(at)[same]
-    return float(np.median(gaps)) if len(gaps) else 0.0
 
 
 def _points(origin: float, exact: list[np.ndarray], loose: list[np.ndarray]) -> np.ndarray:

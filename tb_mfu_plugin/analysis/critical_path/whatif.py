@@ -27,16 +27,26 @@ from .timing import Retimer, Timing, Weights
 GRAPH_GAP_US = 0.26
 
 
-# What torch.profiler (record_shapes=True) costs the host per recorded event: an op, a runtime or
-# driver call. Fitted (issue 33) on the 65 single-GPU traces that have the step time measured
-# without the profiler (validation/mfu_truth, gain_pairs, whatif_pairs and sample_traces; torch 2.11
-# on H200s): a constant of 4.0 µs an event puts the median step 2.2 % from the truth and 39 of 65
-# within 5 %, against 4.1 % and 36 of 65 for the trace's own median gap between two event boundaries
-# of a thread (``Graph.event_gap_us``, 0.7-5.5 µs), which misses the cost of recording shapes
-# (validation/fit_profiler_drag.py prints the table). The profiler does not slow the GPU's kernels,
-# so a GPU-bound step hides it and a host-bound one shows it (docs/diagnosis.md).
+# What torch.profiler (record_shapes=True) costs the host per recorded event (an op, a runtime or
+# driver call), as a share of the trace's median launch call. The cost is the host's own work, so it
+# scales with how fast that host runs, and the launch call is the trace's own measure of that: the
+# same for-loop AdamW step cost the profiler 2.0 µs an event on one H200 host and 3.5 µs on another,
+# where its launch calls took 5.1 and 7.3 µs. Fitted (issue 33) on the 65 single-GPU traces that have
+# the step time measured without the profiler (validation/mfu_truth, gain_pairs, whatif_pairs and
+# sample_traces; torch 2.11 on H200s): half a launch call an event puts the median step 2.3 % from
+# the truth, 40 of 65 within 5 % and 52 within 10 %, against 2.2 %, 39 and 50 for the best constant
+# (4 µs), whose worst misses were the hosts faster than the fit's average (validation/fit_profiler_drag.py
+# prints the table). The profiler does not slow the GPU's kernels, so a GPU-bound step hides it and a
+# host-bound one shows it (docs/diagnosis.md).
+PROFILER_EVENT_LAUNCHES = 0.5
+# where the trace has no launch call to measure the host by: the best constant of the same fit
 PROFILER_EVENT_US = 4.0
-PROFILER_OP_US = 0.0  # what an op costs beyond that (the shapes the profiler records for it)
+
+
+def profiler_event_us(g: Graph) -> float:
+    """What the profiler cost this trace's host per recorded event."""
+    launch = g.launch_call_us
+    return PROFILER_EVENT_US if not np.isfinite(launch) else PROFILER_EVENT_LAUNCHES * launch
 
 
 @dataclass(frozen=True)
@@ -91,9 +101,9 @@ def _dur_factors(
 
 def unprofiled(g: Graph) -> Weights:
     """The graph's weights with the profiler's host cost taken out: each host segment
-    ``PROFILER_EVENT_US`` shorter per event that starts in it (never below 0)."""
+    ``profiler_event_us`` shorter per event that starts in it (never below 0)."""
     base = Weights.of(g)
-    w = np.maximum(base.w - PROFILER_EVENT_US * g.host.events - PROFILER_OP_US * g.host.op_events, 0.0)
+    w = np.maximum(base.w - profiler_event_us(g) * g.host.events, 0.0)
     return Weights(w, base.d, base.gap, base.lat, base.sync_keep)
 
 
