@@ -73,8 +73,8 @@ DEFINITIONS: dict[str, Definition] = {
     ),
     "step_time_unprofiled_us": _d(
         "Step without the profiler",
-        "The mean analysed step re-timed on its critical path with the profiler's host cost (4 µs an event) "
-        "taken out: an estimate, the step the headline MFU is over",
+        "The mean analysed step re-timed on its critical path with the profiler's host cost (half the trace's "
+        "median launch call an event) taken out: an estimate, the step the headline MFU is over",
         "time",
     ),
     "mfu_median_step": _d(
