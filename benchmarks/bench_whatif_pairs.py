@@ -55,6 +55,8 @@ MATCHING = {
     "bf16_autocast": "no_tensor_cores",
     "compile_elementwise": "unfused_elementwise",
     "dataloader_workers": "dataloader_stall",
+    "hf_llama_eager_sdpa": "naive_attention",  # validation/gain_pairs' Hugging Face pairs
+    "hf_gpt2_fused_adamw": "unfused_optimizer",
 }
 CONTROLS = {"item_sync_host_bound"}
 CONTROL_SHARE = 0.05  # a control's prediction within 5 % of the step counts as "no gain"

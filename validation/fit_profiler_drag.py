@@ -42,27 +42,31 @@ CANDIDATES = (
 SHIPPED = ("launch", PROFILER_EVENT_LAUNCHES)
 
 
-def cases() -> Iterator[tuple[str, Path, float]]:
-    """(label, run folder, unprofiled median step µs) of every single-GPU trace with a truth."""
-    gt = json.loads((ROOT / "validation/mfu_truth/ground_truth.json").read_text())
+def cases(root: Path = ROOT / "validation", samples: bool = True) -> Iterator[tuple[str, Path, float]]:
+    """(label, run folder, unprofiled median step µs) of every single-GPU trace with a truth under
+    ``root`` (its mfu_truth, gain_pairs and whatif_pairs), and the samples' when ``samples``."""
+    gt = json.loads((root / "mfu_truth/ground_truth.json").read_text())
     for name, r in gt["runs"].items():
-        yield f"mfu_truth/{name}", ROOT / "validation/mfu_truth" / name, r["step_time_unprofiled"]["median_us"]
+        yield f"mfu_truth/{name}", root / "mfu_truth" / name, r["step_time_unprofiled"]["median_us"]
     for src in ("gain_pairs", "whatif_pairs"):
-        gt = json.loads((ROOT / "validation" / src / "ground_truth.json").read_text())
+        gt = json.loads((root / src / "ground_truth.json").read_text())
         for name, p in gt["pairs"].items():
             for side in ("before", "after"):
                 u = p[side]["step_time_unprofiled"]
-                yield f"{src}/{name}/{side}", ROOT / "validation" / src / name / side, u["median_us"]
+                yield f"{src}/{name}/{side}", root / src / name / side, u["median_us"]
+    if not samples:
+        return
     for path in sorted((ROOT / "sample_traces").glob("*/ground_truth.json")):
         g = json.loads(path.read_text())
         if g.get("world_size", 1) == 1 and g.get("step_time_us_unprofiled") is not None:
             yield f"sample_traces/{path.parent.name}", path.parent, g["step_time_us_unprofiled"]
 
 
-def errors() -> tuple[list[str], dict[tuple[str, float], list[float]]]:
+def errors(held_out: bool = False) -> tuple[list[str], dict[tuple[str, float], list[float]]]:
     labels: list[str] = []
     out: dict[tuple[str, float], list[float]] = {c: [] for c in CANDIDATES}
-    for label, folder, truth in cases():
+    found = cases(ROOT / "validation/h100", samples=False) if held_out else cases()
+    for label, folder, truth in found:
         files = sorted(glob.glob(str(folder / "*.pt.trace.json*")))
         if not files:
             continue
@@ -86,8 +90,11 @@ def errors() -> tuple[list[str], dict[tuple[str, float], list[float]]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--markdown", action="store_true", help="print the tables as markdown")
+    parser.add_argument(
+        "--held-out", action="store_true", help="the H100 traces of validation/h100, which the fit never saw"
+    )
     args = parser.parse_args()
-    labels, out = errors()
+    labels, out = errors(args.held_out)
     bar = "|" if args.markdown else " "
     print(f"{bar} cost per event {bar} median abs error {bar} within 5 % {bar} within 10 % {bar} worst {bar}")
     if args.markdown:

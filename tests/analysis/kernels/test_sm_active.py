@@ -1,6 +1,7 @@
 """SM efficiency calibrated on hardware counters (``analysis.kernels.sm_active``), checked on the recorded
 zoo (validation/sm_zoo: torch.profiler traces matched kernel by kernel with Nsight Compute's
-``sm__cycles_active``), and the wave model on hand-made cases."""
+``sm__cycles_active``, on an H200, which the constants were fitted on), on the same zoo recorded on an
+H100 that the fit never saw (validation/h100/sm_zoo), and the wave model on hand-made cases."""
 
 from __future__ import annotations
 
@@ -15,9 +16,13 @@ import pytest
 from tb_mfu_plugin.analysis.kernels import sm_active as sa
 
 ZOO = Path(__file__).resolve().parents[3] / "validation" / "sm_zoo"
+HELD_OUT = ZOO.parent / "h100" / "sm_zoo"
 # What the trace cannot tell (docs/metrics.md): cub's radix-sort histogram is held back by its
 # atomics, and a 512-block add ran 2.4 µs longer under ncu than in the trace.
 KNOWN_MISSES = {"sort_2e20", "add_f32_2e19"}
+# On the H100 the sort again, and two kernels the H200 read within 0.15: a 2.4 µs 128-block cuDNN layout
+# change (0.20 off) and a 24 µs one-wave bf16 GEMM (0.17 off)
+HELD_OUT_MISSES = {"sort_2e20", "conv3x3_bf16_nchw_32x64x56", "gemm_bf16_256x1024x16384"}
 
 
 def _fit_script() -> ModuleType:
@@ -28,30 +33,44 @@ def _fit_script() -> ModuleType:
     return mod
 
 
+def _zoo(folder: Path) -> tuple[ModuleType, dict[str, np.ndarray], int]:
+    if not (folder / "zoo_matched.csv").is_file():
+        pytest.skip(f"{folder} not recorded")
+    fit = _fit_script()
+    return fit, fit.load(str(folder / "zoo_matched.csv")), json.loads((folder / "zoo_meta.json").read_text())["num_sms"]
+
+
 @pytest.fixture(scope="module")
 def zoo() -> tuple[ModuleType, dict[str, np.ndarray], int]:
-    if not (ZOO / "zoo_matched.csv").is_file():
-        pytest.skip("validation/sm_zoo not recorded")
-    fit = _fit_script()
-    return fit, fit.load(str(ZOO / "zoo_matched.csv")), json.loads((ZOO / "zoo_meta.json").read_text())["num_sms"]
+    return _zoo(ZOO)
 
 
-def test_every_zoo_kernel_within_015_but_the_two_the_trace_cannot_tell(zoo: tuple) -> None:
-    fit, d, sms = zoo
+@pytest.fixture(scope="module", params=["fitted", "held_out"])
+def each_zoo(request: pytest.FixtureRequest) -> tuple[ModuleType, dict[str, np.ndarray], int]:
+    return _zoo(ZOO if request.param == "fitted" else HELD_OUT)
+
+
+@pytest.mark.parametrize(
+    "folder, misses, rms", [(ZOO, KNOWN_MISSES, 0.06), (HELD_OUT, HELD_OUT_MISSES, 0.065)], ids=["fitted", "held_out"]
+)
+def test_every_zoo_kernel_within_015_but_the_few_the_trace_cannot_tell(
+    folder: Path, misses: set[str], rms: float
+) -> None:
+    fit, d, sms = _zoo(folder)
     est = fit.estimate(d, sms, sa.OVERHEAD_US, sa.ROUND_WEIGHT)
     on = d["source"] == "zoo"
     assert on.sum() >= 90  # 94 kernels of 57 cases
     err = np.abs(est - d["hw"])[on]
     missed = d["case"][on][err > 0.15]
-    assert len(missed) <= 2 and set(missed) <= KNOWN_MISSES, missed
-    assert err.max() < 0.35 and float(np.sqrt(np.mean(err**2))) < 0.06
+    assert set(missed) <= misses, missed
+    assert err.max() < 0.35 and float(np.sqrt(np.mean(err**2))) < rms
     # torch-tb-profiler's min(1, blocks/SM) misses 39 of them, by up to 0.66
     tb = np.abs(np.minimum(1.0, d["bps"]) - d["hw"])[on]
     assert (tb > 0.15).sum() > 30 and tb.max() > 0.6
 
 
-def test_time_weighted_step_figure_within_005_of_the_hardware(zoo: tuple) -> None:
-    fit, d, sms = zoo
+def test_time_weighted_step_figure_within_005_of_the_hardware(each_zoo: tuple) -> None:
+    fit, d, sms = each_zoo
     est = fit.estimate(d, sms, sa.OVERHEAD_US, sa.ROUND_WEIGHT)
     steps = sorted(set(d["case"][d["source"] == "step"]))
     assert len(steps) >= 2
