@@ -138,17 +138,22 @@ def _end_fork_server() -> None:
 
 def _end_by_deadline(signum: int, t0: float, had_children: bool) -> None:
     """Step 4: run only when Python's exit has not ended the process by then (see the module)."""
-    _sleep_until(t0 + (CHILDREN_GRACE_S if had_children else GRACE_S))
-    _kill_children()  # left, or started since by a loader thread
-    if not _exit_handlers_began.is_set():  # else Python's exit is running them: once is enough
-        # TensorBoard's info file, temporary folders; the list is then cleared
-        handlers = threading.Thread(target=atexit._run_exitfuncs, name="mfu-exit-handlers", daemon=True)
-        handlers.start()
-        handlers.join(max(0.0, t0 + EXIT_BY_S - time.monotonic()))
-    else:
+    try:
+        _sleep_until(t0 + (CHILDREN_GRACE_S if had_children else GRACE_S))
+        _kill_children()  # left, or started since by a loader thread
+        if not _exit_handlers_began.is_set():  # else Python's exit is running them: once is enough
+            # TensorBoard's info file, temporary folders; the list is then cleared
+            handlers = threading.Thread(target=atexit._run_exitfuncs, name="mfu-exit-handlers", daemon=True)
+            handlers.start()
+            handlers.join(max(0.0, t0 + EXIT_BY_S - time.monotonic()))
+        else:
+            _sleep_until(t0 + EXIT_BY_S)
+        _kill_children()
+    finally:
+        # whatever failed above (a child's state read while Python's exit reaps it), the deadline
+        # holds: this thread is the only one that ends the process if Python's exit waits for ever
         _sleep_until(t0 + EXIT_BY_S)
-    _kill_children()
-    os._exit(130 if signum == signal.SIGINT else 0)  # 130: Ctrl-C's, as a shell reports it
+        os._exit(130 if signum == signal.SIGINT else 0)  # 130: Ctrl-C's, as a shell reports it
 
 
 def _sleep_until(t: float) -> None:

@@ -102,7 +102,8 @@ def test_uploaded_traces_and_archives_become_runs_with_the_cli_figures(tb, page,
     frame = open_tab(page, tb.url)
     frame.locator("[data-testid=run-select]").wait_for(timeout=TIMEOUT_MS)
     button = frame.locator("[data-testid=upload-button]")
-    assert button.is_visible()
+    # hidden until the uploads' status comes back: a request of its own, later than the runs under load
+    button.wait_for(state="visible", timeout=TIMEOUT_MS)
 
     # the file dialog: one trace -> run uploads/rank0, shown with the CLI's figures
     src = sorted((SAMPLES / "gpt_sdpa_fused").glob("*.pt.trace.json.gz"))[0]
