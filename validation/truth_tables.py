@@ -14,28 +14,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 
 import msgspec
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+from bench_whatif_pairs import CONTROLS, MATCHING  # noqa: E402  (the finding each pair's fix answers)
+
 from tb_mfu_plugin.running.pipeline import analyze_path  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEAK = 989.4e12
-# the finding each pair's fix answers (its id in the before's report)
-PAIR_FINDING = {
-    "attention_sdpa": "naive_attention",
-    "hf_llama_eager_sdpa": "naive_attention",
-    "item_sync": "sync_point",
-    "fused_adamw": "unfused_optimizer",
-    "hf_gpt2_fused_adamw": "unfused_optimizer",
-    "pinned_copies": "pageable_memcpy",
-    "cuda_graph": "launch_bound",
-    "bf16_autocast": "no_tensor_cores",
-    "compile_elementwise": "unfused_elementwise",
-    "dataloader_workers": "dataloader_stall",
-}
 
 
 def report_of(path: str) -> dict:
@@ -124,10 +116,10 @@ def gains_table(folder: str = os.path.join(HERE, "gain_pairs")) -> str:
     inside = 0
     for pair, p in gt["pairs"].items():
         b, a = p["before"], p["after"]
-        if pair not in PAIR_FINDING:  # a control: its fix cannot help, no finding answers it
+        if pair in CONTROLS:  # its fix cannot help: no finding answers it
             continue
         w = report_of(os.path.join(folder, pair, "before"))
-        fid = PAIR_FINDING.get(pair)
+        fid = MATCHING.get(pair)
         f = next((x for x in w.get("findings") or [] if x.get("id") == fid), None)
         head = (f or {}).get("est_gain_us_per_step")
         measured = p["measured_gain_us_per_step"]
@@ -150,7 +142,7 @@ def gains_table(folder: str = os.path.join(HERE, "gain_pairs")) -> str:
         lines += [
             "",
             f"Headline gain within 25 % of the measured gain on {sum(1 for e in a if e <= 0.25)} of {len(a)} "
-            f"pairs; median |error| {a[len(a) // 2] if len(a) % 2 else (a[len(a) // 2 - 1] + a[len(a) // 2]) / 2:.0%}; "
+            f"pairs; median |error| {statistics.median(a):.0%}; "
             f"within 25 % or inside the range its repeated timings gave on {inside} of {len(a)}.",
             "",
             "¹ the gain between the slowest and the fastest timing of each side, over the recorder's repeated "
