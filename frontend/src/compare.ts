@@ -11,7 +11,7 @@ import type { FindingChange, FindingsAgainstBaseline, KernelDelta, WorkerDeltas 
 import { BREAKDOWN, partUs } from './steps';
 import { type Column, kernelFilter, kernelNameColumn, table } from './table';
 import { compareTimelines } from './timeline_compare';
-import type { RunReport, Summary, WorkerReport } from './types';
+import type { CompareRows, RunReport, Summary, WorkerReport } from './types';
 import { usable, workerLabel } from './workers';
 
 export interface CompareColumn {
@@ -67,17 +67,12 @@ function headerRow(cols: CompareColumn[], onWorker: (run: string, idx: number) =
 
 /** A row per figure of the /compare body's pairs: each run's figure, and its change against the
  * baseline's (analysis/run/compare.py computed both; the rows are the baseline's pair's). */
-function metricRows(cols: CompareColumn[], deltas: WorkerDeltas[]): HTMLElement[] {
+function metricRows(cols: CompareColumn[], deltas: WorkerDeltas[], which: CompareRows | null): HTMLElement[] {
   const base = cols[0];
   const own = (c: CompareColumn) => pairOf(deltas, c.run, c.workerIndex, c.run, c.workerIndex);
   const rows = own(base)?.pair.figures ?? deltas[0]?.figures ?? [];
-  // The memory rows exist for traces recorded with profile_memory=True: where no run picked has
-  // them, they are left out rather than shown as a block of unknowns (the note below says so).
-  const loaded = cols.every((c) => c.report);
-  const known = (k: number) => cols.some((c) => own(c)?.pair.figures[k]?.value != null);
-  const shown = rows
-    .map((row, k) => ({ row, k }))
-    .filter(({ row, k }) => !(loaded && isMemory(row.figure) && !known(k)));
+  // the rows analysis.run.compare.rows_of_runs shows (the CLI's, for the same runs)
+  const shown = rows.map((row, k) => ({ row, k })).filter(({ row }) => !which || which.shown.includes(row.figure));
   return shown.map(({ row, k }) =>
     h(
       'tr',
@@ -101,23 +96,16 @@ function metricRows(cols: CompareColumn[], deltas: WorkerDeltas[]): HTMLElement[
   );
 }
 
-const isMemory = (figure: string) => figure.startsWith('memory.');
-
-/** Whether the memory rows were left out: every run loaded, and none with memory figures. */
-function memoryLeftOut(cols: CompareColumn[], deltas: WorkerDeltas[]): boolean {
-  const figures = deltas.flatMap((d) => d.figures.filter((x) => isMemory(x.figure)));
-  return cols.every((c) => c.report) && figures.length > 0 && figures.every((x) => x.value == null);
-}
-
 export function renderCompare(
   cols: CompareColumn[],
   onWorker: (run: string, idx: number) => void,
   findings: FindingsAgainstBaseline[] = [],
   deltas: WorkerDeltas[] = [],
+  which: CompareRows | null = null,
 ): HTMLElement {
   const ready = drawable(cols);
   const header = headerRow(cols, onWorker);
-  const body = metricRows(cols, deltas);
+  const body = metricRows(cols, deltas, which);
   const errors = cols.flatMap((c) =>
     c.report ? c.report.workers.filter((w) => w.error).map((w) => `${c.run} · ${w.name}: ${w.error}`) : [],
   );
@@ -145,12 +133,8 @@ export function renderCompare(
             h('tbody', null, body),
           ),
         ),
-        memoryLeftOut(cols, deltas)
-          ? h(
-              'p',
-              { class: 'dim small', testid: 'compare-no-memory' },
-              'No memory rows: none of these traces was recorded with profile_memory=True.',
-            )
+        which?.why
+          ? h('p', { class: 'dim small', testid: 'compare-no-memory' }, `No memory rows: ${which.why}.`)
           : null,
       ],
       {

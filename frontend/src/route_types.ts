@@ -117,6 +117,7 @@ export interface CompareBody {
   schema_version: number;
   runs: CompareEntry[];
   strategies: StrategyRow[];
+  rows: CompareRows;
   findings: FindingsAgainstBaseline[];
   deltas: WorkerDeltas[];
 }
@@ -126,6 +127,18 @@ export interface CompareEntry {
   state: 'error' | 'loading' | 'partial' | 'queued' | 'ready';
   progress: number;
   report: RunReport | null;
+}
+
+/**
+ * Which of ``COMPARED_FIGURES`` a Compare of some workers shows, decided once for every face:
+ * the memory figures exist for traces recorded with profile_memory=True, so a memory figure that
+ * no worker compared has is left out, rather than shown as a row of unknowns. While a run is
+ * still loading nothing is left out: its figures are not known yet.
+ */
+export interface CompareRows {
+  shown: string[];
+  left_out: string[];
+  why: string | null;
 }
 
 /** ``/upload``: one file of an upload stored. */

@@ -35,6 +35,7 @@ export type {
 export type {
   CompareBody,
   CompareEntry,
+  CompareRows,
   ErrorBody,
   OfflinePayload,
   PartialReport,

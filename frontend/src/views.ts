@@ -204,6 +204,7 @@ export async function compareContent(view: View, rerender: () => void): Promise<
       },
       body.findings ?? [],
       body.deltas ?? [],
+      body.rows ?? null,
     ),
   ];
 }

@@ -379,10 +379,12 @@ def print_comparison(c: Comparison) -> None:
         base = next((p.baseline.run for p in against.ranks if p.baseline is not None), None)
         # with three runs or more, each table says which run it puts beside the baseline
         whose = f": {other} against the baseline {base}" if len(each) > 1 and other and base else ""
-        _print_against(console, against, whose)
+        _print_against(console, against, whose, c.rows.shown)
+    if c.rows.why:
+        console.print(f"[dim]No memory rows: {c.rows.why}.[/]")
 
 
-def _print_against(console: Console, c: AgainstBaseline, whose: str) -> None:
+def _print_against(console: Console, c: AgainstBaseline, whose: str, shown: list[str]) -> None:
     how = "the same rank of each run" if c.matched_by == "rank" else "the workers of each run in order"
     for pair in c.ranks:
         a, b = pair.baseline, pair.other
@@ -396,7 +398,7 @@ def _print_against(console: Console, c: AgainstBaseline, whose: str) -> None:
         t.add_row("worker", *(f"{x.run} · {x.worker}" if x else "(no such rank)" for x in (a, b)), "")
         t.add_row("file", *(os.path.basename(x.file) if x else "" for x in (a, b)), "")
         # the figures and their changes as analysis.run.compare computed them (the tab's rows)
-        for row in figure_rows(pair.figures, a, b):
+        for row in figure_rows(pair.figures, a, b, shown):
             t.add_row(*row)
         console.print(t)
         if a is not None and b is not None:

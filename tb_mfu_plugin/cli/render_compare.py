@@ -42,14 +42,13 @@ def _styled(text: str, verdict: str) -> str:
 
 
 def figure_rows(
-    figures: list[FigureDelta], a: ComparedWorker | None, b: ComparedWorker | None
+    figures: list[FigureDelta], a: ComparedWorker | None, b: ComparedWorker | None, shown: list[str]
 ) -> list[tuple[str, str, str, str]]:
-    """(label, baseline, other, change) of each figure Compare shows. The memory rows exist for
-    traces recorded with profile_memory=True: where neither worker has them they are left out, as
-    the tab leaves them out, rather than printed as a block of unknowns."""
+    """(label, baseline, other, change) of each figure of ``shown`` (``Comparison.rows``, the rows
+    the tab shows for the same runs)."""
     rows = []
     for d in figures:
-        if d.figure.startswith("memory.") and d.baseline is None and d.value is None:
+        if d.figure not in shown:
             continue
         x, y = _texts(d)
         rows.append(

@@ -15,7 +15,7 @@ from typing import Literal
 import msgspec
 
 from ..analysis.report import Report, RunReport, WorkerReport
-from ..analysis.run.compare import WorkerDeltas
+from ..analysis.run.compare import CompareRows, WorkerDeltas
 from ..analysis.run.findings_compare import FindingsAgainstBaseline
 from ..analysis.run.strategies import StrategyRow
 from ..trace.locate.locations import Location
@@ -126,6 +126,8 @@ class CompareBody(msgspec.Struct, kw_only=True):
     schema_version: int
     runs: list[CompareEntry]
     strategies: list[StrategyRow]  # analysis.run.strategies
+    # the rows the table shows and those it leaves out, with why (analysis.run.compare.rows_of_runs)
+    rows: CompareRows
     # each run's findings against the baseline's, per pair of workers (analysis.run.findings_compare)
     findings: list[FindingsAgainstBaseline] = []
     # each figure's and top kernel's change against the baseline, per pair of workers, and the

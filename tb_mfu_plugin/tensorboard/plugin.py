@@ -26,7 +26,7 @@ from werkzeug import wrappers
 
 from ..analysis.options import AnalysisOptions
 from ..analysis.report import SCHEMA_VERSION, RunReport
-from ..analysis.run.compare import deltas_against_baseline
+from ..analysis.run.compare import deltas_against_baseline, rows_of_runs
 from ..analysis.run.findings_compare import findings_against_baseline
 from ..analysis.run.ranks import compare_ranks
 from ..analysis.run.strategies import strategy_table
@@ -377,5 +377,6 @@ class MfuPlugin(base_plugin.TBPlugin):
             # fixed / new / remaining findings against the first run, computed once (analysis.run.findings_compare)
             findings=findings_against_baseline([e.report for e in out]),
             deltas=deltas_against_baseline([e.report for e in out]),
+            rows=rows_of_runs([e.report for e in out]),
         )
         return self._respond(request, body)

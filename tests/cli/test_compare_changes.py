@@ -28,13 +28,15 @@ def test_the_change_column_is_the_json_delta(capsys: pytest.CaptureFixture[str])
     if not naive.is_dir():
         pytest.skip("sample traces not available")
     assert main(["compare", str(naive), str(sdpa), "--json"]) == 0
-    (pair,) = json.loads(capsys.readouterr().out)["ranks"]
+    comparison = json.loads(capsys.readouterr().out)
+    (pair,) = comparison["ranks"]
     assert main(["compare", str(naive), str(sdpa)]) == 0
     out = capsys.readouterr().out
     rows = _rows(out)
     checked = 0
     for d in pair["figures"]:
-        if d["figure"].startswith("memory.") and d["baseline"] is None and d["value"] is None:
+        if d["figure"] in comparison["rows"]["left_out"]:
+            assert d["figure"].startswith("memory.") and d["baseline"] is None and d["value"] is None
             assert label(d["figure"]) not in rows  # no memory events in either: no row of unknowns
             continue
         base, other, change = rows[label(d["figure"])]
@@ -42,6 +44,7 @@ def test_the_change_column_is_the_json_delta(capsys: pytest.CaptureFixture[str])
         assert (base, other) == (fmt.figure(d["figure"], d["baseline"]), fmt.figure(d["figure"], d["value"]))
         checked += change != ""
     assert checked >= 10
+    assert f"No memory rows: {comparison['rows']['why']}." in out
     step = next(d for d in pair["figures"] if d["figure"] == "step_time_us")
     assert step["verdict"] == "better"  # the fused run's step is shorter
     # the kernels that changed most: the JSON's first, as the tab lists them

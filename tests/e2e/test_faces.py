@@ -461,6 +461,11 @@ def check_suggested_sets(tb: TensorBoard, frame: Any) -> None:
     heads.first.wait_for(timeout=TIMEOUT_MS)
     poll(lambda: [t.strip() for t in heads.all_text_contents()] == pair["runs"])
     assert frame.locator("[data-testid=compare-why]").text_content() == pair["reason"]
+    # the rows are the ones analysis.run.compare decided for these runs, the note its reason
+    rows = tb.get_json("/data/plugin/mfu/compare?" + "&".join(f"run={r}" for r in pair["runs"]))["rows"]
+    poll(lambda: frame.locator("[data-testid=compare-table] tbody tr").count() == len(rows["shown"]))
+    note = frame.locator("[data-testid=compare-no-memory]")
+    assert rows["why"] and note.text_content() == f"No memory rows: {rows['why']}."
     assert body["suggested_strategies"]["runs"] == []
     frame.locator("[data-testid=tab-strategies]").click()
     hint = frame.locator("[data-testid=compare-hint]")

@@ -9,7 +9,7 @@ import json
 import msgspec
 
 from tb_mfu_plugin.analysis.report import RunReport
-from tb_mfu_plugin.analysis.run.compare import COMPARED_FIGURES, deltas_against_baseline
+from tb_mfu_plugin.analysis.run.compare import COMPARED_FIGURES, deltas_against_baseline, rows_of_runs
 
 from .conftest import RUN_A, RUN_B
 
@@ -20,6 +20,7 @@ def test_compare_body_carries_the_deltas_of_its_reports(serve, two_runs):
     body = s.json(f"/compare?run={RUN_B}&run={RUN_A}")
     reports = [msgspec.convert(e["report"], RunReport) for e in body["runs"]]
     assert body["deltas"] == json.loads(msgspec.json.encode(deltas_against_baseline(reports)))
+    assert body["rows"] == json.loads(msgspec.json.encode(rows_of_runs(reports)))
     keys = [(p["run"], p["worker"], p["baseline_run"], p["baseline_worker"]) for p in body["deltas"]]
     assert keys == [(RUN_B, 0, RUN_B, 0), (RUN_A, 0, RUN_A, 0), (RUN_A, 0, RUN_B, 0)]
     pair = body["deltas"][2]

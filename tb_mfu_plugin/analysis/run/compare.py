@@ -68,6 +68,8 @@ NOISE_RELATIVE = 0.02
 NOISE_PP = 0.5
 
 Verdict = Literal["better", "worse", "same", "none", "unknown"]
+# Why every memory row is left out, where no worker compared has a memory figure
+NO_MEMORY = "none of these traces was recorded with profile_memory=True"
 
 
 class FigureDelta(msgspec.Struct, kw_only=True):
@@ -95,6 +97,17 @@ class KernelDelta(msgspec.Struct, kw_only=True):
     # for less than the last kernel listed, or not at all)
     delta_us_per_step: float
     verdict: Verdict  # less time is better, past the noise; never unknown (missing counts as 0)
+
+
+class CompareRows(msgspec.Struct, kw_only=True):
+    """Which of ``COMPARED_FIGURES`` a Compare of some workers shows, decided once for every face:
+    the memory figures exist for traces recorded with profile_memory=True, so a memory figure that
+    no worker compared has is left out, rather than shown as a row of unknowns. While a run is
+    still loading nothing is left out: its figures are not known yet."""
+
+    shown: list[str]  # in COMPARED_FIGURES' order
+    left_out: list[str]
+    why: str | None = None  # where every memory row is left out, the one reason (NO_MEMORY)
 
 
 class WorkerDeltas(msgspec.Struct, kw_only=True):
@@ -149,6 +162,8 @@ class Comparison(msgspec.Struct, kw_only=True):
     ranks: list[ComparedRank]
     strategies: list[StrategyRow] = []  # every run given, side by side by strategy
     against_baseline: list[AgainstBaseline] = []
+    # the figures every rank's table shows, over every worker of every run given (``compare_rows``)
+    rows: CompareRows = msgspec.field(default_factory=lambda: compare_rows([]))
 
 
 def analysed(report: Report) -> list[tuple[str, WorkerReport]]:
@@ -284,6 +299,24 @@ def worker_deltas(
     return figures, kernel_deltas(baseline, other)
 
 
+def compare_rows(workers: list[WorkerReport | None]) -> CompareRows:
+    """The rows a Compare of ``workers`` shows (``CompareRows``); a None worker is a run still
+    loading, and with none at all nothing is known to leave out."""
+    memory = [n for n in COMPARED_FIGURES if n.startswith("memory.")]
+    known = bool(workers) and all(w is not None for w in workers)
+    left_out = [n for n in memory if known and all(figure_value(w, n) is None for w in workers)]
+    return CompareRows(
+        shown=[n for n in COMPARED_FIGURES if n not in left_out],
+        left_out=left_out,
+        why=NO_MEMORY if left_out and left_out == memory else None,
+    )
+
+
+def rows_of_runs(runs: list[RunReport | None]) -> CompareRows:
+    """``compare_rows`` of every analysed worker of the runs picked (None: a run still loading)."""
+    return compare_rows([w for r in runs for w in (r.workers if r is not None else [None]) if w is None or usable(w)])
+
+
 def deltas_against_baseline(runs: list[RunReport | None]) -> list[WorkerDeltas]:
     """Every usable worker of every loaded run against itself (its own figures, which its column
     of the tab's table shows), then each pair of ``pairs_against_baseline`` (the deltas)."""
@@ -312,4 +345,5 @@ def compare_all(baseline: Report, others: list[Report]) -> Comparison:
     each = [compare_runs(baseline, other) for other in others]
     out = each[0]
     out.against_baseline = [AgainstBaseline(matched_by=c.matched_by, ranks=c.ranks) for c in each]
+    out.rows = compare_rows([w for report in (baseline, *others) for _, w in analysed(report)])
     return out

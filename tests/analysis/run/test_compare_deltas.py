@@ -12,12 +12,17 @@ from tb_mfu_plugin.analysis.definitions import DEFINITIONS
 from tb_mfu_plugin.analysis.report import RunReport
 from tb_mfu_plugin.analysis.run.compare import (
     COMPARED_FIGURES,
+    NO_MEMORY,
     NOISE_PP,
     NOISE_RELATIVE,
+    CompareRows,
+    compare_all,
+    compare_rows,
     compare_runs,
     deltas_against_baseline,
     figure_delta,
     figure_value,
+    rows_of_runs,
     worker_deltas,
 )
 from tb_mfu_plugin.running.pipeline import analyze_path
@@ -135,3 +140,44 @@ def test_the_cli_compares_with_the_same_function(naive_and_sdpa: tuple[RunReport
     naive, sdpa = naive_and_sdpa
     (rank,) = compare_runs(Report(runs=[naive], tool_version="t"), Report(runs=[sdpa], tool_version="t")).ranks
     assert (rank.figures, rank.kernels) == worker_deltas(naive.workers[0], sdpa.workers[0])
+
+
+def check_rows(rows: CompareRows, workers: list) -> None:
+    """The rows' rule, whatever the workers: every figure shown or left out, once, in
+    COMPARED_FIGURES' order; only a memory figure left out, and only one that no worker has; none
+    while a run loads (None); the one reason given exactly when every memory row is left out."""
+    assert sorted(rows.shown + rows.left_out) == sorted(COMPARED_FIGURES)
+    assert rows.shown == [n for n in COMPARED_FIGURES if n in rows.shown]
+    memory = [n for n in COMPARED_FIGURES if n.startswith("memory.")]
+    for n in COMPARED_FIGURES:
+        unknown = bool(workers) and None not in workers and all(figure_value(w, n) is None for w in workers)
+        assert (n in rows.left_out) == (n in memory and unknown), n
+    assert (rows.why == NO_MEMORY) == (rows.left_out == memory)
+
+
+def test_memory_rows_are_left_out_where_no_worker_has_them(naive_and_sdpa: tuple[RunReport, RunReport]) -> None:
+    naive, sdpa = naive_and_sdpa
+    memory = analyze_path(str(SAMPLES / "gpt_memory")).runs[0]  # recorded with profile_memory=True
+    cases = {
+        "no memory events": [naive, sdpa],
+        "one run with them": [naive, memory],
+        "a run still loading": [naive, None],
+        "one run": [memory],
+    }
+    got = {}
+    for name, runs in cases.items():
+        workers = [w for r in runs for w in (r.workers if r is not None else [None])]
+        got[name] = rows_of_runs(runs)
+        check_rows(got[name], workers)
+    assert got["no memory events"].why == NO_MEMORY and got["no memory events"].left_out
+    assert "memory.peak_allocated_bytes" in got["one run with them"].shown
+    assert got["a run still loading"].left_out == []
+    # the CLI's comparison carries the same rows for the same runs
+    from tb_mfu_plugin.analysis.report import Report
+
+    def report(r: RunReport) -> Report:
+        return Report(runs=[r], tool_version="t")
+
+    assert compare_all(report(naive), [report(sdpa)]).rows == got["no memory events"]
+    assert compare_all(report(naive), [report(sdpa), report(memory)]).rows == got["one run with them"]
+    assert compare_rows([]) == CompareRows(shown=list(COMPARED_FIGURES), left_out=[])
