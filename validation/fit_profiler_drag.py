@@ -1,13 +1,15 @@
 """The profiler's host cost per recorded event, fitted on every single-GPU trace that has its step time
-measured without the profiler, and the table behind ``analysis.critical_path.whatif``'s
-``PROFILER_EVENT_LAUNCHES`` (and ``PROFILER_EVENT_US``, where a trace has no launch call).
+measured without the profiler, and the tables behind ``analysis.critical_path.whatif``'s
+``PROFILER_EVENT_LAUNCHES`` (and ``PROFILER_EVENT_US``, where a trace has no launch call) and
+``PROFILER_TRITON_LAUNCHES``.
 
 For each trace: the critical-path model of its steady-state steps (``analysis.per_device``) re-timed
 with each candidate cost per host event taken out of the host's segments, against the unprofiled
 median step of its ground truth. The candidates are constants in µs, and shares of the trace's own
-median launch call (the host's speed as the trace measures it). Prints, per candidate, the median
-|error|, how many traces land within 5 % and 10 %, and the worst; then every trace's error with the
-model as shipped.
+median launch call (the host's speed as the trace measures it), each with the shipped extra cost of
+a Triton launch; then that extra cost's candidates, in launch calls, with the shipped cost per event,
+on every trace and on those with Triton launches. Prints, per candidate, the median |error|, how many
+traces land within 5 % and 10 %, and the worst; then every trace's error with the model as shipped.
 
     python validation/fit_profiler_drag.py [--markdown]
 """
@@ -28,7 +30,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tb_mfu_plugin.analysis.critical_path import whatif  # noqa: E402
-from tb_mfu_plugin.analysis.critical_path.whatif import PROFILER_EVENT_LAUNCHES, PROFILER_EVENT_US, Model  # noqa: E402
+from tb_mfu_plugin.analysis.critical_path.whatif import (  # noqa: E402
+    PROFILER_EVENT_LAUNCHES,
+    PROFILER_TRITON_LAUNCHES,
+    Model,
+)
 from tb_mfu_plugin.analysis.options import AnalysisOptions  # noqa: E402
 from tb_mfu_plugin.analysis.per_device import analyze_device  # noqa: E402
 from tb_mfu_plugin.running.pipeline import _keep_inputs  # noqa: E402
@@ -40,6 +46,8 @@ CANDIDATES = (
     *(("launch", k) for k in (0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7)),
 )
 SHIPPED = ("launch", PROFILER_EVENT_LAUNCHES)
+# the extra cost of a Triton launch, in launch calls
+TRITON_CANDIDATES = (0.0, 1.0, 2.0, 3.0, 4.0, 6.0)
 
 
 def cases(root: Path = ROOT / "validation", samples: bool = True) -> Iterator[tuple[str, Path, float]]:
@@ -62,9 +70,16 @@ def cases(root: Path = ROOT / "validation", samples: bool = True) -> Iterator[tu
             yield f"sample_traces/{path.parent.name}", path.parent, g["step_time_us_unprofiled"]
 
 
-def errors(held_out: bool = False) -> tuple[list[str], dict[tuple[str, float], list[float]]]:
+Candidate = tuple[str, float]
+
+
+def errors(held_out: bool = False) -> tuple[list[str], list[bool], dict[Candidate, list[float]]]:
+    """Each trace's label, whether it has Triton launches, and its error under each candidate (the
+    event candidates, then ``("triton", k)`` for each extra cost of a Triton launch)."""
     labels: list[str] = []
-    out: dict[tuple[str, float], list[float]] = {c: [] for c in CANDIDATES}
+    triton: list[bool] = []
+    every = (*CANDIDATES, *(("triton", k) for k in TRITON_CANDIDATES))
+    out: dict[Candidate, list[float]] = {c: [] for c in every}
     found = cases(ROOT / "validation/h100", samples=False) if held_out else cases()
     for label, folder, truth in found:
         files = sorted(glob.glob(str(folder / "*.pt.trace.json*")))
@@ -76,15 +91,39 @@ def errors(held_out: bool = False) -> tuple[list[str], dict[tuple[str, float], l
         if model is None:
             continue
         labels.append(label)
-        for kind, c in CANDIDATES:
-            # the module's constants, as the model reads them: a constant is a share of no launch call
-            g = model.g if kind == "launch" else dataclasses.replace(model.g, launch_call_us=float("nan"))
-            shares, constant = (c, PROFILER_EVENT_US) if kind == "launch" else (0.0, c)
-            whatif.PROFILER_EVENT_LAUNCHES, whatif.PROFILER_EVENT_US = shares, constant
-            again = Model(dataclasses.replace(g), len(a.view.gpu))
-            out[(kind, c)].append(again.unprofiled_step_us / truth - 1.0)
-        whatif.PROFILER_EVENT_LAUNCHES, whatif.PROFILER_EVENT_US = PROFILER_EVENT_LAUNCHES, PROFILER_EVENT_US
-    return labels, out
+        triton.append(bool(model.g.host.triton.sum()))
+        for kind, c in every:
+            # the module's constants, as the model reads them
+            event, extra = whatif.profiler_event_us, PROFILER_TRITON_LAUNCHES
+            if kind == "µs":
+                event = lambda g, c=c: c  # noqa: E731
+            elif kind == "launch":
+                event = lambda g, c=c: c * g.launch_call_us  # noqa: E731
+            else:
+                extra = c
+            whatif.profiler_event_us, whatif.PROFILER_TRITON_LAUNCHES = event, extra
+            try:
+                again = Model(dataclasses.replace(model.g), len(a.view.gpu))
+                out[(kind, c)].append(again.unprofiled_step_us / truth - 1.0)
+            finally:
+                whatif.profiler_event_us, whatif.PROFILER_TRITON_LAUNCHES = SHIPPED_EVENT, PROFILER_TRITON_LAUNCHES
+    return labels, triton, out
+
+
+SHIPPED_EVENT = whatif.profiler_event_us
+
+
+def _table(bar: str, markdown: bool, head: str, rows: dict[str, list[float]]) -> None:
+    print(f"{bar} {head} {bar} median abs error {bar} within 5 % {bar} within 10 % {bar} worst {bar}")
+    if markdown:
+        print("|---|---:|---:|---:|---:|")
+    for name, e in rows.items():
+        a = np.abs(np.array(e))
+        print(
+            f"{bar} {name} {bar} {np.median(a):.1%} {bar} {int((a <= 0.05).sum())} of {len(a)} {bar} "
+            f"{int((a <= 0.10).sum())} of {len(a)} {bar} {a.max():.1%} {bar}"
+        )
+    print()
 
 
 def main() -> None:
@@ -94,23 +133,29 @@ def main() -> None:
         "--held-out", action="store_true", help="the H100 traces of validation/h100, which the fit never saw"
     )
     args = parser.parse_args()
-    labels, out = errors(args.held_out)
+    labels, triton, out = errors(args.held_out)
     bar = "|" if args.markdown else " "
-    print(f"{bar} cost per event {bar} median abs error {bar} within 5 % {bar} within 10 % {bar} worst {bar}")
-    if args.markdown:
-        print("|---|---:|---:|---:|---:|")
-    for c, e in out.items():
-        a = np.abs(np.array(e))
-        name = f"{c[1]:g} µs" if c[0] == "µs" else f"{c[1]:g} x the median launch call"
-        print(
-            f"{bar} {name} {bar} {np.median(a):.1%} {bar} {int((a <= 0.05).sum())} of {len(a)} {bar} "
-            f"{int((a <= 0.10).sum())} of {len(a)} {bar} {a.max():.1%} {bar}"
-        )
-    print()
-    print(f"{bar} trace {bar} error at {PROFILER_EVENT_LAUNCHES:g} x its median launch call an event {bar}")
+
+    def named(c: Candidate) -> str:
+        return f"{c[1]:g} µs" if c[0] == "µs" else f"{c[1]:g} x the median launch call"
+
+    _table(bar, args.markdown, "cost per event", {named(c): out[c] for c in CANDIDATES})
+    tri = {f"{k:g} launch calls": out[("triton", k)] for k in TRITON_CANDIDATES}
+    _table(bar, args.markdown, "a Triton launch's extra cost, every trace", tri)
+    _table(
+        bar,
+        args.markdown,
+        f"a Triton launch's extra cost, the {sum(triton)} traces with Triton launches",
+        {name: [x for x, t in zip(e, triton, strict=True) if t] for name, e in tri.items()},
+    )
+    shipped = out[("triton", PROFILER_TRITON_LAUNCHES)]
+    print(
+        f"{bar} trace {bar} error at {PROFILER_EVENT_LAUNCHES:g} x its median launch call an event, "
+        f"{PROFILER_TRITON_LAUNCHES:g} more a Triton launch {bar}"
+    )
     if args.markdown:
         print("|---|---:|")
-    for label, e in zip(labels, out[SHIPPED], strict=True):
+    for label, e in zip(labels, shipped, strict=True):
         print(f"{bar} {label} {bar} {e:+.1%} {bar}")
 
 

@@ -74,7 +74,8 @@ DEFINITIONS: dict[str, Definition] = {
     "step_time_unprofiled_us": _d(
         "Step without the profiler",
         "The mean analysed step re-timed on its critical path with the profiler's host cost (half the trace's "
-        "median launch call an event) taken out: an estimate, the step the headline MFU is over",
+        "median launch call an event, four more each Triton launch of torch.compile'd code) taken out: an "
+        "estimate, the step the headline MFU is over",
         "time",
     ),
     "mfu_median_step": _d(

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...trace.tables import ANNOTATION, MEMCPY, CpuTable, GpuTable, TraceTables
+from ...trace.tables import ANNOTATION, MEMCPY, OP, CpuTable, GpuTable, TraceTables
 from ..time.patterns import dataloader_rows
 from ..time.steps import Steps
 from . import classes as cls
@@ -47,6 +47,9 @@ SYNC_TOLERANCE_US = 5.0
 DEFAULT_LAUNCH_LATENCY_US = 5.0
 DEFAULT_STREAM_GAP_US = 1.0
 DEFAULT_SYNC_LATENCY_US = 5.0
+# What Inductor names the host op of each Triton kernel it launches while the profiler runs (the
+# record function its launcher opens then, and only then: torch/_inductor/runtime/triton_heuristics.py)
+TRITON_LAUNCH_PREFIX = "triton_"
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,9 @@ class HostChain:
     cls: np.ndarray  # int8 class code of each segment (classes.CODE)
     call: np.ndarray  # int64: the launch call (index into ``calls``) each segment lies in, -1 none
     events: np.ndarray  # int64: host events (ops, runtime and driver calls) that start in each segment
+    # int64: of those, Inductor's Triton launches (``TRITON_LAUNCH_PREFIX``), whose record function
+    # exists only under the profiler and costs it more than an event (whatif.PROFILER_TRITON_LAUNCHES)
+    triton: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -170,7 +176,9 @@ def build(tables: TraceTables, dev: Device, steps: Steps, n_steps: int) -> Graph
     w = np.diff(t)
     _scale_sync_segments(w, syncs, t)
     return Graph(
-        HostChain(t, w, seg_cls, paint(len(t) - 1, calls.p0, calls.p1), _events(cpu, t)),
+        HostChain(
+            t, w, seg_cls, paint(len(t) - 1, calls.p0, calls.p1), _events(cpu, t), _events(cpu, t, _triton(tables))
+        ),
         calls,
         syncs,
         ops,
@@ -184,12 +192,21 @@ def build(tables: TraceTables, dev: Device, steps: Steps, n_steps: int) -> Graph
     )
 
 
-def _events(cpu: CpuTable, t: np.ndarray) -> np.ndarray:
-    """How many host events (not annotations) start in each segment."""
-    mine = cpu.kind != ANNOTATION
+def _events(cpu: CpuTable, t: np.ndarray, only: np.ndarray | None = None) -> np.ndarray:
+    """How many host events (not annotations; of ``only``'s rows, where given) start in each segment."""
+    mine = (cpu.kind != ANNOTATION) if only is None else only
     ts = cpu.ts[mine & (cpu.ts >= t[0]) & (cpu.ts < t[-1])]
     k = np.searchsorted(t, ts, side="right") - 1
     return np.bincount(k, minlength=len(t) - 1)[: len(t) - 1].astype(np.int64)
+
+
+def _triton(tables: TraceTables) -> np.ndarray:
+    """The cpu rows of Inductor's Triton launches: ops named ``triton_<kind>_...`` (every kernel
+    Inductor generates, pointwise, reduction, persistent or template, is named so)."""
+    cpu = tables.cpu
+    named = np.fromiter((n.startswith(TRITON_LAUNCH_PREFIX) for n in tables.names), bool, len(tables.names))
+    out: np.ndarray = (cpu.kind == OP) & named[cpu.name] if len(named) else np.zeros(len(cpu.kind), bool)
+    return out
 
 
 def _points(origin: float, exact: list[np.ndarray], loose: list[np.ndarray]) -> np.ndarray:

@@ -131,3 +131,33 @@ def test_recorded_pairs_retime_to_themselves_and_add_up(run: str) -> None:
         for s, step in zip(cp.steps, w.steps, strict=False):
             assert sum(s.us.values()) == pytest.approx(s.dur_us, rel=1e-6) and s.dur_us == pytest.approx(step.dur_us)
         assert w.whatif.step_us == pytest.approx(sum(s.dur_us for s in cp.steps) / len(cp.steps), rel=1e-6)
+
+
+def _host_bound_step(op_name: str) -> Builder:
+    """A host-bound step: five host ops named ``op_name``, 20 µs apart, each launching a 2 µs kernel
+    with a launch call of 6 µs; the step is the host's 120 µs."""
+    b = Builder()
+    b.step(1, 0, 120)
+    for i in range(5):
+        ts = 10.0 + 20 * i
+        b.op(op_name, ts, 8)
+        corr = b.runtime("cudaLaunchKernel", ts + 1, 6.0)
+        b.kernel(ADD, ts + 12, 2, corr)
+    return b
+
+
+def test_triton_launches_cost_the_profiler_more_than_an_event(tmp_path: Path) -> None:
+    """Inductor's ``triton_*`` host ops exist only under the profiler, which costs each of them
+    ``PROFILER_TRITON_LAUNCHES`` launch calls more than an event; an eager op of the same shape
+    costs only its events."""
+    from tb_mfu_plugin.analysis.critical_path import whatif
+
+    eager = _model(_host_bound_step("aten::add_"), tmp_path / "eager")
+    compiled = _model(_host_bound_step("triton_poi_fused_add_0"), tmp_path / "compiled")
+    assert eager.g.host.triton.sum() == 0 and compiled.g.host.triton.sum() == 5
+    assert eager.g.host.events.sum() == compiled.g.host.events.sum() == 10  # an op and a launch call each
+    assert compiled.g.launch_call_us == pytest.approx(6.0)
+    extra = whatif.profiler_us(compiled.g).sum() - whatif.profiler_us(eager.g).sum()
+    assert extra == pytest.approx(5 * whatif.PROFILER_TRITON_LAUNCHES * 6.0)
+    # the host-bound compiled step loses more of its time to the profiler, never more than it has
+    assert 0 < compiled.unprofiled_step_us < eager.unprofiled_step_us < eager.step_us == compiled.step_us

@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""What torch.profiler costs the host per recorded event, measured directly, by kind of host work.
+
+``analysis.critical_path.whatif`` takes the profiler's drag out of a trace at ``PROFILER_EVENT_LAUNCHES``
+(half) of the trace's median launch call per host event, a share fitted on whole training steps
+(validation/fit_profiler_drag.py). This script checks the assumption under that fit, one kind of
+host work at a time: is the cost per event the same for an op that launches a kernel, one that
+launches none, an autograd backward op, an op of many inputs, and the for-loop optimizer's ops?
+
+For each workload (tiny tensors, so the host alone sets the pace): the loop is timed without the
+profiler and inside ``torch.profiler.profile(activities=[CPU, CUDA], record_shapes=True)`` (as
+users and our recorders record), in turn, ``--repeat`` times each (ABAB, so a host whose speed drifts
+weighs on both alike). The trace of the last profiled timing gives the events per iteration (ops,
+runtime and driver calls) and the median launch call. Cost per event = (profiled − unprofiled time
+per iteration) / events per iteration; printed in µs and as a share of the median launch call.
+
+    python3 validation/profiler_event_cost.py [--out DIR] [--iters 300] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile
+
+LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernelExC")
+
+
+def workloads(dev: torch.device) -> dict[str, Callable[[], Callable[[], None]]]:
+    """name -> a builder of one iteration's host work (built fresh, outside any timing)."""
+
+    def view() -> Callable[[], None]:
+        x = torch.randn(64, device=dev)
+
+        def it() -> None:
+            for _ in range(20):
+                x.view(8, 8).view(-1)
+
+        return it
+
+    def add() -> Callable[[], None]:
+        x = torch.randn(64, device=dev)
+
+        def it() -> None:
+            for _ in range(20):
+                x.add_(1.0)
+
+        return it
+
+    def linear() -> Callable[[], None]:
+        x, w, b = torch.randn(8, 64, device=dev), torch.randn(64, 64, device=dev), torch.randn(64, device=dev)
+
+        def it() -> None:
+            for _ in range(20):
+                F.linear(x, w, b)
+
+        return it
+
+    def cat16() -> Callable[[], None]:
+        xs = [torch.randn(64, device=dev) for _ in range(16)]
+
+        def it() -> None:
+            for _ in range(20):
+                torch.cat(xs)
+
+        return it
+
+    def mlp_fwd_bwd() -> Callable[[], None]:
+        layers = torch.nn.Sequential(*[m for _ in range(6) for m in (torch.nn.Linear(64, 64), torch.nn.GELU())]).to(dev)
+        x = torch.randn(8, 64, device=dev)
+
+        def it() -> None:
+            layers(x).square().mean().backward()
+
+        return it
+
+    def compiled_pointwise() -> Callable[[], None]:
+        # Inductor wraps each Triton launch in a record_function of its own while the profiler runs
+        f = torch.compile(lambda x: ((x * 2 + 1).relu() * 3).sin(), dynamic=False)
+        x = torch.randn(64, device=dev)
+
+        def it() -> None:
+            for _ in range(20):
+                f(x)
+
+        return it
+
+    def compiled_mlp_fwd_bwd() -> Callable[[], None]:
+        layers = torch.nn.Sequential(*[m for _ in range(6) for m in (torch.nn.Linear(64, 64), torch.nn.GELU())]).to(dev)
+        f = torch.compile(layers, dynamic=False)
+        x = torch.randn(8, 64, device=dev)
+
+        def it() -> None:
+            f(x).square().mean().backward()
+
+        return it
+
+    def adamw(foreach: bool) -> Callable[[], Callable[[], None]]:
+        def build() -> Callable[[], None]:
+            ps = [torch.nn.Parameter(torch.randn(64, device=dev)) for _ in range(32)]
+            for p in ps:
+                p.grad = torch.randn_like(p)
+            opt = torch.optim.AdamW(ps, lr=1e-4, foreach=foreach)
+            return opt.step
+
+        return build
+
+    return {
+        "view (no launch)": view,
+        "add_ (one launch)": add,
+        "linear (addmm)": linear,
+        "cat of 16": cat16,
+        "MLP forward+backward": mlp_fwd_bwd,
+        "compiled pointwise (Triton)": compiled_pointwise,
+        "compiled MLP forward+backward": compiled_mlp_fwd_bwd,
+        "AdamW for-loop": adamw(False),
+        "AdamW foreach": adamw(True),
+    }
+
+
+def sync(dev: torch.device) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def timed(it: Callable[[], None], iters: int, dev: torch.device) -> float:
+    """µs per iteration of ``iters`` iterations, the GPU drained at both ends."""
+    sync(dev)
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        it()
+    sync(dev)
+    return (time.perf_counter() - t0) / iters * 1e6
+
+
+def count(trace_path: str, iters: int) -> dict[str, float]:
+    """Events per iteration by category, and the median launch call (µs), from a chrome trace."""
+    opener = gzip.open if trace_path.endswith(".gz") else open
+    with opener(trace_path, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    n = {"cpu_op": 0, "cuda_runtime": 0, "cuda_driver": 0, "kernel": 0}
+    launches: list[float] = []
+    for e in events:
+        cat = e.get("cat")
+        if e.get("ph") != "X" or cat not in n:
+            continue
+        n[cat] += 1
+        if cat in ("cuda_runtime", "cuda_driver") and e.get("name") in LAUNCHES:
+            launches.append(float(e["dur"]))
+    out = {k: v / iters for k, v in n.items()}
+    out["launch_call_us"] = statistics.median(launches) if launches else float("nan")
+    return out
+
+
+def measure(name: str, build: Callable[[], Callable[[], None]], args, dev: torch.device, tmp: str) -> dict:
+    it = build()
+    for _ in range(args.warmup):
+        it()
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    plain: list[float] = []
+    profiled: list[float] = []
+    path = os.path.join(tmp, "trace.json")
+    for _ in range(args.repeat):
+        plain.append(timed(it, args.iters, dev))
+        with profile(activities=acts, record_shapes=True) as prof:
+            it()  # the profiler's first iteration pays its own start-up
+            profiled.append(timed(it, args.iters, dev))
+        plain.append(timed(it, args.iters, dev))
+    prof.export_chrome_trace(path)
+    c = count(path, args.iters + 1)
+    events = c["cpu_op"] + c["cuda_runtime"] + c["cuda_driver"]
+    per_event = [(p - u) / events for p, u in zip(profiled, plain[::2], strict=True)]
+    return {
+        "workload": name,
+        "unprofiled_us_per_iter": plain,
+        "profiled_us_per_iter": profiled,
+        "events_per_iter": c,
+        "cost_per_event_us": per_event,
+        "cost_per_event_launch_share": [x / c["launch_call_us"] for x in per_event],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=None, help="write profiler_event_cost.json here")
+    parser.add_argument("--iters", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = parser.parse_args()
+    dev = torch.device(args.device)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, build in workloads(dev).items():
+            rows.append(measure(name, build, args, dev, tmp))
+            r = rows[-1]
+            print(json.dumps(r), flush=True)
+    # a workload that launches nothing (the views) is set against the host's launch call elsewhere
+    ref = next((r["events_per_iter"]["launch_call_us"] for r in rows if r["workload"].startswith("add_")), float("nan"))
+    for r in rows:
+        if r["events_per_iter"]["launch_call_us"] != r["events_per_iter"]["launch_call_us"]:
+            r["cost_per_event_launch_share"] = [x / ref for x in r["cost_per_event_us"]]
+    meta = {
+        "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "settings": "profile(activities=[CPU, CUDA], record_shapes=True), timed inside the context",
+        "iters": args.iters,
+        "repeat": args.repeat,
+    }
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "profiler_event_cost.json"), "w") as f:
+            json.dump({**meta, "workloads": rows}, f, indent=1)
+    print(f"\n{meta['device']}, torch {meta['torch']}")
+    print("| workload | ops | runtime | driver | launch call µs | cost per event µs | share of a launch call |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        c = r["events_per_iter"]
+        cost, share = r["cost_per_event_us"], r["cost_per_event_launch_share"]
+        print(
+            f"| {r['workload']} | {c['cpu_op']:.0f} | {c['cuda_runtime']:.0f} | {c['cuda_driver']:.0f} | "
+            f"{c['launch_call_us']:.2f} | {statistics.median(cost):.2f} ({min(cost):.2f}–{max(cost):.2f}) | "
+            f"{statistics.median(share):.2f} ({min(share):.2f}–{max(share):.2f}) |"
+        )
+
+
+if __name__ == "__main__":
+    main()
