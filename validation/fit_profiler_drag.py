@@ -21,7 +21,7 @@ import dataclasses
 import glob
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tb_mfu_plugin.analysis.critical_path import whatif  # noqa: E402
+from tb_mfu_plugin.analysis.critical_path.graph import Graph  # noqa: E402
 from tb_mfu_plugin.analysis.critical_path.whatif import (  # noqa: E402
     PROFILER_EVENT_LAUNCHES,
     PROFILER_TRITON_LAUNCHES,
@@ -88,29 +89,37 @@ def errors(held_out: bool = False) -> tuple[list[str], list[bool], dict[Candidat
         tables = decode_trace(files[0], keep_inputs=_keep_inputs)
         a = analyze_device(tables, int(tables.gpu.device[0]), AnalysisOptions())
         model = a.view.critical if a.view is not None else None
-        if model is None:
+        if model is None or a.view is None:
             continue
+        view_rows = a.view.gpu
         labels.append(label)
         triton.append(bool(model.g.host.triton.sum()))
         for kind, c in every:
-            # the module's constants, as the model reads them
-            event, extra = whatif.profiler_event_us, PROFILER_TRITON_LAUNCHES
-            if kind == "µs":
-                event = lambda g, c=c: c  # noqa: E731
-            elif kind == "launch":
-                event = lambda g, c=c: c * g.launch_call_us  # noqa: E731
-            else:
-                extra = c
-            whatif.profiler_event_us, whatif.PROFILER_TRITON_LAUNCHES = event, extra
+            # the module's cost per event and Triton constant, as the model reads them
+            setattr(whatif, "profiler_event_us", _event_cost(kind, c))  # noqa: B010
+            whatif.PROFILER_TRITON_LAUNCHES = c if kind == "triton" else PROFILER_TRITON_LAUNCHES
             try:
-                again = Model(dataclasses.replace(model.g), len(a.view.gpu))
+                again = Model(dataclasses.replace(model.g), len(view_rows))
                 out[(kind, c)].append(again.unprofiled_step_us / truth - 1.0)
             finally:
-                whatif.profiler_event_us, whatif.PROFILER_TRITON_LAUNCHES = SHIPPED_EVENT, PROFILER_TRITON_LAUNCHES
+                setattr(whatif, "profiler_event_us", SHIPPED_EVENT)  # noqa: B010
+                whatif.PROFILER_TRITON_LAUNCHES = PROFILER_TRITON_LAUNCHES
     return labels, triton, out
 
 
 SHIPPED_EVENT = whatif.profiler_event_us
+
+
+def _event_cost(kind: str, c: float) -> Callable[[Graph], float]:
+    """The cost per event of an event candidate (the shipped one for a Triton candidate)."""
+
+    def constant(g: Graph) -> float:
+        return c
+
+    def share(g: Graph) -> float:
+        return c * g.launch_call_us
+
+    return constant if kind == "µs" else share if kind == "launch" else SHIPPED_EVENT
 
 
 def _table(bar: str, markdown: bool, head: str, rows: dict[str, list[float]]) -> None:
