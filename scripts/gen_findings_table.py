@@ -65,15 +65,9 @@ def rendered(text: str) -> str:
 
 
 def main() -> int:
-    text = DOC.read_text()
-    new = rendered(text)
-    if "--check" in sys.argv[1:]:
-        if new != text:
-            print(f"{DOC.relative_to(ROOT)} quotes gains that are not today's: run python {Path(__file__).name}")
-            return 1
-        return 0
-    DOC.write_text(new)
-    return 0
+    from doc_regen import rewrite_or_check  # beside this script, which runs from scripts/
+
+    return rewrite_or_check(DOC, rendered, __file__, "gains that are not today's")
 
 
 if __name__ == "__main__":

@@ -41,15 +41,9 @@ def rendered(text: str) -> str:
 
 def main() -> int:
     sys.path.insert(0, str(ROOT))
-    text = DOC.read_text()
-    new = rendered(text)
-    if "--check" in sys.argv[1:]:
-        if new != text:
-            print(f"{DOC.relative_to(ROOT)} shows outputs that are not today's: run python {Path(__file__).name}")
-            return 1
-        return 0
-    DOC.write_text(new)
-    return 0
+    from doc_regen import rewrite_or_check  # beside this script, which runs from scripts/
+
+    return rewrite_or_check(DOC, rendered, __file__, "outputs that are not today's")
 
 
 if __name__ == "__main__":

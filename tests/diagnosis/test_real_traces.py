@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES, fixture_path
+from conftest import ROOT, SAMPLES, fixture_path, load_module
 
 from tb_mfu_plugin.analysis.device.devices import gpu_devices
 from tb_mfu_plugin.analysis.flops import attention_chains
@@ -345,16 +345,9 @@ def test_every_sample_trace_is_sound() -> None:
 def test_the_docs_table_of_sample_findings_is_todays() -> None:
     """docs/diagnosis.md quotes each sample's findings with today's headline gains (the table
     scripts/gen_findings_table.py writes from the reports), never the gains of the day it was written."""
-    import importlib.util
-
-    from conftest import ROOT
-
     if not (SAMPLES / "gpt_naive_attention").is_dir():
         pytest.skip("sample traces not available")
-    spec = importlib.util.spec_from_file_location("gen_findings_table", ROOT / "scripts" / "gen_findings_table.py")
-    assert spec is not None and spec.loader is not None
-    gen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gen)
+    gen = load_module(ROOT / "scripts" / "gen_findings_table.py")
     text = gen.DOC.read_text()
     assert gen.rendered(text) == text, "stale gains in docs/diagnosis.md: run python scripts/gen_findings_table.py"
     # every sample the table lists was recorded, and each row names its findings
