@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...trace.tables import ANNOTATION, MEMCPY, OP, CpuTable, GpuTable, TraceTables
+from ...trace.tables import ANNOTATION, MEMCPY, OP, CpuTable, GpuTable, TraceTables, name_lookup
 from ..time.patterns import dataloader_rows
 from ..time.steps import Steps
 from . import classes as cls
@@ -204,8 +204,8 @@ def _triton(tables: TraceTables) -> np.ndarray:
     """The cpu rows of Inductor's Triton launches: ops named ``triton_<kind>_...`` (every kernel
     Inductor generates, pointwise, reduction, persistent or template, is named so)."""
     cpu = tables.cpu
-    named = np.fromiter((n.startswith(TRITON_LAUNCH_PREFIX) for n in tables.names), bool, len(tables.names))
-    out: np.ndarray = (cpu.kind == OP) & named[cpu.name] if len(named) else np.zeros(len(cpu.kind), bool)
+    named = name_lookup(tables.names, lambda n: n.startswith(TRITON_LAUNCH_PREFIX), tables.cpu_name_codes((OP,)))
+    out: np.ndarray = (cpu.kind == OP) & named[cpu.name]
     return out
 
 
