@@ -163,7 +163,7 @@ class Comparison(msgspec.Struct, kw_only=True):
     strategies: list[StrategyRow] = []  # every run given, side by side by strategy
     against_baseline: list[AgainstBaseline] = []
     # the figures every rank's table shows, over every worker of every run given (``compare_rows``)
-    rows: CompareRows = msgspec.field(default_factory=lambda: compare_rows([]))
+    rows: CompareRows
 
 
 def analysed(report: Report) -> list[tuple[str, WorkerReport]]:
@@ -210,7 +210,8 @@ def compare_runs(baseline: Report, other: Report) -> Comparison:
                 kernels=kernels,
             )
         )
-    return Comparison(matched_by="rank" if ranked else "order", ranks=out)
+    rows = compare_rows([w for _, w in a + b])
+    return Comparison(matched_by="rank" if ranked else "order", ranks=out, rows=rows)
 
 
 # -- the changes of two workers ------------------------------------------------------------------
