@@ -31,7 +31,7 @@ export const DEFINITIONS = {
   },
   'step_time_unprofiled_us': {
     label: 'Step without the profiler',
-    definition: 'The mean analysed step re-timed on its critical path with the profiler\'s host cost (half the trace\'s median launch call an event, four more each Triton launch of torch.compile\'d code) taken out: an estimate, the step the headline MFU is over',
+    definition: 'The mean analysed step re-timed on its critical path without the profiler\'s host cost (half the median launch call an event, 4 more a Triton launch): an estimate, the step the headline MFU is over',
     unit: 'time',
     better: 'none',
   },

@@ -73,9 +73,8 @@ DEFINITIONS: dict[str, Definition] = {
     ),
     "step_time_unprofiled_us": _d(
         "Step without the profiler",
-        "The mean analysed step re-timed on its critical path with the profiler's host cost (half the trace's "
-        "median launch call an event, four more each Triton launch of torch.compile'd code) taken out: an "
-        "estimate, the step the headline MFU is over",
+        "The mean analysed step re-timed on its critical path without the profiler's host cost (half the median "
+        "launch call an event, 4 more a Triton launch): an estimate, the step the headline MFU is over",
         "time",
     ),
     "mfu_median_step": _d(
