@@ -138,6 +138,32 @@ def mfu_problems(w: dict[str, Any]) -> list[str]:
         out.append("summary.mfu_status missing")
     elif (status == "known") != (s.get("mfu") is not None):
         out.append(f"mfu_status {status} but summary.mfu is {s.get('mfu')}")
+    return out + _range_problems(s)
+
+
+def _range_problems(s: dict[str, Any]) -> list[str]:
+    """An estimate's likely range holds the estimate and exists only beside it: the step without the
+    profiler's between its ends, which are no longer than the traced step; the MFU's likewise, only
+    for a headline over that step, and inside (0, 1]."""
+    out: list[str] = []
+    step, rng = s.get("step_time_unprofiled_us"), s.get("step_time_unprofiled_range_us")
+    if (step is None) != (rng is None):
+        out.append(f"step_time_unprofiled_us {step} but its range {rng}")
+    elif rng is not None:
+        eps = 1e-6 * max(s["step_time_us"], 1.0)
+        if not rng["low"] - eps <= step <= rng["high"] + eps:
+            out.append(f"step without the profiler {step} outside its range {rng}")
+        if rng["high"] > s["step_time_us"] + eps:
+            out.append(f"step without the profiler's range {rng} past the traced step {s['step_time_us']}")
+    mfu, mr = s.get("mfu"), s.get("mfu_range")
+    basis = (s.get("mfu_status") or {}).get("basis")
+    if mr is not None:
+        if mfu is None or basis != "without_profiler" or rng is None:
+            out.append(f"mfu_range {mr} beside an MFU {mfu} over the {basis} step")
+        elif not mr["low"] - 1e-9 <= mfu <= mr["high"] + 1e-9:
+            out.append(f"summary.mfu {mfu} outside its range {mr}")
+        _in_unit(out, "mfu_range.low", mr["low"])
+        _in_unit(out, "mfu_range.high", mr["high"])
     return out
 
 

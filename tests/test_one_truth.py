@@ -183,3 +183,29 @@ def test_a_host_blocked_in_syncs_is_not_gpu_idle_on_a_real_trace() -> None:
     bar = {b.id: b for b in w.waterfall}["idle_sync"]
     assert bar.share == pytest.approx(s.gpu_idle_after_sync_share, abs=1e-5)
     assert s.breakdown["idle_other"] == pytest.approx(s.idle_share - s.gpu_idle_after_sync_share)
+
+
+def test_the_headline_mfu_comes_with_its_likely_range(capsys: pytest.CaptureFixture[str]) -> None:
+    """gpt_compile is host-bound under the profiler (22.2 ms a step traced): its step without the
+    profiler is an estimate, and the range of the profiler's cost per event gives a range of steps and
+    the MFU over each end; the CLI prints the same figures. fp32_no_tensor_cores is GPU-bound: the
+    profiler's cost moves nothing, and its range is its figure."""
+    from tb_mfu_plugin.analysis import fmt
+    from tb_mfu_plugin.cli.render import print_report
+
+    w = _worker("gpt_compile")
+    s, d = w.summary, w.device
+    assert s is not None and d is not None and d.peak_flops is not None and s.flops_per_step is not None
+    r, t = s.mfu_range, s.step_time_unprofiled_range_us
+    assert r is not None and t is not None and s.step_time_unprofiled_us is not None and s.mfu is not None
+    assert t.low < s.step_time_unprofiled_us < t.high < s.step_time_us
+    assert r.low == pytest.approx(s.flops_per_step / (t.high * 1e-6) / d.peak_flops)
+    assert r.high == pytest.approx(s.flops_per_step / (t.low * 1e-6) / d.peak_flops)
+    assert r.low < s.mfu < r.high
+    print_report(_report("gpt_compile"), top=3)
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"likely {fmt.us(t.low)}–{fmt.us(t.high)}: MFU {fmt.pct(r.low)}–{fmt.pct(r.high)}" in out
+
+    g = _worker("fp32_no_tensor_cores").summary
+    assert g is not None and g.mfu_range is not None and g.step_time_unprofiled_range_us is not None
+    assert g.step_time_unprofiled_range_us.high == pytest.approx(g.step_time_unprofiled_range_us.low, rel=2e-3)

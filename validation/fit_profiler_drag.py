@@ -10,6 +10,9 @@ median launch call (the host's speed as the trace measures it), each with the sh
 a Triton launch; then that extra cost's candidates, in launch calls, with the shipped cost per event,
 on every trace and on those with Triton launches. Prints, per candidate, the median |error|, how many
 traces land within 5 % and 10 %, and the worst; then every trace's error with the model as shipped.
+Last, for ``PROFILER_COST_RANGE``: the share of a launch call an event each trace needed to meet its
+truth, its percentiles over the host-bound traces, and on how many traces the truth lies inside the
+range the model gives (the step re-timed at each end of the range).
 
     python validation/fit_profiler_drag.py [--markdown]
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import glob
 import json
 import sys
@@ -32,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from tb_mfu_plugin.analysis.critical_path import whatif  # noqa: E402
 from tb_mfu_plugin.analysis.critical_path.graph import Graph  # noqa: E402
 from tb_mfu_plugin.analysis.critical_path.whatif import (  # noqa: E402
+    PROFILER_COST_RANGE,
     PROFILER_EVENT_LAUNCHES,
     PROFILER_TRITON_LAUNCHES,
     Model,
@@ -47,6 +52,8 @@ CANDIDATES = (
     *(("launch", k) for k in (0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7)),
 )
 SHIPPED = ("launch", PROFILER_EVENT_LAUNCHES)
+# a trace is host-bound for the range's fit where the profiled model step is this much over its truth
+HOST_BOUND = 0.10
 # the extra cost of a Triton launch, in launch calls
 TRITON_CANDIDATES = (0.0, 1.0, 2.0, 3.0, 4.0, 6.0)
 
@@ -74,13 +81,20 @@ def cases(root: Path = ROOT / "validation", samples: bool = True) -> Iterator[tu
 Candidate = tuple[str, float]
 
 
-def errors(held_out: bool = False) -> tuple[list[str], list[bool], dict[Candidate, list[float]]]:
-    """Each trace's label, whether it has Triton launches, and its error under each candidate (the
-    event candidates, then ``("triton", k)`` for each extra cost of a Triton launch)."""
-    labels: list[str] = []
-    triton: list[bool] = []
-    every = (*CANDIDATES, *(("triton", k) for k in TRITON_CANDIDATES))
-    out: dict[Candidate, list[float]] = {c: [] for c in every}
+@dataclasses.dataclass(frozen=True)
+class Needed:
+    """What one trace needed: its error with no drag taken out, the share of a launch call an event
+    that meets its truth (NaN where none does), and how far the truth lies outside the model's range
+    (relative to the truth; 0 inside it)."""
+
+    label: str
+    bare: float
+    share: float
+    outside: float
+
+
+def models(held_out: bool) -> Iterator[tuple[str, Model, float]]:
+    """(label, the critical-path model of its analysed steps, unprofiled median step µs) per trace."""
     found = cases(ROOT / "validation/h100", samples=False) if held_out else cases()
     for label, folder, truth in found:
         files = sorted(glob.glob(str(folder / "*.pt.trace.json*")))
@@ -88,10 +102,50 @@ def errors(held_out: bool = False) -> tuple[list[str], list[bool], dict[Candidat
             continue
         tables = decode_trace(files[0], keep_inputs=_keep_inputs)
         a = analyze_device(tables, int(tables.gpu.device[0]), AnalysisOptions())
-        model = a.view.critical if a.view is not None else None
-        if model is None or a.view is None:
+        if a.view is None or a.view.critical is None:
             continue
-        view_rows = a.view.gpu
+        yield label, a.view.critical, truth
+
+
+def _retimed(model: Model, event: Callable[[Graph], float]) -> float:
+    """The model's step without the profiler at ``event`` µs an event."""
+    setattr(whatif, "profiler_event_us", event)  # noqa: B010
+    try:
+        return Model(dataclasses.replace(model.g), len(model.view_pos)).unprofiled_step_us
+    finally:
+        setattr(whatif, "profiler_event_us", SHIPPED_EVENT)  # noqa: B010
+
+
+def _error(model: Model, truth: float, share: float) -> float:
+    return _retimed(model, _event_cost("launch", share)) / truth - 1.0
+
+
+def needed(held_out: bool = False) -> list[Needed]:
+    """Each trace's ``Needed``: the share by bisection over 0-4 launch calls (the step only shortens
+    as the share grows), the inside test on the shipped model's ``unprofiled_step_range_us``."""
+    out = []
+    for label, model, truth in models(held_out):
+        err = functools.partial(_error, model, truth)
+        lo, hi, share = 0.0, 4.0, float("nan")
+        if err(lo) >= 0 >= err(hi):
+            for _ in range(24):
+                mid = (lo + hi) / 2
+                lo, hi = (mid, hi) if err(mid) > 0 else (lo, mid)
+            share = (lo + hi) / 2
+        short, long = model.unprofiled_step_range_us
+        out.append(Needed(label, err(0.0), share, max(short - truth, truth - long, 0.0) / truth))
+    return out
+
+
+def errors(held_out: bool = False) -> tuple[list[str], list[bool], dict[Candidate, list[float]]]:
+    """Each trace's label, whether it has Triton launches, and its error under each candidate (the
+    event candidates, then ``("triton", k)`` for each extra cost of a Triton launch)."""
+    labels: list[str] = []
+    triton: list[bool] = []
+    every = (*CANDIDATES, *(("triton", k) for k in TRITON_CANDIDATES))
+    out: dict[Candidate, list[float]] = {c: [] for c in every}
+    for label, model, truth in models(held_out):
+        view_rows = len(model.view_pos)
         labels.append(label)
         triton.append(bool(model.g.host.triton.sum()))
         for kind, c in every:
@@ -99,7 +153,7 @@ def errors(held_out: bool = False) -> tuple[list[str], list[bool], dict[Candidat
             setattr(whatif, "profiler_event_us", _event_cost(kind, c))  # noqa: B010
             whatif.PROFILER_TRITON_LAUNCHES = c if kind == "triton" else PROFILER_TRITON_LAUNCHES
             try:
-                again = Model(dataclasses.replace(model.g), len(view_rows))
+                again = Model(dataclasses.replace(model.g), view_rows)
                 out[(kind, c)].append(again.unprofiled_step_us / truth - 1.0)
             finally:
                 setattr(whatif, "profiler_event_us", SHIPPED_EVENT)  # noqa: B010
@@ -166,6 +220,35 @@ def main() -> None:
         print("|---|---:|")
     for label, e in zip(labels, shipped, strict=True):
         print(f"{bar} {label} {bar} {e:+.1%} {bar}")
+    print()
+    _range_table(bar, args.markdown, needed(args.held_out))
+
+
+def _range_table(bar: str, markdown: bool, rows: list[Needed]) -> None:
+    """The share each host-bound trace needed, and how often the truth lies inside the model's range."""
+    host_bound = [r for r in rows if r.bare > HOST_BOUND]
+    shares = np.array([r.share for r in host_bound if np.isfinite(r.share)])
+    p10, p50, p90 = np.percentile(shares, [10, 50, 90]) if len(shares) else (np.nan,) * 3
+    lo, hi = PROFILER_COST_RANGE
+    print(
+        f"The {len(host_bound)} traces whose step under the profiler is over {HOST_BOUND:.0%} longer than their "
+        f"truth; on the {len(shares)} where some share of a launch call an event meets the truth, that share's "
+        f"10th percentile is {p10:.2f}, its median {p50:.2f}, its 90th {p90:.2f}. PROFILER_COST_RANGE "
+        f"{lo:g}-{hi:g} x the estimate is {lo * PROFILER_EVENT_LAUNCHES:.2f}-{hi * PROFILER_EVENT_LAUNCHES:.2f}."
+    )
+    print()
+    print(f"{bar} traces {bar} truth inside the step range {bar} within 2 % of it {bar} within 5 % {bar}")
+    if markdown:
+        print("|---|---:|---:|---:|")
+    for name, group in (("host-bound", host_bound), ("every trace", rows)):
+        n = [sum(r.outside <= tol for r in group) for tol in (0.0, 0.02, 0.05)]
+        print(f"{bar} {name} {bar} " + f" {bar} ".join(f"{k} of {len(group)}" for k in n) + f" {bar}")
+    print()
+    print(f"{bar} trace {bar} error with no drag taken out {bar} share needed {bar} truth outside the range by {bar}")
+    if markdown:
+        print("|---|---:|---:|---:|")
+    for r in rows:
+        print(f"{bar} {r.label} {bar} {r.bare:+.1%} {bar} {r.share:.2f} {bar} {r.outside:.1%} {bar}")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,18 @@ export const DEFINITIONS = {
     unit: 'time',
     better: 'none',
   },
+  'mfu_range': {
+    label: 'Likely MFU',
+    definition: 'Where the headline MFU likely lies: over the longest and the shortest likely step without the profiler, re-timed with its cost per event at 0.6 and 1.5 times the estimate, the spread the cost showed across recordings (docs/mfu.md, section 6, says how often it held the truth)',
+    unit: 'share',
+    better: 'none',
+  },
+  'step_time_unprofiled_range_us': {
+    label: 'Likely step without the profiler',
+    definition: 'The shortest and the longest the step without the profiler likely is: re-timed with the profiler\'s cost per event at 1.5 and 0.6 times the estimate',
+    unit: 'time',
+    better: 'none',
+  },
   'mfu_median_step': {
     label: 'MFU, median step',
     definition: 'The median of the per-step MFUs (each step\'s FLOPs / its time / peak): the steady state, which a slow first step does not move (summary.distribution.mfu.median)',

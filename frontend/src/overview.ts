@@ -15,7 +15,7 @@ import { COLORS, UI } from './palette';
 import { rooflineCard } from './roofline';
 import { stepBreakdownSummary, stepsChart } from './steps';
 import { linkFindings, timelineCard } from './timeline';
-import type { Summary, WorkerReport } from './types';
+import type { Interval, Summary, WorkerReport } from './types';
 import { waterfallCard } from './waterfall';
 import { criticalPathCard, whatIfCard } from './whatif';
 
@@ -68,6 +68,13 @@ function mfuKpi(w: WorkerReport, s: Summary, impossible: boolean): HTMLElement {
             ? `without the profiler's drag (est.) · ${f.label('mfu_traced')} ${f.figure('mfu_traced', s.mfu_traced)}`
             : 'over the steps as traced (a lower bound)',
         ),
+        s.mfu_range
+          ? h(
+              'div',
+              { testid: 'mfu-range', title: f.definition('mfu_range'), data: scope('summary') },
+              `likely ${likely(s.mfu_range, f.pct)}, as the profiler's cost varies`,
+            )
+          : null,
         peak ? h('div', { title: peak.long, data: scope('device') }, peak.short) : null,
       ]
     : [
@@ -81,8 +88,13 @@ function mfuKpi(w: WorkerReport, s: Summary, impossible: boolean): HTMLElement {
     raw: mfu,
     field: 'summary.mfu',
     cls: `kpi-main ${hasMfu ? '' : 'kpi-na'}`,
-    title: `${f.definition('mfu')}. ${s.mfu_status?.basis === 'without_profiler' ? `Over the step without the profiler's host cost (${f.dur(s.step_time_unprofiled_us)}, estimated); over the traced steps: ${f.pct(s.mfu_traced)}.` : 'Over the traced steps: a lower bound, the profiler stretches CPU-bound steps.'}`,
+    title: `${f.definition('mfu')}. ${s.mfu_status?.basis === 'without_profiler' ? `Over the step without the profiler's host cost (${f.dur(s.step_time_unprofiled_us)}, estimated${s.step_time_unprofiled_range_us ? `; likely ${likely(s.step_time_unprofiled_range_us, f.dur)}` : ''}); over the traced steps: ${f.pct(s.mfu_traced)}.` : 'Over the traced steps: a lower bound, the profiler stretches CPU-bound steps.'}`,
   });
+}
+
+/** An estimate's likely range, "18.4 %–22.9 %", each end in the figure's own format. */
+function likely(r: Interval, fmt: (x: number) => string): string {
+  return `${fmt(r.low)}–${fmt(r.high)}`;
 }
 
 /** What a headline figure is over: "over the 3 analysed steps" (time-weighted, as MFU). */
@@ -291,8 +303,11 @@ function deviceCard(w: WorkerReport, s: Summary): HTMLElement {
 
 function notesCard(w: WorkerReport): HTMLElement {
   const notes = [...(w.notes ?? [])];
+  // the headline's basis is decided in the analysis (mfu_status.basis): the note says what it is
   notes.push(
-    'MFU from a trace is a lower bound: the profiler stretches CPU-bound steps. Achieved FLOP/s while busy is the matching upper view.',
+    w.summary?.mfu_status?.basis === 'without_profiler'
+      ? "MFU is over the step without the profiler's host cost, an estimate: the profiler stretches CPU-bound steps. The MFU of the traced steps is the figure as recorded."
+      : 'MFU from a trace is a lower bound: the profiler stretches CPU-bound steps. Achieved FLOP/s while busy is the matching upper view.',
   );
   return h(
     'div',

@@ -100,6 +100,8 @@ export interface Summary {
   mfu_status: MfuStatus | null;
   mfu_traced: number | null;
   step_time_unprofiled_us: number | null;
+  step_time_unprofiled_range_us: Interval | null;
+  mfu_range: Interval | null;
 }
 
 /**
@@ -147,6 +149,12 @@ export interface MfuStatus {
   state: 'impossible' | 'known' | 'unknown';
   basis: 'traced' | 'without_profiler' | null;
   reason: string;
+}
+
+/** Where an estimated figure likely lies: ``low`` <= the figure <= ``high``. */
+export interface Interval {
+  low: number;
+  high: number;
 }
 
 export interface Step {

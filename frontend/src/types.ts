@@ -13,6 +13,7 @@ export type {
   Distributed,
   Finding,
   FlopsDetail,
+  Interval,
   KernelStats,
   LaunchStats,
   Pipeline,

@@ -77,6 +77,19 @@ DEFINITIONS: dict[str, Definition] = {
         "launch call an event, 4 more a Triton launch): an estimate, the step the headline MFU is over",
         "time",
     ),
+    "mfu_range": _d(
+        "Likely MFU",
+        "Where the headline MFU likely lies: over the longest and the shortest likely step without the "
+        "profiler, re-timed with its cost per event at 0.6 and 1.5 times the estimate, the spread the cost "
+        "showed across recordings (docs/mfu.md, section 6, says how often it held the truth)",
+        "share",
+    ),
+    "step_time_unprofiled_range_us": _d(
+        "Likely step without the profiler",
+        "The shortest and the longest the step without the profiler likely is: re-timed with the profiler's "
+        "cost per event at 1.5 and 0.6 times the estimate",
+        "time",
+    ),
     "mfu_median_step": _d(
         "MFU, median step",
         "The median of the per-step MFUs (each step's FLOPs / its time / peak): the steady state, which a slow "

@@ -126,9 +126,13 @@ def analyze_device(
     view, summary, critical = _view_and_summary(tables, rows, steps, options, notes, flags)
     # the profiler's drag on the modelled steps (the critical-path model re-timed without its host cost)
     model = view.critical
-    drag = model.unprofiled_step_us / model.step_us if model is not None and model.step_us > 0 else None
+    drag = drag_range = None
+    if model is not None and model.step_us > 0:
+        drag = model.unprofiled_step_us / model.step_us
+        low, high = model.unprofiled_step_range_us
+        drag_range = (low / model.step_us, high / model.step_us)
     busy = _busy_us(view, steps)
-    mfu = mfu_figures(tables, steps, rows, view.classes, device, busy, options, sidecar, flags, drag)
+    mfu = mfu_figures(tables, steps, rows, view.classes, device, busy, options, sidecar, flags, drag, drag_range)
     notes += mfu.notes
     flags += mfu.flags
     dev = msgspec.structs.replace(
@@ -316,6 +320,8 @@ def _with_mfu(summary: Summary, mfu: MfuFigures, steps: Steps) -> Summary:
         mfu_status=mfu.status,
         mfu_traced=mfu.summary_mfu_traced,
         step_time_unprofiled_us=mfu.step_unprofiled_us,
+        step_time_unprofiled_range_us=mfu.step_unprofiled_range_us,
+        mfu_range=mfu.mfu_range,
     )
 
 

@@ -100,6 +100,13 @@ class Spread(msgspec.Struct, kw_only=True):
     max: float
 
 
+class Interval(msgspec.Struct, kw_only=True):
+    """Where an estimated figure likely lies: ``low`` <= the figure <= ``high``."""
+
+    low: float
+    high: float
+
+
 class MfuStatus(msgspec.Struct, kw_only=True):
     """Whether the headline MFU is a figure, and why (``analysis.device.mfu_report``): decided once by
     the analysis, read by every face, which shows the figure only when it is ``known``."""
@@ -156,6 +163,11 @@ class Summary(Metrics, kw_only=True):
     # the steps as traced is this second, named figure, and the estimated step the one beside it.
     mfu_traced: float | None = None
     step_time_unprofiled_us: float | None = None
+    # Where the estimate likely lies: the step re-timed with the profiler's cost at each end of the
+    # range its recordings spread over (whatif.PROFILER_COST_RANGE), and the MFU over those steps;
+    # None where the headline is not over the step without the profiler.
+    step_time_unprofiled_range_us: Interval | None = None
+    mfu_range: Interval | None = None
 
 
 class Device(msgspec.Struct, kw_only=True):

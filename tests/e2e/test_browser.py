@@ -95,6 +95,13 @@ def check_overview_matches_cli(frame: Any, run: dict[str, Any]) -> None:
     else:
         assert float(raw) == s["mfu"]  # the exact figure of the CLI's --json
         assert mfu.text_content() == pct_text(s["mfu"])
+    likely = frame.locator("[data-testid=mfu-range]")
+    if s.get("mfu_range") is None:  # no range where the headline is not an estimate: never an empty one
+        assert likely.count() == 0
+    else:
+        r = s["mfu_range"]
+        want = f"likely {pct_text(r['low'])}–{pct_text(r['high'])}, as the profiler's cost varies"
+        assert likely.text_content() == want
     step = frame.locator("[data-testid=step-time]")
     assert step.text_content() == ms_text(s["step_time_us"])
     # the KPI is the mean analysed step (one aggregation per worker); the per-step spread sits in its own block

@@ -26,7 +26,7 @@ from ..flops.source import headline, user_flops
 from ..kernels.families import NameClasses
 from ..options import AnalysisOptions
 from ..per_trace import once_per_trace
-from ..report import MfuStatus, Spread
+from ..report import Interval, MfuStatus, Spread
 from ..time.aggregate import spread
 from ..time.steps import Steps, launched_in_steps
 from . import plausibility
@@ -60,6 +60,8 @@ class MfuFigures:
     summary_achieved: float | None  # summary_mfu x the peak
     summary_mfu_traced: float | None  # over the traced steps as they ran under the profiler
     step_unprofiled_us: float | None  # the mean step estimated without the profiler's drag
+    step_unprofiled_range_us: Interval | None  # where that estimate likely lies
+    mfu_range: Interval | None  # the headline MFU over those two steps
     mfu_spread: Spread | None
     status: MfuStatus
     detail: FlopsDetail
@@ -79,6 +81,7 @@ def mfu_figures(
     sidecar: tuple[Sidecar, str] | None,
     flags: list[str],
     drag: float | None = None,
+    drag_range: tuple[float, float] | None = None,
 ) -> MfuFigures:
     """FLOPs, MFU and the FLOPs block of one device's analysed ``steps``.
 
@@ -86,7 +89,8 @@ def mfu_figures(
     (the plausibility guard names the step as the cause where the trace has no step markers);
     ``drag``: the modelled steps' step without the profiler over their traced step (the critical-path
     model's ``unprofiled_step_us / step_us``), which makes the headline MFU the one training without
-    the profiler sees; None keeps the traced steps' MFU as the headline.
+    the profiler sees; None keeps the traced steps' MFU as the headline. ``drag_range``: the same
+    ratio at the two ends of the profiler's likely cost (the model's ``unprofiled_step_range_us``).
     ``sidecar`` is the run's ``tb_mfu.json`` and its path, read by the caller (analysis does no I/O).
 
     - FLOPs per step use, in order: ``options.flops_per_step`` (``--flops-per-step``), the trace's
@@ -132,6 +136,11 @@ def mfu_figures(
     step_basis = step_unprofiled if step_unprofiled is not None else (float(dur.mean()) if n else None)
     summary_mfu = mfu_for(summary_flops, step_basis, choice.peak_flops)
     summary_achieved = flop_rate(summary_flops, step_basis)
+    step_range = (
+        Interval(low=float(dur.mean()) * drag_range[0], high=float(dur.mean()) * drag_range[1])
+        if step_unprofiled is not None and drag_range is not None
+        else None
+    )
 
     second_note = _second_figure(detail, second_mfu(summary_mfu, summary_flops, step_basis, peak, choice, user.options))
     guard = plausibility.guard_mfu(summary_mfu, mfu, steps.number, detail, choice, head_source, flags)
@@ -144,6 +153,7 @@ def mfu_figures(
         mfu = np.where(guard.steps_withheld, np.nan, mfu)
         if guard.summary_withheld:
             summary_mfu = summary_achieved = traced_mfu = second_note = None
+    mfu_range = _mfu_range(summary_mfu, summary_flops, step_range, choice.peak_flops)
     if second_note is not None:
         notes.append(second_note)
     status = _status(summary_mfu, guard, head_source, choice, step_unprofiled is not None)
@@ -156,6 +166,8 @@ def mfu_figures(
         summary_achieved=summary_achieved,
         summary_mfu_traced=traced_mfu,
         step_unprofiled_us=step_unprofiled,
+        step_unprofiled_range_us=step_range,
+        mfu_range=mfu_range,
         mfu_spread=spread(mfu[~np.isnan(mfu)]),  # its median is the MFU of the median step
         status=status,
         detail=detail,
@@ -163,6 +175,19 @@ def mfu_figures(
         notes=notes,
         flags=out_flags,
     )
+
+
+def _mfu_range(
+    mfu: float | None, flops: float | None, steps: Interval | None, peak_flops: float | None
+) -> Interval | None:
+    """The headline MFU over the longest and the shortest likely step: none where the headline is
+    unknown or withheld, or where the shortest step would make it impossible (above 100 %)."""
+    if mfu is None or steps is None:
+        return None
+    low, high = mfu_for(flops, steps.high, peak_flops), mfu_for(flops, steps.low, peak_flops)
+    if low is None or high is None or high > 1.0:
+        return None
+    return Interval(low=min(low, mfu), high=max(high, mfu))
 
 
 def _per_step(head: np.ndarray | None, dur: np.ndarray, peak_flops: float | None) -> tuple[np.ndarray, ...]:

@@ -161,3 +161,17 @@ def test_triton_launches_cost_the_profiler_more_than_an_event(tmp_path: Path) ->
     assert extra == pytest.approx(5 * whatif.PROFILER_TRITON_LAUNCHES * 6.0)
     # the host-bound compiled step loses more of its time to the profiler, never more than it has
     assert 0 < compiled.unprofiled_step_us < eager.unprofiled_step_us < eager.step_us == compiled.step_us
+
+
+def test_the_step_without_the_profiler_comes_with_its_likely_range(tmp_path: Path) -> None:
+    """The estimate's range is the step re-timed with the profiler's cost at each end of
+    ``PROFILER_COST_RANGE``: on a host-bound step of five ops, each an op and a 6 µs launch call
+    (3 µs an event), the host gives back 30 µs at the estimate, 18 and 45 at the ends."""
+    from tb_mfu_plugin.analysis.critical_path import whatif
+
+    m = _model(_host_bound_step("aten::add_"), tmp_path)
+    lo, hi = whatif.PROFILER_COST_RANGE
+    assert whatif.profiler_us(m.g).sum() == pytest.approx(30.0)
+    assert m.unprofiled_step_us == pytest.approx(m.step_us - 30.0)
+    short, long = m.unprofiled_step_range_us
+    assert short == pytest.approx(m.step_us - 30.0 * hi) and long == pytest.approx(m.step_us - 30.0 * lo)
