@@ -91,6 +91,11 @@ WORKERS: Schema = {
     # the gain of fixing every finding at once (diagnosis.engine): not the sum of findings()' gains
     "combined_gain_us_per_step": "float64",
     "combined_gain_share": "float64",
+    # Summary.mfu_range and step_time_unprofiled_range_us, one column an end (NaN where there is none)
+    "mfu_low": "float64",
+    "mfu_high": "float64",
+    "step_time_unprofiled_low_us": "float64",
+    "step_time_unprofiled_high_us": "float64",
 }
 KERNELS: Schema = {**IDENTITY, **struct_schema(KernelStats)}
 # one row per analysed step of a profile_memory=True trace (analysis.memory, docs/memory.md), with the
@@ -226,8 +231,16 @@ def workers_rows(report: Report) -> tuple[list[Row], Schema]:
                 dtype=w.device.dtype,
             )
         if w.summary is not None:
-            row.update(_fields(w.summary, WORKERS))
-            row.update({f"breakdown_{k}": v for k, v in w.summary.breakdown.items()})
+            s = w.summary
+            row.update(_fields(s, WORKERS))
+            row.update({f"breakdown_{k}": v for k, v in s.breakdown.items()})
+            m, t = s.mfu_range, s.step_time_unprofiled_range_us
+            row.update(
+                mfu_low=m and m.low,
+                mfu_high=m and m.high,
+                step_time_unprofiled_low_us=t and t.low,
+                step_time_unprofiled_high_us=t and t.high,
+            )
         f = w.flops
         row.update(
             hfu=f and f.hfu,

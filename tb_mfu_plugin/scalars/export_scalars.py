@@ -106,13 +106,22 @@ def step_figures(w: WorkerReport, st: Step) -> dict[str, float]:
 
 
 def summary_figures(w: WorkerReport) -> dict[str, float]:
-    """The worker's summary by JSON key, with ``hfu`` and ``achieved_tflops_while_busy`` from ``flops``."""
+    """The worker's summary by JSON key, with ``hfu`` and ``achieved_tflops_while_busy`` from ``flops``
+    and the ends of the likely ranges (``mfu_low``, ``mfu_high``, ``step_time_unprofiled_low_us``, …)."""
     out: dict[str, float] = {}
-    if w.summary is not None:
-        for name in w.summary.__struct_fields__:
-            value = getattr(w.summary, name)
+    s = w.summary
+    if s is not None:
+        for name in s.__struct_fields__:
+            value = getattr(s, name)
             if not isinstance(value, bool) and isinstance(value, int | float):
                 out[name] = float(value)
+        # the likely ranges, an end each, under the notebook's column names
+        for low, high, r in (
+            ("mfu_low", "mfu_high", s.mfu_range),
+            ("step_time_unprofiled_low_us", "step_time_unprofiled_high_us", s.step_time_unprofiled_range_us),
+        ):
+            if r is not None:
+                out[low], out[high] = r.low, r.high
     f = w.flops
     if f is not None and f.hfu is not None:
         out["hfu"] = f.hfu

@@ -110,6 +110,9 @@ def test_workers_copies_syncs_kernels_findings_match_the_json(naive: tm.Report) 
     assert row["hfu"] == pytest.approx(w["flops"]["hfu"])
     assert row["combined_gain_us_per_step"] == w["combined_gain_us_per_step"] > 0
     assert row["combined_gain_share"] == w["combined_gain_share"]
+    likely, steps = w["summary"]["mfu_range"], w["summary"]["step_time_unprofiled_range_us"]
+    assert [row["mfu_low"], row["mfu_high"]] == [likely["low"], likely["high"]]
+    assert [row["step_time_unprofiled_low_us"], row["step_time_unprofiled_high_us"]] == [steps["low"], steps["high"]]
     assert row["device_name"] == "NVIDIA H200" and row["num_sms"] == 132 and row["dtype"] == "bf16"
     assert pd.isna(row["error"])
     copies = naive.copies()

@@ -97,6 +97,10 @@ def test_every_step_figure_equals_the_json_report(run: str, exported: Path) -> N
         for key in ("mfu", "step_time_us", "gpu_busy_share", "sm_efficiency"):
             assert _series(acc, f"tb_mfu/summary/{key}") == pytest.approx({last: w["summary"][key]}, rel=1e-6)
         assert _series(acc, "tb_mfu/summary/hfu") == pytest.approx({last: w["flops"]["hfu"]}, rel=1e-6)
+        likely = w["summary"]["mfu_range"]
+        for end in ("low", "high"):  # the likely range where the headline is an estimate, none where not
+            want = {last: likely[end]} if likely else {}
+            assert _series(acc, f"tb_mfu/summary/mfu_{end}") == pytest.approx(want, rel=1e-6)
 
 
 def test_checkpointing_sample_has_hfu_above_mfu(exported: Path) -> None:
