@@ -49,7 +49,7 @@ export const DEFINITIONS = {
   },
   'mfu_median_step': {
     label: 'MFU, median step',
-    definition: 'The median of the per-step MFUs (each step\'s FLOPs / its time / peak): the steady state, which a slow first step does not move (summary.distribution.mfu.median)',
+    definition: 'The median of the per-step MFUs (each step\'s FLOPs / its time as traced / peak): the steady state, which a slow first step does not move (summary.distribution.mfu.median)',
     unit: 'share',
     better: 'none',
   },
@@ -200,6 +200,12 @@ export const DEFINITIONS = {
   'breakdown.idle_other': {
     label: 'Other GPU idle',
     definition: 'GPU idle that syncs do not explain: data loading, launch gaps, host work',
+    unit: 'share',
+    better: 'none',
+  },
+  'steps.mfu': {
+    label: 'MFU of the step as traced',
+    definition: 'One step\'s FLOPs / its duration as traced, under the profiler / the peak: each step\'s own figure, below the headline MFU where the profiler slowed the host, since that one is over the mean step without the profiler\'s host cost',
     unit: 'share',
     better: 'none',
   },

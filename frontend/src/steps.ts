@@ -106,7 +106,7 @@ export function stepsChart(w: WorkerReport, summary: Summary): HTMLElement {
               b.label,
               `${f.dur(s.breakdown_us?.[b.key])} · ${f.pct(s.breakdown?.[b.key])}`,
             ]),
-            `MFU ${f.pct(s.mfu)} · SM eff. ${f.pct(s.sm_efficiency)}`,
+            `${f.label('steps.mfu')} ${f.pct(s.mfu)} · SM eff. ${f.pct(s.sm_efficiency)}`,
           );
         },
       },
@@ -142,6 +142,10 @@ const SPREAD_ROWS: Figure[] = [
   'mfu',
 ];
 
+// A row whose per-step figure is not the headline's: each step's MFU is over its traced duration, the
+// headline over the step without the profiler, so the row is named for what it is.
+const SPREAD_LABEL: Partial<Record<Figure, Figure>> = { mfu: 'steps.mfu' };
+
 /** The per-step spread of the step time and the main shares (summary.distribution): each step's
  * own figure, so the median column is the median step's, not the headline over all the steps. */
 function spreadBlock(s: Summary): HTMLElement | null {
@@ -167,7 +171,7 @@ function spreadBlock(s: Summary): HTMLElement | null {
         return h(
           'tr',
           { data: { key, ...scope(`distribution.${key}`) } },
-          h('th', { title: f.definition(key) }, f.label(key)),
+          h('th', { title: f.definition(SPREAD_LABEL[key] ?? key) }, f.label(SPREAD_LABEL[key] ?? key)),
           h('td', { class: 'num' }, f.figure(key, sp.median)),
           h('td', { class: 'num' }, range(key, sp.p10, sp.p90)),
           h('td', { class: 'num' }, range(key, sp.min, sp.max)),

@@ -92,8 +92,8 @@ DEFINITIONS: dict[str, Definition] = {
     ),
     "mfu_median_step": _d(
         "MFU, median step",
-        "The median of the per-step MFUs (each step's FLOPs / its time / peak): the steady state, which a slow "
-        "first step does not move (summary.distribution.mfu.median)",
+        "The median of the per-step MFUs (each step's FLOPs / its time as traced / peak): the steady state, "
+        "which a slow first step does not move (summary.distribution.mfu.median)",
         "share",
     ),
     "achieved_flops": _d(
@@ -212,6 +212,13 @@ DEFINITIONS: dict[str, Definition] = {
     "breakdown.idle_other": _d(
         "Other GPU idle",
         "GPU idle that syncs do not explain: data loading, launch gaps, host work",
+        "share",
+    ),
+    "steps.mfu": _d(
+        "MFU of the step as traced",
+        "One step's FLOPs / its duration as traced, under the profiler / the peak: each step's own figure, "
+        "below the headline MFU where the profiler slowed the host, since that one is over the mean step "
+        "without the profiler's host cost",
         "share",
     ),
     "steps.breakdown_us": _d(

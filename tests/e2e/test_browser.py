@@ -108,6 +108,13 @@ def check_overview_matches_cli(frame: Any, run: dict[str, Any]) -> None:
     assert step.locator("xpath=..").locator(".kpi-label").text_content() == "Step time"
     spread = frame.locator("[data-testid=step-spread] tr[data-key=step_time_us] td")
     assert spread.first.text_content() == ms_text(s["distribution"]["step_time_us"]["median"])
+    # each step's MFU is over its traced time: named so, never as the headline over the step without the profiler
+    per_step = frame.locator("[data-testid=step-spread] tr[data-key=mfu]")
+    if s["distribution"].get("mfu"):
+        assert per_step.locator("th").text_content() == "MFU of the step as traced"
+        assert per_step.locator("td").first.text_content() == pct_text(s["distribution"]["mfu"]["median"])
+    else:
+        assert per_step.count() == 0
 
 
 def test_mfu_tab_shows_the_cli_figures_switches_run_and_compares(start_tensorboard, page, logdir, output_dir):
