@@ -167,7 +167,7 @@ export function waterfallCard(w: WorkerReport): HTMLElement | null {
     [waterfallChart(bars), h('details', null, h('summary', null, 'As a table'), waterfallTable(rows))],
     {
       testid: 'waterfall-card',
-      help: 'From the mean step time down to the time the model FLOPs would take at peak: each red bar is time lost to one cause, each blue bar what is left. Aggregated over the analysed steps like the summary and MFU, so the bars add up to the step and match the GPU busy, kernel time and MFU figures above.',
+      help: "From the mean step time down to the time the model FLOPs would take at peak: each red bar is time lost to one cause, each blue bar what is left. Aggregated over the analysed steps like the summary, so the bars add up to the step as traced and match the GPU busy, kernel time and MFU of the traced steps above (the headline MFU is over the step without the profiler's host cost, which this does not take apart).",
       cls: 'wide',
     },
   );

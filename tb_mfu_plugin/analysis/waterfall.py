@@ -121,9 +121,10 @@ def _busy(ctx: DeviceFacts, bars: _Bars) -> None:
 
 
 def _result(bars: _Bars, mfu: float | None, status: MfuStatus) -> None:
-    """The last bar: the model FLOPs at peak, the summary's MFU x the mean step (the same step MFU
-    is over), when MFU is known. When it is unknown or impossible the bar has no value (None),
-    never the time left above it."""
+    """The last bar: the model FLOPs at peak, the MFU of the traced steps x the mean traced step (the
+    step every bar takes apart; the headline MFU is over the step without the profiler's host cost,
+    which the waterfall does not decompose), when MFU is known. When it is unknown or impossible the
+    bar has no value (None), never the time left above it."""
     if status.state == "impossible":  # analysis.device.plausibility: never drawn as a figure
         bars.unknown("mfu", "Model FLOPs at peak (MFU impossible: above 100 %)")
     elif status.state == "known" and mfu is not None:
@@ -131,6 +132,8 @@ def _result(bars: _Bars, mfu: float | None, status: MfuStatus) -> None:
         clamped = ideal > bars.remaining
         bars.loss("matmul_efficiency", "Matmul efficiency (below peak FLOP/s)", bars.remaining - ideal)
         shown = float(f"{mfu:.5g}")  # significant digits: a tiny MFU stays a figure, never 0
-        bars.entry("mfu", "Model FLOPs at peak (MFU)", "result", bars.remaining, clamped=clamped, mfu=shown)
+        bars.entry(
+            "mfu", "Model FLOPs at peak (MFU of the traced steps)", "result", bars.remaining, clamped=clamped, mfu=shown
+        )
     else:
         bars.unknown("mfu", "Model FLOPs at peak (MFU unknown: no FLOPs or peak)")
