@@ -59,17 +59,16 @@ TRITON_CANDIDATES = (0.0, 1.0, 2.0, 3.0, 4.0, 6.0)
 
 
 def cases(root: Path = ROOT / "validation", samples: bool = True) -> Iterator[tuple[str, Path, float]]:
-    """(label, run folder, unprofiled median step µs) of every single-GPU trace with a truth under
-    ``root`` (its mfu_truth, gain_pairs and whatif_pairs), and the samples' when ``samples``."""
-    gt = json.loads((root / "mfu_truth/ground_truth.json").read_text())
-    for name, r in gt["runs"].items():
-        yield f"mfu_truth/{name}", root / "mfu_truth" / name, r["step_time_unprofiled"]["median_us"]
-    for src in ("gain_pairs", "whatif_pairs"):
-        gt = json.loads((root / src / "ground_truth.json").read_text())
-        for name, p in gt["pairs"].items():
+    """(label, run folder, unprofiled median step µs) of every single-GPU trace with a truth in a
+    ``ground_truth.json`` one level under ``root`` (mfu_truth's runs, the pairs' two sides), and the
+    samples' when ``samples``."""
+    for path in sorted(root.glob("*/ground_truth.json")):
+        gt, src = json.loads(path.read_text()), path.parent
+        for name, r in gt.get("runs", {}).items():
+            yield f"{src.name}/{name}", src / name, r["step_time_unprofiled"]["median_us"]
+        for name, p in gt.get("pairs", {}).items():
             for side in ("before", "after"):
-                u = p[side]["step_time_unprofiled"]
-                yield f"{src}/{name}/{side}", root / src / name / side, u["median_us"]
+                yield f"{src.name}/{name}/{side}", src / name / side, p[side]["step_time_unprofiled"]["median_us"]
     if not samples:
         return
     for path in sorted((ROOT / "sample_traces").glob("*/ground_truth.json")):
@@ -93,9 +92,9 @@ class Needed:
     outside: float
 
 
-def models(held_out: bool) -> Iterator[tuple[str, Model, float]]:
+def models(held_out: Path | None) -> Iterator[tuple[str, Model, float]]:
     """(label, the critical-path model of its analysed steps, unprofiled median step µs) per trace."""
-    found = cases(ROOT / "validation/h100", samples=False) if held_out else cases()
+    found = cases(held_out, samples=False) if held_out is not None else cases()
     for label, folder, truth in found:
         files = sorted(glob.glob(str(folder / "*.pt.trace.json*")))
         if not files:
@@ -120,7 +119,7 @@ def _error(model: Model, truth: float, share: float) -> float:
     return _retimed(model, _event_cost("launch", share)) / truth - 1.0
 
 
-def needed(held_out: bool = False) -> list[Needed]:
+def needed(held_out: Path | None = None) -> list[Needed]:
     """Each trace's ``Needed``: the share by bisection over 0-4 launch calls (the step only shortens
     as the share grows), the inside test on the shipped model's ``unprofiled_step_range_us``."""
     out = []
@@ -137,7 +136,7 @@ def needed(held_out: bool = False) -> list[Needed]:
     return out
 
 
-def errors(held_out: bool = False) -> tuple[list[str], list[bool], dict[Candidate, list[float]]]:
+def errors(held_out: Path | None = None) -> tuple[list[str], list[bool], dict[Candidate, list[float]]]:
     """Each trace's label, whether it has Triton launches, and its error under each candidate (the
     event candidates, then ``("triton", k)`` for each extra cost of a Triton launch)."""
     labels: list[str] = []
@@ -193,10 +192,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--markdown", action="store_true", help="print the tables as markdown")
     parser.add_argument(
-        "--held-out", action="store_true", help="the H100 traces of validation/h100, which the fit never saw"
+        "--held-out",
+        nargs="?",
+        const="validation/h100",
+        default=None,
+        help="a folder of traces the fit never saw, with their truth (default validation/h100; also "
+        "validation/h100_again)",
     )
     args = parser.parse_args()
-    labels, triton, out = errors(args.held_out)
+    held_out = ROOT / args.held_out if args.held_out is not None else None
+    labels, triton, out = errors(held_out)
     bar = "|" if args.markdown else " "
 
     def named(c: Candidate) -> str:
@@ -221,7 +226,7 @@ def main() -> None:
     for label, e in zip(labels, shipped, strict=True):
         print(f"{bar} {label} {bar} {e:+.1%} {bar}")
     print()
-    _range_table(bar, args.markdown, needed(args.held_out))
+    _range_table(bar, args.markdown, needed(held_out))
 
 
 def _range_table(bar: str, markdown: bool, rows: list[Needed]) -> None:

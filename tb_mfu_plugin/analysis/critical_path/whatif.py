@@ -58,8 +58,9 @@ PROFILER_TRITON_LAUNCHES = 4.0
 # longer than their truth (31 on H200s, 16 on the held-out H100), the share that meets the truth
 # (where one does: 23 and 10) has its 10th percentile at 0.29 of a launch call and its 90th at 0.74 on
 # the H200s, 0.28 and 0.75 on the H100: the estimate x 0.6 and x 1.5. Re-timed at both ends, the range
-# holds the truth or comes within 2 % of it on 22 of the 31 and 9 of the 16; and on 15 of the 18 MFU
-# truth runs (validation/fit_profiler_drag.py). The headline MFU carries it (Summary.mfu_range).
+# holds the truth or comes within 2 % of it on 22 of the 31 and 9 of the 16 (7 of 10 on a second H100
+# host, validation/h100_again), and on 24 of the 27 MFU truth runs of the three
+# (validation/fit_profiler_drag.py). The headline MFU carries it (Summary.mfu_range).
 PROFILER_COST_RANGE = (0.6, 1.5)
 
 

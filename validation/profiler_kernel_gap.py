@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""What torch.profiler costs the GPU per kernel, measured directly: the gap between two kernels queued
+back to back, with and without the profiler.
+
+``analysis.critical_path.whatif`` takes the profiler's cost out of the host's work only, so a GPU-bound
+step keeps the trace's gaps between its kernels. Those gaps are measured under CUPTI's kernel tracing;
+if tracing widens them, every GPU-bound step's estimate without the profiler reads long by the kernels
+it runs times the widening. This script measures the widening: a stream of ``--kernels`` equal
+elementwise kernels (each long enough that the host, profiled too, stays ahead and the queue stays
+full), timed with CUDA events without the profiler and inside ``torch.profiler.profile(activities=[CPU,
+CUDA], record_shapes=True)``, in turn (ABAB), ``--repeat`` times, for a few kernel lengths. The trace of
+the last profiled timing gives the gaps between consecutive kernels as the profiler records them.
+
+    python3 validation/profiler_kernel_gap.py [--out DIR] [--kernels 2000] [--repeat 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import statistics
+import tempfile
+
+import numpy as np
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+# float32 elements of the tensor each kernel adds 1 to in place; about 10, 25 and 60 µs on an H100
+SIZES = (2**21 + 2**20, 2**23, 2**24 + 2**23)
+
+
+def timed(x: torch.Tensor, kernels: int) -> float:
+    """µs per kernel of ``kernels`` in-place adds queued back to back, by CUDA events."""
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(kernels):
+        x.add_(1.0)
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / kernels
+
+
+def trace_gaps(path: str) -> tuple[float, float]:
+    """The median kernel and the median gap between consecutive kernels (µs) of a chrome trace."""
+    with gzip.open(path, "rt") if path.endswith(".gz") else open(path) as f:
+        events = json.load(f)["traceEvents"]
+    ks = sorted((e["ts"], e["dur"]) for e in events if e.get("ph") == "X" and e.get("cat") == "kernel")
+    ts = np.array([k[0] for k in ks])
+    dur = np.array([k[1] for k in ks])
+    gaps = ts[1:] - (ts[:-1] + dur[:-1])
+    return float(np.median(dur)), float(np.median(gaps))
+
+
+def measure(n: int, args: argparse.Namespace, tmp: str) -> dict:
+    x = torch.zeros(n, device="cuda")
+    for _ in range(3):
+        timed(x, 200)
+    plain: list[float] = []
+    profiled: list[float] = []
+    path = os.path.join(tmp, "trace.json")
+    for _ in range(args.repeat):
+        plain.append(timed(x, args.kernels))
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
+            timed(x, 50)  # the profiler's own start-up
+            profiled.append(timed(x, args.kernels))
+        plain.append(timed(x, args.kernels))
+    prof.export_chrome_trace(path)
+    kernel_us, gap_us = trace_gaps(path)
+    widening = [p - statistics.median(plain) for p in profiled]
+    return {
+        "elements": n,
+        "kernel_us_in_trace": kernel_us,
+        "gap_us_in_trace": gap_us,
+        "unprofiled_us_per_kernel": plain,
+        "profiled_us_per_kernel": profiled,
+        "widening_us_per_kernel": widening,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=None, help="write profiler_kernel_gap.json here")
+    parser.add_argument("--kernels", type=int, default=2000)
+    parser.add_argument("--repeat", type=int, default=4)
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in SIZES:
+            rows.append(measure(n, args, tmp))
+            print(json.dumps(rows[-1]), flush=True)
+    meta = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "kernels": args.kernels}
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "profiler_kernel_gap.json"), "w") as f:
+            json.dump({**meta, "sizes": rows}, f, indent=1)
+    print(f"\n{meta['device']}, torch {meta['torch']}, {args.kernels} kernels a timing")
+    print("| kernel µs (trace) | gap µs (trace) | µs a kernel without | with the profiler | widening µs a kernel |")
+    print("|---:|---:|---:|---:|---:|")
+    for r in rows:
+        w = r["widening_us_per_kernel"]
+        plain = statistics.median(r["unprofiled_us_per_kernel"])
+        profiled = statistics.median(r["profiled_us_per_kernel"])
+        print(
+            f"| {r['kernel_us_in_trace']:.2f} | {r['gap_us_in_trace']:.2f} | {plain:.2f} | {profiled:.2f} | "
+            f"{statistics.median(w):.2f} ({min(w):.2f}–{max(w):.2f}) |"
+        )
+
+
+if __name__ == "__main__":
+    main()
