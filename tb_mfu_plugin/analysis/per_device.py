@@ -29,7 +29,7 @@ from .critical_path.device import device_model
 from .critical_path.report_types import CriticalPath
 from .critical_path.whatif import Model
 from .device import devices
-from .device.mfu_report import MfuFigures, mfu_figures
+from .device.mfu_report import Drag, MfuFigures, mfu_figures
 from .device.plausibility import IMPOSSIBLE_SHARE, guard_shares
 from .device_facts import DeviceFacts
 from .device_sections import kernel_sections
@@ -126,13 +126,12 @@ def analyze_device(
     view, summary, critical = _view_and_summary(tables, rows, steps, options, notes, flags)
     # the profiler's drag on the modelled steps (the critical-path model re-timed without its host cost)
     model = view.critical
-    drag = drag_range = None
+    drag = None
     if model is not None and model.step_us > 0:
-        drag = model.unprofiled_step_us / model.step_us
         low, high = model.unprofiled_step_range_us
-        drag_range = (low / model.step_us, high / model.step_us)
+        drag = Drag(model.unprofiled_step_us / model.step_us, low / model.step_us, high / model.step_us)
     busy = _busy_us(view, steps)
-    mfu = mfu_figures(tables, steps, rows, view.classes, device, busy, options, sidecar, flags, drag, drag_range)
+    mfu = mfu_figures(tables, steps, rows, view.classes, device, busy, options, sidecar, flags, drag)
     notes += mfu.notes
     flags += mfu.flags
     dev = msgspec.structs.replace(

@@ -48,6 +48,21 @@ _op_flops_cached = once_per_trace(count_flops)
 
 
 @dataclass(frozen=True)
+class Drag:
+    """The modelled steps' step without the profiler over their traced step (the critical-path model's
+    ``unprofiled_step_us / step_us``), and the same ratio at the two ends of the profiler's likely
+    cost (its ``unprofiled_step_range_us``): low <= ratio <= high <= 1."""
+
+    ratio: float
+    low: float
+    high: float
+
+    def steps(self, traced_us: float) -> tuple[float, Interval]:
+        """The traced mean step without the profiler, and where it likely lies."""
+        return traced_us * self.ratio, Interval(low=traced_us * self.low, high=traced_us * self.high)
+
+
+@dataclass(frozen=True)
 class MfuFigures:
     """The FLOPs and MFU of one device: per step (columns, NaN where unknown or withheld) and over
     the analysed steps, the FLOPs block and the peak, with the notes and flags they bring."""
@@ -80,17 +95,14 @@ def mfu_figures(
     options: AnalysisOptions,
     sidecar: tuple[Sidecar, str] | None,
     flags: list[str],
-    drag: float | None = None,
-    drag_range: tuple[float, float] | None = None,
+    drag: Drag | None = None,
 ) -> MfuFigures:
     """FLOPs, MFU and the FLOPs block of one device's analysed ``steps``.
 
     ``busy_us``: each step's GPU busy time (for the rate while busy); ``flags``: the report's so far
     (the plausibility guard names the step as the cause where the trace has no step markers);
-    ``drag``: the modelled steps' step without the profiler over their traced step (the critical-path
-    model's ``unprofiled_step_us / step_us``), which makes the headline MFU the one training without
-    the profiler sees; None keeps the traced steps' MFU as the headline. ``drag_range``: the same
-    ratio at the two ends of the profiler's likely cost (the model's ``unprofiled_step_range_us``).
+    ``drag``: the profiler's drag on the modelled steps, which makes the headline MFU the one training
+    without the profiler sees, with its likely range; None keeps the traced steps' MFU as the headline.
     ``sidecar`` is the run's ``tb_mfu.json`` and its path, read by the caller (analysis does no I/O).
 
     - FLOPs per step use, in order: ``options.flops_per_step`` (``--flops-per-step``), the trace's
@@ -115,9 +127,9 @@ def mfu_figures(
     unattributed = unattributed_kernel_time(tables, of, launched_in_steps(tables, steps, device))
     detail = flops_summary(of, cpu_start, cpu_end, unattributed)
     detail.headline_source = head_source
-    scale = drag if drag is not None and 0 < drag <= 1 and n > 0 else None
+    scale = drag if drag is not None and 0 < drag.ratio <= 1 and n > 0 else None
     # HFU, the MFU without recompute and the user's MFU over the same step as the headline's
-    fill_detail(detail, wf, dur * scale if scale else dur, busy_us, has_shapes, user, choice, peak.dtype)
+    fill_detail(detail, wf, dur * scale.ratio if scale else dur, busy_us, has_shapes, user, choice, peak.dtype)
     notes: list[str] = []
     if choice.dtype_source == "assumed" and head is not None:
         notes.append(f"MFU peak: {choice.source}")
@@ -132,15 +144,10 @@ def mfu_figures(
     flops, mfu, rate = _per_step(head, dur, choice.peak_flops)
     summary_flops = float(np.mean(flops)) if head is not None else None
     traced_mfu = overall_mfu(flops, dur, choice.peak_flops) if head is not None else None
-    step_unprofiled = float(dur.mean()) * scale if scale else None
+    step_unprofiled, step_range = scale.steps(float(dur.mean())) if scale else (None, None)
     step_basis = step_unprofiled if step_unprofiled is not None else (float(dur.mean()) if n else None)
     summary_mfu = mfu_for(summary_flops, step_basis, choice.peak_flops)
     summary_achieved = flop_rate(summary_flops, step_basis)
-    step_range = (
-        Interval(low=float(dur.mean()) * drag_range[0], high=float(dur.mean()) * drag_range[1])
-        if step_unprofiled is not None and drag_range is not None
-        else None
-    )
 
     second_note = _second_figure(detail, second_mfu(summary_mfu, summary_flops, step_basis, peak, choice, user.options))
     guard = plausibility.guard_mfu(summary_mfu, mfu, steps.number, detail, choice, head_source, flags)
