@@ -1,0 +1,51 @@
+"""Rewrite docs/mfu.md's accuracy tables (issue 33) from the recorded ground truth and today's
+analyzer: for each set of truth runs and pairs, what ``validation/truth_tables.py`` prints, between
+``<!-- truth:SET:start -->`` and ``<!-- truth:SET:end -->``. So the page quotes today's headline MFU
+and gains against the truth, never those of the day it was written.
+
+    python scripts/gen_truth_tables.py          # rewrite the tables
+    python scripts/gen_truth_tables.py --check  # exit 1 if a table is not today's
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "mfu.md"
+# set -> (its MFU truth runs, its pairs), under validation/
+SETS = {
+    "h200": ("mfu_truth", "gain_pairs"),
+    "h100": ("h100/mfu_truth", "h100/gain_pairs"),
+    "h100_again": ("h100_again/mfu_truth", "h100_again/gain_pairs"),
+}
+
+
+def tables(name: str) -> str:
+    """``truth_tables.py --mfu-dir … --gains-dir …``'s output for one set."""
+    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(ROOT / "validation"))
+    import truth_tables
+
+    mfu, gains = (str(ROOT / "validation" / d) for d in SETS[name])
+    return truth_tables.mfu_table(mfu) + "\n\n" + truth_tables.gains_table(gains)
+
+
+def rendered(text: str) -> str:
+    """The page with today's tables between each set's markers."""
+    for name in SETS:
+        start, end = f"<!-- truth:{name}:start -->", f"<!-- truth:{name}:end -->"
+        pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
+        if not pattern.search(text):
+            raise SystemExit(f"{DOC.relative_to(ROOT)} has no {start} … {end}")
+        text = pattern.sub(lambda _m, n=name, s=start, e=end: f"{s}\n{tables(n)}\n{e}", text, count=1)
+    return text
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from doc_regen import rewrite_or_check
+
+    sys.exit(rewrite_or_check(DOC, rendered, __file__, "MFU or gains other than today's against the truth"))

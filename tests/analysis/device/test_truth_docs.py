@@ -1,0 +1,20 @@
+"""docs/mfu.md quotes the headline MFU and the findings' headline gains against the recorded truth
+(validation/: the H200 set, the H100 one and the second H100 host's) as today's analyzer reports them:
+the tables scripts/gen_truth_tables.py writes, never those of the day the page was written."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import ROOT, load_module
+
+
+def test_the_docs_tables_against_the_truth_are_todays() -> None:
+    gen = load_module(ROOT / "scripts" / "gen_truth_tables.py")
+    for folder in (f for pair in gen.SETS.values() for f in pair):
+        if not (ROOT / "validation" / folder / "ground_truth.json").is_file():
+            pytest.skip(f"validation/{folder} not recorded")
+    text = gen.DOC.read_text()
+    assert gen.rendered(text) == text, "stale tables in docs/mfu.md: run python scripts/gen_truth_tables.py"
+    # each set's table names every truth run it was recorded with
+    for name in ("hf_gpt2", "hf_vit", "hf_llama_sdpa_gqa", "flex_attention_compile"):
+        assert text.count(f"| `{name}` |") == len(gen.SETS), name
