@@ -61,7 +61,7 @@ export const DEFINITIONS = {
   },
   'flops.achieved_tflops_while_busy': {
     label: 'Achieved while GPU busy',
-    definition: 'Executed FLOPs / the time the GPU was busy: the upper view that MFU\'s lower bound matches',
+    definition: 'Executed FLOPs / the time the GPU was busy: the upper view that the traced steps\' MFU, a lower bound, matches',
     unit: 'tflop_rate',
     better: 'none',
   },
