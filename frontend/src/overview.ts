@@ -72,7 +72,7 @@ function mfuKpi(w: WorkerReport, s: Summary, impossible: boolean): HTMLElement {
           ? h(
               'div',
               { testid: 'mfu-range', title: f.definition('mfu_range'), data: scope('summary') },
-              `likely ${likely(s.mfu_range, f.pct)}, as the profiler's cost varies`,
+              likelyNote(s.mfu_range),
             )
           : null,
         peak ? h('div', { title: peak.long, data: scope('device') }, peak.short) : null,
@@ -92,9 +92,18 @@ function mfuKpi(w: WorkerReport, s: Summary, impossible: boolean): HTMLElement {
   });
 }
 
-/** An estimate's likely range, "18.4 %–22.9 %", each end in the figure's own format. */
+/** An estimate's likely range, "18.4 %–22.9 %", each end in the figure's own format; one figure
+ * where both ends read the same (a GPU-bound step, which the profiler's cost hardly moves). */
 function likely(r: Interval, fmt: (x: number) => string): string {
-  return `${fmt(r.low)}–${fmt(r.high)}`;
+  const [low, high] = [fmt(r.low), fmt(r.high)];
+  return low === high ? low : `${low}–${high}`;
+}
+
+/** The line under the MFU: where it likely lies as the profiler's cost varies. */
+function likelyNote(r: Interval): string {
+  return f.pct(r.low) === f.pct(r.high)
+    ? `likely ${f.pct(r.low)}: the profiler's cost hardly moves it`
+    : `likely ${likely(r, f.pct)}, as the profiler's cost varies`;
 }
 
 /** What a headline figure is over: "over the 3 analysed steps" (time-weighted, as MFU). */

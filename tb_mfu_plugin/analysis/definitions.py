@@ -104,8 +104,7 @@ DEFINITIONS: dict[str, Definition] = {
     ),
     "flops.achieved_tflops_while_busy": _d(
         "Achieved while GPU busy",
-        "Executed FLOPs / the time the GPU was busy: the upper view that the traced steps' MFU, a lower "
-        "bound, matches",
+        "Executed FLOPs / the time the GPU was busy: the upper view that the traced steps' MFU, a lower bound, matches",
         "tflop_rate",
     ),
     "flops_per_step": _d(

@@ -287,12 +287,19 @@ def _print_flops(console: Console, w: WorkerReport) -> None:
 
 def _likely(s: Summary) -> str:
     """Where the estimated step and the headline MFU likely lie, as the profiler's cost varies
-    (Summary.step_time_unprofiled_range_us, mfu_range): ", likely 12.63 ms–16.29 ms: MFU 28.6 %–36.9 %"."""
+    (Summary.step_time_unprofiled_range_us, mfu_range): ", likely 12.63 ms–16.29 ms: MFU 28.6 %–36.9 %",
+    or where both ends of the step read the same, that the profiler's cost hardly moves it."""
     t, m = s.step_time_unprofiled_range_us, s.mfu_range
     if t is None:
         return ""
-    mfu = f": MFU {pct(m.low)}–{pct(m.high)}" if m is not None else ""
+    if us(t.low) == us(t.high):
+        return ", which the profiler's cost hardly moves"
+    mfu = f": MFU {_span(pct(m.low), pct(m.high))}" if m is not None else ""
     return f", likely {us(t.low)}–{us(t.high)}{mfu}"
+
+
+def _span(low: str, high: str) -> str:
+    return low if low == high else f"{low}–{high}"
 
 
 def _other_utilisations(f: FlopsDetail | None) -> list[str]:

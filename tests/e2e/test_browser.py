@@ -99,8 +99,12 @@ def check_overview_matches_cli(frame: Any, run: dict[str, Any]) -> None:
     if s.get("mfu_range") is None:  # no range where the headline is not an estimate: never an empty one
         assert likely.count() == 0
     else:
-        r = s["mfu_range"]
-        want = f"likely {pct_text(r['low'])}–{pct_text(r['high'])}, as the profiler's cost varies"
+        low, high = pct_text(s["mfu_range"]["low"]), pct_text(s["mfu_range"]["high"])
+        want = (
+            f"likely {low}: the profiler's cost hardly moves it"
+            if low == high
+            else f"likely {low}–{high}, as the profiler's cost varies"
+        )
         assert likely.text_content() == want
     step = frame.locator("[data-testid=step-time]")
     assert step.text_content() == ms_text(s["step_time_us"])
