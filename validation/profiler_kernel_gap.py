@@ -11,7 +11,12 @@ full), timed with CUDA events without the profiler and inside ``torch.profiler.p
 CUDA], record_shapes=True)``, in turn (ABAB), ``--repeat`` times, for a few kernel lengths. The trace of
 the last profiled timing gives the gaps between consecutive kernels as the profiler records them.
 
-    python3 validation/profiler_kernel_gap.py [--out DIR] [--kernels 2000] [--repeat 4]
+Short kernels cannot be queued that way (the profiled host launches more slowly than they run), so
+``--behind`` does it as a real step does: a long ``torch.cuda._sleep`` kernel first, during which the
+host queues ``--short`` short kernels, which then run back to back. CUDA events after the long kernel
+and after the last short one time the short ones alone; the trace gives their durations and gaps.
+
+    python3 validation/profiler_kernel_gap.py [--out DIR] [--kernels 2000] [--repeat 4] [--behind]
 """
 
 from __future__ import annotations
@@ -80,23 +85,96 @@ def measure(n: int, args: argparse.Namespace, tmp: str) -> dict:
     }
 
 
+# float32 elements of the short kernels queued behind a long one: about 2, 3 and 6 µs on an H100
+SHORT_SIZES = (2**12, 2**20, 2**22)
+
+
+def _cycles_per_us() -> float:
+    """The GPU's clock as ``torch.cuda._sleep`` counts it, in cycles a µs (timed by CUDA events)."""
+    torch.cuda._sleep(1000)
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(10_000_000)
+    end.record()
+    end.synchronize()
+    return 10_000_000 / (start.elapsed_time(end) * 1e3)
+
+
+def timed_behind(x: torch.Tensor, kernels: int, sleep_cycles: int) -> float:
+    """µs per kernel of ``kernels`` short in-place adds, queued behind a long kernel and timed from
+    its end (CUDA events)."""
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(sleep_cycles)
+    start.record()
+    for _ in range(kernels):
+        x.add_(1.0)
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / kernels
+
+
+def short_trace(path: str, kernels: int) -> tuple[float, float]:
+    """The median duration and the median gap (µs) of the short kernels of a chrome trace: the last
+    ``kernels`` kernels (the long one before them left out)."""
+    with gzip.open(path, "rt") if path.endswith(".gz") else open(path) as f:
+        events = json.load(f)["traceEvents"]
+    ks = sorted((e["ts"], e["dur"]) for e in events if e.get("ph") == "X" and e.get("cat") == "kernel")[-kernels:]
+    ts = np.array([k[0] for k in ks])
+    dur = np.array([k[1] for k in ks])
+    return float(np.median(dur)), float(np.median(ts[1:] - (ts[:-1] + dur[:-1])))
+
+
+def measure_behind(n: int, args: argparse.Namespace, tmp: str) -> dict:
+    x = torch.zeros(n, device="cuda")
+    # long enough for the profiled host to queue every short kernel before it ends (40 µs a launch)
+    cycles = int(_cycles_per_us() * 40 * args.short)
+    for _ in range(3):
+        timed_behind(x, args.short, cycles)
+    plain: list[float] = []
+    profiled: list[float] = []
+    path = os.path.join(tmp, "behind.json")
+    for _ in range(args.repeat):
+        plain.append(timed_behind(x, args.short, cycles))
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
+            profiled.append(timed_behind(x, args.short, cycles))
+        plain.append(timed_behind(x, args.short, cycles))
+    prof.export_chrome_trace(path)
+    kernel_us, gap_us = short_trace(path, args.short)
+    return {
+        "elements": n,
+        "queued_behind_sleep_cycles": cycles,
+        "kernel_us_in_trace": kernel_us,
+        "gap_us_in_trace": gap_us,
+        "unprofiled_us_per_kernel": plain,
+        "profiled_us_per_kernel": profiled,
+        "widening_us_per_kernel": [p - statistics.median(plain) for p in profiled],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=None, help="write profiler_kernel_gap.json here")
     parser.add_argument("--kernels", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=4)
+    parser.add_argument("--behind", action="store_true", help="short kernels queued behind a long one instead")
+    parser.add_argument("--short", type=int, default=500, help="short kernels a timing, with --behind")
     args = parser.parse_args()
     rows = []
+    sizes, run, name = (SHORT_SIZES, measure_behind, "behind") if args.behind else (SIZES, measure, "sizes")
     with tempfile.TemporaryDirectory() as tmp:
-        for n in SIZES:
-            rows.append(measure(n, args, tmp))
+        for n in sizes:
+            rows.append(run(n, args, tmp))
             print(json.dumps(rows[-1]), flush=True)
-    meta = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "kernels": args.kernels}
+    kernels = args.short if args.behind else args.kernels
+    meta = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "kernels": kernels}
     if args.out:
         os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "profiler_kernel_gap.json"), "w") as f:
-            json.dump({**meta, "sizes": rows}, f, indent=1)
-    print(f"\n{meta['device']}, torch {meta['torch']}, {args.kernels} kernels a timing")
+        out = "profiler_kernel_gap_behind.json" if args.behind else "profiler_kernel_gap.json"
+        with open(os.path.join(args.out, out), "w") as f:
+            json.dump({**meta, name: rows}, f, indent=1)
+    print(f"\n{meta['device']}, torch {meta['torch']}, {kernels} kernels a timing{' behind a long one' * args.behind}")
     print("| kernel µs (trace) | gap µs (trace) | µs a kernel without | with the profiler | widening µs a kernel |")
     print("|---:|---:|---:|---:|---:|")
     for r in rows:
