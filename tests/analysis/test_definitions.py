@@ -1,4 +1,4 @@
-"""One table defines every figure (``analysis/definitions.py``): the tab's generated
+"""One table defines every figure (``analysis/definitions/``): the tab's generated
 ``definitions.ts``, docs/metrics.md and the README state it with the same words, and the faces take
 their labels from it instead of spelling them again."""
 
