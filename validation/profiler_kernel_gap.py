@@ -36,10 +36,13 @@ from torch.profiler import ProfilerActivity, profile
 SIZES = (2**21 + 2**20, 2**23, 2**24 + 2**23)
 
 
-def timed(x: torch.Tensor, kernels: int) -> float:
-    """µs per kernel of ``kernels`` in-place adds queued back to back, by CUDA events."""
+def timed(x: torch.Tensor, kernels: int, behind_cycles: int = 0) -> float:
+    """µs per kernel of ``kernels`` in-place adds queued back to back, by CUDA events; with
+    ``behind_cycles``, queued behind a ``torch.cuda._sleep`` kernel that long and timed from its end."""
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    if behind_cycles:
+        torch.cuda._sleep(behind_cycles)
     start.record()
     for _ in range(kernels):
         x.add_(1.0)
@@ -48,41 +51,16 @@ def timed(x: torch.Tensor, kernels: int) -> float:
     return start.elapsed_time(end) * 1e3 / kernels
 
 
-def trace_gaps(path: str) -> tuple[float, float]:
-    """The median kernel and the median gap between consecutive kernels (µs) of a chrome trace."""
+def trace_gaps(path: str, last: int = 0) -> tuple[float, float]:
+    """The median kernel and the median gap between consecutive kernels (µs) of a chrome trace, over
+    its ``last`` kernels where given (the long kernel before them left out)."""
     with gzip.open(path, "rt") if path.endswith(".gz") else open(path) as f:
         events = json.load(f)["traceEvents"]
-    ks = sorted((e["ts"], e["dur"]) for e in events if e.get("ph") == "X" and e.get("cat") == "kernel")
+    ks = sorted((e["ts"], e["dur"]) for e in events if e.get("ph") == "X" and e.get("cat") == "kernel")[-last:]
     ts = np.array([k[0] for k in ks])
     dur = np.array([k[1] for k in ks])
     gaps = ts[1:] - (ts[:-1] + dur[:-1])
     return float(np.median(dur)), float(np.median(gaps))
-
-
-def measure(n: int, args: argparse.Namespace, tmp: str) -> dict:
-    x = torch.zeros(n, device="cuda")
-    for _ in range(3):
-        timed(x, 200)
-    plain: list[float] = []
-    profiled: list[float] = []
-    path = os.path.join(tmp, "trace.json")
-    for _ in range(args.repeat):
-        plain.append(timed(x, args.kernels))
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
-            timed(x, 50)  # the profiler's own start-up
-            profiled.append(timed(x, args.kernels))
-        plain.append(timed(x, args.kernels))
-    prof.export_chrome_trace(path)
-    kernel_us, gap_us = trace_gaps(path)
-    widening = [p - statistics.median(plain) for p in profiled]
-    return {
-        "elements": n,
-        "kernel_us_in_trace": kernel_us,
-        "gap_us_in_trace": gap_us,
-        "unprofiled_us_per_kernel": plain,
-        "profiled_us_per_kernel": profiled,
-        "widening_us_per_kernel": widening,
-    }
 
 
 # float32 elements of the short kernels queued behind a long one: about 2, 3 and 6 µs on an H100
@@ -101,50 +79,27 @@ def _cycles_per_us() -> float:
     return 10_000_000 / (start.elapsed_time(end) * 1e3)
 
 
-def timed_behind(x: torch.Tensor, kernels: int, sleep_cycles: int) -> float:
-    """µs per kernel of ``kernels`` short in-place adds, queued behind a long kernel and timed from
-    its end (CUDA events)."""
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda._sleep(sleep_cycles)
-    start.record()
-    for _ in range(kernels):
-        x.add_(1.0)
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1e3 / kernels
-
-
-def short_trace(path: str, kernels: int) -> tuple[float, float]:
-    """The median duration and the median gap (µs) of the short kernels of a chrome trace: the last
-    ``kernels`` kernels (the long one before them left out)."""
-    with gzip.open(path, "rt") if path.endswith(".gz") else open(path) as f:
-        events = json.load(f)["traceEvents"]
-    ks = sorted((e["ts"], e["dur"]) for e in events if e.get("ph") == "X" and e.get("cat") == "kernel")[-kernels:]
-    ts = np.array([k[0] for k in ks])
-    dur = np.array([k[1] for k in ks])
-    return float(np.median(dur)), float(np.median(ts[1:] - (ts[:-1] + dur[:-1])))
-
-
-def measure_behind(n: int, args: argparse.Namespace, tmp: str) -> dict:
+def measure(n: int, kernels: int, behind_cycles: int, args: argparse.Namespace, tmp: str) -> dict:
+    """``kernels`` adds of ``n`` elements timed without and with the profiler, in turn; with
+    ``behind_cycles``, queued behind a sleep kernel that long (``timed``)."""
     x = torch.zeros(n, device="cuda")
-    # long enough for the profiled host to queue every short kernel before it ends (40 µs a launch)
-    cycles = int(_cycles_per_us() * 40 * args.short)
     for _ in range(3):
-        timed_behind(x, args.short, cycles)
+        timed(x, kernels, behind_cycles)
     plain: list[float] = []
     profiled: list[float] = []
-    path = os.path.join(tmp, "behind.json")
+    path = os.path.join(tmp, "trace.json")
     for _ in range(args.repeat):
-        plain.append(timed_behind(x, args.short, cycles))
+        plain.append(timed(x, kernels, behind_cycles))
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
-            profiled.append(timed_behind(x, args.short, cycles))
-        plain.append(timed_behind(x, args.short, cycles))
+            if not behind_cycles:
+                timed(x, 50)  # the profiler's own start-up (a sleep kernel in front covers it)
+            profiled.append(timed(x, kernels, behind_cycles))
+        plain.append(timed(x, kernels, behind_cycles))
     prof.export_chrome_trace(path)
-    kernel_us, gap_us = short_trace(path, args.short)
+    kernel_us, gap_us = trace_gaps(path, kernels if behind_cycles else 0)
     return {
         "elements": n,
-        "queued_behind_sleep_cycles": cycles,
+        "queued_behind_sleep_cycles": behind_cycles,
         "kernel_us_in_trace": kernel_us,
         "gap_us_in_trace": gap_us,
         "unprofiled_us_per_kernel": plain,
@@ -162,12 +117,14 @@ def main() -> None:
     parser.add_argument("--short", type=int, default=500, help="short kernels a timing, with --behind")
     args = parser.parse_args()
     rows = []
-    sizes, run, name = (SHORT_SIZES, measure_behind, "behind") if args.behind else (SIZES, measure, "sizes")
+    sizes, name = (SHORT_SIZES, "behind") if args.behind else (SIZES, "sizes")
+    kernels = args.short if args.behind else args.kernels
+    # long enough for the profiled host to queue every short kernel before it ends (40 µs a launch)
+    cycles = int(_cycles_per_us() * 40 * kernels) if args.behind else 0
     with tempfile.TemporaryDirectory() as tmp:
         for n in sizes:
-            rows.append(run(n, args, tmp))
+            rows.append(measure(n, kernels, cycles, args, tmp))
             print(json.dumps(rows[-1]), flush=True)
-    kernels = args.short if args.behind else args.kernels
     meta = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "kernels": kernels}
     if args.out:
         os.makedirs(args.out, exist_ok=True)
