@@ -20,6 +20,9 @@ from .distributed.blocks import ProcessGroup as ProcessGroup
 from .evidence import Evidence
 from .flops.detail import FlopsDetail
 from .memory.types import Memory
+from .report_ranks import RankRow as RankRow  # re-exported, as Distributed above
+from .report_ranks import RankSummary as RankSummary
+from .report_ranks import Straggler as Straggler
 from .timeline.types import Timeline
 
 # 2: sync_wait_share -> host_sync_blocked_share, breakdown sync_wait/idle -> idle_after_sync/idle_other
@@ -401,45 +404,6 @@ class WorkerReport(msgspec.Struct, kw_only=True):
     # One representative step as lanes of intervals, with the critical path and the findings pinned
     # to their moments (analysis.timeline, docs/timeline.md); None where no step was analysed.
     timeline: Timeline | None = None
-
-
-class RankRow(msgspec.Struct, kw_only=True):
-    worker: str
-    span: str
-    rank: int | None
-    step_time_us: float  # the rank's median step (summary.step_time_us); its shares are time-weighted
-    gpu_busy_share: float
-    idle_share: float
-    exposed_communication_us_per_step: float | None
-    mfu: float | None
-    # From the communication block and the ranks' aligned clocks (diagnosis.distributed;
-    # docs/distributed.md): None on ranks without collectives.
-    communication_us_per_step: float | None = None
-    overlap_ratio: float | None = None
-    bubble_share: float | None = None  # pipeline stages only
-    # What to add to this rank's timestamps to read the reference rank's clock, µs.
-    clock_shift_us: float | None = None
-    # Time inside collectives waiting for a member that started later (clocks aligned), per step.
-    collective_wait_us_per_step: float | None = None
-
-
-class Straggler(msgspec.Struct, kw_only=True):
-    worker: str
-    rank: int | None
-    others_wait_us_per_step: float  # mean exposed communication of the other ranks, minus its own
-    reason: str
-
-
-class RankSummary(msgspec.Struct, kw_only=True):
-    """The ranks of a distributed run side by side, and the one the others wait for
-    (``analysis.run.ranks``)."""
-
-    world_size: int | None
-    ranks: list[RankRow]
-    straggler: Straggler | None = None
-    clock_reference: str | None = None  # the worker whose clock the shifts are relative to
-    clock_residual_us: float | None = None  # median spread of a call's aligned ends across ranks
-    clock_note: str | None = None  # one line: how the clocks were aligned, and by how much
 
 
 class RunReport(msgspec.Struct, kw_only=True):

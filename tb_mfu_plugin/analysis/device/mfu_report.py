@@ -21,7 +21,7 @@ from ..device_view import DeviceRows
 from ..flops import unshaped
 from ..flops.count_once import count_flops
 from ..flops.detail import FlopsDetail, PeakFacts
-from ..flops.per_window import flops_in_windows
+from ..flops.per_window import OpFlops, flops_in_windows
 from ..flops.source import headline, user_flops
 from ..kernels.families import NameClasses
 from ..options import AnalysisOptions
@@ -124,8 +124,7 @@ def mfu_figures(
     choice = peak.peak
     has_shapes = bool(len(of)) and float(wf.flops.sum()) > 0
     head, head_source = headline(options, has_shapes, wf, user, n)
-    unattributed = unattributed_kernel_time(tables, of, launched_in_steps(tables, steps, device))
-    detail = flops_summary(of, cpu_start, cpu_end, unattributed)
+    detail = _detail(tables, steps, device, of, has_shapes)
     detail.headline_source = head_source
     scale = drag if drag is not None and 0 < drag.ratio <= 1 and n > 0 else None
     # HFU, the MFU without recompute and the user's MFU over the same step as the headline's
@@ -133,13 +132,6 @@ def mfu_figures(
     notes: list[str] = []
     if choice.dtype_source == "assumed" and head is not None:
         notes.append(f"MFU peak: {choice.source}")
-    if not has_shapes:
-        # nothing counted is an unknown count, not a count of 0 (a CUDA-graph replay has no ops)
-        detail.source = None
-        detail.flops_per_step = detail.executed_flops_per_step = detail.model_flops_per_step = None
-    why = unshaped.missing_flops_note(tables, np.asarray(steps.start), np.asarray(steps.end), device, has_shapes)
-    if why is not None:
-        detail.notes.append(why)
 
     flops, mfu, rate = _per_step(head, dur, choice.peak_flops)
     summary_flops = float(np.mean(flops)) if head is not None else None
@@ -182,6 +174,22 @@ def mfu_figures(
         notes=notes,
         flags=out_flags,
     )
+
+
+def _detail(tables: TraceTables, steps: Steps, device: int | None, of: OpFlops, has_shapes: bool) -> FlopsDetail:
+    """The FLOPs block of the analysed steps: the counts, the kernel time no counted op launched, and
+    why FLOPs are missing where they are; no count where nothing was counted (a CUDA-graph replay
+    has no ops), an unknown count and never a count of 0."""
+    cpu_start, cpu_end = np.asarray(steps.cpu_start, np.float64), np.asarray(steps.cpu_end, np.float64)
+    unattributed = unattributed_kernel_time(tables, of, launched_in_steps(tables, steps, device))
+    detail = flops_summary(of, cpu_start, cpu_end, unattributed)
+    if not has_shapes:
+        detail.source = None
+        detail.flops_per_step = detail.executed_flops_per_step = detail.model_flops_per_step = None
+    why = unshaped.missing_flops_note(tables, np.asarray(steps.start), np.asarray(steps.end), device, has_shapes)
+    if why is not None:
+        detail.notes.append(why)
+    return detail
 
 
 def _mfu_range(

@@ -1,0 +1,45 @@
+"""The report's block of a distributed run: its ranks side by side and the straggler the others wait
+for (``RunReport.ranks``, built by ``analysis.run.ranks``)."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class RankRow(msgspec.Struct, kw_only=True):
+    worker: str
+    span: str
+    rank: int | None
+    step_time_us: float  # the rank's median step (summary.step_time_us); its shares are time-weighted
+    gpu_busy_share: float
+    idle_share: float
+    exposed_communication_us_per_step: float | None
+    mfu: float | None
+    # From the communication block and the ranks' aligned clocks (diagnosis.distributed;
+    # docs/distributed.md): None on ranks without collectives.
+    communication_us_per_step: float | None = None
+    overlap_ratio: float | None = None
+    bubble_share: float | None = None  # pipeline stages only
+    # What to add to this rank's timestamps to read the reference rank's clock, µs.
+    clock_shift_us: float | None = None
+    # Time inside collectives waiting for a member that started later (clocks aligned), per step.
+    collective_wait_us_per_step: float | None = None
+
+
+class Straggler(msgspec.Struct, kw_only=True):
+    worker: str
+    rank: int | None
+    others_wait_us_per_step: float  # mean exposed communication of the other ranks, minus its own
+    reason: str
+
+
+class RankSummary(msgspec.Struct, kw_only=True):
+    """The ranks of a distributed run side by side, and the one the others wait for
+    (``analysis.run.ranks``)."""
+
+    world_size: int | None
+    ranks: list[RankRow]
+    straggler: Straggler | None = None
+    clock_reference: str | None = None  # the worker whose clock the shifts are relative to
+    clock_residual_us: float | None = None  # median spread of a call's aligned ends across ranks
+    clock_note: str | None = None  # one line: how the clocks were aligned, and by how much
