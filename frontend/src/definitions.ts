@@ -384,7 +384,7 @@ export const DEFINITIONS = {
     better: 'none',
   },
   'critical_path.kernel_matmul_cuda_core': {
-    label: 'CUDA-core matmuls',
+    label: 'CUDA-core matmul kernels',
     definition: 'Critical-path time in matmul/conv kernels on the CUDA cores',
     unit: 'time',
     better: 'none',

@@ -108,3 +108,14 @@ def test_the_tab_takes_the_headline_labels_from_the_table() -> None:
             if (path.name, lab) not in elsewhere and re.search(r"['\"`]" + re.escape(lab) + r"['\"`]", text):
                 found.append(f"{path.name}: {lab!r}")
     assert not found, found
+
+
+def test_two_figures_never_share_a_label() -> None:
+    """Two aggregations get two names: a label names one figure, except where two keys carry the same
+    figure by definition (the GPU idle after syncs share, and the breakdown's part that is it)."""
+    same_figure = {frozenset({"gpu_idle_after_sync_share", "breakdown.idle_after_sync"})}
+    by_label: dict[str, set[str]] = {}
+    for name, d in D.DEFINITIONS.items():
+        by_label.setdefault(d.label, set()).add(name)
+    shared = {label: names for label, names in by_label.items() if len(names) > 1}
+    assert all(frozenset(names) in same_figure for names in shared.values()), shared

@@ -24,7 +24,7 @@ MODEL: dict[str, Definition] = {
         "Matmul kernels", "Critical-path time in tensor-core matmul/conv kernels", "time"
     ),
     "critical_path.kernel_matmul_cuda_core": define(
-        "CUDA-core matmuls", "Critical-path time in matmul/conv kernels on the CUDA cores", "time"
+        "CUDA-core matmul kernels", "Critical-path time in matmul/conv kernels on the CUDA cores", "time"
     ),
     "critical_path.kernel_attention": define(
         "Attention kernels", "Critical-path time in fused attention kernels", "time"
