@@ -106,13 +106,16 @@ def models(held_out: Path | None) -> Iterator[tuple[str, Model, float]]:
         yield label, a.view.critical, truth
 
 
-def _retimed(model: Model, event: Callable[[Graph], float]) -> float:
-    """The model's step without the profiler at ``event`` µs an event."""
+def _retimed(model: Model, event: Callable[[Graph], float], triton: float = PROFILER_TRITON_LAUNCHES) -> float:
+    """The model's step without the profiler at ``event`` µs an event and ``triton`` launch calls more
+    a Triton launch (the module's cost per event and Triton constant, as the model reads them)."""
     setattr(whatif, "profiler_event_us", event)  # noqa: B010
+    whatif.PROFILER_TRITON_LAUNCHES = triton
     try:
         return Model(dataclasses.replace(model.g), len(model.view_pos)).unprofiled_step_us
     finally:
         setattr(whatif, "profiler_event_us", SHIPPED_EVENT)  # noqa: B010
+        whatif.PROFILER_TRITON_LAUNCHES = PROFILER_TRITON_LAUNCHES
 
 
 def _error(model: Model, truth: float, share: float) -> float:
@@ -144,19 +147,11 @@ def errors(held_out: Path | None = None) -> tuple[list[str], list[bool], dict[Ca
     every = (*CANDIDATES, *(("triton", k) for k in TRITON_CANDIDATES))
     out: dict[Candidate, list[float]] = {c: [] for c in every}
     for label, model, truth in models(held_out):
-        view_rows = len(model.view_pos)
         labels.append(label)
         triton.append(bool(model.g.host.triton.sum()))
         for kind, c in every:
-            # the module's cost per event and Triton constant, as the model reads them
-            setattr(whatif, "profiler_event_us", _event_cost(kind, c))  # noqa: B010
-            whatif.PROFILER_TRITON_LAUNCHES = c if kind == "triton" else PROFILER_TRITON_LAUNCHES
-            try:
-                again = Model(dataclasses.replace(model.g), view_rows)
-                out[(kind, c)].append(again.unprofiled_step_us / truth - 1.0)
-            finally:
-                setattr(whatif, "profiler_event_us", SHIPPED_EVENT)  # noqa: B010
-                whatif.PROFILER_TRITON_LAUNCHES = PROFILER_TRITON_LAUNCHES
+            extra = c if kind == "triton" else PROFILER_TRITON_LAUNCHES
+            out[(kind, c)].append(_retimed(model, _event_cost(kind, c), extra) / truth - 1.0)
     return labels, triton, out
 
 
