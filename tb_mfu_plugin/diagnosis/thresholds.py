@@ -61,6 +61,10 @@ class Thresholds:
     # A fused / foreach optimizer does the same math in far fewer, fuller kernels; assume its
     # kernel time is this share of the per-parameter kernels' busy time.
     optimizer_fused_work_ratio: float = 0.5
+    # A fused step's host time per per-parameter kernel it replaces: it still walks the parameters
+    # in Python. Measured on fused AdamW steps (GPT, HF GPT-2) on an H200 and three H100 hosts:
+    # 0.8-1.3 µs.
+    optimizer_fused_host_us_per_kernel: float = 1.0
 
     # --- elementwise chains
     elementwise_min_run: int = 4  # consecutive non-matmul kernels on one stream

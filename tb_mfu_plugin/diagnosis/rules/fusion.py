@@ -130,7 +130,12 @@ def _gpu_span(ctx: Context, launched: np.ndarray) -> float:
     "kernel busy time (what a fused/foreach version is assumed to need), less the idle in it that "
     "host-device syncs cause (sync_point's); the launch gaps inside the span are this finding's, not "
     "launch_bound's",
-    thresholds=("optimizer_min_kernels_per_step", "optimizer_max_multi_tensor_share", "optimizer_fused_work_ratio"),
+    thresholds=(
+        "optimizer_min_kernels_per_step",
+        "optimizer_max_multi_tensor_share",
+        "optimizer_fused_work_ratio",
+        "optimizer_fused_host_us_per_kernel",
+    ),
 )
 def unfused_optimizer(ctx: Context, fired: Fired) -> list[Hit]:
     """Many small per-parameter kernels under ``Optimizer.step``."""
@@ -174,7 +179,7 @@ def unfused_optimizer(ctx: Context, fired: Fired) -> list[Hit]:
         sync_idle_us_per_step=syncs,
     )
     gain = span - th.optimizer_fused_work_ratio * busy - syncs
-    change = fixes.fused_optimizer(ctx, launched, th.optimizer_fused_work_ratio)
+    change = fixes.fused_optimizer(ctx, launched, th.optimizer_fused_work_ratio, th.optimizer_fused_host_us_per_kernel)
     return [Hit(cost_us=span - syncs, gain_us=gain, evidence=evidence, args=args, fix=fix, time=time, change=change)]
 
 
