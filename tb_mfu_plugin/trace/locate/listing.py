@@ -27,7 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ...core.errors import TraceError, TraceNotFound
-from ..archive.reader import Archive, ArchiveMember, archive_at
+from ..archive.by_location import archive_at
+from ..archive.reader import Archive, ArchiveMember
 from ..limits import DEFAULT_LIMITS, Deadline, Limits, cap_error
 from ..remote.bounded import reads_within
 from ..remote.redact import redacting_logger

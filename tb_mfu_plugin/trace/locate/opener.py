@@ -3,7 +3,7 @@ needs to read a file named by a ``Location`` (locations.py): a path, a URL or an
 
 - a local path: ``files.open_regular`` (regular files only, never blocking);
 - a URL: ``remote.open_url``, streamed while the decoder reads, nothing on disk;
-- an archive member: ``archive.open_member_location``, streamed out of the archive.
+- an archive member: ``archive.by_location.open_member_location``, streamed out of the archive.
 
 Every failure is a one-line ``TraceError`` naming the location, except the local
 ``OSError``s that the callers already word (a missing file, no permission).
@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import IO
 
-from ..archive.reader import open_member_location
+from ..archive.by_location import open_member_location
 from ..limits import DEFAULT_LIMITS, Deadline, Limits
 from ..remote.remote import open_url, remote_uncompressed_size
 from .files import open_regular, uncompressed_size

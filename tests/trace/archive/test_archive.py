@@ -22,7 +22,8 @@ from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import to_json
 from tb_mfu_plugin.core.errors import TraceError, TraceNotFound
 from tb_mfu_plugin.running.pipeline import analyze_path
-from tb_mfu_plugin.trace.archive.reader import Archive, open_member_location
+from tb_mfu_plugin.trace.archive.by_location import open_member_location
+from tb_mfu_plugin.trace.archive.reader import Archive
 from tb_mfu_plugin.trace.limits import KiB, Limits, MiB
 from tb_mfu_plugin.trace.locate.listing import discover
 from tb_mfu_plugin.trace.locate.locations import Location
