@@ -10,6 +10,7 @@ otherwise (a fused optimizer's work ratio), each named in the change's words.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -113,22 +114,64 @@ def folded_dispatch(ctx: Context, gone: np.ndarray) -> tuple[HostChange, ...]:
     return (HostChange(start, end, 0.0),) if len(start) else ()
 
 
+def _attention_dims(shapes: str | None) -> tuple[int, int, int, int] | None:
+    """(batch x heads, query length, key length, head dim) from a chain matmul's recorded input
+    dims ``[[..., m, k], [..., k, n]]``: of m, k and n the head dim is the smallest, the two lengths
+    the others (QK^T, PV and the backward's matmuls each have the scores as an operand or output)."""
+    try:
+        a, b = json.loads(shapes) if shapes else (None, None)
+    except (ValueError, TypeError):
+        return None
+    if not (isinstance(a, list) and isinstance(b, list) and len(a) >= 3 and len(a) == len(b)):
+        return None
+    m, k, n = a[-2], a[-1], b[-1]
+    if not all(isinstance(x, int) and x > 0 for x in (*a, n)):
+        return None
+    d, t1, t2 = sorted((m, k, n))
+    return int(np.prod(a[:-2])), t1, t2, d
+
+
+def fused_attention_matmul_factor(ctx: Context) -> tuple[float, str]:
+    """How much faster a chain's matmuls run as one fused kernel: each keeps the share of its roof it
+    ran at, and the fused kernel's roof has no traffic of the B x H x T x T scores (written by QK^T,
+    read by PV, and in the backward each matmul reads or writes one). 1 where the matmuls are not
+    16-bit or no chain's shapes, peak or bandwidth are known: then they run as they ran."""
+    r, flops = ctx.report.roofline, ctx.report.flops
+    dims = [x for c in ctx.attention_chains if (x := _attention_dims(c.shapes)) is not None]
+    sixteen_bit = flops is not None and flops.dtype in ("bf16", "fp16")
+    if not dims or r is None or not r.peak_flops or not r.peak_bandwidth or not sixteen_bit:
+        return 1.0, "its matmul kernels as they ran"
+    batch, tq, tk, head = max(set(dims), key=dims.count)
+    size = 2  # bytes of a 16-bit element
+    compute = 2.0 * batch * tq * tk * head / r.peak_flops  # one matmul's, at the peak
+    operands = batch * (tq + tk) * head * size / r.peak_bandwidth  # its two T x d operands or results
+    scores = batch * tq * tk * size / r.peak_bandwidth
+    factor = max(compute, operands) / max(compute, operands + scores)
+    return factor, (
+        f"its matmul kernels x {factor:.2f} (each at the share of its roof it ran at, on a roof without the "
+        f"traffic of the {batch} x {tq} x {tk} scores)"
+    )
+
+
 def fused_attention(ctx: Context, rows: np.ndarray, matmul: np.ndarray) -> Change:
-    """The attention chains as one fused kernel: the matmuls at the speed they ran, the rest (scale,
-    mask, softmax, dropout, copies of the scores) folded away with the host ops that launched them,
-    and each chain's host time as long as its first matmul op (one op dispatches it all)."""
+    """The attention chains as one fused kernel: the matmuls at the speed a roof without the scores'
+    traffic allows (``fused_attention_matmul_factor``), the rest (scale, mask, softmax, dropout,
+    copies of the scores) folded away with the host ops that launched them, and each chain's host
+    time as long as its first matmul op (one op dispatches it all)."""
     gone = _rows(rows & ~matmul)
+    factor, how = fused_attention_matmul_factor(ctx)
     cpu = ctx.tables.cpu
     chains = [c for c in ctx.attention_chains if c.end > c.start and c.rows]
     lo = np.array([c.start for c in chains])
     hi = np.array([c.end for c in chains])
     first = np.array([float(cpu.dur[c.rows[0]]) for c in chains])
     windows = (HostChange(lo, hi, np.minimum(1.0, first / (hi - lo))),) if chains else ()
+    kept = (OpChange(_rows(rows & matmul), factor),) if factor < 1.0 else ()
     return Change(
-        "each attention chain as one fused op (F.scaled_dot_product_attention): its matmul kernels as they ran, "
+        f"each attention chain as one fused op (F.scaled_dot_product_attention): {how}, "
         "its other kernels folded into them with the host ops that launched only those, and its host time "
         "that of its first matmul op",
-        ops=(OpChange(gone, 0.0, fused=True),),
+        ops=(OpChange(gone, 0.0, fused=True), *kept),
         host=folded_dispatch(ctx, gone) + windows,
     )
 

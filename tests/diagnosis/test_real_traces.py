@@ -353,3 +353,33 @@ def test_the_docs_table_of_sample_findings_is_todays() -> None:
     # every sample the table lists was recorded, and each row names its findings
     for name in gen.SAMPLES:
         assert f"| `{name}` |" in text, name
+
+
+def test_the_fused_attention_runs_its_matmuls_without_the_scores_traffic() -> None:
+    """naive_attention's fix: the chain's matmuls each keep the share of their roof they ran at, on a
+    roof without the B x H x T x T scores they wrote and read. On the H200 sample (B 8, H 16, T 1024,
+    d 64, bf16): a matmul's 2·128·1024²·64 FLOPs take 17.4 µs at the 989.4 TFLOP/s peak, its two
+    T x d operands 7.0 µs at 4.8 TB/s and the scores 55.9 µs more: 17.4 / 62.9 = 0.28."""
+    rep = _sample("gpt_naive_attention")
+    (att,) = _find(rep, "naive_attention")
+    change = att.evidence.whatif.change
+    assert "its matmul kernels x 0.28" in change and "128 x 1024 x 1024 scores" in change, change
+    assert rep.roofline.peak_bandwidth == 4.8e12 and rep.roofline.peak_flops == 989.4e12
+
+
+@pytest.mark.parametrize(
+    ("shapes", "dims"),
+    [
+        ("[[8, 16, 1024, 64], [8, 16, 64, 1024]]", (128, 1024, 1024, 64)),  # QK^T, 4-D
+        ("[[64, 2048, 2048], [64, 2048, 64]]", (64, 2048, 2048, 64)),  # a backward bmm, 3-D
+        ("[[64, 77, 64], [64, 64, 1024]]", (64, 77, 1024, 64)),  # cross-attention lengths
+        ("[[64, 2048], [2048, 64]]", None),  # not batched
+        ("[[8, 16, 1024, 64], [16, 64, 1024]]", None),  # ranks differ
+        ("not json", None),
+        (None, None),
+    ],
+)
+def test_attention_dims(shapes: str | None, dims: tuple[int, int, int, int] | None) -> None:
+    from tb_mfu_plugin.diagnosis.fixes import _attention_dims
+
+    assert _attention_dims(shapes) == dims
