@@ -62,6 +62,8 @@ MATCHING = {
     "dataloader_workers": "dataloader_stall",
     "hf_llama_eager_sdpa": "naive_attention",  # validation/gain_pairs' Hugging Face pairs
     "hf_gpt2_fused_adamw": "unfused_optimizer",
+    "hf_bert_eager_sdpa": "naive_attention",  # validation/h100_host5/gain_pairs_noncausal
+    "hf_vit_eager_sdpa": "naive_attention",
 }
 CONTROLS = {"item_sync_host_bound"}
 CONTROL_SHARE = 0.05  # a control's prediction within 5 % of the step counts as "no gain"

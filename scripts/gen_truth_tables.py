@@ -15,11 +15,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "mfu.md"
-# set -> (its MFU truth runs, its pairs), under validation/
+# set -> (its MFU truth runs, its folders of pairs), under validation/
 SETS = {
     "h200": ("mfu_truth", "gain_pairs"),
     "h100": ("h100/mfu_truth", "h100/gain_pairs"),
     "h100_again": ("h100_again/mfu_truth", "h100_again/gain_pairs"),
+    "h100_host5": ("h100_host5/mfu_truth", "h100_host5/gain_pairs", "h100_host5/gain_pairs_noncausal"),
 }
 
 
@@ -29,8 +30,8 @@ def tables(name: str) -> str:
     sys.path.insert(0, str(ROOT / "validation"))
     import truth_tables
 
-    mfu, gains = (str(ROOT / "validation" / d) for d in SETS[name])
-    return truth_tables.mfu_table(mfu) + "\n\n" + truth_tables.gains_table(gains)
+    mfu, *gains = (str(ROOT / "validation" / d) for d in SETS[name])
+    return "\n\n".join([truth_tables.mfu_table(mfu), *(truth_tables.gains_table(g) for g in gains)])
 
 
 def rendered(text: str) -> str:

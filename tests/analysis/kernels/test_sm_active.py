@@ -17,11 +17,12 @@ from tb_mfu_plugin.analysis.kernels import sm_active as sa
 
 ZOO = Path(__file__).resolve().parents[3] / "validation" / "sm_zoo"
 HELD_OUT = ZOO.parent / "h100" / "sm_zoo"
+HELD_OUT_AGAIN = ZOO.parent / "h100_host5" / "sm_zoo"  # another H100 host, recorded a day later
 # What the trace cannot tell (docs/metrics.md): cub's radix-sort histogram is held back by its
 # atomics, and a 512-block add ran 2.4 µs longer under ncu than in the trace.
 KNOWN_MISSES = {"sort_2e20", "add_f32_2e19"}
 # On the H100 the sort again, and two kernels the H200 read within 0.15: a 2.4 µs 128-block cuDNN layout
-# change (0.20 off) and a 24 µs one-wave bf16 GEMM (0.17 off)
+# change (0.20 off) and a 24 µs one-wave bf16 GEMM (0.17 off); the second H100 host misses the same three
 HELD_OUT_MISSES = {"sort_2e20", "conv3x3_bf16_nchw_32x64x56", "gemm_bf16_256x1024x16384"}
 
 
@@ -45,13 +46,15 @@ def zoo() -> tuple[ModuleType, dict[str, np.ndarray], int]:
     return _zoo(ZOO)
 
 
-@pytest.fixture(scope="module", params=["fitted", "held_out"])
+@pytest.fixture(scope="module", params=["fitted", "held_out", "held_out_again"])
 def each_zoo(request: pytest.FixtureRequest) -> tuple[ModuleType, dict[str, np.ndarray], int]:
-    return _zoo(ZOO if request.param == "fitted" else HELD_OUT)
+    return _zoo({"fitted": ZOO, "held_out": HELD_OUT, "held_out_again": HELD_OUT_AGAIN}[request.param])
 
 
 @pytest.mark.parametrize(
-    "folder, misses, rms", [(ZOO, KNOWN_MISSES, 0.06), (HELD_OUT, HELD_OUT_MISSES, 0.065)], ids=["fitted", "held_out"]
+    "folder, misses, rms",
+    [(ZOO, KNOWN_MISSES, 0.06), (HELD_OUT, HELD_OUT_MISSES, 0.065), (HELD_OUT_AGAIN, HELD_OUT_MISSES, 0.065)],
+    ids=["fitted", "held_out", "held_out_again"],
 )
 def test_every_zoo_kernel_within_015_but_the_few_the_trace_cannot_tell(
     folder: Path, misses: set[str], rms: float
