@@ -31,19 +31,19 @@ export const DEFINITIONS = {
   },
   'step_time_unprofiled_us': {
     label: 'Step without the profiler',
-    definition: 'The mean analysed step re-timed on its critical path without the profiler\'s host cost (half the median launch call an event, 4 more a Triton launch): an estimate, the step the headline MFU is over',
+    definition: 'The mean analysed step re-timed on its critical path without the profiler\'s host cost (0.4 of the median launch call an event, 4 more a Triton launch): an estimate, the step the headline MFU is over',
     unit: 'time',
     better: 'none',
   },
   'mfu_range': {
     label: 'Likely MFU',
-    definition: 'Where the headline MFU likely lies: over the longest and the shortest likely step without the profiler, re-timed with its cost per event at 0.6 and 1.5 times the estimate, the spread the cost showed across recordings (docs/mfu.md, section 6, says how often it held the truth)',
+    definition: 'Where the headline MFU likely lies: over the longest and the shortest likely step without the profiler, re-timed with its cost per event at 0.30 and 0.75 of a launch call, the spread the cost showed across recordings (docs/mfu.md, section 6, says how often it held the truth)',
     unit: 'share',
     better: 'none',
   },
   'step_time_unprofiled_range_us': {
     label: 'Likely step without the profiler',
-    definition: 'The shortest and the longest the step without the profiler likely is: re-timed with the profiler\'s cost per event at 1.5 and 0.6 times the estimate',
+    definition: 'The shortest and the longest the step without the profiler likely is: re-timed with the profiler\'s cost per event at 0.75 and 0.30 of a launch call',
     unit: 'time',
     better: 'none',
   },

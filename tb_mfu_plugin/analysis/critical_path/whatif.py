@@ -31,14 +31,15 @@ GRAPH_GAP_US = 0.26
 # driver call), as a share of the trace's median launch call. The cost is the host's own work, so it
 # scales with how fast that host runs, and the launch call is the trace's own measure of that: the
 # same for-loop AdamW step cost the profiler 2.0 µs an event on one H200 host and 3.5 µs on another,
-# where its launch calls took 5.1 and 7.3 µs. Fitted (issue 33) on the 65 single-GPU traces that have
-# the step time measured without the profiler (validation/mfu_truth, gain_pairs, whatif_pairs and
-# sample_traces; torch 2.11 on H200s): half a launch call an event puts the median step 2.3 % from
-# the truth, 40 of 65 within 5 % and 52 within 10 %, against 2.2 %, 39 and 50 for the best constant
-# (4 µs), whose worst misses were the hosts faster than the fit's average (validation/fit_profiler_drag.py
-# prints the table). The profiler does not slow the GPU's kernels, so a GPU-bound step hides it and a
-# host-bound one shows it (docs/diagnosis.md).
-PROFILER_EVENT_LAUNCHES = 0.5
+# where its launch calls took 5.1 and 7.3 µs. Measured directly, one kind of host work at a time
+# (validation/profiler_event_cost.py): 0.27-0.60 of a launch call, the median over the kinds 0.39 and
+# 0.38 on two H100 hosts. Against the step times measured without the profiler, the share each host's
+# host-bound traces needed has its median at 0.48 (H200s), 0.42, 0.35 and 0.39 (three H100 hosts); at
+# 0.4 the median step is 2.1 %, 2.1 %, 1.1 % and 1.1 % from its truth, and 43 of 65, 22 of 35, 27 of
+# 33 and 29 of 31 within 5 % (validation/fit_profiler_drag.py prints the tables). The profiler does
+# not slow the GPU's kernels, so a GPU-bound step hides it and a host-bound one shows it
+# (docs/diagnosis.md).
+PROFILER_EVENT_LAUNCHES = 0.4
 # where the trace has no launch call to measure the host by: the best constant of the same fit
 PROFILER_EVENT_US = 4.0
 # What each of Inductor's Triton launches costs the profiler on top of that, in launch calls. While the
@@ -54,14 +55,11 @@ PROFILER_TRITON_LAUNCHES = 4.0
 # How far the profiler's true cost on one recording strays from that estimate: the same .item() step,
 # recorded twice minutes apart on an H100, needed 0.12 and 0.31 of a launch call an event to meet its
 # truth, and nothing in the two traces (their launch calls, the gaps between their ops) told them
-# apart. So the estimate comes with a range. On the traces whose step under the profiler is over 10 %
-# longer than their truth (31 on H200s, 16 on the held-out H100), the share that meets the truth
-# (where one does: 23 and 10) has its 10th percentile at 0.29 of a launch call and its 90th at 0.74 on
-# the H200s, 0.28 and 0.75 on the H100: the estimate x 0.6 and x 1.5. Re-timed at both ends, the range
-# holds the truth or comes within 2 % of it on 22 of the 31 and 9 of the 16 (7 of 10 on a second H100
-# host, validation/h100_again), and on 24 of the 27 MFU truth runs of the three
-# (validation/fit_profiler_drag.py). The headline MFU carries it (Summary.mfu_range).
-PROFILER_COST_RANGE = (0.6, 1.5)
+# apart. So the estimate comes with a range: from 0.30 to 0.75 of a launch call, the 10th and 90th
+# percentiles of the share the host-bound traces needed (0.29 and 0.74 on the H200s, 0.28 and 0.75 on
+# the first H100 host), as multiples of the estimate. The headline MFU carries it (Summary.mfu_range);
+# validation/fit_profiler_drag.py prints how often it held the truth.
+PROFILER_COST_RANGE = (0.30 / PROFILER_EVENT_LAUNCHES, 0.75 / PROFILER_EVENT_LAUNCHES)
 
 
 def profiler_event_us(g: Graph) -> float:

@@ -23,21 +23,21 @@ FIGURES: dict[str, Definition] = {
     ),
     "step_time_unprofiled_us": define(
         "Step without the profiler",
-        "The mean analysed step re-timed on its critical path without the profiler's host cost (half the median "
+        "The mean analysed step re-timed on its critical path without the profiler's host cost (0.4 of the median "
         "launch call an event, 4 more a Triton launch): an estimate, the step the headline MFU is over",
         "time",
     ),
     "mfu_range": define(
         "Likely MFU",
         "Where the headline MFU likely lies: over the longest and the shortest likely step without the "
-        "profiler, re-timed with its cost per event at 0.6 and 1.5 times the estimate, the spread the cost "
+        "profiler, re-timed with its cost per event at 0.30 and 0.75 of a launch call, the spread the cost "
         "showed across recordings (docs/mfu.md, section 6, says how often it held the truth)",
         "share",
     ),
     "step_time_unprofiled_range_us": define(
         "Likely step without the profiler",
         "The shortest and the longest the step without the profiler likely is: re-timed with the profiler's "
-        "cost per event at 1.5 and 0.6 times the estimate",
+        "cost per event at 0.75 and 0.30 of a launch call",
         "time",
     ),
     "mfu_median_step": define(

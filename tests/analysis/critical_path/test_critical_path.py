@@ -166,12 +166,12 @@ def test_triton_launches_cost_the_profiler_more_than_an_event(tmp_path: Path) ->
 def test_the_step_without_the_profiler_comes_with_its_likely_range(tmp_path: Path) -> None:
     """The estimate's range is the step re-timed with the profiler's cost at each end of
     ``PROFILER_COST_RANGE``: on a host-bound step of five ops, each an op and a 6 µs launch call
-    (3 µs an event), the host gives back 30 µs at the estimate, 18 and 45 at the ends."""
+    (2.4 µs an event, 0.4 of the launch call), the host gives back 24 µs at the estimate, and at the
+    ends 0.30 and 0.75 of the launch call an event: 18 and 45 µs."""
     from tb_mfu_plugin.analysis.critical_path import whatif
 
     m = _model(_host_bound_step("aten::add_"), tmp_path)
-    lo, hi = whatif.PROFILER_COST_RANGE
-    assert whatif.profiler_us(m.g).sum() == pytest.approx(30.0)
-    assert m.unprofiled_step_us == pytest.approx(m.step_us - 30.0)
+    assert whatif.profiler_us(m.g).sum() == pytest.approx(24.0)
+    assert m.unprofiled_step_us == pytest.approx(m.step_us - 24.0)
     short, long = m.unprofiled_step_range_us
-    assert short == pytest.approx(m.step_us - 30.0 * hi) and long == pytest.approx(m.step_us - 30.0 * lo)
+    assert short == pytest.approx(m.step_us - 45.0) and long == pytest.approx(m.step_us - 18.0)
