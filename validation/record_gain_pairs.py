@@ -10,7 +10,6 @@ this machine, plus pairs on third-party model code (Hugging Face transformers bu
 
 from __future__ import annotations
 
-import copy
 import os
 import sys
 
@@ -35,11 +34,7 @@ def hf_llama_eager_sdpa(args, dev, fixed: bool) -> Variant:
     model = LlamaForCausalLM(cfg).to(dev).train()
     opt = tm._opt(model, dev)
     pool = tm._tokens(t["vocab"], t["batch"], t["seq"], dev)
-    flop_step = None
-    if fixed:
-        twin = copy.deepcopy(model)
-        tm._set_attn(twin, "eager")
-        flop_step = tm._hf_step(twin, None, pool, dev)
+    flop_step = tm.eager_twin_step(model, pool, dev) if fixed else None
     impl = "sdpa" if fixed else "eager"
     return Variant(
         tm._hf_step(model, opt, pool, dev),
@@ -82,78 +77,31 @@ def hf_gpt2_fused_adamw(args, dev, fixed: bool) -> Variant:
 def hf_bert_eager_sdpa(args, dev, fixed: bool) -> Variant:
     """HF BERT, attn_implementation 'eager' -> 'sdpa': attention without a causal mask (every token sees
     every other), dropout 0.1, seq 512."""
-    from transformers import BertConfig, BertForMaskedLM
-
     impl = "sdpa" if fixed else "eager"
-    t = tm.TINY if args.tiny else {"n_layers": 4, "d": 768, "heads": 12, "seq": 512, "batch": 16, "vocab": 30522}
-    cfg = BertConfig(
-        num_hidden_layers=t["n_layers"],
-        hidden_size=t["d"],
-        num_attention_heads=t["heads"],
-        intermediate_size=4 * t["d"],
-        vocab_size=t["vocab"],
-        max_position_embeddings=max(512, t["seq"]),
-        attn_implementation=impl,
-    )
-    torch.manual_seed(0)
-    model = BertForMaskedLM(cfg).to(dev).train()
-    opt = tm._opt(model, dev)
+    model, t = tm.bert(args, dev, impl)
     pool = tm._tokens(t["vocab"], t["batch"], t["seq"], dev)
-    flop_step = None
-    if fixed:
-        twin = copy.deepcopy(model)
-        tm._set_attn(twin, "eager")
-        flop_step = tm._hf_step(twin, None, pool, dev)
     return Variant(
-        tm._hf_step(model, opt, pool, dev),
+        tm._hf_step(model, tm._opt(model, dev), pool, dev),
         f"Hugging Face BertForMaskedLM ({t['n_layers']} layers, hidden {t['d']}, {t['heads']} heads), seq "
         f"{t['seq']} batch {t['batch']}, bf16 autocast, AdamW(fused=True); attn_implementation='{impl}'",
         {},
-        flop_step=flop_step,
+        flop_step=tm.eager_twin_step(model, pool, dev) if fixed else None,
         model=tm._info(model, attn_implementation=impl, **t),
     )
 
 
 def hf_vit_eager_sdpa(args, dev, fixed: bool) -> Variant:
     """HF ViT, attn_implementation 'eager' -> 'sdpa': a short sequence (197 tokens), no mask."""
-    from transformers import ViTConfig, ViTForImageClassification
-
     impl = "sdpa" if fixed else "eager"
-    t = (
-        {"n_layers": 2, "d": 64, "heads": 4, "image": 32, "patch": 8, "batch": 2, "labels": 10}
-        if args.tiny
-        else {"n_layers": 4, "d": 768, "heads": 12, "image": 224, "patch": 16, "batch": 64, "labels": 1000}
-    )
-    cfg = ViTConfig(
-        num_hidden_layers=t["n_layers"],
-        hidden_size=t["d"],
-        num_attention_heads=t["heads"],
-        intermediate_size=4 * t["d"],
-        image_size=t["image"],
-        patch_size=t["patch"],
-        num_labels=t["labels"],
-        attn_implementation=impl,
-    )
-    torch.manual_seed(0)
-    model = ViTForImageClassification(cfg).to(dev).train()
-    opt = tm._opt(model, dev)
-    g = torch.Generator().manual_seed(1)
-    pool = [torch.randn(t["batch"], 3, t["image"], t["image"], generator=g) for _ in range(2)]
-    labels = torch.randint(0, t["labels"], (t["batch"],), generator=g).to(dev)
-    if dev.type == "cuda":
-        pool = [p.pin_memory() for p in pool]
-    flop_step = None
-    if fixed:
-        twin = copy.deepcopy(model)
-        tm._set_attn(twin, "eager")
-        flop_step = tm._hf_step(twin, None, pool, dev, key="pixel_values", labels_fn=lambda i, d: labels)
+    model, pool, labels, t = tm.vit(args, dev, impl)
+    kw = {"key": "pixel_values", "labels_fn": lambda i, d: labels}
     return Variant(
-        tm._hf_step(model, opt, pool, dev, key="pixel_values", labels_fn=lambda i, d: labels),
+        tm._hf_step(model, tm._opt(model, dev), pool, dev, **kw),
         f"Hugging Face ViTForImageClassification ({t['n_layers']} layers, hidden {t['d']}, {t['heads']} heads, "
         f"image {t['image']}, patch {t['patch']}), batch {t['batch']}, bf16 autocast, AdamW(fused=True); "
         f"attn_implementation='{impl}'",
         {},
-        flop_step=flop_step,
+        flop_step=tm.eager_twin_step(model, pool, dev, **kw) if fixed else None,
         model=tm._info(model, attn_implementation=impl, **t),
     )
 

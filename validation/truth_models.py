@@ -56,6 +56,14 @@ def _set_attn(model, impl: str) -> None:
         model.config._attn_implementation = impl
 
 
+def eager_twin_step(model, pool, dev, **step_kw):
+    """The step FlopCounterMode counts for a model whose attention it cannot count: an eager-attention
+    deep copy (the same math, written out), without an optimizer."""
+    twin = copy.deepcopy(model)
+    _set_attn(twin, "eager")
+    return _hf_step(twin, None, pool, dev, **step_kw)
+
+
 # --------------------------------------------------------------------------- Hugging Face models
 
 
@@ -81,7 +89,8 @@ def hf_gpt2(args, dev) -> Variant:
     )
 
 
-def hf_bert_eager(args, dev) -> Variant:
+def bert(args, dev, impl: str):
+    """HF BertForMaskedLM from a config, with attention ``impl``, and its shape."""
     from transformers import BertConfig, BertForMaskedLM
 
     t = TINY if args.tiny else {"n_layers": 4, "d": 768, "heads": 12, "seq": 512, "batch": 16, "vocab": 30522}
@@ -92,10 +101,14 @@ def hf_bert_eager(args, dev) -> Variant:
         intermediate_size=4 * t["d"],
         vocab_size=t["vocab"],
         max_position_embeddings=max(512, t["seq"]),
-        attn_implementation="eager",
+        attn_implementation=impl,
     )
     torch.manual_seed(0)
-    model = BertForMaskedLM(cfg).to(dev).train()
+    return BertForMaskedLM(cfg).to(dev).train(), t
+
+
+def hf_bert_eager(args, dev) -> Variant:
+    model, t = bert(args, dev, "eager")
     opt = _opt(model, dev)
     pool = _tokens(t["vocab"], t["batch"], t["seq"], dev)
     return Variant(
@@ -108,7 +121,9 @@ def hf_bert_eager(args, dev) -> Variant:
     )
 
 
-def hf_vit(args, dev) -> Variant:
+def vit(args, dev, impl: str | None = None):
+    """HF ViTForImageClassification from a config (attention ``impl``, transformers' default when
+    None), its pinned image pool, its labels and its shape."""
     from transformers import ViTConfig, ViTForImageClassification
 
     t = (
@@ -124,15 +139,21 @@ def hf_vit(args, dev) -> Variant:
         image_size=t["image"],
         patch_size=t["patch"],
         num_labels=t["labels"],
+        **({"attn_implementation": impl} if impl is not None else {}),
     )
     torch.manual_seed(0)
     model = ViTForImageClassification(cfg).to(dev).train()
-    opt = _opt(model, dev)
     g = torch.Generator().manual_seed(1)
     pool = [torch.randn(t["batch"], 3, t["image"], t["image"], generator=g) for _ in range(2)]
     labels = torch.randint(0, t["labels"], (t["batch"],), generator=g).to(dev)
     if dev.type == "cuda":
         pool = [p.pin_memory() for p in pool]
+    return model, pool, labels, t
+
+
+def hf_vit(args, dev) -> Variant:
+    model, pool, labels, t = vit(args, dev)
+    opt = _opt(model, dev)
     return Variant(
         _hf_step(model, opt, pool, dev, key="pixel_values", labels_fn=lambda i, d: labels),
         f"Hugging Face ViTForImageClassification from ViTConfig({t['n_layers']} layers, hidden {t['d']}, "
@@ -186,9 +207,7 @@ def hf_llama(args, dev, impl: str) -> Variant:
     step = _hf_step(model, opt, pool, dev)
     flop_step, notes, extra = None, [], {}
     if impl != "eager":
-        twin = copy.deepcopy(model)
-        _set_attn(twin, "eager")
-        flop_step = _hf_step(twin, None, pool, dev)
+        flop_step = eager_twin_step(model, pool, dev)
         notes.append(
             "FLOPs from FlopCounterMode on an eager-attention deep copy (repeat_kv, then matmul/softmax/matmul: "
             "the same math). FlopCounterMode in torch 2.11 rejects scaled_dot_product_attention with GQA shapes; "
