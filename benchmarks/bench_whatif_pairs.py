@@ -190,7 +190,7 @@ class Verdict:
 def verdict(found: list[Row]) -> Verdict:
     errors = [abs(r.error) for r in found if r.error is not None]
     med = statistics.median(errors)
-    worst = max(abs(r.error) for r in found if r.error is not None and r.steady)
+    worst = max((abs(r.error) for r in found if r.error is not None and r.steady), default=0.0)
     return Verdict(med, worst, all(r.sign_right for r in found), med <= MEDIAN_BOUND, worst <= EVERY_BOUND)
 
 

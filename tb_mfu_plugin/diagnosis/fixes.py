@@ -10,7 +10,6 @@ otherwise (a fused optimizer's work ratio), each named in the change's words.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -20,6 +19,7 @@ from ..analysis.critical_path import classes as cpc
 from ..analysis.critical_path.dispatch import dispatch_windows
 from ..analysis.critical_path.whatif import GRAPH_GAP_US, Change, HostChange, OpChange
 from ..analysis.device import peaks
+from ..analysis.flops.attention_chains import matmul_dims
 from ..analysis.fmt import us
 from ..analysis.memory.checkpoint import regions as recompute_regions
 from ..analysis.time import copies as cp
@@ -118,16 +118,13 @@ def _attention_dims(shapes: str | None) -> tuple[int, int, int, int] | None:
     """(batch x heads, query length, key length, head dim) from a chain matmul's recorded input
     dims ``[[..., m, k], [..., k, n]]``: of m, k and n the head dim is the smallest, the two lengths
     the others (QK^T, PV and the backward's matmuls each have the scores as an operand or output)."""
-    try:
-        a, b = json.loads(shapes) if shapes else (None, None)
-    except (ValueError, TypeError):
+    dims = matmul_dims(shapes)
+    if dims is None or len(dims) < 2:
         return None
-    if not (isinstance(a, list) and isinstance(b, list) and len(a) >= 3 and len(a) == len(b)):
+    a, b = dims[0], dims[1]
+    if not (len(a) >= 3 and len(a) == len(b) and all(x > 0 for x in (*a, *b))):
         return None
-    m, k, n = a[-2], a[-1], b[-1]
-    if not all(isinstance(x, int) and x > 0 for x in (*a, n)):
-        return None
-    d, t1, t2 = sorted((m, k, n))
+    d, t1, t2 = sorted((a[-2], a[-1], b[-1]))
     return int(np.prod(a[:-2])), t1, t2, d
 
 

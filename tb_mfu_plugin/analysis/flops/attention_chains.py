@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
+import msgspec
 import numpy as np
 
 from ...trace.tables import OP, TraceTables
@@ -49,6 +50,21 @@ class AttentionChain:
     backward: bool  # the softmax is ``_softmax_backward_data``
     shapes: str | None  # recorded input dims of the first matmul, when kept
     four_d: bool | None  # both inputs of a recorded aten::matmul are 4-D (None: not recorded)
+
+    @property
+    def input_dims(self) -> list[list[int]] | None:
+        """The first matmul's recorded input dims (one list of ints per input), None when unrecorded or
+        of another form."""
+        return matmul_dims(self.shapes)
+
+
+def matmul_dims(shapes: str | None) -> list[list[int]] | None:
+    """Recorded ``Input Dims`` as written in ``AttentionChain.shapes``: one list of ints per input,
+    None when unrecorded or of another form."""
+    try:
+        return msgspec.json.decode(shapes, type=list[list[int]]) if shapes else None
+    except msgspec.DecodeError:  # (a ValidationError too)
+        return None
 
 
 @dataclass

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import msgspec
 import numpy as np
 
 from ...analysis.evidence.kernels import NaiveAttentionEvidence, UnfusedElementwiseEvidence, UnfusedOptimizerEvidence
@@ -68,7 +67,7 @@ def naive_attention(ctx: Context) -> list[Hit]:
         backward_per_step=len(bwd) / ctx.n,
         ops=list(example.ops),
         backward_ops=list(bwd[0].ops) if bwd else None,
-        matmul_input_dims=_dims(example.shapes),
+        matmul_input_dims=example.input_dims,
         four_d=all(four) if four else None,
         gpu_us_per_step=cost,
         matmul_us_per_step=cost - gain,
@@ -78,15 +77,6 @@ def naive_attention(ctx: Context) -> list[Hit]:
     args = {"fwd": len(fwd) / ctx.n, "bwd": len(bwd) / ctx.n}
     change = fixes.fused_attention(ctx, rows, ctx.is_kernel & ctx.mm_code[g.name])
     return [Hit(cost_us=cost, gain_us=gain, evidence=evidence, args=args, time=rows_time(ctx, rows), change=change)]
-
-
-def _dims(shapes: str | None) -> list[list[int]] | None:
-    """A matmul's recorded Input Dims (one list of ints per input), None when unrecorded or of
-    another form."""
-    try:
-        return msgspec.json.decode(shapes, type=list[list[int]]) if shapes else None
-    except msgspec.DecodeError:  # (a ValidationError too)
-        return None
 
 
 # Optimizers that torch.optim offers with fused=True; the others have foreach at best.
