@@ -50,6 +50,11 @@ DEFAULT_SYNC_LATENCY_US = 5.0
 # What Inductor names the host op of each Triton kernel it launches while the profiler runs (the
 # record function its launcher opens then, and only then: torch/_inductor/runtime/triton_heuristics.py)
 TRITON_LAUNCH_PREFIX = "triton_"
+# What Lightning's PyTorchProfiler names the record functions it opens from Python: one around each hook
+# and step function it profiles (``[pl][profile]…``) and one around each submodule's forward
+# (``[pl][module]…``, from the forward hooks it registers on every module). A run without the profiler
+# has neither the record functions nor the hooks (lightning/pytorch/profilers/pytorch.py).
+LIGHTNING_RECORD_PREFIX = "[pl]"
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,10 @@ class HostChain:
     # int64: of those, Inductor's Triton launches (``TRITON_LAUNCH_PREFIX``), whose record function
     # exists only under the profiler and costs it more than an event (whatif.PROFILER_TRITON_LAUNCHES)
     triton: np.ndarray
+    # int64: Lightning's profiler's record functions (``LIGHTNING_RECORD_PREFIX``) that start in each
+    # segment: annotations, so not among ``events``, whose Python exists only under Lightning's profiler
+    # (whatif.PROFILER_LIGHTNING_LAUNCHES)
+    lightning: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -177,7 +186,13 @@ def build(tables: TraceTables, dev: Device, steps: Steps, n_steps: int) -> Graph
     _scale_sync_segments(w, syncs, t)
     return Graph(
         HostChain(
-            t, w, seg_cls, paint(len(t) - 1, calls.p0, calls.p1), _events(cpu, t), _events(cpu, t, _triton(tables))
+            t,
+            w,
+            seg_cls,
+            paint(len(t) - 1, calls.p0, calls.p1),
+            _events(cpu, t),
+            _events(cpu, t, _triton(tables)),
+            _events(cpu, t, _lightning(tables)),
         ),
         calls,
         syncs,
@@ -206,6 +221,17 @@ def _triton(tables: TraceTables) -> np.ndarray:
     cpu = tables.cpu
     named = name_lookup(tables.names, lambda n: n.startswith(TRITON_LAUNCH_PREFIX), tables.cpu_name_codes((OP,)))
     out: np.ndarray = (cpu.kind == OP) & named[cpu.name]
+    return out
+
+
+def _lightning(tables: TraceTables) -> np.ndarray:
+    """The cpu rows of the record functions Lightning's PyTorchProfiler opens: annotations named
+    ``[pl]…``."""
+    cpu = tables.cpu
+    named = name_lookup(
+        tables.names, lambda n: n.startswith(LIGHTNING_RECORD_PREFIX), tables.cpu_name_codes((ANNOTATION,))
+    )
+    out: np.ndarray = (cpu.kind == ANNOTATION) & named[cpu.name]
     return out
 
 

@@ -163,6 +163,44 @@ def test_triton_launches_cost_the_profiler_more_than_an_event(tmp_path: Path) ->
     assert 0 < compiled.unprofiled_step_us < eager.unprofiled_step_us < eager.step_us == compiled.step_us
 
 
+def test_lightning_profilers_record_functions_cost_the_host(tmp_path: Path) -> None:
+    """Lightning's PyTorchProfiler opens a ``[pl]…`` record function around each module's forward (from
+    hooks it registers) and each step function: Python that a run without the profiler does not run. Each
+    costs ``PROFILER_LIGHTNING_LAUNCHES`` launch calls; a user's own annotation costs nothing."""
+    from tb_mfu_plugin.analysis.critical_path import whatif
+
+    plain, hooked = _host_bound_step("aten::add_"), _host_bound_step("aten::add_")
+    for i in range(5):
+        plain.annotation("my_block", 9.0 + 20 * i, 10.0)
+        hooked.annotation("[pl][module]torch.nn.modules.linear.Linear: model.fc", 9.0 + 20 * i, 10.0)
+    mine, pl = _model(plain, tmp_path / "plain"), _model(hooked, tmp_path / "pl")
+    assert mine.g.host.lightning.sum() == 0 and pl.g.host.lightning.sum() == 5
+    assert mine.g.host.events.sum() == pl.g.host.events.sum() == 10  # annotations are not events
+    extra = whatif.profiler_us(pl.g).sum() - whatif.profiler_us(mine.g).sum()
+    assert extra == pytest.approx(5 * whatif.PROFILER_LIGHTNING_LAUNCHES * 6.0)
+    assert 0 < pl.unprofiled_step_us < mine.unprofiled_step_us < mine.step_us == pl.step_us
+
+
+LIGHTNING = ROOT / "validation" / "mfu_truth" / "lightning_llama_bf16"
+
+
+@pytest.mark.skipif(not LIGHTNING.exists(), reason="the Lightning truth run is not in this checkout")
+def test_a_lightning_trace_counts_its_profilers_record_functions() -> None:
+    """The recorded Lightning run (HF Llama, 4 layers): 57 hooked module forwards and 31 step functions a
+    step, each a ``[pl]`` record function; the GPU's copies of them (``gpu_user_annotation``) are not the
+    host's."""
+    from tb_mfu_plugin.analysis.options import AnalysisOptions
+    from tb_mfu_plugin.analysis.per_device import analyze_device
+    from tb_mfu_plugin.trace.decode.decode import decode_trace
+
+    tables = decode_trace(str(next(LIGHTNING.glob("*.pt.trace.json.gz"))))
+    view = analyze_device(tables, 0, AnalysisOptions()).view
+    assert view is not None and view.critical is not None
+    g = view.critical.g
+    assert g.host.lightning.sum() == pytest.approx(88 * g.steps, abs=g.steps)
+    assert g.host.triton.sum() == 0
+
+
 def test_the_step_without_the_profiler_comes_with_its_likely_range(tmp_path: Path) -> None:
     """The estimate's range is the step re-timed with the profiler's cost at each end of
     ``PROFILER_COST_RANGE``: on a host-bound step of five ops, each an op and a 6 µs launch call

@@ -5,8 +5,8 @@ against FlopCounterMode's count on the same model with eager attention.
 The trace records the cuDNN attention ops with K and V at 4 heads. Counted with the query's 16 heads,
 the model FLOPs equal the eager count exactly. The headline count (FlopCounterMode's convention for
 fused attention) adds the backward's recomputed Q·Kᵀ, 0.5× the forward attention, and says so. That
-is the whole of the +3 % over the eager count, and torch ≥ 2.12's FlopCounterMode counts the same on
-the SDPA model itself (torch 2.11's rejects GQA shapes)."""
+is the whole of the +3 % over the eager count, and torch 2.13's FlopCounterMode counts the same on
+the SDPA model itself (validation/flops_as_run.py; torch 2.11's, on the GPU machine, rejects GQA shapes)."""
 
 from __future__ import annotations
 
@@ -60,3 +60,16 @@ def test_the_eager_path_is_exact() -> None:
     w, truth, _ = _run("hf_llama_eager")
     assert w.flops is not None and w.flops.flops_per_step == truth["flops_per_step"]
     assert w.flops.attention_recompute_flops_per_step == 0
+
+
+def test_flop_counter_on_the_model_as_it_ran_counts_the_same() -> None:
+    """validation/flops_as_run.json: FlopCounterMode (torch 2.13) on the recorded configuration, SDPA as the
+    cuDNN attention op the trace shows, meta tensors. The trace's count is within 1e-6 of it."""
+    w, truth, _ = _run("hf_llama_sdpa_gqa")
+    path = TRUTH.parent / "flops_as_run.json"
+    if not path.is_file():
+        pytest.skip("validation/flops_as_run.json not written")
+    (entry,) = [c for c in json.loads(path.read_text())["configs"].values() if "hf_llama_sdpa_gqa" in c["runs"]]
+    assert entry["model"]["n_params"] == truth["model"]["n_params"] and entry["model"]["kv"] == truth["model"]["kv"]
+    assert any("cudnn_attention_backward" in op for op in entry["flops_by_op"])
+    assert w.flops is not None and w.flops.flops_per_step == pytest.approx(entry["flops_per_step"], rel=1e-6)
