@@ -31,7 +31,7 @@ export const DEFINITIONS = {
   },
   'step_time_unprofiled_us': {
     label: 'Step without the profiler',
-    definition: 'The mean analysed step re-timed on its critical path without the profiler\'s host cost (0.4 of the median launch call an event, 4 more a Triton launch): an estimate, the step the headline MFU is over',
+    definition: 'The mean analysed step re-timed on its critical path without the profiler\'s host cost (0.4 of the median launch call an event, 4 more a Triton launch, 4 each record function Lightning\'s profiler opens): an estimate, the step the headline MFU is over',
     unit: 'time',
     better: 'none',
   },

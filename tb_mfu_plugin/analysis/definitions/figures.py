@@ -24,7 +24,8 @@ FIGURES: dict[str, Definition] = {
     "step_time_unprofiled_us": define(
         "Step without the profiler",
         "The mean analysed step re-timed on its critical path without the profiler's host cost (0.4 of the median "
-        "launch call an event, 4 more a Triton launch): an estimate, the step the headline MFU is over",
+        "launch call an event, 4 more a Triton launch, 4 each record function Lightning's profiler opens): an "
+        "estimate, the step the headline MFU is over",
         "time",
     ),
     "mfu_range": define(
