@@ -21,6 +21,7 @@ SETS = {
     "h100": ("h100/mfu_truth", "h100/gain_pairs"),
     "h100_again": ("h100_again/mfu_truth", "h100_again/gain_pairs"),
     "h100_host5": ("h100_host5/mfu_truth", "h100_host5/gain_pairs", "h100_host5/gain_pairs_noncausal"),
+    "h100_host6": ("h100_host6/mfu_truth", "h100_host6/gain_pairs", "h100_host6/gain_pairs_noncausal"),
 }
 
 
@@ -29,8 +30,9 @@ def tables(name: str) -> str:
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "validation"))
     import truth_tables
+    from packed import unpacked  # a host's traces may be kept as its traces.tar.xz
 
-    mfu, *gains = (str(ROOT / "validation" / d) for d in SETS[name])
+    mfu, *gains = (unpacked(str(ROOT / "validation" / d)) for d in SETS[name])
     return "\n\n".join([truth_tables.mfu_table(mfu), *(truth_tables.gains_table(g) for g in gains)])
 
 

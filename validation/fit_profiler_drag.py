@@ -33,6 +33,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from packed import unpacked  # noqa: E402  (a held-out host keeps its traces in traces.tar.xz)
+
 from tb_mfu_plugin.analysis.critical_path import whatif  # noqa: E402
 from tb_mfu_plugin.analysis.critical_path.graph import Graph  # noqa: E402
 from tb_mfu_plugin.analysis.critical_path.whatif import (  # noqa: E402
@@ -63,7 +65,8 @@ def cases(root: Path = ROOT / "validation", samples: bool = True) -> Iterator[tu
     ``ground_truth.json`` one level under ``root`` (mfu_truth's runs, the pairs' two sides), and the
     samples' when ``samples``."""
     for path in sorted(root.glob("*/ground_truth.json")):
-        gt, src = json.loads(path.read_text()), path.parent
+        # the traces: in the tree, or unpacked from the host's traces.tar.xz (validation/packed.py)
+        gt, src = json.loads(path.read_text()), Path(unpacked(str(path.parent)))
         for name, r in gt.get("runs", {}).items():
             yield f"{src.name}/{name}", src / name, r["step_time_unprofiled"]["median_us"]
         for name, p in gt.get("pairs", {}).items():

@@ -141,7 +141,7 @@ def lightning_line(folder: str, g: dict) -> str:
     return (
         f"Lightning (`{g['name']}`){basis}: "
         + "; ".join(out)
-        + f"; our headline MFU on its trace {_pct(s.get('mfu'))}."
+        + f"; our headline MFU on its trace {_pct(s.get('mfu'))} (likely {_span(s.get('mfu_range'))})."
     )
 
 
@@ -159,7 +159,8 @@ def gain_range(before: dict, after: dict) -> tuple[float, float]:
 
 
 def spread(side: dict) -> float:
-    """p90 / p10 of one side's unprofiled steps: over STEADY_SPREAD, its truth is unsteady (bench_whatif_pairs)."""
+    """p90 / p10 of one side's unprofiled steps, every timing's together: over STEADY_SPREAD, its truth is
+    unsteady (bench_whatif_pairs)."""
     st = side["step_time_unprofiled"]
     return float(st["p90_us"] / st["p10_us"])
 
@@ -210,8 +211,9 @@ def gains_table(folder: str = os.path.join(HERE, "gain_pairs")) -> str:
             f"pairs; median |error| {statistics.median(a):.0%}; "
             f"within 25 % or inside the range its repeated timings gave on {inside} of {len(a)}."
             + (
-                f" Of the {len(steady)} pairs whose truth is steady (³), {sum(1 for e in steady if e <= 0.25)} are "
-                f"within 25 %" + (f", median |error| {statistics.median(steady):.0%}." if steady else ".")
+                f" Of the {len(steady)} {'pair' if len(steady) == 1 else 'pairs'} whose truth is steady (³), "
+                f"{sum(1 for e in steady if e <= 0.25)} within 25 %"
+                + (f", median |error| {statistics.median(steady):.0%}." if steady else ".")
                 if len(steady) < len(a)
                 else ""
             ),
@@ -222,8 +224,8 @@ def gains_table(folder: str = os.path.join(HERE, "gain_pairs")) -> str:
         ]
         if len(steady) < len(a):
             lines.append(
-                f"³ unsteady truth: a side's unprofiled steps spread over {STEADY_SPREAD:g}× (p90 / p10) within one "
-                "timing, as `benchmarks/bench_whatif_pairs.py` marks them."
+                f"³ unsteady truth: a side's unprofiled steps, every timing's together, spread over {STEADY_SPREAD:g}× "
+                "(p90 / p10), as `benchmarks/bench_whatif_pairs.py` marks them."
             )
     return "\n".join(lines)
 
