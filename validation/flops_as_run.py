@@ -84,20 +84,11 @@ def sdpa_as_cudnn():
 
 def llama_step_flops(m: dict) -> dict:
     """One training step (forward with the model's own loss, backward) of the recorded Llama, counted."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
+    from truth_models import llama_config
 
-    cfg = LlamaConfig(
-        hidden_size=m["d"],
-        intermediate_size=m["ffn"],
-        num_hidden_layers=m["n_layers"],
-        num_attention_heads=m["heads"],
-        num_key_value_heads=m["kv"],
-        vocab_size=m["vocab"],
-        max_position_embeddings=m["seq"],
-        attn_implementation="sdpa",
-    )
     with torch.device("meta"):
-        model = LlamaForCausalLM(cfg).train()
+        model = LlamaForCausalLM(llama_config(m, "sdpa")).train()
     n_params = sum(p.numel() for p in model.parameters())
     if n_params != m["n_params"]:
         raise SystemExit(f"rebuilt Llama has {n_params} parameters, the recorded one {m['n_params']}")

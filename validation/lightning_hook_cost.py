@@ -55,19 +55,12 @@ def lightning_register(src_dir: str | None):
 
 
 def model(dev: torch.device):
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
+    from truth_models import llama_config
 
     # the recorded run's depth and heads (validation/mfu_truth/lightning_ground_truth.json), narrow
-    cfg = LlamaConfig(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=4,
-        num_attention_heads=16,
-        num_key_value_heads=4,
-        vocab_size=256,
-        max_position_embeddings=64,
-        attn_implementation="sdpa",
-    )
+    t = {"d": 64, "ffn": 128, "n_layers": 4, "heads": 16, "kv": 4, "vocab": 256, "seq": 64}
+    cfg = llama_config(t, "sdpa")
     torch.manual_seed(0)
     return LlamaForCausalLM(cfg).to(dev).train()
 

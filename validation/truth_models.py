@@ -166,15 +166,21 @@ def hf_vit(args, dev) -> Variant:
 
 
 def _llama_cfg(args, impl: str):
-    from transformers import LlamaConfig
-
     t = (
         dict(TINY)
         if args.tiny
         else {"n_layers": 4, "d": 1024, "heads": 16, "kv": 4, "seq": 2048, "batch": 4, "vocab": 32000}
     )
     t["ffn"] = 2 * t["d"] if args.tiny else 2816
-    cfg = LlamaConfig(
+    return llama_config(t, impl), t
+
+
+def llama_config(t: dict, impl: str):
+    """The LlamaConfig of a recorded run's model dict (``d``, ``ffn``, ``n_layers``, ``heads``, ``kv``,
+    ``vocab``, ``seq``): the recorders build from it, and validation/flops_as_run.py rebuilds from it."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
         hidden_size=t["d"],
         intermediate_size=t["ffn"],
         num_hidden_layers=t["n_layers"],
@@ -184,7 +190,6 @@ def _llama_cfg(args, impl: str):
         max_position_embeddings=t["seq"],
         attn_implementation=impl,
     )
-    return cfg, t
 
 
 def flop_probe(step, dev) -> dict:

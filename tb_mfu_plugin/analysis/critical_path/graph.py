@@ -191,8 +191,8 @@ def build(tables: TraceTables, dev: Device, steps: Steps, n_steps: int) -> Graph
             seg_cls,
             paint(len(t) - 1, calls.p0, calls.p1),
             _events(cpu, t),
-            _events(cpu, t, _triton(tables)),
-            _events(cpu, t, _lightning(tables)),
+            _events(cpu, t, _named(tables, OP, TRITON_LAUNCH_PREFIX)),
+            _events(cpu, t, _named(tables, ANNOTATION, LIGHTNING_RECORD_PREFIX)),
         ),
         calls,
         syncs,
@@ -215,23 +215,13 @@ def _events(cpu: CpuTable, t: np.ndarray, only: np.ndarray | None = None) -> np.
     return np.bincount(k, minlength=len(t) - 1)[: len(t) - 1].astype(np.int64)
 
 
-def _triton(tables: TraceTables) -> np.ndarray:
-    """The cpu rows of Inductor's Triton launches: ops named ``triton_<kind>_...`` (every kernel
-    Inductor generates, pointwise, reduction, persistent or template, is named so)."""
+def _named(tables: TraceTables, kind: int, prefix: str) -> np.ndarray:
+    """The cpu rows of ``kind`` whose names start with ``prefix``: Inductor's Triton launches (ops named
+    ``triton_<kind>_...``, as every kernel Inductor generates is) and Lightning's record functions
+    (annotations named ``[pl]…``)."""
     cpu = tables.cpu
-    named = name_lookup(tables.names, lambda n: n.startswith(TRITON_LAUNCH_PREFIX), tables.cpu_name_codes((OP,)))
-    out: np.ndarray = (cpu.kind == OP) & named[cpu.name]
-    return out
-
-
-def _lightning(tables: TraceTables) -> np.ndarray:
-    """The cpu rows of the record functions Lightning's PyTorchProfiler opens: annotations named
-    ``[pl]…``."""
-    cpu = tables.cpu
-    named = name_lookup(
-        tables.names, lambda n: n.startswith(LIGHTNING_RECORD_PREFIX), tables.cpu_name_codes((ANNOTATION,))
-    )
-    out: np.ndarray = (cpu.kind == ANNOTATION) & named[cpu.name]
+    named = name_lookup(tables.names, lambda n: n.startswith(prefix), tables.cpu_name_codes((kind,)))
+    out: np.ndarray = (cpu.kind == kind) & named[cpu.name]
     return out
 
 
