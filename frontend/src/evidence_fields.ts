@@ -156,6 +156,8 @@ export const EVIDENCE_FIELDS: Record<Finding['evidence']['rule'], readonly Evide
     { key: 'matmul_us_per_step', label: 'Matmul / step', kind: 'value', unit: 'time' },
     { key: 'non_matmul_us_per_step', label: 'Non matmul / step', kind: 'value', unit: 'time' },
     { key: 'kernels', label: 'Kernels', kind: 'rows', fields: KERNEL_ROW },
+    { key: 'mask_syncs_per_step', label: 'Mask syncs / step', kind: 'value', unit: 'count' },
+    { key: 'mask_sync_idle_us_per_step', label: 'Mask sync idle / step', kind: 'value', unit: 'time' },
     ...TAIL,
   ],
   unfused_optimizer: [

@@ -544,6 +544,8 @@ export interface NaiveAttentionEvidence {
   matmul_us_per_step: number;
   non_matmul_us_per_step: number;
   kernels: KernelRow[];
+  mask_syncs_per_step: number;
+  mask_sync_idle_us_per_step: number;
   cost_us_per_step: number;
   cost_share: number;
   cost_above_step_us_per_step?: number;

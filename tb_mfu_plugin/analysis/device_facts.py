@@ -21,6 +21,7 @@ from ..core.distinct import distinct, distinct_counts
 from ..trace.tables import KERNEL, MEMCPY, MEMSET, OP, TraceTables
 from .device_view import DeviceView
 from .flops.attention_chains import AttentionChain, attention_chains
+from .flops.attention_mask import mask_syncs
 from .kernels import families as kernel_families
 from .kernels import name_patterns
 from .time import aggregate, copies, graphs, intervals, syncs, windows
@@ -204,6 +205,32 @@ class DeviceFacts:
             np.array([c.end for c in chains]),
         )
         return self.launched_in(w) & self.in_step
+
+    @cached_property
+    def fused_attention_present(self) -> bool:
+        """A fused attention kernel runs, or a fused attention op is called, in the steps: the chains
+        found are then not the model's attention (or not all of it)."""
+        g = self.view.gpu
+        fused = name_patterns.fused_attention_kernel_mask(self.names, self.tables.gpu_name_codes)
+        if (fused[g.name] & self.is_kernel & self.in_step).any():
+            return True
+        cpu = self.tables.cpu
+        codes = [i for i, n in enumerate(self.names) if n in name_patterns.FUSED_ATTENTION_OPS]
+        if not codes:
+            return False
+        rows = np.flatnonzero((cpu.kind == OP) & np.isin(cpu.name, codes))
+        return bool(self.host_in_steps(cpu.ts[rows]).any())
+
+    @cached_property
+    def attention_mask_syncs(self) -> np.ndarray:
+        """The cpu rows of the syncs in the build of the hand-written attention's additive mask
+        (``flops.attention_mask``): a fused attention builds none, so its fix takes them away."""
+        chains = self.attention_chains
+        if not chains or self.fused_attention_present:
+            return np.empty(0, np.int64)
+        ev = self.sync_events
+        ops = [root if root is not None else op for op, root in zip(ev.op, ev.root, strict=True)]
+        return mask_syncs(self.tables, chains, ev.rows, ops, lambda r: self.copy_direction(r) == "H2D")
 
     @cached_property
     def optimizer_launched(self) -> np.ndarray:

@@ -19,7 +19,7 @@ from ..analysis.critical_path import classes as cpc
 from ..analysis.critical_path.dispatch import dispatch_windows
 from ..analysis.critical_path.whatif import GRAPH_GAP_US, Change, HostChange, OpChange
 from ..analysis.device import peaks
-from ..analysis.flops.attention_chains import matmul_dims
+from ..analysis.flops.attention_chains import attention_dims
 from ..analysis.fmt import us
 from ..analysis.memory.checkpoint import regions as recompute_regions
 from ..analysis.time import copies as cp
@@ -114,27 +114,13 @@ def folded_dispatch(ctx: Context, gone: np.ndarray) -> tuple[HostChange, ...]:
     return (HostChange(start, end, 0.0),) if len(start) else ()
 
 
-def _attention_dims(shapes: str | None) -> tuple[int, int, int, int] | None:
-    """(batch x heads, query length, key length, head dim) from a chain matmul's recorded input
-    dims ``[[..., m, k], [..., k, n]]``: of m, k and n the head dim is the smallest, the two lengths
-    the others (QK^T, PV and the backward's matmuls each have the scores as an operand or output)."""
-    dims = matmul_dims(shapes)
-    if dims is None or len(dims) < 2:
-        return None
-    a, b = dims[0], dims[1]
-    if not (len(a) >= 3 and len(a) == len(b) and all(x > 0 for x in (*a, *b))):
-        return None
-    d, t1, t2 = sorted((a[-2], a[-1], b[-1]))
-    return int(np.prod(a[:-2])), t1, t2, d
-
-
 def fused_attention_matmul_factor(ctx: Context) -> tuple[float, str]:
     """How much faster a chain's matmuls run as one fused kernel: each keeps the share of its roof it
     ran at, and the fused kernel's roof has no traffic of the B x H x T x T scores (written by QK^T,
     read by PV, and in the backward each matmul reads or writes one). 1 where the matmuls are not
     16-bit or no chain's shapes, peak or bandwidth are known: then they run as they ran."""
     r, flops = ctx.report.roofline, ctx.report.flops
-    dims = [x for c in ctx.attention_chains if (x := _attention_dims(c.shapes)) is not None]
+    dims = [x for c in ctx.attention_chains if (x := attention_dims(c.shapes)) is not None]
     sixteen_bit = flops is not None and flops.dtype in ("bf16", "fp16")
     if not dims or r is None or not r.peak_flops or not r.peak_bandwidth or not sixteen_bit:
         return 1.0, "its matmul kernels as they ran"
@@ -164,12 +150,20 @@ def fused_attention(ctx: Context, rows: np.ndarray, matmul: np.ndarray) -> Chang
     first = np.array([float(cpu.dur[c.rows[0]]) for c in chains])
     windows = (HostChange(lo, hi, np.minimum(1.0, first / (hi - lo))),) if chains else ()
     kept = (OpChange(_rows(rows & matmul), factor),) if factor < 1.0 else ()
+    syncs = ctx.attention_mask_syncs
+    mask = (
+        f", and the {len(syncs) / max(ctx.n, 1):g} blocking copy a step that builds its additive mask gone "
+        "(SDPA's causal path builds none)"
+        if len(syncs)
+        else ""
+    )
     return Change(
         f"each attention chain as one fused op (F.scaled_dot_product_attention): {how}, "
         "its other kernels folded into them with the host ops that launched only those, and its host time "
-        "that of its first matmul op",
+        f"that of its first matmul op{mask}",
         ops=(OpChange(gone, 0.0, fused=True), *kept),
         host=folded_dispatch(ctx, gone) + windows,
+        syncs=syncs,
     )
 
 

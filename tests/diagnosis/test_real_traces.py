@@ -380,6 +380,6 @@ def test_the_fused_attention_runs_its_matmuls_without_the_scores_traffic() -> No
     ],
 )
 def test_attention_dims(shapes: str | None, dims: tuple[int, int, int, int] | None) -> None:
-    from tb_mfu_plugin.diagnosis.fixes import _attention_dims
+    from tb_mfu_plugin.analysis.flops.attention_chains import attention_dims
 
-    assert _attention_dims(shapes) == dims
+    assert attention_dims(shapes) == dims

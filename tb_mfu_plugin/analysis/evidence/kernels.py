@@ -24,6 +24,10 @@ class NaiveAttentionEvidence(FindingEvidence, tag="naive_attention"):
     matmul_us_per_step: Time
     non_matmul_us_per_step: Time
     kernels: list[KernelRow]
+    # the blocking copies that build the chains' additive mask (transformers' eager mask): SDPA builds
+    # none, so they are this finding's, not sync_point's (analysis.flops.attention_mask)
+    mask_syncs_per_step: Count = 0.0
+    mask_sync_idle_us_per_step: Time = 0.0
 
 
 class UnfusedOptimizerEvidence(FindingEvidence, tag="unfused_optimizer"):

@@ -67,6 +67,20 @@ def matmul_dims(shapes: str | None) -> list[list[int]] | None:
         return None
 
 
+def attention_dims(shapes: str | None) -> tuple[int, int, int, int] | None:
+    """(batch x heads, query length, key length, head dim) from a chain matmul's recorded input
+    dims ``[[..., m, k], [..., k, n]]``: of m, k and n the head dim is the smallest, the two lengths
+    the others (QK^T, PV and the backward's matmuls each have the scores as an operand or output)."""
+    dims = matmul_dims(shapes)
+    if dims is None or len(dims) < 2:
+        return None
+    a, b = dims[0], dims[1]
+    if not (len(a) >= 3 and len(a) == len(b) and all(x > 0 for x in (*a, *b))):
+        return None
+    d, t1, t2 = sorted((a[-2], a[-1], b[-1]))
+    return int(np.prod(a[:-2])), t1, t2, d
+
+
 @dataclass
 class _Node:
     row: int

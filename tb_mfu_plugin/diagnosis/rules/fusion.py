@@ -10,26 +10,12 @@ from ...analysis.flops.unshaped import compiled_regions
 from ...analysis.kernels import name_patterns as nm
 from ...analysis.time import patterns as pt
 from ...analysis.time import windows
-from ...trace.tables import OP
 from .. import fixes
 from ..context import Context
-from ..cost_time import TimeSet, claimed_by, rows_time
-from ..registry import Fired, Hit, rule
+from ..cost_time import TimeSet, claimed_by, gap_time, rows_time
+from ..registry import GAP_THRESHOLDS, Fired, Hit, rule
 from .evidence import top_kernels
 from .syncs import sync_point
-
-
-def _fused_attention_present(ctx: Context) -> bool:
-    g = ctx.view.gpu
-    fused = nm.fused_attention_kernel_mask(ctx.names, ctx.tables.gpu_name_codes)
-    if (fused[g.name] & ctx.is_kernel & ctx.in_step).any():
-        return True
-    cpu = ctx.tables.cpu
-    codes = [i for i, n in enumerate(ctx.names) if n in nm.FUSED_ATTENTION_OPS]
-    if not codes:
-        return False
-    rows = np.flatnonzero((cpu.kind == OP) & np.isin(cpu.name, codes))
-    return bool(ctx.host_in_steps(cpu.ts[rows]).any())
 
 
 @rule(
@@ -42,15 +28,16 @@ def _fused_attention_present(ctx: Context) -> bool:
         "B x H x T x T scores."
     ),
     note="gain: the non-matmul time of the chains (scale, mask, softmax, dropout, copies of the "
-    "scores), which a fused kernel avoids; the matmuls are assumed to cost the same",
-    thresholds=("attention_max_launches_between",),
+    "scores), which a fused kernel avoids, and the GPU idle after the blocking copy that builds their "
+    "mask, where one does (SDPA's causal path builds no mask); the matmuls are assumed to cost the same",
+    thresholds=("attention_max_launches_between", *GAP_THRESHOLDS),
 )
 def naive_attention(ctx: Context) -> list[Hit]:
     """matmul -> softmax -> (dropout) -> matmul on batched operands, and no fused attention kernel.
     The gain is the non-matmul GPU time of the chains (scale, mask, softmax, dropout and copies over
     the B x H x T x T scores), which a fused kernel does not spend; the matmul FLOPs remain."""
     chains = ctx.attention_chains
-    if not chains or _fused_attention_present(ctx):
+    if not chains or ctx.fused_attention_present:
         return []
     g = ctx.view.gpu
     rows = ctx.attention_rows
@@ -61,6 +48,10 @@ def naive_attention(ctx: Context) -> list[Hit]:
     bwd = [c for c in chains if c.backward]
     four = [c.four_d for c in chains if c.four_d is not None]
     example = fwd[0] if fwd else chains[0]
+    # the GPU idle after the syncs that build the mask (sync_point's measure, these syncs being this finding's)
+    mask = ctx.attention_mask_syncs
+    by_row = ctx.gaps.sync_us_by_row
+    mask_idle = sum(by_row.get(int(r), 0.0) for r in mask.tolist()) / ctx.n
     evidence = NaiveAttentionEvidence(
         chains_per_step=len(chains) / ctx.n,
         forward_per_step=len(fwd) / ctx.n,
@@ -73,10 +64,16 @@ def naive_attention(ctx: Context) -> list[Hit]:
         matmul_us_per_step=cost - gain,
         non_matmul_us_per_step=gain,
         kernels=top_kernels(ctx, rows & (ctx.is_kernel | ctx.is_memcpy)),
+        mask_syncs_per_step=len(mask) / ctx.n,
+        mask_sync_idle_us_per_step=mask_idle,
     )
     args = {"fwd": len(fwd) / ctx.n, "bwd": len(bwd) / ctx.n}
     change = fixes.fused_attention(ctx, rows, ctx.is_kernel & ctx.mm_code[g.name])
-    return [Hit(cost_us=cost, gain_us=gain, evidence=evidence, args=args, time=rows_time(ctx, rows), change=change)]
+    time = rows_time(ctx, rows)
+    if len(mask):
+        time = time.union(gap_time(ctx, sync_rows=set(mask.tolist())))
+    cost, gain = cost + mask_idle, gain + mask_idle
+    return [Hit(cost_us=cost, gain_us=gain, evidence=evidence, args=args, time=time, change=change)]
 
 
 # Optimizers that torch.optim offers with fused=True; the others have foreach at best.

@@ -39,12 +39,16 @@ def _path(*names: str | None) -> str:
 
 def _by_cause(ctx: Context) -> list[tuple[str, dict[str, Any]]]:
     """The syncs grouped by cause (subject): count, host time blocked, GPU idle recovered and the
-    call paths, largest idle first."""
+    call paths, largest idle first. The syncs that build a hand-written attention's mask are
+    ``naive_attention``'s: its fix takes them away, so they are one cause with it."""
     ev, causes, gaps = ctx.sync_events, ctx.sync_causes, ctx.gaps
     cpu = ctx.tables.cpu
     row_pos = {int(r): i for i, r in enumerate(ev.rows.tolist())}
+    attention = set(ctx.attention_mask_syncs.tolist())
     by: dict[str, dict[str, Any]] = {}
     for i, c in enumerate(causes):
+        if int(ev.rows[i]) in attention:
+            continue
         d = by.setdefault(
             c.subject, {"count": 0, "blocked": 0.0, "idle": 0.0, "calls": defaultdict(int), "cause": c, "rows": set()}
         )
@@ -53,7 +57,8 @@ def _by_cause(ctx: Context) -> list[tuple[str, dict[str, Any]]]:
         d["blocked"] += float(cpu.dur[ev.rows[i]])
         d["calls"][_path(c.root_op, c.op, c.api)] += 1
     for r, us in gaps.sync_us_by_row.items():
-        by[causes[row_pos[r]].subject]["idle"] += us
+        if r not in attention:
+            by[causes[row_pos[r]].subject]["idle"] += us
     return sorted(by.items(), key=lambda kv: (-kv[1]["idle"], -kv[1]["count"]))
 
 
@@ -88,7 +93,8 @@ def _by_cause(ctx: Context) -> list[tuple[str, dict[str, Any]]]:
     },
     note="gain: per sync, min(GPU idle gap it returned in, host time blocked in it): a GPU-bound "
     "loop keeps the GPU fed, a host-bound one launches that much earlier",
-    thresholds=("sync_min_per_step", "sync_max_findings", *GAP_THRESHOLDS),
+    # the attention chains' launch gap: the syncs that build their mask are naive_attention's
+    thresholds=("sync_min_per_step", "sync_max_findings", "attention_max_launches_between", *GAP_THRESHOLDS),
 )
 def sync_point(ctx: Context) -> list[Hit]:
     """Host-device syncs inside steps, one finding per cause. A sync drains the GPU queue; its cost is
