@@ -68,7 +68,8 @@ def test_the_eager_llama_mask_sync_is_found_once_a_step() -> None:
 def test_a_where_of_another_shape_claims_no_sync() -> None:
     """The mask is recognised by the scores' lengths: chains of other lengths claim nothing."""
     facts = _facts(PAIR / "before")
-    other = [dataclasses.replace(c, shapes=json.dumps([[128, 512, 64], [128, 64, 512]])) for c in facts.attention_chains]
+    shapes = json.dumps([[128, 512, 64], [128, 64, 512]])
+    other = [dataclasses.replace(c, shapes=shapes) for c in facts.attention_chains]
     ev = facts.sync_events
     ops = [root if root is not None else op for op, root in zip(ev.op, ev.root, strict=True)]
     assert len(mask_syncs(facts.tables, facts.attention_chains, ev.rows, ops, lambda r: True)) == 3
