@@ -28,6 +28,7 @@ from .time import aggregate, copies, graphs, intervals, syncs, windows
 from .time import patterns as pt
 from .time.idle_gaps import Gaps, GapThresholds, HostActivity, idle_gaps
 from .time.steps import Steps
+from .time.thread_ops import ThreadOps
 
 
 def _first_type(types: bytes | None) -> str | None:
@@ -230,7 +231,20 @@ class DeviceFacts:
             return np.empty(0, np.int64)
         ev = self.sync_events
         ops = [root if root is not None else op for op, root in zip(ev.op, ev.root, strict=True)]
-        return mask_syncs(self.tables, chains, ev.rows, ops, lambda r: self.copy_direction(r) == "H2D")
+
+        def h2d(row: int) -> bool:
+            return self.copy_direction(row) == "H2D"
+
+        return mask_syncs(self.tables, chains, ev.rows, ops, h2d, self.thread_ops)
+
+    @cached_property
+    def thread_ops(self) -> ThreadOps:
+        return ThreadOps(self.tables)
+
+    def from_host_value(self, copy_op: int | None) -> bool:
+        """The copy op is ``torch.tensor(value, device=...)``'s: the constructor copies the value it
+        built on the host, then runs ``aten::lift_fresh`` (torch/csrc/utils/tensor_new.cpp)."""
+        return copy_op is not None and self.thread_ops.next_named(copy_op, 1, "aten::lift_fresh") is not None
 
     @cached_property
     def optimizer_launched(self) -> np.ndarray:

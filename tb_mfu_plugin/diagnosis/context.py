@@ -66,6 +66,9 @@ class Context(DeviceFacts, ReportFacts):
             api = names[cpu.name[r]]
             op_name = names[cpu.name[op]] if op is not None else None
             root_name = names[cpu.name[root]] if root is not None else None
-            direction = self.copy_direction(root if root is not None else op)
-            out.append(SyncCause(sync_subject(api, op_name, root_name, direction), api, op_name, root_name, direction))
+            copy_op = root if root is not None else op
+            direction = self.copy_direction(copy_op)
+            built = direction == "H2D" and self.from_host_value(copy_op)
+            subject = sync_subject(api, op_name, root_name, direction, built)
+            out.append(SyncCause(subject, api, op_name, root_name, direction))
         return out

@@ -53,7 +53,13 @@ _DATA_DEPENDENT = (
 _COPY_OPS = ("aten::to", "aten::_to_copy", "aten::copy_", "aten::cpu", "aten::cuda", "aten::contiguous", "aten::clone")
 
 
-def sync_subject(api: str, op: str | None, root: str | None, direction: str | None) -> str:
+# A blocking copy of a value the constructor built on the host (``DeviceFacts.from_host_value``)
+FROM_HOST_VALUE = "torch.tensor(value, device=...) (a blocking host-to-device copy of a host value)"
+
+
+def sync_subject(
+    api: str, op: str | None, root: str | None, direction: str | None, from_host_value: bool = False
+) -> str:
     """The user-facing call behind a sync, from the API and the ops around it."""
     if op is None and root is None:
         if api in _EXPLICIT:
@@ -69,6 +75,8 @@ def sync_subject(api: str, op: str | None, root: str | None, direction: str | No
     if name in _DATA_DEPENDENT:
         return f"{name} (data-dependent output shape)"
     if name in _COPY_OPS or (op in _COPY_OPS):
+        if direction == "H2D" and from_host_value:
+            return FROM_HOST_VALUE
         if direction == "H2D":
             return f"blocking host-to-device copy ({name}: tensor.to(device) / .cuda() without non_blocking=True)"
         if direction == "D2H":

@@ -22,6 +22,7 @@ from tb_mfu_plugin.analysis.per_device import analyze_device
 from tb_mfu_plugin.analysis.report import WorkerReport
 from tb_mfu_plugin.analysis.time.idle_gaps import GapThresholds
 from tb_mfu_plugin.diagnosis import DEFAULT
+from tb_mfu_plugin.diagnosis.sync_subjects import FROM_HOST_VALUE, sync_subject
 from tb_mfu_plugin.running.pipeline import _keep_inputs, analyze_path
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 
@@ -72,9 +73,9 @@ def test_a_where_of_another_shape_claims_no_sync() -> None:
     other = [dataclasses.replace(c, shapes=shapes) for c in facts.attention_chains]
     ev = facts.sync_events
     ops = [root if root is not None else op for op, root in zip(ev.op, ev.root, strict=True)]
-    assert len(mask_syncs(facts.tables, facts.attention_chains, ev.rows, ops, lambda r: True)) == 3
-    assert len(mask_syncs(facts.tables, other, ev.rows, ops, lambda r: True)) == 0
-    assert len(mask_syncs(facts.tables, facts.attention_chains, ev.rows, ops, lambda r: False)) == 0
+    assert len(mask_syncs(facts.tables, facts.attention_chains, ev.rows, ops, lambda r: True, facts.thread_ops)) == 3
+    assert len(mask_syncs(facts.tables, other, ev.rows, ops, lambda r: True, facts.thread_ops)) == 0
+    assert len(mask_syncs(facts.tables, facts.attention_chains, ev.rows, ops, lambda r: False, facts.thread_ops)) == 0
 
 
 def test_the_sync_is_the_attentions_finding_and_its_fix_takes_it_away() -> None:
@@ -105,3 +106,18 @@ def test_a_mask_built_on_the_gpu_has_no_sync_to_claim() -> None:
 def test_the_after_has_no_chain_and_no_mask_sync() -> None:
     facts = _facts(PAIR / "after")
     assert not facts.attention_chains and not len(facts.attention_mask_syncs)
+
+
+def test_a_copy_of_a_host_value_is_named_for_the_constructor() -> None:
+    """``torch.tensor(value, device=...)`` (the copy, then ``aten::lift_fresh``) is told apart from a
+    tensor's ``.to(device)``: its fix is to create the value on the GPU, not to pin memory."""
+    facts = _facts(PAIR / "before")
+    ev = facts.sync_events
+    copies = [root if root is not None else op for op, root in zip(ev.op, ev.root, strict=True)]
+    assert copies and all(facts.from_host_value(c) for c in copies)
+    loop = _facts(SAMPLES / "pageable_copy_loop")
+    ev = loop.sync_events
+    copies = [root if root is not None else op for op, root in zip(ev.op, ev.root, strict=True)]
+    assert copies and not any(loop.from_host_value(c) for c in copies)
+    assert sync_subject("cudaStreamSynchronize", "aten::copy_", "aten::to", "H2D", True) == FROM_HOST_VALUE
+    assert "non_blocking" in sync_subject("cudaStreamSynchronize", "aten::copy_", "aten::to", "H2D", False)

@@ -20,7 +20,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ...trace.tables import OP, TraceTables
+from ...trace.tables import TraceTables
+from ..time.thread_ops import ThreadOps
 from .attention_chains import AttentionChain, attention_dims, matmul_dims
 
 # The ops a ``torch.tensor(value, device=...)`` runs after its copy (``aten::lift_fresh``, then
@@ -34,31 +35,20 @@ def mask_syncs(
     sync_rows: np.ndarray,
     copy_ops: Sequence[int | None],
     is_h2d: Callable[[int], bool],
+    thread_ops: ThreadOps,
 ) -> np.ndarray:
     """The cpu rows of the syncs (``sync_rows``, each under the op ``copy_ops[i]``) that build the
     chains' additive mask: a host-to-device copy followed on its thread, at most ``MAX_OPS_BETWEEN``
     ops later, by an ``aten::where`` whose first input ends in the chains' two lengths."""
     lengths = {(x[1], x[2]) for c in chains if (x := attention_dims(c.shapes)) is not None}
-    cpu, names = tables.cpu, tables.names
-    if not lengths or not len(sync_rows) or "aten::where" not in names:
+    if not lengths:
         return np.empty(0, np.int64)
-    where = names.index("aten::where")
-    ops = np.flatnonzero(cpu.kind == OP)
-    threads: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}  # a thread's ops by time, and their starts
     out = []
     for r, op in zip(sync_rows.tolist(), copy_ops, strict=True):
         if op is None or not is_h2d(op):
             continue
-        key = (int(cpu.pid[r]), int(cpu.tid[r]))
-        if key not in threads:
-            mine = ops[(cpu.pid[ops] == key[0]) & (cpu.tid[ops] == key[1])]
-            mine = mine[np.argsort(cpu.ts[mine], kind="stable")]
-            threads[key] = (mine, cpu.ts[mine])
-        mine, starts = threads[key]
-        at = int(np.searchsorted(starts, cpu.end[op], side="left"))
-        later = mine[at : at + MAX_OPS_BETWEEN + 1]
-        hit = later[cpu.name[later] == where]
-        if len(hit) and _mask_shaped(tables, int(hit[0]), lengths):
+        where = thread_ops.next_named(op, MAX_OPS_BETWEEN + 1, "aten::where")
+        if where is not None and _mask_shaped(tables, where, lengths):
             out.append(r)
     return np.asarray(out, np.int64)
 

@@ -10,6 +10,7 @@ from .. import fixes
 from ..context import Context
 from ..cost_time import gap_time
 from ..registry import GAP_THRESHOLDS, Hit, rule
+from ..sync_subjects import FROM_HOST_VALUE
 
 _TITLE = "Host-device sync: {subject}, {count:g}x per step "
 
@@ -18,6 +19,8 @@ def _fix_for(subject: str) -> str:
     """Which fix text fits the user-facing call behind the sync (``sync_subjects.sync_subject``)."""
     if subject.startswith(("torch.cuda.", "a synchronous")):
         return "explicit"
+    if subject == FROM_HOST_VALUE:
+        return "host_value"
     if "host-to-device" in subject:
         return "h2d"
     if "device-to-host" in subject:
@@ -76,6 +79,12 @@ def _by_cause(ctx: Context) -> list[tuple[str, dict[str, Any]]]:
         "h2d": (
             "Copy from pinned memory without blocking: `DataLoader(..., pin_memory=True)` (or `t.pin_memory()` "
             "once for reused host buffers) and `t.to(device, non_blocking=True)`."
+        ),
+        "host_value": (
+            "Create the value on the GPU instead of copying it there each step: `torch.full((), value, "
+            "device=...)` or `torch.zeros((), device=...)`, a Python number where the op takes one "
+            "(`torch.where(mask, 0.0, x)`), or one tensor made before the loop. (Hugging Face transformers "
+            "5.17's eager attention mask does this each forward; `attn_implementation='sdpa'` builds no mask.)"
         ),
         "d2h": (
             "Do not read results back every step: log every N steps, or copy into a pinned buffer with "
