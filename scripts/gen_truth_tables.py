@@ -23,6 +23,7 @@ SETS = {
     "h100_host5": ("h100_host5/mfu_truth", "h100_host5/gain_pairs", "h100_host5/gain_pairs_noncausal"),
     "h100_host6": ("h100_host6/mfu_truth", "h100_host6/gain_pairs", "h100_host6/gain_pairs_noncausal"),
     "h100_host7": ("h100_host7/mfu_truth", "h100_host7/gain_pairs"),
+    "h100_host8": ("h100_host8/mfu_truth", "h100_host8/gain_pairs"),
 }
 
 

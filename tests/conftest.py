@@ -31,6 +31,13 @@ def load_module(path: Path) -> ModuleType:
     return module
 
 
+def validation_folder(*parts: str) -> Path:
+    """A folder of recorded truth under validation/ with its traces: itself, or its copy unpacked from
+    its host's traces.tar.xz (validation/packed.py), where the tree keeps them packed."""
+    packed = load_module(ROOT / "validation" / "packed.py")
+    return Path(packed.unpacked(str(ROOT.joinpath("validation", *parts))))
+
+
 def fixture_path(*parts: str) -> Path:
     """A third-party fixture from ../shared; the test is skipped when it is absent."""
     p = SHARED.joinpath(*parts)

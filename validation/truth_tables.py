@@ -236,10 +236,12 @@ def main():
     ap.add_argument("--mfu-dir", default=os.path.join(HERE, "mfu_truth"), help="a folder of MFU truth runs")
     ap.add_argument("--gains-dir", default=os.path.join(HERE, "gain_pairs"), help="a folder of before/after pairs")
     args = ap.parse_args()
+    from packed import unpacked  # a set's traces may be kept as its host's traces.tar.xz
+
     if args.only != "gains":
-        print(mfu_table(args.mfu_dir) + "\n")
+        print(mfu_table(unpacked(args.mfu_dir)) + "\n")
     if args.only != "mfu":
-        print(gains_table(args.gains_dir))
+        print(gains_table(unpacked(args.gains_dir)))
 
 
 if __name__ == "__main__":

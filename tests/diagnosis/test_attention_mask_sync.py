@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, SAMPLES
+from conftest import SAMPLES, validation_folder
 
 from tb_mfu_plugin.analysis.device_facts import DeviceFacts
 from tb_mfu_plugin.analysis.evidence.kernels import NaiveAttentionEvidence
@@ -26,7 +26,7 @@ from tb_mfu_plugin.diagnosis.sync_subjects import FROM_HOST_VALUE, sync_subject
 from tb_mfu_plugin.running.pipeline import _keep_inputs, analyze_path
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 
-PAIR = ROOT / "validation" / "gain_pairs" / "hf_llama_eager_sdpa"
+PAIR = validation_folder("gain_pairs") / "hf_llama_eager_sdpa"
 
 
 def _trace(folder: Path) -> Path:

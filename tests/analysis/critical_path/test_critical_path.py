@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, validation_folder
 
 from tb_mfu_plugin.analysis.critical_path import classes as cls
 from tb_mfu_plugin.analysis.critical_path.graph import BY_LAUNCH, BY_STREAM, BY_WAIT
@@ -181,7 +181,7 @@ def test_lightning_profilers_record_functions_cost_the_host(tmp_path: Path) -> N
     assert 0 < pl.unprofiled_step_us < mine.unprofiled_step_us < mine.step_us == pl.step_us
 
 
-LIGHTNING = ROOT / "validation" / "mfu_truth" / "lightning_llama_bf16"
+LIGHTNING = validation_folder("mfu_truth") / "lightning_llama_bf16"
 
 
 @pytest.mark.skipif(not LIGHTNING.exists(), reason="the Lightning truth run is not in this checkout")

@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import validation_folder
 
 from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.running.pipeline import analyze_file
 from tb_mfu_plugin.trace.locate.discover import single_file_run
 
-TRUTH = Path(__file__).resolve().parents[3] / "validation" / "mfu_truth"
+TRUTH = validation_folder("mfu_truth")  # the H200 set, kept packed (validation/traces.tar.xz)
 
 
 def _run(name: str) -> tuple[Any, dict[str, Any], Path]:
