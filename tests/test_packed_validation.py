@@ -53,11 +53,16 @@ HOSTS = sorted(str(p.parent.relative_to(ROOT / "validation")) for p in (ROOT / "
 @pytest.mark.parametrize("host", HOSTS)
 def test_every_packed_host_unpacks_the_traces_its_truth_names(host: str) -> None:
     root = Path(packed.unpack(str(ROOT / "validation" / host)))
-    sets = [t for t in (ROOT / "validation" / host).glob("*/ground_truth.json") if (root / t.parent.name).is_dir()]
+    # a set's ground truth, or a Lightning run's (its one trace under the run's name)
+    truths = [*(ROOT / "validation" / host).glob("*/ground_truth.json")]
+    truths += (ROOT / "validation" / host).glob("*/lightning_ground_truth.json")
+    sets = [t for t in truths if (root / t.parent.name).is_dir()]
     assert sets, f"{host}/traces.tar.xz holds no folder with a ground truth"
     for truth in sets:  # (a folder whose traces are in git history only is not in the archive)
         gt = json.loads(truth.read_text())
         folders = [truth.parent.name + "/" + r for r in gt.get("runs", {})]
         folders += [f"{truth.parent.name}/{p}/{s}" for p in gt.get("pairs", {}) for s in ("before", "after")]
+        if truth.name.startswith("lightning"):  # its runs are the one run with and without the profiler
+            folders = [f"{truth.parent.name}/{gt['name']}"]
         for folder in folders:
             assert list((root / folder).glob("*.pt.trace.json.gz")), f"{host}/{folder}: no trace"
