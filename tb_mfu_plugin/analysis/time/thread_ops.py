@@ -18,6 +18,7 @@ class ThreadOps:
         self.tables = tables
         self._ops = np.flatnonzero(tables.cpu.kind == OP)
         self._threads: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._codes: dict[str, int] | None = None  # name -> code, made on the first name asked for
 
     def _thread(self, pid: int, tid: int) -> tuple[np.ndarray, np.ndarray]:
         """The thread's op rows by start time (ties by row order), and their starts."""
@@ -39,9 +40,11 @@ class ThreadOps:
 
     def next_named(self, row: int, k: int, name: str) -> int | None:
         """The first op named ``name`` among the ``k`` ops after ``row`` on its thread, None none."""
-        names = self.tables.names
-        if name not in names:
+        if self._codes is None:
+            self._codes = {n: i for i, n in enumerate(self.tables.names)}
+        code = self._codes.get(name)
+        if code is None:
             return None
         later = self.after(row, k)
-        hit = later[self.tables.cpu.name[later] == names.index(name)]
+        hit = later[self.tables.cpu.name[later] == code]
         return int(hit[0]) if len(hit) else None
