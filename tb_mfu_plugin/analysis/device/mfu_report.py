@@ -10,6 +10,7 @@ status (``MfuStatus``: known, unknown or impossible, and why), which every face 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import msgspec
@@ -133,46 +134,84 @@ def mfu_figures(
     if choice.dtype_source == "assumed" and head is not None:
         notes.append(f"MFU peak: {choice.source}")
 
-    flops, mfu, rate = _per_step(head, dur, choice.peak_flops)
-    summary_flops = float(np.mean(flops)) if head is not None else None
-    traced_mfu = overall_mfu(flops, dur, choice.peak_flops) if head is not None else None
-    step_unprofiled, step_range = scale.steps(float(dur.mean())) if scale else (None, None)
-    step_basis = step_unprofiled if step_unprofiled is not None else (float(dur.mean()) if n else None)
-    summary_mfu = mfu_for(summary_flops, step_basis, choice.peak_flops)
-    summary_achieved = flop_rate(summary_flops, step_basis)
-
-    second_note = _second_figure(detail, second_mfu(summary_mfu, summary_flops, step_basis, peak, choice, user.options))
-    guard = plausibility.guard_mfu(summary_mfu, mfu, steps.number, detail, choice, head_source, flags)
+    h = _headline(head, dur, choice.peak_flops, scale)
+    second_note = _second_figure(detail, second_mfu(h.mfu, h.flops, h.step_basis, peak, choice, user.options))
+    guard = plausibility.guard_mfu(h.mfu, h.step_mfu, steps.number, detail, choice, head_source, flags)
     out_flags: list[str] = []
     if guard is not None:
         out_flags.append(plausibility.IMPOSSIBLE_MFU)
         notes.append(guard.note)
-        # the FLOP/s behind a withheld MFU is withheld too: its FLOPs (or the step) made the MFU impossible
-        rate = np.where(guard.steps_withheld, np.nan, rate)
-        mfu = np.where(guard.steps_withheld, np.nan, mfu)
+        h = h.withheld(guard)
         if guard.summary_withheld:
-            summary_mfu = summary_achieved = traced_mfu = second_note = None
-    mfu_range = _mfu_range(summary_mfu, summary_flops, step_range, choice.peak_flops)
+            second_note = None
     if second_note is not None:
         notes.append(second_note)
-    status = _status(summary_mfu, guard, head_source, choice, step_unprofiled is not None)
     return MfuFigures(
-        flops=flops,
-        mfu=mfu,
-        achieved_flops=rate,
-        summary_flops=summary_flops,
-        summary_mfu=summary_mfu,
-        summary_achieved=summary_achieved,
-        summary_mfu_traced=traced_mfu,
-        step_unprofiled_us=step_unprofiled,
-        step_unprofiled_range_us=step_range,
-        mfu_range=mfu_range,
-        mfu_spread=spread(mfu[~np.isnan(mfu)]),  # its median is the MFU of the median step
-        status=status,
+        flops=h.step_flops,
+        mfu=h.step_mfu,
+        achieved_flops=h.step_rate,
+        summary_flops=h.flops,
+        summary_mfu=h.mfu,
+        summary_achieved=h.achieved,
+        summary_mfu_traced=h.traced_mfu,
+        step_unprofiled_us=h.step_unprofiled,
+        step_unprofiled_range_us=h.step_range,
+        mfu_range=_mfu_range(h.mfu, h.flops, h.step_range, choice.peak_flops),
+        mfu_spread=spread(h.step_mfu[~np.isnan(h.step_mfu)]),  # its median is the MFU of the median step
+        status=_status(h.mfu, guard, head_source, choice, h.step_unprofiled is not None),
         detail=detail,
         peak=choice,
         notes=notes,
         flags=out_flags,
+    )
+
+
+@dataclass(frozen=True)
+class _Headline:
+    """The figures over the analysed steps before the plausibility guard: per step (columns, NaN
+    unknown) and over the steps, the headline over the step without the profiler where it is known."""
+
+    step_flops: np.ndarray
+    step_mfu: np.ndarray
+    step_rate: np.ndarray
+    flops: float | None
+    traced_mfu: float | None  # over the traced steps as they ran
+    step_unprofiled: float | None  # the mean step without the profiler's drag, and where it likely lies
+    step_range: Interval | None
+    step_basis: float | None  # the step the headline is over: the one without the profiler, else the traced
+    mfu: float | None
+    achieved: float | None
+
+    def withheld(self, guard: plausibility.Guard) -> _Headline:
+        """Without what the guard withholds: the FLOP/s behind a withheld MFU too, since its FLOPs (or
+        the step) made the MFU impossible."""
+        out = dataclasses.replace(
+            self,
+            step_rate=np.where(guard.steps_withheld, np.nan, self.step_rate),
+            step_mfu=np.where(guard.steps_withheld, np.nan, self.step_mfu),
+        )
+        if guard.summary_withheld:
+            out = dataclasses.replace(out, mfu=None, achieved=None, traced_mfu=None)
+        return out
+
+
+def _headline(head: np.ndarray | None, dur: np.ndarray, peak_flops: float | None, scale: Drag | None) -> _Headline:
+    """The per-step figures and the headline over ``dur``'s steps, ``scale`` the profiler's drag on them."""
+    flops, mfu, rate = _per_step(head, dur, peak_flops)
+    total = float(np.mean(flops)) if head is not None else None
+    step_unprofiled, step_range = scale.steps(float(dur.mean())) if scale else (None, None)
+    basis = step_unprofiled if step_unprofiled is not None else (float(dur.mean()) if len(dur) else None)
+    return _Headline(
+        step_flops=flops,
+        step_mfu=mfu,
+        step_rate=rate,
+        flops=total,
+        traced_mfu=overall_mfu(flops, dur, peak_flops) if head is not None else None,
+        step_unprofiled=step_unprofiled,
+        step_range=step_range,
+        step_basis=basis,
+        mfu=mfu_for(total, basis, peak_flops),
+        achieved=flop_rate(total, basis),
     )
 
 
