@@ -7,6 +7,7 @@ copy that drains the GPU queue; its SDPA path builds no mask. On the recorded Ll
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,11 @@ from tb_mfu_plugin.diagnosis.sync_subjects import FROM_HOST_VALUE, sync_subject
 from tb_mfu_plugin.running.pipeline import _keep_inputs, analyze_path
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 
-PAIR = validation_folder("gain_pairs") / "hf_llama_eager_sdpa"
+
+@functools.cache
+def _pair() -> Path:
+    """The H200 set's Llama pair, unpacked on first use (kept as validation/traces.tar.xz)."""
+    return validation_folder("gain_pairs") / "hf_llama_eager_sdpa"
 
 
 def _trace(folder: Path) -> Path:
@@ -58,7 +63,7 @@ def _evidence(w: WorkerReport) -> Any:
 
 
 def test_the_eager_llama_mask_sync_is_found_once_a_step() -> None:
-    facts = _facts(PAIR / "before")
+    facts = _facts(_pair() / "before")
     rows = facts.attention_mask_syncs
     assert len(rows) == facts.n == 3  # one torch.tensor(0.0, device=...) a forward
     names = facts.names
@@ -68,7 +73,7 @@ def test_the_eager_llama_mask_sync_is_found_once_a_step() -> None:
 
 def test_a_where_of_another_shape_claims_no_sync() -> None:
     """The mask is recognised by the scores' lengths: chains of other lengths claim nothing."""
-    facts = _facts(PAIR / "before")
+    facts = _facts(_pair() / "before")
     shapes = json.dumps([[128, 512, 64], [128, 64, 512]])
     other = [dataclasses.replace(c, shapes=shapes) for c in facts.attention_chains]
     ev = facts.sync_events
@@ -79,7 +84,7 @@ def test_a_where_of_another_shape_claims_no_sync() -> None:
 
 
 def test_the_sync_is_the_attentions_finding_and_its_fix_takes_it_away() -> None:
-    w = _worker(PAIR / "before")
+    w = _worker(_pair() / "before")
     f = _evidence(w)
     ev = f.evidence
     assert ev.mask_syncs_per_step == 1.0 and ev.mask_sync_idle_us_per_step > 0
@@ -89,7 +94,7 @@ def test_the_sync_is_the_attentions_finding_and_its_fix_takes_it_away() -> None:
     assert whatif is not None and "additive mask" in whatif.change
     # the fix's step without the profiler against the 'after' measured without it: within 6 % (it was
     # 8 % long while the sync stayed in the what-if: 21.00 ms against 19.40 ms)
-    truth = json.loads((PAIR.parent / "ground_truth.json").read_text())["pairs"][PAIR.name]
+    truth = json.loads((_pair().parent / "ground_truth.json").read_text())["pairs"][_pair().name]
     after_us = truth["after"]["step_time_unprofiled"]["median_us"]
     assert whatif.unprofiled is not None
     assert abs(whatif.unprofiled.step_us_after / after_us - 1) < 0.06
@@ -104,14 +109,14 @@ def test_a_mask_built_on_the_gpu_has_no_sync_to_claim() -> None:
 
 
 def test_the_after_has_no_chain_and_no_mask_sync() -> None:
-    facts = _facts(PAIR / "after")
+    facts = _facts(_pair() / "after")
     assert not facts.attention_chains and not len(facts.attention_mask_syncs)
 
 
 def test_a_copy_of_a_host_value_is_named_for_the_constructor() -> None:
     """``torch.tensor(value, device=...)`` (the copy, then ``aten::lift_fresh``) is told apart from a
     tensor's ``.to(device)``: its fix is to create the value on the GPU, not to pin memory."""
-    facts = _facts(PAIR / "before")
+    facts = _facts(_pair() / "before")
     ev = facts.sync_events
     copies = [root if root is not None else op for op, root in zip(ev.op, ev.root, strict=True)]
     assert copies and all(facts.from_host_value(c) for c in copies)

@@ -181,10 +181,6 @@ def test_lightning_profilers_record_functions_cost_the_host(tmp_path: Path) -> N
     assert 0 < pl.unprofiled_step_us < mine.unprofiled_step_us < mine.step_us == pl.step_us
 
 
-LIGHTNING = validation_folder("mfu_truth") / "lightning_llama_bf16"
-
-
-@pytest.mark.skipif(not LIGHTNING.exists(), reason="the Lightning truth run is not in this checkout")
 def test_a_lightning_trace_counts_its_profilers_record_functions() -> None:
     """The recorded Lightning run (HF Llama, 4 layers): 57 hooked module forwards and 31 step functions a
     step, each a ``[pl]`` record function; the GPU's copies of them (``gpu_user_annotation``) are not the
@@ -193,7 +189,10 @@ def test_a_lightning_trace_counts_its_profilers_record_functions() -> None:
     from tb_mfu_plugin.analysis.per_device import analyze_device
     from tb_mfu_plugin.trace.decode.decode import decode_trace
 
-    tables = decode_trace(str(next(LIGHTNING.glob("*.pt.trace.json.gz"))))
+    lightning = validation_folder("mfu_truth") / "lightning_llama_bf16"  # unpacked on first use
+    if not lightning.exists():
+        pytest.skip("the Lightning truth run is not in this checkout")
+    tables = decode_trace(str(next(lightning.glob("*.pt.trace.json.gz"))))
     view = analyze_device(tables, 0, AnalysisOptions()).view
     assert view is not None and view.critical is not None
     g = view.critical.g

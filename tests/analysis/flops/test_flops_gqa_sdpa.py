@@ -22,16 +22,21 @@ from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.running.pipeline import analyze_file
 from tb_mfu_plugin.trace.locate.discover import single_file_run
 
-TRUTH = validation_folder("mfu_truth")  # the H200 set, kept packed (validation/traces.tar.xz)
+VALIDATION = Path(__file__).resolve().parents[3] / "validation"
+
+
+def _truth() -> Path:
+    """The H200 set's MFU truth runs, unpacked on first use (kept as validation/traces.tar.xz)."""
+    return validation_folder("mfu_truth")
 
 
 def _run(name: str) -> tuple[Any, dict[str, Any], Path]:
-    files = sorted((TRUTH / name).glob("*.pt.trace.json.gz"))
+    files = sorted((_truth() / name).glob("*.pt.trace.json.gz"))
     if not files:
         pytest.skip(f"validation/mfu_truth/{name} not recorded")
     run = single_file_run(str(files[0]))
     (w,) = analyze_file(run.files[0], run.workers[0].name, AnalysisOptions())
-    truth = json.loads((TRUTH / "ground_truth.json").read_text())["runs"][name]
+    truth = json.loads((VALIDATION / "mfu_truth" / "ground_truth.json").read_text())["runs"][name]
     return w, truth, files[0]
 
 
@@ -67,7 +72,7 @@ def test_flop_counter_on_the_model_as_it_ran_counts_the_same() -> None:
     """validation/flops_as_run.json: FlopCounterMode (torch 2.13) on the recorded configuration, SDPA as the
     cuDNN attention op the trace shows, meta tensors. The trace's count is within 1e-6 of it."""
     w, truth, _ = _run("hf_llama_sdpa_gqa")
-    path = TRUTH.parent / "flops_as_run.json"
+    path = VALIDATION / "flops_as_run.json"
     if not path.is_file():
         pytest.skip("validation/flops_as_run.json not written")
     (entry,) = [c for c in json.loads(path.read_text())["configs"].values() if "hf_llama_sdpa_gqa" in c["runs"]]
