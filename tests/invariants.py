@@ -138,7 +138,20 @@ def mfu_problems(w: dict[str, Any]) -> list[str]:
         out.append("summary.mfu_status missing")
     elif (status == "known") != (s.get("mfu") is not None):
         out.append(f"mfu_status {status} but summary.mfu is {s.get('mfu')}")
-    return out + _range_problems(s)
+    return out + _range_problems(s) + _uneven_problems(w)
+
+
+def _uneven_problems(w: dict[str, Any]) -> list[str]:
+    """A likely range over steps far apart says why it is wide, and only there: the note names the
+    analysed steps' spread exactly where it passes ``UNEVEN_STEPS``."""
+    from tb_mfu_plugin.analysis.device.mfu_notes import UNEVEN_STEPS
+
+    dur = [st["dur_us"] for st in w.get("steps", []) if st.get("dur_us")]
+    if (w["summary"] or {}).get("mfu_range") is None or not dur or min(dur) <= 0:
+        return []
+    uneven = max(dur) / min(dur) > UNEVEN_STEPS
+    noted = any("apart: the headline MFU is over their mean" in n for n in w.get("notes", []))
+    return [] if uneven == noted else [f"steps {min(dur):.0f}-{max(dur):.0f} µs but the spread note is {noted}"]
 
 
 def _range_problems(s: dict[str, Any]) -> list[str]:

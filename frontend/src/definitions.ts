@@ -37,13 +37,13 @@ export const DEFINITIONS = {
   },
   'mfu_range': {
     label: 'Likely MFU',
-    definition: 'Where the headline MFU likely lies: over the longest and the shortest likely step without the profiler, re-timed with its cost per event at 0.30 and 0.75 of a launch call, the spread the cost showed across recordings (docs/mfu.md, section 6, says how often it held the truth)',
+    definition: 'Where the headline MFU likely lies: over the longest and the shortest likely step without the profiler, re-timed with its cost per event at 0.30 and 0.75 of a launch call, the spread the cost showed across recordings, the short end reaching the fastest analysed step (docs/mfu.md, section 6, says how often it held the truth)',
     unit: 'share',
     better: 'none',
   },
   'step_time_unprofiled_range_us': {
     label: 'Likely step without the profiler',
-    definition: 'The shortest and the longest the step without the profiler likely is: re-timed with the profiler\'s cost per event at 0.75 and 0.30 of a launch call',
+    definition: 'The shortest and the longest the step without the profiler likely is: re-timed with the profiler\'s cost per event at 0.75 and 0.30 of a launch call, the short end scaled from the mean analysed step to the fastest, since the profiler\'s cost differs from step to step',
     unit: 'time',
     better: 'none',
   },

@@ -72,3 +72,23 @@ def second_mfu(
             ),
         )
     return None
+
+
+# Analysed steps this far apart (the longest over the shortest) are not one steady state: the bar the
+# recorded truths are held to (a side whose p90 over p10 passes 1.25 is marked unsteady,
+# benchmarks/bench_whatif_pairs.STEADY_SPREAD). Of 70 traced truth runs, only the ninth H100 host's two
+# Lightning traces pass it (1.38 and 1.45), and their mean read 26-31 % below the truth.
+UNEVEN_STEPS = 1.25
+
+
+def uneven_steps_note(dur_us: list[float]) -> str | None:
+    """Why the headline's likely range is wide where the analysed steps ran far apart; None where they
+    did not."""
+    short, long = min(dur_us, default=0.0), max(dur_us, default=0.0)
+    if short <= 0 or long / short <= UNEVEN_STEPS:
+        return None
+    return (
+        f"The analysed steps ran {fmt.us(short)}–{fmt.us(long)}, {long / short:.2f}× apart: the headline MFU "
+        "is over their mean, and its likely range reaches the fastest step's, since the profiler's cost "
+        "can differ from step to step."
+    )

@@ -41,7 +41,7 @@ from .mfu import (
     overall_mfu,
     unattributed_kernel_time,
 )
-from .mfu_notes import SecondMfu, second_mfu
+from .mfu_notes import SecondMfu, second_mfu, uneven_steps_note
 from .mfu_peak import mfu_peak
 from .peaks import PeakChoice
 
@@ -146,6 +146,9 @@ def mfu_figures(
             second_note = None
     if second_note is not None:
         notes.append(second_note)
+    uneven = uneven_steps_note(dur.tolist()) if h.step_range is not None and h.mfu is not None else None
+    if uneven is not None:
+        notes.append(uneven)
     return MfuFigures(
         flops=h.step_flops,
         mfu=h.step_mfu,

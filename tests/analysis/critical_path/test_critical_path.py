@@ -212,3 +212,25 @@ def test_the_step_without_the_profiler_comes_with_its_likely_range(tmp_path: Pat
     assert m.unprofiled_step_us == pytest.approx(m.step_us - 24.0)
     short, long = m.unprofiled_step_range_us
     assert short == pytest.approx(m.step_us - 45.0) and long == pytest.approx(m.step_us - 18.0)
+
+
+def test_the_likely_ranges_short_end_reaches_the_fastest_step(tmp_path: Path) -> None:
+    """The profiler's cost only adds time, and not the same in every step: where the modelled steps
+    ran 120 and 180 µs, the shortest likely step is the one re-timed at the profiler's higher cost,
+    scaled from their mean (150 µs) to the fastest (120 µs). The estimate and the long end are the
+    re-timed mean's, as with steps of one length."""
+    from tb_mfu_plugin.analysis.critical_path import whatif
+
+    b = _host_bound_step("aten::add_")
+    b.step(2, 120, 180)  # the same five ops, and 60 µs more on the host
+    for i in range(5):
+        ts = 130.0 + 20 * i
+        b.op("aten::add_", ts, 8)
+        b.kernel(ADD, ts + 12, 2, b.runtime("cudaLaunchKernel", ts + 1, 6.0))
+    m = _model(b, tmp_path)
+    assert m.g.steps == 2 and m.step_us == pytest.approx(150.0)
+    assert whatif.profiler_us(m.g).sum() == pytest.approx(48.0)  # 24 µs a step at the estimate
+    short, long = m.unprofiled_step_range_us
+    assert m.unprofiled_step_us == pytest.approx(150.0 - 24.0)
+    assert long == pytest.approx(150.0 - 18.0)
+    assert short == pytest.approx((150.0 - 45.0) * 120.0 / 150.0)
