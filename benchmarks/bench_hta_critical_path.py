@@ -30,10 +30,20 @@ from tb_mfu_plugin.running.pipeline import analyze_path  # noqa: E402
 
 SAMPLES = ROOT / "sample_traces"
 PAIRS = ROOT / "validation" / "whatif_pairs"
-DEFAULT_RUNS = [
-    *(SAMPLES / r for r in ("tiny_mlp_launch_bound", "gpt_naive_attention", "pageable_copy_loop", "ddp_2gpu")),
-    *(PAIRS / p / "before" for p in ("item_sync", "fused_adamw", "cuda_graph", "dataloader_workers")),
-]
+SAMPLE_RUNS = ("tiny_mlp_launch_bound", "gpt_naive_attention", "pageable_copy_loop", "ddp_2gpu")
+PAIR_RUNS = ("item_sync", "fused_adamw", "cuda_graph", "dataloader_workers")
+
+
+def default_runs() -> list[Path]:
+    """The samples, and the pairs' befores from validation/traces.tar.xz (unpacked once, when the
+    benchmark runs, not when it is imported)."""
+    sys.path.insert(0, str(ROOT / "validation"))
+    from packed import unpacked
+
+    pairs = Path(unpacked(str(PAIRS)))
+    return [*(SAMPLES / r for r in SAMPLE_RUNS), *(pairs / p / "before" for p in PAIR_RUNS)]
+
+
 CATEGORIES = (
     "cpu_bound",
     "gpu_compute_bound",
@@ -168,7 +178,7 @@ def main() -> None:
     ap.add_argument("--venv", type=Path, help="a venv with HolisticTraceAnalysis installed already")
     ap.add_argument("--steps", type=int, default=2, help="ProfilerStep instances per rank, after the first")
     args = ap.parse_args()
-    runs = [r for r in (args.runs or DEFAULT_RUNS) if r.is_dir()]
+    runs = [r for r in (args.runs or default_runs()) if r.is_dir()]
     with tempfile.TemporaryDirectory() as tmp:
         python = args.venv / "bin" / "python" if args.venv else make_venv(Path(tmp) / "hta")
         print(table(compare(python, runs, args.steps)))

@@ -170,6 +170,12 @@ def pair_row(pairs: Path, pair: str, truth: dict) -> Row:
 
 
 def rows(pairs: Path = PAIRS) -> list[Row]:
+    """Each recorded pair's row; ``pairs`` with its traces, or a folder whose traces are in its host's
+    traces.tar.xz (validation/packed.py), unpacked once."""
+    sys.path.insert(0, str(ROOT / "validation"))
+    from packed import unpacked
+
+    pairs = Path(unpacked(str(pairs)))
     truth = json.loads((pairs / "ground_truth.json").read_text())
     return [pair_row(pairs, p, truth) for p in MATCHING if (pairs / p / "before").is_dir()]
 

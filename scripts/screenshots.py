@@ -112,6 +112,18 @@ def timeline_shots(page: Any, url: str) -> None:
     both.screenshot(path=str(ROOT / "docs" / "timeline-compare.png"))
 
 
+def _palette(paths: list[Path]) -> None:
+    """Each picture as a 256-colour palette PNG: the tab's flat colours and text stay legible at about a
+    third of the bytes, and the tree must stay under the 64 MiB a device call carries (docs/mfu.md's
+    validation sets take most of it)."""
+    from PIL import Image
+
+    for path in paths:
+        with Image.open(path) as im:
+            small = im.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+        small.save(path, optimize=True)
+
+
 def main() -> int:
     from playwright.sync_api import sync_playwright
 
@@ -137,6 +149,7 @@ def main() -> int:
                 page.close()
                 if timeline_only:
                     browser.close()
+                    _palette([ROOT / w for w in written])
                     print("wrote " + ", ".join(written))
                     return 0
                 schemes: tuple[tuple[Literal["light", "dark"], str], ...] = (("light", ""), ("dark", "-dark"))
@@ -152,6 +165,7 @@ def main() -> int:
                 browser.close()
         finally:
             tb.stop()
+    _palette([ROOT / w for w in written])
     print("wrote " + ", ".join(written))
     return 0
 

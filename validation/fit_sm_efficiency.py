@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gzip
 import json
 import os
 import sys
@@ -27,7 +28,8 @@ HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sm_zoo")
 
 
 def load(path: str) -> dict[str, np.ndarray]:
-    rows = list(csv.DictReader(open(path)))
+    with gzip.open(path, "rt", newline="") if path.endswith(".gz") else open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
 
     def col(name: str, kind=float) -> np.ndarray:
         return np.array([kind(r[name]) if r[name] not in ("", "None") else np.nan for r in rows])
@@ -107,7 +109,7 @@ def main():
     ap.add_argument("--dir", default=HERE)
     ap.add_argument("--fit", action="store_true")
     args = ap.parse_args()
-    d = load(os.path.join(args.dir, "zoo_matched.csv"))
+    d = load(os.path.join(args.dir, "zoo_matched.csv.gz"))
     sms = json.load(open(os.path.join(args.dir, "zoo_meta.json")))["num_sms"]
     overhead, weight = fit(d, sms) if args.fit else (sa.OVERHEAD_US, sa.ROUND_WEIGHT)
     print(table(d, sms, overhead, weight))

@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, validation_folder
 
 PAIRS = ROOT / "validation" / "whatif_pairs"
 pytestmark = pytest.mark.skipif(not (PAIRS / "ground_truth.json").is_file(), reason="no recorded pairs")
@@ -31,7 +31,7 @@ def bench() -> Any:
 
 @pytest.fixture(scope="module")
 def rows(bench: Any) -> list[Any]:
-    return bench.rows(PAIRS)
+    return bench.rows(validation_folder("whatif_pairs"))  # its traces unpacked on first use
 
 
 def test_every_pair_has_its_finding(rows: list[Any], bench: Any) -> None:

@@ -17,20 +17,20 @@ import pytest
 
 from tb_mfu_plugin.analysis.fmt import us
 
+from ..conftest import validation_folder
 from .conftest import ROOT
 from .test_browser import TIMEOUT_MS, cli_json, first_usable, open_tab, pct_text
 
 pytestmark = pytest.mark.e2e
 
-SAMPLE = ROOT / "validation" / "whatif_pairs" / "item_sync" / "before"
-
 
 @pytest.fixture
 def pair_logdir(tmp_path: Path) -> Path:
-    if not any(SAMPLE.glob("*.pt.trace.json*")):
+    if not (ROOT / "validation" / "whatif_pairs" / "ground_truth.json").is_file():
         pytest.skip("the recorded what-if pairs are not available")
+    sample = validation_folder("whatif_pairs") / "item_sync" / "before"  # unpacked from validation/traces.tar.xz
     dst = tmp_path / "logs" / "item_sync_before"
-    shutil.copytree(SAMPLE, dst)
+    shutil.copytree(sample, dst)
     return dst.parent
 
 

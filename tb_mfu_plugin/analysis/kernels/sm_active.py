@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-# Fitted on the zoo (validation/sm_zoo/zoo_matched.csv, an H200; docs/metrics.md has the error table).
+# Fitted on the zoo (validation/sm_zoo/zoo_matched.csv.gz, an H200; docs/metrics.md has the error table).
 OVERHEAD_US = 2.4  # the hardware's elapsed time past the trace's duration: launch and drain
 ROUND_WEIGHT = 0.5  # blend of the round count (1) and its fluid limit (0) for partial waves
 MAX_THREADS_PER_SM = 2048  # Hopper, Ampere (A100), Volta; deviceProperties' maxThreadsPerMultiprocessor

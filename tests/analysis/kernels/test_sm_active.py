@@ -35,10 +35,14 @@ def _fit_script() -> ModuleType:
 
 
 def _zoo(folder: Path) -> tuple[ModuleType, dict[str, np.ndarray], int]:
-    if not (folder / "zoo_matched.csv").is_file():
+    if not (folder / "zoo_matched.csv.gz").is_file():
         pytest.skip(f"{folder} not recorded")
     fit = _fit_script()
-    return fit, fit.load(str(folder / "zoo_matched.csv")), json.loads((folder / "zoo_meta.json").read_text())["num_sms"]
+    return (
+        fit,
+        fit.load(str(folder / "zoo_matched.csv.gz")),
+        json.loads((folder / "zoo_meta.json").read_text())["num_sms"],
+    )
 
 
 @pytest.fixture(scope="module")
