@@ -144,11 +144,8 @@ def mfu_figures(
         h = h.withheld(guard)
         if guard.summary_withheld:
             second_note = None
-    if second_note is not None:
-        notes.append(second_note)
     uneven = uneven_steps_note(dur.tolist()) if h.step_range is not None and h.mfu is not None else None
-    if uneven is not None:
-        notes.append(uneven)
+    notes += [n for n in (second_note, uneven) if n is not None]
     return MfuFigures(
         flops=h.step_flops,
         mfu=h.step_mfu,
