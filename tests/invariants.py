@@ -111,6 +111,7 @@ def worker_problems(w: dict[str, Any]) -> list[str]:
     out += aggregation_problems(w)
     out += communication_problems(w)
     out += finding_problems(w)
+    out += whatif_problems(w)
     out += timeline_problems(w)
     return out
 
@@ -259,6 +260,51 @@ def finding_problems(w: dict[str, Any]) -> list[str]:
     growth = [x.get("growth_bytes") for x in m.get("steps", []) if x.get("growth_bytes") is not None]
     if len(growth) >= 2 and min(growth) >= 1 << 20 and not any(f["id"] == "memory_leak" for f in findings):
         out.append(f"memory grows {min(growth)} B or more every step and no memory_leak finding says so")
+    return out
+
+
+def whatif_problems(w: dict[str, Any]) -> list[str]:
+    """The what-if panel and the findings say one thing. A fix alone reads its finding's gain and
+    projected MFU (a page once read "→ MFU 46.3 %" on a finding and 42.5 % for the same fix in the
+    panel); no re-timing that saves time projects an MFU below the headline; every finding's share,
+    the all-together share and the panel's shares are of one step (a pipeline run read "all findings
+    together: 40.5 % of the step" under a finding of 45.3 %)."""
+    out: list[str] = []
+    s = w["summary"]
+    mfu = s.get("mfu")
+    wi = w.get("whatif") or {}
+    findings = w.get("findings", [])
+    by_key = {(f["id"], f.get("subject")): f for f in findings}
+    cases = wi.get("cases", [])
+    for k, fd in enumerate(wi.get("findings", [])):
+        case = next((c for c in cases if c["mask"] == 1 << k), None)
+        f = by_key.get((fd["id"], fd.get("subject")))
+        if case is None or f is None:
+            out.append(f"what-if finding {fd['id']} has no case of its own or no finding")
+            continue
+        gain = case.get("unprofiled_gain_us_per_step")
+        if gain is None or abs(gain - f["est_gain_us_per_step"]) > 0.051:  # gains are rounded to 0.1 µs
+            out.append(f"what-if {fd['id']} alone gains {gain} µs, its finding {f['est_gain_us_per_step']} µs")
+        after, mine = case.get("mfu"), f.get("est_mfu_after")
+        if (after is None) != (mine is None) or (after is not None and abs(after - mine) > 1e-9):
+            out.append(f"what-if {fd['id']} alone projects MFU {after}, its finding {mine}")
+    for c in [*cases, *([wi["combined"]] if wi.get("combined") else [])]:
+        gain, after = c.get("unprofiled_gain_us_per_step"), c.get("mfu")
+        if gain is None or c.get("unprofiled_step_us") is None:
+            out.append(f"what-if case {c['mask']} has no re-timing without the profiler")
+        elif mfu is not None and after is not None and after < mfu * (1 - 1e-9):
+            out.append(f"what-if case {c['mask']} saves {gain} µs but projects MFU {after} below {mfu}")
+    step = wi["unprofiled_step_us"] if wi else s["step_time_us"]
+    tol = 1e-4 + 0.1 / step if step > 0 else 0.0
+    shares = [(f"finding {f['id']}", f["est_gain_us_per_step"], f["est_gain_share"]) for f in findings]
+    if w.get("combined_gain_share") is not None:
+        shares.append(("all together", w["combined_gain_us_per_step"], w["combined_gain_share"]))
+    shares += [
+        (f"what-if case {c['mask']}", c["unprofiled_gain_us_per_step"], c.get("unprofiled_gain_share")) for c in cases
+    ]
+    for what, gain, share in shares:
+        if step > 0 and share is not None and gain is not None and abs(share - gain / step) > tol:
+            out.append(f"{what}: share {share} is not {gain} µs of the step the gains are of, {step} µs")
     return out
 
 

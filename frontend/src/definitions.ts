@@ -443,33 +443,39 @@ export const DEFINITIONS = {
     unit: 'time',
     better: 'none',
   },
-  'whatif.step_us': {
-    label: 'Simulated step',
-    definition: 'The mean step re-timed on its critical path with the picked findings\' fixes applied together',
+  'whatif.unprofiled_step_us': {
+    label: 'Re-timed step without the profiler',
+    definition: 'The step re-timed with the picked findings\' fixes and the profiler\'s host cost per recorded event taken out of the trace: what a run that is not profiled would take (with none picked, the headline MFU\'s step)',
     unit: 'time',
     better: 'none',
   },
-  'whatif.gain_us_per_step': {
-    label: 'Simulated gain',
-    definition: 'The modelled step less the simulated one: what the fixes together give',
+  'whatif.unprofiled_gain_us_per_step': {
+    label: 'Gain without the profiler',
+    definition: 'What the picked fixes together give a run that is not profiled; for one fix alone, its finding\'s estimated gain',
     unit: 'time',
     better: 'none',
   },
   'whatif.mfu': {
     label: 'MFU after',
-    definition: 'MFU at the simulated step, with the same FLOPs',
+    definition: 'MFU at the step without the profiler, with the same FLOPs, the headline MFU\'s basis; for one fix alone, its finding\'s projected MFU',
     unit: 'share',
+    better: 'none',
+  },
+  'whatif.step_us': {
+    label: 'Simulated step (traced)',
+    definition: 'The mean traced step re-timed on its critical path with the picked findings\' fixes applied together, the profiler\'s cost still in it',
+    unit: 'time',
+    better: 'none',
+  },
+  'whatif.gain_us_per_step': {
+    label: 'Simulated gain (traced)',
+    definition: 'The traced step less the simulated one: what the fixes give the profiled run',
+    unit: 'time',
     better: 'none',
   },
   'whatif.floor_us': {
     label: 'Floor',
-    definition: 'The work the fixes leave on the busiest stream or on the host: no re-timing is shorter',
-    unit: 'time',
-    better: 'none',
-  },
-  'whatif.unprofiled_step_us': {
-    label: 'Without the profiler',
-    definition: 'The simulated step with the profiler\'s host cost per recorded event taken out of the trace',
+    definition: 'The work the fixes leave on the busiest stream or on the host of the traced step: no re-timing is shorter',
     unit: 'time',
     better: 'none',
   },

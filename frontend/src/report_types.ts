@@ -1097,6 +1097,7 @@ export interface WhatIfCase {
   unprofiled_step_us: number | null;
   unprofiled_gain_us_per_step: number | null;
   unprofiled_floor_us: number | null;
+  unprofiled_gain_share: number | null;
 }
 
 /** Device memory of one device over the analysed steps (analysis.memory.block). */

@@ -164,12 +164,16 @@ function resultNode(wi: WhatIf, picked: WhatIfCase | null, what: string): HTMLEl
   const step = picked ? picked.step_us : wi.step_us;
   const mfu = picked ? picked.mfu : wi.mfu;
   const unprofiled = picked ? picked.unprofiled_step_us : wi.unprofiled_step_us;
+  const gain = picked?.unprofiled_gain_us_per_step ?? null;
+  const share = picked?.unprofiled_gain_share ?? null;
   // the figures below are the picked re-timing's (or, with none picked, the panel's own)
   const at = !picked
     ? 'whatif'
     : picked === wi.combined
       ? 'whatif.combined'
       : `whatif.cases.${wi.cases.indexOf(picked)}`;
+  // the headline figures first, without the profiler (the findings' gains, the headline MFU's step),
+  // then the re-timing of the trace as recorded
   return h(
     'div',
     { data: scope(at) },
@@ -177,18 +181,24 @@ function resultNode(wi: WhatIf, picked: WhatIfCase | null, what: string): HTMLEl
     h(
       'div',
       { class: 'kpis whatif' },
-      figureTile('whatif.step_us', f.dur(step), 'whatif-step'),
+      figureTile('whatif.unprofiled_step_us', f.dur(unprofiled), 'whatif-unprofiled'),
       // nothing picked, nothing re-timed: no gain and no floor to show
+      figureTile(
+        'whatif.unprofiled_gain_us_per_step',
+        picked ? f.dur(gain) : f.NA,
+        'whatif-unprofiled-gain',
+        picked ? (share === null ? f.NA : `${f.pct(share)} of the step`) : 'pick a fix above',
+      ),
+      // MFU after is null when unknown (or past 100 %): shown as unknown, never as a figure
+      figureTile('whatif.mfu', f.pct(mfu), 'whatif-mfu'),
+      figureTile('whatif.step_us', f.dur(step), 'whatif-step'),
       figureTile(
         'whatif.gain_us_per_step',
         picked ? f.dur(picked.gain_us_per_step) : f.NA,
         'whatif-gain',
-        picked ? `${f.pct(picked.gain_share)} of the step` : 'pick a fix above',
+        picked ? `${f.pct(picked.gain_share)} of the traced step` : undefined,
       ),
-      // MFU after is null when unknown (or past 100 %): shown as unknown, never as a figure
-      figureTile('whatif.mfu', f.pct(mfu), 'whatif-mfu'),
       figureTile('whatif.floor_us', picked ? f.dur(picked.floor_us) : f.NA, 'whatif-floor'),
-      figureTile('whatif.unprofiled_step_us', f.dur(unprofiled), 'whatif-unprofiled'),
     ),
   );
 }

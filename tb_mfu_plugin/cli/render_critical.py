@@ -71,14 +71,15 @@ def print_whatif(console: Console, w: WorkerReport) -> None:
     )
     for col in (
         "fix",
+        label("whatif.unprofiled_step_us"),
+        label("whatif.unprofiled_gain_us_per_step"),
+        label("whatif.mfu"),
         label("whatif.step_us"),
         label("whatif.gain_us_per_step"),
-        label("whatif.mfu"),
         label("whatif.floor_us"),
-        label("whatif.unprofiled_step_us"),
     ):
         t.add_column(col, justify="left" if col == "fix" else "right")
-    t.add_row("(as recorded)", us(wi.step_us), "", pct(wi.mfu), "", us(wi.unprofiled_step_us), style="dim")
+    t.add_row("(as recorded)", us(wi.unprofiled_step_us), "", pct(wi.mfu), us(wi.step_us), "", "", style="dim")
     for k, f in enumerate(wi.findings):
         case = _case(wi, 1 << k)
         if case is not None:
@@ -94,5 +95,10 @@ def _case(wi: WhatIf, mask: int) -> WhatIfCase | None:
 
 
 def _cells(c: WhatIfCase) -> tuple[str, ...]:
-    un = us(c.unprofiled_step_us) if c.unprofiled_step_us is not None else ""
-    return us(c.step_us), f"{us(c.gain_us_per_step)} ({pct(c.gain_share)})", pct(c.mfu), us(c.floor_us), un
+    # None only in reports written before every case had its re-timing without the profiler
+    unprofiled = "" if c.unprofiled_step_us is None else us(c.unprofiled_step_us)
+    gain = c.unprofiled_gain_us_per_step
+    share = "" if c.unprofiled_gain_share is None else f" ({pct(c.unprofiled_gain_share)})"
+    un_gain = "" if gain is None else us(gain) + share
+    traced = f"{us(c.gain_us_per_step)} ({pct(c.gain_share)})"
+    return unprofiled, un_gain, pct(c.mfu), us(c.step_us), traced, us(c.floor_us)

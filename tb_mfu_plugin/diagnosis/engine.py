@@ -76,10 +76,10 @@ def diagnose(analysis: DeviceAnalysis, thresholds: Thresholds | None = None) -> 
         retimed = None
         notes.append(f"what-if re-timing failed: {type(exc).__name__}: {exc}")
     claimed.sort(key=lambda c: finding_order(c[0]))
+    # the step the findings' gains are shares of: without the profiler where the model re-timed them
+    step = whatif.unprofiled_step_us if whatif is not None else ctx.step_us
     combined = (
-        retimed
-        if retimed is not None
-        else combined_gain([Claim(f.est_gain_us_per_step, t) for f, t in claimed], ctx.step_us)
+        retimed if retimed is not None else combined_gain([Claim(f.est_gain_us_per_step, t) for f, t in claimed], step)
     )
     # rounded as each finding's gain is, so that one finding's combined gain equals its own
     gain = round_gain(combined)
@@ -88,6 +88,6 @@ def diagnose(analysis: DeviceAnalysis, thresholds: Thresholds | None = None) -> 
         times=[t for _, t in claimed],
         whatif=whatif,
         combined_gain_us_per_step=gain,
-        combined_gain_share=gain / ctx.step_us if ctx.step_us > 0 else None,
+        combined_gain_share=gain / step if step > 0 else None,
         notes=notes,
     )

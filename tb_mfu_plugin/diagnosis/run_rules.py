@@ -10,6 +10,7 @@ from ..analysis.report import Finding, WorkerReport
 from ..analysis.timeline.repin import repinned
 from .context import ReportFacts
 from .engine import finding_order
+from .finding import rebased
 from .rules.collective_bandwidth import low_bus_bandwidth
 from .thresholds import Thresholds
 
@@ -20,11 +21,14 @@ def with_run_findings(w: WorkerReport, th: Thresholds) -> WorkerReport:
     if w.summary is None or w.communication is None:
         return w
     ctx = ReportFacts(w, th)
-    found = low_bus_bandwidth(ctx)
+    # the step the engine's gains are shares of (without the profiler where it re-timed them): the
+    # new finding's share and the combined share are of it too
+    step = w.whatif.unprofiled_step_us if w.whatif is not None else ctx.step_us
+    found = [rebased(f, step, ctx.mfu, th.high_share, th.medium_share) for f in low_bus_bandwidth(ctx)]
     kept = [f for f in w.findings if f.id != low_bus_bandwidth.id]
     findings = sorted(kept + found, key=finding_order)
-    combined = _combined_with(w, kept, found, ctx.step_us)
-    share = combined / ctx.step_us if combined is not None and ctx.step_us > 0 else None
+    combined = _combined_with(w, kept, found, step)
+    share = combined / step if combined is not None and step > 0 else None
     return msgspec.structs.replace(
         w,
         findings=findings,

@@ -72,6 +72,11 @@ def test_critical_path_and_whatif_panel_show_the_reports_retimings(
         assert us(case["gain_us_per_step"]) in panel.locator("[data-testid=whatif-gain]").inner_text()
         assert panel.locator("[data-testid=whatif-mfu]").inner_text() == pct_text(case["mfu"])
         assert panel.locator("[data-testid=whatif-floor]").inner_text() == us(case["floor_us"])
+        # the headline figures, without the profiler: every case has them, the fixes together too
+        assert panel.locator("[data-testid=whatif-unprofiled]").inner_text() == us(case["unprofiled_step_us"])
+        gain = panel.locator("[data-testid=whatif-unprofiled-gain]")
+        assert gain.inner_text() == us(case["unprofiled_gain_us_per_step"])
+        assert f"{pct_text(case['unprofiled_gain_share'])} of the step" in gain.locator("xpath=..").inner_text()
 
     # two findings whose fixes overlap: together is one re-timing, not the sum of the two alone
     n = len(wi["findings"])

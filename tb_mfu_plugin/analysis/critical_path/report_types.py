@@ -34,16 +34,20 @@ class WhatIfCase(msgspec.Struct, kw_only=True):
     """One re-timing: the step with the changes of some findings applied together."""
 
     mask: int  # bit k set: WhatIf.findings[k] applied
-    step_us: float  # the simulated mean step
+    step_us: float  # the simulated mean step, on the trace as recorded
     gain_us_per_step: float  # the modelled step less it
     gain_share: float  # of the modelled step
-    mfu: float | None  # MFU at the simulated step (same FLOPs), None when unknown or past 100 %
+    # MFU at the simulated step without the profiler (same FLOPs), from the headline MFU: for one fix
+    # alone, its finding's est_mfu_after. None when unknown or past 100 %
+    mfu: float | None
     floor_us: float  # the busiest chain's work the changes leave, per step: the step cannot be shorter
     # the same changes re-timed with the profiler's host cost taken out of the trace: the step and gain
-    # of a run that is not profiled (each finding alone, and all at once; None on the other subsets)
+    # of a run that is not profiled, the headline ones (for one fix alone, its finding's gain). Set on
+    # every case; None only in reports written before 2026-12-07, which had them on single fixes alone
     unprofiled_step_us: float | None = None
     unprofiled_gain_us_per_step: float | None = None
     unprofiled_floor_us: float | None = None
+    unprofiled_gain_share: float | None = None  # of WhatIf.unprofiled_step_us
 
 
 class WhatIfFinding(msgspec.Struct, kw_only=True):

@@ -56,24 +56,40 @@ MODEL: dict[str, Definition] = {
     "critical_path.other": define(
         "Unattributed", "Critical-path time before ops with no dependency the trace shows (no launch call)", "time"
     ),
-    # ---- what-if (diagnosis.whatif_gains): the step re-timed with findings' fixes applied
+    # ---- what-if (diagnosis.whatif_gains): the step re-timed with findings' fixes applied. The headline
+    # figures are without the profiler, as the findings' gains and the headline MFU are; the traced ones second
+    "whatif.unprofiled_step_us": define(
+        "Re-timed step without the profiler",
+        "The step re-timed with the picked findings' fixes and the profiler's host cost per recorded event taken "
+        "out of the trace: what a run that is not profiled would take (with none picked, the headline MFU's step)",
+        "time",
+    ),
+    "whatif.unprofiled_gain_us_per_step": define(
+        "Gain without the profiler",
+        "What the picked fixes together give a run that is not profiled; for one fix alone, its finding's "
+        "estimated gain",
+        "time",
+    ),
+    "whatif.mfu": define(
+        "MFU after",
+        "MFU at the step without the profiler, with the same FLOPs, the headline MFU's basis; for one fix "
+        "alone, its finding's projected MFU",
+        "share",
+    ),
     "whatif.step_us": define(
-        "Simulated step",
-        "The mean step re-timed on its critical path with the picked findings' fixes applied together",
+        "Simulated step (traced)",
+        "The mean traced step re-timed on its critical path with the picked findings' fixes applied together, "
+        "the profiler's cost still in it",
         "time",
     ),
     "whatif.gain_us_per_step": define(
-        "Simulated gain", "The modelled step less the simulated one: what the fixes together give", "time"
-    ),
-    "whatif.mfu": define("MFU after", "MFU at the simulated step, with the same FLOPs", "share"),
-    "whatif.floor_us": define(
-        "Floor",
-        "The work the fixes leave on the busiest stream or on the host: no re-timing is shorter",
+        "Simulated gain (traced)",
+        "The traced step less the simulated one: what the fixes give the profiled run",
         "time",
     ),
-    "whatif.unprofiled_step_us": define(
-        "Without the profiler",
-        "The simulated step with the profiler's host cost per recorded event taken out of the trace",
+    "whatif.floor_us": define(
+        "Floor",
+        "The work the fixes leave on the busiest stream or on the host of the traced step: no re-timing is shorter",
         "time",
     ),
 }
