@@ -125,7 +125,12 @@ function gainNode(fd: Finding): Child {
   const after = fd.est_mfu_after;
   return h(
     'span',
-    { class: 'gain', title: 'Estimated gain if fixed' },
+    {
+      class: 'gain',
+      title: fd.evidence.whatif
+        ? 'What fixing it alone saves a run that is not profiled, and its share of the step without the profiler (the headline MFU’s step); the gain on the traced step is in the evidence (whatif)'
+        : 'Estimated gain if fixed',
+    },
     `saves ≈ ${f.dur(fd.est_gain_us_per_step)} / step · ${f.pct(fd.est_gain_share)} of step`,
     after !== null ? h('span', { class: 'after' }, ` → MFU ${f.pct(after)}`) : null,
   );
