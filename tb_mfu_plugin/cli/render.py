@@ -344,7 +344,8 @@ def _print_diagnosis(console: Console, w: WorkerReport) -> None:
         console.print(t)
     if w.findings:
         t = Table(
-            title="Findings, by estimated gain (each alone, the step re-timed with its fix; the gains do not add up)",
+            title="Findings, by estimated gain (each alone, the step re-timed with its fix and without the profiler, "
+            "the gain on the traced step under it; the gains do not add up)",
             title_justify="left",
             show_lines=True,
             caption=_combined_caption(w),

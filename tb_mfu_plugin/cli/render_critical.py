@@ -50,12 +50,13 @@ def print_critical_path(console: Console, w: WorkerReport) -> None:
 
 
 def gain_text(f: Finding) -> str:
-    """A finding's gain cell: re-timed on the trace, its MFU after, and without the profiler."""
+    """A finding's gain cell: its headline gain (without the profiler, where the step was re-timed),
+    its MFU after, and the gain re-timed on the trace as recorded, the second figure."""
     after = f.est_mfu_after
     text = us(f.est_gain_us_per_step) + (f"\n→ MFU {pct(after)}" if after is not None else "")
     w = f.evidence.whatif
     if not isinstance(w, UnsetType):
-        text += f"\nunprofiled {us(w.unprofiled.gain_us_per_step)}"
+        text += f"\ntraced {us(w.profiled_gain_us_per_step)}"
     return text
 
 
