@@ -331,8 +331,12 @@ _SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "dim"}
 def _print_diagnosis(console: Console, w: WorkerReport) -> None:
     s = w.summary
     if w.waterfall and s is not None:
+        # the waterfall takes the traced step apart, so its title names the MFU it ends at (as the tab's
+        # card says), not the headline over the step without the profiler
+        traced = s.mfu_status is not None and s.mfu_status.basis == "without_profiler" and s.mfu_traced is not None
+        what = f"MFU of the traced steps {pct(s.mfu_traced)}" if traced else f"MFU {mfu_text(w)}"
         t = Table(
-            title=f"GPU busy {pct(s.gpu_busy_share)} but MFU {mfu_text(w)}: where the step goes", title_justify="left"
+            title=f"GPU busy {pct(s.gpu_busy_share)} but {what}: where the traced step goes", title_justify="left"
         )
         t.add_column("")
         t.add_column("per step", justify="right")
