@@ -122,6 +122,9 @@ def rebased(f: Finding, step_us: float, mfu: float | None, high_share: float, me
     share = gain / step_us
     by_share: Severity = "high" if share >= high_share else "medium" if share >= medium_share else "low"
     ev = msgspec.structs.replace(f.evidence, cost_us_per_step=cost, cost_share=cost / step_us)
+    if f.evidence.cost_us_per_step > cost:  # as make_finding does: the evidence keeps what was measured
+        measured = max(f.evidence.cost_us_per_step, f.evidence.cost_above_step_us_per_step or 0.0)
+        ev = msgspec.structs.replace(ev, cost_above_step_us_per_step=measured)
     return msgspec.structs.replace(
         f,
         severity=min(f.severity, by_share, key=SEVERITIES.index),

@@ -47,6 +47,7 @@ def test_a_gain_past_the_new_step_is_the_step_and_no_severity_is_lowered() -> No
     f = _made("pipeline_bubble", gain=80.0, step=100.0)
     g = rebased(f, 50.0, None, **TH)
     assert (g.est_gain_us_per_step, g.est_gain_share, g.est_mfu_after) == (50.0, 1.0, None)
+    assert (g.evidence.cost_us_per_step, g.evidence.cost_above_step_us_per_step) == (50.0, 80.0)
     leak = _made("memory_leak", gain=0.0, step=100.0, risk="medium")  # a risk's least severity
     assert leak.severity == "medium"
     assert rebased(leak, 50.0, 0.2, **TH).severity == "medium"
