@@ -114,22 +114,23 @@ def rebased(f: Finding, step_us: float, mfu: float | None, high_share: float, me
     ``step_us``, the step the re-timed findings' gains are of (the step without the profiler): every
     finding of a report is a share of one step, and "all together" is a share of that step too (a
     pipeline run read "all findings together: 40.5 % of the step" under a finding of 45.3 %). The gain
-    is the rule's own; the severity is never lowered (a risk's least severity stays)."""
+    is the rule's own; its severity is never lowered (it is the least severity, as a risk's is)."""
     if step_us <= 0:
         return f
-    gain = min(f.est_gain_us_per_step, step_us)
-    cost = min(f.evidence.cost_us_per_step, step_us)
-    share = gain / step_us
-    by_share: Severity = "high" if share >= high_share else "medium" if share >= medium_share else "low"
-    ev = msgspec.structs.replace(f.evidence, cost_us_per_step=cost, cost_share=cost / step_us)
-    if f.evidence.cost_us_per_step > cost:  # as make_finding does: the evidence keeps what was measured
-        measured = max(f.evidence.cost_us_per_step, f.evidence.cost_above_step_us_per_step or 0.0)
-        ev = msgspec.structs.replace(ev, cost_above_step_us_per_step=measured)
-    return msgspec.structs.replace(
-        f,
-        severity=min(f.severity, by_share, key=SEVERITIES.index),
+    ev = f.evidence
+    measured = max(ev.cost_us_per_step, ev.cost_above_step_us_per_step or 0.0)
+    return make_finding(
+        id=f.id,
+        title=f.title,
         evidence=ev,
-        est_gain_us_per_step=round_gain(gain),
-        est_gain_share=round(share, 4),
-        est_mfu_after=projected_mfu(mfu, step_us, gain),
+        cost_us=measured,
+        gain_us=f.est_gain_us_per_step,
+        step_us=step_us,
+        mfu=mfu,
+        recommendation=f.recommendation,
+        high_share=high_share,
+        medium_share=medium_share,
+        subject=f.subject,
+        risk=f.severity,
+        benefit=f.benefit,
     )
