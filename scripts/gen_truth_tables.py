@@ -20,7 +20,6 @@ DOC = ROOT / "docs" / "mfu.md"
 SETS: dict[str, tuple[str | None, ...]] = {
     "h200": ("mfu_truth", "gain_pairs"),
     "h100": ("h100/mfu_truth", "h100/gain_pairs"),
-    "h100_again": ("h100_again/mfu_truth", "h100_again/gain_pairs"),
     "h100_host5": ("h100_host5/mfu_truth", "h100_host5/gain_pairs", "h100_host5/gain_pairs_noncausal"),
     "h100_host6": ("h100_host6/mfu_truth", "h100_host6/gain_pairs", "h100_host6/gain_pairs_noncausal"),
     "h100_host7": ("h100_host7/mfu_truth", "h100_host7/gain_pairs"),
