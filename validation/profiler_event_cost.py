@@ -14,7 +14,12 @@ weighs on both alike). The trace of the last profiled timing gives the events pe
 runtime and driver calls) and the median launch call. Cost per event = (profiled − unprofiled time
 per iteration) / events per iteration; printed in µs and as a share of the median launch call.
 
-    python3 validation/profiler_event_cost.py [--out DIR] [--iters 300] [--repeat 3]
+    python3 validation/profiler_event_cost.py [--out DIR] [--iters 300] [--repeat 3] [--models]
+
+``--models`` measures, instead, the truth runs' own models at tiny widths (the same ops, the host
+setting the pace): the GPT forward under fp16 and bf16 autocast and without it, HF ViT's forward, and
+the GPT's whole step with GradScaler and the foreach AdamW (``fp16_gradscaler``) or bf16 and the fused
+one. It asks whether a run's own ops cost the profiler more per event than the kinds above.
 """
 
 from __future__ import annotations
@@ -127,6 +132,89 @@ def workloads(dev: torch.device) -> dict[str, Callable[[], Callable[[], None]]]:
     }
 
 
+def model_workloads(dev: torch.device) -> dict[str, Callable[[], Callable[[], None]]]:
+    """The truth runs' models (validation/truth_models.py) at tiny widths, their ops unchanged."""
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from whatif_common import sc
+
+    cfg = sc.GPTConfig(n_layers=4, d_model=64, n_heads=4, seq_len=32, batch=2, vocab=256)
+
+    def gpt_forward(dtype: torch.dtype | None) -> Callable[[], Callable[[], None]]:
+        def build() -> Callable[[], None]:
+            torch.manual_seed(0)
+            model = sc.GPT(cfg).to(dev).train()
+            x = torch.randint(0, cfg.vocab, (cfg.batch, cfg.seq_len), device=dev)
+
+            def it() -> None:
+                with torch.autocast(device_type=dev.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+                    F.cross_entropy(model(x).view(-1, cfg.vocab), x.view(-1))
+
+            return it
+
+        return build
+
+    def gpt_step(fp16_scaler: bool) -> Callable[[], Callable[[], None]]:
+        def build() -> Callable[[], None]:
+            torch.manual_seed(0)
+            model = sc.GPT(cfg).to(dev).train()
+            x = torch.randint(0, cfg.vocab, (cfg.batch, cfg.seq_len), device=dev)
+            fused = {} if fp16_scaler or dev.type != "cuda" else {"fused": True}
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-4, **fused)
+            scaler = torch.amp.GradScaler(dev.type, enabled=fp16_scaler and dev.type == "cuda")
+            dtype = torch.float16 if fp16_scaler else torch.bfloat16
+
+            def it() -> None:
+                with torch.autocast(device_type=dev.type, dtype=dtype):
+                    loss = F.cross_entropy(model(x).view(-1, cfg.vocab), x.view(-1))
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+                opt.zero_grad(set_to_none=True)
+
+            return it
+
+        return build
+
+    def vit_forward() -> Callable[[], None]:
+        from transformers import ViTConfig, ViTForImageClassification
+
+        vc = ViTConfig(
+            num_hidden_layers=4,
+            hidden_size=64,
+            num_attention_heads=4,
+            intermediate_size=256,
+            image_size=32,
+            patch_size=8,
+            num_labels=10,
+        )
+        torch.manual_seed(0)
+        model = ViTForImageClassification(vc).to(dev).train()
+        x, y = torch.randn(2, 3, 32, 32, device=dev), torch.randint(0, 10, (2,), device=dev)
+
+        def it() -> None:
+            with torch.autocast(device_type=dev.type, dtype=torch.bfloat16):
+                model(pixel_values=x, labels=y)
+
+        return it
+
+    try:
+        import transformers  # noqa: F401  (HF ViT where installed, as on the GPU machine)
+
+        vit = {"HF ViT forward, bf16 autocast": vit_forward}
+    except ImportError:
+        vit = {}
+    return {
+        "GPT forward, fp16 autocast": gpt_forward(torch.float16),
+        "GPT forward, bf16 autocast": gpt_forward(torch.bfloat16),
+        "GPT forward, fp32": gpt_forward(None),
+        **vit,
+        "GPT step, fp16 GradScaler, foreach AdamW": gpt_step(True),
+        "GPT step, bf16, fused AdamW": gpt_step(False),
+    }
+
+
 def sync(dev: torch.device) -> None:
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
@@ -196,11 +284,12 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--models", action="store_true", help="the truth runs' models instead (see above)")
     args = parser.parse_args()
     dev = torch.device(args.device)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name, build in workloads(dev).items():
+        for name, build in (model_workloads(dev) if args.models else workloads(dev)).items():
             rows.append(measure(name, build, args, dev, tmp))
             r = rows[-1]
             print(json.dumps(r), flush=True)
@@ -218,7 +307,8 @@ def main() -> None:
     }
     if args.out:
         os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "profiler_event_cost.json"), "w") as f:
+        name = "profiler_event_cost_models.json" if args.models else "profiler_event_cost.json"
+        with open(os.path.join(args.out, name), "w") as f:
             json.dump({**meta, "workloads": rows}, f, indent=1)
     print(f"\n{meta['device']}, torch {meta['torch']}")
     print("| workload | ops | runtime | driver | launch call µs | cost per event µs | share of a launch call |")
