@@ -20,6 +20,11 @@ per iteration) / events per iteration; printed in µs and as a share of the medi
 setting the pace): the GPT forward under fp16 and bf16 autocast and without it, HF ViT's forward, and
 the GPT's whole step with GradScaler and the foreach AdamW (``fp16_gradscaler``) or bf16 and the fused
 one. It asks whether a run's own ops cost the profiler more per event than the kinds above.
+
+``--graphs`` measures a CUDA graph's replay instead: graphs of 16, 128 and 512 one-kernel nodes, each
+replay timed alone (the GPU drained before it) on the host (the ``cudaGraphLaunch`` call) and on the
+GPU (CUDA events around it), without and inside the profiler. It asks what the profiler costs a
+replay per node, on the host and on the GPU, which no host event of the trace carries.
 """
 
 from __future__ import annotations
@@ -215,6 +220,66 @@ def model_workloads(dev: torch.device) -> dict[str, Callable[[], Callable[[], No
     }
 
 
+def _replays(graph: torch.cuda.CUDAGraph, dev: torch.device, iters: int) -> tuple[float, float]:
+    """The median replay's host call and GPU span (µs), each replay alone on a drained GPU."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    host, gpu = [], []
+    for _ in range(iters):
+        torch.cuda.synchronize(dev)
+        start.record()
+        t0 = time.perf_counter()
+        graph.replay()
+        host.append((time.perf_counter() - t0) * 1e6)
+        end.record()
+        end.synchronize()
+        gpu.append(start.elapsed_time(end) * 1e3)
+    return statistics.median(host), statistics.median(gpu)
+
+
+def graph_replays(dev: torch.device, iters: int, repeat: int) -> list[dict]:
+    """Per graph size: the replay's host call and GPU span (µs, medians), without and inside the
+    profiler, in turn ``repeat`` times, and the profiler's cost per node."""
+    acts = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+    rows = []
+    for nodes in (16, 128, 512):
+        x = torch.zeros(64, device=dev)
+        s = torch.cuda.Stream(dev)
+        s.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                x.add_(1.0)
+        torch.cuda.current_stream(dev).wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(nodes):
+                x.add_(1.0)
+
+        for _ in range(10):
+            graph.replay()
+        plain, profiled = [], []
+        for _ in range(repeat):
+            plain.append(_replays(graph, dev, iters))
+            with profile(activities=acts, record_shapes=True):
+                _replays(graph, dev, iters)  # the profiler's first replays pay its own start-up
+                profiled.append(_replays(graph, dev, iters))
+            plain.append(_replays(graph, dev, iters))
+        host_u = statistics.median(h for h, _ in plain)
+        gpu_u = statistics.median(g for _, g in plain)
+        host_p = statistics.median(h for h, _ in profiled)
+        gpu_p = statistics.median(g for _, g in profiled)
+        rows.append(
+            {
+                "nodes": nodes,
+                "replay_call_us": {"unprofiled": host_u, "profiled": host_p},
+                "replay_gpu_us": {"unprofiled": gpu_u, "profiled": gpu_p},
+                "profiler_us_per_node": {"call": (host_p - host_u) / nodes, "gpu": (gpu_p - gpu_u) / nodes},
+                "timings": {"unprofiled": plain, "profiled": profiled},
+            }
+        )
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def sync(dev: torch.device) -> None:
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
@@ -277,6 +342,18 @@ def measure(name: str, build: Callable[[], Callable[[], None]], args, dev: torch
     }
 
 
+def _launch_call_us(dev: torch.device) -> float:
+    """The median launch call under the profiler, as the traces measure the host (the add_ workload)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        it = workloads(dev)["add_ (one launch)"]()
+        path = os.path.join(tmp, "trace.json")
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
+            for _ in range(50):
+                it()
+        prof.export_chrome_trace(path)
+        return count(path, 50)["launch_call_us"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=None, help="write profiler_event_cost.json here")
@@ -285,8 +362,28 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--models", action="store_true", help="the truth runs' models instead (see above)")
+    parser.add_argument("--graphs", action="store_true", help="CUDA graph replays instead (see above)")
     args = parser.parse_args()
     dev = torch.device(args.device)
+    if args.graphs:
+        graphs = graph_replays(dev, args.iters, args.repeat)
+        launch = _launch_call_us(dev)
+        meta = {"device": torch.cuda.get_device_name(dev), "torch": torch.__version__, "launch_call_us": launch}
+        if args.out:
+            os.makedirs(args.out, exist_ok=True)
+            with open(os.path.join(args.out, "profiler_graph_cost.json"), "w") as f:
+                json.dump({**meta, "graphs": graphs}, f, indent=1)
+        print(f"\n{meta['device']}, torch {meta['torch']}, a launch call (profiled) {launch:.2f} µs")
+        print("| nodes | replay call µs, without / with the profiler | GPU µs, without / with | ", end="")
+        print("profiler µs a node, call / GPU |")
+        print("|---:|---:|---:|---:|")
+        for r in graphs:
+            c, g, k = r["replay_call_us"], r["replay_gpu_us"], r["profiler_us_per_node"]
+            print(
+                f"| {r['nodes']} | {c['unprofiled']:.1f} / {c['profiled']:.1f} | {g['unprofiled']:.1f} / "
+                f"{g['profiled']:.1f} | {k['call']:.2f} / {k['gpu']:.2f} |"
+            )
+        return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, build in (model_workloads(dev) if args.models else workloads(dev)).items():
