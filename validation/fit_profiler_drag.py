@@ -1,5 +1,5 @@
 """The profiler's host cost per recorded event, fitted on every single-GPU trace that has its step time
-measured without the profiler, and the tables behind ``analysis.critical_path.whatif``'s
+measured without the profiler, and the tables behind ``analysis.critical_path.unprofiled``'s
 ``PROFILER_EVENT_LAUNCHES`` (and ``PROFILER_EVENT_US``, where a trace has no launch call) and
 ``PROFILER_TRITON_LAUNCHES``.
 
@@ -35,14 +35,14 @@ sys.path.insert(0, str(ROOT))
 
 from packed import unpacked  # noqa: E402  (a held-out host keeps its traces in traces.tar.xz)
 
-from tb_mfu_plugin.analysis.critical_path import whatif  # noqa: E402
+from tb_mfu_plugin.analysis.critical_path import unprofiled  # noqa: E402
 from tb_mfu_plugin.analysis.critical_path.graph import Graph  # noqa: E402
-from tb_mfu_plugin.analysis.critical_path.whatif import (  # noqa: E402
+from tb_mfu_plugin.analysis.critical_path.unprofiled import (  # noqa: E402
     PROFILER_COST_RANGE,
     PROFILER_EVENT_LAUNCHES,
     PROFILER_TRITON_LAUNCHES,
-    Model,
 )
+from tb_mfu_plugin.analysis.critical_path.whatif import Model  # noqa: E402
 from tb_mfu_plugin.analysis.options import AnalysisOptions  # noqa: E402
 from tb_mfu_plugin.analysis.per_device import analyze_device  # noqa: E402
 from tb_mfu_plugin.running.pipeline import _keep_inputs  # noqa: E402
@@ -113,13 +113,13 @@ def models(held_out: Path | None) -> Iterator[tuple[str, Model, float]]:
 def _retimed(model: Model, event: Callable[[Graph], float], triton: float = PROFILER_TRITON_LAUNCHES) -> float:
     """The model's step without the profiler at ``event`` µs an event and ``triton`` launch calls more
     a Triton launch (the module's cost per event and Triton constant, as the model reads them)."""
-    setattr(whatif, "profiler_event_us", event)  # noqa: B010
-    whatif.PROFILER_TRITON_LAUNCHES = triton
+    setattr(unprofiled, "profiler_event_us", event)  # noqa: B010
+    unprofiled.PROFILER_TRITON_LAUNCHES = triton
     try:
         return Model(dataclasses.replace(model.g), len(model.view_pos)).unprofiled_step_us
     finally:
-        setattr(whatif, "profiler_event_us", SHIPPED_EVENT)  # noqa: B010
-        whatif.PROFILER_TRITON_LAUNCHES = PROFILER_TRITON_LAUNCHES
+        setattr(unprofiled, "profiler_event_us", SHIPPED_EVENT)  # noqa: B010
+        unprofiled.PROFILER_TRITON_LAUNCHES = PROFILER_TRITON_LAUNCHES
 
 
 def _error(model: Model, truth: float, share: float) -> float:
@@ -159,7 +159,7 @@ def errors(held_out: Path | None = None) -> tuple[list[str], list[bool], dict[Ca
     return labels, triton, out
 
 
-SHIPPED_EVENT = whatif.profiler_event_us
+SHIPPED_EVENT = unprofiled.profiler_event_us
 
 
 def _event_cost(kind: str, c: float) -> Callable[[Graph], float]:

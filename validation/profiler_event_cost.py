@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What torch.profiler costs the host per recorded event, measured directly, by kind of host work.
 
-``analysis.critical_path.whatif`` takes the profiler's drag out of a trace at ``PROFILER_EVENT_LAUNCHES``
+``analysis.critical_path.unprofiled`` takes the profiler's drag out of a trace at ``PROFILER_EVENT_LAUNCHES``
 (half) of the trace's median launch call per host event, a share fitted on whole training steps
 (validation/fit_profiler_drag.py). This script checks the assumption under that fit, one kind of
 host work at a time: is the cost per event the same for an op that launches a kernel, one that

@@ -2,7 +2,7 @@
 """What torch.profiler costs the GPU per kernel, measured directly: the gap between two kernels queued
 back to back, with and without the profiler.
 
-``analysis.critical_path.whatif`` takes the profiler's cost out of the host's work only, so a GPU-bound
+``analysis.critical_path.unprofiled`` takes the profiler's cost out of the host's work only, so a GPU-bound
 step keeps the trace's gaps between its kernels. Those gaps are measured under CUPTI's kernel tracing;
 if tracing widens them, every GPU-bound step's estimate without the profiler reads long by the kernels
 it runs times the widening. This script measures the widening: a stream of ``--kernels`` equal

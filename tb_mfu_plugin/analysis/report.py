@@ -167,7 +167,7 @@ class Summary(Metrics, kw_only=True):
     mfu_traced: float | None = None
     step_time_unprofiled_us: float | None = None
     # Where the estimate likely lies: the step re-timed with the profiler's cost at each end of the
-    # range its recordings spread over (whatif.PROFILER_COST_RANGE), and the MFU over those steps;
+    # range its recordings spread over (unprofiled.PROFILER_COST_RANGE), and the MFU over those steps;
     # None where the headline is not over the step without the profiler.
     step_time_unprofiled_range_us: Interval | None = None
     mfu_range: Interval | None = None

@@ -65,11 +65,11 @@ class HostChain:
     call: np.ndarray  # int64: the launch call (index into ``calls``) each segment lies in, -1 none
     events: np.ndarray  # int64: host events (ops, runtime and driver calls) that start in each segment
     # int64: of those, Inductor's Triton launches (``TRITON_LAUNCH_PREFIX``), whose record function
-    # exists only under the profiler and costs it more than an event (whatif.PROFILER_TRITON_LAUNCHES)
+    # exists only under the profiler and costs it more than an event (unprofiled.PROFILER_TRITON_LAUNCHES)
     triton: np.ndarray
     # int64: Lightning's profiler's record functions (``LIGHTNING_RECORD_PREFIX``) that start in each
     # segment: annotations, so not among ``events``, whose Python exists only under Lightning's profiler
-    # (whatif.PROFILER_LIGHTNING_LAUNCHES)
+    # (unprofiled.PROFILER_LIGHTNING_LAUNCHES)
     lightning: np.ndarray
 
 
@@ -203,8 +203,17 @@ def build(tables: TraceTables, dev: Device, steps: Steps, n_steps: int) -> Graph
         _at(t, steps.cpu_end[:n]),
         lat0,
         gap0,
-        float(np.median(calls.dur)) if len(calls.dur) else float("nan"),
+        _launch_call_us(calls, op_call),
     )
+
+
+def _launch_call_us(calls: Calls, op_call: np.ndarray) -> float:
+    """The median call that launched at most one op: a CUDA graph's launch puts all its kernels in
+    the queue in one call, hundreds of launches' worth, which says nothing of a single launch's cost
+    (and under the profiler far less: it traces every node, validation/profiler_event_cost.py)."""
+    launched = np.bincount(op_call[op_call >= 0], minlength=len(calls.dur))
+    single = calls.dur[launched <= 1]
+    return float(np.median(single)) if len(single) else float("nan")
 
 
 def _events(cpu: CpuTable, t: np.ndarray, only: np.ndarray | None = None) -> np.ndarray:

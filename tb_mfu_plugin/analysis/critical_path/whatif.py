@@ -20,83 +20,13 @@ import numpy as np
 from . import classes as cls
 from .graph import Graph, paint
 from .timing import Retimer, Timing, Weights
+from .unprofiled import GRAPH_GAP_UNPROFILED_US, PROFILER_COST_RANGE, calls_scaled, unprofiled
 
-# The gap between two kernels of one CUDA graph replay, where the trace has no replay to measure
-# it on: about a quarter of a µs on an H200 (the replays of the 492-kernel tiny MLP step in
-# validation/whatif_pairs/cuda_graph/after: median 0.26 µs).
+# The gap between two kernels of one CUDA graph replay under the profiler, where the trace has no
+# replay to measure it on: about a quarter of a µs (the replays of the 492-kernel tiny MLP step in
+# validation/whatif_pairs/cuda_graph/after: median 0.256 µs, the same on every host recorded since).
+# Without the profiler they run closer (unprofiled.GRAPH_GAP_UNPROFILED_US).
 GRAPH_GAP_US = 0.26
-
-
-# What torch.profiler (record_shapes=True) costs the host per recorded event (an op, a runtime or
-# driver call), as a share of the trace's median launch call. The cost is the host's own work, so it
-# scales with how fast that host runs, and the launch call is the trace's own measure of that: the
-# same for-loop AdamW step cost the profiler 2.0 µs an event on one H200 host and 3.5 µs on another,
-# where its launch calls took 5.1 and 7.3 µs. Measured directly, one kind of host work at a time
-# (validation/profiler_event_cost.py): 0.27-0.60 of a launch call, the median over the kinds 0.39 and
-# 0.38 on two H100 hosts. Against the step times measured without the profiler, the share each host's
-# host-bound traces needed has its median at 0.48 (H200s), 0.47, 0.34 and 0.39 (three H100 hosts); at
-# 0.4 the median step is 2.1 %, 1.9 %, 1.1 % and 1.1 % from its truth, 43 of 65, 18 of 27, 23 of 27
-# and 29 of 31 within 5 % (as many or more than at 0.5), and the H100 hosts' worst trace 13, 10 and
-# 9 % off (25, 24 and 23 % at 0.5; validation/fit_profiler_drag.py prints the tables). The profiler does
-# not slow the GPU's kernels, so a GPU-bound step hides it and a host-bound one shows it
-# (docs/diagnosis.md).
-PROFILER_EVENT_LAUNCHES = 0.4
-# where the trace has no launch call to measure the host by: the best constant of the same fit
-PROFILER_EVENT_US = 4.0
-# What each of Inductor's Triton launches costs the profiler on top of that, in launch calls. While the
-# profiler runs, and only then, Inductor's launcher builds a record function's arguments (the kernel's
-# file, hash and config string) and opens it over every input, shapes recorded
-# (graph.TRITON_LAUNCH_PREFIX); so a compiled step loses more to the profiler than its events say
-# (torch.compile'd GPT: 22.2 ms profiled against 12.0 ms without; half a launch call an event took
-# out 4.4 ms of the 10.2). Fitted on the six traces of the same 65 that launch Triton kernels: at 4
-# launch calls their median error falls from 4.2 % to 1.5 % and the worst from 48 % to 13 %, and on
-# the two held-out H100 traces that launch them from 12.9 % to 4.3 % (the worst 24 % to 7 %); no
-# trace without Triton launches changes.
-PROFILER_TRITON_LAUNCHES = 4.0
-# What each record function of Lightning's PyTorchProfiler costs the host, in launch calls: the Python
-# around it (a forward pre-hook and hook on every submodule for ``[pl][module]``, the profiler's
-# start/stop for ``[pl][profile]``) exists only while that profiler is attached, and it is an annotation,
-# which the cost per event does not count. Four launch calls, as a Triton launch's record function costs
-# beyond its event: the same kind of work, a record function Python opens only under the profiler.
-# Measured on the two Lightning traces with truth (88 such record functions a step): the hooks alone, in
-# the same process after the profiler stopped, cost 1.8 and 4.6 launch calls each (H200, H100), and the
-# step without the profiler needed 3.7 and 7.4 (validation/mfu_truth, validation/h100/mfu_truth).
-PROFILER_LIGHTNING_LAUNCHES = 4.0
-# How far the profiler's true cost on one recording strays from that estimate: the same .item() step,
-# recorded twice minutes apart on an H100, needed 0.12 and 0.31 of a launch call an event to meet its
-# truth, and nothing in the two traces (their launch calls, the gaps between their ops) told them
-# apart. So the estimate comes with a range: from 0.30 to 0.75 of a launch call, the 10th and 90th
-# percentiles of the share the host-bound traces needed (0.29 and 0.74 on the H200s, 0.31 and 0.79 on
-# the first H100 host), as multiples of the estimate. The headline MFU carries it (Summary.mfu_range);
-# validation/fit_profiler_drag.py prints how often it held the truth.
-PROFILER_COST_RANGE = (0.30 / PROFILER_EVENT_LAUNCHES, 0.75 / PROFILER_EVENT_LAUNCHES)
-
-
-def profiler_event_us(g: Graph) -> float:
-    """What the profiler cost this trace's host per recorded event."""
-    launch = g.launch_call_us
-    return PROFILER_EVENT_US if not np.isfinite(launch) else PROFILER_EVENT_LAUNCHES * launch
-
-
-def profiler_triton_us(g: Graph) -> float:
-    """What the profiler cost this trace's host per Triton launch, on top of its events' cost (none
-    where the trace has no launch call, so no Triton launch either)."""
-    launch = g.launch_call_us
-    return PROFILER_TRITON_LAUNCHES * launch if np.isfinite(launch) else 0.0
-
-
-def profiler_lightning_us(g: Graph) -> float:
-    """What Lightning's profiler cost this trace's host per record function it opened (none where the
-    trace has no launch call to measure the host by)."""
-    launch = g.launch_call_us
-    return PROFILER_LIGHTNING_LAUNCHES * launch if np.isfinite(launch) else 0.0
-
-
-def profiler_us(g: Graph, scale: float = 1.0) -> np.ndarray:
-    """What the profiler cost the host in each segment of the host chain (``scale`` x the estimate)."""
-    per_segment = profiler_event_us(g) * g.host.events + profiler_triton_us(g) * g.host.triton
-    cost: np.ndarray = scale * (per_segment + profiler_lightning_us(g) * g.host.lightning)
-    return cost
 
 
 @dataclass(frozen=True)
@@ -149,17 +79,17 @@ def _dur_factors(
     return factor, gone, no_gap
 
 
-def unprofiled(g: Graph, scale: float = 1.0) -> Weights:
-    """The graph's weights with the profiler's host cost taken out: each host segment
-    ``profiler_us`` shorter (never below 0)."""
-    base = Weights.of(g)
-    w = np.maximum(base.w - profiler_us(g, scale), 0.0)
-    return Weights(w, base.d, base.gap, base.lat, base.sync_keep)
-
-
-def weights(g: Graph, view_pos: np.ndarray, changes: Sequence[Change], base: Weights | None = None) -> Weights:
+def weights(
+    g: Graph,
+    view_pos: np.ndarray,
+    changes: Sequence[Change],
+    base: Weights | None = None,
+    replay_gap_us: float = GRAPH_GAP_US,
+) -> Weights:
     """The graph's weights (``base``: as the trace has them) with ``changes`` applied together.
-    ``view_pos``: for each row of the device view, its op in the graph (-1 none)."""
+    ``view_pos``: for each row of the device view, its op in the graph (-1 none); ``replay_gap_us``:
+    the gap between two kernels of a graph replay a change adopts (``GRAPH_GAP_UNPROFILED_US`` over
+    the weights without the profiler)."""
     base = base if base is not None else Weights.of(g)
     factor, gone, no_gap = _dur_factors(g, view_pos, changes)
     d = base.d * factor
@@ -178,9 +108,9 @@ def weights(g: Graph, view_pos: np.ndarray, changes: Sequence[Change], base: Wei
         for hc in ch.host:
             w = np.minimum(w, _host_scaled(g, base.w, hc))
         for rows, new_dur in ch.calls:
-            w = np.minimum(w, _calls_scaled(g, base.w, rows, new_dur))
+            w = np.minimum(w, calls_scaled(g, base.w, rows, new_dur))
         if ch.graph_replay:
-            w, gap = _graph_replay(g, w, gap)
+            w, gap = _graph_replay(g, w, gap, replay_gap_us)
     w = np.minimum(w, _launches_gone(g, base.w, gone))
     return Weights(w, d, gap, lat, keep)
 
@@ -228,23 +158,6 @@ def _weighted_cover(lo: np.ndarray, hi: np.ndarray, weight: np.ndarray, a: np.nd
     return out
 
 
-def _calls_scaled(g: Graph, w: np.ndarray, rows: np.ndarray, new_dur: np.ndarray) -> np.ndarray:
-    """The segment weights with the given launch calls at their new duration."""
-    calls = g.calls
-    pos = np.searchsorted(calls.row, rows)
-    ok = (pos < len(calls.row)) & (calls.row[np.minimum(pos, len(calls.row) - 1)] == rows) if len(calls.row) else []
-    factor = np.ones(len(calls.row))
-    if len(calls.row):
-        f = np.asarray(np.broadcast_to(new_dur, rows.shape), np.float64)[ok]
-        dur = calls.dur[pos[ok]]
-        np.minimum.at(factor, pos[ok], np.clip(np.where(dur > 0, f / np.where(dur > 0, dur, 1.0), 1.0), 0.0, 1.0))
-    seg_call = g.host.call
-    has = seg_call >= 0
-    out = w.copy()
-    out[has] *= factor[seg_call[has]]
-    return out
-
-
 def _launches_gone(g: Graph, w: np.ndarray, gone: np.ndarray) -> np.ndarray:
     """The segment weights with the launch calls of folded ops gone (a call goes when every op it
     launched is folded into another)."""
@@ -261,7 +174,7 @@ def _launches_gone(g: Graph, w: np.ndarray, gone: np.ndarray) -> np.ndarray:
     return out
 
 
-def _graph_replay(g: Graph, w: np.ndarray, gap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _graph_replay(g: Graph, w: np.ndarray, gap: np.ndarray, gap_us: float) -> tuple[np.ndarray, np.ndarray]:
     """Each step's host work from its first launch to its last one becomes that first launch call (a
     graph replay is launched once), syncs and DataLoader calls left as they are; the ops of the
     steps follow each other as a replay's do."""
@@ -279,7 +192,7 @@ def _graph_replay(g: Graph, w: np.ndarray, gap: np.ndarray) -> tuple[np.ndarray,
         keep = np.isin(host.cls[seg], [cls.CODE[cls.SYNC], cls.CODE[cls.DATALOADER]])
         out[seg[~keep]] = 0.0
     in_steps = ops.step >= 0
-    gap = np.where(in_steps & np.isfinite(gap), np.minimum(gap, GRAPH_GAP_US), gap)
+    gap = np.where(in_steps & np.isfinite(gap), np.minimum(gap, gap_us), gap)
     return out, gap
 
 
@@ -360,7 +273,8 @@ class Model:
         key = (id(ch), without_profiler)
         got = self._cache.get(key)
         if got is None or got[0] is not ch:
-            got = (ch, weights(self.g, self.view_pos, [ch], base))
+            gap_us = GRAPH_GAP_UNPROFILED_US if without_profiler else GRAPH_GAP_US
+            got = (ch, weights(self.g, self.view_pos, [ch], base, gap_us))
             self._cache[key] = got
         return got[1]
 

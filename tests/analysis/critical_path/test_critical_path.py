@@ -157,15 +157,15 @@ def test_triton_launches_cost_the_profiler_more_than_an_event(tmp_path: Path) ->
     """Inductor's ``triton_*`` host ops exist only under the profiler, which costs each of them
     ``PROFILER_TRITON_LAUNCHES`` launch calls more than an event; an eager op of the same shape
     costs only its events."""
-    from tb_mfu_plugin.analysis.critical_path import whatif
+    from tb_mfu_plugin.analysis.critical_path import unprofiled
 
     eager = _model(_host_bound_step("aten::add_"), tmp_path / "eager")
     compiled = _model(_host_bound_step("triton_poi_fused_add_0"), tmp_path / "compiled")
     assert eager.g.host.triton.sum() == 0 and compiled.g.host.triton.sum() == 5
     assert eager.g.host.events.sum() == compiled.g.host.events.sum() == 10  # an op and a launch call each
     assert compiled.g.launch_call_us == pytest.approx(6.0)
-    extra = whatif.profiler_us(compiled.g).sum() - whatif.profiler_us(eager.g).sum()
-    assert extra == pytest.approx(5 * whatif.PROFILER_TRITON_LAUNCHES * 6.0)
+    extra = unprofiled.profiler_us(compiled.g).sum() - unprofiled.profiler_us(eager.g).sum()
+    assert extra == pytest.approx(5 * unprofiled.PROFILER_TRITON_LAUNCHES * 6.0)
     # the host-bound compiled step loses more of its time to the profiler, never more than it has
     assert 0 < compiled.unprofiled_step_us < eager.unprofiled_step_us < eager.step_us == compiled.step_us
 
@@ -174,7 +174,7 @@ def test_lightning_profilers_record_functions_cost_the_host(tmp_path: Path) -> N
     """Lightning's PyTorchProfiler opens a ``[pl]…`` record function around each module's forward (from
     hooks it registers) and each step function: Python that a run without the profiler does not run. Each
     costs ``PROFILER_LIGHTNING_LAUNCHES`` launch calls; a user's own annotation costs nothing."""
-    from tb_mfu_plugin.analysis.critical_path import whatif
+    from tb_mfu_plugin.analysis.critical_path import unprofiled
 
     plain, hooked = _host_bound_step("aten::add_"), _host_bound_step("aten::add_")
     for i in range(5):
@@ -183,8 +183,8 @@ def test_lightning_profilers_record_functions_cost_the_host(tmp_path: Path) -> N
     mine, pl = _model(plain, tmp_path / "plain"), _model(hooked, tmp_path / "pl")
     assert mine.g.host.lightning.sum() == 0 and pl.g.host.lightning.sum() == 5
     assert mine.g.host.events.sum() == pl.g.host.events.sum() == 10  # annotations are not events
-    extra = whatif.profiler_us(pl.g).sum() - whatif.profiler_us(mine.g).sum()
-    assert extra == pytest.approx(5 * whatif.PROFILER_LIGHTNING_LAUNCHES * 6.0)
+    extra = unprofiled.profiler_us(pl.g).sum() - unprofiled.profiler_us(mine.g).sum()
+    assert extra == pytest.approx(5 * unprofiled.PROFILER_LIGHTNING_LAUNCHES * 6.0)
     assert 0 < pl.unprofiled_step_us < mine.unprofiled_step_us < mine.step_us == pl.step_us
 
 
@@ -212,10 +212,10 @@ def test_the_step_without_the_profiler_comes_with_its_likely_range(tmp_path: Pat
     ``PROFILER_COST_RANGE``: on a host-bound step of five ops, each an op and a 6 µs launch call
     (2.4 µs an event, 0.4 of the launch call), the host gives back 24 µs at the estimate, and at the
     ends 0.30 and 0.75 of the launch call an event: 18 and 45 µs."""
-    from tb_mfu_plugin.analysis.critical_path import whatif
+    from tb_mfu_plugin.analysis.critical_path import unprofiled
 
     m = _model(_host_bound_step("aten::add_"), tmp_path)
-    assert whatif.profiler_us(m.g).sum() == pytest.approx(24.0)
+    assert unprofiled.profiler_us(m.g).sum() == pytest.approx(24.0)
     assert m.unprofiled_step_us == pytest.approx(m.step_us - 24.0)
     short, long = m.unprofiled_step_range_us
     assert short == pytest.approx(m.step_us - 45.0) and long == pytest.approx(m.step_us - 18.0)
@@ -226,7 +226,7 @@ def test_the_likely_ranges_short_end_reaches_the_fastest_step(tmp_path: Path) ->
     ran 120 and 180 µs, the shortest likely step is the one re-timed at the profiler's higher cost,
     scaled from their mean (150 µs) to the fastest (120 µs). The estimate and the long end are the
     re-timed mean's, as with steps of one length."""
-    from tb_mfu_plugin.analysis.critical_path import whatif
+    from tb_mfu_plugin.analysis.critical_path import unprofiled
 
     b = _host_bound_step("aten::add_")
     b.step(2, 120, 180)  # the same five ops, and 60 µs more on the host
@@ -236,7 +236,7 @@ def test_the_likely_ranges_short_end_reaches_the_fastest_step(tmp_path: Path) ->
         b.kernel(ADD, ts + 12, 2, b.runtime("cudaLaunchKernel", ts + 1, 6.0))
     m = _model(b, tmp_path)
     assert m.g.steps == 2 and m.step_us == pytest.approx(150.0)
-    assert whatif.profiler_us(m.g).sum() == pytest.approx(48.0)  # 24 µs a step at the estimate
+    assert unprofiled.profiler_us(m.g).sum() == pytest.approx(48.0)  # 24 µs a step at the estimate
     short, long = m.unprofiled_step_range_us
     assert m.unprofiled_step_us == pytest.approx(150.0 - 24.0)
     assert long == pytest.approx(150.0 - 18.0)
