@@ -22,6 +22,12 @@ from .timing import Weights
 # 0.090-0.114 µs a kernel (median 0.112), where the traces show 0.256 (their median gap, on every
 # host); the traced step re-timed without the profiler's host cost alone read 8-36 % long.
 GRAPH_GAP_UNPROFILED_US = 0.11
+# What a graph's launch call costs without the profiler, as a share of what it cost under it: the
+# profiler traces every node in the call. Measured directly on an H100 (validation/profiler_cost,
+# profiler_event_cost.py --graphs): graphs of 128 and 512 one-kernel nodes took 41.7 and 147.6 µs to
+# launch without the profiler and 114.9 and 414.0 µs with it (0.36 both; 16 nodes: 16.2 and 22.4 µs,
+# where a launch call's own cost is most of it).
+GRAPH_LAUNCH_UNPROFILED_SHARE = 0.36
 
 
 # What torch.profiler (record_shapes=True) costs the host per recorded event (an op, a runtime or
@@ -106,12 +112,14 @@ def unprofiled(g: Graph, scale: float = 1.0) -> Weights:
     return Weights(w, base.d, gap, lat, base.sync_keep)
 
 
-def graph_launch_unprofiled_us(g: Graph) -> float:
-    """What a CUDA graph's launch call costs the host without the profiler: a launch call, as the
-    what-if of adopting graphs has it (``_graph_replay``), less the profiler's cost of its event.
-    Under the profiler the call traces every node of the graph, hundreds of µs for hundreds of nodes."""
+def graph_launch_unprofiled_us(g: Graph, traced_us: np.ndarray) -> np.ndarray:
+    """What CUDA graph launch calls that took ``traced_us`` under the profiler cost the host without
+    it: ``GRAPH_LAUNCH_UNPROFILED_SHARE`` of that, and never less than one launch call without the
+    profiler (the host's median launch call less the profiler's cost of its event)."""
     launch = g.launch_call_us
-    return max(launch - profiler_event_us(g), 0.0) if np.isfinite(launch) else PROFILER_EVENT_US
+    one = max(launch - profiler_event_us(g), 0.0) if np.isfinite(launch) else PROFILER_EVENT_US
+    out: np.ndarray = np.maximum(GRAPH_LAUNCH_UNPROFILED_SHARE * traced_us, one)
+    return out
 
 
 def _replays_unprofiled(
@@ -119,7 +127,7 @@ def _replays_unprofiled(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The host weights, stream gaps and launch edges with each CUDA graph replay (a launch call that
     launched several ops) as it runs without the profiler: its call ``graph_launch_unprofiled_us``
-    long at most, its first kernel held back that much less, every later one in the queue the typical
+    long, its first kernel held back that much less, every later one in the queue the typical
     launch latency after the call's start (the profiler's tracing of each node held them back), and
     its kernels ``GRAPH_GAP_UNPROFILED_US`` apart at most."""
     ops = g.ops
@@ -139,16 +147,16 @@ def _replays_unprofiled(
     # a replay's first kernel waited for its call to put the graph in the queue: it waits as much less
     # as the call takes less, and no less than a launch would (it may also have waited for other work);
     # one with no op before it in the graph starts no earlier than the first step, which no change moves
-    new_call = graph_launch_unprofiled_us(g)
+    new_call = graph_launch_unprofiled_us(g, g.calls.dur)  # per call; only the replays' are used
     first = in_replay & ~follows
-    excess = np.where(first, np.maximum(g.calls.dur[np.maximum(ops.call, 0)] - new_call, 0.0), 0.0)
+    call = np.maximum(ops.call, 0)
+    excess = np.where(first, np.maximum(g.calls.dur[call] - new_call[call], 0.0), 0.0)
     least = np.minimum(lat, g.launch_latency_us)
     at_origin = np.where(ops.launch >= 0, g.step_start[0] - g.host.t[np.maximum(ops.launch, 0)], -np.inf)
     least = np.where(np.isfinite(gap), least, np.maximum(least, at_origin))
     lat = np.where(first & np.isfinite(lat), np.minimum(lat, np.maximum(lat - excess, least)), lat)
     gap = np.where(first & np.isfinite(gap), np.maximum(gap - excess, np.minimum(gap, g.stream_gap_us)), gap)
-    rows = g.calls.row[replay]
-    w = np.minimum(w, calls_scaled(g, w, rows, np.full(len(rows), new_call)))
+    w = np.minimum(w, calls_scaled(g, w, g.calls.row[replay], new_call[replay]))
     return w, gap, lat
 
 
