@@ -55,6 +55,12 @@ def test_a_replayed_step_without_the_profiler_reads_as_timed(name: str, folder: 
     per_call = np.bincount(m.g.ops.call[m.g.ops.call >= 0])
     assert per_call.max() > 100 and not np.isfinite(m.g.launch_call_us)
     assert m.step_us > 1.08 * truth  # the profiler's cost on the replay, which the host events do not carry
+    # each replay's call costs the host GRAPH_LAUNCH_UNPROFILED_SHARE of its traced time, or less
+    from tb_mfu_plugin.analysis.critical_path.unprofiled import GRAPH_LAUNCH_UNPROFILED_SHARE
+
+    w = m.unprofiled_weights.w
+    for c in np.flatnonzero(per_call > 1):
+        assert w[m.g.host.call == c].sum() <= GRAPH_LAUNCH_UNPROFILED_SHARE * m.g.calls.dur[c] + 1e-6
     assert m.unprofiled_step_us == pytest.approx(truth, rel=0.02)
     short, long = m.unprofiled_step_range_us
     assert short <= m.unprofiled_step_us <= long
