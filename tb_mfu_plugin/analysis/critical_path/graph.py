@@ -24,6 +24,7 @@ every timestamp (``timing``), and a change moves only what depends on it.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -113,6 +114,9 @@ class Ops:
     origin_w: np.ndarray  # weight of an edge from the origin (-inf: none)
     bind: np.ndarray  # int8: BY_STREAM, BY_LAUNCH, BY_WAIT or BY_ORIGIN
     first: np.ndarray  # int64 (streams + 1): where each stream's ops begin
+    # bool: put in the queue by a step before the first modelled one (launched before its host
+    # began, or before the trace, so with no launch call in it) and run in it (``_carried``)
+    carried: np.ndarray
 
     def __len__(self) -> int:
         return len(self.row)
@@ -180,6 +184,7 @@ def build(tables: TraceTables, dev: Device, steps: Steps, n_steps: int) -> Graph
     copy_call = np.zeros(len(call_rows), bool)
     copy_call[op_call[launched & (g.kind[rows] == MEMCPY)]] = True
     ops, lat0, gap0 = _ops(g, rows, dev, op_call, calls, t, steps, n)
+    ops = dataclasses.replace(ops, carried=_carried(ops, launcher, cpu.ts, float(steps.cpu_start[0])))
     syncs = _syncs(cpu.ts[syncs_in], cpu.end[syncs_in], syncs_in, t, ops)
     seg_cls = _segment_classes(t, calls, copy_call, syncs, cpu.ts[loader], cpu.end[loader])
     w = np.diff(t)
@@ -332,8 +337,23 @@ def _ops(
         origin_w,
         bind,
         first,
+        np.zeros(len(rows), bool),
     )
     return ops, lat0, gap0
+
+
+def _carried(ops: Ops, launcher: np.ndarray, cpu_ts: np.ndarray, first_host: float) -> np.ndarray:
+    """The first step's ops an earlier step put in the queue: launched before the step's host began,
+    or, where the trace has no launch call for them, each stream's run of such ops before its first
+    launched one (the trace began with the GPU still working through them)."""
+    launched = launcher >= 0
+    early = launched & (cpu_ts[np.maximum(launcher, 0)] < first_host)
+    seen_launch = np.zeros(len(ops), bool)
+    for s in range(len(ops.first) - 1):
+        lo, hi = int(ops.first[s]), int(ops.first[s + 1])
+        seen_launch[lo:hi] = np.maximum.accumulate(launched[lo:hi]) if hi > lo else seen_launch[lo:hi]
+    out: np.ndarray = (ops.step == 0) & (early | (~launched & ~seen_launch))
+    return out
 
 
 def _waits(a: np.ndarray, b: np.ndarray, sidx: np.ndarray, first: np.ndarray, best: np.ndarray) -> np.ndarray:

@@ -109,7 +109,10 @@ def unprofiled(g: Graph, scale: float = 1.0) -> Weights:
     base = Weights.of(g)
     w = np.maximum(base.w - profiler_us(g, scale), 0.0)
     w, gap, lat = _replays_unprofiled(g, w, base.gap, base.lat)
-    return Weights(w, base.d, gap, lat, base.sync_keep)
+    # what an earlier step left in the queue is that step's work: in the steady state the last step
+    # leaves as much to the next, which the re-timed span does not count
+    d = np.where(g.ops.carried, 0.0, base.d)
+    return Weights(w, d, gap, lat, base.sync_keep)
 
 
 def graph_launch_unprofiled_us(g: Graph, traced_us: np.ndarray) -> np.ndarray:

@@ -241,3 +241,35 @@ def test_the_likely_ranges_short_end_reaches_the_fastest_step(tmp_path: Path) ->
     assert m.unprofiled_step_us == pytest.approx(150.0 - 24.0)
     assert long == pytest.approx(150.0 - 18.0)
     assert short == pytest.approx((150.0 - 45.0) * 120.0 / 150.0)
+
+
+def _carried_step() -> Builder:
+    """Two host-bound steps of [0, 100] and [100, 200], each launching two 20 µs adds, 40 µs apart; the
+    trace begins with the GPU still running two 30 µs adds an earlier step launched (no launch call in
+    the trace: the profiler was not recording yet), which hold the first step's adds back."""
+    b = Builder()
+    b.step(1, 0, 100)
+    b.step(2, 100, 100)
+    b.kernel(ADD, 1, 30, corr=9001)  # carried in: launched before the trace
+    b.kernel(ADD, 32, 30, corr=9002)
+    b.launch(ADD, 10, 63, 20)
+    b.launch(ADD, 50, 84, 20)
+    b.launch(ADD, 110, 115, 20)
+    b.launch(ADD, 150, 155, 20)
+    return b
+
+
+def test_work_an_earlier_step_left_in_the_queue_is_not_the_steps_own(tmp_path: Path) -> None:
+    """The first step's run of kernels launched before the trace is flagged as carried in, and the
+    step without the profiler does not count it: in the steady state the last step leaves as much
+    to the next one, which no re-timing counts."""
+    from tb_mfu_plugin.analysis.critical_path.unprofiled import unprofiled
+
+    m = _model(_carried_step(), tmp_path)
+    g = m.g
+    assert g.ops.carried.tolist() == [True, True, False, False, False, False]
+    w = unprofiled(g)
+    assert np.all(w.d[g.ops.carried] == 0.0) and np.all(w.d[~g.ops.carried] == g.ops.d[~g.ops.carried])
+    # the traced re-timing keeps them (it gives back the trace), the one without the profiler does not
+    assert np.allclose(m.retimer.run(Weights.of(g)).a, g.ops.a)
+    assert m.unprofiled_base.a[2] < g.ops.a[2]  # the first step's first add no longer waits for them
