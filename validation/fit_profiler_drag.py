@@ -169,7 +169,10 @@ def _event_cost(kind: str, c: float) -> Callable[[Graph], float]:
         return c
 
     def share(g: Graph) -> float:
-        return c * g.launch_call_us
+        # as the shipped model: a trace with no single launch call (a step that only replays a CUDA
+        # graph) takes the constant instead
+        launch = g.launch_call_us
+        return c * launch if np.isfinite(launch) else unprofiled.PROFILER_EVENT_US
 
     return constant if kind == "µs" else share if kind == "launch" else SHIPPED_EVENT
 
