@@ -129,7 +129,14 @@ def analyze_device(
     drag = None
     if model is not None and model.step_us > 0:
         low, high = model.unprofiled_step_range_us
-        drag = Drag(model.unprofiled_step_us / model.step_us, low / model.step_us, high / model.step_us)
+        carried = model.g.ops.carried
+        drag = Drag(
+            model.unprofiled_step_us / model.step_us,
+            low / model.step_us,
+            high / model.step_us,
+            int(carried.sum()),
+            float(model.g.ops.d[carried].sum()),
+        )
     busy = _busy_us(view, steps)
     mfu = mfu_figures(tables, steps, rows, view.classes, device, busy, options, sidecar, flags, drag)
     notes += mfu.notes

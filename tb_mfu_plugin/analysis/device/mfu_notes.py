@@ -92,3 +92,21 @@ def uneven_steps_note(dur_us: list[float]) -> str | None:
         "is over their mean, and its likely range reaches the fastest step's, since the profiler's cost "
         "can differ from step to step."
     )
+
+
+# Work inherited from before the trace is named where it is worth a note: a share of the step it would
+# have added to every step's mean without the profiler (FlexAttention's first step on two H100 hosts:
+# 2.7 and 3.3 ms over three steps of 13.3-13.5, docs/mfu.md section 6).
+CARRIED_NOTE_SHARE = 0.01
+
+
+def carried_work_note(ops: int, us: float, step_us: float | None) -> str | None:
+    """Why the step without the profiler leaves out kernels the first analysed step ran; None where
+    there were none worth a note."""
+    if ops <= 0 or not step_us or us < CARRIED_NOTE_SHARE * step_us:
+        return None
+    return (
+        f"The first analysed step began with {ops} GPU op{'s' if ops != 1 else ''} ({fmt.us(us)}) that a step "
+        "before it had put in the queue: the step without the profiler leaves them out, as in the steady "
+        "state the last step leaves as much work to the next one."
+    )

@@ -41,7 +41,7 @@ from .mfu import (
     overall_mfu,
     unattributed_kernel_time,
 )
-from .mfu_notes import SecondMfu, second_mfu, uneven_steps_note
+from .mfu_notes import SecondMfu, carried_work_note, second_mfu, uneven_steps_note
 from .mfu_peak import mfu_peak
 from .peaks import PeakChoice
 
@@ -57,6 +57,10 @@ class Drag:
     ratio: float
     low: float
     high: float
+    # the first modelled step's kernels that a step before it put in the queue, which the step without
+    # the profiler does not count (critical_path.graph.Ops.carried): how many, and their time
+    carried_ops: int = 0
+    carried_us: float = 0.0
 
     def steps(self, traced_us: float) -> tuple[float, Interval]:
         """The traced mean step without the profiler, and where it likely lies."""
@@ -145,7 +149,8 @@ def mfu_figures(
         if guard.summary_withheld:
             second_note = None
     uneven = uneven_steps_note(dur.tolist()) if h.step_range is not None and h.mfu is not None else None
-    notes += [n for n in (second_note, uneven) if n is not None]
+    carried = carried_work_note(scale.carried_ops, scale.carried_us, h.step_basis) if scale and h.mfu else None
+    notes += [n for n in (second_note, uneven, carried) if n is not None]
     return MfuFigures(
         flops=h.step_flops,
         mfu=h.step_mfu,
