@@ -88,6 +88,22 @@ def _count(value: Any) -> int | None:
     return None if isinstance(value, float) and not value.is_integer() else int(value)
 
 
+def _drag(model: Model | None) -> Drag | None:
+    """The profiler's drag on the modelled steps: the critical-path model re-timed without its cost,
+    and the work their first step inherited, which that re-timing leaves out."""
+    if model is None or model.step_us <= 0:
+        return None
+    low, high = model.unprofiled_step_range_us
+    carried = model.g.ops.carried
+    return Drag(
+        model.unprofiled_step_us / model.step_us,
+        low / model.step_us,
+        high / model.step_us,
+        int(carried.sum()),
+        float(model.g.ops.d[carried].sum()),
+    )
+
+
 def analyze_device(
     tables: TraceTables,
     device: int,
@@ -124,21 +140,8 @@ def analyze_device(
         )
         return DeviceAnalysis(msgspec.structs.replace(report, notes=notes, flags=flags), tables, steps, None, None)
     view, summary, critical = _view_and_summary(tables, rows, steps, options, notes, flags)
-    # the profiler's drag on the modelled steps (the critical-path model re-timed without its host cost)
-    model = view.critical
-    drag = None
-    if model is not None and model.step_us > 0:
-        low, high = model.unprofiled_step_range_us
-        carried = model.g.ops.carried
-        drag = Drag(
-            model.unprofiled_step_us / model.step_us,
-            low / model.step_us,
-            high / model.step_us,
-            int(carried.sum()),
-            float(model.g.ops.d[carried].sum()),
-        )
     busy = _busy_us(view, steps)
-    mfu = mfu_figures(tables, steps, rows, view.classes, device, busy, options, sidecar, flags, drag)
+    mfu = mfu_figures(tables, steps, rows, view.classes, device, busy, options, sidecar, flags, _drag(view.critical))
     notes += mfu.notes
     flags += mfu.flags
     dev = msgspec.structs.replace(
