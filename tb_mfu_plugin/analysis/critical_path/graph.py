@@ -348,10 +348,11 @@ def _carried(ops: Ops, launcher: np.ndarray, cpu_ts: np.ndarray, first_host: flo
     launched one (the trace began with the GPU still working through them)."""
     launched = launcher >= 0
     early = launched & (cpu_ts[np.maximum(launcher, 0)] < first_host)
-    seen_launch = np.zeros(len(ops), bool)
-    for s in range(len(ops.first) - 1):
-        lo, hi = int(ops.first[s]), int(ops.first[s + 1])
-        seen_launch[lo:hi] = np.maximum.accumulate(launched[lo:hi]) if hi > lo else seen_launch[lo:hi]
+    # launched ops so far on each op's stream, up to and including it (ops are in stream order)
+    count = np.cumsum(launched)
+    head = ops.first[:-1]
+    before_stream = count[head] - launched[head] if len(ops) else np.zeros(0, np.int64)
+    seen_launch = count - before_stream[ops.stream] > 0
     out: np.ndarray = (ops.step == 0) & (early | (~launched & ~seen_launch))
     return out
 

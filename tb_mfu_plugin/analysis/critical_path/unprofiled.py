@@ -83,7 +83,7 @@ def profiler_event_us(g: Graph) -> float:
 
 def profiler_triton_us(g: Graph) -> float:
     """What the profiler cost this trace's host per Triton launch, on top of its events' cost (none
-    where the trace has no launch call, so no Triton launch either)."""
+    where the trace has no single launch call to measure the host by)."""
     launch = g.launch_call_us
     return PROFILER_TRITON_LAUNCHES * launch if np.isfinite(launch) else 0.0
 
