@@ -106,6 +106,53 @@ def hf_vit_eager_sdpa(args, dev, fixed: bool) -> Variant:
     )
 
 
+def _gradscaler_gpt(args, dev, fused: bool, bf16: bool) -> Variant:
+    """The MFU run ``fp16_gradscaler``'s GPT and step, its optimizer fused or its dtype bf16 (then with no
+    GradScaler, which bf16 does not need)."""
+    import torch.nn.functional as F
+
+    sc = tm.sc
+    cfg = sc.GPTConfig.tiny() if args.tiny else sc.GPTConfig(n_layers=4, d_model=1024, seq_len=1024, batch=8)
+    torch.manual_seed(0)
+    model = sc.GPT(cfg).to(dev).train()
+    kw = {"fused": True} if fused and dev.type == "cuda" else {}
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, **kw)  # {}: the default, foreach on CUDA
+    scaler = torch.amp.GradScaler(dev.type, enabled=dev.type == "cuda" and not bf16)
+    dtype = torch.bfloat16 if bf16 else torch.float16
+    pool = sc.gpt_batch_pool(cfg, 4, pin=dev.type == "cuda", seed=1)
+
+    def step(i):
+        xb, yb = pool[i % len(pool)]
+        x, y = xb.to(dev, non_blocking=True), yb.to(dev, non_blocking=True)
+        with torch.autocast(device_type=dev.type, dtype=dtype):
+            loss = F.cross_entropy(model(x).view(-1, cfg.vocab), y.view(-1))
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+
+    amp = "bf16 autocast, no GradScaler" if bf16 else "fp16 autocast with torch.amp.GradScaler (scale, step, update)"
+    return Variant(
+        step,
+        f"GPT {cfg.n_layers}L d{cfg.d_model} {cfg.n_heads}h seq {cfg.seq_len} batch {cfg.batch} vocab {cfg.vocab}, "
+        f"SDPA, {amp}, AdamW({', '.join(f'{k}={v}' for k, v in kw.items()) or 'default: foreach'})",
+        {"optimizer": f"AdamW({kw})", "dtype": "bf16" if bf16 else "fp16"},
+        model={**sc.gpt_model_info(model), "dtype": amp},
+    )
+
+
+def gradscaler_fused(args, dev, fixed: bool) -> Variant:
+    """fp16 + GradScaler, AdamW foreach -> fused=True: GradScaler.step reads found_inf with .item() before a
+    foreach step, and hands it to a fused one on the GPU (``_step_supports_amp_scaling``)."""
+    return _gradscaler_gpt(args, dev, fused=fixed, bf16=False)
+
+
+def gradscaler_bf16(args, dev, fixed: bool) -> Variant:
+    """fp16 + GradScaler -> bf16 autocast without one, AdamW foreach on both sides: the found_inf .item()
+    and the scaler's own kernels gone, the matmuls as fast (16-bit both)."""
+    return _gradscaler_gpt(args, dev, fused=False, bf16=fixed)
+
+
 _HF = {
     "hf_llama_eager_sdpa": {"build": hf_llama_eager_sdpa, "fix": "attn_implementation='eager' -> 'sdpa' (GQA)"},
     "hf_bert_eager_sdpa": {"build": hf_bert_eager_sdpa, "fix": "attn_implementation='eager' -> 'sdpa' (BERT)"},
@@ -114,6 +161,11 @@ _HF = {
         "build": hf_gpt2_fused_adamw,
         "fix": "AdamW(foreach=False, fused=False) -> AdamW(fused=True) on HF GPT-2",
     },
+    "gradscaler_fused": {
+        "build": gradscaler_fused,
+        "fix": "fp16 + GradScaler: AdamW (foreach) -> AdamW(fused=True), no found_inf .item()",
+    },
+    "gradscaler_bf16": {"build": gradscaler_bf16, "fix": "fp16 autocast + GradScaler -> bf16 autocast, no scaler"},
 }
 # In the order they are recorded: the four fixes the issue's table names first, the compiled one last.
 ORDER = (
@@ -128,6 +180,8 @@ ORDER = (
     "compile_elementwise",
     "hf_bert_eager_sdpa",  # non-causal attention, recorded after the first set
     "hf_vit_eager_sdpa",
+    "gradscaler_fused",  # GradScaler's found_inf .item(), recorded from the eighth session of 2026-12-07
+    "gradscaler_bf16",
 )
 PAIRS = {k: _HF.get(k) or ww.PAIRS[k] for k in ORDER}
 

@@ -92,6 +92,13 @@ function sourceRows(w: WorkerReport, fl: FlopsDetail): FactRow[] {
 }
 
 /** The dtypes of the counted FLOPs, of the matmul kernels, and of the peak. */
+/** Where the peak's dtype came from: chosen for the compute dtype (an fp16 run's is bf16's, the 16-bit
+ * peak), the option, or assumed. */
+function peakDtypeFrom(source: string): string {
+  if (source === 'shapes' || source === 'kernel names') return `chosen for the compute dtype, from ${source}`;
+  return source === 'assumed' ? "assumed: PaLM's convention" : `from the ${source}`;
+}
+
 function precisionRows(fl: FlopsDetail): FactRow[] {
   const rows: FactRow[] = [];
   const parts = Object.entries(fl.dtype_shares)
@@ -108,7 +115,7 @@ function precisionRows(fl: FlopsDetail): FactRow[] {
   if (fl.peak.dtype) {
     rows.push([
       'Peak dtype',
-      `${fl.peak.dtype} from ${fl.peak.dtype_source ?? 'shapes'}`,
+      `${fl.peak.dtype} · ${peakDtypeFrom(fl.peak.dtype_source ?? 'shapes')}`,
       'Shapes, else kernel-name tokens, else the dense bf16 peak (PaLM convention)',
     ]);
   }

@@ -30,6 +30,16 @@ from .time.idle_gaps import Gaps, GapThresholds, HostActivity, idle_gaps
 from .time.steps import Steps
 from .time.thread_ops import ThreadOps
 
+# What ``torch.amp.GradScaler.unscale_`` runs (and only it): the check of the gradients for inf/NaN that
+# fills ``found_inf``, which ``GradScaler.step`` then reads with ``.item()`` for an optimizer that cannot
+# take it on the GPU.
+AMP_UNSCALE_OP = "aten::_amp_foreach_non_finite_check_and_unscale_"
+# How far back from a scalar read to look for it: GradScaler reads found_inf right after unscale_, or
+# after what the user runs between an explicit ``scaler.unscale_(opt)`` and ``scaler.step(opt)``
+# (``clip_grad_norm_``'s foreach norm and scale: about a dozen ops)
+FOUND_INF_LOOKBACK = 64
+SCALAR_READ_OPS = ("aten::item", "aten::_local_scalar_dense")
+
 
 def _first_type(types: bytes | None) -> str | None:
     """The first entry of a recorded ``Input type`` list, when it is a non-empty string."""
@@ -177,6 +187,13 @@ class DeviceFacts:
         return self._in_steps(pt.optimizer_step_rows(self.tables))
 
     @cached_property
+    def optimizer_classes(self) -> list[str]:
+        """The classes of the optimizers the steps run (``Optimizer.step#AdamW.step``: AdamW), sorted."""
+        cpu, names = self.tables.cpu, self.names
+        step = name_patterns.OPTIMIZER_STEP
+        return sorted({m.group(1) for r in self.optimizer_rows if (m := step.match(names[cpu.name[r]]))})
+
+    @cached_property
     def zero_grad_rows(self) -> np.ndarray:
         return self._in_steps(pt.zero_grad_rows(self.tables))
 
@@ -245,6 +262,28 @@ class DeviceFacts:
         """The copy op is ``torch.tensor(value, device=...)``'s: the constructor copies the value it
         built on the host, then runs ``aten::lift_fresh`` (torch/csrc/utils/tensor_new.cpp)."""
         return copy_op is not None and self.thread_ops.next_named(copy_op, 1, "aten::lift_fresh") is not None
+
+    def reads_found_inf(self, op: int | None) -> bool:
+        """The scalar read ``op`` is ``torch.amp.GradScaler.step``'s ``found_inf.item()``: the last
+        ``AMP_UNSCALE_OP`` among the ``FOUND_INF_LOOKBACK`` ops before it on its thread, in the same step,
+        with no other scalar read between them. GradScaler reads it so only for an optimizer that cannot
+        take it on the GPU (torch/amp/grad_scaler.py: ``_maybe_opt_step``); a fused one can."""
+        ops = self.thread_ops
+        unscale = ops.code(AMP_UNSCALE_OP)
+        if op is None or unscale is None:
+            return False
+        cpu = self.tables.cpu
+        before = ops.before(op, FOUND_INF_LOOKBACK)
+        hits = np.flatnonzero(cpu.name[before] == unscale)
+        if not len(hits):
+            return False
+        last = int(before[hits[-1]])
+        reads = {c for n in SCALAR_READ_OPS if (c := ops.code(n)) is not None}
+        between = before[hits[-1] + 1 :]
+        # the read's own parent (aten::item around aten::_local_scalar_dense) starts before it
+        other = [r for r in between.tolist() if int(cpu.name[r]) in reads and cpu.end[r] < cpu.ts[op]]
+        step = intervals.window_of(cpu.ts[[last, op]], self.steps.cpu_start, self.steps.cpu_end, closed=True)
+        return not other and step[0] >= 0 and step[0] == step[1]
 
     @cached_property
     def optimizer_launched(self) -> np.ndarray:

@@ -266,7 +266,7 @@ def _print_flops(console: Console, w: WorkerReport) -> None:
         f"  matmul kernels: tensor-core {pct(s.tensor_core_kernel_share)} of kernel time, CUDA-core "
         f"{pct(s.cuda_core_matmul_kernel_share)}, unknown unit {pct(s.unknown_core_kernel_share)}; dtype "
         f"{(f and f.kernel_dtype) or 'unknown'} by kernel names, peak dtype "
-        f"{(f and f.peak.dtype) or 'n/a'} from {(f and f.peak.dtype_source) or 'n/a'}",
+        f"{(f and f.peak.dtype) or 'n/a'} ({_peak_dtype_from(f.peak.dtype_source if f else None)})",
         highlight=False,
     )
     for e in _other_utilisations(f):
@@ -300,6 +300,14 @@ def _likely(s: Summary) -> str:
 
 def _span(low: str, high: str) -> str:
     return low if low == high else f"{low}–{high}"
+
+
+def _peak_dtype_from(source: str | None) -> str:
+    """Where the peak's dtype came from: the compute dtype it was chosen for (by shapes or kernel
+    names; an fp16 run's peak is bf16's, the 16-bit one), the option, or assumed."""
+    if source in ("shapes", "kernel names"):
+        return f"chosen for the compute dtype, from {source}"
+    return "assumed: PaLM's convention" if source == "assumed" else f"from the {source or 'n/a'}"
 
 
 def _other_utilisations(f: FlopsDetail | None) -> list[str]:

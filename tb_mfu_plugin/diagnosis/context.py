@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import cached_property
 
 from ..analysis.critical_path.whatif import Change
-from ..analysis.device_facts import DeviceFacts
+from ..analysis.device_facts import SCALAR_READ_OPS, DeviceFacts
 from ..analysis.device_view import DeviceView
 from ..analysis.report import WorkerReport
 from ..analysis.time.idle_gaps import GapThresholds
@@ -69,6 +69,7 @@ class Context(DeviceFacts, ReportFacts):
             copy_op = root if root is not None else op
             direction = self.copy_direction(copy_op)
             built = direction == "H2D" and self.from_host_value(copy_op)
-            subject = sync_subject(api, op_name, root_name, direction, built)
+            found_inf = (op_name in SCALAR_READ_OPS or root_name in SCALAR_READ_OPS) and self.reads_found_inf(copy_op)
+            subject = sync_subject(api, op_name, root_name, direction, built, found_inf)
             out.append(SyncCause(subject, api, op_name, root_name, direction))
         return out

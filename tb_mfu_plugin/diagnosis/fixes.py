@@ -27,6 +27,11 @@ from ..analysis.time import patterns as pt
 from .context import Context
 from .cost_time import TimeSet
 
+# Optimizers that torch.optim offers with fused=True; the others have foreach at best. Their fused
+# step also takes GradScaler's found_inf on the GPU (``_step_supports_amp_scaling``: torch/optim/adam.py,
+# sgd.py, adagrad.py), so GradScaler reads nothing back for them.
+FUSED_CAPABLE = {"Adam", "AdamW", "SGD", "Adagrad"}
+
 
 def _rows(mask: np.ndarray) -> np.ndarray:
     return np.flatnonzero(mask)

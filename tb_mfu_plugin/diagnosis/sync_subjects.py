@@ -55,12 +55,21 @@ _COPY_OPS = ("aten::to", "aten::_to_copy", "aten::copy_", "aten::cpu", "aten::cu
 
 # A blocking copy of a value the constructor built on the host (``DeviceFacts.from_host_value``)
 FROM_HOST_VALUE = "torch.tensor(value, device=...) (a blocking host-to-device copy of a host value)"
+# GradScaler.step's read of found_inf before an optimizer that cannot take it on the GPU
+# (``DeviceFacts.reads_found_inf``): the user wrote ``scaler.step(optimizer)``, not ``.item()``
+GRAD_SCALER_STEP = "torch.amp.GradScaler.step() (reads found_inf with .item())"
 
 
 def sync_subject(
-    api: str, op: str | None, root: str | None, direction: str | None, from_host_value: bool = False
+    api: str,
+    op: str | None,
+    root: str | None,
+    direction: str | None,
+    from_host_value: bool = False,
+    found_inf: bool = False,
 ) -> str:
-    """The user-facing call behind a sync, from the API and the ops around it."""
+    """The user-facing call behind a sync, from the API and the ops around it (``found_inf``: the
+    scalar read is GradScaler.step's)."""
     if op is None and root is None:
         if api in _EXPLICIT:
             return _EXPLICIT[api]
@@ -68,6 +77,8 @@ def sync_subject(
     # 2021 traces record record_function annotations (Optimizer.step#..., DataLoader) as ops:
     # the user-facing op is then the innermost one.
     name = root if root is not None and root.startswith("aten::") else op or root or api
+    if found_inf:
+        return GRAD_SCALER_STEP
     if name in _SCALAR:
         return _SCALAR[name]
     if (op or "") == "aten::_local_scalar_dense" and name not in _COPY_OPS:

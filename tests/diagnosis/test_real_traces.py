@@ -9,13 +9,14 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SAMPLES, fixture_path, load_module
+from conftest import ROOT, SAMPLES, fixture_path, load_module, validation_folder
 
 from tb_mfu_plugin.analysis.device.devices import gpu_devices
 from tb_mfu_plugin.analysis.flops import attention_chains
 from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.report import WorkerReport
 from tb_mfu_plugin.diagnosis import DEFAULT
+from tb_mfu_plugin.diagnosis.sync_subjects import GRAD_SCALER_STEP
 from tb_mfu_plugin.reporting.device import device_report
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 from tb_mfu_plugin.trace.tables import KERNEL, TraceTables
@@ -383,3 +384,36 @@ def test_attention_dims(shapes: str | None, dims: tuple[int, int, int, int] | No
     from tb_mfu_plugin.analysis.flops.attention_chains import attention_dims
 
     assert attention_dims(shapes) == dims
+
+
+# --------------------------------------------------------------------------- GradScaler's sync
+
+
+def _validation_run(where: tuple[str, ...], run: str) -> WorkerReport:
+    """The report of a recorded truth run, ``where`` the set's folder of runs (unpacked from its host's
+    archive where the tree keeps it packed), ``run`` the run's folder in it."""
+    files = sorted(validation_folder(*where).joinpath(run).glob("*.pt.trace.json*"))
+    if not files:
+        pytest.skip(f"{'/'.join(where)}/{run}: its traces are kept in git history only")
+    (rep,) = _reports(str(files[0]))
+    return rep
+
+
+@pytest.mark.parametrize("where", [("mfu_truth",), ("h100", "mfu_truth"), ("h100_host7", "mfu_truth")])
+def test_grad_scaler_sync_is_named_on_the_recorded_fp16_runs(where: tuple[str, ...]) -> None:
+    """fp16 autocast with torch.amp.GradScaler and AdamW's default (foreach) step: GradScaler.step
+    reads found_inf with .item() each step (validation/truth_models.py, fp16_gradscaler). The finding
+    names GradScaler and the fused optimizer that takes found_inf on the GPU, never the user's own
+    .item() advice."""
+    rep = _validation_run(where, "fp16_gradscaler")
+    (f,) = _find(rep, "sync_point")
+    assert f.subject == GRAD_SCALER_STEP
+    assert "torch.optim.AdamW(params, ..., fused=True)" in f.recommendation
+    assert "loss.detach()" not in f.recommendation
+
+
+def test_the_users_own_item_keeps_its_advice() -> None:
+    """`losses.append(loss.item())` between backward and the (for-loop AdamW) step: no GradScaler."""
+    rep = _validation_run(("h100_host7", "gain_pairs"), "item_sync/before")
+    (f,) = _find(rep, "sync_point")
+    assert f.subject == "tensor.item()" and "loss.detach()" in f.recommendation

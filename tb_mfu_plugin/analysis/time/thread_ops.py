@@ -3,7 +3,8 @@
 Kineto exports no data flow between ops, but the op a thread runs next is often what consumed a
 result: ``torch.tensor(value, device=...)`` is a copy followed by ``aten::lift_fresh``, and
 transformers' eager mask's copy is followed by the ``aten::where`` that builds the mask. Each thread's
-ops are sorted once, when it is first asked about.
+ops are sorted once, when it is first asked about. Looking back works the same way:
+``torch.amp.GradScaler.step`` reads ``found_inf`` with ``.item()`` right after its unscale op.
 """
 
 from __future__ import annotations
@@ -38,11 +39,24 @@ class ThreadOps:
         rows: np.ndarray = mine[at : at + k]
         return rows
 
-    def next_named(self, row: int, k: int, name: str) -> int | None:
-        """The first op named ``name`` among the ``k`` ops after ``row`` on its thread, None none."""
+    def before(self, row: int, k: int) -> np.ndarray:
+        """The last ``k`` ops (cpu rows) that start on ``row``'s thread before ``row`` starts, in time
+        order (the ops it runs inside among them)."""
+        cpu = self.tables.cpu
+        mine, starts = self._thread(int(cpu.pid[row]), int(cpu.tid[row]))
+        at = int(np.searchsorted(starts, cpu.ts[row], side="left"))
+        rows: np.ndarray = mine[max(at - k, 0) : at]
+        return rows
+
+    def code(self, name: str) -> int | None:
+        """The name's code in the trace's name table, None where no event has that name."""
         if self._codes is None:
             self._codes = {n: i for i, n in enumerate(self.tables.names)}
-        code = self._codes.get(name)
+        return self._codes.get(name)
+
+    def next_named(self, row: int, k: int, name: str) -> int | None:
+        """The first op named ``name`` among the ``k`` ops after ``row`` on its thread, None none."""
+        code = self.code(name)
         if code is None:
             return None
         later = self.after(row, k)

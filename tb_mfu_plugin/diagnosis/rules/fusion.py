@@ -76,10 +76,6 @@ def naive_attention(ctx: Context) -> list[Hit]:
     return [Hit(cost_us=cost, gain_us=gain, evidence=evidence, args=args, time=time, change=change)]
 
 
-# Optimizers that torch.optim offers with fused=True; the others have foreach at best.
-_FUSED_CAPABLE = {"Adam", "AdamW", "SGD", "Adagrad"}
-
-
 def _spans(ctx: Context, launched: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per step with any of the ``launched`` rows, in step order: the first start and last end of them."""
     g = ctx.view.gpu
@@ -142,10 +138,10 @@ def unfused_optimizer(ctx: Context, fired: Fired) -> list[Hit]:
         return []
     busy = ctx.per_step_union(launched) / ctx.n
     span = _gpu_span(ctx, launched)
-    names = sorted({m.group(1) for r in rows if (m := nm.OPTIMIZER_STEP.match(ctx.names[ctx.tables.cpu.name[r]]))})
+    names = ctx.optimizer_classes
     cls = names[0] if names else "Optimizer"
     zg = ctx.zero_grad_launched & ctx.is_kernel
-    fix = ("fused" if cls in _FUSED_CAPABLE else "foreach", "why") + (("zero_grad",) if zg.any() else ())
+    fix = ("fused" if cls in fixes.FUSED_CAPABLE else "foreach", "why") + (("zero_grad",) if zg.any() else ())
     args = {"kernels": n_k, "cls": cls, "ratio": th.optimizer_fused_work_ratio}
     # the GPU idle that host-device syncs cause inside the span is sync_point's
     whole = _span_time(ctx, launched)

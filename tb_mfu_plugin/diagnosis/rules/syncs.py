@@ -10,7 +10,7 @@ from .. import fixes
 from ..context import Context
 from ..cost_time import gap_time
 from ..registry import GAP_THRESHOLDS, Hit, rule
-from ..sync_subjects import FROM_HOST_VALUE
+from ..sync_subjects import FROM_HOST_VALUE, GRAD_SCALER_STEP
 
 _TITLE = "Host-device sync: {subject}, {count:g}x per step "
 
@@ -21,6 +21,8 @@ def _fix_for(subject: str) -> str:
         return "explicit"
     if subject == FROM_HOST_VALUE:
         return "host_value"
+    if subject == GRAD_SCALER_STEP:
+        return "grad_scaler"
     if "host-to-device" in subject:
         return "h2d"
     if "device-to-host" in subject:
@@ -99,6 +101,17 @@ def _by_cause(ctx: Context) -> list[tuple[str, dict[str, Any]]]:
             "them after the loop (or every N steps); the profiler already records GPU time."
         ),
         "other": "Move the call out of the hot loop or make it asynchronous (`non_blocking=True`).",
+        "grad_scaler": (
+            "GradScaler reads found_inf on the host only for an optimizer that cannot take it on the GPU: "
+            "use a fused one, `torch.optim.{optimizer}(params, ..., fused=True)` (Adam, AdamW, SGD and Adagrad "
+            "have one; GradScaler then hands it found_inf and the scale, and the step is skipped on the GPU). "
+            "Or train in bf16 (`torch.autocast('cuda', dtype=torch.bfloat16)`), which needs no GradScaler."
+        ),
+        "grad_scaler_other": (
+            "GradScaler reads found_inf on the host only for an optimizer that cannot take it on the GPU "
+            "({optimizer} cannot): use one with `fused=True` (Adam, AdamW, SGD, Adagrad), or train in bf16 "
+            "(`torch.autocast('cuda', dtype=torch.bfloat16)`), which needs no GradScaler."
+        ),
     },
     note="gain: per sync, min(GPU idle gap it returned in, host time blocked in it): a GPU-bound "
     "loop keeps the GPU fed, a host-bound one launches that much earlier",
@@ -114,6 +127,10 @@ def sync_point(ctx: Context) -> list[Hit]:
         if count < ctx.th.sync_min_per_step:
             continue
         c = d["cause"]
+        fix = _fix_for(subject)
+        optimizer = ctx.optimizer_classes[0] if ctx.optimizer_classes else "Optimizer"
+        if fix == "grad_scaler" and optimizer not in fixes.FUSED_CAPABLE:
+            fix = "grad_scaler_other"
         explicit = c.op is None and c.root_op is None
         idle = d["idle"] / ctx.n
         evidence = SyncPointEvidence(
@@ -133,9 +150,9 @@ def sync_point(ctx: Context) -> list[Hit]:
                 cost_us=idle,
                 gain_us=idle,
                 evidence=evidence,
-                args={"subject": subject, "count": count, "op": c.root_op or c.op},
+                args={"subject": subject, "count": count, "op": c.root_op or c.op, "optimizer": optimizer},
                 title="explicit" if explicit else "inside",
-                fix=(_fix_for(subject),),
+                fix=(fix,),
                 subject=subject,
                 time=gap_time(ctx, sync_rows=d["rows"]),
                 change=fixes.syncs_removed(d["rows"], subject, count),

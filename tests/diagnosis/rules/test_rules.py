@@ -12,6 +12,7 @@ from tb_mfu_plugin.analysis.evidence.host import HostActivity
 from tb_mfu_plugin.analysis.options import AnalysisOptions
 from tb_mfu_plugin.analysis.per_device import analyze_device
 from tb_mfu_plugin.diagnosis import DEFAULT, RULE_IDS, Diagnosis, diagnose
+from tb_mfu_plugin.diagnosis.sync_subjects import GRAD_SCALER_STEP
 from tb_mfu_plugin.reporting.device import device_report
 from tb_mfu_plugin.trace.decode.decode import decode_trace
 
@@ -92,6 +93,74 @@ def test_explicit_synchronize_says_which_call(tmp_path: Path) -> None:
     assert f.evidence.explicit is True and f.evidence.root_op is None
     assert "torch.cuda.synchronize()" in f.title
     assert "Event" in f.recommendation
+
+
+UNSCALE = "aten::_amp_foreach_non_finite_check_and_unscale_"
+
+
+def _scaler_trace(
+    optimizer: str = "AdamW", between: str | None = None, unscale_step: int = 1, unscale: bool = True
+) -> Builder:
+    """fp16 training with torch.amp.GradScaler and an optimizer that cannot take found_inf on the GPU:
+    ``scaler.step`` runs unscale_'s check, reads found_inf with .item() (a D2H copy and a sync), then
+    the optimizer's step. ``between``: an op between the check and the read (a scalar read of the
+    user's own: not GradScaler's); ``unscale_step`` 0: the check ran before the step."""
+    b = Builder()
+    b.step(1, 0, 1000)
+    b.launch("k1", 10, 20, 380)  # GPU [20, 400)
+    if unscale:
+        at = 300 if unscale_step == 1 else -500
+        b.op(UNSCALE, at, 30)
+    if between is not None:
+        b.op(between, 420, 10)
+        if between == "aten::item":
+            b.op("aten::_local_scalar_dense", 421, 8)
+    b.op("aten::item", 450, 150)
+    b.op("aten::_local_scalar_dense", 455, 140)
+    b.copy("DtoH (Device -> Pageable)", 460, 401, 2, 4)  # GPU [401, 403)
+    b.sync("cudaStreamSynchronize", 470, 120)  # returns at 590, inside the idle gap [403, 660)
+    b.op(f"Optimizer.step#{optimizer}.step", 600, 40)
+    b.launch("k2", 650, 660, 330)  # GPU [660, 990)
+    return b
+
+
+def test_grad_scaler_found_inf_read_is_named_with_its_own_fix(tmp_path: Path) -> None:
+    """The .item() right after GradScaler's unscale check is GradScaler.step's: the user never wrote
+    it, so "keep the value on the GPU" cannot apply; a fused optimizer takes found_inf on the GPU."""
+    rep, *_ = analyze(_scaler_trace(), tmp_path)
+    f = one(rep, "sync_point")
+    assert f.subject == GRAD_SCALER_STEP and f.evidence.call == GRAD_SCALER_STEP
+    assert "GradScaler" in f.title
+    assert "torch.optim.AdamW(params, ..., fused=True)" in f.recommendation
+    assert "bfloat16" in f.recommendation and "loss.detach()" not in f.recommendation
+    assert rule_gain(f) == pytest.approx(120)  # the gain is the sync's, as for any .item()
+
+
+def test_grad_scaler_with_an_optimizer_without_fused_names_it(tmp_path: Path) -> None:
+    rep, *_ = analyze(_scaler_trace(optimizer="RMSprop"), tmp_path)
+    f = one(rep, "sync_point")
+    assert f.subject == GRAD_SCALER_STEP
+    assert "RMSprop cannot" in f.recommendation and "torch.optim.RMSprop" not in f.recommendation
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"unscale": False},  # no GradScaler: the user's own .item()
+        {"unscale_step": 0},  # the check ran in the step before
+        {"between": "aten::item"},  # another scalar read came first: that one was GradScaler's
+    ],
+)
+def test_item_not_after_the_unscale_check_stays_the_users(tmp_path: Path, kw: dict) -> None:
+    rep, *_ = analyze(_scaler_trace(**kw), tmp_path)
+    subjects = {f.subject for f in rep.findings if f.id == "sync_point"}
+    assert "tensor.item()" in subjects and GRAD_SCALER_STEP not in subjects
+
+
+def test_grad_scaler_read_after_clip_grad_norm_is_still_its(tmp_path: Path) -> None:
+    """scaler.unscale_(opt); clip_grad_norm_(...); scaler.step(opt): ops between, no scalar read."""
+    rep, *_ = analyze(_scaler_trace(between="aten::_foreach_norm"), tmp_path)
+    assert one(rep, "sync_point").subject == GRAD_SCALER_STEP
 
 
 def test_sync_point_threshold_edge(tmp_path: Path) -> None:
