@@ -41,6 +41,23 @@ def syncs_removed(rows: Iterable[int], subject: str, count: float) -> Change:
     return Change(f"the {count:g} sync(s) per step of {subject} removed", syncs=np.fromiter(rows, np.int64))
 
 
+def found_inf_on_gpu(
+    ctx: Context, rows: Iterable[int], count: float, ratio: float, host_us_per_kernel: float
+) -> Change:
+    """GradScaler stepping a fused optimizer: its read of found_inf gone (the fused step takes it on
+    the GPU), and the optimizer step fused as ``fused_optimizer`` fuses a per-parameter one (its
+    multi-tensor kernels folded at ``ratio`` of their time, its host time ``host_us_per_kernel`` a
+    kernel), since the fix is the fused step itself."""
+    launched = ctx.optimizer_launched & ctx.is_kernel & ~ctx.comm_code[ctx.view.gpu.name]
+    fused = fused_optimizer(ctx, launched, ratio, host_us_per_kernel)
+    return Change(
+        f"the {count:g} read(s) per step of GradScaler's found_inf removed, and {fused.what}",
+        ops=fused.ops,
+        host=fused.host,
+        syncs=np.fromiter(rows, np.int64),
+    )
+
+
 def copy_syncs(ctx: Context, directions: set[str]) -> np.ndarray:
     """The syncs a blocking copy of one of ``directions`` makes (``.to(device)`` without
     ``non_blocking``): they go with a non-blocking copy."""

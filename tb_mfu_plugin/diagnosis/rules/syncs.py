@@ -116,15 +116,25 @@ def _by_cause(ctx: Context) -> list[tuple[str, dict[str, Any]]]:
     note="gain: per sync, min(GPU idle gap it returned in, host time blocked in it): a GPU-bound "
     "loop keeps the GPU fed, a host-bound one launches that much earlier",
     # the attention chains' launch gap: the syncs that build their mask are naive_attention's
-    thresholds=("sync_min_per_step", "sync_max_findings", "attention_max_launches_between", *GAP_THRESHOLDS),
+    thresholds=(
+        "sync_min_per_step",
+        "sync_max_findings",
+        "attention_max_launches_between",
+        *GAP_THRESHOLDS,
+        # GradScaler's read goes with a fused optimizer, whose step the what-if fuses as unfused_optimizer's
+        "optimizer_fused_work_ratio",
+        "optimizer_fused_host_us_per_kernel",
+    ),
 )
 def sync_point(ctx: Context) -> list[Hit]:
     """Host-device syncs inside steps, one finding per cause. A sync drains the GPU queue; its cost is
     the GPU idle it causes, at most the host time blocked in it (see ``Context.gaps``)."""
     out: list[Hit] = []
+    th = ctx.th
+    fused_host_us = th.optimizer_fused_host_us_per_kernel
     for subject, d in _by_cause(ctx):
         count = d["count"] / ctx.n
-        if count < ctx.th.sync_min_per_step:
+        if count < th.sync_min_per_step:
             continue
         c = d["cause"]
         fix = _fix_for(subject)
@@ -155,7 +165,11 @@ def sync_point(ctx: Context) -> list[Hit]:
                 fix=(fix,),
                 subject=subject,
                 time=gap_time(ctx, sync_rows=d["rows"]),
-                change=fixes.syncs_removed(d["rows"], subject, count),
+                change=(
+                    fixes.found_inf_on_gpu(ctx, d["rows"], count, th.optimizer_fused_work_ratio, fused_host_us)
+                    if fix == "grad_scaler"
+                    else fixes.syncs_removed(d["rows"], subject, count)
+                ),
             )
         )
     return out[: ctx.th.sync_max_findings]
