@@ -64,6 +64,9 @@ MATCHING = {
     "hf_gpt2_fused_adamw": "unfused_optimizer",
     "hf_bert_eager_sdpa": "naive_attention",  # validation/h100_host5/gain_pairs_noncausal
     "hf_vit_eager_sdpa": "naive_attention",
+    # GradScaler's found_inf .item(): fused AdamW (which takes it on the GPU), or bf16 without a scaler
+    "gradscaler_fused": "sync_point",
+    "gradscaler_bf16": "sync_point",
 }
 # Pairs whose 'after' lost a finding of the 'before' without its fix: capturing the step in a CUDA
 # graph silences `unfused_optimizer` (its launches are gone), yet the graph still runs the for-loop

@@ -66,6 +66,7 @@ export function ranksCard(r: RankSummary, strategy: string[], pending: PendingFi
           )
         : null,
       r.clock_note ? h('p', { class: 'dim small', testid: 'clock-note' }, r.clock_note) : null,
+      r.mfu_note ? h('p', { class: 'dim small', testid: 'ranks-mfu-note' }, r.mfu_note) : null,
     ],
     {
       help: 'Every rank of this run. A collective runs until all ranks join it, so the ranks that wait show it as exposed communication; the rank with the least is the one they wait for.',

@@ -1271,6 +1271,7 @@ export interface RankSummary {
   clock_reference: string | null;
   clock_residual_us: number | null;
   clock_note: string | null;
+  mfu_note: string | null;
 }
 
 export interface RankRow {

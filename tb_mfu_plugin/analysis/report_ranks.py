@@ -43,3 +43,6 @@ class RankSummary(msgspec.Struct, kw_only=True):
     clock_reference: str | None = None  # the worker whose clock the shifts are relative to
     clock_residual_us: float | None = None  # median spread of a call's aligned ends across ranks
     clock_note: str | None = None  # one line: how the clocks were aligned, and by how much
+    # Why the ranks' MFUs differ where they do, though the ranks of one synchronous job share a step
+    # (``analysis.run.ranks.mfu_note``)
+    mfu_note: str | None = None

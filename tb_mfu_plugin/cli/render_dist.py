@@ -117,6 +117,8 @@ def print_ranks(console: Console, run: RunReport) -> None:
     console.print(t)
     if r.clock_note:
         console.print(f"[dim]{r.clock_note}[/]", highlight=False)
+    if r.mfu_note:
+        console.print(f"[dim]{r.mfu_note}[/]", highlight=False)
     if r.straggler is not None:
         console.print(f"[bold]straggler: {r.straggler.worker}[/] — {r.straggler.reason}", highlight=False)
     console.print()

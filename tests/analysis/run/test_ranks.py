@@ -1,12 +1,22 @@
 from __future__ import annotations
 
 import json
+from typing import Literal
 
+import msgspec
 import pytest
 from conftest import SAMPLES
 
 from tb_mfu_plugin.analysis.fmt import pct
-from tb_mfu_plugin.analysis.report import Distributed, Finding, Summary, WaterfallBar, WorkerReport, to_json
+from tb_mfu_plugin.analysis.report import (
+    Distributed,
+    Finding,
+    MfuStatus,
+    Summary,
+    WaterfallBar,
+    WorkerReport,
+    to_json,
+)
 from tb_mfu_plugin.analysis.run.ranks import compare_ranks
 from tb_mfu_plugin.running.pipeline import analyze_path
 
@@ -125,3 +135,44 @@ def test_real_stragglers_are_blamed_by_what_their_gpu_does(run: str) -> None:
         assert "both its GPU work and its host hold it back" in s.reason
     slow = next(w for w in report.workers if w.name == s.worker)
     assert f"its largest finding: {slow.findings[0].title}." in s.reason  # gpu_idle on both samples
+
+
+def test_ranks_whose_mfus_differ_say_why_and_name_the_straggler_s() -> None:
+    """ddp_2gpu: one synchronous job, yet rank 0 reads 16 % and rank 1 (the straggler) 25 %: rank 0's
+    step without the profiler keeps rank 1's profiled lateness in its all-reduce (its truth: 28 %)."""
+    if not (SAMPLES / "ddp_2gpu").is_dir():
+        pytest.skip("sample traces not available")
+    (run,) = analyze_path(str(SAMPLES / "ddp_2gpu")).runs
+    r = run.ranks
+    assert r is not None and r.straggler is not None and r.mfu_note is not None
+    mfus = [row.mfu for row in r.ranks if row.mfu is not None]
+    assert max(mfus) / min(mfus) > 1.05
+    assert f"range {pct(min(mfus))}–{pct(max(mfus))}" in r.mfu_note
+    slow = next(row for row in r.ranks if row.worker == r.straggler.worker)
+    assert f"The straggler, {slow.worker}, waits for none: its {pct(slow.mfu)}" in r.mfu_note
+
+
+def _with_mfu(w: WorkerReport, mfu: float, basis: Literal["without_profiler", "traced"]) -> WorkerReport:
+    assert w.summary is not None
+    status = MfuStatus(state="known", basis=basis, reason="")
+    return msgspec.structs.replace(w, summary=msgspec.structs.replace(w.summary, mfu=mfu, mfu_status=status))
+
+
+@pytest.mark.parametrize(
+    ("mfus", "basis", "said"),
+    [
+        ((0.20, 0.25), "without_profiler", True),
+        ((0.20, 0.209), "without_profiler", False),  # within 5 %: the estimates agree
+        ((0.20, 0.25), "traced", False),  # the traced steps' MFU: no estimate to explain
+    ],
+)
+def test_the_mfu_note_only_where_the_estimates_differ(
+    mfus: tuple[float, float], basis: Literal["without_profiler", "traced"], said: bool
+) -> None:
+    workers = [_with_mfu(_worker(i, e, 0.0), m, basis) for i, (e, m) in enumerate(zip((100, 300), mfus, strict=True))]
+    r = compare_ranks(workers)
+    assert r is not None and (r.mfu_note is not None) is said
+    if said:
+        assert r.straggler is not None and r.straggler.worker == "rank0"
+        assert r.mfu_note is not None and "The straggler, rank0, waits for none: its 20.0 %" in r.mfu_note
+    assert compare_ranks([_worker(0, 100, 0.0), _worker(1, 60, 0.0)]).mfu_note is None  # no MFU at all
