@@ -32,9 +32,15 @@ It reads the JSON form (``--json``) so that the corpus' child processes' output 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from timeline_invariants import timeline_problems
+
+from tb_mfu_plugin.analysis.fmt import us
+
+# "alone, its fix saves 473 µs a step" (diagnosis.whatif_gains._held_back)
+_TITLE_SAVES = re.compile(r"alone, its fix saves (\S+ \S+) a step")
 
 _TOL = 1e-9
 
@@ -248,6 +254,10 @@ def finding_problems(w: dict[str, Any]) -> list[str]:
             out.append(f"finding {f['id']} saves {gain} µs but projects MFU {after} below {mfu}")
         if mfu is not None and after is not None and gain == 0 and abs(after - mfu) > 1e-9 * mfu:
             out.append(f"finding {f['id']} saves nothing but projects MFU {after}, not the headline's {mfu}")
+        # a title that says what the fix alone saves says the headline's figure, as every face prints it
+        said = _TITLE_SAVES.search(f["title"])
+        if said and said.group(1) != us(gain):
+            out.append(f"finding {f['id']}'s title says its fix saves {said.group(1)}, its headline {us(gain)}")
     combined = w.get("combined_gain_us_per_step")
     if findings and combined is not None:
         best = max(f["est_gain_us_per_step"] for f in findings)

@@ -27,7 +27,7 @@ from ..analysis.fmt import us
 from ..analysis.report import Finding
 from .context import Context
 from .cost_time import Claim, TimeSet, combined_gain, union
-from .finding import make_finding, rebased
+from .finding import make_finding, rebased, round_gain
 
 MAX_PANEL = 6  # findings the panel combines (2^6 - 1 re-timings at most)
 # Ops x re-timings the panel's combinations may cost: fewer findings past it (on the 1 GB benchmark
@@ -83,7 +83,7 @@ def _retimed(
     (issue 33: what a user measures once the fix is in, on a run that is not profiled), and its share,
     severity and projected MFU are of the step without the profiler, the headline MFU's; the gain on
     the trace as recorded stays as a second figure (``evidence.whatif.profiled_gain_us_per_step``)."""
-    profiled = max(0.0, outcome.gain_us)
+    profiled = _gain(outcome.gain_us)
     gain = headline_gain(f.id, outcome, unprofiled)
     step = unprofiled.step_us + unprofiled.gain_us  # the step without the profiler, before the fix
     whatif = WhatIfEvidence(
@@ -113,7 +113,7 @@ def _retimed(
     return make_finding(
         id=f.id,
         subject=f.subject,
-        title=f.title + _held_back(f.est_gain_us_per_step, gain, profiled, ctx.step_us),
+        title=f.title + _held_back(f.est_gain_us_per_step, round_gain(gain), round_gain(profiled), ctx.step_us),
         evidence=evidence,
         cost_us=cost,
         gain_us=gain,
@@ -133,11 +133,23 @@ def _retimed(
 AT_MOST_PROFILED = frozenset({"sync_point"})
 
 
+# A re-timing's gain below this is the arithmetic's, not the fix's: trace timestamps are µs since an
+# epoch (5.8e12 µs on the H100 hosts), where a float64 resolves about 0.001 µs, so a fix that moves
+# nothing re-times to a gain of a few thousandths of a µs (0.00049 µs on ddp_2gpu's below_roofline,
+# which its title wrote "0 ns" and its headline, rounded to 0.0005, "1 ns").
+RETIME_NOISE_US = 0.01
+
+
+def _gain(us_: float) -> float:
+    """A re-timed gain, never below 0 and 0 within ``RETIME_NOISE_US``."""
+    return us_ if us_ >= RETIME_NOISE_US else 0.0
+
+
 def headline_gain(finding_id: str, outcome: Outcome, unprofiled: Outcome) -> float:
     """A re-timed fix's headline gain: the one without the profiler, for a sync at most the profiled
     one. The finding and the panel's case of its fix alone both take it, so they agree."""
-    gain = max(0.0, unprofiled.gain_us)
-    return min(gain, max(0.0, outcome.gain_us)) if finding_id in AT_MOST_PROFILED else gain
+    gain = _gain(unprofiled.gain_us)
+    return min(gain, _gain(outcome.gain_us)) if finding_id in AT_MOST_PROFILED else gain
 
 
 # A re-timed gain below this share of the rule's own estimate is said in the title: the cause's time is
@@ -194,7 +206,7 @@ def _panel(ctx: Context, model: Model, timed: list[Timed]) -> WhatIf:
 def _retimed_case(mask: int, model: Model, mfu: float | None, changes: list[Change]) -> WhatIfCase:
     """Several fixes at once, re-timed on the trace and without the profiler."""
     out, unprofiled = model.simulate(changes), model.simulate(changes, without_profiler=True)
-    return _case(mask, model, mfu, out, unprofiled, max(0.0, unprofiled.gain_us))
+    return _case(mask, model, mfu, out, unprofiled, _gain(unprofiled.gain_us))
 
 
 def _case(mask: int, model: Model, mfu: float | None, outcome: Outcome, unprofiled: Outcome, gain: float) -> WhatIfCase:
@@ -203,7 +215,7 @@ def _case(mask: int, model: Model, mfu: float | None, outcome: Outcome, unprofil
     page once showed "→ MFU 46.3 %" on a finding and 42.5 % for the same fix in this panel, projected
     from the traced step)."""
     step, before = model.step_us, model.unprofiled_step_us
-    traced = max(0.0, outcome.gain_us)
+    traced = _gain(outcome.gain_us)
     return WhatIfCase(
         unprofiled_step_us=before - gain,
         unprofiled_gain_us_per_step=gain,
