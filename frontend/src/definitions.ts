@@ -60,8 +60,8 @@ export const DEFINITIONS = {
     better: 'higher',
   },
   'flops.achieved_tflops_while_busy': {
-    label: 'Achieved while GPU busy',
-    definition: 'Executed FLOPs / the time the GPU was busy: the upper view that the traced steps\' MFU, a lower bound, matches',
+    label: 'Achieved while GPU busy (traced)',
+    definition: 'Executed FLOPs / the time the GPU was busy in the traced steps: the upper view that the traced steps\' MFU, a lower bound, matches. It can read below Achieved, which is over the step without the profiler',
     unit: 'tflop_rate',
     better: 'none',
   },

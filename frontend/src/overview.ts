@@ -119,7 +119,10 @@ function achievedKpi(w: WorkerReport, s: Summary, impossible: boolean): HTMLElem
     f.label('achieved_flops'),
     achieved !== null ? f.figure('achieved_flops', achieved) : impossible ? 'impossible' : f.NA,
     busyT !== null
-      ? [fv('flops.achieved_tflops_while_busy', f.figure('flops.achieved_tflops_while_busy', busyT)), ' while GPU busy']
+      ? [
+          fv('flops.achieved_tflops_while_busy', f.figure('flops.achieved_tflops_while_busy', busyT)),
+          ' while GPU busy, traced',
+        ]
       : impossible
         ? 'above the peak: see MFU'
         : 'needs a FLOP count from the shapes',

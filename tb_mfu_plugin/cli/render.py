@@ -254,7 +254,7 @@ def _print_flops(console: Console, w: WorkerReport) -> None:
         line += f" from {f.headline_source}"
     if f is not None and f.achieved_tflops_while_busy is not None:
         busy = figure("flops.achieved_tflops_while_busy", f.achieved_tflops_while_busy)
-        line += f"; achieved {busy} while the GPU is busy"
+        line += f"; achieved {busy} while the GPU is busy in the traced steps"
     console.print(line, highlight=False)
     if f is not None and f.impossible:
         console.print(

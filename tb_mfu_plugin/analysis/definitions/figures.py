@@ -56,8 +56,9 @@ FIGURES: dict[str, Definition] = {
         "higher",
     ),
     "flops.achieved_tflops_while_busy": define(
-        "Achieved while GPU busy",
-        "Executed FLOPs / the time the GPU was busy: the upper view that the traced steps' MFU, a lower bound, matches",
+        "Achieved while GPU busy (traced)",
+        "Executed FLOPs / the time the GPU was busy in the traced steps: the upper view that the traced steps' MFU, "
+        "a lower bound, matches. It can read below Achieved, which is over the step without the profiler",
         "tflop_rate",
     ),
     "flops_per_step": define(
