@@ -33,7 +33,7 @@ export const DEFINITIONS = {
     label: 'Step without the profiler',
     definition: 'The mean analysed step re-timed on its critical path without the profiler\'s host cost (0.4 of the median launch call an event, 4 more a Triton launch, 4 each record function Lightning\'s profiler opens): an estimate, the step the headline MFU is over',
     unit: 'time',
-    better: 'none',
+    better: 'lower',
   },
   'mfu_range': {
     label: 'Likely MFU',

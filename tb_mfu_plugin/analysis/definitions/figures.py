@@ -27,6 +27,7 @@ FIGURES: dict[str, Definition] = {
         "launch call an event, 4 more a Triton launch, 4 each record function Lightning's profiler opens): an "
         "estimate, the step the headline MFU is over",
         "time",
+        "lower",
     ),
     "mfu_range": define(
         "Likely MFU",

@@ -36,6 +36,8 @@ COMPARED_FIGURES = (
     "mfu",
     "achieved_flops",
     "step_time_us",
+    # the step MFU and achieved FLOP/s are over, so that a reader can derive them from the table
+    "step_time_unprofiled_us",
     "gpu_busy_share",
     "kernel_time_share",
     "sm_efficiency",
