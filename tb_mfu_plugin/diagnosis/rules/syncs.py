@@ -107,6 +107,11 @@ def _by_cause(ctx: Context) -> list[tuple[str, dict[str, Any]]]:
             "have one; GradScaler then hands it found_inf and the scale, and the step is skipped on the GPU). "
             "Or train in bf16 (`torch.autocast('cuda', dtype=torch.bfloat16)`), which needs no GradScaler."
         ),
+        "grad_scaler_unnamed": (
+            "GradScaler reads found_inf on the host only for an optimizer that cannot take it on the GPU: use one "
+            "with `fused=True` (Adam, AdamW, SGD and Adagrad have one; GradScaler then hands it found_inf and the "
+            "scale), or train in bf16 (`torch.autocast('cuda', dtype=torch.bfloat16)`), which needs no GradScaler."
+        ),
         "grad_scaler_other": (
             "GradScaler reads found_inf on the host only for an optimizer that cannot take it on the GPU "
             "({optimizer} cannot): use one with `fused=True` (Adam, AdamW, SGD, Adagrad), or train in bf16 "
@@ -138,9 +143,10 @@ def sync_point(ctx: Context) -> list[Hit]:
             continue
         c = d["cause"]
         fix = _fix_for(subject)
-        optimizer = ctx.optimizer_classes[0] if ctx.optimizer_classes else "Optimizer"
+        optimizer = ctx.optimizer_classes[0] if ctx.optimizer_classes else None
         if fix == "grad_scaler" and optimizer not in fixes.FUSED_CAPABLE:
-            fix = "grad_scaler_other"
+            # the trace names no optimizer step (a custom loop), or one without a fused step
+            fix = "grad_scaler_unnamed" if optimizer is None else "grad_scaler_other"
         explicit = c.op is None and c.root_op is None
         idle = d["idle"] / ctx.n
         evidence = SyncPointEvidence(

@@ -99,7 +99,7 @@ UNSCALE = "aten::_amp_foreach_non_finite_check_and_unscale_"
 
 
 def _scaler_trace(
-    optimizer: str = "AdamW", between: str | None = None, unscale_step: int = 1, unscale: bool = True
+    optimizer: str | None = "AdamW", between: str | None = None, unscale_step: int = 1, unscale: bool = True
 ) -> Builder:
     """fp16 training with torch.amp.GradScaler and an optimizer that cannot take found_inf on the GPU:
     ``scaler.step`` runs unscale_'s check, reads found_inf with .item() (a D2H copy and a sync), then
@@ -119,7 +119,8 @@ def _scaler_trace(
     b.op("aten::_local_scalar_dense", 455, 140)
     b.copy("DtoH (Device -> Pageable)", 460, 401, 2, 4)  # GPU [401, 403)
     b.sync("cudaStreamSynchronize", 470, 120)  # returns at 590, inside the idle gap [403, 660)
-    b.op(f"Optimizer.step#{optimizer}.step", 600, 40)
+    if optimizer is not None:  # a custom loop's step has no annotation
+        b.op(f"Optimizer.step#{optimizer}.step", 600, 40)
     b.launch("k2", 650, 660, 330)  # GPU [660, 990)
     return b
 
@@ -141,6 +142,14 @@ def test_grad_scaler_with_an_optimizer_without_fused_names_it(tmp_path: Path) ->
     f = one(rep, "sync_point")
     assert f.subject == GRAD_SCALER_STEP
     assert "RMSprop cannot" in f.recommendation and "torch.optim.RMSprop" not in f.recommendation
+
+
+def test_grad_scaler_with_no_named_optimizer_claims_none(tmp_path: Path) -> None:
+    rep, *_ = analyze(_scaler_trace(optimizer=None), tmp_path)
+    f = one(rep, "sync_point")
+    assert f.subject == GRAD_SCALER_STEP
+    assert "fused=True" in f.recommendation and "torch.optim." not in f.recommendation
+    assert "cannot)" not in f.recommendation and "None" not in f.recommendation
 
 
 @pytest.mark.parametrize(
