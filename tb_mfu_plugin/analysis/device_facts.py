@@ -290,6 +290,13 @@ class DeviceFacts:
         return self.launched_in(pt.Windows.of_rows(self.tables, self.optimizer_rows)) & self.in_step
 
     @cached_property
+    def optimizer_kernels(self) -> np.ndarray:
+        """View rows of the kernels the optimizer steps launched, collective kernels left out: those are
+        communication, not the step's math that a fused optimizer replaces."""
+        kernels: np.ndarray = self.optimizer_launched & self.is_kernel & ~self.comm_code[self.view.gpu.name]
+        return kernels
+
+    @cached_property
     def zero_grad_launched(self) -> np.ndarray:
         return self.launched_in(pt.Windows.of_rows(self.tables, self.zero_grad_rows)) & self.in_step
 

@@ -48,8 +48,7 @@ def found_inf_on_gpu(
     the GPU), and the optimizer step fused as ``fused_optimizer`` fuses a per-parameter one (its
     multi-tensor kernels folded at ``ratio`` of their time, its host time ``host_us_per_kernel`` a
     kernel), since the fix is the fused step itself."""
-    launched = ctx.optimizer_launched & ctx.is_kernel & ~ctx.comm_code[ctx.view.gpu.name]
-    fused = fused_optimizer(ctx, launched, ratio, host_us_per_kernel)
+    fused = fused_optimizer(ctx, ctx.optimizer_kernels, ratio, host_us_per_kernel)
     return Change(
         f"the {count:g} read(s) per step of GradScaler's found_inf removed, and {fused.what}",
         ops=fused.ops,

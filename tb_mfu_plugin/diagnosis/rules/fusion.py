@@ -126,7 +126,7 @@ def unfused_optimizer(ctx: Context, fired: Fired) -> list[Hit]:
     rows = ctx.optimizer_rows
     if not len(rows):
         return []
-    launched = ctx.optimizer_launched & ctx.is_kernel & ~ctx.comm_code[g.name]
+    launched = ctx.optimizer_kernels
     n_k = launched.sum() / ctx.n
     if n_k < th.optimizer_min_kernels_per_step:
         return []

@@ -137,13 +137,13 @@ def sync_point(ctx: Context) -> list[Hit]:
     out: list[Hit] = []
     th = ctx.th
     fused_host_us = th.optimizer_fused_host_us_per_kernel
+    optimizer = ctx.optimizer_classes[0] if ctx.optimizer_classes else None
     for subject, d in _by_cause(ctx):
         count = d["count"] / ctx.n
         if count < th.sync_min_per_step:
             continue
         c = d["cause"]
         fix = _fix_for(subject)
-        optimizer = ctx.optimizer_classes[0] if ctx.optimizer_classes else None
         if fix == "grad_scaler" and optimizer not in fixes.FUSED_CAPABLE:
             # the trace names no optimizer step (a custom loop), or one without a fused step
             fix = "grad_scaler_unnamed" if optimizer is None else "grad_scaler_other"
