@@ -9,6 +9,8 @@ come from child processes as JSON) check it too:
   exactly when it is a figure;
 - one step aggregation (issue 32): each step's parts add up to the step, the summary's to its step,
   the waterfall's first bar is the summary's step, and a rank's row is its worker's figures;
+- a distributed run's one MFU is the ranks' FLOPs over the shortest of their steps without the
+  profiler and their peaks, in (0, 1] and its likely range (``rank_invariants``);
 - per rank, exposed communication <= communication <= step, and the collectives' rows add up to the
   communication total (or its ``unlisted`` rest says why not);
 - no finding's gain exceeds the step; a medium or high finding saves time or states its benefit in
@@ -35,6 +37,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from rank_invariants import job_problems
 from timeline_invariants import timeline_problems
 
 from tb_mfu_plugin.analysis.fmt import us
@@ -75,6 +78,8 @@ def run_problems(run: dict[str, Any]) -> list[str]:
         if comm is not None and not comm <= step + _US:
             out.append(f"ranks row {row.get('worker')}: communication {comm} > step {step}")
         _in_unit(out, f"ranks row {row.get('worker')} mfu", row.get("mfu"))
+    rows = [by_key.get((row.get("worker"), row.get("span"))) for row in ranks.get("ranks", [])]
+    out += job_problems(ranks, [w for w in rows if w is not None])
     return out
 
 

@@ -15,7 +15,7 @@ import { COLORS, UI } from './palette';
 import { rooflineCard } from './roofline';
 import { stepBreakdownSummary, stepsChart } from './steps';
 import { linkFindings, timelineCard } from './timeline';
-import type { Interval, Summary, WorkerReport } from './types';
+import type { Interval, JobMfu, Summary, WorkerReport } from './types';
 import { waterfallCard } from './waterfall';
 import { criticalPathCard, whatIfCard } from './whatif';
 
@@ -47,7 +47,7 @@ function kpi(
 }
 
 /** The MFU, or why there is none, over the FLOPs per step and the peak it was measured against. */
-function mfuKpi(w: WorkerReport, s: Summary, impossible: boolean): HTMLElement {
+function mfuKpi(w: WorkerReport, s: Summary, impossible: boolean, job: JobMfu | null): HTMLElement {
   const fl = w.flops;
   const mfu = f.isNumber(s.mfu) ? s.mfu : null;
   const hasMfu = mfu !== null;
@@ -76,6 +76,7 @@ function mfuKpi(w: WorkerReport, s: Summary, impossible: boolean): HTMLElement {
             )
           : null,
         peak ? h('div', { title: peak.long, data: scope('device') }, peak.short) : null,
+        jobNote(s, job),
       ]
     : [
         // the headline only: the whole reason and what to do stand in the FLOPs card (flops.ts)
@@ -90,6 +91,18 @@ function mfuKpi(w: WorkerReport, s: Summary, impossible: boolean): HTMLElement {
     cls: `kpi-main ${hasMfu ? '' : 'kpi-na'}`,
     title: `${f.definition('mfu')}. ${s.mfu_status?.basis === 'without_profiler' ? `Over the step without the profiler's host cost (${f.dur(s.step_time_unprofiled_us)}, estimated${s.step_time_unprofiled_range_us ? `; likely ${likely(s.step_time_unprofiled_range_us, f.dur)}` : ''}); over the traced steps: ${f.pct(s.mfu_traced)}.` : 'Over the traced steps: a lower bound, the profiler stretches CPU-bound steps.'}`,
   });
+}
+
+/** Under a rank's MFU, the job's where it reads otherwise: the ranks of one job share a step, and
+ * this rank's estimate keeps the lateness of the ranks it waited for (RankSummary.job). */
+function jobNote(s: Summary, job: JobMfu | null): HTMLElement | null {
+  if (!job || f.pct(job.mfu) === f.pct(s.mfu)) return null;
+  return h(
+    'div',
+    { testid: 'mfu-job', title: f.definition('ranks.job.mfu') },
+    h('strong', null, `${f.label('ranks.job.mfu')} ${f.pct(job.mfu)}`),
+    " over every rank (Ranks card): this rank's step keeps the profiled lateness of the ranks it waited for",
+  );
 }
 
 /** An estimate's likely range, "18.4 %–22.9 %", each end in the figure's own format; one figure
@@ -133,12 +146,12 @@ function achievedKpi(w: WorkerReport, s: Summary, impossible: boolean): HTMLElem
   );
 }
 
-function kpis(w: WorkerReport, s: Summary): HTMLElement {
+function kpis(w: WorkerReport, s: Summary, job: JobMfu | null): HTMLElement {
   const impossible = s.mfu_status?.state === 'impossible';
   return h(
     'div',
     { class: 'kpis' },
-    mfuKpi(w, s, impossible),
+    mfuKpi(w, s, impossible, job),
     achievedKpi(w, s, impossible),
     kpi(
       f.label('step_time_us'),
@@ -339,7 +352,8 @@ function notesCard(w: WorkerReport): HTMLElement {
   );
 }
 
-export function renderWorker(w: WorkerReport): HTMLElement {
+/** One worker's Overview; ``job``: its run's one MFU where the run has several ranks (RankSummary.job). */
+export function renderWorker(w: WorkerReport, job: JobMfu | null = null): HTMLElement {
   const s = w.summary;
   if (w.error || !s) {
     return banner('error', 'worker-error', `Cannot analyse ${w.name}${w.span ? ` (span ${w.span})` : ''}`, [
@@ -353,7 +367,7 @@ export function renderWorker(w: WorkerReport): HTMLElement {
   return h(
     'div',
     { class: 'overview', testid: 'overview' },
-    kpis(w, s),
+    kpis(w, s, job),
     h('div', { class: 'row two' }, busyVsFast(s), deviceCard(w, s)),
     h('div', { class: 'row two' }, findings, waterfallCard(w)),
     timeline?.el,

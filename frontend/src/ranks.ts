@@ -5,7 +5,7 @@ import { h } from './dom';
 import * as f from './format';
 import { pendingLabel } from './status';
 import { type Column, numColumn, table } from './table';
-import type { PendingFile, RankRow, RankSummary } from './types';
+import type { JobMfu, PendingFile, RankRow, RankSummary } from './types';
 
 // Each rank's overlap, waiting, bubble and clock (diagnosis/distributed.py; docs/distributed.md).
 const distributedColumns: Column<RankRow>[] = [
@@ -44,6 +44,21 @@ const RANK_COLUMNS: Column<RankRow>[] = [
   numColumn('mfu', f.label('mfu'), (x) => x.mfu, f.pct, f.definition('mfu')),
 ];
 
+/** The job's one MFU, where it likely lies, and whose step it is over (RankSummary.job). */
+function jobLine(j: JobMfu): HTMLElement {
+  const range = j.mfu_range ? ` · likely ${f.pct(j.mfu_range.low)}–${f.pct(j.mfu_range.high)}` : '';
+  return h(
+    'p',
+    {
+      testid: 'ranks-job-mfu',
+      title: `${f.definition('ranks.job.mfu')}. Likely: ${f.definition('ranks.job.mfu_range')}.`,
+    },
+    h('strong', null, `${f.label('ranks.job.mfu')} ${f.pct(j.mfu)}`),
+    `${range} · over ${j.ranks} ranks and the ${f.label('ranks.job.step_time_unprofiled_us').toLowerCase()}, `,
+    `${f.dur(j.step_time_unprofiled_us)}: ${j.worker}'s estimate, the shortest of the ranks'`,
+  );
+}
+
 /** A distributed run's ranks side by side, with the straggler the others wait for, each rank's
  * overlap, waits and bubble, and how its clock was aligned with the others'; while files are
  * `pending`, the ranks in so far and a line naming the others (no straggler yet). */
@@ -55,6 +70,7 @@ export function ranksCard(r: RankSummary, strategy: string[], pending: PendingFi
     // Several ranks are never "single GPU": a strategy the collectives did not show is unknown.
     `Ranks side by side${r.world_size ? ` (world size ${r.world_size})` : ''} · ${strategy.length ? strategyText(strategy) : 'strategy not detected'}`,
     [
+      r.job ? jobLine(r.job) : null,
       straggler,
       table<RankRow>(r.ranks, RANK_COLUMNS, { testid: 'ranks-table', sortKey: 'rank', sortDesc: false, at: 'ranks' }),
       pending.length

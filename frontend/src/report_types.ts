@@ -1272,6 +1272,7 @@ export interface RankSummary {
   clock_residual_us: number | null;
   clock_note: string | null;
   mfu_note: string | null;
+  job: JobMfu | null;
 }
 
 export interface RankRow {
@@ -1297,12 +1298,28 @@ export interface Straggler {
   reason: string;
 }
 
+/**
+ * The job's MFU: the ranks of one synchronous job share one step, so the job has one MFU, over
+ * the shortest of the ranks' steps without the profiler (``analysis.run.ranks.job_mfu``).
+ */
+export interface JobMfu {
+  mfu: number;
+  step_time_unprofiled_us: number;
+  worker: string;
+  rank: number | null;
+  flops_per_step: number;
+  peak_flops: number;
+  ranks: number;
+  mfu_range: Interval | null;
+}
+
 export interface StrategyRow {
   run: string;
   strategy: string[];
   ranks: number;
   device: string | null;
   step_time_us: number | null;
+  job_mfu: number | null;
   mfu_min: number | null;
   mfu_mean: number | null;
   mfu_max: number | null;

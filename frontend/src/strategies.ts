@@ -58,6 +58,7 @@ const STRATEGY_COLUMNS: Column<StrategyRow>[] = [
     f.dur,
     "The slowest rank's step (its mean steady-state step): every rank waits for it",
   ),
+  numColumn('job', f.label('strategies.job_mfu'), (r) => r.job_mfu, f.pct, f.definition('strategies.job_mfu')),
   {
     key: 'mfu',
     label: f.label('strategies.mfu_min'),
@@ -107,7 +108,7 @@ export function strategiesCard(rows: StrategyRow[]): HTMLElement {
     rows.length
       ? table<StrategyRow>(rows, STRATEGY_COLUMNS, {
           testid: 'strategies-table',
-          sortKey: 'mfu',
+          sortKey: 'job',
           cls: 'wrap-heads',
           at: 'strategies',
         })
@@ -115,7 +116,7 @@ export function strategiesCard(rows: StrategyRow[]): HTMLElement {
     {
       testid: 'strategies',
       cls: 'wide',
-      help: 'One row per run picked above: per-rank MFU and the costs of parallelism, from the traces alone; peak memory per rank where the traces were recorded with profile_memory=True.',
+      help: "One row per run picked above: the job's MFU, per-rank MFU and the costs of parallelism, from the traces alone; peak memory per rank where the traces were recorded with profile_memory=True.",
     },
   );
 }

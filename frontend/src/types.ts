@@ -14,6 +14,7 @@ export type {
   Finding,
   FlopsDetail,
   Interval,
+  JobMfu,
   KernelStats,
   LaunchStats,
   Pipeline,

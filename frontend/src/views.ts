@@ -110,7 +110,7 @@ export async function overviewContent(emptyHint: () => Child): Promise<Child> {
     failedBanner(report, w),
     pendingFiles.length ? partialBanner(r, pendingFiles) : null,
     report.ranks ? ranksCard(report.ranks, report.strategy, pendingFiles) : null,
-    rooted(renderWorker(w), `workers.${idx}`),
+    rooted(renderWorker(w, report.ranks?.job ?? null), `workers.${idx}`),
   ];
 }
 

@@ -19,7 +19,9 @@ from .distributed.blocks import Distributed as Distributed  # re-exported: the r
 from .distributed.blocks import ProcessGroup as ProcessGroup
 from .evidence import Evidence
 from .flops.detail import FlopsDetail
+from .interval import Interval as Interval  # re-exported: the report's types in one place
 from .memory.types import Memory
+from .report_ranks import JobMfu as JobMfu
 from .report_ranks import RankRow as RankRow  # re-exported, as Distributed above
 from .report_ranks import RankSummary as RankSummary
 from .report_ranks import Straggler as Straggler
@@ -101,13 +103,6 @@ class Spread(msgspec.Struct, kw_only=True):
     p90: float
     min: float
     max: float
-
-
-class Interval(msgspec.Struct, kw_only=True):
-    """Where an estimated figure likely lies: ``low`` <= the figure <= ``high``."""
-
-    low: float
-    high: float
 
 
 class MfuStatus(msgspec.Struct, kw_only=True):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import msgspec
 
+from .interval import Interval
+
 
 class RankRow(msgspec.Struct, kw_only=True):
     worker: str
@@ -33,6 +35,21 @@ class Straggler(msgspec.Struct, kw_only=True):
     reason: str
 
 
+class JobMfu(msgspec.Struct, kw_only=True):
+    """The job's MFU: the ranks of one synchronous job share one step, so the job has one MFU, over
+    the shortest of the ranks' steps without the profiler (``analysis.run.ranks.job_mfu``)."""
+
+    mfu: float  # the ranks' FLOPs per step together / (the job's step x their peaks together)
+    step_time_unprofiled_us: float  # the job's step: the shortest of the ranks' estimates
+    worker: str  # whose estimate that is
+    rank: int | None
+    flops_per_step: float  # the ranks' together
+    peak_flops: float  # the ranks' together
+    ranks: int  # ranks counted: every analysed rank of the run
+    # over that rank's likely step without the profiler (Summary.step_time_unprofiled_range_us)
+    mfu_range: Interval | None = None
+
+
 class RankSummary(msgspec.Struct, kw_only=True):
     """The ranks of a distributed run side by side, and the one the others wait for
     (``analysis.run.ranks``)."""
@@ -46,3 +63,5 @@ class RankSummary(msgspec.Struct, kw_only=True):
     # Why the ranks' MFUs differ where they do, though the ranks of one synchronous job share a step
     # (``analysis.run.ranks.mfu_note``)
     mfu_note: str | None = None
+    # The job's one MFU, where every rank has one over its step without the profiler; else None
+    job: JobMfu | None = None

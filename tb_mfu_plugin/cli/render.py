@@ -19,7 +19,7 @@ from ..analysis import fmt
 from ..analysis.definitions import AGGREGATION, label
 from ..analysis.flops.detail import FlopsDetail
 from ..analysis.fmt import core_unit, count, figure, flop_rate, flops, gbps, mfu_text, nbytes, pct, us
-from ..analysis.report import Device, Report, Summary, WorkerReport
+from ..analysis.report import Device, JobMfu, Report, Summary, WorkerReport
 from ..analysis.run.compare import AgainstBaseline, Comparison
 from ..analysis.run.findings_compare import FindingChange
 from ..core.escape import for_rich, markup_escape
@@ -71,12 +71,15 @@ def print_report(report: Report, top: int, evidence: bool = False) -> None:
     console = stdout_console()
     report = for_rich(report)  # names from traces and file names are text, never markup
     for run in report.runs:
+        job = run.ranks.job if run.ranks is not None else None
         for w in run.workers:
-            _print_worker(console, run.name, w, top, evidence)
+            _print_worker(console, run.name, w, top, evidence, job)
         print_ranks(console, run)
 
 
-def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int, evidence: bool = False) -> None:
+def _print_worker(
+    console: Console, run_name: str, w: WorkerReport, top: int, evidence: bool = False, job: JobMfu | None = None
+) -> None:
     title = f"[bold]{run_name}[/] · worker {w.name}" + (f" · span {w.span}" if w.span else "")
     if w.error:  # its one-line error, naming the file and the reason, is on stderr (cli.main)
         console.print(f"{title}\n  [red]not analysed[/]: the reason is on stderr\n", highlight=False)
@@ -91,7 +94,7 @@ def _print_worker(console: Console, run_name: str, w: WorkerReport, top: int, ev
     )
     t.add_row(*(mfu_text(w) if k == "mfu" else figure(k, getattr(s, k)) for k in _SUMMARY_ROW))
     console.print(t)
-    _print_flops(console, w)
+    _print_flops(console, w, job)
     _print_copies_and_syncs(console, w)
     _print_launches(console, w)
     print_communication(console, w)
@@ -246,7 +249,7 @@ def _print_roofline(console: Console, w: WorkerReport, top: int) -> None:
     console.print(t)
 
 
-def _print_flops(console: Console, w: WorkerReport) -> None:
+def _print_flops(console: Console, w: WorkerReport, job: JobMfu | None = None) -> None:
     s, f = w.summary, w.flops
     assert s is not None
     line = f"{label('flops_per_step')}: {flops(s.flops_per_step)}"
@@ -281,6 +284,12 @@ def _print_flops(console: Console, w: WorkerReport) -> None:
                 else "  [dim]MFU is over the traced steps, which the profiler slows when they are host-bound: a "
                 "lower bound; the TFLOP/s while busy is the matching upper view.[/]"
             ),
+            highlight=False,
+        )
+    if job is not None and pct(job.mfu) != pct(s.mfu):
+        console.print(
+            f"  [bold]{label('ranks.job.mfu')}: {pct(job.mfu)}[/], over every rank (the ranks' table): this rank's "
+            "step without the profiler keeps the profiled lateness of the ranks it waited for.",
             highlight=False,
         )
 

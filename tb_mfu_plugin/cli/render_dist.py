@@ -11,7 +11,7 @@ from rich.table import Table
 
 from ..analysis.definitions import label
 from ..analysis.fmt import count, gbps, nbytes, pct, us
-from ..analysis.report import RunReport, WorkerReport
+from ..analysis.report import JobMfu, RunReport, WorkerReport
 from ..analysis.run.strategies import StrategyRow
 from .console import console as stdout_console
 
@@ -115,6 +115,8 @@ def print_ranks(console: Console, run: RunReport) -> None:
             pct(row.mfu),
         )
     console.print(t)
+    if r.job is not None:
+        console.print(job_line(r.job), highlight=False)
     if r.clock_note:
         console.print(f"[dim]{r.clock_note}[/]", highlight=False)
     if r.mfu_note:
@@ -122,6 +124,16 @@ def print_ranks(console: Console, run: RunReport) -> None:
     if r.straggler is not None:
         console.print(f"[bold]straggler: {r.straggler.worker}[/] — {r.straggler.reason}", highlight=False)
     console.print()
+
+
+def job_line(j: JobMfu) -> str:
+    """The job's MFU, where it likely lies, and the step it is over."""
+    likely = f" (likely {pct(j.mfu_range.low)}–{pct(j.mfu_range.high)})" if j.mfu_range is not None else ""
+    return (
+        f"[bold]{label('ranks.job.mfu')}: {pct(j.mfu)}[/]{likely} over {j.ranks} ranks · "
+        f"{label('ranks.job.step_time_unprofiled_us').lower()} {us(j.step_time_unprofiled_us)}, {j.worker}'s "
+        "estimate, the shortest of the ranks'"
+    )
 
 
 def print_strategies(rows: list[StrategyRow]) -> None:
@@ -134,6 +146,7 @@ def print_strategies(rows: list[StrategyRow]) -> None:
             "strategy",
             "ranks",
             "step (slowest rank)",
+            label("strategies.job_mfu"),
             label("strategies.mfu_min"),
             label("ranks.exposed_communication_us_per_step"),
             label("ranks.overlap_ratio"),
@@ -152,6 +165,7 @@ def print_strategies(rows: list[StrategyRow]) -> None:
             strategy_text(r.strategy),
             str(r.ranks),
             us(r.step_time_us),
+            pct(r.job_mfu),
             mfu,
             exposed,
             pct(r.overlap_ratio),

@@ -143,6 +143,7 @@ RANKS: Schema = {
     "idle_share": "float64",
     "exposed_communication_us_per_step": "float64",
     "mfu": "float64",
+    "job_mfu": "float64",  # the run's one MFU (RankSummary.job), the same on each of its rows
     "straggler": "bool",
     "communication_us_per_step": "float64",
     "overlap_ratio": "float64",
@@ -289,9 +290,10 @@ def ranks_rows(report: Report) -> list[Row]:
     for run in report.runs:
         if run.ranks is None:
             continue
-        straggler = run.ranks.straggler
+        straggler, job = run.ranks.straggler, run.ranks.job
         for r in run.ranks.ranks:
             row = {"run": run.name, **_fields(r, RANKS)}
+            row["job_mfu"] = job.mfu if job is not None else None
             row["straggler"] = straggler is not None and straggler.worker == r.worker
             rows.append(row)
     return rows

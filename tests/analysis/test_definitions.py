@@ -112,8 +112,12 @@ def test_the_tab_takes_the_headline_labels_from_the_table() -> None:
 
 def test_two_figures_never_share_a_label() -> None:
     """Two aggregations get two names: a label names one figure, except where two keys carry the same
-    figure by definition (the GPU idle after syncs share, and the breakdown's part that is it)."""
-    same_figure = {frozenset({"gpu_idle_after_sync_share", "breakdown.idle_after_sync"})}
+    figure by definition (the GPU idle after syncs share, and the breakdown's part that is it; the job's
+    MFU, and the Strategies column that shows it)."""
+    same_figure = {
+        frozenset({"gpu_idle_after_sync_share", "breakdown.idle_after_sync"}),
+        frozenset({"ranks.job.mfu", "strategies.job_mfu"}),
+    }
     by_label: dict[str, set[str]] = {}
     for name, d in D.DEFINITIONS.items():
         by_label.setdefault(d.label, set()).add(name)

@@ -41,8 +41,21 @@ def compare_json(logdir: Path) -> dict[str, Any]:
     return {row["run"]: row for row in json.loads(out)["strategies"]}
 
 
+def job_json(run: Path) -> dict[str, Any]:
+    """The job's MFU of ``run`` as ``tb-mfu analyze --json`` gives it."""
+    out = subprocess.run(
+        [sys.executable, "-m", "tb_mfu_plugin.cli", "analyze", str(run), "--json"],
+        check=True,
+        capture_output=True,
+        cwd=ROOT,
+    ).stdout
+    job: dict[str, Any] = json.loads(out)["runs"][0]["ranks"]["job"]
+    return job
+
+
 def test_communication_ranks_and_strategies(start_tensorboard, page, logdir, output_dir):
     expected = compare_json(logdir)
+    job = job_json(logdir / "ddp_2gpu")
     tb = start_tensorboard(logdir)
     tb.wait_analysed()
     frame = open_tab(page, tb.url)
@@ -60,6 +73,11 @@ def test_communication_ranks_and_strategies(start_tensorboard, page, logdir, out
     ranks = frame.locator("[data-testid=ranks-table]")
     assert "Clock shift" in ranks.inner_text() and "Overlap" in ranks.inner_text()
     assert "Clocks aligned on the ends of" in frame.locator("[data-testid=clock-note]").inner_text()
+    # one job, one MFU: the ranks card says it, and rank 0's Overview, which reads 16 %, points to it
+    line = frame.locator("[data-testid=ranks-job-mfu]").inner_text()
+    assert line.startswith(f"Job MFU {pct_text(job['mfu'])}") and "rank1's estimate, the shortest" in line
+    note = frame.locator("[data-testid=mfu-job]").inner_text()
+    assert note.startswith(f"Job MFU {pct_text(job['mfu'])} over every rank")
     page.set_viewport_size({"width": 1440, "height": 2600})
     page.wait_for_timeout(800)
     page.screenshot(path=str(output_dir / "mfu-communication.png"))
@@ -79,10 +97,11 @@ def test_communication_ranks_and_strategies(start_tensorboard, page, logdir, out
         cells = tr.locator("td").all_text_contents()
         row = expected[cells[0].strip()]
         assert cells[1] == " × ".join(row["strategy"])
-        # the per-rank MFU: the mean, then the lowest and highest rank's, each named on the page
+        # the job's MFU, then the per-rank: the mean, the lowest and highest rank's, each named on the page
+        assert cells[4] == pct_text(row["job_mfu"])
         mean, low, high = (pct_text(row[k]) for k in ("mfu_mean", "mfu_min", "mfu_max"))
-        assert cells[4] == f"{mean} meanlowest {low} · highest {high}"
-        assert cells[6] == pct_text(row["overlap_ratio"])
+        assert cells[5] == f"{mean} meanlowest {low} · highest {high}"
+        assert cells[7] == pct_text(row["overlap_ratio"])
     page.set_viewport_size({"width": 1440, "height": 900})
     page.wait_for_timeout(500)
     page.screenshot(path=str(output_dir / "mfu-strategies.png"))

@@ -253,7 +253,35 @@ FIGURES: dict[str, Definition] = {
         "time",
     ),
     "ranks.bubble_share": define("Bubble", "Share of a pipeline stage's step idle for the other stages", "share"),
+    "ranks.job.mfu": define(
+        "Job MFU",
+        "The job's one MFU: every rank's FLOPs per step together / (the shortest of the ranks' steps without the "
+        "profiler × their peaks together). The ranks of one synchronous job share a step; each rank's estimate "
+        "keeps the profiled lateness of the ranks it waited for in its collectives, so the shortest is the job's "
+        "(None unless every rank has an estimate)",
+        "share",
+        "higher",
+    ),
+    "ranks.job.step_time_unprofiled_us": define(
+        "Job step without the profiler",
+        "The shortest of the ranks' steps without the profiler (each rank's summary.step_time_unprofiled_us): "
+        "the step the job's MFU is over",
+        "time",
+        "lower",
+    ),
+    "ranks.job.mfu_range": define(
+        "Likely job MFU",
+        "The job's MFU over the longest and the shortest likely step of the rank whose estimate it is "
+        "(that rank's summary.step_time_unprofiled_range_us)",
+        "share",
+    ),
     # ---- strategies (Compare's table of runs side by side)
+    "strategies.job_mfu": define(
+        "Job MFU",
+        "The run's one MFU: the job's over every rank (ranks.job.mfu), or the one GPU's own; the table is sorted by it",
+        "share",
+        "higher",
+    ),
     "strategies.mfu_min": define(
         "MFU per rank",
         "Lowest / mean / highest over the ranks of each rank's MFU: the figure its Overview shows",

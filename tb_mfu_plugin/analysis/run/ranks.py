@@ -12,6 +12,7 @@ import msgspec
 
 from ..fmt import pct, us
 from ..report import Distributed, Finding, RankRow, RankSummary, Straggler, WorkerReport
+from .job_mfu import job_mfu, mfu_note
 
 __all__ = ["RankClock", "RankRow", "RankSummary", "Straggler", "compare_ranks"]
 
@@ -22,9 +23,6 @@ STRAGGLER_MIN_SPREAD = 0.10
 # work (it computes longer than the others); idle at least IDLE_BLAME of it, its host.
 BUSY_BLAME = 0.80
 IDLE_BLAME = 0.50
-# The spread of the ranks' headline MFUs (highest / lowest) above which the ranks card says why they
-# differ: the ranks of one synchronous job run one step, so their MFUs differ only by their estimates.
-MFU_SPREAD_NOTE = 1.05
 # Findings of GPU idle that the host causes; the waits on other ranks say nothing of the straggler
 # (it is the one the others wait for); every other rule names GPU work (compute, copies).
 _HOST_FINDINGS = frozenset({"gpu_idle", "launch_bound", "dataloader_stall", "sync_point"})
@@ -78,37 +76,14 @@ def compare_ranks(workers: list[WorkerReport], clocks: list[RankClock | None] | 
         )
     rows.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.worker))
     first = ok[0][0].distributed
-    straggler = _straggler(rows, findings)
+    job = job_mfu([w for w, _ in ok])
     return RankSummary(
         world_size=first.world_size if first else None,
         ranks=rows,
-        straggler=straggler,
-        mfu_note=mfu_note(rows, straggler, [w for w, _ in ok]),
+        straggler=_straggler(rows, findings),
+        mfu_note=mfu_note(rows, [w for w, _ in ok], job),
+        job=job,
     )
-
-
-def mfu_note(rows: list[RankRow], straggler: Straggler | None, workers: list[WorkerReport]) -> str | None:
-    """Why the ranks' headline MFUs differ, where they spread over ``MFU_SPREAD_NOTE``: each rank's step
-    without the profiler is estimated on its own trace, and a rank that waits in a collective for a
-    slower one keeps that rank's profiled lateness in its step. The straggler waits for none, so its
-    figure keeps no other rank's lateness; the re-timing of the ranks together that would give the
-    job's own is not built (docs/mfu.md, section 6, has how far each rank was from the truth)."""
-    mfus = [r.mfu for r in rows if r.mfu is not None]
-    unprofiled = any(
-        w.summary is not None and w.summary.mfu_status is not None and w.summary.mfu_status.basis == "without_profiler"
-        for w in workers
-    )
-    if len(mfus) < 2 or not unprofiled or min(mfus) <= 0 or max(mfus) / min(mfus) <= MFU_SPREAD_NOTE:
-        return None
-    text = (
-        f"The ranks' MFUs range {pct(min(mfus))}–{pct(max(mfus))}, though the ranks of one job share a step: each "
-        "rank's step without the profiler is estimated on its own trace, and a rank that waits in a collective "
-        "for a slower one keeps that rank's profiled lateness, so it reads low."
-    )
-    row = next((r for r in rows if straggler is not None and r.worker == straggler.worker), None)
-    if row is None or row.mfu is None:
-        return text
-    return f"{text} The straggler, {row.worker}, waits for none: its {pct(row.mfu)} keeps no other rank's lateness."
 
 
 def _blame(row: RankRow, findings: list[Finding]) -> str:

@@ -2,9 +2,10 @@
 which strategy gives the best MFU on these GPUs (``tb-mfu compare`` with several runs, the tab's
 Strategies view; docs/distributed.md).
 
-One row per run, its ranks summed up: the slowest rank's step (every rank waits for it), each
-rank's MFU (the headline figure of its report, over its steady-state steps, as Compare and the
-Overview show it: the lowest, the mean and the highest over the ranks), and the mean over ranks of
+One row per run, its ranks summed up: the slowest rank's step (every rank waits for it), the job's
+MFU (``job_mfu``: one figure for the run, which the table sorts by), each rank's MFU (the headline
+figure of its report, over its steady-state steps, as Compare and the Overview show it: the lowest,
+the mean and the highest over the ranks), and the mean over ranks of
 the exposed communication, the overlap and the pipeline bubble; and the lowest and highest peak
 allocated memory over the ranks (FSDP against DDP is largely a memory trade), known only for traces recorded with
 ``profile_memory=True``.
@@ -16,7 +17,7 @@ from statistics import fmean
 
 import msgspec
 
-from ..report import RunReport, WorkerReport
+from ..report import RunReport, Summary, WorkerReport
 from .ranks import RankSummary
 
 
@@ -26,6 +27,8 @@ class StrategyRow(msgspec.Struct, kw_only=True):
     ranks: int  # workers analysed
     device: str | None
     step_time_us: float | None  # the slowest rank's step (summary.step_time_us: its mean steady-state step)
+    # the job's MFU (RankSummary.job) of several ranks; on one GPU, its MFU; None where unknown
+    job_mfu: float | None
     # each rank's MFU (summary.mfu, the headline): lowest, mean and highest over the ranks
     mfu_min: float | None
     mfu_mean: float | None
@@ -55,6 +58,13 @@ def _ranks(run: RunReport) -> RankSummary | None:
     return msgspec.convert(run.ranks, RankSummary)
 
 
+def _job_mfu(ranks: RankSummary | None, summaries: list[Summary]) -> float | None:
+    """The run's one MFU: the job's over its ranks, or the one GPU's own."""
+    if ranks is not None:
+        return ranks.job.mfu if ranks.job is not None else None
+    return summaries[0].mfu if len(summaries) == 1 else None
+
+
 def strategy_row(run: RunReport) -> StrategyRow:
     ok: list[WorkerReport] = [w for w in run.workers if w.error is None and w.summary is not None]
     summaries = [w.summary for w in ok if w.summary is not None]
@@ -71,6 +81,7 @@ def strategy_row(run: RunReport) -> StrategyRow:
         ranks=len(ok),
         device=next((w.device.name for w in ok if w.device is not None and w.device.name), None),
         step_time_us=max((s.step_time_us for s in summaries), default=None),
+        job_mfu=_job_mfu(ranks, summaries),
         mfu_min=min(mfu) if mfu else None,
         mfu_mean=fmean(mfu) if mfu else None,
         mfu_max=max(mfu) if mfu else None,
