@@ -345,13 +345,13 @@ export const DEFINITIONS = {
     label: 'Job MFU',
     definition: 'The job\'s one MFU: every rank\'s FLOPs per step together / (the shortest of the ranks\' steps without the profiler × their peaks together). The ranks of one synchronous job share a step; each rank\'s estimate keeps the profiled lateness of the ranks it waited for in its collectives, so the shortest is the job\'s (None unless every rank has an estimate)',
     unit: 'share',
-    better: 'higher',
+    better: 'none',
   },
   'ranks.job.step_time_unprofiled_us': {
     label: 'Job step without the profiler',
     definition: 'The shortest of the ranks\' steps without the profiler (each rank\'s summary.step_time_unprofiled_us): the step the job\'s MFU is over',
     unit: 'time',
-    better: 'lower',
+    better: 'none',
   },
   'ranks.job.mfu_range': {
     label: 'Likely job MFU',
@@ -363,7 +363,7 @@ export const DEFINITIONS = {
     label: 'Job MFU',
     definition: 'The run\'s one MFU: the job\'s over every rank (ranks.job.mfu), or the one GPU\'s own; the table is sorted by it',
     unit: 'share',
-    better: 'higher',
+    better: 'none',
   },
   'strategies.mfu_min': {
     label: 'MFU per rank',

@@ -260,14 +260,12 @@ FIGURES: dict[str, Definition] = {
         "keeps the profiled lateness of the ranks it waited for in its collectives, so the shortest is the job's "
         "(None unless every rank has an estimate)",
         "share",
-        "higher",
     ),
     "ranks.job.step_time_unprofiled_us": define(
         "Job step without the profiler",
         "The shortest of the ranks' steps without the profiler (each rank's summary.step_time_unprofiled_us): "
         "the step the job's MFU is over",
         "time",
-        "lower",
     ),
     "ranks.job.mfu_range": define(
         "Likely job MFU",
@@ -280,7 +278,6 @@ FIGURES: dict[str, Definition] = {
         "Job MFU",
         "The run's one MFU: the job's over every rank (ranks.job.mfu), or the one GPU's own; the table is sorted by it",
         "share",
-        "higher",
     ),
     "strategies.mfu_min": define(
         "MFU per rank",
