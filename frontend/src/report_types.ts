@@ -1320,6 +1320,7 @@ export interface StrategyRow {
   device: string | null;
   step_time_us: number | null;
   job_mfu: number | null;
+  job_step_time_unprofiled_us: number | null;
   mfu_min: number | null;
   mfu_mean: number | null;
   mfu_max: number | null;

@@ -53,10 +53,17 @@ const STRATEGY_COLUMNS: Column<StrategyRow>[] = [
   numColumn('ranks', 'GPUs', (r) => r.ranks, f.counter(0)),
   numColumn(
     'step',
-    'Step (slowest rank)',
+    'Step traced (slowest rank)',
     (r) => r.step_time_us,
     f.dur,
-    "The slowest rank's step (its mean steady-state step): every rank waits for it",
+    "The slowest rank's step under the profiler (its mean analysed step): every rank waits for it",
+  ),
+  numColumn(
+    'jobstep',
+    f.label('ranks.job.step_time_unprofiled_us'),
+    (r) => r.job_step_time_unprofiled_us,
+    f.dur,
+    `${f.definition('ranks.job.step_time_unprofiled_us')}; on one GPU, its own`,
   ),
   numColumn('job', f.label('strategies.job_mfu'), (r) => r.job_mfu, f.pct, f.definition('strategies.job_mfu')),
   {

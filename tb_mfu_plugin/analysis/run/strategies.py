@@ -29,6 +29,8 @@ class StrategyRow(msgspec.Struct, kw_only=True):
     step_time_us: float | None  # the slowest rank's step (summary.step_time_us: its mean steady-state step)
     # the job's MFU (RankSummary.job) of several ranks; on one GPU, its MFU; None where unknown
     job_mfu: float | None
+    # the step it is over: the job's (the shortest of the ranks' without the profiler), or the one GPU's
+    job_step_time_unprofiled_us: float | None
     # each rank's MFU (summary.mfu, the headline): lowest, mean and highest over the ranks
     mfu_min: float | None
     mfu_mean: float | None
@@ -58,11 +60,16 @@ def _ranks(run: RunReport) -> RankSummary | None:
     return msgspec.convert(run.ranks, RankSummary)
 
 
-def _job_mfu(ranks: RankSummary | None, summaries: list[Summary]) -> float | None:
-    """The run's one MFU: the job's over its ranks, or the one GPU's own."""
+def _job(ranks: RankSummary | None, summaries: list[Summary]) -> tuple[float | None, float | None]:
+    """The run's one MFU and the step it is over: the job's over its ranks, or the one GPU's own."""
     if ranks is not None:
-        return ranks.job.mfu if ranks.job is not None else None
-    return summaries[0].mfu if len(summaries) == 1 else None
+        job = ranks.job
+        return (job.mfu, job.step_time_unprofiled_us) if job is not None else (None, None)
+    if len(summaries) == 1 and summaries[0].mfu is not None:
+        s = summaries[0]
+        # over the step without the profiler where the MFU is (mfu_status.basis), else the traced one
+        return s.mfu, s.step_time_unprofiled_us if s.step_time_unprofiled_us is not None else s.step_time_us
+    return None, None
 
 
 def strategy_row(run: RunReport) -> StrategyRow:
@@ -75,13 +82,15 @@ def strategy_row(run: RunReport) -> StrategyRow:
     ranks = _ranks(run)
     main = [max(c.collectives, key=lambda x: x.us_per_step) for c, _ in comm if c.collectives]
     peaks = [w.memory.peak_allocated_bytes for w in ok if w.memory is not None and w.memory.peak_allocated_bytes]
+    job_mfu, job_step = _job(ranks, summaries)
     return StrategyRow(
         run=run.name,
         strategy=list(run.strategy),
         ranks=len(ok),
         device=next((w.device.name for w in ok if w.device is not None and w.device.name), None),
         step_time_us=max((s.step_time_us for s in summaries), default=None),
-        job_mfu=_job_mfu(ranks, summaries),
+        job_mfu=job_mfu,
+        job_step_time_unprofiled_us=job_step,
         mfu_min=min(mfu) if mfu else None,
         mfu_mean=fmean(mfu) if mfu else None,
         mfu_max=max(mfu) if mfu else None,

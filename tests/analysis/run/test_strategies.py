@@ -72,6 +72,14 @@ def test_strategy_row_against_the_ground_truth(run: str) -> None:
     assert row.mfu_max == max(w.summary.mfu for w in report.workers if w.summary and w.summary.mfu)
     assert row.exposed_communication_us_per_step is not None and row.overlap_ratio is not None
     assert row.busbw_gbps is not None and 0 < row.busbw_gbps < 450  # NVLink 4's one-way peak
+    # the job's MFU, the figure the table sorts by, over the step beside it: the ranks' FLOPs together
+    # over it and their peaks, at least every rank's own (the ranks run the same FLOPs, bar TP's head)
+    ranks = report.ranks
+    assert ranks is not None and ranks.job is not None
+    assert (row.job_mfu, row.job_step_time_unprofiled_us) == (ranks.job.mfu, ranks.job.step_time_unprofiled_us)
+    total = sum(w.summary.flops_per_step or 0.0 for w in report.workers if w.summary)
+    assert row.job_mfu == pytest.approx(total / (row.job_step_time_unprofiled_us * 1e-6) / (peak * row.ranks))
+    assert row.job_mfu >= 0.97 * row.mfu_max
 
 
 @pytest.mark.parametrize("run", sorted(RUNS))
@@ -92,3 +100,15 @@ def test_the_straggler_is_the_rank_that_waits_least(run: str) -> None:
     else:
         assert ranks.straggler.worker == min(waits, key=lambda k: waits[k])
         assert ranks.straggler.others_wait_us_per_step > 0
+
+
+def test_one_gpu_is_its_own_job() -> None:
+    """A single-GPU run's row carries its own MFU and the step it is over as the job's, so the
+    table sorts every run by one figure."""
+    if not (SAMPLES / "gpt_sdpa_fused").is_dir():
+        pytest.skip("sample traces not available")
+    report = analyze_path(str(SAMPLES / "gpt_sdpa_fused")).runs[0]
+    (w,) = report.workers
+    row = strategy_row(report)
+    assert w.summary is not None and w.summary.mfu is not None and report.ranks is None
+    assert (row.job_mfu, row.job_step_time_unprofiled_us) == (w.summary.mfu, w.summary.step_time_unprofiled_us)
