@@ -1,6 +1,8 @@
 """The job's MFU on the multi-GPU samples: the shortest of the ranks' steps without the profiler (what
 the report shows, ``analysis.run.job_mfu``) against the ranks re-timed together, and both against
-the step measured without the profiler (each sample's ``ground_truth.json``).
+the step measured without the profiler (each sample's ``ground_truth.json``), and on the two
+pipeline-parallel runs of ``../shared/fixtures/pipeline_parallel_h200``, recorded elsewhere and held
+out (their ``ground_truth.json`` beside them), where that folder exists.
 
 Re-timing together: each rank's critical-path model (``analysis.critical_path``) without the
 profiler's cost, every collective kernel cut to the time it took on the member that joined it last
@@ -45,6 +47,7 @@ from tb_mfu_plugin.analysis.run.job_mfu import job_mfu  # noqa: E402
 from tb_mfu_plugin.trace.decode.decode import decode_trace  # noqa: E402
 
 SAMPLES = ("ddp_2gpu", "ddp_4gpu", "fsdp2_2gpu", "fsdp2_4gpu", "tp_2gpu", "tp_4gpu", "tpdp_4gpu")
+HELD_OUT = ROOT.parent / "shared" / "fixtures" / "pipeline_parallel_h200"
 MAX_ROUNDS = 200
 SETTLED_US = 0.5
 
@@ -101,7 +104,9 @@ def together(ranks: list[Rank]) -> tuple[list[float], int]:
     for i, r in enumerate(ranks):
         for k in r.calls:
             members[k].append(i)
-    shared = [k for k, v in members.items() if len(v) > 1]
+    shared = [k for k, v in members.items() if len(v) > 1 and k[0] is not None]
+    if not shared:  # no call names its process group (a trace without collective args): no clock to share
+        return [], 0
     g0 = ranks[0].model.g
     # when each rank's clock origin is on rank 0's: the traced ends of the shared calls coincide
     offset = []
@@ -166,15 +171,25 @@ def needed_launches(m: Model, truth_us: float) -> float | None:
     return (lo + hi) / 2
 
 
+def true_step_us(folder: Path) -> float:
+    """The job's step without the profiler: the slowest rank's median (a sample's own truth, or the
+    held-out fixture's, keyed by the run's folder)."""
+    own = folder / "ground_truth.json"
+    if own.is_file():
+        return float(json.loads(own.read_text())["step_time_us_unprofiled_slowest_rank"])
+    return 1e6 * float(
+        json.loads((folder.parent / "ground_truth.json").read_text())[folder.name]["step_time_s_unprofiled"]
+    )
+
+
 def row(folder: Path) -> dict[str, Any]:
-    truth = json.loads((folder / "ground_truth.json").read_text())
     ranks = load(folder)
     job = job_mfu([r.report for r in ranks])
     assert job is not None, folder
     steps = _steps(ranks)
     alone = [mean_step(r, r.model.retimer.run(r.model.unprofiled_weights), steps) for r in ranks]
     joint, rounds = together(ranks)
-    true_step = float(truth["step_time_us_unprofiled_slowest_rank"])
+    true_step = true_step_us(folder)
     chosen = next(r for r in ranks if r.report.name == job.worker)
     return {
         "needed_launches": needed_launches(chosen.model, true_step),
@@ -185,9 +200,9 @@ def row(folder: Path) -> dict[str, Any]:
         "job_range": (job.mfu_range.low, job.mfu_range.high) if job.mfu_range else None,
         "rank_mfus": [r.report.summary.mfu for r in ranks],
         "shortest_alone_us": min(alone),
-        "together_us": max(joint),
-        "together_mfu": job.flops_per_step / (max(joint) * 1e-6 * job.peak_flops),
-        "together_spread": max(joint) / min(joint),
+        "together_us": max(joint) if joint else None,
+        "together_mfu": job.flops_per_step / (max(joint) * 1e-6 * job.peak_flops) if joint else None,
+        "together_spread": max(joint) / min(joint) if joint else None,
         "rounds": rounds,
         "true_step_us": true_step,
     }
@@ -207,7 +222,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         out.append(
             f"| `{r['sample']}` | {100 * t:.1f} % | {r['job_rank']}: {100 * r['job_mfu']:.1f} % "
             f"({_signed(r['job_mfu'] / t - 1)}) | {rng}{' ✓' if inside else ''} | {own} "
-            f"| {100 * r['together_mfu']:.1f} % ({_signed(r['together_mfu'] / t - 1)}) "
+            f"| {_together(r['together_mfu'], t)} "
             f"| {_launches(r['needed_launches'])} |"
         )
     return "\n".join(out)
@@ -216,6 +231,10 @@ def table(rows: list[dict[str, Any]]) -> str:
 def _signed(x: float) -> str:
     """ "+3 %", "−12 %" (a minus sign, as the docs' tables write it)."""
     return f"{100 * x:+.0f} %".replace("-", "−")
+
+
+def _together(mfu: float | None, truth: float) -> str:
+    return f"{100 * mfu:.1f} % ({_signed(mfu / truth - 1)})" if mfu is not None else "– (no call names its group)"
 
 
 def _launches(x: float | None) -> str:
@@ -228,18 +247,26 @@ def main() -> None:
     ap.add_argument("--markdown", action="store_true", help="the table only, as docs/mfu.md has it")
     args = ap.parse_args()
     rows = []
-    for name in args.samples:
-        folder = ROOT / "sample_traces" / name
+    folders = [ROOT / "sample_traces" / name for name in args.samples]
+    if not args.samples or args.samples == list(SAMPLES):
+        folders += sorted(d for d in HELD_OUT.glob("gpt_pp2_*") if d.is_dir())
+    for folder in folders:
+        name = folder.name
         if not folder.is_dir():
             print(f"{folder}: not found", file=sys.stderr)
             continue
         rows.append(row(folder))
         if not args.markdown:
             r = rows[-1]
+            joint = (
+                f"re-timed together {r['together_us'] / 1e3:.2f} ms (ranks within {r['together_spread']:.3f}x, "
+                f"{r['rounds']} rounds)"
+                if r["together_us"] is not None
+                else "not re-timed together: no call names its process group"
+            )
             print(
                 f"{name}: truth step {r['true_step_us'] / 1e3:.2f} ms; the shortest estimate over the same steps "
-                f"{r['shortest_alone_us'] / 1e3:.2f} ms; re-timed together {r['together_us'] / 1e3:.2f} ms "
-                f"(ranks within {r['together_spread']:.3f}x, {r['rounds']} rounds)",
+                f"{r['shortest_alone_us'] / 1e3:.2f} ms; {joint}",
                 flush=True,
             )
     print(table(rows))
