@@ -76,7 +76,7 @@ function mfuKpi(w: WorkerReport, s: Summary, impossible: boolean, job: JobMfu | 
             )
           : null,
         peak ? h('div', { title: peak.long, data: scope('device') }, peak.short) : null,
-        jobNote(s, job),
+        jobNote(w, s, job),
       ]
     : [
         // the headline only: the whole reason and what to do stand in the FLOPs card (flops.ts)
@@ -93,15 +93,23 @@ function mfuKpi(w: WorkerReport, s: Summary, impossible: boolean, job: JobMfu | 
   });
 }
 
-/** Under a rank's MFU, the job's where it reads otherwise: the ranks of one job share a step, and
- * this rank's estimate keeps the lateness of the ranks it waited for (RankSummary.job). */
-function jobNote(s: Summary, job: JobMfu | null): HTMLElement | null {
+/** Under a rank's MFU, the job's where it reads otherwise (RankSummary.job): over the job's step where
+ * this rank waited for others (its estimate keeps their profiled lateness), or over every rank's FLOPs
+ * where the step is this rank's own and the ranks compute different FLOPs (pipeline stages). */
+function jobNote(w: WorkerReport, s: Summary, job: JobMfu | null): HTMLElement | null {
   if (!job || f.pct(job.mfu) === f.pct(s.mfu)) return null;
+  // the ranks compute different FLOPs (pipeline stages, TP's replicated head): more than 1 % apart
+  const own = s.flops_per_step ?? 0;
+  const differ = Math.abs((own * job.ranks) / job.flops_per_step - 1) > 0.01;
+  const why =
+    job.worker === w.name
+      ? ": the same step, over every rank's FLOPs, which differ by rank"
+      : `: this rank's step keeps the profiled lateness of the ranks it waited for${differ ? ", and the ranks' FLOPs differ" : ''}`;
   return h(
     'div',
     { testid: 'mfu-job', title: f.definition('ranks.job.mfu') },
     h('strong', null, `${f.label('ranks.job.mfu')} ${f.pct(job.mfu)}`),
-    " over every rank (Ranks card): this rank's step keeps the profiled lateness of the ranks it waited for",
+    ` over every rank (Ranks card)${why}`,
   );
 }
 

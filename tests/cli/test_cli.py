@@ -114,6 +114,12 @@ def test_table_output_of_a_distributed_run_shows_its_ranks(capsys: pytest.Captur
     # the rank's communication and the clocks the ranks were aligned on
     assert "Communication (DDP)" in out and "Collectives per step" in out and "default_pg (2)" in out
     assert "clock shift" in out and "Clocks aligned on the ends of 16 collective calls" in out
+    # one job, one MFU: under the ranks' table, and under the MFU of rank 0, which waited and reads low
+    job = report.ranks.job
+    assert job is not None and f"Job MFU: {fmt.pct(job.mfu)} (likely " in out
+    assert f"{fmt.us(job.step_time_unprofiled_us)}, {job.worker}'s estimate, the shortest of the ranks'" in out
+    waited = f"Job MFU: {fmt.pct(job.mfu)}, over every rank (the ranks' table): this rank's step without the profiler"
+    assert out.count(waited) == 1  # rank 0's: rank 1's own MFU is the job's
 
 
 def test_evidence_flag_prints_each_value_in_its_unit(capsys: pytest.CaptureFixture[str]) -> None:
