@@ -1,8 +1,8 @@
 """What a distributed run's one MFU must hold (``RankSummary.job``, ``analysis.run.job_mfu``), checked
 on every run report the tests build (``invariants.run_problems``): it is the ranks' FLOPs together
 over the shortest of their steps without the profiler and their peaks together, every rank has an
-estimate where it is a figure, it lies in (0, 1] and inside its likely range, and the ranks' note
-names the same figure."""
+estimate where it is a figure, it lies in (0, 1] and inside its likely range, the ranks' note names
+the same figure, and only a rank other than the job's says it waited."""
 
 from __future__ import annotations
 
@@ -14,9 +14,14 @@ from tb_mfu_plugin.analysis.fmt import pct
 
 def job_problems(ranks: dict[str, Any], workers: list[dict[str, Any]]) -> list[str]:
     job = ranks.get("job")
+    rows = ranks.get("ranks", [])
     if job is None:
-        return []
-    out: list[str] = []
+        return ["a rank's waited note with no job's MFU" for r in rows if r.get("waited_note")]
+    out: list[str] = [
+        f"the job's rank {r['worker']} has a waited note"
+        for r in rows
+        if r["worker"] == job["worker"] and r.get("waited_note")
+    ]
     summaries = [w["summary"] for w in workers]
     steps = [s.get("step_time_unprofiled_us") for s in summaries]
     status = [(s.get("mfu_status") or {}).get("basis") for s in summaries]

@@ -360,8 +360,9 @@ function notesCard(w: WorkerReport): HTMLElement {
   );
 }
 
-/** One worker's Overview; ``job``: its run's one MFU where the run has several ranks (RankSummary.job). */
-export function renderWorker(w: WorkerReport, job: JobMfu | null = null): HTMLElement {
+/** One worker's Overview; ``job``: its run's one MFU where the run has several ranks (RankSummary.job);
+ * ``waited``: why this rank's gains are of its own step, not the job's (RankRow.waited_note). */
+export function renderWorker(w: WorkerReport, job: JobMfu | null = null, waited: string | null = null): HTMLElement {
   const s = w.summary;
   if (w.error || !s) {
     return banner('error', 'worker-error', `Cannot analyse ${w.name}${w.span ? ` (span ${w.span})` : ''}`, [
@@ -376,6 +377,7 @@ export function renderWorker(w: WorkerReport, job: JobMfu | null = null): HTMLEl
     'div',
     { class: 'overview', testid: 'overview' },
     kpis(w, s, job),
+    waited ? banner('info', 'rank-waited', 'This rank waited for others', h('div', null, waited)) : null,
     h('div', { class: 'row two' }, busyVsFast(s), deviceCard(w, s)),
     h('div', { class: 'row two' }, findings, waterfallCard(w)),
     timeline?.el,

@@ -1289,6 +1289,7 @@ export interface RankRow {
   bubble_share: number | null;
   clock_shift_us: number | null;
   collective_wait_us_per_step: number | null;
+  waited_note: string | null;
 }
 
 export interface Straggler {

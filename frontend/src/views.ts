@@ -84,6 +84,12 @@ function failedBanner(report: RunReport, shown: WorkerReport): HTMLElement | nul
   );
 }
 
+/** The ranks table's note on ``w``: its gains are of its own step, not the job's (RankRow.waited_note). */
+function waitedNote(report: RunReport, w: WorkerReport | undefined): string | null {
+  const row = report.ranks?.ranks.find((r) => w && r.worker === w.name && r.span === w.span);
+  return row?.waited_note ?? null;
+}
+
 /** The Overview of the run picked; ``emptyHint`` leads the page when there is no run at all. */
 export async function overviewContent(emptyHint: () => Child): Promise<Child> {
   if (!state.runs) return noRunsYet();
@@ -110,7 +116,7 @@ export async function overviewContent(emptyHint: () => Child): Promise<Child> {
     failedBanner(report, w),
     pendingFiles.length ? partialBanner(r, pendingFiles) : null,
     report.ranks ? ranksCard(report.ranks, report.strategy, pendingFiles) : null,
-    rooted(renderWorker(w, report.ranks?.job ?? null), `workers.${idx}`),
+    rooted(renderWorker(w, report.ranks?.job ?? null, waitedNote(report, w)), `workers.${idx}`),
   ];
 }
 

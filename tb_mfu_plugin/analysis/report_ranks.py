@@ -26,6 +26,9 @@ class RankRow(msgspec.Struct, kw_only=True):
     clock_shift_us: float | None = None
     # Time inside collectives waiting for a member that started later (clocks aligned), per step.
     collective_wait_us_per_step: float | None = None
+    # Where its own step without the profiler is well over the job's: its findings' gains are of its
+    # own step (``analysis.run.job_mfu.waited_note``); None on the job's rank, or without a job's MFU
+    waited_note: str | None = None
 
 
 class Straggler(msgspec.Struct, kw_only=True):

@@ -72,14 +72,23 @@ def print_report(report: Report, top: int, evidence: bool = False) -> None:
     report = for_rich(report)  # names from traces and file names are text, never markup
     for run in report.runs:
         job = run.ranks.job if run.ranks is not None else None
+        waited = {(r.worker, r.span): r.waited_note for r in run.ranks.ranks} if run.ranks is not None else {}
         for w in run.workers:
-            _print_worker(console, run.name, w, top, evidence, job)
+            _print_worker(console, run.name, w, top, evidence, job, waited.get((w.name, w.span)))
         print_ranks(console, run)
 
 
 def _print_worker(
-    console: Console, run_name: str, w: WorkerReport, top: int, evidence: bool = False, job: JobMfu | None = None
+    console: Console,
+    run_name: str,
+    w: WorkerReport,
+    top: int,
+    evidence: bool = False,
+    job: JobMfu | None = None,
+    waited: str | None = None,
 ) -> None:
+    """One worker's tables; ``job`` and ``waited``: its run's one MFU, and why this rank's findings'
+    gains are of its own step (RankRow.waited_note), where it is a rank of a distributed run."""
     title = f"[bold]{run_name}[/] · worker {w.name}" + (f" · span {w.span}" if w.span else "")
     if w.error:  # its one-line error, naming the file and the reason, is on stderr (cli.main)
         console.print(f"{title}\n  [red]not analysed[/]: the reason is on stderr\n", highlight=False)
@@ -102,6 +111,8 @@ def _print_worker(
     _print_top_kernels(console, w, top)
     _print_roofline(console, w, top)
     print_critical_path(console, w)
+    if waited:
+        console.print(f"[bold]This rank waited for others.[/] {waited}", highlight=False)
     _print_diagnosis(console, w)
     if evidence:
         print_evidence(console, w)

@@ -78,6 +78,8 @@ def test_communication_ranks_and_strategies(start_tensorboard, page, logdir, out
     assert line.startswith(f"Job MFU {pct_text(job['mfu'])}") and "rank1's estimate, the shortest" in line
     note = frame.locator("[data-testid=mfu-job]").inner_text()
     assert note.startswith(f"Job MFU {pct_text(job['mfu'])} over every rank")
+    waited = frame.locator("[data-testid=rank-waited]").inner_text()
+    assert "This rank waited for others" in waited and "the job's step shortens with the fixes of rank1's" in waited
     page.set_viewport_size({"width": 1440, "height": 2600})
     page.wait_for_timeout(800)
     page.screenshot(path=str(output_dir / "mfu-communication.png"))

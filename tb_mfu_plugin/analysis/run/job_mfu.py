@@ -17,10 +17,13 @@ table). The shortest estimate is the figure the faces show: it needs no rank's g
 from __future__ import annotations
 
 from ..device.mfu import mfu_for
-from ..fmt import pct
+from ..fmt import pct, us
 from ..interval import Interval
 from ..report import JobMfu, RankRow, WorkerReport
 
+# How much longer than the job's a rank's own step without the profiler is before its page says that
+# its findings' gains are of its own step, not the job's: past the 5 % its estimate is held to.
+WAITED_STEP_RATIO = 1.05
 # The spread of the ranks' headline MFUs (highest / lowest) above which the ranks card says why they
 # differ: the ranks of one synchronous job run one step, so their MFUs differ only by their estimates.
 MFU_SPREAD_NOTE = 1.05
@@ -100,3 +103,20 @@ def mfu_note(rows: list[RankRow], workers: list[WorkerReport], job: JobMfu | Non
     if job is None:
         return text
     return f"{text} The job's MFU, {pct(job.mfu)}, is over the shortest of those steps, {job.worker}'s."
+
+
+def waited_note(w: WorkerReport, job: JobMfu | None) -> str | None:
+    """On a rank whose own step without the profiler is over ``WAITED_STEP_RATIO`` x the job's: it
+    waited for other ranks, so what its findings' fixes save is of its own step, where the job's step
+    shortens with the rank whose estimate it is."""
+    s = w.summary
+    if job is None or s is None or s.step_time_unprofiled_us is None or w.name == job.worker:
+        return None
+    if s.step_time_unprofiled_us <= WAITED_STEP_RATIO * job.step_time_unprofiled_us:
+        return None
+    return (
+        f"Its step without the profiler, {us(s.step_time_unprofiled_us)}, is "
+        f"{s.step_time_unprofiled_us / job.step_time_unprofiled_us:.2f}× the job's ({us(job.step_time_unprofiled_us)}, "
+        f"{job.worker}'s): it waited for other ranks in its collectives. Its findings' gains are of its own step: "
+        f"the job's step shortens with the fixes of {job.worker}'s findings."
+    )

@@ -12,7 +12,7 @@ import msgspec
 
 from ..fmt import pct, us
 from ..report import Distributed, Finding, RankRow, RankSummary, Straggler, WorkerReport
-from .job_mfu import job_mfu, mfu_note
+from .job_mfu import job_mfu, mfu_note, waited_note
 
 __all__ = ["RankClock", "RankRow", "RankSummary", "Straggler", "compare_ranks"]
 
@@ -54,6 +54,7 @@ def compare_ranks(workers: list[WorkerReport], clocks: list[RankClock | None] | 
         return None
     rows = []
     findings = {(w.name, w.span): w.findings for w, _ in ok}
+    job = job_mfu([w for w, _ in ok])
     for w, clock in ok:
         s, dist, comm = w.summary, w.distributed, w.communication
         assert s is not None and dist is not None
@@ -72,11 +73,11 @@ def compare_ranks(workers: list[WorkerReport], clocks: list[RankClock | None] | 
                 bubble_share=w.pipeline.bubble_share if w.pipeline else None,
                 clock_shift_us=clock.shift_us if clock else None,
                 collective_wait_us_per_step=clock.wait_us_per_step if clock else None,
+                waited_note=waited_note(w, job),
             )
         )
     rows.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.worker))
     first = ok[0][0].distributed
-    job = job_mfu([w for w, _ in ok])
     return RankSummary(
         world_size=first.world_size if first else None,
         ranks=rows,

@@ -159,6 +159,11 @@ def test_one_job_one_mfu_over_the_shortest_rank_step() -> None:
     true_mfu = r.job.flops_per_step / (truth["step_time_us_unprofiled_slowest_rank"] * 1e-6 * r.job.peak_flops)
     assert r.job.mfu_range is not None and r.job.mfu_range.low <= true_mfu <= r.job.mfu_range.high
     assert min(mfus) < 0.6 * true_mfu  # what rank 0's page read before
+    # rank 0's page says its findings' gains are of its own step, 1.54x the job's; rank 1's says nothing
+    notes = {row.worker: row.waited_note for row in r.ranks}
+    assert notes["rank1"] is None and notes["rank0"] is not None
+    assert f"{(steps['rank0'] or 0.0) / r.job.step_time_unprofiled_us:.2f}× the job's" in notes["rank0"]
+    assert notes["rank0"].endswith("the job's step shortens with the fixes of rank1's findings.")
 
 
 @pytest.mark.parametrize("run", ["gpt_pp2_gpipe", "gpt_pp2_1f1b"])
@@ -216,6 +221,9 @@ def test_the_mfu_note_only_where_the_estimates_differ(
     assert (r.job is not None) is (basis == "without_profiler")
     if said:
         assert r.job is not None and r.job.worker == "rank1" and r.job.step_time_unprofiled_us == 800
+        # rank 0's own step, 1000 µs, is 1.25x the job's: its gains are of its own step
+        assert r.ranks[0].waited_note is not None and "1.25× the job's" in r.ranks[0].waited_note
+        assert r.ranks[1].waited_note is None
         # both ranks' FLOPs over rank 1's step: (200 + 200) GFLOP / 0.8 ms / 2 PFLOP/s
         assert r.job.mfu == pytest.approx((0.20 * 1000 + 0.25 * 800) / 800 / 2)
         assert r.job.mfu_range is not None and r.job.mfu_range.low == pytest.approx(r.job.mfu / 1.1)
