@@ -9,8 +9,8 @@ without the profiler). The rank that waited least keeps least of it, so the job'
 shortest of the ranks' estimates.
 
 Re-timing the ranks together, each collective starting when its last member arrives without the
-profiler, gives about the same step: on the seven multi-GPU samples within −4 to +6 % of the
-shortest estimate (``validation/joint_ranks.py`` re-times them; docs/mfu.md, section 6, has the
+profiler, gives about the same job MFU: on the seven multi-GPU samples within −4 to +7 % of the
+shortest estimate's (``validation/joint_ranks.py`` re-times them; docs/mfu.md, section 6, has the
 table). The shortest estimate is the figure the faces show: it needs no rank's graph beyond its own.
 """
 
