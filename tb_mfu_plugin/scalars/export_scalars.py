@@ -8,7 +8,8 @@ report is a point at its profiler step number (``ProfilerStep#N``), under the JS
 report's key name with a ``tb_mfu/`` prefix (``tb_mfu/mfu``, ``tb_mfu/sm_efficiency``,
 …; the step's ``dur_us`` is ``tb_mfu/step_time_us``, the summary's name for it). Each
 span's summary goes under ``tb_mfu/summary/<key>`` at the span's last step: those are
-the HParams dashboard's metric columns. Traces recorded with ``profile_memory=True`` add each
+the HParams dashboard's metric columns; a rank of a distributed run adds its job's one MFU there
+(``tb_mfu/summary/job_mfu``, the report's ``ranks.job.mfu``). Traces recorded with ``profile_memory=True`` add each
 step's peak memory (``tb_mfu/peak_allocated_bytes``, ``tb_mfu/peak_reserved_bytes``; the report's
 ``memory.steps``) and the highest over the steps to the summary.
 
@@ -40,6 +41,7 @@ HPARAMS_METRICS: tuple[tuple[str, str], ...] = tuple(
     (key, f"{definition(name)} ({UNIT_MEANING[DEFINITIONS[name].unit]})")
     for key, name in (
         ("mfu", "mfu"),
+        ("job_mfu", "ranks.job.mfu"),
         ("hfu", "flops.hfu"),
         ("achieved_tflops_while_busy", "flops.achieved_tflops_while_busy"),
         ("step_time_us", "step_time_us"),
@@ -224,15 +226,19 @@ def export_report(report: Report, out_dir: str, replace: bool = False) -> list[E
         p.path = os.path.join(out_dir, *p.name.split("/"))
     _claim([out_dir, *(p.path for p in planned)], replace)
     run_of = {id(w): r.name for r in report.runs for w in r.workers}
+    # each rank's job's one MFU (RankSummary.job), a summary metric beside the rank's own
+    job_of = {id(w): r.ranks.job.mfu for r in report.runs if r.ranks and r.ranks.job for w in r.workers}
     written_at = time.time()
     for p in planned:
         with ScalarWriter(p.path, filename_suffix=SUFFIX) as writer:
-            p.points = _write_run(writer, p, run_of, written_at)
+            p.points = _write_run(writer, p, run_of, written_at, job_of)
     write_hparams_config(out_dir, SUFFIX, HPARAMS, [(SUMMARY_PREFIX + k, d) for k, d in HPARAMS_METRICS])
     return planned
 
 
-def _write_run(writer: ScalarWriter, p: ExportedRun, run_of: dict[int, str], written_at: float) -> int:
+def _write_run(
+    writer: ScalarWriter, p: ExportedRun, run_of: dict[int, str], written_at: float, job_of: dict[int, float]
+) -> int:
     first = p.workers[0]
     hparams = _hparams(run_of[id(first)], first)
     writer.add_hparams(hparams, trial_id=p.name)
@@ -246,6 +252,9 @@ def _write_run(writer: ScalarWriter, p: ExportedRun, run_of: dict[int, str], wri
                 writer.add_scalar(PREFIX + key, value, st.step, wall_time=wall)
                 points += 1
         last = w.steps[-1]
-        for key, value in summary_figures(w).items():
+        summary = summary_figures(w)
+        if id(w) in job_of:
+            summary["job_mfu"] = job_of[id(w)]
+        for key, value in summary.items():
             writer.add_scalar(SUMMARY_PREFIX + key, value, last.step, wall_time=written_at)
     return points

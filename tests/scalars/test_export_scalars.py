@@ -101,6 +101,12 @@ def test_every_step_figure_equals_the_json_report(run: str, exported: Path) -> N
         for end in ("low", "high"):  # the likely range where the headline is an estimate, none where not
             want = {last: likely[end]} if likely else {}
             assert _series(acc, f"tb_mfu/summary/mfu_{end}") == pytest.approx(want, rel=1e-6)
+        # a rank of a distributed run: its job's one MFU beside its own; none on one GPU
+        job = (r.get("ranks") or {}).get("job")
+        if job is None:
+            assert "tb_mfu/summary/job_mfu" not in acc.Tags()["tensors"]
+        else:
+            assert _series(acc, "tb_mfu/summary/job_mfu") == pytest.approx({last: job["mfu"]}, rel=1e-6)
 
 
 def test_checkpointing_sample_has_hfu_above_mfu(exported: Path) -> None:
@@ -143,6 +149,7 @@ def test_hparams_session_and_experiment_config(exported: Path) -> None:
     )
     metrics = [m.name.tag for m in experiment.metric_infos]
     assert "tb_mfu/summary/mfu" in metrics and "tb_mfu/summary/step_time_us" in metrics
+    assert "tb_mfu/summary/job_mfu" in metrics
     assert {h.name for h in experiment.hparam_infos} >= {"run", "worker", "device_name", "peak_tflops"}
 
 
