@@ -153,6 +153,10 @@ def test_distributed_run_has_ranks_and_collectives(ddp: tm.Report) -> None:
     assert ranks["rank"].tolist() == [0, 1]
     assert ranks["straggler"].sum() == 1  # rank1 is the one rank0 waits for in this sample
     assert ranks.loc[ranks["straggler"], "worker"].item() == "rank1"
+    # the job's one MFU on both rows: over rank 1's step, the shorter estimate, so rank 1's own
+    job = ddp.report.runs[0].ranks.job
+    assert job is not None and (ranks["job_mfu"] == job.mfu).all()
+    assert ranks.loc[ranks["worker"] == "rank1", "mfu"].item() == pytest.approx(job.mfu)
     coll = ddp.collectives()
     assert set(coll["collective"]) == {"allreduce"} and (coll["kernel_us_per_step"] > 0).all()
     assert coll["worker"].tolist() == ["rank0", "rank1"] and set(coll["group"]) == {"default_pg"}
