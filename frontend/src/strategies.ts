@@ -23,6 +23,19 @@ function mfuCell(r: StrategyRow): Child {
   return r.ranks > 1 ? overRanks(f.pct(r.mfu_mean), f.pct(r.mfu_min), f.pct(r.mfu_max)) : f.pct(r.mfu_mean);
 }
 
+/** The job's MFU, and under it the step it is over (without the profiler), so it is derivable. */
+function jobCell(r: StrategyRow): Child {
+  if (r.job_mfu === null) return f.NA;
+  return h(
+    'div',
+    null,
+    h('div', null, f.pct(r.job_mfu)),
+    r.job_step_time_unprofiled_us !== null
+      ? h('div', { class: 'dim small' }, `over ${f.dur(r.job_step_time_unprofiled_us)}`)
+      : null,
+  );
+}
+
 function exposedCell(r: StrategyRow): Child {
   if (r.exposed_communication_us_per_step === null) return f.NA;
   return h(
@@ -58,14 +71,14 @@ const STRATEGY_COLUMNS: Column<StrategyRow>[] = [
     f.dur,
     "The slowest rank's step under the profiler (its mean analysed step): every rank waits for it",
   ),
-  numColumn(
-    'jobstep',
-    f.label('ranks.job.step_time_unprofiled_us'),
-    (r) => r.job_step_time_unprofiled_us,
-    f.dur,
-    `${f.definition('ranks.job.step_time_unprofiled_us')}; on one GPU, its own`,
-  ),
-  numColumn('job', f.label('strategies.job_mfu'), (r) => r.job_mfu, f.pct, f.definition('strategies.job_mfu')),
+  {
+    key: 'job',
+    label: f.label('strategies.job_mfu'),
+    num: true,
+    value: (r) => r.job_mfu,
+    cell: jobCell,
+    title: `${f.definition('strategies.job_mfu')}. Under it, the step it is over: ${f.definition('ranks.job.step_time_unprofiled_us')}; on one GPU, its own.`,
+  },
   {
     key: 'mfu',
     label: f.label('strategies.mfu_min'),
@@ -116,7 +129,8 @@ export function strategiesCard(rows: StrategyRow[]): HTMLElement {
       ? table<StrategyRow>(rows, STRATEGY_COLUMNS, {
           testid: 'strategies-table',
           sortKey: 'job',
-          cls: 'wrap-heads',
+          // up to eight runs of eleven columns: it scrolls in its box in a narrow window, as Compare's does
+          cls: 'wrap-heads may-overflow',
           at: 'strategies',
         })
       : h('p', { class: 'muted' }, 'The runs picked are still loading.'),
