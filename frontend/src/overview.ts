@@ -108,7 +108,8 @@ function jobNote(w: WorkerReport, s: Summary, job: JobMfu | null): HTMLElement |
   return h(
     'div',
     { testid: 'mfu-job', title: f.definition('ranks.job.mfu') },
-    h('strong', null, `${f.label('ranks.job.mfu')} ${f.pct(job.mfu)}`),
+    // the run's figure, outside this worker's root: its path is absolute
+    h('strong', null, `${f.label('ranks.job.mfu')} `, fv('/ranks.job.mfu', f.pct(job.mfu))),
     ` over every rank (Ranks card)${why}`,
   );
 }
