@@ -98,13 +98,10 @@ function mfuKpi(w: WorkerReport, s: Summary, impossible: boolean, job: JobMfu | 
  * where the step is this rank's own and the ranks compute different FLOPs (pipeline stages). */
 function jobNote(w: WorkerReport, s: Summary, job: JobMfu | null): HTMLElement | null {
   if (!job || f.pct(job.mfu) === f.pct(s.mfu)) return null;
-  // the ranks compute different FLOPs (pipeline stages, TP's replicated head): more than 1 % apart
-  const own = s.flops_per_step ?? 0;
-  const differ = Math.abs((own * job.ranks) / job.flops_per_step - 1) > 0.01;
   const why =
     job.worker === w.name
       ? ": the same step, over every rank's FLOPs, which differ by rank"
-      : `: this rank's step keeps the profiled lateness of the ranks it waited for${differ ? ", and the ranks' FLOPs differ" : ''}`;
+      : `: this rank's step keeps the profiled lateness of the ranks it waited for${job.flops_differ ? ", and the ranks' FLOPs differ" : ''}`;
   return h(
     'div',
     { testid: 'mfu-job', title: f.definition('ranks.job.mfu') },

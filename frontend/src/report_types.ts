@@ -1311,6 +1311,7 @@ export interface JobMfu {
   flops_per_step: number;
   peak_flops: number;
   ranks: number;
+  flops_differ: boolean;
   mfu_range: Interval | null;
 }
 

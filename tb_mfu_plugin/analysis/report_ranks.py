@@ -49,6 +49,9 @@ class JobMfu(msgspec.Struct, kw_only=True):
     flops_per_step: float  # the ranks' together
     peak_flops: float  # the ranks' together
     ranks: int  # ranks counted: every analysed rank of the run
+    # the ranks' FLOPs per step differ by over 1 % (pipeline stages, TP's replicated head), so a rank's
+    # own MFU differs from the job's over the same step
+    flops_differ: bool = False
     # over that rank's likely step without the profiler (Summary.step_time_unprofiled_range_us)
     mfu_range: Interval | None = None
 

@@ -298,13 +298,11 @@ def _print_flops(console: Console, w: WorkerReport, job: JobMfu | None = None) -
             highlight=False,
         )
     if job is not None and pct(job.mfu) != pct(s.mfu):
-        # the ranks compute different FLOPs (pipeline stages, TP's replicated head): more than 1 % apart
-        differ = abs((s.flops_per_step or 0.0) * job.ranks / job.flops_per_step - 1) > 0.01
         why = (
             "the same step, over every rank's FLOPs, which differ by rank"
             if job.worker == w.name
             else "this rank's step without the profiler keeps the profiled lateness of the ranks it waited for"
-            + (", and the ranks' FLOPs differ" if differ else "")
+            + (", and the ranks' FLOPs differ" if job.flops_differ else "")
         )
         console.print(
             f"  [bold]{label('ranks.job.mfu')}: {pct(job.mfu)}[/], over every rank (the ranks' table): {why}.",

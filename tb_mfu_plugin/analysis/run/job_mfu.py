@@ -24,6 +24,9 @@ from ..report import JobMfu, RankRow, WorkerReport
 # How much longer than the job's a rank's own step without the profiler is before its page says that
 # its findings' gains are of its own step, not the job's: past the 5 % its estimate is held to.
 WAITED_STEP_RATIO = 1.05
+# Ranks whose FLOPs per step differ by more than this (highest / lowest) compute different work: a
+# rank's own MFU then differs from the job's over the same step.
+FLOPS_DIFFER = 1.01
 # The spread of the ranks' headline MFUs (highest / lowest) above which the ranks card says why they
 # differ: the ranks of one synchronous job run one step, so their MFUs differ only by their estimates.
 MFU_SPREAD_NOTE = 1.05
@@ -56,7 +59,8 @@ def job_mfu(ranks: list[WorkerReport]) -> JobMfu | None:
         return None
     best = min(ranks, key=_step)
     step = _step(best)
-    flops = sum(w.summary.flops_per_step or 0.0 for w in ranks if w.summary is not None)
+    each = [w.summary.flops_per_step or 0.0 for w in ranks if w.summary is not None]
+    flops = sum(each)
     peak = sum(w.device.peak_flops or 0.0 for w in ranks if w.device is not None)
     mfu = mfu_for(flops, step, peak)
     if mfu is None or not 0.0 < mfu <= 1.0:
@@ -73,6 +77,7 @@ def job_mfu(ranks: list[WorkerReport]) -> JobMfu | None:
         flops_per_step=flops,
         peak_flops=peak,
         ranks=len(ranks),
+        flops_differ=max(each) > FLOPS_DIFFER * min(each),
         # as the summary's: none where the shortest likely step would make it impossible
         mfu_range=Interval(low=min(low, mfu), high=max(high, mfu))
         if low is not None and high is not None and high <= 1.0
