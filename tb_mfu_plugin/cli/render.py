@@ -27,7 +27,7 @@ from .console import console as stdout_console
 from .console import cut
 from .render_compare import figure_rows, print_kernels
 from .render_critical import gain_text, print_critical_path, print_whatif
-from .render_dist import print_communication, print_ranks
+from .render_dist import print_communication, print_rank_job, print_ranks, print_waited
 from .render_evidence import print_evidence
 from .render_memory import print_memory
 
@@ -111,8 +111,7 @@ def _print_worker(
     _print_top_kernels(console, w, top)
     _print_roofline(console, w, top)
     print_critical_path(console, w)
-    if waited:
-        console.print(f"[bold]This rank waited for others.[/] {waited}", highlight=False)
+    print_waited(console, waited)
     _print_diagnosis(console, w)
     if evidence:
         print_evidence(console, w)
@@ -297,17 +296,7 @@ def _print_flops(console: Console, w: WorkerReport, job: JobMfu | None = None) -
             ),
             highlight=False,
         )
-    if job is not None and pct(job.mfu) != pct(s.mfu):
-        why = (
-            "the same step, over every rank's FLOPs, which differ by rank"
-            if job.worker == w.name
-            else "this rank's step without the profiler keeps the profiled lateness of the ranks it waited for"
-            + (", and the ranks' FLOPs differ" if job.flops_differ else "")
-        )
-        console.print(
-            f"  [bold]{label('ranks.job.mfu')}: {pct(job.mfu)}[/], over every rank (the ranks' table): {why}.",
-            highlight=False,
-        )
+    print_rank_job(console, w, job)
 
 
 def _likely(s: Summary) -> str:

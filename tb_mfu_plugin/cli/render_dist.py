@@ -136,6 +136,29 @@ def job_line(j: JobMfu) -> str:
     )
 
 
+def print_rank_job(console: Console, w: WorkerReport, job: JobMfu | None) -> None:
+    """Under a rank's MFU, its job's where the two read otherwise, and why (RankSummary.job)."""
+    s = w.summary
+    if job is None or s is None or pct(job.mfu) == pct(s.mfu):
+        return
+    why = (
+        "the same step, over every rank's FLOPs, which differ by rank"
+        if job.worker == w.name
+        else "this rank's step without the profiler keeps the profiled lateness of the ranks it waited for"
+        + (", and the ranks' FLOPs differ" if job.flops_differ else "")
+    )
+    console.print(
+        f"  [bold]{label('ranks.job.mfu')}: {pct(job.mfu)}[/], over every rank (the ranks' table): {why}.",
+        highlight=False,
+    )
+
+
+def print_waited(console: Console, waited: str | None) -> None:
+    """Why a rank that waited for the others has gains of its own step (RankRow.waited_note)."""
+    if waited:
+        console.print(f"[bold]This rank waited for others.[/] {waited}", highlight=False)
+
+
 def print_strategies(rows: list[StrategyRow]) -> None:
     """Runs side by side by strategy: per-rank MFU, the slowest rank's step, communication, bubble."""
     console = stdout_console()
